@@ -1,0 +1,2 @@
+//! fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
+#![deny(unsafe_code)]
