@@ -1,0 +1,87 @@
+//! Per-partition storage settings, their defaults and their limits.
+
+use serde::{Deserialize, Serialize};
+
+/// How appends reach the disk before they are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlushPolicy {
+    /// Page cache only: a process crash loses nothing, an OS crash or power loss may lose
+    /// anything not yet written back by the kernel.
+    Never,
+    /// Synced every `interval_ms`: an OS crash loses at most the last interval.
+    Interval {
+        /// Milliseconds between syncs.
+        interval_ms: u64,
+    },
+    /// Synced before the acknowledgement (group commit).
+    Always,
+}
+
+/// Default segment size: large enough that rolling is rare, small enough to preallocate quickly.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// Smallest segment allowed (tests use small segments to exercise rolling).
+pub const MIN_SEGMENT_BYTES: u64 = 4096;
+/// Largest segment allowed: index positions are `u32`.
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 30;
+/// Default spacing of sparse index entries.
+pub const DEFAULT_INDEX_INTERVAL_BYTES: usize = 4096;
+/// Default largest batch accepted.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// Settings of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// Size of each segment file.
+    pub segment_bytes: u64,
+    /// Durability of acknowledged appends.
+    pub flush: FlushPolicy,
+    /// Delete closed segments while the partition is larger than this.
+    pub retention_bytes: Option<u64>,
+    /// Delete closed segments whose newest record is older than this.
+    pub retention_ms: Option<u64>,
+    /// Spacing of index entries.
+    pub index_interval_bytes: usize,
+    /// Largest batch accepted (also bounded by the segment size).
+    pub max_batch_bytes: usize,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            flush: FlushPolicy::Always,
+            retention_bytes: None,
+            retention_ms: None,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+impl PartitionConfig {
+    /// Checks the limits; the message says which setting is wrong and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes) {
+            return Err(format!(
+                "segment_bytes {} is outside {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}",
+                self.segment_bytes
+            ));
+        }
+        if self.index_interval_bytes == 0 {
+            return Err("index_interval_bytes must be positive".into());
+        }
+        if self.max_batch_bytes < super::batch::HEADER_BYTES {
+            return Err("max_batch_bytes is smaller than a batch header".into());
+        }
+        if let FlushPolicy::Interval { interval_ms: 0 } = self.flush {
+            return Err("flush interval must be at least 1 ms".into());
+        }
+        Ok(())
+    }
+
+    /// The largest batch this partition can take: the configured maximum, and never more than a
+    /// segment.
+    pub fn batch_limit(&self) -> usize {
+        self.max_batch_bytes.min(self.segment_bytes as usize)
+    }
+}

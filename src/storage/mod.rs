@@ -1,0 +1,89 @@
+//! Storage: partitions as logs of CRC-checked record batches in memory-mapped segment files, with
+//! the epoch fence inside the segment writer.
+//!
+//! * [`batch`]: the record batch format, its builder and validator.
+//! * [`mmap`]: the only `unsafe` code — the segment map with one writer and zero-copy readers.
+//! * [`segment`]: one segment file: append, read, recovery scan.
+//! * [`index`]: the sparse offset index beside each segment.
+//! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
+//! * [`flush`]: group commit.
+//! * [`partition`]: the segments of one partition, the append and read paths, retention.
+
+pub mod batch;
+pub mod config;
+pub mod fence;
+pub mod flush;
+pub mod index;
+pub mod mmap;
+pub mod partition;
+pub mod segment;
+
+use thiserror::Error;
+
+pub use batch::{BatchBuilder, BatchError, BatchHeader, Record};
+pub use config::{FlushPolicy, PartitionConfig};
+pub use fence::FenceError;
+pub use partition::{Appended, Partition, ReadResult, RecoveryReport, RetentionReport};
+
+/// Everything that can go wrong in storage, each with what a user needs to act on it.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// The epoch check refused the append or install.
+    #[error(transparent)]
+    Fence(FenceError),
+    /// The batch is malformed; nothing was written.
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    /// The batch exceeds the partition's limit (configured maximum or segment size).
+    #[error("batch of {len} bytes exceeds the partition's maximum of {max} bytes")]
+    BatchTooLarge {
+        /// Batch size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A read outside the log.
+    #[error("offset {offset} is out of range [{earliest}, {latest}] of partition {partition}")]
+    OffsetOutOfRange {
+        /// `topic/partition`.
+        partition: String,
+        /// Offset asked for.
+        offset: u64,
+        /// Earliest offset in the log.
+        earliest: u64,
+        /// High watermark.
+        latest: u64,
+    },
+    /// A stored batch failed its check on read; it is not served.
+    #[error("corrupt data in partition {partition}, segment {segment} at byte {position} (reading offset {offset}): {reason}")]
+    Corrupt {
+        /// `topic/partition`.
+        partition: String,
+        /// Segment file.
+        segment: String,
+        /// Byte position in the segment.
+        position: u64,
+        /// Offset being read.
+        offset: u64,
+        /// What failed.
+        reason: String,
+    },
+    /// A sync failed earlier; the partition refuses writes until the server restarts and
+    /// recovers from what is really on disk.
+    #[error("partition {partition} refuses writes after a failed sync; restart the server to recover it")]
+    Failed {
+        /// `topic/partition`.
+        partition: String,
+    },
+    /// An I/O error, with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Settings out of bounds.
+    #[error("invalid partition config: {0}")]
+    InvalidConfig(String),
+}

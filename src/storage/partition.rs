@@ -1,0 +1,600 @@
+//! One partition: its segments, the fenced writer, group commit, reads and retention.
+//!
+//! Append path: peek the batch's epoch and refuse a stale one early (so a stale holder learns it
+//! is stale before anything else), validate the batch outside the lock (CRC and structure, in
+//! parallel across producers), then enter the [`Fence`]: the authoritative epoch check and the
+//! copy into the segment happen in one critical section. With flush `always` the appender then
+//! waits for a group-commit sync, outside the lock, before the batch becomes visible to readers.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::batch::{self, BatchHeader};
+use super::config::{FlushPolicy, PartitionConfig};
+use super::fence::{self, check_epoch, EpochCheckpoint, Fence, FenceError};
+use super::flush::GroupCommit;
+use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::StorageError;
+
+/// What an append returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offset of its last record.
+    pub last_offset: u64,
+    /// The offset the next batch will get.
+    pub log_end_offset: u64,
+}
+
+/// What a read returns.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole stored batches, zero-copy slices of the segment maps.
+    pub batches: Vec<Bytes>,
+    /// Offsets below this are acknowledged and readable.
+    pub high_watermark: u64,
+    /// The earliest offset still in the log.
+    pub log_start_offset: u64,
+}
+
+/// What a retention pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Segments deleted.
+    pub segments: usize,
+    /// Bytes of log deleted.
+    pub bytes: u64,
+}
+
+/// What recovery found when the partition was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segments opened.
+    pub segments: usize,
+    /// Valid batches found.
+    pub batches: u64,
+    /// Bytes cut after the last valid batch (torn or corrupt tail), all segments together.
+    pub bytes_cut: u64,
+    /// Whole segments deleted because an earlier one was cut.
+    pub segments_deleted: usize,
+    /// Index files rebuilt.
+    pub indexes_rebuilt: usize,
+    /// The epoch installed: max of the checkpoint and the log.
+    pub epoch: u64,
+}
+
+/// State readers share with the writer.
+#[derive(Debug)]
+struct Shared {
+    segments: RwLock<Vec<Arc<SegmentReader>>>,
+    high_watermark: watch::Sender<u64>,
+    log_start_offset: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Shared {
+    fn publish_high_watermark(&self, offset: u64) {
+        self.high_watermark.send_if_modified(|current| {
+            let advanced = offset > *current;
+            *current = (*current).max(offset);
+            advanced
+        });
+    }
+}
+
+/// The writer's state: everything behind the fence lock.
+#[derive(Debug)]
+pub struct Writer {
+    directory: PathBuf,
+    options: SegmentOptions,
+    active: ActiveSegment,
+    checkpoint: EpochCheckpoint,
+    /// Segments with bytes not yet synced: base offset → (segment, synced up to).
+    dirty: BTreeMap<u64, (Arc<SegmentReader>, usize)>,
+    shared: Arc<Shared>,
+    publish_on_append: bool,
+}
+
+impl Writer {
+    fn append(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+    ) -> Result<Appended, StorageError> {
+        let base_offset = self.active.next_offset();
+        let end = match self
+            .active
+            .append(batch_bytes, header)
+            .map_err(io("append to segment"))?
+        {
+            Some(end) => end,
+            None => {
+                self.roll()?;
+                self.active
+                    .append(batch_bytes, header)
+                    .map_err(io("append to segment"))?
+                    .expect("a batch no larger than a segment fits in an empty one")
+            }
+        };
+        let reader = Arc::clone(self.active.reader());
+        self.dirty
+            .entry(reader.base_offset())
+            .or_insert((reader, 0));
+        let log_end_offset = self.active.next_offset();
+        if self.publish_on_append {
+            self.active.reader().map().publish(end);
+            self.shared.publish_high_watermark(log_end_offset);
+        }
+        Ok(Appended {
+            base_offset,
+            last_offset: log_end_offset - 1,
+            log_end_offset,
+        })
+    }
+
+    /// Seals the active segment and starts a new one at the next offset.
+    fn roll(&mut self) -> Result<(), StorageError> {
+        let next = ActiveSegment::create(&self.directory, self.active.next_offset(), self.options)
+            .map_err(io("create segment"))?;
+        fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
+        next.populate();
+        let sealed = std::mem::replace(&mut self.active, next);
+        sealed.sync_index().map_err(io("sync index"))?;
+        self.shared
+            .segments
+            .write()
+            .expect("segments lock poisoned")
+            .push(Arc::clone(self.active.reader()));
+        Ok(())
+    }
+
+    /// What a sync must cover now: each dirty segment's unsynced range, and the offset that will
+    /// be durable once those ranges are.
+    fn sync_plan(&self) -> (u64, Vec<(Arc<SegmentReader>, usize, usize)>) {
+        let ranges = self
+            .dirty
+            .values()
+            .map(|(segment, synced)| (Arc::clone(segment), *synced, segment.written_bytes()))
+            .collect();
+        (self.active.next_offset(), ranges)
+    }
+
+    fn mark_synced(&mut self, ranges: &[(Arc<SegmentReader>, usize, usize)]) {
+        let active_base = self.active.reader().base_offset();
+        for (segment, _, end) in ranges {
+            let base = segment.base_offset();
+            if let Some((_, synced)) = self.dirty.get_mut(&base) {
+                *synced = (*synced).max(*end);
+                if base != active_base && *synced >= segment.written_bytes() {
+                    self.dirty.remove(&base);
+                }
+            }
+        }
+    }
+}
+
+fn io(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
+    move |source| StorageError::Io {
+        context: context.to_string(),
+        source,
+    }
+}
+
+/// One partition of a topic.
+#[derive(Debug)]
+pub struct Partition {
+    name: String,
+    directory: PathBuf,
+    config: PartitionConfig,
+    fence: Fence<Writer>,
+    shared: Arc<Shared>,
+    commit: GroupCommit,
+}
+
+impl Partition {
+    /// Opens (or creates) the partition stored in `directory`, recovering its log. `name` is how
+    /// logs and errors refer to it (`topic/partition`).
+    pub fn open(
+        name: &str,
+        directory: &Path,
+        config: PartitionConfig,
+    ) -> Result<Self, StorageError> {
+        Self::open_with_report(name, directory, config).map(|(partition, _)| partition)
+    }
+
+    /// [`Partition::open`], also returning what recovery found.
+    pub fn open_with_report(
+        name: &str,
+        directory: &Path,
+        config: PartitionConfig,
+    ) -> Result<(Self, RecoveryReport), StorageError> {
+        config.validate().map_err(StorageError::InvalidConfig)?;
+        fs::create_dir_all(directory).map_err(io("create partition directory"))?;
+        let options = SegmentOptions {
+            segment_bytes: config.segment_bytes,
+            index_interval_bytes: config.index_interval_bytes,
+        };
+        let checkpoint = EpochCheckpoint::load(directory).map_err(io("load epoch checkpoint"))?;
+        let mut report = RecoveryReport::default();
+        let mut bases = list_segments(directory)?;
+        let mut readers = Vec::new();
+        let mut active = None;
+        let mut next_offset = None;
+        let mut epoch_in_log = 0;
+        let mut index = 0;
+        while index < bases.len() {
+            let base = bases[index];
+            if next_offset.is_some_and(|expected| expected != base) {
+                warn!(
+                    partition = name,
+                    base,
+                    expected = next_offset,
+                    "segment does not continue the log; deleting it and all later segments"
+                );
+                break;
+            }
+            let recovered =
+                ActiveSegment::recover(directory, base, options).map_err(io("recover segment"))?;
+            let scan = &recovered.scan;
+            report.segments += 1;
+            report.batches += scan.batches;
+            report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
+            let first_epoch_ok =
+                scan.batches == 0 || first_epoch(&recovered.segment) >= epoch_in_log;
+            epoch_in_log = epoch_in_log.max(scan.last_epoch);
+            next_offset = Some(scan.next_offset);
+            let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
+            if let Some((position, reason)) = &scan.invalid {
+                report.bytes_cut += cut;
+                warn!(
+                    partition = name,
+                    segment = %recovered.segment.reader().path().display(),
+                    position,
+                    bytes_cut = cut,
+                    valid_batches = scan.batches,
+                    reason = reason.as_str(),
+                    "cut the log at the first invalid batch"
+                );
+            }
+            if !first_epoch_ok {
+                warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
+                break;
+            }
+            readers.push(Arc::clone(recovered.segment.reader()));
+            let was_cut = scan.invalid.is_some();
+            active = Some(recovered.segment);
+            index += 1;
+            if was_cut {
+                break;
+            }
+        }
+        for &base in &bases[index..] {
+            report.segments_deleted += 1;
+            segment::delete_files(directory, base).map_err(io("delete segment after a cut"))?;
+        }
+        bases.truncate(index);
+        if report.segments_deleted > 0 {
+            fence::sync_directory(directory).map_err(io("sync partition directory"))?;
+        }
+        let active = match active {
+            Some(active) => active,
+            None => {
+                let created =
+                    ActiveSegment::create(directory, 0, options).map_err(io("create segment"))?;
+                fence::sync_directory(directory).map_err(io("sync partition directory"))?;
+                readers.push(Arc::clone(created.reader()));
+                created
+            }
+        };
+        active.populate();
+        let log_end = active.next_offset();
+        let log_start = readers.first().map_or(0, |r| r.base_offset());
+        let epoch = checkpoint.latest_epoch().max(epoch_in_log);
+        report.epoch = epoch;
+        if report.bytes_cut > 0 || report.segments_deleted > 0 || report.indexes_rebuilt > 0 {
+            warn!(partition = name, ?report, "recovered partition");
+        } else {
+            info!(
+                partition = name,
+                segments = report.segments,
+                batches = report.batches,
+                epoch,
+                "opened partition"
+            );
+        }
+        let shared = Arc::new(Shared {
+            segments: RwLock::new(readers),
+            high_watermark: watch::Sender::new(log_end),
+            log_start_offset: AtomicU64::new(log_start),
+            failed: AtomicBool::new(false),
+        });
+        let writer = Writer {
+            directory: directory.to_path_buf(),
+            options,
+            active,
+            checkpoint,
+            dirty: BTreeMap::new(),
+            shared: Arc::clone(&shared),
+            publish_on_append: config.flush != FlushPolicy::Always,
+        };
+        Ok((
+            Self {
+                name: name.to_string(),
+                directory: directory.to_path_buf(),
+                config,
+                fence: Fence::new(epoch, writer),
+                shared,
+                commit: GroupCommit::new(log_end),
+            },
+            report,
+        ))
+    }
+
+    /// `topic/partition`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The partition's directory.
+    pub fn directory(&self) -> &Path {
+        &self.directory
+    }
+
+    /// The partition's settings.
+    pub fn config(&self) -> &PartitionConfig {
+        &self.config
+    }
+
+    /// The current epoch.
+    pub fn current_epoch(&self) -> u64 {
+        self.fence.current_epoch()
+    }
+
+    /// Offsets below this are acknowledged and readable.
+    pub fn high_watermark(&self) -> u64 {
+        *self.shared.high_watermark.borrow()
+    }
+
+    /// The earliest offset still in the log.
+    pub fn log_start_offset(&self) -> u64 {
+        self.shared.log_start_offset.load(Ordering::Acquire)
+    }
+
+    /// A receiver that changes whenever the high watermark advances (for long polls).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.high_watermark.subscribe()
+    }
+
+    /// Syncs performed by group commit so far.
+    pub fn sync_count(&self) -> u64 {
+        self.commit.syncs()
+    }
+
+    /// Makes `epoch` current: refuses `epoch <= current`, records it durably in the checkpoint
+    /// (temp file, fsync, rename, directory fsync) and only then installs it in the writer.
+    pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
+        self.fence
+            .install_epoch(epoch, |epoch, writer: &mut Writer| {
+                let start_offset = writer.active.next_offset();
+                writer
+                    .checkpoint
+                    .record(epoch, start_offset)
+                    .map_err(io("write epoch checkpoint"))
+            })?;
+        info!(partition = %self.name, epoch, "installed epoch");
+        Ok(())
+    }
+
+    /// Appends one batch (in its stored format, base offset ignored) under the epoch in its header.
+    /// Returns once the batch is acknowledged under the partition's flush policy.
+    pub fn append(&self, batch_bytes: &[u8]) -> Result<Appended, StorageError> {
+        let epoch = BatchHeader::peek_epoch(batch_bytes).ok_or(batch::BatchError::TooShort {
+            len: batch_bytes.len(),
+        })?;
+        // Early answer for a stale holder; the authoritative check is inside the fence.
+        check_epoch(epoch, self.fence.current_epoch()).map_err(StorageError::Fence)?;
+        if batch_bytes.len() > self.config.segment_bytes as usize {
+            return Err(StorageError::BatchTooLarge {
+                len: batch_bytes.len(),
+                max: self.config.batch_limit(),
+            });
+        }
+        let header =
+            batch::validate(batch_bytes, self.config.batch_limit()).map_err(
+                |error| match error {
+                    batch::BatchError::TooLarge { len, max } => {
+                        StorageError::BatchTooLarge { len, max }
+                    }
+                    other => StorageError::InvalidBatch(other),
+                },
+            )?;
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.failed_error());
+        }
+        let appended = self.fence.append(epoch, |writer: &mut Writer| {
+            writer.append(batch_bytes, &header)
+        })?;
+        if self.config.flush == FlushPolicy::Always {
+            self.commit
+                .wait_durable(appended.log_end_offset, || self.sync_everything())?;
+        }
+        Ok(appended)
+    }
+
+    fn failed_error(&self) -> StorageError {
+        StorageError::Failed {
+            partition: self.name.clone(),
+        }
+    }
+
+    /// Syncs everything written so far and publishes it to readers. Runs with at most one caller
+    /// at a time (through group commit); the msync happens outside the append lock.
+    fn sync_everything(&self) -> Result<u64, StorageError> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.failed_error());
+        }
+        let (target, ranges) = self.fence.with_log(|writer| writer.sync_plan());
+        for (segment, start, end) in &ranges {
+            if let Err(source) = segment.map().sync_range(*start, *end) {
+                // After a failed fsync the kernel may have dropped the dirty pages: what is on
+                // disk is unknown, so stop accepting writes rather than acknowledge on top of it.
+                self.shared.failed.store(true, Ordering::Release);
+                tracing::error!(partition = %self.name, error = %source, "sync failed; partition stops accepting writes");
+                return Err(StorageError::Io {
+                    context: format!("sync {}", segment.path().display()),
+                    source,
+                });
+            }
+        }
+        self.fence.with_log(|writer| writer.mark_synced(&ranges));
+        for (segment, _, end) in &ranges {
+            segment.map().publish(*end);
+        }
+        self.shared.publish_high_watermark(target);
+        Ok(target)
+    }
+
+    /// Makes everything appended so far durable (the interval flusher and shutdown call this).
+    pub fn sync(&self) -> Result<(), StorageError> {
+        let target = self.fence.with_log(|writer| writer.active.next_offset());
+        self.commit
+            .wait_durable(target, || self.sync_everything())?;
+        self.fence
+            .with_log(|writer| writer.active.sync_index())
+            .map_err(io("sync index"))
+    }
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one batch).
+    /// Offsets outside `[log start, high watermark]` are an error; the high watermark itself
+    /// returns no batches (nothing is there yet).
+    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        let high_watermark = self.high_watermark();
+        let log_start_offset = self.log_start_offset();
+        if offset < log_start_offset || offset > high_watermark {
+            return Err(StorageError::OffsetOutOfRange {
+                partition: self.name.clone(),
+                offset,
+                earliest: log_start_offset,
+                latest: high_watermark,
+            });
+        }
+        let mut result = ReadResult {
+            batches: Vec::new(),
+            high_watermark,
+            log_start_offset,
+        };
+        if offset == high_watermark {
+            return Ok(result);
+        }
+        let segment = {
+            let segments = self.shared.segments.read().expect("segments lock poisoned");
+            let at = segments.partition_point(|segment| segment.base_offset() <= offset);
+            Arc::clone(&segments[at.saturating_sub(1)])
+        };
+        result.batches = segment
+            .read(offset, max_bytes, high_watermark)
+            .map_err(|corruption| {
+                tracing::error!(partition = %self.name, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch: not served");
+                StorageError::Corrupt {
+                    partition: self.name.clone(),
+                    segment: corruption.path.display().to_string(),
+                    position: corruption.position as u64,
+                    offset: corruption.offset,
+                    reason: corruption.reason,
+                }
+            })?;
+        Ok(result)
+    }
+
+    /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
+    /// The active segment is never deleted.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {
+        if self.config.retention_bytes.is_none() && self.config.retention_ms.is_none() {
+            return Ok(RetentionReport::default());
+        }
+        let victims = self.fence.with_log(|writer| {
+            let mut segments = self
+                .shared
+                .segments
+                .write()
+                .expect("segments lock poisoned");
+            let mut total: u64 = segments.iter().map(|s| s.written_bytes() as u64).sum();
+            let mut victims = Vec::new();
+            while segments.len() > 1 {
+                let oldest = &segments[0];
+                let too_big = self.config.retention_bytes.is_some_and(|max| total > max);
+                let too_old = self.config.retention_ms.is_some_and(|ms| {
+                    oldest.max_timestamp()
+                        < now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))
+                });
+                if !(too_big || too_old) {
+                    break;
+                }
+                total -= oldest.written_bytes() as u64;
+                writer.dirty.remove(&oldest.base_offset());
+                victims.push(segments.remove(0));
+            }
+            self.shared
+                .log_start_offset
+                .store(segments[0].base_offset(), Ordering::Release);
+            victims
+        });
+        let mut report = RetentionReport::default();
+        for victim in &victims {
+            segment::delete_files(&self.directory, victim.base_offset())
+                .map_err(io("delete segment"))?;
+            report.segments += 1;
+            report.bytes += victim.written_bytes() as u64;
+        }
+        if report.segments > 0 {
+            fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
+            info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
+        }
+        Ok(report)
+    }
+
+    /// The recorded epoch history `(epoch, start_offset)`, oldest first.
+    pub fn epoch_history(&self) -> Vec<(u64, u64)> {
+        self.fence
+            .with_log(|writer| writer.checkpoint.history().to_vec())
+    }
+}
+
+fn first_epoch(segment: &ActiveSegment) -> u64 {
+    segment
+        .reader()
+        .map()
+        .bytes(0, batch::HEADER_BYTES)
+        .and_then(BatchHeader::parse)
+        .map_or(0, |header| header.epoch)
+}
+
+fn list_segments(directory: &Path) -> Result<Vec<u64>, StorageError> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(directory).map_err(io("list partition directory"))? {
+        let entry = entry.map_err(io("list partition directory"))?;
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(segment::parse_log_file_name)
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+impl From<FenceError> for StorageError {
+    fn from(error: FenceError) -> Self {
+        StorageError::Fence(error)
+    }
+}

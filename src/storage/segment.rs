@@ -1,0 +1,431 @@
+//! One segment: a preallocated, memory-mapped file of whole batches, named by its base offset,
+//! with its sparse index beside it.
+//!
+//! The writer side ([`ActiveSegment`]) copies validated batches at the tail; the reader side
+//! ([`SegmentReader`]) serves zero-copy slices of the published prefix. [`recover`] finds the
+//! valid prefix of a segment file after a crash by walking and CRC-checking every batch.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use bytes::Bytes;
+
+use super::batch::{self, BatchHeader, HEADER_BYTES};
+use super::index::{self, IndexBuilder, IndexWriter, SharedEntries};
+use super::mmap::{self, MapReader, MapWriter};
+
+/// Digits in a segment file name: `u64::MAX` has 20.
+const NAME_DIGITS: usize = 20;
+
+/// `00000000000000000042.log` for base offset 42.
+pub fn log_file_name(base_offset: u64) -> String {
+    format!("{base_offset:0width$}.log", width = NAME_DIGITS)
+}
+
+/// `00000000000000000042.index` for base offset 42.
+pub fn index_file_name(base_offset: u64) -> String {
+    format!("{base_offset:0width$}.index", width = NAME_DIGITS)
+}
+
+/// The base offset named by a segment file, if `name` is one.
+pub fn parse_log_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    (digits.len() == NAME_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// What a recovery scan of one segment found.
+#[derive(Debug)]
+pub struct ScanResult {
+    /// Bytes of valid batches from the start.
+    pub valid_bytes: usize,
+    /// Offset after the last valid batch.
+    pub next_offset: u64,
+    /// Valid batches.
+    pub batches: u64,
+    /// Epoch of the last valid batch (epochs never decrease with offset), 0 if none.
+    pub last_epoch: u64,
+    /// Largest record timestamp, `i64::MIN` if none.
+    pub max_timestamp: i64,
+    /// Index entries for the valid part.
+    pub index: IndexBuilder,
+    /// Why the scan stopped before the end of the data, if it did: (position, reason).
+    pub invalid: Option<(usize, String)>,
+    /// Position after the last non-zero byte of the file (how far garbage may reach).
+    pub data_end: usize,
+}
+
+/// Walks `bytes` batch by batch from position 0, checking each batch's length, CRC, structure,
+/// base offset (must continue the sequence) and epoch (must not decrease). Stops at the first
+/// zero header (end of data) or invalid batch.
+pub fn scan(bytes: &[u8], base_offset: u64, index_interval_bytes: usize) -> ScanResult {
+    let mut result = ScanResult {
+        valid_bytes: 0,
+        next_offset: base_offset,
+        batches: 0,
+        last_epoch: 0,
+        max_timestamp: i64::MIN,
+        index: IndexBuilder::new(index_interval_bytes),
+        invalid: None,
+        data_end: bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1),
+    };
+    let mut position = 0;
+    while position < result.data_end {
+        let Some(header) = BatchHeader::parse(&bytes[position..]) else {
+            result.invalid = Some((position, "truncated batch header".into()));
+            break;
+        };
+        let length = header.batch_length as usize;
+        if length < HEADER_BYTES || position + length > bytes.len() {
+            result.invalid = Some((
+                position,
+                format!("batch length {length} runs past the segment"),
+            ));
+            break;
+        }
+        let batch_bytes = &bytes[position..position + length];
+        if let Err(error) = batch::validate(batch_bytes, usize::MAX) {
+            result.invalid = Some((position, error.to_string()));
+            break;
+        }
+        if header.base_offset != result.next_offset {
+            result.invalid = Some((
+                position,
+                format!(
+                    "base offset {} where {} was expected",
+                    header.base_offset, result.next_offset
+                ),
+            ));
+            break;
+        }
+        if header.epoch < result.last_epoch {
+            result.invalid = Some((
+                position,
+                format!("epoch {} after epoch {}", header.epoch, result.last_epoch),
+            ));
+            break;
+        }
+        let relative = (header.base_offset - base_offset) as u32;
+        result.index.on_batch(relative, position, length);
+        result.last_epoch = header.epoch;
+        result.max_timestamp = result.max_timestamp.max(header.max_timestamp);
+        result.next_offset = header.next_offset();
+        result.batches += 1;
+        position += length;
+        result.valid_bytes = position;
+    }
+    result
+}
+
+/// The read side of a segment, shared by fetches.
+#[derive(Debug)]
+pub struct SegmentReader {
+    base_offset: u64,
+    path: PathBuf,
+    map: MapReader,
+    index: SharedEntries,
+    max_timestamp: AtomicI64,
+    /// Bytes `[0, verified)` were checked (CRC) by this process: written after validation, or
+    /// scanned at recovery. Reads re-check anything beyond.
+    verified: AtomicUsize,
+}
+
+/// A corrupt batch found while reading.
+#[derive(Debug)]
+pub struct ReadCorruption {
+    /// File of the segment.
+    pub path: PathBuf,
+    /// Byte position of the bad batch.
+    pub position: usize,
+    /// Offset the read was looking for.
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl SegmentReader {
+    /// Offset of the segment's first record.
+    pub fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+
+    /// Path of the `.log` file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written to the segment so far.
+    pub fn written_bytes(&self) -> usize {
+        self.map.written()
+    }
+
+    /// Largest record timestamp in the segment (ms), `i64::MIN` if empty.
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp.load(Ordering::Acquire)
+    }
+
+    /// The map, for syncing and publishing.
+    pub fn map(&self) -> &MapReader {
+        &self.map
+    }
+
+    /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one batch, so
+    /// a consumer always progresses), stopping before any batch at or past `high_watermark`.
+    pub fn read(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        high_watermark: u64,
+    ) -> Result<Vec<Bytes>, ReadCorruption> {
+        let relative = u32::try_from(offset.saturating_sub(self.base_offset)).unwrap_or(u32::MAX);
+        let mut position = index::lookup(&self.index, relative);
+        let visible = self.map.visible();
+        let mut batches = Vec::new();
+        let mut total = 0usize;
+        while position + HEADER_BYTES <= visible {
+            let corrupt = |reason: String| ReadCorruption {
+                path: self.path.clone(),
+                position,
+                offset,
+                reason,
+            };
+            let header_bytes = self
+                .map
+                .bytes(position, position + HEADER_BYTES)
+                .expect("visible");
+            let header = BatchHeader::parse(header_bytes).expect("header length");
+            let length = header.batch_length as usize;
+            if header.base_offset >= high_watermark {
+                break;
+            }
+            if length < HEADER_BYTES || position + length > visible {
+                return Err(corrupt(format!("batch length {length} runs past the data")));
+            }
+            if header.next_offset() <= offset {
+                position += length;
+                continue;
+            }
+            if !batches.is_empty() && total + length > max_bytes {
+                break;
+            }
+            let end = position + length;
+            if end > self.verified.load(Ordering::Acquire) {
+                let bytes = self.map.bytes(position, end).expect("visible");
+                batch::validate(bytes, usize::MAX).map_err(|error| corrupt(error.to_string()))?;
+                if position <= self.verified.load(Ordering::Acquire) {
+                    self.verified.fetch_max(end, Ordering::AcqRel);
+                }
+            }
+            batches.push(self.map.slice(position, end).expect("visible"));
+            total += length;
+            position = end;
+        }
+        Ok(batches)
+    }
+}
+
+/// The write side of the partition's newest segment.
+#[derive(Debug)]
+pub struct ActiveSegment {
+    reader: std::sync::Arc<SegmentReader>,
+    map: MapWriter,
+    index: IndexWriter,
+    next_offset: u64,
+}
+
+/// Options a segment is opened with.
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentOptions {
+    /// Size to preallocate and map.
+    pub segment_bytes: u64,
+    /// Index spacing.
+    pub index_interval_bytes: usize,
+}
+
+/// A segment recovered from disk: its reader, and its writer if it is to be the active one.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The writable segment (sealed segments are reopened the same way and just not written).
+    pub segment: ActiveSegment,
+    /// What the scan found.
+    pub scan: ScanResult,
+    /// Whether the index file had to be rebuilt.
+    pub index_rebuilt: bool,
+}
+
+impl ActiveSegment {
+    /// Creates a new, empty segment file at `base_offset` in `directory`: preallocated, mapped.
+    /// The caller fsyncs the directory.
+    pub fn create(directory: &Path, base_offset: u64, options: SegmentOptions) -> io::Result<Self> {
+        let path = directory.join(log_file_name(base_offset));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        mmap::preallocate(&file, options.segment_bytes)?;
+        let (index, _) = IndexWriter::open(
+            &directory.join(index_file_name(base_offset)),
+            Vec::new(),
+            options.index_interval_bytes,
+            0,
+        )?;
+        Self::from_parts(
+            path,
+            &file,
+            options.segment_bytes,
+            base_offset,
+            index,
+            0,
+            base_offset,
+            i64::MIN,
+        )
+    }
+
+    /// Opens an existing segment file, scans it, cuts whatever follows the last valid batch
+    /// (zeroing it, so a later shorter append never leaves an old batch behind that a future
+    /// scan would adopt) and rebuilds the index if needed.
+    pub fn recover(
+        directory: &Path,
+        base_offset: u64,
+        options: SegmentOptions,
+    ) -> io::Result<Recovered> {
+        let path = directory.join(log_file_name(base_offset));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file_len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+        let scan = mmap::with_file_bytes(&file, file_len, |bytes| {
+            scan(bytes, base_offset, options.index_interval_bytes)
+        })?;
+        let map_len = (file_len as u64).max(options.segment_bytes);
+        if scan.data_end > scan.valid_bytes {
+            // Cut: drop the blocks after the valid prefix, then allocate them again (as zeros).
+            file.set_len(scan.valid_bytes as u64)?;
+            file.sync_all()?;
+        }
+        if file.metadata()?.len() < map_len {
+            mmap::preallocate(&file, map_len)?;
+        }
+        let (index, index_rebuilt) = IndexWriter::open(
+            &directory.join(index_file_name(base_offset)),
+            scan.index.entries.clone(),
+            options.index_interval_bytes,
+            scan.index.bytes_since_entry,
+        )?;
+        let segment = Self::from_parts(
+            path,
+            &file,
+            map_len,
+            base_offset,
+            index,
+            scan.valid_bytes,
+            scan.next_offset,
+            scan.max_timestamp,
+        )?;
+        Ok(Recovered {
+            segment,
+            scan,
+            index_rebuilt,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn from_parts(
+        path: PathBuf,
+        file: &File,
+        map_len: u64,
+        base_offset: u64,
+        index: IndexWriter,
+        valid_bytes: usize,
+        next_offset: u64,
+        max_timestamp: i64,
+    ) -> io::Result<Self> {
+        let map_len = usize::try_from(map_len).map_err(io::Error::other)?;
+        let map = MapWriter::map(file, map_len, valid_bytes)?;
+        let reader = std::sync::Arc::new(SegmentReader {
+            base_offset,
+            path,
+            map: map.reader(),
+            index: index.shared(),
+            max_timestamp: AtomicI64::new(max_timestamp),
+            verified: AtomicUsize::new(valid_bytes),
+        });
+        Ok(Self {
+            reader,
+            map,
+            index,
+            next_offset,
+        })
+    }
+
+    /// Faults in the unwritten pages ahead of the writer (see [`MapWriter::populate`]).
+    pub fn populate(&self) {
+        self.map.populate();
+    }
+
+    /// The reader handle of this segment.
+    pub fn reader(&self) -> &std::sync::Arc<SegmentReader> {
+        &self.reader
+    }
+
+    /// Offset the next batch gets.
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    /// Bytes written.
+    pub fn written_bytes(&self) -> usize {
+        self.map.written()
+    }
+
+    /// Bytes the segment can hold.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+
+    /// Copies a validated batch at the tail, stamping its base offset. `Ok(None)` if it does not
+    /// fit (the caller rolls). Returns the end position after the batch.
+    pub fn append(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+    ) -> io::Result<Option<usize>> {
+        let base_offset = self.next_offset;
+        let Some(position) = self.map.append(batch_bytes, |copy| {
+            batch::stamp_base_offset(copy, base_offset)
+        }) else {
+            return Ok(None);
+        };
+        // The copy was validated before: count it as verified so reads skip the CRC.
+        self.reader
+            .verified
+            .fetch_max(position + batch_bytes.len(), Ordering::AcqRel);
+        self.reader
+            .max_timestamp
+            .fetch_max(header.max_timestamp, Ordering::AcqRel);
+        self.next_offset += u64::from(header.record_count);
+        let relative = u32::try_from(base_offset - self.reader.base_offset)
+            .map_err(|_| io::Error::other("more than 2^32 offsets in one segment"))?;
+        self.index
+            .on_append(relative, position, batch_bytes.len())?;
+        Ok(Some(position + batch_bytes.len()))
+    }
+
+    /// Syncs the index file (the log's range is synced through the reader's map).
+    pub fn sync_index(&self) -> io::Result<()> {
+        self.index.sync()
+    }
+}
+
+/// Removes a segment's files (retention, or a cut during recovery).
+pub fn delete_files(directory: &Path, base_offset: u64) -> io::Result<()> {
+    for name in [log_file_name(base_offset), index_file_name(base_offset)] {
+        match fs::remove_file(directory.join(name)) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+    }
+    Ok(())
+}
