@@ -308,3 +308,139 @@ mod tests {
         assert_eq!(reloaded.history().len(), CHECKPOINT_HISTORY_MAX);
     }
 }
+
+/// loom models of the real [`Fence`]: run with
+/// `RUSTFLAGS="--cfg fencelog_loom" cargo test --release --lib loom_`.
+///
+/// The log behind the fence is an in-memory list of the epochs appended, in offset order (offset =
+/// index), so the models check the fence's own locking, not file I/O.
+#[cfg(all(test, fencelog_loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn append(fence: &Fence<Vec<u64>>, epoch: u64) -> Result<usize, FenceError> {
+        fence.append(epoch, |log| {
+            log.push(epoch);
+            Ok(log.len() - 1)
+        })
+    }
+
+    fn assert_epochs_never_decrease(log: &[u64]) {
+        assert!(
+            log.windows(2).all(|pair| pair[0] <= pair[1]),
+            "epochs decrease: {log:?}"
+        );
+    }
+
+    /// An install of epoch 2 races an append of the old holder (epoch 1) and is followed by the
+    /// new holder's append: once install returns, no epoch-1 batch can land after the point
+    /// where the install happened, and the old holder's append either landed before it or was
+    /// fenced with the right numbers.
+    #[test]
+    fn loom_install_fences_the_old_holder() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::new(1, Vec::new()));
+            let old_holder = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || append(&fence, 1))
+            };
+            let new_holder = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    let mut length_at_install = 0;
+                    fence
+                        .install_epoch(2, |_, log: &mut Vec<u64>| {
+                            length_at_install = log.len();
+                            Ok::<_, FenceError>(())
+                        })
+                        .unwrap();
+                    append(&fence, 2).unwrap();
+                    length_at_install
+                })
+            };
+            let old_result = old_holder.join().unwrap();
+            let length_at_install = new_holder.join().unwrap();
+            fence.with_log(|log| {
+                assert!(
+                    log[length_at_install..].iter().all(|epoch| *epoch >= 2),
+                    "an epoch-1 batch landed after epoch 2 was installed: {log:?}"
+                );
+                assert_epochs_never_decrease(log);
+                match old_result {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert_eq!(
+                        error,
+                        FenceError::Fenced {
+                            epoch: 1,
+                            current: 2
+                        }
+                    ),
+                }
+            });
+            assert_eq!(fence.current_epoch(), 2);
+        });
+    }
+
+    /// Two appenders with the current epoch race each other and an install: every accepted
+    /// append gets its own position (offsets dense and unique) and epochs never decrease.
+    #[test]
+    fn loom_concurrent_appends_get_dense_unique_offsets() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::new(1, Vec::new()));
+            let appenders: Vec<_> = (0..2)
+                .map(|_| {
+                    let fence = Arc::clone(&fence);
+                    thread::spawn(move || append(&fence, 1))
+                })
+                .collect();
+            let installer = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence
+                        .install_epoch(2, |_, _: &mut Vec<u64>| Ok::<_, FenceError>(()))
+                        .unwrap()
+                })
+            };
+            let mut positions: Vec<usize> = appenders
+                .into_iter()
+                .filter_map(|handle| handle.join().unwrap().ok())
+                .collect();
+            installer.join().unwrap();
+            positions.sort_unstable();
+            fence.with_log(|log| {
+                assert_eq!(positions, (0..log.len()).collect::<Vec<_>>());
+                assert_epochs_never_decrease(log);
+            });
+        });
+    }
+
+    /// Two installs race: each epoch is installed at most once and the current epoch ends at the
+    /// highest one installed; it never goes backwards.
+    #[test]
+    fn loom_racing_installs_never_go_backwards() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::new(1, Vec::new()));
+            let installs: Vec<_> = [2, 3]
+                .into_iter()
+                .map(|epoch| {
+                    let fence = Arc::clone(&fence);
+                    thread::spawn(move || {
+                        let result = fence
+                            .install_epoch(epoch, |_, _: &mut Vec<u64>| Ok::<_, FenceError>(()));
+                        let seen = fence.current_epoch();
+                        assert!(seen >= epoch || result.is_err());
+                        result.is_ok()
+                    })
+                })
+                .collect();
+            let installed: Vec<bool> = installs.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(
+                installed[1],
+                "epoch 3 is above every other epoch and must install"
+            );
+            assert_eq!(fence.current_epoch(), 3);
+        });
+    }
+}
