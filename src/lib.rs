@@ -2,5 +2,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod lease;
 pub mod storage;
 pub mod sync;
