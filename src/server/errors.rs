@@ -1,0 +1,71 @@
+//! Mapping of broker errors to wire errors: one code each, the message a user can act on, and
+//! the epochs for the fencing errors.
+
+use crate::broker::BrokerError;
+use crate::lease::LeaseError;
+use crate::protocol::{ErrorCode, ErrorResponse};
+use crate::storage::{FenceError, StorageError};
+
+/// The wire error for a broker error.
+pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
+    let message = error_chain(error);
+    let plain = |code| ErrorResponse::new(code, message.clone());
+    match error {
+        BrokerError::UnknownTopic(_) => plain(ErrorCode::UnknownTopic),
+        BrokerError::UnknownPartition { .. } => plain(ErrorCode::UnknownPartition),
+        BrokerError::TopicExists(_) => plain(ErrorCode::TopicExists),
+        BrokerError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
+        BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
+        BrokerError::Storage(storage) => storage_error(storage, message),
+        BrokerError::Lease(lease) => match lease {
+            LeaseError::Held { current_epoch, .. } => {
+                ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message, 0, *current_epoch)
+            }
+            LeaseError::Lost { current_epoch, .. } => {
+                ErrorResponse::with_epochs(ErrorCode::LeaseLost, message, 0, *current_epoch)
+            }
+            LeaseError::InvalidTtl { .. } | LeaseError::InvalidHolder { .. } | LeaseError::TooManySlots { .. } => {
+                plain(ErrorCode::InvalidRequest)
+            }
+            LeaseError::Install { source, .. } => match source.downcast_ref::<StorageError>() {
+                Some(storage) => storage_error(storage, message),
+                None => plain(ErrorCode::StorageError),
+            },
+            _ => plain(ErrorCode::Internal),
+        },
+    }
+}
+
+fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
+    let plain = |code| ErrorResponse::new(code, message.clone());
+    match error {
+        StorageError::Fence(FenceError::Fenced { epoch, current }) => {
+            ErrorResponse::with_epochs(ErrorCode::Fenced, message.clone(), *epoch, *current)
+        }
+        StorageError::Fence(FenceError::UnknownEpoch { epoch, current }) => {
+            ErrorResponse::with_epochs(ErrorCode::UnknownEpoch, message.clone(), *epoch, *current)
+        }
+        StorageError::Fence(FenceError::EpochNotNewer { .. }) => plain(ErrorCode::Internal),
+        StorageError::InvalidBatch(_) => plain(ErrorCode::InvalidBatch),
+        StorageError::BatchTooLarge { .. } => plain(ErrorCode::BatchTooLarge),
+        StorageError::OffsetOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
+        StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
+        StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
+        StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
+    }
+}
+
+/// The error and its sources on one line: "a: b: c".
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
