@@ -204,7 +204,8 @@ impl Broker {
             if validate_topic_name(&name).is_err() || !path.exists() {
                 continue;
             }
-            let text = fs::read_to_string(&path).map_err(io_error(format!("read {}", path.display())))?;
+            let text =
+                fs::read_to_string(&path).map_err(io_error(format!("read {}", path.display())))?;
             let file: TopicFile = serde_json::from_str(&text).map_err(|error| {
                 BrokerError::InvalidConfig(format!("{}: {error}", path.display()))
             })?;
@@ -248,7 +249,12 @@ impl Broker {
     }
 
     /// Creates a topic durably: its settings file is written and fsynced before it is announced.
-    pub fn create_topic(&self, name: &str, partitions: u32, config: TopicConfig) -> Result<Arc<Topic>, BrokerError> {
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        config: TopicConfig,
+    ) -> Result<Arc<Topic>, BrokerError> {
         validate_topic_name(name)?;
         if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
             return Err(BrokerError::InvalidConfig(format!(
@@ -265,16 +271,20 @@ impl Broker {
                 return Err(BrokerError::TopicExists(name.to_string()));
             }
             if topics.len() >= MAX_TOPICS {
-                return Err(BrokerError::InvalidConfig(format!("the broker already has the maximum of {MAX_TOPICS} topics")));
+                return Err(BrokerError::InvalidConfig(format!(
+                    "the broker already has the maximum of {MAX_TOPICS} topics"
+                )));
             }
         }
         let topics_dir = self.data_dir.join("topics");
         let topic_dir = topics_dir.join(name);
         fs::create_dir_all(&topic_dir).map_err(io_error("create topic directory"))?;
         let topic = Self::open_topic(&topics_dir, name, partitions, config)?;
-        let file = serde_json::to_vec_pretty(&TopicFile { partitions, config }).expect("topic config serializes");
+        let file = serde_json::to_vec_pretty(&TopicFile { partitions, config })
+            .expect("topic config serializes");
         write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
-        crate::storage::fence::sync_directory(&topics_dir).map_err(io_error("sync topics directory"))?;
+        crate::storage::fence::sync_directory(&topics_dir)
+            .map_err(io_error("sync topics directory"))?;
         let topic = Arc::new(topic);
         self.topics
             .write()
@@ -296,7 +306,13 @@ impl Broker {
 
     /// All topics, sorted by name.
     pub fn topics(&self) -> Vec<Arc<Topic>> {
-        let mut topics: Vec<_> = self.topics.read().expect("topics lock poisoned").values().cloned().collect();
+        let mut topics: Vec<_> = self
+            .topics
+            .read()
+            .expect("topics lock poisoned")
+            .values()
+            .cloned()
+            .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
         topics
     }
@@ -318,21 +334,45 @@ impl Broker {
     /// Grants the partition's lease if it has no live one: installs `current + 1` durably in
     /// the partition's writer, then returns the grant. Blocking (fsync): call from a blocking
     /// context.
-    pub fn acquire_lease(&self, topic: &str, partition: u32, holder: &str, ttl_ms: u64, now: Instant) -> Result<Grant, BrokerError> {
+    pub fn acquire_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        holder: &str,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> Result<Grant, BrokerError> {
         let target = self.partition(topic, partition)?;
-        Ok(self
-            .leases
-            .acquire(topic, partition, holder, ttl_ms, &PartitionInstaller(&target), now)?)
+        Ok(self.leases.acquire(
+            topic,
+            partition,
+            holder,
+            ttl_ms,
+            &PartitionInstaller(&target),
+            now,
+        )?)
     }
 
     /// Extends a live lease.
-    pub fn renew_lease(&self, topic: &str, partition: u32, lease_id: u128, now: Instant) -> Result<Renewed, BrokerError> {
+    pub fn renew_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+        now: Instant,
+    ) -> Result<Renewed, BrokerError> {
         self.partition(topic, partition)?;
         Ok(self.leases.renew(topic, partition, lease_id, now)?)
     }
 
     /// Ends a live lease at once.
-    pub fn release_lease(&self, topic: &str, partition: u32, lease_id: u128, now: Instant) -> Result<(), BrokerError> {
+    pub fn release_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+        now: Instant,
+    ) -> Result<(), BrokerError> {
         self.partition(topic, partition)?;
         Ok(self.leases.release(topic, partition, lease_id, now)?)
     }
@@ -365,7 +405,9 @@ impl Broker {
                 continue;
             };
             for partition in &topic.partitions {
-                let last = last_syncs.entry(partition.name().to_string()).or_insert(now);
+                let last = last_syncs
+                    .entry(partition.name().to_string())
+                    .or_insert(now);
                 if now.duration_since(*last).as_millis() < u128::from(interval_ms) {
                     continue;
                 }

@@ -283,7 +283,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// is never reported as expiring in 0 ms.
 fn millis_until(deadline: Instant, now: Instant) -> u64 {
     let d = deadline.saturating_duration_since(now);
-    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
 

@@ -2,6 +2,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod broker;
+pub mod cli;
 pub mod lease;
+pub mod protocol;
+pub mod server;
 pub mod storage;
 pub mod sync;
+pub mod testing;

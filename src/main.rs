@@ -1,1 +1,8 @@
-fn main() {}
+//! The `fencelog` binary: parse the command line and hand it to the library.
+
+use clap::Parser;
+
+fn main() {
+    let cli = fencelog::cli::Cli::parse();
+    std::process::exit(fencelog::cli::run(cli));
+}

@@ -18,7 +18,9 @@ use tracing::{debug, info, warn};
 
 use super::{handler, ServerConfig};
 use crate::broker::Broker;
-use crate::protocol::{ErrorCode, ErrorResponse, FrameCodec, ProtocolError, RequestFrame, ResponseFrame};
+use crate::protocol::{
+    ErrorCode, ErrorResponse, FrameCodec, ProtocolError, RequestFrame, ResponseFrame,
+};
 
 /// Serves one connection until the client closes it, a fatal protocol error, or shutdown.
 pub async fn serve(
@@ -109,7 +111,9 @@ pub async fn refuse(socket: TcpStream, peer: SocketAddr, max_connections: usize)
         0,
         ErrorResponse::new(
             ErrorCode::TooManyConnections,
-            format!("the server already has its maximum of {max_connections} connections; retry later"),
+            format!(
+                "the server already has its maximum of {max_connections} connections; retry later"
+            ),
         ),
     );
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), framed.send(response)).await;

@@ -24,9 +24,9 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
             LeaseError::Lost { current_epoch, .. } => {
                 ErrorResponse::with_epochs(ErrorCode::LeaseLost, message, 0, *current_epoch)
             }
-            LeaseError::InvalidTtl { .. } | LeaseError::InvalidHolder { .. } | LeaseError::TooManySlots { .. } => {
-                plain(ErrorCode::InvalidRequest)
-            }
+            LeaseError::InvalidTtl { .. }
+            | LeaseError::InvalidHolder { .. }
+            | LeaseError::TooManySlots { .. } => plain(ErrorCode::InvalidRequest),
             LeaseError::Install { source, .. } => match source.downcast_ref::<StorageError>() {
                 Some(storage) => storage_error(storage, message),
                 None => plain(ErrorCode::StorageError),

@@ -12,7 +12,11 @@ use crate::broker::{Broker, BrokerError};
 use crate::protocol::{FlushPolicy, Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
 
 /// Runs one request and returns its response frame.
-pub async fn handle(broker: &Arc<Broker>, config: &ServerConfig, frame: RequestFrame) -> ResponseFrame {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    config: &ServerConfig,
+    frame: RequestFrame,
+) -> ResponseFrame {
     let correlation_id = frame.correlation_id;
     match apply(broker, config, frame.request).await {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
@@ -20,27 +24,47 @@ pub async fn handle(broker: &Arc<Broker>, config: &ServerConfig, frame: RequestF
     }
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, BrokerError> + Send + 'static) -> Result<T, BrokerError> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|join_error| {
-        Err(BrokerError::Io {
-            context: "request task failed".into(),
-            source: std::io::Error::other(join_error.to_string()),
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
+) -> Result<T, BrokerError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|join_error| {
+            Err(BrokerError::Io {
+                context: "request task failed".into(),
+                source: std::io::Error::other(join_error.to_string()),
+            })
         })
-    })
 }
 
-async fn apply(broker: &Arc<Broker>, config: &ServerConfig, request: Request) -> Result<Response, BrokerError> {
+async fn apply(
+    broker: &Arc<Broker>,
+    config: &ServerConfig,
+    request: Request,
+) -> Result<Response, BrokerError> {
     match request {
         Request::ApiVersions => Ok(Response::supported_api_versions()),
-        Request::CreateTopic { name, partitions, config } => {
+        Request::CreateTopic {
+            name,
+            partitions,
+            config,
+        } => {
             let broker = Arc::clone(broker);
-            blocking(move || broker.create_topic(&name, partitions, config).map(|_| Response::CreateTopic)).await
+            blocking(move || {
+                broker
+                    .create_topic(&name, partitions, config)
+                    .map(|_| Response::CreateTopic)
+            })
+            .await
         }
         Request::Metadata { topics } => {
             let selected = if topics.is_empty() {
                 broker.topics()
             } else {
-                topics.iter().map(|name| broker.topic(name)).collect::<Result<_, _>>()?
+                topics
+                    .iter()
+                    .map(|name| broker.topic(name))
+                    .collect::<Result<_, _>>()?
             };
             Ok(Response::Metadata {
                 topics: selected
@@ -53,10 +77,16 @@ async fn apply(broker: &Arc<Broker>, config: &ServerConfig, request: Request) ->
                     .collect(),
             })
         }
-        Request::AcquireLease { topic, partition, holder, ttl_ms } => {
+        Request::AcquireLease {
+            topic,
+            partition,
+            holder,
+            ttl_ms,
+        } => {
             let broker = Arc::clone(broker);
             blocking(move || {
-                let grant = broker.acquire_lease(&topic, partition, &holder, ttl_ms, Instant::now())?;
+                let grant =
+                    broker.acquire_lease(&topic, partition, &holder, ttl_ms, Instant::now())?;
                 Ok(Response::AcquireLease {
                     epoch: grant.epoch,
                     lease_id: grant.lease_id,
@@ -65,18 +95,30 @@ async fn apply(broker: &Arc<Broker>, config: &ServerConfig, request: Request) ->
             })
             .await
         }
-        Request::RenewLease { topic, partition, lease_id } => {
+        Request::RenewLease {
+            topic,
+            partition,
+            lease_id,
+        } => {
             let renewed = broker.renew_lease(&topic, partition, lease_id, Instant::now())?;
             Ok(Response::RenewLease {
                 epoch: renewed.epoch,
                 ttl_ms: renewed.ttl_ms,
             })
         }
-        Request::ReleaseLease { topic, partition, lease_id } => {
+        Request::ReleaseLease {
+            topic,
+            partition,
+            lease_id,
+        } => {
             broker.release_lease(&topic, partition, lease_id, Instant::now())?;
             Ok(Response::ReleaseLease)
         }
-        Request::Produce { topic, partition, batch } => {
+        Request::Produce {
+            topic,
+            partition,
+            batch,
+        } => {
             let target = broker.partition(&topic, partition)?;
             let appended = if target.config().flush == FlushPolicy::Always {
                 blocking(move || Ok(target.append(&batch)?)).await?
@@ -89,7 +131,13 @@ async fn apply(broker: &Arc<Broker>, config: &ServerConfig, request: Request) ->
                 log_end_offset: appended.log_end_offset,
             })
         }
-        Request::Fetch { topic, partition, offset, max_bytes, max_wait_ms } => {
+        Request::Fetch {
+            topic,
+            partition,
+            offset,
+            max_bytes,
+            max_wait_ms,
+        } => {
             let target = broker.partition(&topic, partition)?;
             let max_bytes = max_bytes.min(config.max_fetch_bytes) as usize;
             let wait = Duration::from_millis(u64::from(max_wait_ms.min(config.max_fetch_wait_ms)));
@@ -125,4 +173,3 @@ fn fetched(result: crate::storage::ReadResult) -> Response {
         batches: result.batches,
     }
 }
-

@@ -120,7 +120,9 @@ pub async fn run(
     let _ = stop.send(());
     drop(listener);
     while tasks.join_next().await.is_some() {}
-    background.abort();
+    // The background task sees the same stop signal; wait for it so no handle on the broker
+    // (and so on the data directory lock) outlives `run`.
+    let _ = background.await;
     let broker_for_sync = Arc::clone(&broker);
     match tokio::task::spawn_blocking(move || broker_for_sync.sync_all()).await {
         Ok(Ok(())) => info!("all partitions synced; bye"),
@@ -131,7 +133,10 @@ pub async fn run(
 }
 
 /// Interval flushes and retention, on their own timers, off the request path.
-fn spawn_background(broker: Arc<Broker>, mut stop: broadcast::Receiver<()>) -> tokio::task::JoinHandle<()> {
+fn spawn_background(
+    broker: Arc<Broker>,
+    mut stop: broadcast::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut flush_tick = tokio::time::interval(Duration::from_millis(10));
         let mut retention_tick = tokio::time::interval(RETENTION_CHECK_INTERVAL);

@@ -1,21 +1,11 @@
 //! Per-partition storage settings, their defaults and their limits.
 
-use serde::{Deserialize, Serialize};
-
-/// How appends reach the disk before they are acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FlushPolicy {
-    /// Page cache only: a process crash loses nothing, an OS crash or power loss may lose
-    /// anything not yet written back by the kernel.
-    Never,
-    /// Synced every `interval_ms`: an OS crash loses at most the last interval.
-    Interval {
-        /// Milliseconds between syncs.
-        interval_ms: u64,
-    },
-    /// Synced before the acknowledgement (group commit).
-    Always,
-}
+/// How appends reach the disk before they are acknowledged. Defined with the wire format
+/// because it travels in topic settings; storage gives it its meaning:
+/// `Never` is page cache only (a process crash loses nothing, an OS crash may lose anything not
+/// yet written back), `Interval` syncs every `interval_ms` (an OS crash loses at most about one
+/// interval), `Always` syncs before the acknowledgement (group commit).
+pub use crate::protocol::FlushPolicy;
 
 /// Default segment size: large enough that rolling is rare, small enough to preallocate quickly.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;

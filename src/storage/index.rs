@@ -36,7 +36,7 @@ pub fn lookup(entries: &SharedEntries, relative_offset: u32) -> usize {
 
 /// Decodes an index file's bytes; `None` if its length is not a multiple of an entry.
 pub fn decode(bytes: &[u8]) -> Option<Vec<IndexEntry>> {
-    if bytes.len() % ENTRY_BYTES != 0 {
+    if !bytes.len().is_multiple_of(ENTRY_BYTES) {
         return None;
     }
     Some(

@@ -1,0 +1,74 @@
+//! The `fencelog` command line: one file per subcommand; `main.rs` only parses and dispatches.
+//!
+//! Exit statuses are a contract: 0 on success, 3 when a write was rejected as fenced, 1 for any
+//! other error (printed as one line on stderr).
+
+pub mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status for success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status for any error other than fencing.
+pub const EXIT_ERROR: i32 = 1;
+/// Exit status when a write was rejected because its epoch is stale.
+pub const EXIT_FENCED: i32 = 3;
+
+/// fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
+#[derive(Debug, Parser)]
+#[command(name = "fencelog", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(serve::ServeArgs),
+}
+
+/// An error of a CLI command: its exit status and a one-line message.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit status.
+    pub status: i32,
+    /// The line printed on stderr.
+    pub message: String,
+}
+
+impl CliError {
+    /// A plain error (exit status 1).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            status: EXIT_ERROR,
+            message: message.into(),
+        }
+    }
+}
+
+/// Runs a parsed command line and returns the exit status.
+pub fn run(cli: Cli) -> i32 {
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(error) => {
+            eprintln!("error: {}", error.message);
+            error.status
+        }
+    }
+}
+
+/// Sets up tracing to stderr: `RUST_LOG` if set, else `default_filter`.
+pub fn init_tracing(default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

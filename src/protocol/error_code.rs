@@ -1,0 +1,200 @@
+//! Wire error codes: the `u16` a response header carries to say whether the
+//! request succeeded and, if not, why.
+//!
+//! The codes are part of the wire contract (see `docs/protocol.md`), so their
+//! numeric values never change and retired codes are never reused. Clients
+//! branch on them — most importantly on whether a failure is worth retrying —
+//! which is why [`ErrorCode::is_retriable`] lives next to the numbers rather
+//! than in client code.
+
+use std::fmt;
+
+/// Why a request failed (or [`ErrorCode::None`] when it did not).
+///
+/// The discriminants are the on-wire values. A value this build does not know
+/// is not mapped to a catch-all variant: [`ErrorCode::from_u16`] returns
+/// `None`, and response decoding reports
+/// [`ProtocolError::UnknownErrorCode`](super::ProtocolError::UnknownErrorCode)
+/// with the raw value and the server's message, so nothing is silently
+/// misclassified as retriable or not.
+#[repr(u16)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorCode {
+    /// Success; only ever appears in a response header, never in an error body.
+    None = 0,
+    /// The request's epoch is older than the partition's current epoch: a newer
+    /// lease holder exists and this writer has been fenced off for good.
+    Fenced = 1,
+    /// The request's epoch is newer than any epoch the partition has issued.
+    UnknownEpoch = 2,
+    /// The epoch is current but its lease expired or was released (or the
+    /// lease id does not match); the writer must acquire a new lease.
+    LeaseLost = 3,
+    /// The partition has a live lease held by someone else.
+    LeaseHeld = 4,
+    /// The topic does not exist.
+    UnknownTopic = 5,
+    /// The topic exists but has no partition with that index.
+    UnknownPartition = 6,
+    /// `CreateTopic` named a topic that already exists.
+    TopicExists = 7,
+    /// The produced record batch is malformed (bad CRC, magic, length, ...).
+    InvalidBatch = 8,
+    /// The produced record batch exceeds the server's batch size limit.
+    BatchTooLarge = 9,
+    /// The request body could not be parsed or has invalid field values.
+    InvalidRequest = 10,
+    /// The API exists but not in the requested version.
+    UnsupportedVersion = 11,
+    /// The API key is not known to the server.
+    UnknownApi = 12,
+    /// The fetch offset is outside `[log_start_offset, log_end_offset]`.
+    OffsetOutOfRange = 13,
+    /// The server failed to read or write its storage.
+    StorageError = 14,
+    /// Stored data failed an integrity check.
+    CorruptData = 15,
+    /// A topic configuration value is invalid.
+    InvalidConfig = 16,
+    /// The server is shutting down and accepts no more work.
+    ShuttingDown = 17,
+    /// The server refused the connection because it has too many.
+    TooManyConnections = 18,
+    /// A frame exceeded the maximum frame size; the connection is closed.
+    FrameTooLarge = 19,
+    /// An unexpected server-side failure (a bug); see the message.
+    Internal = 20,
+}
+
+impl ErrorCode {
+    /// Every code, in wire order; handy for exhaustive tests and docs.
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::None,
+        ErrorCode::Fenced,
+        ErrorCode::UnknownEpoch,
+        ErrorCode::LeaseLost,
+        ErrorCode::LeaseHeld,
+        ErrorCode::UnknownTopic,
+        ErrorCode::UnknownPartition,
+        ErrorCode::TopicExists,
+        ErrorCode::InvalidBatch,
+        ErrorCode::BatchTooLarge,
+        ErrorCode::InvalidRequest,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::UnknownApi,
+        ErrorCode::OffsetOutOfRange,
+        ErrorCode::StorageError,
+        ErrorCode::CorruptData,
+        ErrorCode::InvalidConfig,
+        ErrorCode::ShuttingDown,
+        ErrorCode::TooManyConnections,
+        ErrorCode::FrameTooLarge,
+        ErrorCode::Internal,
+    ];
+
+    /// Maps a wire value to a code; `None` for values this build does not know
+    /// (a newer server), so callers must decide explicitly how to treat them.
+    pub fn from_u16(value: u16) -> Option<ErrorCode> {
+        Self::ALL.get(usize::from(value)).copied()
+    }
+
+    /// The on-wire value.
+    pub fn as_u16(self) -> u16 {
+        self as u16
+    }
+
+    /// Whether sending the *same* request again later may succeed.
+    ///
+    /// Retriable codes describe a transient condition of the server or of the
+    /// partition (another holder's lease may expire, the server may come back,
+    /// a storage hiccup may pass). Everything else needs the client to change
+    /// something first — in particular a fenced or lease-lost writer must
+    /// never blindly retry, as that is exactly what fencing exists to stop.
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::LeaseHeld
+                | ErrorCode::StorageError
+                | ErrorCode::ShuttingDown
+                | ErrorCode::TooManyConnections
+        )
+    }
+
+    /// Whether the error body's `epoch` / `current_epoch` fields are
+    /// meaningful for this code (they are 0 otherwise).
+    pub fn carries_epochs(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::Fenced | ErrorCode::UnknownEpoch | ErrorCode::LeaseLost
+        )
+    }
+
+    /// The short, stable, upper-case name used in logs and documentation.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::None => "NONE",
+            ErrorCode::Fenced => "FENCED",
+            ErrorCode::UnknownEpoch => "UNKNOWN_EPOCH",
+            ErrorCode::LeaseLost => "LEASE_LOST",
+            ErrorCode::LeaseHeld => "LEASE_HELD",
+            ErrorCode::UnknownTopic => "UNKNOWN_TOPIC",
+            ErrorCode::UnknownPartition => "UNKNOWN_PARTITION",
+            ErrorCode::TopicExists => "TOPIC_EXISTS",
+            ErrorCode::InvalidBatch => "INVALID_BATCH",
+            ErrorCode::BatchTooLarge => "BATCH_TOO_LARGE",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            ErrorCode::UnknownApi => "UNKNOWN_API",
+            ErrorCode::OffsetOutOfRange => "OFFSET_OUT_OF_RANGE",
+            ErrorCode::StorageError => "STORAGE_ERROR",
+            ErrorCode::CorruptData => "CORRUPT_DATA",
+            ErrorCode::InvalidConfig => "INVALID_CONFIG",
+            ErrorCode::ShuttingDown => "SHUTTING_DOWN",
+            ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
+            ErrorCode::FrameTooLarge => "FRAME_TOO_LARGE",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_values_round_trip_and_match_position() {
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(usize::from(code.as_u16()), i);
+            assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(*code));
+        }
+        assert_eq!(ErrorCode::from_u16(21), None);
+        assert_eq!(ErrorCode::from_u16(u16::MAX), None);
+    }
+
+    #[test]
+    fn fixed_values_do_not_drift() {
+        assert_eq!(ErrorCode::Fenced.as_u16(), 1);
+        assert_eq!(ErrorCode::LeaseHeld.as_u16(), 4);
+        assert_eq!(ErrorCode::InvalidRequest.as_u16(), 10);
+        assert_eq!(ErrorCode::FrameTooLarge.as_u16(), 19);
+        assert_eq!(ErrorCode::Internal.as_u16(), 20);
+    }
+
+    #[test]
+    fn names_are_unique_and_fencing_is_not_retriable() {
+        let mut names: Vec<_> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        assert!(!ErrorCode::Fenced.is_retriable());
+        assert!(!ErrorCode::LeaseLost.is_retriable());
+        assert!(ErrorCode::LeaseHeld.is_retriable());
+        assert_eq!(ErrorCode::UnknownEpoch.to_string(), "UNKNOWN_EPOCH");
+    }
+}

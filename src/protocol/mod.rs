@@ -1,0 +1,89 @@
+//! The fencelog wire protocol: length-prefixed binary frames carrying one
+//! request or one response each, shared by the server and the client.
+//!
+//! It is split in two layers on purpose. [`FrameCodec`] (in `codec`) only cuts
+//! a byte stream into frames and enforces the maximum frame size; it never
+//! looks inside a frame. Parsing a frame body into a [`RequestFrame`] or
+//! [`ResponseFrame`] (in `messages`) is a separate, fallible step, so a server
+//! that receives a malformed body can still answer it with `INVALID_REQUEST`
+//! and the request's correlation id instead of dropping the connection. The
+//! byte-level contract lives in `docs/protocol.md`; this module implements it
+//! and the tests in `tests/protocol_codec.rs` check the two agree.
+#![warn(missing_docs)]
+
+mod codec;
+mod error_code;
+mod messages;
+
+pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
+pub use error_code::ErrorCode;
+pub use messages::{
+    ApiKey, ApiVersionRange, ErrorResponse, FlushPolicy, ParseFlushPolicyError, Request,
+    RequestDecodeError, RequestDecodeErrorKind, RequestFrame, Response, ResponseFrame, TopicConfig,
+    TopicMetadata, DEFAULT_FLUSH_INTERVAL_MS, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES,
+    SERVER_SOFTWARE,
+};
+
+/// Failures of the framing layer and of response parsing.
+///
+/// Request parsing has its own error type, [`RequestDecodeError`], because
+/// the server needs the correlation id out of it to answer the request.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// A frame's declared length exceeds the configured maximum. The stream
+    /// cannot be resynchronised after this, so the connection must be closed.
+    #[error(
+        "frame of {declared} bytes exceeds the maximum of {max}; \
+         raise max_frame_bytes on both ends or send smaller requests"
+    )]
+    FrameTooLarge {
+        /// The length the peer declared (or that we were about to send).
+        declared: usize,
+        /// The configured maximum frame length.
+        max: usize,
+    },
+    /// A frame declared a length of zero, which no valid message has.
+    #[error("received a frame of length 0; every frame holds at least a header")]
+    EmptyFrame,
+    /// The underlying transport failed.
+    #[error("i/o error on the connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// A response frame could not be parsed (truncated, trailing bytes,
+    /// invalid UTF-8, out-of-range values); the peer is not speaking this
+    /// protocol version correctly.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// A response carried an error code this build does not know (probably a
+    /// newer server). The error body was still readable, so its message is
+    /// kept.
+    #[error("server answered with unknown error code {code}: {message}")]
+    UnknownErrorCode {
+        /// The raw wire value.
+        code: u16,
+        /// The server's error message.
+        message: String,
+    },
+    /// A message cannot be represented on the wire (a string longer than
+    /// 65535 bytes, too many list entries, an error response whose code is
+    /// `NONE`, ...). Nothing was written.
+    #[error("cannot encode message: {0}")]
+    Unencodable(String),
+}
+
+impl ProtocolError {
+    /// The error code a server should answer with when this error occurs while
+    /// reading a client's frames, if it should answer at all (it cannot for
+    /// transport failures).
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        match self {
+            ProtocolError::FrameTooLarge { .. } => Some(ErrorCode::FrameTooLarge),
+            ProtocolError::EmptyFrame | ProtocolError::Malformed(_) => {
+                Some(ErrorCode::InvalidRequest)
+            }
+            ProtocolError::Io(_) => None,
+            ProtocolError::UnknownErrorCode { .. } | ProtocolError::Unencodable(_) => {
+                Some(ErrorCode::Internal)
+            }
+        }
+    }
+}
