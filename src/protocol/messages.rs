@@ -685,6 +685,8 @@ impl RequestFrame {
             });
         }
         let mut r = Reader::new(frame);
+        // Cannot fail: the length was checked just above. The default keeps
+        // this path panic-free without an `expect`.
         let header = r
             .array::<REQUEST_HEADER_BYTES>("request header")
             .unwrap_or_default();
