@@ -44,7 +44,10 @@ impl TestServer {
     }
 
     /// Starts a server with the given limits on a new temporary directory.
-    pub async fn start_with(config: ServerConfig, broker_config: BrokerConfig) -> Result<Self, BrokerError> {
+    pub async fn start_with(
+        config: ServerConfig,
+        broker_config: BrokerConfig,
+    ) -> Result<Self, BrokerError> {
         let temporary = tempfile::tempdir().map_err(|source| BrokerError::Io {
             context: "create temporary directory".into(),
             source,
@@ -69,18 +72,25 @@ impl TestServer {
             .expect("broker open task panicked")?;
         let broker = Arc::new(broker);
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let listener = TcpListener::bind(bind).await.map_err(|source| BrokerError::Io {
-            context: format!("bind {bind}"),
-            source,
-        })?;
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| BrokerError::Io {
+                context: format!("bind {bind}"),
+                source,
+            })?;
         let addr = listener.local_addr().map_err(|source| BrokerError::Io {
             context: "read local address".into(),
             source,
         })?;
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server::run(listener, Arc::clone(&broker), config.clone(), async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(server::run(
+            listener,
+            Arc::clone(&broker),
+            config.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Ok(Self {
             addr,
             broker,
@@ -128,7 +138,11 @@ impl TestServer {
         let temporary = self._temporary.take();
         let addr = self.addr;
         // Drop our broker handle so the data directory lock is released before reopening.
-        let (config, broker_config, data_dir) = (self.config.clone(), self.broker_config.clone(), self.data_dir.clone());
+        let (config, broker_config, data_dir) = (
+            self.config.clone(),
+            self.broker_config.clone(),
+            self.data_dir.clone(),
+        );
         drop(self);
         let mut restarted = Self::start_in(&data_dir, config, broker_config, Some(addr)).await?;
         restarted._temporary = temporary;

@@ -41,13 +41,17 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         std::env::set_var("RUST_LOG", filter);
     }
     super::init_tracing("info");
-    let runtime = tokio::runtime::Runtime::new().map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
         let directory = args.data_dir.clone();
-        let broker = tokio::task::spawn_blocking(move || Broker::open(&directory, BrokerConfig::default()))
-            .await
-            .map_err(|error| CliError::new(error.to_string()))?
-            .map_err(|error| CliError::new(format!("open {}: {error}", args.data_dir.display())))?;
+        let broker =
+            tokio::task::spawn_blocking(move || Broker::open(&directory, BrokerConfig::default()))
+                .await
+                .map_err(|error| CliError::new(error.to_string()))?
+                .map_err(|error| {
+                    CliError::new(format!("open {}: {error}", args.data_dir.display()))
+                })?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
