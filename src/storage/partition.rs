@@ -34,6 +34,18 @@ pub struct Appended {
     pub log_end_offset: u64,
 }
 
+/// A batch copied into the log but not yet acknowledged (see [`Partition::append_pending`]).
+#[derive(Debug)]
+#[must_use = "an append is not acknowledged until `acknowledge` returns"]
+pub struct PendingAppend(Appended);
+
+impl PendingAppend {
+    /// The offsets the batch got.
+    pub fn offsets(&self) -> Appended {
+        self.0
+    }
+}
+
 /// What a read returns.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
@@ -394,35 +406,50 @@ impl Partition {
     }
 
     /// Appends one batch (in its stored format, base offset ignored) under the epoch in its header.
-    /// Returns once the batch is acknowledged under the partition's flush policy.
+    /// Returns once the batch is acknowledged under the partition's flush policy. Blocks on a sync
+    /// under flush `always`.
     pub fn append(&self, batch_bytes: &[u8]) -> Result<Appended, StorageError> {
+        let pending = self.append_pending(batch_bytes)?;
+        self.acknowledge(pending)
+    }
+
+    /// The first half of [`Partition::append`]: the fence check and the copy into the segment,
+    /// which fix the batch's offsets. Never blocks on a sync, so a connection can run it in request
+    /// order (pipelined produces are appended in the order they were sent) and wait for
+    /// durability afterwards with [`Partition::acknowledge`]. Under flush `always` the batch stays
+    /// invisible to readers until a sync covers it.
+    pub fn append_pending(&self, batch_bytes: &[u8]) -> Result<PendingAppend, StorageError> {
         let epoch = BatchHeader::peek_epoch(batch_bytes).ok_or(batch::BatchError::TooShort {
             len: batch_bytes.len(),
         })?;
         // Early answer for a stale holder; the authoritative check is inside the fence.
         check_epoch(epoch, self.fence.current_epoch()).map_err(StorageError::Fence)?;
-        if batch_bytes.len() > self.config.segment_bytes as usize {
+        if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
                 max: self.config.batch_limit(),
             });
         }
-        let header =
-            batch::validate(batch_bytes, self.config.batch_limit()).map_err(
-                |error| match error {
-                    batch::BatchError::TooLarge { len, max } => {
-                        StorageError::BatchTooLarge { len, max }
-                    }
-                    other => StorageError::InvalidBatch(other),
-                },
-            )?;
+        let header = batch::validate(batch_bytes, self.config.batch_limit())?;
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }
         let appended = self.fence.append(epoch, |writer: &mut Writer| {
             writer.append(batch_bytes, &header)
         })?;
-        if self.config.flush == FlushPolicy::Always {
+        Ok(PendingAppend(appended))
+    }
+
+    /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.
+    pub fn acknowledge_blocks(&self) -> bool {
+        self.config.flush == FlushPolicy::Always
+    }
+
+    /// The second half of [`Partition::append`]: waits until the batch is acknowledged under the
+    /// flush policy (a group-commit sync for `always`; nothing otherwise).
+    pub fn acknowledge(&self, pending: PendingAppend) -> Result<Appended, StorageError> {
+        let appended = pending.0;
+        if self.acknowledge_blocks() {
             self.commit
                 .wait_durable(appended.log_end_offset, || self.sync_everything())?;
         }
