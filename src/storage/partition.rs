@@ -261,7 +261,6 @@ impl Partition {
             report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
             let first_epoch_ok =
                 scan.batches == 0 || first_epoch(&recovered.segment) >= epoch_in_log;
-            epoch_in_log = epoch_in_log.max(scan.last_epoch);
             next_offset = Some(scan.next_offset);
             let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
             if let Some((position, reason)) = &scan.invalid {
@@ -280,6 +279,8 @@ impl Partition {
                 warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
                 break;
             }
+            // Only a segment that is kept contributes its epochs.
+            epoch_in_log = epoch_in_log.max(scan.last_epoch);
             readers.push(Arc::clone(recovered.segment.reader()));
             let was_cut = scan.invalid.is_some();
             active = Some(recovered.segment);

@@ -266,23 +266,32 @@ impl ActiveSegment {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        mmap::preallocate(&file, options.segment_bytes)?;
-        let (index, _) = IndexWriter::open(
-            &directory.join(index_file_name(base_offset)),
-            Vec::new(),
-            options.index_interval_bytes,
-            0,
-        )?;
-        Self::from_parts(
-            path,
-            &file,
-            options.segment_bytes,
-            base_offset,
-            index,
-            0,
-            base_offset,
-            i64::MIN,
-        )
+        let finish = || {
+            mmap::preallocate(&file, options.segment_bytes)?;
+            let (index, _) = IndexWriter::open(
+                &directory.join(index_file_name(base_offset)),
+                Vec::new(),
+                options.index_interval_bytes,
+                0,
+            )?;
+            Self::from_parts(
+                path.clone(),
+                &file,
+                options.segment_bytes,
+                base_offset,
+                index,
+                0,
+                base_offset,
+                i64::MIN,
+            )
+        };
+        finish().inspect_err(|_| {
+            // Leave nothing half-made behind: a later roll must be able to create this file
+            // again once the cause (disk full, descriptors) is gone.
+            if let Err(cleanup) = delete_files(directory, base_offset) {
+                tracing::warn!(segment = %path.display(), error = %cleanup, "could not remove a half-created segment");
+            }
+        })
     }
 
     /// Opens an existing segment file, scans it, cuts whatever follows the last valid batch
