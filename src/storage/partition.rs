@@ -200,6 +200,34 @@ fn io(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
     }
 }
 
+/// A byte range of a segment that a sync has just made durable.
+#[derive(Debug)]
+pub struct SyncedRange<'a> {
+    /// The segment file.
+    pub segment: &'a Path,
+    /// First byte synced.
+    pub start: usize,
+    /// The bytes `[start, start + bytes.len())` as they are now on disk.
+    pub bytes: &'a [u8],
+}
+
+/// Called after every successful sync with each range it made durable, in order. Tests use it to
+/// keep a copy of only what reached the disk, then "crash" by reopening that copy.
+pub type SyncObserver = Arc<dyn Fn(&SyncedRange<'_>) + Send + Sync>;
+
+#[derive(Default)]
+struct ObserverSlot(std::sync::OnceLock<SyncObserver>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Some(observer)"
+        } else {
+            "None"
+        })
+    }
+}
+
 /// One partition of a topic.
 #[derive(Debug)]
 pub struct Partition {
@@ -209,6 +237,7 @@ pub struct Partition {
     fence: Fence<Writer>,
     shared: Arc<Shared>,
     commit: GroupCommit,
+    sync_observer: ObserverSlot,
 }
 
 impl Partition {
@@ -346,9 +375,15 @@ impl Partition {
                 fence: Fence::new(epoch, writer),
                 shared,
                 commit: GroupCommit::new(log_end),
+                sync_observer: ObserverSlot::default(),
             },
             report,
         ))
+    }
+
+    /// Installs a [`SyncObserver`] (once; later calls are ignored and return false).
+    pub fn set_sync_observer(&self, observer: SyncObserver) -> bool {
+        self.sync_observer.0.set(observer).is_ok()
     }
 
     /// `topic/partition`.
@@ -483,8 +518,18 @@ impl Partition {
             }
         }
         self.fence.with_log(|writer| writer.mark_synced(&ranges));
-        for (segment, _, end) in &ranges {
+        for (segment, start, end) in &ranges {
             segment.map().publish(*end);
+            if let (Some(observer), Some(bytes)) = (
+                self.sync_observer.0.get(),
+                segment.map().bytes(*start, *end),
+            ) {
+                observer(&SyncedRange {
+                    segment: segment.path(),
+                    start: *start,
+                    bytes,
+                });
+            }
         }
         self.shared.publish_high_watermark(target);
         Ok(target)
