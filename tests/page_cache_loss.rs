@@ -79,7 +79,10 @@ fn read_everything(partition: &Partition) -> BTreeMap<u64, String> {
 }
 
 /// Appends from 4 threads with 3 snapshots taken mid-load; returns each snapshot reopened.
-fn run_load(flush: FlushPolicy) -> Vec<(BTreeMap<u64, String>, Vec<(u64, String)>)> {
+/// What a reopened snapshot holds, and what had been acknowledged when it was taken.
+type CrashOutcome = (BTreeMap<u64, String>, Vec<(u64, String)>);
+
+fn run_load(flush: FlushPolicy) -> Vec<CrashOutcome> {
     let directory = tempfile::tempdir().unwrap();
     let partition = Arc::new(Partition::open("t/0", directory.path(), config(flush)).unwrap());
     partition.install_epoch(1).unwrap();
