@@ -154,6 +154,19 @@ pub fn copy_directory(from: &Path, to: &Path) {
     }
 }
 
+/// A temporary directory for the many short-lived copies of the crash tests: on tmpfs
+/// (`/dev/shm`) when there is one, so that the fsyncs recovery does (thousands of them) cost
+/// nothing; the recovery logic under test does not depend on the file system.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::Builder::new().prefix("fencelog-").tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("create temporary directory")
+}
+
 /// A short description of an error for assertion messages.
 pub fn describe(result: &Result<impl std::fmt::Debug, StorageError>) -> String {
     format!("{result:?}")
