@@ -57,7 +57,7 @@ fn append(c: &mut Criterion) {
                     b.iter(|| {
                         let appended = partition.append(black_box(&batch)).expect("append");
                         appends += 1;
-                        if appends % retention_every == 0 {
+                        if appends.is_multiple_of(retention_every) {
                             partition.enforce_retention(0).expect("retention");
                         }
                         appended

@@ -422,7 +422,6 @@ fn every_truncation_and_every_flip_of_every_segment_recovers_to_a_prefix() {
 }
 
 #[test]
-#[ignore = "bug: recovery counts the epoch of a segment it then deletes (src/storage/partition.rs:252)"]
 fn epoch_of_a_deleted_segment_is_not_adopted() {
     // Proves: when recovery deletes a segment because it starts with an epoch lower than the log
     // before it, that segment's epochs do not count: the installed epoch is the max of the

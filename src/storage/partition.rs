@@ -122,17 +122,12 @@ impl Writer {
         header: &BatchHeader,
     ) -> Result<Appended, StorageError> {
         let base_offset = self.active.next_offset();
-        let end = match self
-            .active
-            .append(batch_bytes, header)
-            .map_err(io("append to segment"))?
-        {
+        let end = match self.active.append(batch_bytes, header) {
             Some(end) => end,
             None => {
                 self.roll()?;
                 self.active
                     .append(batch_bytes, header)
-                    .map_err(io("append to segment"))?
                     .expect("a batch no larger than a segment fits in an empty one")
             }
         };
@@ -152,19 +147,31 @@ impl Writer {
         })
     }
 
-    /// Seals the active segment and starts a new one at the next offset.
+    /// Seals the active segment and starts a new one at the next offset. On failure nothing
+    /// changes and nothing is left behind, so a later roll can try again.
     fn roll(&mut self) -> Result<(), StorageError> {
-        let next = ActiveSegment::create(&self.directory, self.active.next_offset(), self.options)
+        let base_offset = self.active.next_offset();
+        let next = ActiveSegment::create(&self.directory, base_offset, self.options)
             .map_err(io("create segment"))?;
-        fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
+        if let Err(error) = fence::sync_directory(&self.directory) {
+            drop(next);
+            if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
+                warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
+            }
+            return Err(io("sync partition directory")(error));
+        }
         next.populate();
         let sealed = std::mem::replace(&mut self.active, next);
-        sealed.sync_index().map_err(io("sync index"))?;
         self.shared
             .segments
             .write()
             .expect("segments lock poisoned")
             .push(Arc::clone(self.active.reader()));
+        // The index is a cache that recovery checks and rebuilds: a failed sync is not worth
+        // failing the append for.
+        if let Err(error) = sealed.sync_index() {
+            warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
+        }
         Ok(())
     }
 

@@ -394,19 +394,17 @@ impl ActiveSegment {
         self.map.capacity()
     }
 
-    /// Copies a validated batch at the tail, stamping its base offset. `Ok(None)` if it does not
-    /// fit (the caller rolls). Returns the end position after the batch.
-    pub fn append(
-        &mut self,
-        batch_bytes: &[u8],
-        header: &BatchHeader,
-    ) -> io::Result<Option<usize>> {
+    /// Copies a validated batch at the tail, stamping its base offset. `None` if it does not fit
+    /// (the caller rolls): either the bytes, or the offsets (index entries hold offsets relative
+    /// to the segment's base as `u32`). Returns the end position after the batch. Cannot fail
+    /// once the copy is made, so a batch in the segment is never reported as not appended.
+    pub fn append(&mut self, batch_bytes: &[u8], header: &BatchHeader) -> Option<usize> {
         let base_offset = self.next_offset;
-        let Some(position) = self.map.append(batch_bytes, |copy| {
+        let relative = u32::try_from(base_offset - self.reader.base_offset).ok()?;
+        relative.checked_add(header.record_count)?;
+        let position = self.map.append(batch_bytes, |copy| {
             batch::stamp_base_offset(copy, base_offset)
-        }) else {
-            return Ok(None);
-        };
+        })?;
         // The copy was validated before: count it as verified so reads skip the CRC.
         self.reader
             .verified
@@ -415,11 +413,8 @@ impl ActiveSegment {
             .max_timestamp
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
-        let relative = u32::try_from(base_offset - self.reader.base_offset)
-            .map_err(|_| io::Error::other("more than 2^32 offsets in one segment"))?;
-        self.index
-            .on_append(relative, position, batch_bytes.len())?;
-        Ok(Some(position + batch_bytes.len()))
+        self.index.on_append(relative, position, batch_bytes.len());
+        Some(position + batch_bytes.len())
     }
 
     /// Syncs the index file (the log's range is synced through the reader's map).
