@@ -7,6 +7,13 @@
 //! each other until the server's write timeout cut the connection. With a dedicated reader the
 //! client always drains responses, whatever the writer is doing.
 //!
+//! The socket's halves get a `FramedRead` and a `FramedWrite` with the same [`FrameCodec`]
+//! rather than one `Framed` split with `StreamExt::split`: the split sink only encodes an item
+//! when the *next* one is fed (or on flush), so a frame the encoder refuses (too large, a string
+//! too long) would surface as an error on an unrelated request. `FramedWrite` encodes in
+//! `start_send`, and a refused frame leaves the write buffer untouched, so it fails alone and
+//! the connection stays usable.
+//!
 //! Every request in flight holds a semaphore permit from the moment it is queued until its
 //! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
 //! outstanding on the wire, including those whose caller gave up waiting (a timed-out request
@@ -17,19 +24,20 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
-use tokio_util::codec::Framed;
+use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::{ClientConfig, ClientError};
 use crate::protocol::{
     ApiKey, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
 };
 
-type Transport = Framed<TcpStream, FrameCodec>;
+type Sink = FramedWrite<OwnedWriteHalf, FrameCodec>;
+type Stream = FramedRead<OwnedReadHalf, FrameCodec>;
 type Reply = oneshot::Sender<Result<Response, ClientError>>;
 
 /// A request on its way to the writer task.
@@ -160,7 +168,10 @@ impl Connection {
     fn start(socket: TcpStream, peer: SocketAddr, config: &ClientConfig) -> Connection {
         let _ = socket.set_nodelay(true);
         let max_in_flight = config.max_in_flight.max(1);
-        let (sink, stream) = Framed::new(socket, FrameCodec::new(config.max_frame_bytes)).split();
+        let codec = FrameCodec::new(config.max_frame_bytes);
+        let (read_half, write_half) = socket.into_split();
+        let sink = FramedWrite::new(write_half, codec);
+        let stream = FramedRead::new(read_half, codec);
         let (requests, queue) = mpsc::channel(max_in_flight);
         let shared = Arc::new(Shared::default());
         let writer = tokio::spawn(write_loop(sink, queue, Arc::clone(&shared)));
@@ -215,11 +226,7 @@ impl Connection {
 
 /// Takes queued requests, gives each a correlation id, registers it as pending, and writes it.
 /// Frames queued together are written with one flush.
-async fn write_loop(
-    mut sink: SplitSink<Transport, RequestFrame>,
-    mut queue: mpsc::Receiver<Outgoing>,
-    shared: Arc<Shared>,
-) {
+async fn write_loop(mut sink: Sink, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
     let mut ids = CorrelationIds::default();
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
@@ -259,7 +266,7 @@ async fn write_loop(
             }
             next = queue.try_recv().ok();
         }
-        if let Err(error) = sink.flush().await {
+        if let Err(error) = SinkExt::<RequestFrame>::flush(&mut sink).await {
             shared.fail(match error {
                 ProtocolError::Io(error) => ClientError::Io(error),
                 other => ClientError::Protocol(other),
@@ -268,11 +275,11 @@ async fn write_loop(
         }
     }
     // Every handle was dropped: close our half so the server sees a clean end of stream.
-    let _ = sink.close().await;
+    let _ = SinkExt::<RequestFrame>::close(&mut sink).await;
 }
 
 /// Reads response frames and hands each to the request it answers.
-async fn read_loop(mut stream: SplitStream<Transport>, shared: Arc<Shared>) {
+async fn read_loop(mut stream: Stream, shared: Arc<Shared>) {
     let reason = loop {
         let frame = match stream.next().await {
             None => break ClientError::Disconnected,
@@ -338,5 +345,35 @@ impl CorrelationIds {
                 return self.last;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(correlation_id: u32, permits: &Arc<Semaphore>) -> Pending {
+        Pending {
+            correlation_id,
+            api_key: ApiKey::ApiVersions,
+            reply: oneshot::channel().0,
+            _permit: Arc::clone(permits).try_acquire_owned().unwrap(),
+        }
+    }
+
+    #[test]
+    fn correlation_ids_skip_zero_and_ids_in_flight_after_wrapping() {
+        let permits = Arc::new(Semaphore::new(8));
+        let mut ids = CorrelationIds::default();
+        assert_eq!(ids.next(&VecDeque::new()), 1);
+        ids.last = u32::MAX - 1;
+        let in_flight: VecDeque<Pending> = [u32::MAX - 1, 1, 2]
+            .into_iter()
+            .map(|id| pending(id, &permits))
+            .collect();
+        assert_eq!(ids.next(&in_flight), u32::MAX);
+        // Wraps past 0 (reserved) and past 1 and 2 (still in flight).
+        assert_eq!(ids.next(&in_flight), 3);
+        assert_eq!(ids.next(&in_flight), 4);
     }
 }

@@ -29,7 +29,7 @@ use crate::protocol::{
 use crate::storage::batch::{decode_batches, BatchError};
 
 pub use crate::storage::batch::{BatchBuilder, Record};
-pub use consumer::Consumer;
+pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
 pub use producer::{Producer, ProducerConfig};
 
 use connection::Connection;

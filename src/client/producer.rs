@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::FuturesOrdered;
 use futures::StreamExt;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -33,6 +33,8 @@ pub struct ProducerConfig {
     /// always in order. While a batch is in flight the next one keeps filling, so one in flight
     /// still sends large batches under load.
     pub max_in_flight: usize,
+    /// Most records sent but not yet acknowledged; further sends wait for room (backpressure).
+    pub max_pending_records: usize,
 }
 
 impl Default for ProducerConfig {
@@ -42,11 +44,24 @@ impl Default for ProducerConfig {
             batch_records: 1000,
             batch_bytes: 1024 * 1024,
             max_in_flight: 1,
+            max_pending_records: 100_000,
         }
     }
 }
 
 type RecordReply = oneshot::Sender<Result<u64, ClientError>>;
+
+/// Where a queued record's outcome goes, with its unit of `max_pending_records`.
+struct Reply {
+    sender: RecordReply,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Reply {
+    fn answer(self, result: Result<u64, ClientError>) {
+        let _ = self.sender.send(result);
+    }
+}
 
 enum Command {
     Record {
@@ -54,6 +69,8 @@ enum Command {
         value: Bytes,
         timestamp: i64,
         reply: RecordReply,
+        /// A unit of `max_pending_records`, held until the record is answered.
+        permit: OwnedSemaphorePermit,
     },
     Flush(oneshot::Sender<()>),
 }
@@ -122,7 +139,8 @@ impl Shared {
 /// ```
 pub struct Producer {
     shared: Arc<Shared>,
-    queue: mpsc::Sender<Command>,
+    queue: mpsc::UnboundedSender<Command>,
+    room: Arc<Semaphore>,
     client: Client,
     lease: Option<Lease>,
     keeper: Option<AbortHandle>,
@@ -200,8 +218,12 @@ impl Producer {
             dead: OnceLock::new(),
             died: Notify::new(),
         });
-        let capacity = config.batch_records.saturating_mul(2).clamp(16, 1 << 16);
-        let (queue, commands) = mpsc::channel(capacity);
+        // Unbounded, so that `send` can queue synchronously (fixing the order at the call);
+        // `room` bounds what it holds.
+        let (queue, commands) = mpsc::unbounded_channel();
+        let room = Arc::new(Semaphore::new(
+            config.max_pending_records.min(Semaphore::MAX_PERMITS),
+        ));
         tokio::spawn(
             Batcher {
                 client: client.clone(),
@@ -219,6 +241,7 @@ impl Producer {
         Producer {
             shared,
             queue,
+            room,
             client,
             lease: None,
             keeper: None,
@@ -252,13 +275,18 @@ impl Producer {
 
     /// Queues a record and resolves to its offset once its batch is acknowledged.
     ///
-    /// The record is timestamped now and queued when the returned future is first polled (a
-    /// full queue makes it wait: backpressure). Records are appended in the order their futures
-    /// are first polled, so create many and drive them together (`join_all`, `FuturesOrdered`)
-    /// to batch and pipeline; awaiting each in turn sends one record per batch.
+    /// The record is timestamped and queued by the call itself, before the future is polled,
+    /// so records are appended in the order of the `send` calls: create many sends and await
+    /// them together (`try_join_all`, `FuturesOrdered`) to fill batches; awaiting each in turn
+    /// sends one record per batch.
+    ///
+    /// Backpressure: at most [`max_pending_records`](ProducerConfig::max_pending_records) sent
+    /// records may await their acknowledgement. A send beyond that waits for room when its
+    /// future is first polled, and is queued then, so under backpressure the order is that of
+    /// first polls.
     ///
     /// Fails with the producer's fatal error ([`ClientError::Fenced`] and co.) once it is dead,
-    /// or with the batch's error (e.g. a timeout, whose outcome is unknown).
+    /// or with its batch's error (e.g. a timeout, whose outcome is unknown).
     pub fn send(
         &self,
         key: Option<Bytes>,
@@ -266,21 +294,43 @@ impl Producer {
     ) -> impl Future<Output = Result<u64, ClientError>> + Send + 'static {
         let queue = self.queue.clone();
         let shared = Arc::clone(&self.shared);
-        let value = value.into();
-        let timestamp = now_ms();
-        async move {
-            if let Some(error) = shared.dead.get() {
-                return Err(error.clone());
+        let room = Arc::clone(&self.room);
+        let mut record = Some((key, value.into(), now_ms()));
+        let (reply, offset) = oneshot::channel();
+        let mut reply = Some(reply);
+        if self.shared.dead.get().is_none() {
+            if let Ok(permit) = Arc::clone(&room).try_acquire_owned() {
+                if let (Some((key, value, timestamp)), Some(reply)) = (record.take(), reply.take())
+                {
+                    let _ = queue.send(Command::Record {
+                        key,
+                        value,
+                        timestamp,
+                        reply,
+                        permit,
+                    });
+                }
             }
-            let (reply, offset) = oneshot::channel();
-            let command = Command::Record {
-                key,
-                value,
-                timestamp,
-                reply,
-            };
-            if queue.send(command).await.is_err() {
-                return Err(shared.dead_or(ClientError::Closed));
+        }
+        async move {
+            if let (Some((key, value, timestamp)), Some(reply)) = (record, reply) {
+                // Not queued by the call: dead, or no room (wait for it).
+                if let Some(error) = shared.dead.get() {
+                    return Err(error.clone());
+                }
+                let Ok(permit) = room.acquire_owned().await else {
+                    return Err(shared.dead_or(ClientError::Closed));
+                };
+                let command = Command::Record {
+                    key,
+                    value,
+                    timestamp,
+                    reply,
+                    permit,
+                };
+                if queue.send(command).is_err() {
+                    return Err(shared.dead_or(ClientError::Closed));
+                }
             }
             offset
                 .await
@@ -292,7 +342,7 @@ impl Producer {
     /// acknowledged or failed. Fails with the fatal error if the producer is dead.
     pub async fn flush(&self) -> Result<(), ClientError> {
         let (done, flushed) = oneshot::channel();
-        if self.queue.send(Command::Flush(done)).await.is_ok() {
+        if self.queue.send(Command::Flush(done)).is_ok() {
             let _ = flushed.await;
         }
         match self.shared.dead.get() {
@@ -319,9 +369,13 @@ impl Producer {
 }
 
 fn validate(config: &ProducerConfig) -> Result<(), ClientError> {
-    if config.batch_records == 0 || config.batch_bytes == 0 || config.max_in_flight == 0 {
+    if config.batch_records == 0
+        || config.batch_bytes == 0
+        || config.max_in_flight == 0
+        || config.max_pending_records == 0
+    {
         return Err(ClientError::InvalidArgument(format!(
-            "producer batch_records, batch_bytes and max_in_flight must be positive: {config:?}"
+            "producer batch sizes, max_in_flight and max_pending_records must be positive: {config:?}"
         )));
     }
     Ok(())
@@ -359,7 +413,7 @@ async fn keep_lease(client: Client, shared: Arc<Shared>, lease: Lease) {
 /// A batch being filled.
 struct OpenBatch {
     builder: BatchBuilder,
-    replies: Vec<RecordReply>,
+    replies: Vec<Reply>,
     /// When linger runs out for its first record.
     deadline: Instant,
 }
@@ -367,12 +421,11 @@ struct OpenBatch {
 /// A batch ready to be sent.
 struct ClosedBatch {
     bytes: Bytes,
-    replies: Vec<RecordReply>,
+    replies: Vec<Reply>,
 }
 
-type InFlight = std::pin::Pin<
-    Box<dyn Future<Output = (Vec<RecordReply>, Result<ProduceAck, ClientError>)> + Send>,
->;
+type InFlight =
+    std::pin::Pin<Box<dyn Future<Output = (Vec<Reply>, Result<ProduceAck, ClientError>)> + Send>>;
 
 /// The batching task: fills batches from the queue, sends them, answers the sends.
 struct Batcher {
@@ -391,7 +444,7 @@ struct Batcher {
 }
 
 impl Batcher {
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut input_open = true;
         loop {
             if let Some(error) = self.shared.dead.get().cloned() {
@@ -421,8 +474,8 @@ impl Batcher {
                         input_open = false;
                         self.close_open();
                     }
-                    Some(Command::Record { key, value, timestamp, reply }) => {
-                        self.add(key, value, timestamp, reply);
+                    Some(Command::Record { key, value, timestamp, reply, permit }) => {
+                        self.add(key, value, timestamp, Reply { sender: reply, _permit: permit });
                     }
                     Some(Command::Flush(waiter)) => {
                         self.close_open();
@@ -439,9 +492,9 @@ impl Batcher {
         }
     }
 
-    fn add(&mut self, key: Option<Bytes>, value: Bytes, timestamp: i64, reply: RecordReply) {
+    fn add(&mut self, key: Option<Bytes>, value: Bytes, timestamp: i64, reply: Reply) {
         if let Some(error) = self.shared.dead.get() {
-            let _ = reply.send(Err(error.clone()));
+            reply.answer(Err(error.clone()));
             return;
         }
         // Record framing: length, timestamp delta, key length, value length, header count.
@@ -493,11 +546,11 @@ impl Batcher {
         }
     }
 
-    fn complete(&mut self, replies: Vec<RecordReply>, result: Result<ProduceAck, ClientError>) {
+    fn complete(&mut self, replies: Vec<Reply>, result: Result<ProduceAck, ClientError>) {
         match result {
             Ok(ack) => {
                 for (index, reply) in replies.into_iter().enumerate() {
-                    let _ = reply.send(Ok(ack.base_offset + index as u64));
+                    reply.answer(Ok(ack.base_offset + index as u64));
                 }
             }
             Err(error) => {
@@ -505,7 +558,7 @@ impl Batcher {
                     self.shared.kill(error.clone());
                 }
                 for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
+                    reply.answer(Err(error.clone()));
                 }
             }
         }
@@ -517,7 +570,7 @@ impl Batcher {
         while let Some(batch) = self.ready.pop_front() {
             self.done += 1;
             for reply in batch.replies {
-                let _ = reply.send(Err(error.clone()));
+                reply.answer(Err(error.clone()));
             }
         }
     }
