@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod cli;
+pub mod client;
 pub mod lease;
 pub mod protocol;
 pub mod server;

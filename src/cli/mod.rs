@@ -3,7 +3,12 @@
 //! Exit statuses are a contract: 0 on success, 3 when a write was rejected as fenced, 1 for any
 //! other error (printed as one line on stderr).
 
+pub mod common;
+pub mod consume;
+pub mod lease;
+pub mod produce;
 pub mod serve;
+pub mod topic;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +33,14 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(serve::ServeArgs),
+    /// Create and list topics.
+    Topic(topic::TopicArgs),
+    /// Acquire, renew and release a partition's write lease.
+    Lease(lease::LeaseArgs),
+    /// Append stdin lines to a partition, one record per line, under a fencing epoch.
+    Produce(produce::ProduceArgs),
+    /// Print a partition's records, one per line.
+    Consume(consume::ConsumeArgs),
 }
 
 /// An error of a CLI command: its exit status and a one-line message.
@@ -53,6 +66,10 @@ impl CliError {
 pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Topic(args) => topic::run(args),
+        Command::Lease(args) => lease::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Consume(args) => consume::run(args),
     };
     match result {
         Ok(()) => EXIT_OK,

@@ -1,0 +1,161 @@
+//! What the client commands share: the `--addr` / `--json` flags, the runtime, the connection,
+//! output to stdout (plain or one JSON object per line), and the mapping of client errors to
+//! exit statuses.
+
+use std::fmt::Display;
+use std::io::{BufWriter, Stdout, Write};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::{CliError, EXIT_ERROR, EXIT_FENCED};
+use crate::client::{Client, ClientError};
+use crate::server::DEFAULT_LISTEN;
+
+/// Flags every client command takes.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Server address, host:port.
+    #[arg(long, env = "FENCELOG_ADDR", default_value = DEFAULT_LISTEN)]
+    pub addr: String,
+    /// Print results as JSON, one object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a command stopped early.
+#[derive(Debug)]
+pub enum Failure {
+    /// A real error: its exit status and message.
+    Cli(CliError),
+    /// Stdout was closed by the reader (`fencelog consume ... | head`): not an error, stop
+    /// quietly.
+    BrokenPipe,
+}
+
+impl From<CliError> for Failure {
+    fn from(error: CliError) -> Self {
+        Failure::Cli(error)
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(error: ClientError) -> Self {
+        Failure::Cli(client_error(error))
+    }
+}
+
+/// The CLI error for a client error: exit status 3 when the write was fenced, 1 otherwise; the
+/// message on one line.
+pub fn client_error(error: ClientError) -> CliError {
+    let status = if error.is_fenced() {
+        EXIT_FENCED
+    } else {
+        EXIT_ERROR
+    };
+    CliError {
+        status,
+        message: one_line(&error.to_string()),
+    }
+}
+
+/// Collapses any line breaks (say, in a server message) so errors stay one line.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Ends a command: a closed stdout is a normal end.
+pub fn conclude(result: Result<(), Failure>) -> Result<(), CliError> {
+    match result {
+        Ok(()) | Err(Failure::BrokenPipe) => Ok(()),
+        Err(Failure::Cli(error)) => Err(error),
+    }
+}
+
+/// Runs a client command on its own current-thread runtime.
+pub fn block_on<F>(command: F) -> Result<(), CliError>
+where
+    F: std::future::Future<Output = Result<(), Failure>>,
+{
+    super::init_tracing("off");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+    conclude(runtime.block_on(command))
+}
+
+/// Connects to `--addr`.
+pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
+    Client::connect(args.addr.as_str())
+        .await
+        .map_err(|error| match error {
+            ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
+                "cannot resolve address {:?}: {source}",
+                args.addr
+            )))),
+            other => other.into(),
+        })
+}
+
+/// Parses a duration such as `30s`, `250ms`, `7d` or `1h 30m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|error| format!("{error} (examples: 30s, 250ms, 7d)"))
+}
+
+/// Formats a duration the way [`parse_duration`] reads it.
+pub fn format_duration(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+/// Stdout, buffered, printing each result as a plain line or a JSON object.
+pub struct Output {
+    json: bool,
+    out: BufWriter<Stdout>,
+}
+
+impl Output {
+    /// Output in JSON if `json`, else plain lines.
+    pub fn new(json: bool) -> Self {
+        Self {
+            json,
+            out: BufWriter::new(std::io::stdout()),
+        }
+    }
+
+    /// Whether results are printed as JSON.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints one result: `value` as a JSON object, or `plain` as a line.
+    pub fn emit<T: Serialize>(&mut self, value: &T, plain: impl Display) -> Result<(), Failure> {
+        let written = if self.json {
+            let line = serde_json::to_string(value)
+                .map_err(|error| CliError::new(format!("encode JSON: {error}")))?;
+            writeln!(self.out, "{line}")
+        } else {
+            writeln!(self.out, "{plain}")
+        };
+        written.map_err(write_failure)
+    }
+
+    /// Prints a plain line (whatever the format).
+    pub fn line(&mut self, text: impl Display) -> Result<(), Failure> {
+        writeln!(self.out, "{text}").map_err(write_failure)
+    }
+
+    /// Pushes buffered output to stdout.
+    pub fn flush(&mut self) -> Result<(), Failure> {
+        self.out.flush().map_err(write_failure)
+    }
+}
+
+fn write_failure(error: std::io::Error) -> Failure {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::BrokenPipe
+    } else {
+        Failure::Cli(CliError::new(format!("write to stdout: {error}")))
+    }
+}

@@ -1,0 +1,220 @@
+//! `fencelog topic create|list`: create topics and show their configuration.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::common::{self, ClientArgs, Failure, Output};
+use super::CliError;
+use crate::protocol::{FlushPolicy, TopicConfig, TopicMetadata};
+
+/// Arguments of `fencelog topic`.
+#[derive(Debug, Args)]
+pub struct TopicArgs {
+    /// What to do with topics.
+    #[command(subcommand)]
+    pub command: TopicCommand,
+}
+
+/// Topic subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic.
+    ///
+    /// Prints the topic as created (with --json: the same object `topic list` prints).
+    Create(CreateArgs),
+    /// List every topic with its partitions, flush policy, segment size and retention.
+    ///
+    /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
+    /// "retention_bytes", "retention_ms"} (null retention = unlimited).
+    List(ListArgs),
+}
+
+/// Arguments of `fencelog topic create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Topic name: 1 to 200 ASCII letters, digits, `.`, `_` and `-`.
+    pub name: String,
+    /// Number of partitions, numbered 0..N.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// When appends are fsynced: `always` (before each ack), `never` (left to the OS),
+    /// `interval` (every 100ms) or `interval:<N>ms` / `interval:<N>s`.
+    #[arg(long, default_value = "always", value_parser = parse_flush)]
+    pub flush: FlushPolicy,
+    /// Segment file size in bytes (a new segment starts when the next batch does not fit).
+    #[arg(long, default_value_t = TopicConfig::DEFAULT_SEGMENT_BYTES)]
+    pub segment_bytes: u64,
+    /// Delete the oldest segments once a partition holds more than this many bytes
+    /// (default: unlimited).
+    #[arg(long)]
+    pub retention_bytes: Option<u64>,
+    /// Delete segments whose newest record is older than this, e.g. `7d`, `12h`, `30s`
+    /// (default: unlimited).
+    #[arg(long, value_parser = common::parse_duration)]
+    pub retention: Option<Duration>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+/// Arguments of `fencelog topic list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+fn parse_flush(text: &str) -> Result<FlushPolicy, String> {
+    text.parse().map_err(|error| format!("{error}"))
+}
+
+/// A topic as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct TopicJson<'a> {
+    name: &'a str,
+    partitions: u32,
+    flush: String,
+    segment_bytes: u64,
+    retention_bytes: Option<u64>,
+    retention_ms: Option<u64>,
+}
+
+impl<'a> TopicJson<'a> {
+    fn new(name: &'a str, partitions: u32, config: &TopicConfig) -> Self {
+        Self {
+            name,
+            partitions,
+            flush: config.flush.to_string(),
+            segment_bytes: config.segment_bytes,
+            retention_bytes: config.retention_bytes,
+            retention_ms: config.retention_ms,
+        }
+    }
+}
+
+fn retention_bytes_text(config: &TopicConfig) -> String {
+    config
+        .retention_bytes
+        .map_or_else(|| "unlimited".to_owned(), |bytes| bytes.to_string())
+}
+
+fn retention_text(config: &TopicConfig) -> String {
+    config.retention_ms.map_or_else(
+        || "unlimited".to_owned(),
+        |ms| common::format_duration(Duration::from_millis(ms)),
+    )
+}
+
+/// Runs `fencelog topic ...`.
+pub fn run(args: TopicArgs) -> Result<(), CliError> {
+    match args.command {
+        TopicCommand::Create(args) => common::block_on(create(args)),
+        TopicCommand::List(args) => common::block_on(list(args)),
+    }
+}
+
+async fn create(args: CreateArgs) -> Result<(), Failure> {
+    if args.retention_bytes == Some(0) {
+        return Err(CliError::new(
+            "--retention-bytes must be positive; omit it to keep data regardless of size",
+        )
+        .into());
+    }
+    let retention_ms = match args.retention {
+        None => None,
+        Some(retention) if retention.as_millis() == 0 => {
+            return Err(CliError::new(
+                "--retention must be at least 1ms; omit it to keep data regardless of age",
+            )
+            .into())
+        }
+        Some(retention) => Some(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
+    };
+    let config = TopicConfig {
+        segment_bytes: args.segment_bytes,
+        flush: args.flush,
+        retention_bytes: args.retention_bytes,
+        retention_ms,
+    };
+    let client = common::connect(&args.client).await?;
+    client
+        .create_topic(&args.name, args.partitions, config)
+        .await?;
+    let mut out = Output::new(args.client.json);
+    out.emit(
+        &TopicJson::new(&args.name, args.partitions, &config),
+        format_args!(
+            "created topic {} with {} partition{} (flush {}, segment_bytes {}, retention_bytes {}, retention {})",
+            args.name,
+            args.partitions,
+            if args.partitions == 1 { "" } else { "s" },
+            config.flush,
+            config.segment_bytes,
+            retention_bytes_text(&config),
+            retention_text(&config),
+        ),
+    )?;
+    out.flush()
+}
+
+async fn list(args: ListArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let topics = client.list_topics().await?;
+    let mut out = Output::new(args.client.json);
+    if out.json() {
+        for topic in &topics {
+            out.emit(
+                &TopicJson::new(&topic.name, topic.partitions, &topic.config),
+                "",
+            )?;
+        }
+        return out.flush();
+    }
+    for line in table(&topics) {
+        out.line(line)?;
+    }
+    out.flush()
+}
+
+/// The plain listing: a header and one aligned row per topic.
+fn table(topics: &[TopicMetadata]) -> Vec<String> {
+    let header = [
+        "NAME",
+        "PARTITIONS",
+        "FLUSH",
+        "SEGMENT_BYTES",
+        "RETENTION_BYTES",
+        "RETENTION",
+    ]
+    .map(str::to_owned);
+    let mut rows = vec![header];
+    for topic in topics {
+        rows.push([
+            topic.name.clone(),
+            topic.partitions.to_string(),
+            topic.config.flush.to_string(),
+            topic.config.segment_bytes.to_string(),
+            retention_bytes_text(&topic.config),
+            retention_text(&topic.config),
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect()
+}

@@ -1,0 +1,379 @@
+//! One multiplexed TCP connection: a writer task that assigns correlation ids and sends request
+//! frames, a reader task that routes response frames back to their callers.
+//!
+//! Why two tasks and not one `select!` loop: the server stops reading a connection that has too
+//! many requests in flight and only resumes once its responses have been written. A single task
+//! blocked in a socket write would stop reading those responses, and both sides would wait on
+//! each other until the server's write timeout cut the connection. With a dedicated reader the
+//! client always drains responses, whatever the writer is doing.
+//!
+//! The socket's halves get a `FramedRead` and a `FramedWrite` with the same [`FrameCodec`]
+//! rather than one `Framed` split with `StreamExt::split`: the split sink only encodes an item
+//! when the *next* one is fed (or on flush), so a frame the encoder refuses (too large, a string
+//! too long) would surface as an error on an unrelated request. `FramedWrite` encodes in
+//! `start_send`, and a refused frame leaves the write buffer untouched, so it fails alone and
+//! the connection stays usable.
+//!
+//! Every request in flight holds a semaphore permit from the moment it is queued until its
+//! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
+//! outstanding on the wire, including those whose caller gave up waiting (a timed-out request
+//! still occupies the server until it answers, and the server answers in order).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::task::AbortHandle;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use super::{ClientConfig, ClientError};
+use crate::protocol::{
+    ApiKey, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+};
+
+type Sink = FramedWrite<OwnedWriteHalf, FrameCodec>;
+type Stream = FramedRead<OwnedReadHalf, FrameCodec>;
+type Reply = oneshot::Sender<Result<Response, ClientError>>;
+
+/// A request on its way to the writer task.
+struct Outgoing {
+    request: Request,
+    reply: Reply,
+    permit: OwnedSemaphorePermit,
+}
+
+/// A request that was handed to the socket and awaits its response.
+struct Pending {
+    correlation_id: u32,
+    api_key: ApiKey,
+    reply: Reply,
+    /// Released when the response arrives or the connection fails.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// State shared by the handle and both tasks.
+#[derive(Default)]
+struct State {
+    /// In send order; responses normally arrive in the same order.
+    pending: VecDeque<Pending>,
+    /// Why the connection is unusable, once it is.
+    failed: Option<ClientError>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The critical sections only move values in and out of the queue; a panic in one
+        // cannot leave it inconsistent, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the connection failed (the first reason wins) and fails every pending request.
+    fn fail(&self, reason: ClientError) {
+        let pending = {
+            let mut state = self.lock();
+            if state.failed.is_none() {
+                tracing::debug!(%reason, "client connection failed");
+                state.failed = Some(reason);
+            }
+            std::mem::take(&mut state.pending)
+        };
+        let reason = self.failure().unwrap_or(ClientError::Disconnected);
+        for request in pending {
+            let _ = request.reply.send(Err(reason.clone()));
+        }
+    }
+
+    fn failure(&self) -> Option<ClientError> {
+        self.lock().failed.clone()
+    }
+
+    /// Removes the pending request `correlation_id`. Responses come in request order, so it is
+    /// normally the oldest; anything else is a server bug worth a warning, but the id still
+    /// identifies the request unambiguously.
+    fn take(&self, correlation_id: u32) -> Option<Pending> {
+        let mut state = self.lock();
+        if state.pending.front().map(|p| p.correlation_id) == Some(correlation_id) {
+            return state.pending.pop_front();
+        }
+        let position = state
+            .pending
+            .iter()
+            .position(|p| p.correlation_id == correlation_id)?;
+        tracing::warn!(
+            correlation_id,
+            "response arrived out of request order (protocol violation by the server)"
+        );
+        state.pending.remove(position)
+    }
+}
+
+/// The connection as seen by `Client`: queue a request, await its response.
+pub(crate) struct Connection {
+    requests: mpsc::Sender<Outgoing>,
+    permits: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    tasks: [AbortHandle; 2],
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The last handle is gone, so nobody awaits a response any more.
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Connection {
+    /// Connects to the first address of `addrs` that accepts, within the connect timeout each.
+    pub(crate) async fn open(
+        addrs: Vec<SocketAddr>,
+        config: &ClientConfig,
+    ) -> Result<Connection, ClientError> {
+        let mut last_error = None;
+        for addr in addrs {
+            match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(socket)) => return Ok(Self::start(socket, addr, config)),
+                Ok(Err(source)) => last_error = Some(ClientError::Connect { addr, source }),
+                Err(_) => {
+                    last_error = Some(ClientError::Connect {
+                        addr,
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("no answer within {:?}", config.connect_timeout),
+                        ),
+                    })
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::Resolve {
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the address resolved to nothing",
+            ),
+        }))
+    }
+
+    fn start(socket: TcpStream, peer: SocketAddr, config: &ClientConfig) -> Connection {
+        let _ = socket.set_nodelay(true);
+        let max_in_flight = config.max_in_flight.max(1);
+        let codec = FrameCodec::new(config.max_frame_bytes);
+        let (read_half, write_half) = socket.into_split();
+        let sink = FramedWrite::new(write_half, codec);
+        let stream = FramedRead::new(read_half, codec);
+        let (requests, queue) = mpsc::channel(max_in_flight);
+        let shared = Arc::new(Shared::default());
+        let writer = tokio::spawn(write_loop(sink, queue, Arc::clone(&shared)));
+        let reader = tokio::spawn(read_loop(stream, Arc::clone(&shared)));
+        Connection {
+            requests,
+            permits: Arc::new(Semaphore::new(max_in_flight)),
+            shared,
+            peer,
+            tasks: [writer.abort_handle(), reader.abort_handle()],
+        }
+    }
+
+    /// The server's address.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Sends `request` and waits for its response, for at most `timeout` in all (waiting for an
+    /// in-flight slot included). A server error response becomes the matching `ClientError`.
+    pub(crate) async fn call(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        if let Some(failure) = self.shared.failure() {
+            return Err(failure);
+        }
+        let closed = || self.shared.failure().unwrap_or(ClientError::Disconnected);
+        let exchange = async {
+            let permit = Arc::clone(&self.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| closed())?;
+            let (reply, response) = oneshot::channel();
+            self.requests
+                .send(Outgoing {
+                    request,
+                    reply,
+                    permit,
+                })
+                .await
+                .map_err(|_| closed())?;
+            response.await.map_err(|_| closed())?
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Timeout { after: timeout }),
+        }
+    }
+}
+
+/// Takes queued requests, gives each a correlation id, registers it as pending, and writes it.
+/// Frames queued together are written with one flush.
+async fn write_loop(mut sink: Sink, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
+    let mut ids = CorrelationIds::default();
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(outgoing) = next.take() {
+            let api_key = outgoing.request.api_key();
+            let correlation_id = {
+                let mut state = shared.lock();
+                if let Some(failure) = &state.failed {
+                    let _ = outgoing.reply.send(Err(failure.clone()));
+                    next = queue.try_recv().ok();
+                    continue;
+                }
+                // Registered before the frame is written, so the response cannot overtake it.
+                let correlation_id = ids.next(&state.pending);
+                state.pending.push_back(Pending {
+                    correlation_id,
+                    api_key,
+                    reply: outgoing.reply,
+                    _permit: outgoing.permit,
+                });
+                correlation_id
+            };
+            let frame = RequestFrame::new(correlation_id, outgoing.request);
+            match sink.feed(frame).await {
+                Ok(()) => {}
+                Err(ProtocolError::Io(error)) => {
+                    shared.fail(ClientError::Io(error));
+                    return;
+                }
+                // The encoder refused this one frame (too large, a string too long) and wrote
+                // nothing, so the stream is intact: fail only this request.
+                Err(error) => {
+                    if let Some(pending) = shared.take(correlation_id) {
+                        let _ = pending.reply.send(Err(ClientError::Protocol(error)));
+                    }
+                }
+            }
+            next = queue.try_recv().ok();
+        }
+        if let Err(error) = SinkExt::<RequestFrame>::flush(&mut sink).await {
+            shared.fail(match error {
+                ProtocolError::Io(error) => ClientError::Io(error),
+                other => ClientError::Protocol(other),
+            });
+            return;
+        }
+    }
+    // Every handle was dropped: close our half so the server sees a clean end of stream.
+    let _ = SinkExt::<RequestFrame>::close(&mut sink).await;
+}
+
+/// Reads response frames and hands each to the request it answers.
+async fn read_loop(mut stream: Stream, shared: Arc<Shared>) {
+    let reason = loop {
+        let frame = match stream.next().await {
+            None => break ClientError::Disconnected,
+            Some(Err(ProtocolError::Io(error))) => break ClientError::Io(error),
+            Some(Err(error)) => break ClientError::Protocol(error),
+            Some(Ok(frame)) => frame,
+        };
+        let Some(correlation_id) = ResponseFrame::peek_correlation_id(&frame) else {
+            break ClientError::Protocol(ProtocolError::Malformed(format!(
+                "response frame of {} bytes is shorter than its header",
+                frame.len()
+            )));
+        };
+        if correlation_id == 0 {
+            // A connection-level error (TOO_MANY_CONNECTIONS, FRAME_TOO_LARGE, ...): the server
+            // closes the connection after it, and it concerns every request in flight. The
+            // error body has the same layout for every API, so any key decodes it.
+            break match ResponseFrame::decode(ApiKey::ApiVersions, frame) {
+                Ok(ResponseFrame {
+                    result: Err(error), ..
+                }) => ClientError::from_error_response(error),
+                Ok(_) => ClientError::Protocol(ProtocolError::Malformed(
+                    "success response with correlation id 0".into(),
+                )),
+                Err(error) => ClientError::Protocol(error),
+            };
+        }
+        let Some(pending) = shared.take(correlation_id) else {
+            tracing::warn!(
+                correlation_id,
+                "response for a correlation id with no request in flight; ignored"
+            );
+            continue;
+        };
+        let result = match ResponseFrame::decode(pending.api_key, frame) {
+            Ok(response) => response.result.map_err(ClientError::from_error_response),
+            // A malformed body concerns this response only; framing is intact.
+            Err(error) => Err(ClientError::Protocol(error)),
+        };
+        let _ = pending.reply.send(result);
+    };
+    shared.fail(reason);
+}
+
+/// Correlation ids: increasing, never 0, never one still in flight.
+#[derive(Default)]
+struct CorrelationIds {
+    last: u32,
+    wrapped: bool,
+}
+
+impl CorrelationIds {
+    fn next(&mut self, in_flight: &VecDeque<Pending>) -> u32 {
+        loop {
+            self.last = self.last.wrapping_add(1);
+            if self.last == 0 {
+                // 0 is reserved for connection-level errors.
+                self.wrapped = true;
+                continue;
+            }
+            // Before the first wrap every id is fresh; after it, skip ids still in flight.
+            if !self.wrapped || !in_flight.iter().any(|p| p.correlation_id == self.last) {
+                return self.last;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(correlation_id: u32, permits: &Arc<Semaphore>) -> Pending {
+        Pending {
+            correlation_id,
+            api_key: ApiKey::ApiVersions,
+            reply: oneshot::channel().0,
+            _permit: Arc::clone(permits).try_acquire_owned().unwrap(),
+        }
+    }
+
+    #[test]
+    fn correlation_ids_skip_zero_and_ids_in_flight_after_wrapping() {
+        let permits = Arc::new(Semaphore::new(8));
+        let mut ids = CorrelationIds::default();
+        assert_eq!(ids.next(&VecDeque::new()), 1);
+        ids.last = u32::MAX - 1;
+        let in_flight: VecDeque<Pending> = [u32::MAX - 1, 1, 2]
+            .into_iter()
+            .map(|id| pending(id, &permits))
+            .collect();
+        assert_eq!(ids.next(&in_flight), u32::MAX);
+        // Wraps past 0 (reserved) and past 1 and 2 (still in flight).
+        assert_eq!(ids.next(&in_flight), 3);
+        assert_eq!(ids.next(&in_flight), 4);
+    }
+}
