@@ -158,10 +158,7 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
     let stale = client
         .produce(&topic, 0, batch(a.epoch, "A: order 4"))
         .await;
-    let fenced = match &stale {
-        Err(ClientError::Fenced { .. }) => true,
-        _ => false,
-    };
+    let fenced = matches!(&stale, Err(ClientError::Fenced { .. }));
     let outcome = match &stale {
         Err(error) => format!("REJECTED: {error}"),
         Ok(ack) => format!(
