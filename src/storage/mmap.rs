@@ -105,20 +105,6 @@ impl MapWriter {
         })
     }
 
-    /// Asks the kernel to fault in the unwritten part of the map now, so that appends copy into
-    /// resident pages instead of taking one page fault per 4 KiB. Best effort: old kernels lack
-    /// `MADV_POPULATE_WRITE`, and then appends fault pages in as before.
-    pub fn populate(&self) {
-        let start = self.written() & !(page_size() - 1);
-        let len = self.capacity() - start;
-        if len > 0 {
-            let _ignored_best_effort =
-                self.inner
-                    .raw
-                    .advise_range(Advice::PopulateWrite, start, len);
-        }
-    }
-
     /// A new reader handle.
     pub fn reader(&self) -> MapReader {
         MapReader {
@@ -195,6 +181,21 @@ impl MapReader {
             start,
             len: end - start,
         }))
+    }
+
+    /// Asks the kernel to fault in `[start, end)` now (`MADV_POPULATE_WRITE`), so that appends
+    /// later copy into resident, writable pages instead of taking a page fault per 4 KiB. It does
+    /// not touch the bytes, so it may run on another thread while the writer appends. Best
+    /// effort: kernels before 5.14 lack the advice, and then appends fault pages in as before.
+    pub fn populate(&self, start: usize, end: usize) {
+        let start = start & !(page_size() - 1);
+        let end = end.min(self.inner.raw.len());
+        if end > start {
+            let _best_effort =
+                self.inner
+                    .raw
+                    .advise_range(Advice::PopulateWrite, start, end - start);
+        }
     }
 
     /// Writes `[start, end)` of the map to disk (msync with `MS_SYNC`, which syncs the data of

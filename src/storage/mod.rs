@@ -7,6 +7,7 @@
 //! * [`index`]: the sparse offset index beside each segment.
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
 //! * [`flush`]: group commit.
+//! * [`prefault`]: faulting in segment pages ahead of the writer, off the append path.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
 pub mod batch;
@@ -16,6 +17,7 @@ pub mod flush;
 pub mod index;
 pub mod mmap;
 pub mod partition;
+pub mod prefault;
 pub mod segment;
 
 use thiserror::Error;

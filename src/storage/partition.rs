@@ -160,7 +160,8 @@ impl Writer {
             }
             return Err(io("sync partition directory")(error));
         }
-        next.populate();
+        let mut next = next;
+        next.prefault();
         let sealed = std::mem::replace(&mut self.active, next);
         self.shared
             .segments
@@ -343,7 +344,8 @@ impl Partition {
                 created
             }
         };
-        active.populate();
+        let mut active = active;
+        active.prefault();
         let log_end = active.next_offset();
         let log_start = readers.first().map_or(0, |r| r.base_offset());
         let epoch = checkpoint.latest_epoch().max(epoch_in_log);

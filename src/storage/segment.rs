@@ -15,6 +15,7 @@ use bytes::Bytes;
 use super::batch::{self, BatchHeader, HEADER_BYTES};
 use super::index::{self, IndexBuilder, IndexWriter, SharedEntries};
 use super::mmap::{self, MapReader, MapWriter};
+use super::prefault::Prefault;
 
 /// Digits in a segment file name: `u64::MAX` has 20.
 const NAME_DIGITS: usize = 20;
@@ -231,6 +232,7 @@ impl SegmentReader {
 #[derive(Debug)]
 pub struct ActiveSegment {
     reader: std::sync::Arc<SegmentReader>,
+    prefault: Prefault,
     map: MapWriter,
     index: IndexWriter,
     next_offset: u64,
@@ -363,15 +365,17 @@ impl ActiveSegment {
         });
         Ok(Self {
             reader,
+            prefault: Prefault::new(valid_bytes),
             map,
             index,
             next_offset,
         })
     }
 
-    /// Faults in the unwritten pages ahead of the writer (see [`MapWriter::populate`]).
-    pub fn populate(&self) {
-        self.map.populate();
+    /// Asks for the pages ahead of the writer to be faulted in, in the background.
+    pub fn prefault(&mut self) {
+        self.prefault
+            .advance(&self.reader.map, self.map.written(), self.map.capacity());
     }
 
     /// The reader handle of this segment.
@@ -414,6 +418,7 @@ impl ActiveSegment {
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
         self.index.on_append(relative, position, batch_bytes.len());
+        self.prefault();
         Some(position + batch_bytes.len())
     }
 
