@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::{Client, ClientError, Lease, ProduceAck};
-use crate::storage::batch::{now_ms, BatchBuilder};
+use crate::storage::batch::{now_ms, BatchBuilder, MAX_RECORDS_PER_BATCH};
 
 /// How a [`Producer`] forms batches.
 #[derive(Debug, Clone)]
@@ -376,6 +376,12 @@ fn validate(config: &ProducerConfig) -> Result<(), ClientError> {
     {
         return Err(ClientError::InvalidArgument(format!(
             "producer batch sizes, max_in_flight and max_pending_records must be positive: {config:?}"
+        )));
+    }
+    if config.batch_records > MAX_RECORDS_PER_BATCH as usize {
+        return Err(ClientError::InvalidArgument(format!(
+            "producer batch_records {} exceeds the batch format's limit of {MAX_RECORDS_PER_BATCH}",
+            config.batch_records
         )));
     }
     Ok(())
