@@ -5,6 +5,7 @@
 
 pub mod common;
 pub mod consume;
+pub mod demo;
 pub mod lease;
 pub mod produce;
 pub mod serve;
@@ -41,6 +42,8 @@ pub enum Command {
     Produce(produce::ProduceArgs),
     /// Print a partition's records, one per line.
     Consume(consume::ConsumeArgs),
+    /// Show a paused lease holder being fenced, against a real server.
+    Demo(demo::DemoArgs),
 }
 
 /// An error of a CLI command: its exit status and a one-line message.
@@ -70,6 +73,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Lease(args) => lease::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => EXIT_OK,

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
@@ -33,7 +34,7 @@ pub async fn serve(
     debug!(%peer, "connection opened");
     let framed = Framed::new(socket, FrameCodec::new(config.max_frame_bytes));
     let (mut sink, mut stream) = framed.split();
-    let mut pending = FuturesOrdered::new();
+    let mut pending: FuturesOrdered<BoxFuture<'static, ResponseFrame>> = FuturesOrdered::new();
     let mut closing = false;
     loop {
         if closing && pending.is_empty() {
@@ -51,17 +52,11 @@ pub async fn serve(
                     Err(_) => {}
                     Ok(None) => closing = true,
                     Ok(Some(Ok(bytes))) => match RequestFrame::decode(bytes) {
-                        Ok(request) => {
-                            let broker = Arc::clone(&broker);
-                            let config = Arc::clone(&config);
-                            pending.push_back(futures::future::Either::Left(async move {
-                                handler::handle(&broker, &config, request).await
-                            }));
-                        }
+                        Ok(request) => pending.push_back(handler::start(&broker, &config, request)),
                         Err(error) => {
                             debug!(%peer, %error, "malformed request");
                             closing |= error.must_close_connection();
-                            pending.push_back(futures::future::Either::Right(futures::future::ready(error.to_response())));
+                            pending.push_back(Box::pin(futures::future::ready(error.to_response())));
                         }
                     },
                     Ok(Some(Err(error))) => {
@@ -71,7 +66,7 @@ pub async fn serve(
                         closing = true;
                         if let Some(code) = framing_error_code(&error) {
                             let response = ResponseFrame::error(0, ErrorResponse::new(code, error.to_string()));
-                            pending.push_back(futures::future::Either::Right(futures::future::ready(response)));
+                            pending.push_back(Box::pin(futures::future::ready(response)));
                         }
                     }
                 }

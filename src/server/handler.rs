@@ -9,18 +9,56 @@ use std::time::{Duration, Instant};
 
 use super::{errors::to_error_response, ServerConfig};
 use crate::broker::{Broker, BrokerError};
-use crate::protocol::{FlushPolicy, Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
+use futures::future::BoxFuture;
 
-/// Runs one request and returns its response frame.
-pub async fn handle(
+use crate::protocol::{Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
+
+/// Starts one request and returns the future of its response frame.
+///
+/// A produce is appended *now*, in the connection's request order, so pipelined produces to a
+/// partition land in the order they were sent; only the wait for durability is left to the
+/// returned future. Every other request runs entirely in the future.
+pub fn start(
     broker: &Arc<Broker>,
-    config: &ServerConfig,
+    config: &Arc<ServerConfig>,
     frame: RequestFrame,
-) -> ResponseFrame {
+) -> BoxFuture<'static, ResponseFrame> {
     let correlation_id = frame.correlation_id;
-    match apply(broker, config, frame.request).await {
+    let respond = move |result: Result<Response, BrokerError>| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
         Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
+    };
+    if let Request::Produce {
+        topic,
+        partition,
+        batch,
+    } = frame.request
+    {
+        let started = broker
+            .partition(&topic, partition)
+            .and_then(|target| Ok((target.append_pending(&batch)?, target)));
+        return match started {
+            Err(error) => Box::pin(futures::future::ready(respond(Err(error)))),
+            Ok((pending, target)) if target.acknowledge_blocks() => Box::pin(async move {
+                respond(blocking(move || Ok(produced(target.acknowledge(pending)?))).await)
+            }),
+            Ok((pending, target)) => Box::pin(futures::future::ready(respond(
+                target
+                    .acknowledge(pending)
+                    .map(produced)
+                    .map_err(BrokerError::from),
+            ))),
+        };
+    }
+    let (broker, config) = (Arc::clone(broker), Arc::clone(config));
+    Box::pin(async move { respond(apply(&broker, &config, frame.request).await) })
+}
+
+fn produced(appended: crate::storage::Appended) -> Response {
+    Response::Produce {
+        base_offset: appended.base_offset,
+        last_offset: appended.last_offset,
+        log_end_offset: appended.log_end_offset,
     }
 }
 
@@ -120,16 +158,7 @@ async fn apply(
             batch,
         } => {
             let target = broker.partition(&topic, partition)?;
-            let appended = if target.config().flush == FlushPolicy::Always {
-                blocking(move || Ok(target.append(&batch)?)).await?
-            } else {
-                target.append(&batch)?
-            };
-            Ok(Response::Produce {
-                base_offset: appended.base_offset,
-                last_offset: appended.last_offset,
-                log_end_offset: appended.log_end_offset,
-            })
+            blocking(move || Ok(produced(target.append(&batch)?))).await
         }
         Request::Fetch {
             topic,

@@ -228,7 +228,8 @@ fn validate_content(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError
             .map_err(|reason| BatchError::MalformedRecord { index, reason })?;
         let timestamp = header
             .first_timestamp
-            .saturating_add(record.timestamp_delta.into());
+            .checked_add(record.timestamp_delta.into())
+            .ok_or(BatchError::BadTimestamps("a record timestamp overflows"))?;
         if timestamp > header.max_timestamp {
             return Err(BatchError::BadTimestamps(
                 "a record is later than max_timestamp",
@@ -365,7 +366,9 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
         records.push(Record {
             offset: header.base_offset + u64::from(index),
             epoch: header.epoch,
-            timestamp: header.first_timestamp + i64::from(raw.timestamp_delta),
+            timestamp: header
+                .first_timestamp
+                .saturating_add(i64::from(raw.timestamp_delta)),
             key: raw.key.map(to_bytes),
             value: raw.value.map(to_bytes),
             headers: raw

@@ -103,26 +103,27 @@ impl IndexWriter {
 
     /// Notes a batch of `batch_bytes` appended at `position`; adds an entry when an interval of
     /// log has passed since the last one (the first batch of a segment needs none: position 0).
-    pub fn on_append(
-        &mut self,
-        relative_offset: u32,
-        position: usize,
-        batch_bytes: usize,
-    ) -> io::Result<()> {
+    ///
+    /// Never fails: the index is a cache of the log. The entry always reaches the in-memory index
+    /// that readers use; if writing it to the file fails, the file is stale, and the next open
+    /// notices (it compares the file with the entries rebuilt from the log) and rewrites it. An
+    /// append whose batch is already in the segment must not be reported as failed because of it.
+    pub fn on_append(&mut self, relative_offset: u32, position: usize, batch_bytes: usize) {
         if self.bytes_since_entry >= self.interval_bytes {
             let entry = IndexEntry {
                 relative_offset,
                 position: u32::try_from(position).expect("segment positions fit in u32"),
             };
-            self.file.write_all(&encode(&[entry]))?;
             self.entries
                 .write()
                 .expect("index lock poisoned")
                 .push(entry);
+            if let Err(error) = self.file.write_all(&encode(&[entry])) {
+                tracing::warn!(index = %self.path.display(), %error, "could not write index entry; the index file will be rebuilt on the next open");
+            }
             self.bytes_since_entry = 0;
         }
         self.bytes_since_entry += batch_bytes;
-        Ok(())
     }
 
     /// Makes the index file durable (on seal and close; recovery rebuilds it otherwise).

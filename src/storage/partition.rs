@@ -34,6 +34,18 @@ pub struct Appended {
     pub log_end_offset: u64,
 }
 
+/// A batch copied into the log but not yet acknowledged (see [`Partition::append_pending`]).
+#[derive(Debug)]
+#[must_use = "an append is not acknowledged until `acknowledge` returns"]
+pub struct PendingAppend(Appended);
+
+impl PendingAppend {
+    /// The offsets the batch got.
+    pub fn offsets(&self) -> Appended {
+        self.0
+    }
+}
+
 /// What a read returns.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
@@ -110,17 +122,12 @@ impl Writer {
         header: &BatchHeader,
     ) -> Result<Appended, StorageError> {
         let base_offset = self.active.next_offset();
-        let end = match self
-            .active
-            .append(batch_bytes, header)
-            .map_err(io("append to segment"))?
-        {
+        let end = match self.active.append(batch_bytes, header) {
             Some(end) => end,
             None => {
                 self.roll()?;
                 self.active
                     .append(batch_bytes, header)
-                    .map_err(io("append to segment"))?
                     .expect("a batch no larger than a segment fits in an empty one")
             }
         };
@@ -140,19 +147,31 @@ impl Writer {
         })
     }
 
-    /// Seals the active segment and starts a new one at the next offset.
+    /// Seals the active segment and starts a new one at the next offset. On failure nothing
+    /// changes and nothing is left behind, so a later roll can try again.
     fn roll(&mut self) -> Result<(), StorageError> {
-        let next = ActiveSegment::create(&self.directory, self.active.next_offset(), self.options)
+        let base_offset = self.active.next_offset();
+        let next = ActiveSegment::create(&self.directory, base_offset, self.options)
             .map_err(io("create segment"))?;
-        fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
+        if let Err(error) = fence::sync_directory(&self.directory) {
+            drop(next);
+            if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
+                warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
+            }
+            return Err(io("sync partition directory")(error));
+        }
         next.populate();
         let sealed = std::mem::replace(&mut self.active, next);
-        sealed.sync_index().map_err(io("sync index"))?;
         self.shared
             .segments
             .write()
             .expect("segments lock poisoned")
             .push(Arc::clone(self.active.reader()));
+        // The index is a cache that recovery checks and rebuilds: a failed sync is not worth
+        // failing the append for.
+        if let Err(error) = sealed.sync_index() {
+            warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
+        }
         Ok(())
     }
 
@@ -188,6 +207,34 @@ fn io(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
     }
 }
 
+/// A byte range of a segment that a sync has just made durable.
+#[derive(Debug)]
+pub struct SyncedRange<'a> {
+    /// The segment file.
+    pub segment: &'a Path,
+    /// First byte synced.
+    pub start: usize,
+    /// The bytes `[start, start + bytes.len())` as they are now on disk.
+    pub bytes: &'a [u8],
+}
+
+/// Called after every successful sync with each range it made durable, in order. Tests use it to
+/// keep a copy of only what reached the disk, then "crash" by reopening that copy.
+pub type SyncObserver = Arc<dyn Fn(&SyncedRange<'_>) + Send + Sync>;
+
+#[derive(Default)]
+struct ObserverSlot(std::sync::OnceLock<SyncObserver>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Some(observer)"
+        } else {
+            "None"
+        })
+    }
+}
+
 /// One partition of a topic.
 #[derive(Debug)]
 pub struct Partition {
@@ -197,6 +244,7 @@ pub struct Partition {
     fence: Fence<Writer>,
     shared: Arc<Shared>,
     commit: GroupCommit,
+    sync_observer: ObserverSlot,
 }
 
 impl Partition {
@@ -249,7 +297,6 @@ impl Partition {
             report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
             let first_epoch_ok =
                 scan.batches == 0 || first_epoch(&recovered.segment) >= epoch_in_log;
-            epoch_in_log = epoch_in_log.max(scan.last_epoch);
             next_offset = Some(scan.next_offset);
             let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
             if let Some((position, reason)) = &scan.invalid {
@@ -268,6 +315,8 @@ impl Partition {
                 warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
                 break;
             }
+            // Only a segment that is kept contributes its epochs.
+            epoch_in_log = epoch_in_log.max(scan.last_epoch);
             readers.push(Arc::clone(recovered.segment.reader()));
             let was_cut = scan.invalid.is_some();
             active = Some(recovered.segment);
@@ -333,9 +382,15 @@ impl Partition {
                 fence: Fence::new(epoch, writer),
                 shared,
                 commit: GroupCommit::new(log_end),
+                sync_observer: ObserverSlot::default(),
             },
             report,
         ))
+    }
+
+    /// Installs a [`SyncObserver`] (once; later calls are ignored and return false).
+    pub fn set_sync_observer(&self, observer: SyncObserver) -> bool {
+        self.sync_observer.0.set(observer).is_ok()
     }
 
     /// `topic/partition`.
@@ -394,35 +449,50 @@ impl Partition {
     }
 
     /// Appends one batch (in its stored format, base offset ignored) under the epoch in its header.
-    /// Returns once the batch is acknowledged under the partition's flush policy.
+    /// Returns once the batch is acknowledged under the partition's flush policy. Blocks on a sync
+    /// under flush `always`.
     pub fn append(&self, batch_bytes: &[u8]) -> Result<Appended, StorageError> {
+        let pending = self.append_pending(batch_bytes)?;
+        self.acknowledge(pending)
+    }
+
+    /// The first half of [`Partition::append`]: the fence check and the copy into the segment,
+    /// which fix the batch's offsets. Never blocks on a sync, so a connection can run it in request
+    /// order (pipelined produces are appended in the order they were sent) and wait for
+    /// durability afterwards with [`Partition::acknowledge`]. Under flush `always` the batch stays
+    /// invisible to readers until a sync covers it.
+    pub fn append_pending(&self, batch_bytes: &[u8]) -> Result<PendingAppend, StorageError> {
         let epoch = BatchHeader::peek_epoch(batch_bytes).ok_or(batch::BatchError::TooShort {
             len: batch_bytes.len(),
         })?;
         // Early answer for a stale holder; the authoritative check is inside the fence.
         check_epoch(epoch, self.fence.current_epoch()).map_err(StorageError::Fence)?;
-        if batch_bytes.len() > self.config.segment_bytes as usize {
+        if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
                 max: self.config.batch_limit(),
             });
         }
-        let header =
-            batch::validate(batch_bytes, self.config.batch_limit()).map_err(
-                |error| match error {
-                    batch::BatchError::TooLarge { len, max } => {
-                        StorageError::BatchTooLarge { len, max }
-                    }
-                    other => StorageError::InvalidBatch(other),
-                },
-            )?;
+        let header = batch::validate(batch_bytes, self.config.batch_limit())?;
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }
         let appended = self.fence.append(epoch, |writer: &mut Writer| {
             writer.append(batch_bytes, &header)
         })?;
-        if self.config.flush == FlushPolicy::Always {
+        Ok(PendingAppend(appended))
+    }
+
+    /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.
+    pub fn acknowledge_blocks(&self) -> bool {
+        self.config.flush == FlushPolicy::Always
+    }
+
+    /// The second half of [`Partition::append`]: waits until the batch is acknowledged under the
+    /// flush policy (a group-commit sync for `always`; nothing otherwise).
+    pub fn acknowledge(&self, pending: PendingAppend) -> Result<Appended, StorageError> {
+        let appended = pending.0;
+        if self.acknowledge_blocks() {
             self.commit
                 .wait_durable(appended.log_end_offset, || self.sync_everything())?;
         }
@@ -455,8 +525,18 @@ impl Partition {
             }
         }
         self.fence.with_log(|writer| writer.mark_synced(&ranges));
-        for (segment, _, end) in &ranges {
+        for (segment, start, end) in &ranges {
             segment.map().publish(*end);
+            if let (Some(observer), Some(bytes)) = (
+                self.sync_observer.0.get(),
+                segment.map().bytes(*start, *end),
+            ) {
+                observer(&SyncedRange {
+                    segment: segment.path(),
+                    start: *start,
+                    bytes,
+                });
+            }
         }
         self.shared.publish_high_watermark(target);
         Ok(target)

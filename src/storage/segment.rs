@@ -266,23 +266,32 @@ impl ActiveSegment {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        mmap::preallocate(&file, options.segment_bytes)?;
-        let (index, _) = IndexWriter::open(
-            &directory.join(index_file_name(base_offset)),
-            Vec::new(),
-            options.index_interval_bytes,
-            0,
-        )?;
-        Self::from_parts(
-            path,
-            &file,
-            options.segment_bytes,
-            base_offset,
-            index,
-            0,
-            base_offset,
-            i64::MIN,
-        )
+        let finish = || {
+            mmap::preallocate(&file, options.segment_bytes)?;
+            let (index, _) = IndexWriter::open(
+                &directory.join(index_file_name(base_offset)),
+                Vec::new(),
+                options.index_interval_bytes,
+                0,
+            )?;
+            Self::from_parts(
+                path.clone(),
+                &file,
+                options.segment_bytes,
+                base_offset,
+                index,
+                0,
+                base_offset,
+                i64::MIN,
+            )
+        };
+        finish().inspect_err(|_| {
+            // Leave nothing half-made behind: a later roll must be able to create this file
+            // again once the cause (disk full, descriptors) is gone.
+            if let Err(cleanup) = delete_files(directory, base_offset) {
+                tracing::warn!(segment = %path.display(), error = %cleanup, "could not remove a half-created segment");
+            }
+        })
     }
 
     /// Opens an existing segment file, scans it, cuts whatever follows the last valid batch
@@ -385,19 +394,17 @@ impl ActiveSegment {
         self.map.capacity()
     }
 
-    /// Copies a validated batch at the tail, stamping its base offset. `Ok(None)` if it does not
-    /// fit (the caller rolls). Returns the end position after the batch.
-    pub fn append(
-        &mut self,
-        batch_bytes: &[u8],
-        header: &BatchHeader,
-    ) -> io::Result<Option<usize>> {
+    /// Copies a validated batch at the tail, stamping its base offset. `None` if it does not fit
+    /// (the caller rolls): either the bytes, or the offsets (index entries hold offsets relative
+    /// to the segment's base as `u32`). Returns the end position after the batch. Cannot fail
+    /// once the copy is made, so a batch in the segment is never reported as not appended.
+    pub fn append(&mut self, batch_bytes: &[u8], header: &BatchHeader) -> Option<usize> {
         let base_offset = self.next_offset;
-        let Some(position) = self.map.append(batch_bytes, |copy| {
+        let relative = u32::try_from(base_offset - self.reader.base_offset).ok()?;
+        relative.checked_add(header.record_count)?;
+        let position = self.map.append(batch_bytes, |copy| {
             batch::stamp_base_offset(copy, base_offset)
-        }) else {
-            return Ok(None);
-        };
+        })?;
         // The copy was validated before: count it as verified so reads skip the CRC.
         self.reader
             .verified
@@ -406,11 +413,8 @@ impl ActiveSegment {
             .max_timestamp
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
-        let relative = u32::try_from(base_offset - self.reader.base_offset)
-            .map_err(|_| io::Error::other("more than 2^32 offsets in one segment"))?;
-        self.index
-            .on_append(relative, position, batch_bytes.len())?;
-        Ok(Some(position + batch_bytes.len()))
+        self.index.on_append(relative, position, batch_bytes.len());
+        Some(position + batch_bytes.len())
     }
 
     /// Syncs the index file (the log's range is synced through the reader's map).
