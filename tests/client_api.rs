@@ -439,6 +439,32 @@ async fn producer_batches_and_acks_dense_offsets_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pipelined_batches_land_in_send_order() {
+    let (_server, client) = setup("events", 1).await;
+    let config = ProducerConfig {
+        batch_records: 7,
+        max_in_flight: 16,
+        linger: Duration::from_millis(1),
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::acquire(client.clone(), "events", 0, "w", TTL, config)
+        .await
+        .unwrap();
+    let sends: Vec<_> = (0..5_000)
+        .map(|i| producer.send(None, format!("{i}")))
+        .collect();
+    let offsets = futures::future::try_join_all(sends).await.unwrap();
+    assert_in_order(&offsets, 0, 5_000);
+    let mut consumer = Consumer::new(client, "events", 0, 0);
+    let mut all = Vec::new();
+    while consumer.position() < 5_000 {
+        all.extend(consumer.poll(Duration::ZERO).await.unwrap());
+    }
+    let expected: Vec<String> = (0..5_000).map(|i| i.to_string()).collect();
+    assert!(values(&all) == expected, "the log is not in send order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn producer_respects_batch_bytes() {
     let (_server, client) = setup("events", 1).await;
     let config = ProducerConfig {

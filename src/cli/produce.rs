@@ -51,9 +51,8 @@ pub struct ProduceArgs {
     /// How long a batch waits for more lines before it is sent, e.g. `5ms`.
     #[arg(long, default_value = "5ms", value_parser = common::parse_duration)]
     pub linger: Duration,
-    /// Most produce requests in flight. Above 1, the server may append batches out of input
-    /// order (it runs pipelined produces concurrently), so keep 1 unless order does not matter.
-    #[arg(long, default_value_t = 1)]
+    /// Most produce requests in flight (pipelined; batches are still appended in input order).
+    #[arg(long, default_value_t = 4)]
     pub max_in_flight: usize,
     #[command(flatten)]
     #[allow(missing_docs)]

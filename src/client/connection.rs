@@ -197,32 +197,52 @@ impl Connection {
         request: Request,
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        if let Some(failure) = self.shared.failure() {
-            return Err(failure);
-        }
-        let closed = || self.shared.failure().unwrap_or(ClientError::Disconnected);
         let exchange = async {
-            let permit = Arc::clone(&self.permits)
-                .acquire_owned()
-                .await
-                .map_err(|_| closed())?;
-            let (reply, response) = oneshot::channel();
-            self.requests
-                .send(Outgoing {
-                    request,
-                    reply,
-                    permit,
-                })
-                .await
-                .map_err(|_| closed())?;
-            response.await.map_err(|_| closed())?
+            let response = self.enqueue(request).await?;
+            self.response(response).await
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Timeout { after: timeout }),
         }
     }
+
+    /// Queues `request` for the writer (waiting for an in-flight slot) and returns where its
+    /// response will arrive. Requests are written in the order their `enqueue` calls complete,
+    /// so a caller that awaits one `enqueue` before starting the next controls the order of its
+    /// requests on the wire.
+    pub(crate) async fn enqueue(&self, request: Request) -> Result<ResponseSlot, ClientError> {
+        if let Some(failure) = self.shared.failure() {
+            return Err(failure);
+        }
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| self.closed())?;
+        let (reply, response) = oneshot::channel();
+        self.requests
+            .send(Outgoing {
+                request,
+                reply,
+                permit,
+            })
+            .await
+            .map_err(|_| self.closed())?;
+        Ok(ResponseSlot(response))
+    }
+
+    /// Waits for the response of an enqueued request.
+    pub(crate) async fn response(&self, slot: ResponseSlot) -> Result<Response, ClientError> {
+        slot.0.await.map_err(|_| self.closed())?
+    }
+
+    fn closed(&self) -> ClientError {
+        self.shared.failure().unwrap_or(ClientError::Disconnected)
+    }
 }
+
+/// Where the response of an enqueued request arrives.
+pub(crate) struct ResponseSlot(oneshot::Receiver<Result<Response, ClientError>>);
 
 /// Takes queued requests, gives each a correlation id, registers it as pending, and writes it.
 /// Frames queued together are written with one flush.

@@ -627,6 +627,37 @@ impl Client {
         expect_response!(response, Response::Produce { base_offset, last_offset, log_end_offset } => ProduceAck { base_offset, last_offset, log_end_offset })
     }
 
+    /// Puts a produce on the wire and returns the future of its acknowledgement. Produces
+    /// started one after another (each `start_produce` awaited before the next) are sent, and so
+    /// appended, in that order, however their acknowledgements are awaited: this is how the
+    /// [`Producer`] pipelines batches without reordering them.
+    pub(crate) async fn start_produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: Bytes,
+    ) -> Result<
+        impl std::future::Future<Output = Result<ProduceAck, ClientError>> + Send + 'static,
+        ClientError,
+    > {
+        let timeout = self.config.request_timeout;
+        let request = Request::Produce {
+            topic: topic.to_owned(),
+            partition,
+            batch,
+        };
+        let slot = tokio::time::timeout(timeout, self.connection.enqueue(request))
+            .await
+            .map_err(|_| ClientError::Timeout { after: timeout })??;
+        let connection = Arc::clone(&self.connection);
+        Ok(async move {
+            let response = tokio::time::timeout(timeout, connection.response(slot))
+                .await
+                .map_err(|_| ClientError::Timeout { after: timeout })??;
+            expect_response!(response, Response::Produce { base_offset, last_offset, log_end_offset } => ProduceAck { base_offset, last_offset, log_end_offset })
+        })
+    }
+
     /// Reads records from `offset` on: at least the batch holding `offset` if it exists, then
     /// more while the batches fit in `max_bytes`. If nothing is available yet, the server waits
     /// up to `max_wait` for new records (long polling) and may answer with none.

@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::{Client, ClientError, Lease, ProduceAck};
-use crate::storage::batch::{now_ms, BatchBuilder};
+use crate::storage::batch::{now_ms, BatchBuilder, MAX_RECORDS_PER_BATCH};
 
 /// How a [`Producer`] forms batches.
 #[derive(Debug, Clone)]
@@ -27,11 +27,10 @@ pub struct ProducerConfig {
     /// A batch is sent before it would grow past this many bytes (a single larger record still
     /// goes out, alone).
     pub batch_bytes: usize,
-    /// Most produce requests in flight at once. The default, 1, keeps batches in send order:
-    /// the server may run pipelined produces of one connection concurrently, so with more than
-    /// one in flight, two batches can be appended in either order. Records within a batch are
-    /// always in order. While a batch is in flight the next one keeps filling, so one in flight
-    /// still sends large batches under load.
+    /// Most produce requests in flight at once (pipelining). Batches are put on the wire one
+    /// after another and the server appends the produces of a connection in the order it
+    /// receives them, so batches land in send order whatever this value. When a batch fails,
+    /// the batches already in flight behind it still land (a fencing error fails them all).
     pub max_in_flight: usize,
     /// Most records sent but not yet acknowledged; further sends wait for room (backpressure).
     pub max_pending_records: usize,
@@ -43,7 +42,7 @@ impl Default for ProducerConfig {
             linger: Duration::from_millis(5),
             batch_records: 1000,
             batch_bytes: 1024 * 1024,
-            max_in_flight: 1,
+            max_in_flight: 4,
             max_pending_records: 100_000,
         }
     }
@@ -378,6 +377,12 @@ fn validate(config: &ProducerConfig) -> Result<(), ClientError> {
             "producer batch sizes, max_in_flight and max_pending_records must be positive: {config:?}"
         )));
     }
+    if config.batch_records > MAX_RECORDS_PER_BATCH as usize {
+        return Err(ClientError::InvalidArgument(format!(
+            "producer batch_records {} exceeds the batch format's limit of {MAX_RECORDS_PER_BATCH}",
+            config.batch_records
+        )));
+    }
     Ok(())
 }
 
@@ -450,7 +455,7 @@ impl Batcher {
             if let Some(error) = self.shared.dead.get().cloned() {
                 self.fail_queued(&error);
             }
-            self.dispatch();
+            self.dispatch().await;
             self.answer_flushes();
             if !input_open
                 && self.open.is_none()
@@ -530,19 +535,23 @@ impl Batcher {
         }
     }
 
-    fn dispatch(&mut self) {
+    /// Sends ready batches while there is an in-flight slot. Each batch is put on the wire
+    /// before the next is started, so pipelined batches are appended in order.
+    async fn dispatch(&mut self) {
         while self.in_flight.len() < self.config.max_in_flight {
             let Some(batch) = self.ready.pop_front() else {
                 return;
             };
-            let client = self.client.clone();
-            let shared = Arc::clone(&self.shared);
-            self.in_flight.push_back(Box::pin(async move {
-                let result = client
-                    .produce(&shared.topic, shared.partition, batch.bytes)
-                    .await;
-                (batch.replies, result)
-            }));
+            let started = self
+                .client
+                .start_produce(&self.shared.topic, self.shared.partition, batch.bytes)
+                .await;
+            let replies = batch.replies;
+            // Failures to start join the queue too, so batches complete in close order.
+            self.in_flight.push_back(match started {
+                Ok(acknowledged) => Box::pin(async move { (replies, acknowledged.await) }),
+                Err(error) => Box::pin(std::future::ready((replies, Err(error)))),
+            });
         }
     }
 
