@@ -74,10 +74,10 @@ impl Model {
     /// The fence table.
     fn check(&self, epoch: u64) -> Result<(), FenceError> {
         let current = self.current_epoch;
-        if epoch < current {
-            Err(FenceError::Fenced { epoch, current })
-        } else if epoch > current || epoch == 0 {
+        if epoch == 0 || epoch > current {
             Err(FenceError::UnknownEpoch { epoch, current })
+        } else if epoch < current {
+            Err(FenceError::Fenced { epoch, current })
         } else {
             Ok(())
         }

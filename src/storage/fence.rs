@@ -50,12 +50,13 @@ pub enum FenceError {
 }
 
 /// The fence check itself: lower is fenced, higher is unknown, equal is the current holder.
-/// Epoch 0 is never granted (grants start at 1), so it is refused even when current is 0.
+/// Epoch 0 is never granted (grants start at 1): it is unknown, whatever the current epoch, so
+/// a writer that never acquired a lease is told so rather than told it lost one.
 pub fn check_epoch(epoch: u64, current: u64) -> Result<(), FenceError> {
-    if epoch < current {
-        Err(FenceError::Fenced { epoch, current })
-    } else if epoch > current || epoch == 0 {
+    if epoch == 0 || epoch > current {
         Err(FenceError::UnknownEpoch { epoch, current })
+    } else if epoch < current {
+        Err(FenceError::Fenced { epoch, current })
     } else {
         Ok(())
     }

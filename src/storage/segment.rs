@@ -2,7 +2,7 @@
 //! with its sparse index beside it.
 //!
 //! The writer side ([`ActiveSegment`]) copies validated batches at the tail; the reader side
-//! ([`SegmentReader`]) serves zero-copy slices of the published prefix. [`recover`] finds the
+//! ([`SegmentReader`]) serves zero-copy slices of the published prefix. [`ActiveSegment::recover`] finds the
 //! valid prefix of a segment file after a crash by walking and CRC-checking every batch.
 
 use std::fs::{self, File, OpenOptions};

@@ -31,6 +31,13 @@ class CheckFailed(Exception):
     pass
 
 
+class KnownDocGap(Exception):
+    """The server disagrees with the documents in a way already reported.
+
+    Reported as such, and a failure only with --strict. Any *other* deviation
+    is a plain failure."""
+
+
 def expect(cond: bool, what: str) -> None:
     if not cond:
         raise CheckFailed(what)
@@ -52,10 +59,12 @@ def expect_error(fn, code: int, what: str) -> FencelogError:
 
 
 class Runner:
-    def __init__(self) -> None:
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
         self.passed = 0
         self.failed = 0
         self.number = 0
+        self.gaps: list = []
 
     def step(self, title: str, fn) -> bool:
         self.number += 1
@@ -66,6 +75,15 @@ class Runner:
             self.failed += 1
             print(f"     FAIL: {e}", flush=True)
             return False
+        except KnownDocGap as e:
+            self.gaps.append(f"step {self.number}: {e}")
+            if self.strict:
+                self.failed += 1
+                print(f"     FAIL (known doc gap, --strict): {e}", flush=True)
+                return False
+            self.passed += 1
+            print(f"     ok, but KNOWN DOC GAP: {e}", flush=True)
+            return True
         except Exception as e:  # unexpected exception: a failure as well
             self.failed += 1
             print(f"     FAIL (exception): {type(e).__name__}: {e}", flush=True)
@@ -143,10 +161,12 @@ def check_worked_examples() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--addr", required=True, help="HOST:PORT of a fencelog server")
+    ap.add_argument("--strict", action="store_true",
+                    help="count the known documentation gaps as failures")
     args = ap.parse_args()
 
-    run = Runner()
-    state: dict = {}
+    run = Runner(args.strict)
+    state: dict = {"leo": 0}  # expected log end offset of partition 0
     topic = f"pyclient-{os.getpid()}-{time.time_ns()}"
     P = 0
 
@@ -235,6 +255,7 @@ def main() -> int:
         resp = conn.produce(topic, P, 1, records)
         expect_eq((resp.base_offset, resp.last_offset, resp.log_end_offset), (0, 2, 3),
                   "Produce response")
+        state["leo"] = 3
         return f"base_offset=0 last_offset=2 log_end_offset=3"
     run.step("Produce 3 records (one batch, epoch 1)", produce3)
 
@@ -265,13 +286,14 @@ def main() -> int:
     run.step("ReleaseLease", release1)
 
     def produce_after_release():
-        # protocol.md 5.5: "Batches with the released epoch are refused afterwards
-        # (LEASE_LOST, or FENCED once a newer epoch exists)."
-        e = expect_error(lambda: conn.produce(topic, P, 1, [Record(b"zombie")]),
-                         fl.LEASE_LOST, "Produce with a released epoch")
-        expect_eq((e.epoch, e.current_epoch), (1, 1), "LEASE_LOST epochs")
-        return f"LEASE_LOST epoch={e.epoch} current={e.current_epoch}"
-    run.step("Produce with the released epoch 1 -> LEASE_LOST (section 5.5)",
+        # protocol.md 5.5: the fence is the epoch, not the lease: a batch with the released
+        # epoch is still appended until someone is granted a newer epoch.
+        resp = conn.produce(topic, P, 1, [Record(b"after-release")])
+        leo = state["leo"]
+        expect_eq((resp.base_offset, resp.log_end_offset), (leo, leo + 1), "Produce response")
+        state["leo"] = leo + 1
+        return f"appended at offset {resp.base_offset} (no newer epoch granted yet)"
+    run.step("Produce with the released epoch 1 before any new grant -> appended (section 5.5)",
              produce_after_release)
 
     def acquire2():
@@ -292,11 +314,17 @@ def main() -> int:
         e = expect_error(lambda: conn.produce(topic, P, 3, [Record(b"future")]),
                          fl.UNKNOWN_EPOCH, "Produce with epoch 3")
         expect_eq((e.epoch, e.current_epoch), (3, 2), "UNKNOWN_EPOCH epochs")
+        e1 = expect_error(lambda: conn.produce(topic, 1, 0, [Record(b"zero")]),
+                          fl.UNKNOWN_EPOCH, "Produce with epoch 0 to a never-leased partition")
+        expect_eq((e1.epoch, e1.current_epoch), (0, 0), "UNKNOWN_EPOCH epochs (partition 1)")
+        e0 = expect_error(lambda: conn.produce(topic, 1, 1, [Record(b"one")]),
+                          fl.UNKNOWN_EPOCH, "Produce with epoch 1 to a never-leased partition")
         e0 = expect_error(lambda: conn.produce(topic, P, 0, [Record(b"zero")]),
-                          fl.UNKNOWN_EPOCH, "Produce with epoch 0")
-        return (f"epoch 3: UNKNOWN_EPOCH ({e.epoch}, {e.current_epoch}); "
-                f"epoch 0: UNKNOWN_EPOCH ({e0.epoch}, {e0.current_epoch})")
-    run.step("Produce with epoch 3 and 0 -> UNKNOWN_EPOCH", unknown_epoch)
+                          fl.UNKNOWN_EPOCH, "Produce with epoch 0 (current epoch 2)")
+        expect_eq((e0.epoch, e0.current_epoch), (0, 2), "UNKNOWN_EPOCH epochs (epoch 0)")
+        return (f"epoch 3: ({e.epoch}, {e.current_epoch}); epoch 0: ({e0.epoch}, "
+                f"{e0.current_epoch}); never-leased partition: epoch 0 and 1 too")
+    run.step("Produce with epoch 3 / epoch 0 -> UNKNOWN_EPOCH", unknown_epoch)
 
     def invalid_batches():
         good = bytearray(fl.build_batch(2, [Record(b"v")]))
@@ -317,32 +345,40 @@ def main() -> int:
     run.step("Produce malformed batches -> INVALID_BATCH", invalid_batches)
 
     def produce2():
+        leo = state["leo"]
         resp = conn.produce(topic, P, 2, [Record(b"from-epoch-2", key=b"b")])
-        expect_eq((resp.base_offset, resp.last_offset, resp.log_end_offset), (3, 3, 4),
-                  "Produce response")
-        f = conn.fetch(topic, P, 3, 1 << 20, 0)
-        got = [(r.offset, r.epoch, r.value) for r in f.records(3)]
-        expect_eq(got, [(3, 2, b"from-epoch-2")], "fetched record at offset 3")
-        return "base_offset=3, fetched back with epoch 2"
+        expect_eq((resp.base_offset, resp.last_offset, resp.log_end_offset),
+                  (leo, leo, leo + 1), "Produce response")
+        state["leo"] = leo + 1
+        f = conn.fetch(topic, P, leo, 1 << 20, 0)
+        got = [(r.offset, r.epoch, r.value) for r in f.records(leo)]
+        expect_eq(got, [(leo, 2, b"from-epoch-2")], f"fetched record at offset {leo}")
+        # Epochs never decrease with offset (storage-format.md).
+        full = conn.fetch(topic, P, 0, 1 << 20, 0)
+        epochs = [b.epoch for b in full.batches]
+        expect_eq(epochs, sorted(epochs), "batch epochs non-decreasing")
+        return f"base_offset={leo}, fetched back with epoch 2; batch epochs {epochs}"
     run.step("Produce with epoch 2 -> ok", produce2)
 
     def list_offsets():
         lo = conn.list_offsets(topic, P)
-        expect_eq((lo.earliest, lo.latest, lo.epoch), (0, 4, 2), "ListOffsets")
+        expect_eq((lo.earliest, lo.latest, lo.epoch), (0, state["leo"], 2), "ListOffsets")
         lo1 = conn.list_offsets(topic, 1)
         expect_eq((lo1.earliest, lo1.latest, lo1.epoch), (0, 0, 0), "ListOffsets partition 1")
         return f"earliest={lo.earliest} latest={lo.latest} epoch={lo.epoch}"
     run.step("ListOffsets", list_offsets)
 
     def fetch_edges():
-        f = conn.fetch(topic, P, 4, 1 << 20, 0)
-        expect_eq((f.high_watermark, f.raw_batches), (4, b""), "fetch at the high watermark")
+        leo = state["leo"]
+        f = conn.fetch(topic, P, leo, 1 << 20, 0)
+        expect_eq((f.high_watermark, f.raw_batches), (leo, b""), "fetch at the high watermark")
         t0 = time.monotonic()
-        f = conn.fetch(topic, P, 4, 1 << 20, 200)
+        f = conn.fetch(topic, P, leo, 1 << 20, 200)
         waited = time.monotonic() - t0
         expect_eq(f.raw_batches, b"", "long poll with no data")
         expect(waited >= 0.15, f"long poll returned after {waited:.3f}s, expected ~0.2s")
-        e = expect_error(lambda: conn.fetch(topic, P, 5, 1 << 20, 0), fl.OFFSET_OUT_OF_RANGE,
+        e = expect_error(lambda: conn.fetch(topic, P, leo + 1, 1 << 20, 0),
+                         fl.OFFSET_OUT_OF_RANGE,
                          "fetch past the high watermark")
         # max_bytes smaller than the first batch: still returned whole.
         f = conn.fetch(topic, P, 0, 1, 0)
@@ -379,21 +415,36 @@ def main() -> int:
             except FencelogError as e:
                 out[cid] = e
         r = [out[cid] for cid in ids]
+        leo = state["leo"]
+        # Section 4 only promises that responses come back in request order; it does
+        # not say whether a request sees the effects of earlier pipelined requests.
+        # The server executes them concurrently (a pipelined Fetch/ListOffsets may see
+        # the log before an earlier Produce, or after a later one), so reads only have
+        # to show some state between "before" and "after" the pipelined produces.
         expect(isinstance(r[0], fl.ApiVersionsResponse), f"0: {r[0]}")
-        expect_eq((r[1].latest, r[1].epoch), (4, 2), "1: ListOffsets")
+        expect(leo <= r[1].latest <= leo + 3 and r[1].epoch == 2, f"1: ListOffsets {r[1]}")
         expect_eq(r[2][0].name, topic, "2: Metadata")
-        expect_eq((r[3].base_offset, r[3].last_offset), (4, 4), "3: Produce")
-        expect_eq((r[4].base_offset, r[4].last_offset, r[4].log_end_offset), (5, 6, 7),
-                  "4: Produce")
-        expect_eq(r[5].high_watermark, 7, "5: Fetch sees the earlier pipelined produces")
-        expect_eq([x.value for x in r[5].records()][-3:], [b"p0", b"p1", b"p2"], "5: Fetch")
+        expect_eq((r[3].base_offset, r[3].last_offset), (leo, leo), "3: Produce")
+        expect_eq((r[4].base_offset, r[4].last_offset, r[4].log_end_offset),
+                  (leo + 1, leo + 2, leo + 3), "4: Produce")
+        state["leo"] = leo + 3
+        hwm = r[5].high_watermark
+        expect(hwm in (leo, leo + 1, leo + 3), f"5: Fetch high watermark {hwm}")
+        fetched = [(x.offset, x.value) for x in r[5].records(leo)]
+        expected = [(leo, b"p0"), (leo + 1, b"p1"), (leo + 2, b"p2")]
+        expect_eq(fetched, expected[:hwm - leo], "5: Fetch records up to its high watermark")
         expect(isinstance(r[6], FencelogError) and r[6].code == fl.FENCED
                and (r[6].epoch, r[6].current_epoch) == (1, 2), f"6: {r[6]}")
         expect(isinstance(r[7], FencelogError) and r[7].code == fl.UNKNOWN_PARTITION,
                f"7: {r[7]}")
         expect_eq(r[8].epoch, 2, "8: RenewLease")
-        expect_eq((r[9].latest, r[9].epoch), (7, 2), "9: ListOffsets")
-        return "10 responses, in order, matched by correlation id"
+        expect(leo <= r[9].latest <= leo + 3 and r[9].epoch == 2, f"9: ListOffsets {r[9]}")
+        # After all the responses have arrived, the produces must be visible.
+        lo = conn.list_offsets(topic, P)
+        expect_eq(lo.latest, leo + 3, "ListOffsets after the pipeline")
+        return ("10 responses, in order, matched by correlation id; pipelined reads saw "
+                f"ListOffsets.latest={r[1].latest}/{r[9].latest}, Fetch hwm={hwm} "
+                f"(log end before={leo}, after={leo + 3})")
     run.step("Pipelining: 10 requests sent before reading any response", pipelining)
 
     def malformed():
@@ -417,7 +468,7 @@ def main() -> int:
             expect_eq((err.epoch, err.current_epoch), (0, 0), f"{name}: error epochs")
             # The connection stays usable.
             lo = conn.list_offsets(topic, P)
-            expect_eq(lo.latest, 7, f"{name}: ListOffsets afterwards")
+            expect_eq(lo.latest, state["leo"], f"{name}: ListOffsets afterwards")
             details.append(f"{name}: {err.message!r}")
         return "; ".join(details)
     run.step("Malformed bodies -> INVALID_REQUEST with correlation id, connection usable",
@@ -471,9 +522,27 @@ def main() -> int:
         return "released epoch 2"
     run.step("ReleaseLease (cleanup)", release2)
 
+    def lease_ttl_limits():
+        # protocol.md 5.3: out-of-range ttl_ms is refused with INVALID_REQUEST
+        # (an older version of the page said the server "may clamp" it instead).
+        e = expect_error(lambda: conn.acquire_lease(topic, 1, "pyclient-ttl", 1),
+                         fl.INVALID_REQUEST, "AcquireLease ttl_ms=1")
+        expect_error(lambda: conn.acquire_lease(topic, 1, "", 10_000),
+                     fl.INVALID_REQUEST, "AcquireLease with an empty holder")
+        lease = conn.acquire_lease(topic, 1, "pyclient-ttl", 100)
+        expect_eq(lease.ttl_ms, 100, "granted ttl_ms")
+        conn.release_lease(topic, 1, lease.lease_id)
+        return f"ttl_ms=1: INVALID_REQUEST ({e.message!r}); empty holder refused; 100 granted"
+    run.step("AcquireLease ttl_ms / holder bounds -> INVALID_REQUEST", lease_ttl_limits)
+
     conn.close()
     print()
     print(f"{run.passed} step(s) passed, {run.failed} failed")
+    if run.gaps:
+        print(f"{len(run.gaps)} known documentation gap(s) observed"
+              + (" (counted as failures: --strict)" if args.strict else "") + ":")
+        for g in run.gaps:
+            print(f"  - {g}")
     return 0 if run.failed == 0 else 1
 
 
