@@ -1218,6 +1218,41 @@ impl ResponseFrame {
         Ok(())
     }
 
+    /// Encodes the frame for a vectored write: what the encoder produces goes into `dst` and is
+    /// split off into `out` as `Bytes`, while the stored batches of a `Fetch` response are pushed
+    /// to `out` as they are — slices of the segment maps, never copied on the way to the socket.
+    /// The bytes, concatenated, are exactly what [`ResponseFrame::encode`] writes.
+    pub fn encode_vectored(
+        &self,
+        dst: &mut BytesMut,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), ProtocolError> {
+        let Ok(Response::Fetch {
+            high_watermark,
+            log_start_offset,
+            batches,
+        }) = &self.result
+        else {
+            self.encode(dst)?;
+            out.push(dst.split().freeze());
+            return Ok(());
+        };
+        let declared = frame_length_field(self.encoded_len())?;
+        let start = dst.len();
+        dst.put_u32(declared);
+        dst.put_u32(self.correlation_id);
+        dst.put_u16(ErrorCode::None.as_u16());
+        dst.put_u64(*high_watermark);
+        dst.put_u64(*log_start_offset);
+        if let Err(error) = put_len32(dst, "batches", batches.iter().map(Bytes::len).sum()) {
+            dst.truncate(start);
+            return Err(error);
+        }
+        out.push(dst.split().freeze());
+        out.extend(batches.iter().cloned());
+        Ok(())
+    }
+
     /// Reads the correlation id of a response frame body without parsing the
     /// rest, so a client can look up which API the answer is for before
     /// calling [`decode`](Self::decode).

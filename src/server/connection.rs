@@ -11,17 +11,24 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::broadcast;
-use tokio_util::codec::Framed;
+use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
+use super::writer::ResponseWriter;
 use super::{handler, ServerConfig};
 use crate::broker::Broker;
 use crate::protocol::{
     ErrorCode, ErrorResponse, FrameCodec, ProtocolError, RequestFrame, ResponseFrame,
 };
+
+type PendingResponse = BoxFuture<'static, ResponseFrame>;
+
+fn ready(response: ResponseFrame) -> PendingResponse {
+    Box::pin(futures::future::ready(response))
+}
 
 /// Serves one connection until the client closes it, a fatal protocol error, or shutdown.
 pub async fn serve(
@@ -32,9 +39,10 @@ pub async fn serve(
     mut stop: broadcast::Receiver<()>,
 ) {
     debug!(%peer, "connection opened");
-    let framed = Framed::new(socket, FrameCodec::new(config.max_frame_bytes));
-    let (mut sink, mut stream) = framed.split();
-    let mut pending: FuturesOrdered<BoxFuture<'static, ResponseFrame>> = FuturesOrdered::new();
+    let (read_half, write_half) = socket.into_split();
+    let mut frames = FramedRead::new(read_half, FrameCodec::new(config.max_frame_bytes));
+    let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
+    let mut pending: FuturesOrdered<PendingResponse> = FuturesOrdered::new();
     let mut closing = false;
     loop {
         if closing && pending.is_empty() {
@@ -43,7 +51,7 @@ pub async fn serve(
         let can_read = !closing && pending.len() < config.max_in_flight;
         tokio::select! {
             _ = stop.recv(), if !closing => closing = true,
-            frame = tokio::time::timeout(config.idle_timeout, stream.next()), if can_read => {
+            frame = tokio::time::timeout(config.idle_timeout, frames.next()), if can_read => {
                 match frame {
                     Err(_) if pending.is_empty() => {
                         info!(%peer, "closing idle connection");
@@ -56,7 +64,7 @@ pub async fn serve(
                         Err(error) => {
                             debug!(%peer, %error, "malformed request");
                             closing |= error.must_close_connection();
-                            pending.push_back(Box::pin(futures::future::ready(error.to_response())));
+                            pending.push_back(ready(error.to_response()));
                         }
                     },
                     Ok(Some(Err(error))) => {
@@ -65,14 +73,18 @@ pub async fn serve(
                         warn!(%peer, %error, "protocol error; closing connection");
                         closing = true;
                         if let Some(code) = framing_error_code(&error) {
-                            let response = ResponseFrame::error(0, ErrorResponse::new(code, error.to_string()));
-                            pending.push_back(Box::pin(futures::future::ready(response)));
+                            pending.push_back(ready(ResponseFrame::error(0, ErrorResponse::new(code, error.to_string()))));
                         }
                     }
                 }
             }
             Some(response) = pending.next(), if !pending.is_empty() => {
-                match tokio::time::timeout(config.write_timeout, sink.send(response)).await {
+                writer.push(response);
+                // Write every response that is already done in the same burst.
+                while let Some(Some(response)) = pending.next().now_or_never() {
+                    writer.push(response);
+                }
+                match tokio::time::timeout(config.write_timeout, writer.flush()).await {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
                         debug!(%peer, %error, "write failed; closing connection");
@@ -86,7 +98,7 @@ pub async fn serve(
             }
         }
     }
-    let _ = sink.close().await;
+    let _ = tokio::time::timeout(config.write_timeout, writer.shutdown()).await;
     debug!(%peer, "connection closed");
 }
 
@@ -99,9 +111,8 @@ fn framing_error_code(error: &ProtocolError) -> Option<ErrorCode> {
 }
 
 /// Answers a connection beyond the limit with `TOO_MANY_CONNECTIONS` and closes it.
-pub async fn refuse(socket: TcpStream, peer: SocketAddr, max_connections: usize) {
+pub async fn refuse(mut socket: TcpStream, peer: SocketAddr, max_connections: usize) {
     warn!(%peer, max_connections, "connection limit reached; refusing");
-    let mut framed = Framed::new(socket, FrameCodec::default());
     let response = ResponseFrame::error(
         0,
         ErrorResponse::new(
@@ -111,5 +122,7 @@ pub async fn refuse(socket: TcpStream, peer: SocketAddr, max_connections: usize)
             ),
         ),
     );
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), framed.send(response)).await;
+    let mut writer = ResponseWriter::new(&mut socket, crate::protocol::DEFAULT_MAX_FRAME_BYTES);
+    writer.push(response);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.flush()).await;
 }

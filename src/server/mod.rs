@@ -5,6 +5,7 @@
 mod connection;
 mod errors;
 mod handler;
+mod writer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
