@@ -147,6 +147,24 @@ impl EpochInstaller for PartitionInstaller<'_> {
     }
 }
 
+/// A `LEASE_LOST` answer says where the partition is now. The lease table only knows the epochs
+/// it granted since the server started (none after a restart), so the partition's installed
+/// epoch, which is durable, is the floor of what is reported.
+fn with_partition_epoch(error: LeaseError, partition: &Partition) -> BrokerError {
+    match error {
+        LeaseError::Lost {
+            topic,
+            partition: index,
+            current_epoch,
+        } => BrokerError::Lease(LeaseError::Lost {
+            topic,
+            partition: index,
+            current_epoch: current_epoch.max(partition.current_epoch()),
+        }),
+        other => BrokerError::Lease(other),
+    }
+}
+
 /// Checks a topic name: 1 to 200 bytes of `[A-Za-z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     let valid = !name.is_empty()
@@ -361,8 +379,10 @@ impl Broker {
         lease_id: u128,
         now: Instant,
     ) -> Result<Renewed, BrokerError> {
-        self.partition(topic, partition)?;
-        Ok(self.leases.renew(topic, partition, lease_id, now)?)
+        let target = self.partition(topic, partition)?;
+        self.leases
+            .renew(topic, partition, lease_id, now)
+            .map_err(|error| with_partition_epoch(error, &target))
     }
 
     /// Ends a live lease at once.
@@ -373,8 +393,10 @@ impl Broker {
         lease_id: u128,
         now: Instant,
     ) -> Result<(), BrokerError> {
-        self.partition(topic, partition)?;
-        Ok(self.leases.release(topic, partition, lease_id, now)?)
+        let target = self.partition(topic, partition)?;
+        self.leases
+            .release(topic, partition, lease_id, now)
+            .map_err(|error| with_partition_epoch(error, &target))
     }
 
     /// The lease table (for metadata and tests).
