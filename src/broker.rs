@@ -147,21 +147,21 @@ impl EpochInstaller for PartitionInstaller<'_> {
     }
 }
 
-/// `LeaseLost` reports the partition's current epoch. The lease table knows only the epochs it
-/// granted since the server started (it lives in memory); the partition knows the durable one.
+/// A `LEASE_LOST` answer says where the partition is now. The lease table only knows the epochs
+/// it granted since the server started (none after a restart), so the partition's installed
+/// epoch, which is durable, is the floor of what is reported.
 fn with_partition_epoch(error: LeaseError, partition: &Partition) -> BrokerError {
     match error {
         LeaseError::Lost {
             topic,
             partition: index,
             current_epoch,
-        } => LeaseError::Lost {
+        } => BrokerError::Lease(LeaseError::Lost {
             topic,
             partition: index,
             current_epoch: current_epoch.max(partition.current_epoch()),
-        }
-        .into(),
-        other => other.into(),
+        }),
+        other => BrokerError::Lease(other),
     }
 }
 
