@@ -153,7 +153,22 @@ impl Writer {
     }
 
     /// Seals the active segment and starts a new one at the next offset.
+    ///
+    /// The sealed segment is synced whole *before* the next one exists, whatever the flush
+    /// policy: after any crash only the last segment can hold a torn write, so recovery may cut
+    /// the last segment's tail and treat damage anywhere else as corruption (never cut or
+    /// deleted). One sync per segment, inside the append lock.
     fn roll(&mut self) -> Result<(), StorageError> {
+        let sealing = self.active.reader();
+        if let Err(source) = sealing.map().sync_range(0, sealing.written_bytes()) {
+            // As in group commit: after a failed sync what is on disk is unknown.
+            self.shared.failed.store(true, Ordering::Release);
+            tracing::error!(segment = %sealing.path().display(), error = %source, "sync of a full segment failed; partition stops accepting writes");
+            return Err(StorageError::Io {
+                context: format!("sync {} before sealing it", sealing.path().display()),
+                source,
+            });
+        }
         let next = ActiveSegment::create(&self.directory, self.active.next_offset(), self.options)
             .map_err(io("create segment"))?;
         fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
