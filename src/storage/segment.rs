@@ -401,17 +401,32 @@ impl ActiveSegment {
 
     /// Copies a validated batch at the tail, stamping its base offset. `Ok(None)` if it does not
     /// fit (the caller rolls). Returns the end position after the batch.
+    ///
+    /// Everything that can fail happens before the copy: an error leaves nothing behind, so a
+    /// batch answered with an error can never become part of the log later.
     pub fn append(
         &mut self,
         batch_bytes: &[u8],
         header: &BatchHeader,
     ) -> io::Result<Option<usize>> {
         let base_offset = self.next_offset;
-        let Some(position) = self.map.append(batch_bytes, |copy| {
-            batch::stamp_base_offset(copy, base_offset)
-        }) else {
+        let position = self.map.written();
+        if position
+            .checked_add(batch_bytes.len())
+            .is_none_or(|end| end > self.map.capacity())
+        {
             return Ok(None);
-        };
+        }
+        let relative = u32::try_from(base_offset - self.reader.base_offset)
+            .map_err(|_| io::Error::other("more than 2^32 offsets in one segment"))?;
+        // The index entry (a full disk can refuse it) before the data: an entry for a position
+        // not yet written is never used, as readers only look below the high watermark.
+        self.index
+            .on_append(relative, position, batch_bytes.len())?;
+        let copied = self.map.append(batch_bytes, |copy| {
+            batch::stamp_base_offset(copy, base_offset)
+        });
+        assert_eq!(copied, Some(position), "the batch was checked to fit");
         // The copy was validated before: count it as verified so reads skip the CRC.
         self.reader
             .verified
@@ -420,10 +435,6 @@ impl ActiveSegment {
             .max_timestamp
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
-        let relative = u32::try_from(base_offset - self.reader.base_offset)
-            .map_err(|_| io::Error::other("more than 2^32 offsets in one segment"))?;
-        self.index
-            .on_append(relative, position, batch_bytes.len())?;
         Ok(Some(position + batch_bytes.len()))
     }
 

@@ -224,3 +224,94 @@ pub fn value(tag: &str, len: usize) -> Vec<u8> {
 pub fn assert_code(error: &ErrorResponse, code: ErrorCode) {
     assert_eq!(error.code, code, "unexpected error: {}", error.message);
 }
+
+/// The real `fencelog serve` binary running as a child process on a loopback port, killed when
+/// dropped. Its log goes to `log` (a file, so a flood of log lines never blocks it on a pipe).
+pub struct ChildServer {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub log: std::path::PathBuf,
+}
+
+impl ChildServer {
+    /// Starts `fencelog serve --data-dir DATA --listen 127.0.0.1:PORT ARGS...` and waits until it
+    /// accepts connections. `shell_prefix`, if given, is bash code run before `exec`ing the
+    /// server (to set resource limits, say).
+    pub fn spawn(data_dir: &std::path::Path, args: &[&str], shell_prefix: Option<&str>) -> Self {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+            probe.local_addr().unwrap().port()
+        };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = data_dir.with_extension("server.log");
+        let log_file = std::fs::File::create(&log).expect("server log file");
+        let binary = env!("CARGO_BIN_EXE_fencelog");
+        let listen = addr.to_string();
+        let data = data_dir.to_str().expect("utf-8 path");
+        let mut server_args = vec!["serve", "--data-dir", data, "--listen", &listen];
+        server_args.extend_from_slice(args);
+        let mut command = match shell_prefix {
+            None => std::process::Command::new(binary),
+            Some(prefix) => {
+                let mut command = std::process::Command::new("bash");
+                command
+                    .arg("-c")
+                    .arg(format!("{prefix}\nexec \"$0\" \"$@\""))
+                    .arg(binary);
+                command
+            }
+        };
+        let child = command
+            .args(&server_args)
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn fencelog serve");
+        let mut server = Self { child, addr, log };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return server;
+            }
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("server exited with {status}: {}", server.log_text());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server did not listen: {}",
+                server.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the server logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A line of `/proc/PID/status` in kB (`VmHWM`: peak resident set; `VmRSS`: current).
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("server process status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
