@@ -174,6 +174,9 @@ async fn flipped_byte_in_a_sealed_segment_refuses_only_the_damaged_range() {
         for offset in damaged.clone() {
             let error = client.fetch("c", 0, offset).await.unwrap_err();
             assert_code(&error, ErrorCode::CorruptData);
+            if offset == damaged.start && round == 0 {
+                println!("{}", error.message);
+            }
             let segment_name = damaged_file.file_name().unwrap().to_str().unwrap();
             for needle in ["c/0", segment_name, &offset.to_string()] {
                 assert!(

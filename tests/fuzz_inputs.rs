@@ -506,7 +506,11 @@ fn check_batch(bytes: &[u8], max: usize) -> Result<BatchHeader, BatchError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 1000,
+        // PROPTEST_CASES=100000 for a long run.
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+            .unwrap_or(1000),
         // Failures are kept by hand at the end of this file, as regressions with a name.
         failure_persistence: None,
         ..ProptestConfig::default()
