@@ -11,7 +11,7 @@ use std::path::Path;
 use bytes::Bytes;
 use common::*;
 use fencelog::storage::batch::{decode_batch, BatchHeader, HEADER_BYTES};
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, Record};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, Record, StorageError};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use tempfile::TempDir;
 
@@ -236,6 +236,92 @@ impl Original {
         assert_eq!(partition.current_epoch(), epoch, "{what}");
     }
 
+    /// Reopens a copy whose sealed `segment` was damaged from batch `first_damaged` on (`None`:
+    /// no batch damaged) and checks the corruption rule: nothing is cut or deleted, the offsets
+    /// from the damaged batch to the next segment are refused with `Corrupt`, every other record
+    /// reads back exactly as written, the epoch is kept, and appends continue at the log end.
+    fn check_sealed(&self, dir: &Path, segment: usize, first_damaged: Option<usize>, what: &str) {
+        let (partition, report) = Partition::open_with_report("t/0", dir, self.config)
+            .unwrap_or_else(|error| panic!("{what}: reopen failed: {error}"));
+        let total = self.records.len() as u64;
+        assert_eq!(partition.high_watermark(), total, "{what}: nothing is cut");
+        assert_eq!(report.bytes_cut, 0, "{what}");
+        assert_eq!(report.segments_deleted, 0, "{what}");
+        let next_segment_start =
+            self.batches[self.segments[segment + 1].batches.start].records_before as u64;
+        let damaged =
+            first_damaged.map(|n| self.batches[n].records_before as u64..next_segment_start);
+        match &damaged {
+            Some(range) => {
+                assert_eq!(report.damaged.len(), 1, "{what}: {report:?}");
+                assert_eq!(
+                    (report.damaged[0].start_offset, report.damaged[0].end_offset),
+                    (range.start, range.end),
+                    "{what}"
+                );
+                assert!(
+                    matches!(
+                        partition.read(range.start, 1 << 20),
+                        Err(StorageError::Corrupt { .. })
+                    ),
+                    "{what}: a damaged offset was served"
+                );
+            }
+            None => assert!(report.damaged.is_empty(), "{what}: {report:?}"),
+        }
+        let readable = |offset: u64| {
+            damaged
+                .as_ref()
+                .is_none_or(|range| !range.contains(&offset))
+        };
+        let mut offset = 0;
+        while offset < total {
+            if !readable(offset) {
+                offset = damaged.as_ref().unwrap().end;
+                continue;
+            }
+            let read = partition
+                .read(offset, 1 << 20)
+                .unwrap_or_else(|error| panic!("{what}: read {offset}: {error}"));
+            for record in decode_concatenated(&read.batches) {
+                if record.offset < offset || !readable(record.offset) {
+                    continue;
+                }
+                assert_eq!(record, self.records[record.offset as usize], "{what}");
+                offset = record.offset + 1;
+            }
+        }
+        let epoch = partition.current_epoch();
+        assert!(epoch >= self.epoch, "{what}: epoch went back to {epoch}");
+        let appended = partition
+            .append(&batch(epoch, 9_999, 2, 30))
+            .unwrap_or_else(|error| panic!("{what}: append after recovery failed: {error}"));
+        assert_eq!(appended.base_offset, total, "{what}");
+        drop(partition);
+        let (partition, again) = Partition::open_with_report("t/0", dir, self.config).unwrap();
+        let ranges = |report: &fencelog::storage::RecoveryReport| {
+            report
+                .damaged
+                .iter()
+                .map(|d| (d.start_offset, d.end_offset))
+                .collect::<Vec<_>>()
+        };
+        // The same offsets stay refused, or fewer: a file cut inside trailing zero bytes of a
+        // batch is whole again once recovery re-extends the file with zeros.
+        let (before, after) = (ranges(&report), ranges(&again));
+        assert!(
+            after
+                .iter()
+                .all(|(start, end)| before.iter().any(|(s, e)| s <= start && end <= e)),
+            "{what}: refused {before:?} on the first reopen, {after:?} on the second"
+        );
+        assert_eq!(
+            partition.high_watermark(),
+            total + 2,
+            "{what}: the new batch survives"
+        );
+    }
+
     /// Truncates the copy's `segment` file at `position` and checks recovery.
     fn truncate_and_check(&self, parent: &Path, segment: usize, position: usize) {
         let what = format!("truncate segment {segment} at {position}");
@@ -246,11 +332,15 @@ impl Original {
             .unwrap()
             .set_len(position as u64)
             .unwrap();
-        let expect = match self.batches_before(segment, position) {
-            Some(n) => Expect::Batches(n),
-            None => Expect::Batches(self.batches.len()),
-        };
-        self.check(&dir, expect, &what);
+        if segment + 1 < self.segments.len() {
+            self.check_sealed(&dir, segment, self.batches_before(segment, position), &what);
+        } else {
+            let expect = match self.batches_before(segment, position) {
+                Some(n) => Expect::Batches(n),
+                None => Expect::Batches(self.batches.len()),
+            };
+            self.check(&dir, expect, &what);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -263,15 +353,20 @@ impl Original {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[position] ^= mask;
         std::fs::write(&path, bytes).unwrap();
-        let expect = match self.batches_before(segment, position) {
-            // Inside a batch: CRC, length or base offset check catches it; the batch and
-            // everything after it are cut.
-            Some(n) => Expect::Batches(n),
-            // In the zero tail: no batch is damaged. (Today garbage in a sealed segment's tail
-            // also cuts the later segments; a prefix through this segment is all we require.)
-            None => Expect::AtLeast(self.segments[segment].batches.end),
-        };
-        self.check(&dir, expect, &what);
+        if segment + 1 < self.segments.len() {
+            // A sealed segment: the damaged batch and the rest of its segment are refused on
+            // read; nothing is cut; garbage in its zero tail damages nothing.
+            self.check_sealed(&dir, segment, self.batches_before(segment, position), &what);
+        } else {
+            let expect = match self.batches_before(segment, position) {
+                // Inside a batch: CRC, length or base offset check catches it; the batch and
+                // everything after it are cut.
+                Some(n) => Expect::Batches(n),
+                // In the zero tail: no batch is damaged.
+                None => Expect::AtLeast(self.segments[segment].batches.end),
+            };
+            self.check(&dir, expect, &what);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
@@ -294,10 +389,11 @@ fn torn_last_segment_recovers_to_a_prefix_at_every_byte() {
 }
 
 #[test]
-fn torn_earlier_segment_recovers_to_a_prefix_and_drops_later_segments() {
-    // Proves: truncating a sealed segment (a sample of positions, every batch boundary and the
-    // bytes around it) keeps exactly the batches before the cut and deletes the later segments, so
-    // the log never has a hole; the epoch is kept from the checkpoint.
+fn torn_earlier_segment_refuses_only_the_missing_offsets() {
+    // Proves: a sealed segment cut short (a sample of positions, every batch boundary and the
+    // bytes around it) is corruption, not a crash (segments are synced whole before the next
+    // exists): the batches before the cut and every later segment are still served, the missing
+    // offsets are refused with Corrupt, nothing is deleted, and the epoch is kept.
     let original = original();
     let parent = scratch_dir();
     for segment in 0..original.segments.len() - 1 {
@@ -320,10 +416,11 @@ fn torn_earlier_segment_recovers_to_a_prefix_and_drops_later_segments() {
 }
 
 #[test]
-fn flipped_byte_in_chosen_batches_recovers_to_the_prefix_before_it() {
+fn flipped_byte_in_chosen_batches_is_caught_at_that_batch() {
     // Proves: one flipped bit at EVERY byte of three chosen batches (the first of the middle
-    // segment, the first one of epoch 4, the last one of the log) cuts the log exactly before the
+    // segment, the first one of epoch 4, the last one of the log) is caught exactly at the
     // damaged batch: the CRC, the length check and the base-offset check leave no byte unguarded.
+    // In the last segment the log is cut there; in a sealed one those offsets are refused.
     let original = original();
     let parent = scratch_dir();
     let middle_first = original.segments[1].batches.start;
@@ -339,10 +436,11 @@ fn flipped_byte_in_chosen_batches_recovers_to_the_prefix_before_it() {
 }
 
 #[test]
-fn flipped_byte_at_random_positions_recovers_to_a_prefix() {
+fn flipped_byte_at_random_positions_never_serves_a_corrupt_batch() {
     // Proves: a random byte flipped anywhere in any segment file (data or zero tail; seeded, 300
-    // cases) recovers to a prefix of the log, exactly up to the damaged batch when the flip hits
-    // data, with the epoch kept and appends working afterwards.
+    // cases) never yields a corrupt batch: in the last segment the log is cut to a prefix exactly
+    // up to the damaged batch; in a sealed segment the damaged offsets are refused and the rest is
+    // served; the epoch is kept and appends work afterwards.
     let original = original();
     let parent = scratch_dir();
     let mut rng = StdRng::seed_from_u64(0x5eed_f1e5);

@@ -26,8 +26,8 @@ pub use batch::{BatchBuilder, BatchError, BatchHeader, Record};
 pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::FenceError;
 pub use partition::{
-    Appended, Partition, PendingAppend, ReadResult, RecoveryReport, RetentionReport, SyncObserver,
-    SyncedRange,
+    Appended, DamagedRange, Partition, PendingAppend, ReadResult, RecoveryReport, RetentionReport,
+    SyncObserver, SyncedRange,
 };
 
 /// Everything that can go wrong in storage, each with what a user needs to act on it.

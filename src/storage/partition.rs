@@ -20,7 +20,7 @@ use super::batch::{self, BatchHeader};
 use super::config::{FlushPolicy, PartitionConfig};
 use super::fence::{self, check_epoch, EpochCheckpoint, Fence, FenceError};
 use super::flush::GroupCommit;
-use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::segment::{self, ActiveSegment, Recovered, SegmentOptions, SegmentReader};
 use super::StorageError;
 
 /// What an append returns.
@@ -81,6 +81,66 @@ pub struct RecoveryReport {
     pub indexes_rebuilt: usize,
     /// The epoch installed: max of the checkpoint and the log.
     pub epoch: u64,
+    /// Offsets of sealed segments that failed their checks: refused on read, nothing cut.
+    pub damaged: Vec<DamagedRange>,
+}
+
+/// Offsets of a sealed segment that failed their checks at recovery (a flipped byte, a short
+/// file). A sealed segment was synced before the next one was created, so a crash cannot have
+/// torn it: this is corruption. Reads of these offsets fail with [`StorageError::Corrupt`];
+/// nothing is cut or deleted, so the offsets after the damage keep being served and are never
+/// given out again, and the segment file stays as found for repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// First unreadable offset.
+    pub start_offset: u64,
+    /// First readable offset after the damage: the next segment's base offset.
+    pub end_offset: u64,
+    /// The damaged segment file.
+    pub segment: PathBuf,
+    /// Byte position in the segment where its readable data ends.
+    pub position: u64,
+    /// What the check found there.
+    pub reason: String,
+}
+
+/// Where a kept segment's readable data ends, to place the next one against it.
+struct SegmentEnd {
+    next_offset: u64,
+    segment: PathBuf,
+    position: usize,
+    invalid: Option<String>,
+}
+
+impl SegmentEnd {
+    fn of(recovered: &Recovered) -> Self {
+        Self {
+            next_offset: recovered.scan.next_offset,
+            segment: recovered.segment.reader().path().to_path_buf(),
+            position: recovered.scan.valid_bytes,
+            invalid: recovered
+                .scan
+                .invalid
+                .as_ref()
+                .map(|(_, reason)| reason.clone()),
+        }
+    }
+
+    /// The offsets between this end and the next segment's base.
+    fn damaged_up_to(&self, next_base: u64) -> DamagedRange {
+        DamagedRange {
+            start_offset: self.next_offset,
+            end_offset: next_base,
+            segment: self.segment.clone(),
+            position: self.position as u64,
+            reason: self.invalid.clone().unwrap_or_else(|| {
+                format!(
+                    "the segment ends at offset {} but the next one starts at {next_base}",
+                    self.next_offset
+                )
+            }),
+        }
+    }
 }
 
 /// State readers share with the writer.
@@ -90,6 +150,8 @@ struct Shared {
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
     failed: AtomicBool,
+    /// Found at recovery; fixed for the life of the partition.
+    damaged: Vec<DamagedRange>,
 }
 
 impl Shared {
@@ -149,7 +211,22 @@ impl Writer {
 
     /// Seals the active segment and starts a new one at the next offset. On failure nothing
     /// changes and nothing is left behind, so a later roll can try again.
+    ///
+    /// The sealed segment is synced whole *before* the next one exists, whatever the flush
+    /// policy: after any crash only the last segment can hold a torn write, so recovery may cut
+    /// the last segment's tail and treat damage anywhere else as corruption (never cut or
+    /// deleted). One sync per segment, inside the append lock.
     fn roll(&mut self) -> Result<(), StorageError> {
+        let sealing = self.active.reader();
+        if let Err(source) = sealing.map().sync_range(0, sealing.written_bytes()) {
+            // As in group commit: after a failed sync what is on disk is unknown.
+            self.shared.failed.store(true, Ordering::Release);
+            tracing::error!(segment = %sealing.path().display(), error = %source, "sync of a full segment failed; partition stops accepting writes");
+            return Err(StorageError::Io {
+                context: format!("sync {} before sealing it", sealing.path().display()),
+                source,
+            });
+        }
         let base_offset = self.active.next_offset();
         let next = ActiveSegment::create(&self.directory, base_offset, self.options)
             .map_err(io("create segment"))?;
@@ -273,64 +350,93 @@ impl Partition {
         };
         let checkpoint = EpochCheckpoint::load(directory).map_err(io("load epoch checkpoint"))?;
         let mut report = RecoveryReport::default();
-        let mut bases = list_segments(directory)?;
+        let bases = list_segments(directory)?;
         let mut readers = Vec::new();
-        let mut active = None;
-        let mut next_offset = None;
+        let mut active: Option<ActiveSegment> = None;
+        let mut previous_end: Option<SegmentEnd> = None;
         let mut epoch_in_log = 0;
         let mut index = 0;
         while index < bases.len() {
             let base = bases[index];
-            if next_offset.is_some_and(|expected| expected != base) {
+            // Only the last segment can be torn by a crash (a segment is synced before the next
+            // one is created): only its tail is cut.
+            let is_last = index + 1 == bases.len();
+            if let Some(end) = previous_end.as_ref().filter(|end| base < end.next_offset) {
                 warn!(
                     partition = name,
                     base,
-                    expected = next_offset,
-                    "segment does not continue the log; deleting it and all later segments"
+                    expected = end.next_offset,
+                    "segment overlaps the log before it; deleting it and all later segments"
                 );
                 break;
             }
-            let recovered =
-                ActiveSegment::recover(directory, base, options).map_err(io("recover segment"))?;
+            let recovered = ActiveSegment::recover(directory, base, options, is_last)
+                .map_err(io("recover segment"))?;
             let scan = &recovered.scan;
             report.segments += 1;
             report.batches += scan.batches;
             report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
             let first_epoch_ok =
                 scan.batches == 0 || first_epoch(&recovered.segment) >= epoch_in_log;
-            next_offset = Some(scan.next_offset);
-            let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
             if let Some((position, reason)) = &scan.invalid {
-                report.bytes_cut += cut;
+                let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
+                if is_last {
+                    report.bytes_cut += cut;
+                }
                 warn!(
                     partition = name,
                     segment = %recovered.segment.reader().path().display(),
                     position,
-                    bytes_cut = cut,
+                    bytes_cut = if is_last { cut } else { 0 },
                     valid_batches = scan.batches,
                     reason = reason.as_str(),
-                    "cut the log at the first invalid batch"
+                    "invalid batch: the last segment is cut there; a sealed one is kept as found"
                 );
             }
             if !first_epoch_ok {
                 warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
                 break;
             }
+            if let Some(end) = previous_end.take().filter(|end| base > end.next_offset) {
+                let damage = end.damaged_up_to(base);
+                tracing::error!(
+                    partition = name,
+                    segment = %damage.segment.display(),
+                    position = damage.position,
+                    start_offset = damage.start_offset,
+                    end_offset = damage.end_offset,
+                    reason = damage.reason.as_str(),
+                    "corrupt sealed segment: these offsets are refused on read; restore the file from a backup to serve them again"
+                );
+                report.damaged.push(damage);
+            }
             // Only a segment that is kept contributes its epochs.
             epoch_in_log = epoch_in_log.max(scan.last_epoch);
             readers.push(Arc::clone(recovered.segment.reader()));
-            let was_cut = scan.invalid.is_some();
+            previous_end = Some(SegmentEnd::of(&recovered));
             active = Some(recovered.segment);
             index += 1;
-            if was_cut {
-                break;
-            }
+        }
+        if index < bases.len() && previous_end.is_some_and(|end| end.invalid.is_some()) {
+            // The later segments are refused, so a damaged sealed segment became the last one:
+            // appends continue after its valid data, so cut its tail like any last segment's.
+            let kept = active.take().expect("a kept segment");
+            let base = kept.reader().base_offset();
+            drop(kept);
+            readers.pop();
+            let recovered = ActiveSegment::recover(directory, base, options, true)
+                .map_err(io("recover segment"))?;
+            report.bytes_cut += recovered
+                .scan
+                .data_end
+                .saturating_sub(recovered.scan.valid_bytes) as u64;
+            readers.push(Arc::clone(recovered.segment.reader()));
+            active = Some(recovered.segment);
         }
         for &base in &bases[index..] {
             report.segments_deleted += 1;
             segment::delete_files(directory, base).map_err(io("delete segment after a cut"))?;
         }
-        bases.truncate(index);
         if report.segments_deleted > 0 {
             fence::sync_directory(directory).map_err(io("sync partition directory"))?;
         }
@@ -350,7 +456,11 @@ impl Partition {
         let log_start = readers.first().map_or(0, |r| r.base_offset());
         let epoch = checkpoint.latest_epoch().max(epoch_in_log);
         report.epoch = epoch;
-        if report.bytes_cut > 0 || report.segments_deleted > 0 || report.indexes_rebuilt > 0 {
+        if report.bytes_cut > 0
+            || report.segments_deleted > 0
+            || report.indexes_rebuilt > 0
+            || !report.damaged.is_empty()
+        {
             warn!(partition = name, ?report, "recovered partition");
         } else {
             info!(
@@ -366,6 +476,7 @@ impl Partition {
             high_watermark: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
+            damaged: report.damaged.clone(),
         });
         let writer = Writer {
             directory: directory.to_path_buf(),
@@ -575,6 +686,23 @@ impl Partition {
         };
         if offset == high_watermark {
             return Ok(result);
+        }
+        if let Some(damage) = self
+            .shared
+            .damaged
+            .iter()
+            .find(|damage| (damage.start_offset..damage.end_offset).contains(&offset))
+        {
+            return Err(StorageError::Corrupt {
+                partition: self.name.clone(),
+                segment: damage.segment.display().to_string(),
+                position: damage.position,
+                offset,
+                reason: format!(
+                    "{}; offsets {}..{} are unreadable, the next readable offset is {}",
+                    damage.reason, damage.start_offset, damage.end_offset, damage.end_offset
+                ),
+            });
         }
         let segment = {
             let segments = self.shared.segments.read().expect("segments lock poisoned");

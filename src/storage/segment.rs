@@ -296,13 +296,18 @@ impl ActiveSegment {
         })
     }
 
-    /// Opens an existing segment file, scans it, cuts whatever follows the last valid batch
-    /// (zeroing it, so a later shorter append never leaves an old batch behind that a future
-    /// scan would adopt) and rebuilds the index if needed.
+    /// Opens an existing segment file, scans it, and rebuilds the index if needed.
+    ///
+    /// With `cut_tail` (the partition's last segment, the only one a crash can tear) whatever
+    /// follows the last valid batch is cut (zeroed, so a later shorter append never leaves an old
+    /// batch behind that a future scan would adopt). Without it (a sealed segment, synced before
+    /// the next one was created) the file's bytes are left exactly as found: damage there is
+    /// corruption, which the partition refuses to serve instead of deleting.
     pub fn recover(
         directory: &Path,
         base_offset: u64,
         options: SegmentOptions,
+        cut_tail: bool,
     ) -> io::Result<Recovered> {
         let path = directory.join(log_file_name(base_offset));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
@@ -311,7 +316,7 @@ impl ActiveSegment {
             scan(bytes, base_offset, options.index_interval_bytes)
         })?;
         let map_len = (file_len as u64).max(options.segment_bytes);
-        if scan.data_end > scan.valid_bytes {
+        if cut_tail && scan.data_end > scan.valid_bytes {
             // Cut: drop the blocks after the valid prefix, then allocate them again (as zeros).
             file.set_len(scan.valid_bytes as u64)?;
             file.sync_all()?;
