@@ -418,14 +418,15 @@ async fn run_produce(
 }
 
 /// Writes the records `consume` reads: `--records` of them, or up to
-/// [`config::CONSUME_PRELOAD_BYTES`] of values within [`config::CONSUME_PRELOAD_TIME`].
+/// [`config::CONSUME_PRELOAD_BYTES`] of values within the shorter of `--duration` and
+/// [`config::CONSUME_PRELOAD_TIME`].
 async fn preload(context: &RunContext, progress: &mut Progress) -> Result<(), BenchError> {
     let config = &context.config;
     let (records, stop) = match config.stop {
         StopAfter::Records(records) => (records, StopAfter::Records(records)),
-        StopAfter::Duration(_) => (
+        StopAfter::Duration(duration) => (
             (config::CONSUME_PRELOAD_BYTES / config.record_bytes as u64).max(1),
-            StopAfter::Duration(config::CONSUME_PRELOAD_TIME),
+            StopAfter::Duration(duration.min(config::CONSUME_PRELOAD_TIME)),
         ),
     };
     let prepared = prepare_producers(context).await?;
