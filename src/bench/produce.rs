@@ -27,7 +27,7 @@ use crate::client::{Client, ClientError, Lease, ProduceAck};
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
 /// A superseded producer in `failover` mode stops after this many rejected writes, so that its
 /// stale traffic does not starve the live producer of CPU.
-pub const ZOMBIE_MAX_REJECTIONS: u64 = 64;
+pub const ZOMBIE_MAX_REJECTIONS: u64 = 16;
 
 /// A partition a producer writes to, under the epoch of its lease.
 #[derive(Debug, Clone, Copy)]
