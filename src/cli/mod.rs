@@ -3,6 +3,7 @@
 //! Exit statuses are a contract: 0 on success, 3 when a write was rejected as fenced, 1 for any
 //! other error (printed as one line on stderr).
 
+pub mod bench;
 pub mod common;
 pub mod consume;
 pub mod demo;
@@ -44,6 +45,8 @@ pub enum Command {
     Consume(consume::ConsumeArgs),
     /// Show a paused lease holder being fenced, against a real server.
     Demo(demo::DemoArgs),
+    /// Measure throughput and latency (produce, consume, both, lease failover).
+    Bench(bench::BenchArgs),
 }
 
 /// An error of a CLI command: its exit status and a one-line message.
@@ -74,6 +77,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Produce(args) => produce::run(args),
         Command::Consume(args) => consume::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => EXIT_OK,

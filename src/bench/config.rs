@@ -1,0 +1,304 @@
+//! What a benchmark run does: the mode, the load shape and the stop condition, with every limit
+//! named, defaulted and checked in one place ([`BenchConfig::validate`]).
+
+use std::time::Duration;
+
+use crate::protocol::FlushPolicy;
+use crate::storage::batch::{HEADER_BYTES, MAX_RECORDS_PER_BATCH};
+use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
+
+use super::payload::{FAILOVER_PREFIX_BYTES, RECORD_OVERHEAD_BYTES};
+use super::BenchError;
+
+/// Default records per batch: 1 KiB records then make ~1 MiB produce requests, large enough
+/// that per-request costs (a syscall, a task wake-up, a CRC setup) are amortised, small enough
+/// to stay far below the 8 MiB batch and 16 MiB frame limits.
+pub const DEFAULT_BATCH_RECORDS: u32 = 1000;
+/// Default size of each record's value.
+pub const DEFAULT_RECORD_BYTES: usize = 1024;
+/// Default produce requests in flight per producer (its pipelining window).
+pub const DEFAULT_IN_FLIGHT: usize = 8;
+/// Default soft limit on the bytes of one fetch.
+pub const DEFAULT_FETCH_BYTES: u32 = 4 * 1024 * 1024;
+/// Default measured time.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// Default warm-up, excluded from the figures.
+pub const DEFAULT_WARMUP: Duration = Duration::from_secs(1);
+/// Default time between lease handovers in `failover` mode.
+pub const DEFAULT_FAILOVER_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Most producers or consumers.
+pub const MAX_CLIENTS: usize = 256;
+/// Most partitions (the broker's per-topic limit).
+pub const MAX_PARTITIONS: u32 = crate::broker::MAX_PARTITIONS_PER_TOPIC;
+/// Largest record value.
+pub const MAX_RECORD_BYTES: usize = 4 * 1024 * 1024;
+/// Most produce requests in flight per producer (the server reads at most 64 per connection).
+pub const MAX_IN_FLIGHT: usize = 64;
+/// Largest batch the bench builds: the server's default batch limit.
+pub const MAX_BATCH_BYTES: usize = DEFAULT_MAX_BATCH_BYTES;
+/// Largest fetch asked for (the server clamps to its own limit, 8 MiB by default).
+pub const MAX_FETCH_BYTES: u32 = 64 * 1024 * 1024;
+/// Shortest failover interval.
+pub const MIN_FAILOVER_INTERVAL: Duration = Duration::from_millis(20);
+/// Longest a run may be asked to measure or warm up.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Payload preloaded for `consume` when `--records` is not given.
+pub const CONSUME_PRELOAD_BYTES: u64 = 256 * 1024 * 1024;
+/// Longest the `consume` preload may take when `--records` is not given.
+pub const CONSUME_PRELOAD_TIME: Duration = Duration::from_secs(5);
+
+/// What is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Producers only: acknowledged produce throughput and ack latency.
+    Produce,
+    /// Preload, then consumers only: fetch throughput and fetch round-trip latency.
+    Consume,
+    /// Producers and consumers together: end-to-end latency.
+    Both,
+    /// Producers whose lease is handed to a new producer every interval while the old one
+    /// keeps writing with its stale epoch.
+    Failover,
+}
+
+impl Mode {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Produce => "produce",
+            Mode::Consume => "consume",
+            Mode::Both => "both",
+            Mode::Failover => "failover",
+        }
+    }
+}
+
+/// When the measurement ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopAfter {
+    /// After this much measured time (warm-up excluded).
+    Duration(Duration),
+    /// After this many measured records per role (warm-up excluded).
+    Records(u64),
+}
+
+/// A benchmark run, as validated by [`BenchConfig::validate`].
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// What is measured.
+    pub mode: Mode,
+    /// Producers (each with its own connection).
+    pub producers: usize,
+    /// Consumers (each with its own connection).
+    pub consumers: usize,
+    /// Partitions asked for; the topic gets `max(partitions, producers)` (see
+    /// [`BenchConfig::topic_partitions`]).
+    pub partitions: u32,
+    /// Bytes of each record's value.
+    pub record_bytes: usize,
+    /// Records per produce request.
+    pub batch_records: u32,
+    /// The topic's flush policy.
+    pub flush: FlushPolicy,
+    /// When the measurement ends.
+    pub stop: StopAfter,
+    /// Time before the measurement starts, whose results are discarded.
+    pub warmup: Duration,
+    /// Fixed total send rate in records per second (open loop); `None` sends as fast as the
+    /// in-flight window allows (closed loop).
+    pub rate: Option<f64>,
+    /// Produce requests in flight per producer.
+    pub in_flight: usize,
+    /// Soft limit on the bytes of one fetch.
+    pub fetch_bytes: u32,
+    /// Time between handovers in `failover` mode.
+    pub failover_interval: Duration,
+    /// The server to run against; `None` starts one in-process on a temporary directory.
+    pub addr: Option<String>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Produce,
+            producers: 1,
+            consumers: 1,
+            partitions: 1,
+            record_bytes: DEFAULT_RECORD_BYTES,
+            batch_records: DEFAULT_BATCH_RECORDS,
+            flush: FlushPolicy::Never,
+            stop: StopAfter::Duration(DEFAULT_DURATION),
+            warmup: DEFAULT_WARMUP,
+            rate: None,
+            in_flight: DEFAULT_IN_FLIGHT,
+            fetch_bytes: DEFAULT_FETCH_BYTES,
+            failover_interval: DEFAULT_FAILOVER_INTERVAL,
+            addr: None,
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> BenchError {
+    BenchError::Config(message.into())
+}
+
+impl BenchConfig {
+    /// The partitions of the bench topic: as asked, raised to one per producer. A partition has
+    /// one lease holder at a time, so producers never share one: with more producers than
+    /// partitions each producer gets its own; with fewer, producer `i` holds the partitions
+    /// `p` with `p % producers == i` and writes to them in turn.
+    pub fn topic_partitions(&self) -> u32 {
+        let producers = u32::try_from(self.producers).unwrap_or(u32::MAX);
+        self.partitions.max(producers)
+    }
+
+    /// Bytes of one batch of `batch_records` records as the bench builds it.
+    pub fn batch_bytes(&self) -> usize {
+        HEADER_BYTES + self.batch_records as usize * (RECORD_OVERHEAD_BYTES + self.record_bytes)
+    }
+
+    /// Records per second each producer sends, with `--rate`.
+    pub fn rate_per_producer(&self) -> Option<f64> {
+        self.rate.map(|rate| rate / self.producers as f64)
+    }
+
+    /// Checks every limit; the error names the flag and what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if !(1..=MAX_CLIENTS).contains(&self.producers) {
+            return Err(invalid(format!(
+                "--producers {} is outside 1..={MAX_CLIENTS}",
+                self.producers
+            )));
+        }
+        if !(1..=MAX_CLIENTS).contains(&self.consumers) {
+            return Err(invalid(format!(
+                "--consumers {} is outside 1..={MAX_CLIENTS}",
+                self.consumers
+            )));
+        }
+        if !(1..=MAX_PARTITIONS).contains(&self.topic_partitions()) {
+            return Err(invalid(format!(
+                "--partitions {} is outside 1..={MAX_PARTITIONS}",
+                self.topic_partitions()
+            )));
+        }
+        if !(1..=MAX_RECORD_BYTES).contains(&self.record_bytes) {
+            return Err(invalid(format!(
+                "--record-size {} is outside 1..={MAX_RECORD_BYTES}",
+                self.record_bytes
+            )));
+        }
+        if !(1..=MAX_RECORDS_PER_BATCH).contains(&self.batch_records) {
+            return Err(invalid(format!(
+                "--batch {} is outside 1..={MAX_RECORDS_PER_BATCH}",
+                self.batch_records
+            )));
+        }
+        if self.batch_bytes() > MAX_BATCH_BYTES {
+            let fits =
+                (MAX_BATCH_BYTES - HEADER_BYTES) / (RECORD_OVERHEAD_BYTES + self.record_bytes);
+            return Err(invalid(format!(
+                "--batch {} x --record-size {} makes batches of {} bytes, above the server's \
+                 batch limit of {MAX_BATCH_BYTES} bytes; use --batch {fits} or less",
+                self.batch_records,
+                self.record_bytes,
+                self.batch_bytes()
+            )));
+        }
+        if !(1..=MAX_IN_FLIGHT).contains(&self.in_flight) {
+            return Err(invalid(format!(
+                "--in-flight {} is outside 1..={MAX_IN_FLIGHT}",
+                self.in_flight
+            )));
+        }
+        if !(1..=MAX_FETCH_BYTES).contains(&self.fetch_bytes) {
+            return Err(invalid(format!(
+                "--fetch-bytes {} is outside 1..={MAX_FETCH_BYTES}",
+                self.fetch_bytes
+            )));
+        }
+        match self.stop {
+            StopAfter::Duration(duration) if duration.is_zero() || duration > MAX_DURATION => {
+                return Err(invalid(format!(
+                    "--duration must be more than 0 and at most {}",
+                    humantime::format_duration(MAX_DURATION)
+                )))
+            }
+            StopAfter::Records(0) => return Err(invalid("--records must be at least 1")),
+            _ => {}
+        }
+        if self.warmup > MAX_DURATION {
+            return Err(invalid(format!(
+                "--warmup must be at most {}",
+                humantime::format_duration(MAX_DURATION)
+            )));
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(invalid(format!(
+                    "--rate {rate} must be a positive number of records per second"
+                )));
+            }
+        }
+        if let FlushPolicy::Interval { interval_ms: 0 } = self.flush {
+            return Err(invalid("--flush interval must be at least 1 ms"));
+        }
+        if self.mode == Mode::Failover {
+            if self.failover_interval < MIN_FAILOVER_INTERVAL {
+                return Err(invalid(format!(
+                    "--failover-interval must be at least {}",
+                    humantime::format_duration(MIN_FAILOVER_INTERVAL)
+                )));
+            }
+            if self.record_bytes < FAILOVER_PREFIX_BYTES {
+                return Err(invalid(format!(
+                    "--mode failover needs --record-size {FAILOVER_PREFIX_BYTES} or more: each \
+                     value carries its writer and send time so the log can be checked"
+                )));
+            }
+            if let StopAfter::Records(_) = self.stop {
+                return Err(invalid(
+                    "--mode failover runs for a --duration (handovers are timed), not --records",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        BenchConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn batches_above_the_server_limit_are_refused_with_the_largest_that_fits() {
+        let config = BenchConfig {
+            record_bytes: 16 * 1024,
+            ..BenchConfig::default()
+        };
+        let message = config.validate().unwrap_err().to_string();
+        assert!(message.contains("use --batch 511 or less"), "{message}");
+        let fits = BenchConfig {
+            batch_records: 511,
+            ..config
+        };
+        fits.validate().unwrap();
+    }
+
+    #[test]
+    fn more_producers_than_partitions_get_a_partition_each() {
+        let config = BenchConfig {
+            producers: 8,
+            partitions: 2,
+            ..BenchConfig::default()
+        };
+        assert_eq!(config.topic_partitions(), 8);
+    }
+}

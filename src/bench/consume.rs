@@ -1,0 +1,219 @@
+//! The consumer load generator: one connection, one long-polling fetch in flight per partition
+//! it reads, records decoded and CRC-checked by the client as any consumer's would be.
+//!
+//! Latency is the fetch round trip (request to decoded response) in `consume` mode, and end to
+//! end in `both` mode: from the intended send time stamped into each value by the producer to
+//! the consumer's receipt, per record.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::payload::Stamp;
+use super::produce::claim;
+use super::progress::Counters;
+use super::stats::{Clock, Recorder};
+use super::BenchError;
+use crate::client::{Client, FetchResult, Record};
+use crate::storage::batch::now_ms;
+
+/// Longest a fetch waits on the server for new records.
+pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
+
+/// What the consumer's latency measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyKind {
+    /// Fetch request to decoded response, once per fetch that returned records.
+    RoundTrip,
+    /// Intended send time (from the value's stamp) to receipt, once per record.
+    EndToEnd,
+}
+
+/// A partition a consumer reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Source {
+    /// Partition index.
+    pub partition: u32,
+    /// Where reading starts (and restarts after `wrap_at`).
+    pub start: u64,
+    /// In `consume` mode: the end of the preloaded records, where reading starts over.
+    pub wrap_at: Option<u64>,
+}
+
+/// What a consumer needs to run.
+pub struct ConsumerSpec {
+    /// Its own connection.
+    pub client: Client,
+    /// The bench topic.
+    pub topic: Arc<str>,
+    /// Partitions it reads.
+    pub sources: Vec<Source>,
+    /// Bytes of each value.
+    pub record_bytes: usize,
+    /// Soft limit on the bytes of a fetch.
+    pub fetch_bytes: u32,
+    /// What latency it records.
+    pub latency: LatencyKind,
+    /// The run's time line.
+    pub clock: Clock,
+    /// Measured records left to read in `--records` runs, shared by all consumers.
+    pub budget: Option<Arc<AtomicU64>>,
+    /// Where to stop reading, once known (`both` with `--records`: the producers' final log
+    /// ends).
+    pub ends: Option<watch::Receiver<Option<HashMap<u32, u64>>>>,
+    /// Live counters for the progress bar.
+    pub counters: Arc<Counters>,
+    /// Stops reading.
+    pub stop: CancellationToken,
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn changed(ends: &mut Option<watch::Receiver<Option<HashMap<u32, u64>>>>) {
+    if let Some(receiver) = ends {
+        if receiver.changed().await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
+/// Runs a consumer until the deadline, the budget, the producers' ends or `stop`.
+pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
+    let mut recorder = Recorder::default();
+    let mut positions: Vec<u64> = spec.sources.iter().map(|s| s.start).collect();
+    let mut in_flight = FuturesUnordered::new();
+    let (client, topic) = (spec.client.clone(), Arc::clone(&spec.topic));
+    let partitions: Vec<u32> = spec.sources.iter().map(|s| s.partition).collect();
+    let max_bytes = spec.fetch_bytes;
+    let fetch = |index: usize, offset: u64| {
+        let (client, topic, partition) = (client.clone(), Arc::clone(&topic), partitions[index]);
+        async move {
+            let sent = Instant::now();
+            let result = client
+                .fetch(&topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
+                .await;
+            (index, sent, Instant::now(), result)
+        }
+    };
+    for (index, position) in positions.iter().enumerate() {
+        in_flight.push(fetch(index, *position));
+    }
+    let deadline = spec.clock.deadline();
+    loop {
+        if reached_ends(&spec, &positions) {
+            break;
+        }
+        tokio::select! {
+            biased;
+            () = spec.stop.cancelled() => break,
+            () = sleep_until_opt(deadline) => break,
+            () = changed(&mut spec.ends) => {}
+            Some((index, sent, received, result)) = in_flight.next() => {
+                let partition = spec.sources[index].partition;
+                let fetched = result.map_err(|source| BenchError::Client {
+                    context: format!("fetch from {}/{partition}", spec.topic),
+                    source,
+                })?;
+                if account(&mut spec, &mut recorder, &fetched, sent, received) {
+                    spec.stop.cancel();
+                    break;
+                }
+                if let Some(last) = fetched.records.last() {
+                    positions[index] = last.offset + 1;
+                }
+                let source = spec.sources[index];
+                if source.wrap_at.is_some_and(|end| positions[index] >= end) {
+                    positions[index] = source.start;
+                }
+                in_flight.push(fetch(index, positions[index]));
+            }
+        }
+    }
+    Ok(recorder)
+}
+
+/// Whether every partition was read up to the producers' final log end.
+fn reached_ends(spec: &ConsumerSpec, positions: &[u64]) -> bool {
+    let Some(ends) = &spec.ends else {
+        return false;
+    };
+    let ends = ends.borrow();
+    let Some(ends) = ends.as_ref() else {
+        return false;
+    };
+    spec.sources
+        .iter()
+        .zip(positions)
+        .all(|(source, position)| *position >= ends.get(&source.partition).copied().unwrap_or(0))
+}
+
+/// Counts a fetch's records and latencies; returns true once the shared budget is spent.
+fn account(
+    spec: &mut ConsumerSpec,
+    recorder: &mut Recorder,
+    fetched: &FetchResult,
+    sent: Instant,
+    received: Instant,
+) -> bool {
+    let records = fetched.records.len() as u64;
+    if records == 0 {
+        return false;
+    }
+    spec.counters.add_consumed(records);
+    if !spec.clock.measuring(received) {
+        return false;
+    }
+    let counted = match &spec.budget {
+        Some(budget) => claim(budget, records),
+        None => records,
+    };
+    recorder.count(counted, counted * spec.record_bytes as u64, received);
+    match spec.latency {
+        LatencyKind::RoundTrip => recorder.latency(received.saturating_duration_since(sent), 1),
+        LatencyKind::EndToEnd => end_to_end(&spec.clock, recorder, &fetched.records, received),
+    }
+    spec.budget
+        .as_ref()
+        .is_some_and(|budget| budget.load(std::sync::atomic::Ordering::Acquire) == 0)
+}
+
+/// Records each record's latency from its intended send time. Records of one batch share a
+/// stamp, so runs of equal stamps are recorded at once. Values too short for a stamp fall back
+/// to the record timestamp (millisecond resolution).
+fn end_to_end(clock: &Clock, recorder: &mut Recorder, records: &[Record], received: Instant) {
+    let mut run: Option<(u64, u64)> = None;
+    let flush = |recorder: &mut Recorder, run: Option<(u64, u64)>| {
+        if let Some((intended_ns, count)) = run {
+            let latency = received.saturating_duration_since(clock.instant(intended_ns));
+            recorder.latency(latency, count);
+        }
+    };
+    for record in records {
+        match record.value.as_deref().and_then(Stamp::intended_ns) {
+            Some(intended_ns) => match &mut run {
+                Some((current, count)) if *current == intended_ns => *count += 1,
+                _ => {
+                    flush(recorder, run.take());
+                    run = Some((intended_ns, 1));
+                }
+            },
+            None => {
+                let ms = now_ms().saturating_sub(record.timestamp).max(0) as u64;
+                recorder.latency(Duration::from_millis(ms), 1);
+            }
+        }
+    }
+    flush(recorder, run);
+}

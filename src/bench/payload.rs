@@ -1,0 +1,154 @@
+//! The records the bench writes: one prebuilt value per producer, stamped once per batch.
+//!
+//! Every record of a batch carries the same value. Its first bytes (as many as fit) are a stamp
+//! that lets readers measure and check what they read, all big-endian:
+//!
+//! | offset | size | field       | used for |
+//! |-------:|-----:|-------------|----------|
+//! | 0      | 8    | intended_ns | end-to-end latency in `both` (from the *intended* send time) |
+//! | 8      | 8    | sent_ns     | `failover`: was the write sent after its epoch was superseded? |
+//! | 16     | 4    | writer      | `failover`: which producer generation wrote it |
+//! | 20     | 4    | sequence    | the writer's batch number |
+//!
+//! Times are nanoseconds since the run's origin ([`super::stats::Clock`]), a monotonic clock
+//! shared by producers and consumers in this process. The rest of the value is a fixed filler.
+
+use bytes::Bytes;
+
+use crate::storage::batch::now_ms;
+use crate::storage::BatchBuilder;
+
+/// Bytes a record adds to its value in a batch (no key, no headers): record length,
+/// timestamp delta, key length, value length, header count.
+pub const RECORD_OVERHEAD_BYTES: usize = 4 + 4 + 4 + 4 + 2;
+/// Bytes of the stamp needed for end-to-end latency.
+pub const LATENCY_PREFIX_BYTES: usize = 8;
+/// Bytes of the stamp needed to check a failover run.
+pub const FAILOVER_PREFIX_BYTES: usize = 24;
+
+/// What a record's stamp says, as far as the value holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// When the batch was meant to be sent, ns since the origin.
+    pub intended_ns: u64,
+    /// When the batch was handed to the client, ns since the origin.
+    pub sent_ns: u64,
+    /// The producer generation that wrote it.
+    pub writer: u32,
+    /// The writer's batch number.
+    pub sequence: u32,
+}
+
+impl Stamp {
+    /// Reads the intended send time, if the value is long enough to hold it.
+    pub fn intended_ns(value: &[u8]) -> Option<u64> {
+        let bytes: [u8; 8] = value.get(..8)?.try_into().ok()?;
+        Some(u64::from_be_bytes(bytes))
+    }
+
+    /// Reads a whole stamp, if the value is long enough to hold it.
+    pub fn read(value: &[u8]) -> Option<Stamp> {
+        let field = |at: usize| {
+            value
+                .get(at..at + 8)
+                .map(|b| b.try_into().expect("8 bytes"))
+        };
+        let half = |at: usize| {
+            value
+                .get(at..at + 4)
+                .map(|b| b.try_into().expect("4 bytes"))
+        };
+        Some(Stamp {
+            intended_ns: u64::from_be_bytes(field(0)?),
+            sent_ns: u64::from_be_bytes(field(8)?),
+            writer: u32::from_be_bytes(half(16)?),
+            sequence: u32::from_be_bytes(half(20)?),
+        })
+    }
+
+    fn bytes(&self) -> [u8; FAILOVER_PREFIX_BYTES] {
+        let mut out = [0u8; FAILOVER_PREFIX_BYTES];
+        out[0..8].copy_from_slice(&self.intended_ns.to_be_bytes());
+        out[8..16].copy_from_slice(&self.sent_ns.to_be_bytes());
+        out[16..20].copy_from_slice(&self.writer.to_be_bytes());
+        out[20..24].copy_from_slice(&self.sequence.to_be_bytes());
+        out
+    }
+}
+
+/// A producer's value buffer, allocated once and re-stamped for each batch.
+#[derive(Debug)]
+pub struct Payload {
+    value: Vec<u8>,
+}
+
+impl Payload {
+    /// A value of `record_bytes` bytes.
+    pub fn new(record_bytes: usize) -> Self {
+        // A filler that is not all zeros, so nothing downstream can special-case it.
+        let value = (0..record_bytes).map(|index| (index % 251) as u8).collect();
+        Self { value }
+    }
+
+    /// Builds a batch of `records` records under `epoch`, every value stamped with `stamp`
+    /// (truncated to the value's size).
+    pub fn batch(&mut self, epoch: u64, records: u32, stamp: Stamp) -> Bytes {
+        let prefix = stamp.bytes();
+        let stamped = self.value.len().min(prefix.len());
+        self.value[..stamped].copy_from_slice(&prefix[..stamped]);
+        let mut builder = BatchBuilder::new(epoch);
+        let timestamp = now_ms();
+        for _ in 0..records {
+            builder.push(timestamp, None, Some(&self.value));
+        }
+        builder.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::decode_batches;
+
+    #[test]
+    fn stamps_round_trip_through_a_batch_and_overhead_is_exact() {
+        let mut payload = Payload::new(100);
+        let stamp = Stamp {
+            intended_ns: 7,
+            sent_ns: 9,
+            writer: 3,
+            sequence: 11,
+        };
+        let batch = payload.batch(5, 4, stamp);
+        assert_eq!(
+            batch.len(),
+            crate::storage::batch::HEADER_BYTES + 4 * (RECORD_OVERHEAD_BYTES + 100)
+        );
+        let records = decode_batches(batch).unwrap();
+        assert_eq!(records.len(), 4);
+        for record in records {
+            assert_eq!(record.epoch, 5);
+            let value = record.value.unwrap();
+            assert_eq!(value.len(), 100);
+            assert_eq!(Stamp::read(&value), Some(stamp));
+        }
+    }
+
+    #[test]
+    fn short_values_hold_a_truncated_stamp() {
+        let mut payload = Payload::new(10);
+        let batch = payload.batch(
+            1,
+            1,
+            Stamp {
+                intended_ns: 42,
+                sent_ns: 1,
+                writer: 1,
+                sequence: 1,
+            },
+        );
+        let value = decode_batches(batch).unwrap()[0].value.clone().unwrap();
+        assert_eq!(Stamp::intended_ns(&value), Some(42));
+        assert_eq!(Stamp::read(&value), None);
+    }
+}

@@ -1,0 +1,299 @@
+//! The producer load generator: one connection, a bounded window of pipelined produce requests,
+//! one batch built per request from a prebuilt value, closed loop (as fast as acknowledgements
+//! come back) or open loop (`--rate`: a fixed schedule, latency measured from each batch's
+//! *intended* send time so that a stall shows up in the latency instead of silently lowering
+//! the offered load, i.e. without coordinated omission).
+//!
+//! It does not use [`crate::client::Producer`], whose per-record futures and channels would make
+//! the generator, not the server, the bottleneck; it speaks [`Client::produce`] directly and
+//! keeps its leases alive itself.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::payload::{Payload, Stamp};
+use super::progress::Counters;
+use super::stats::{Clock, Recorder};
+use super::BenchError;
+use crate::client::{Client, ClientError, Lease, ProduceAck};
+
+/// Lease TTL the bench asks for; leases are renewed every third of it.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+/// A superseded producer in `failover` mode stops after this many rejected writes, so that its
+/// stale traffic does not starve the live producer of CPU.
+pub const ZOMBIE_MAX_REJECTIONS: u64 = 16;
+
+/// A partition a producer writes to, under the epoch of its lease.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// Partition index.
+    pub partition: u32,
+    /// Epoch stamped into its batches.
+    pub epoch: u64,
+}
+
+/// One producer generation in `failover` mode: which epoch it writes under and when a newer
+/// holder superseded it.
+#[derive(Debug)]
+pub struct Generation {
+    /// The writer id stamped into its values.
+    pub writer: u32,
+    /// Its epoch.
+    pub epoch: u64,
+    /// When the next holder's lease was granted (its epoch installed), ns since the origin.
+    /// Writes this producer sends from then on are stale.
+    pub superseded_ns: OnceLock<u64>,
+}
+
+/// What a producer needs to run.
+pub struct ProducerSpec {
+    /// Its own connection.
+    pub client: Client,
+    /// The bench topic.
+    pub topic: Arc<str>,
+    /// Partitions it writes to, in turn.
+    pub targets: Vec<Target>,
+    /// Writer id stamped into values.
+    pub writer: u32,
+    /// Bytes of each value.
+    pub record_bytes: usize,
+    /// Records per batch.
+    pub batch_records: u32,
+    /// Produce requests in flight at most.
+    pub in_flight: usize,
+    /// Records per second for this producer (open loop), or `None` (closed loop).
+    pub rate: Option<f64>,
+    /// When its open-loop schedule starts (batch `k` is due `k` periods later).
+    pub schedule_from: Instant,
+    /// The run's time line.
+    pub clock: Clock,
+    /// Measured records left to send in `--records` runs, shared by all producers.
+    pub budget: Option<Arc<AtomicU64>>,
+    /// Live counters for the progress bar.
+    pub counters: Arc<Counters>,
+    /// Stops sending (in-flight requests are still awaited).
+    pub stop: CancellationToken,
+    /// In `failover` mode: this producer's generation. Fenced answers are then counted, not
+    /// errors.
+    pub generation: Option<Arc<Generation>>,
+    /// Told the time of the first acknowledged write.
+    pub first_ack: Option<oneshot::Sender<Instant>>,
+}
+
+/// What a producer measured.
+#[derive(Debug, Default)]
+pub struct ProducerOutcome {
+    /// Measured acknowledged records and ack latencies.
+    pub recorder: Recorder,
+    /// Per partition written: the log end offset after its last acknowledged batch.
+    pub log_ends: Vec<(u32, u64)>,
+    /// Produce requests rejected as fenced (`failover` only).
+    pub stale_rejected: u64,
+    /// Produce requests sent after this producer was superseded that were acknowledged
+    /// (`failover` only; must be 0).
+    pub stale_acked: u64,
+}
+
+/// A produce request that completed.
+struct Completed {
+    /// When it was meant to be sent (= `sent` in closed loop).
+    intended: Instant,
+    /// When it was handed to the client.
+    sent: Instant,
+    /// When its answer arrived.
+    answered: Instant,
+    records: u32,
+    partition: u32,
+    result: Result<ProduceAck, ClientError>,
+}
+
+/// Takes up to `want` records from a shared budget; 0 once it is spent.
+pub fn claim(budget: &AtomicU64, want: u64) -> u64 {
+    budget
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+            (left > 0).then(|| left - left.min(want))
+        })
+        .map_or(0, |left| left.min(want))
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs a producer until the deadline, the budget or `stop`, then waits for its requests in
+/// flight.
+pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> {
+    let mut payload = Payload::new(spec.record_bytes);
+    let mut outcome = ProducerOutcome {
+        log_ends: spec.targets.iter().map(|t| (t.partition, 0)).collect(),
+        ..ProducerOutcome::default()
+    };
+    // Open loop: batch k is due at schedule_from + k * period.
+    let period = spec
+        .rate
+        .map(|rate| Duration::from_secs_f64(f64::from(spec.batch_records) / rate));
+    let schedule_from = spec.schedule_from;
+    let due =
+        move |sequence: u64| period.map(|period| schedule_from + period.mul_f64(sequence as f64));
+    let mut in_flight = FuturesUnordered::new();
+    let mut sequence: u64 = 0;
+    let mut stopping = false;
+    loop {
+        while !stopping && in_flight.len() < spec.in_flight {
+            let now = Instant::now();
+            let intended = match due(sequence) {
+                Some(at) if at > now => break,
+                Some(at) => at,
+                None => now,
+            };
+            if spec.clock.past_deadline(intended) || spec.stop.is_cancelled() {
+                stopping = true;
+                break;
+            }
+            let records = match &spec.budget {
+                Some(budget) if spec.clock.measuring(intended) => {
+                    claim(budget, u64::from(spec.batch_records)) as u32
+                }
+                _ => spec.batch_records,
+            };
+            if records == 0 {
+                stopping = true;
+                break;
+            }
+            let target = spec.targets[(sequence % spec.targets.len() as u64) as usize];
+            let stamp = Stamp {
+                intended_ns: spec.clock.ns(intended),
+                sent_ns: spec.clock.ns(now),
+                writer: spec.writer,
+                sequence: sequence as u32,
+            };
+            let batch = payload.batch(target.epoch, records, stamp);
+            let (client, topic) = (spec.client.clone(), Arc::clone(&spec.topic));
+            let sent = Instant::now();
+            let intended = if period.is_some() { intended } else { sent };
+            in_flight.push(async move {
+                let result = client.produce(&topic, target.partition, batch).await;
+                Completed {
+                    intended,
+                    sent,
+                    answered: Instant::now(),
+                    records,
+                    partition: target.partition,
+                    result,
+                }
+            });
+            sequence += 1;
+        }
+        if stopping && in_flight.is_empty() {
+            break;
+        }
+        let wake = due(sequence).filter(|_| !stopping && in_flight.len() < spec.in_flight);
+        tokio::select! {
+            biased;
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                if complete(&mut spec, &mut outcome, done)? {
+                    stopping = true;
+                }
+            }
+            () = sleep_until_opt(wake), if wake.is_some() => {}
+            () = spec.stop.cancelled(), if !stopping => stopping = true,
+        }
+    }
+    Ok(outcome)
+}
+
+/// Accounts for one answer; returns true when the producer should stop sending.
+fn complete(
+    spec: &mut ProducerSpec,
+    outcome: &mut ProducerOutcome,
+    done: Completed,
+) -> Result<bool, BenchError> {
+    match done.result {
+        Ok(ack) => {
+            let records = u64::from(done.records);
+            spec.counters.add_produced(records);
+            if let Some(end) = outcome
+                .log_ends
+                .iter_mut()
+                .find(|(p, _)| *p == done.partition)
+            {
+                end.1 = end.1.max(ack.log_end_offset);
+            }
+            if let Some(first_ack) = spec.first_ack.take() {
+                let _ = first_ack.send(done.answered);
+            }
+            if let Some(superseded) = spec.generation.as_ref().and_then(|g| g.superseded_ns.get()) {
+                if spec.clock.ns(done.sent) >= *superseded {
+                    outcome.stale_acked += 1;
+                }
+            }
+            if spec.clock.measuring(done.intended) {
+                let bytes = records * spec.record_bytes as u64;
+                outcome.recorder.count(records, bytes, done.answered);
+                outcome
+                    .recorder
+                    .latency(done.answered.saturating_duration_since(done.intended), 1);
+            }
+            Ok(false)
+        }
+        Err(error) if error.is_fenced() && spec.generation.is_some() => {
+            outcome.stale_rejected += 1;
+            Ok(outcome.stale_rejected >= ZOMBIE_MAX_REJECTIONS)
+        }
+        Err(source) => Err(BenchError::Client {
+            context: format!("produce to {}/{}", spec.topic, done.partition),
+            source,
+        }),
+    }
+}
+
+/// Renews a lease every third of its TTL until `stop`, or until the lease is gone (released or
+/// superseded, as in `failover`).
+pub fn keep_lease(
+    client: Client,
+    topic: Arc<str>,
+    partition: u32,
+    lease: Lease,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let period = Duration::from_millis((lease.ttl_ms / 3).max(1));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            match client.renew_lease(&topic, partition, lease.lease_id).await {
+                Ok(_) => {}
+                Err(error) if error.is_fencing() => return,
+                Err(error) => {
+                    tracing::warn!(%topic, partition, %error, "bench: lease renewal failed")
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_claims_never_exceed_what_is_left() {
+        let budget = AtomicU64::new(2500);
+        assert_eq!(claim(&budget, 1000), 1000);
+        assert_eq!(claim(&budget, 1000), 1000);
+        assert_eq!(claim(&budget, 1000), 500);
+        assert_eq!(claim(&budget, 1000), 0);
+        assert_eq!(budget.load(Ordering::Relaxed), 0);
+    }
+}

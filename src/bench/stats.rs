@@ -1,0 +1,377 @@
+//! Measuring: the run's clock (warm-up, measurement window, deadline), per-role recorders with
+//! an HDR histogram of latencies in microseconds, and the report they become (a JSON line or a
+//! table row).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::config::{BenchConfig, StopAfter};
+
+/// Highest latency the histograms hold (larger values are clamped to it): one hour.
+const HIGHEST_LATENCY_US: u64 = 3_600_000_000;
+
+/// The time line of a measurement: everything before `measure_from` is warm-up, and in
+/// `--duration` runs nothing is sent from `deadline` on.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: Instant,
+    measure_from: Instant,
+    deadline: Option<Instant>,
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn start(warmup: Duration, stop: StopAfter) -> Self {
+        let origin = Instant::now();
+        let measure_from = origin + warmup;
+        let deadline = match stop {
+            StopAfter::Duration(duration) => Some(measure_from + duration),
+            StopAfter::Records(_) => None,
+        };
+        Self {
+            origin,
+            measure_from,
+            deadline,
+        }
+    }
+
+    /// When the run started.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// When the warm-up ends.
+    pub fn measure_from(&self) -> Instant {
+        self.measure_from
+    }
+
+    /// When sending stops (`--duration` runs).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Whether `at` falls after the warm-up.
+    pub fn measuring(&self, at: Instant) -> bool {
+        at >= self.measure_from
+    }
+
+    /// Whether `at` is at or past the deadline.
+    pub fn past_deadline(&self, at: Instant) -> bool {
+        self.deadline.is_some_and(|deadline| at >= deadline)
+    }
+
+    /// `at` as nanoseconds since the origin (0 before it).
+    pub fn ns(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The instant `ns` nanoseconds after the origin.
+    pub fn instant(&self, ns: u64) -> Instant {
+        self.origin + Duration::from_nanos(ns)
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest value seen.
+    pub max: u64,
+}
+
+/// What one role (all producers, or all consumers) measured.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    /// Records counted in the measurement window.
+    pub records: u64,
+    /// Their value bytes.
+    pub bytes: u64,
+    /// Latencies in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// When the last counted event happened.
+    pub last: Option<Instant>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self {
+            records: 0,
+            bytes: 0,
+            latency_us: Histogram::new_with_bounds(1, HIGHEST_LATENCY_US, 3)
+                .expect("valid histogram bounds"),
+            last: None,
+        }
+    }
+}
+
+impl Recorder {
+    /// Counts `records` records of `bytes` value bytes completed at `at`.
+    pub fn count(&mut self, records: u64, bytes: u64, at: Instant) {
+        self.records += records;
+        self.bytes += bytes;
+        self.last = Some(self.last.map_or(at, |last| last.max(at)));
+    }
+
+    /// Records one latency, `weight` times (once per record it stands for).
+    pub fn latency(&mut self, latency: Duration, weight: u64) {
+        let us = u64::try_from(latency.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, HIGHEST_LATENCY_US);
+        self.latency_us
+            .record_n(us, weight)
+            .expect("value clamped to the histogram's range");
+    }
+
+    /// Adds another recorder's counts and latencies.
+    pub fn merge(&mut self, other: &Recorder) {
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.latency_us
+            .add(&other.latency_us)
+            .expect("histograms with the same bounds");
+        self.last = match (self.last, other.last) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// The percentiles (all 0 when nothing was recorded).
+    pub fn percentiles(&self) -> Percentiles {
+        if self.latency_us.is_empty() {
+            return Percentiles::default();
+        }
+        let at = |q: f64| self.latency_us.value_at_quantile(q);
+        Percentiles {
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: self.latency_us.max(),
+        }
+    }
+}
+
+/// Handover times of a `failover` run, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HandoverMs {
+    /// Handovers measured.
+    pub count: u64,
+    /// Median.
+    pub p50: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Longest.
+    pub max: f64,
+}
+
+impl HandoverMs {
+    /// Summarises handover times.
+    pub fn from_times(times: &[Duration]) -> Self {
+        if times.is_empty() {
+            return Self::default();
+        }
+        let mut ms: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        Self {
+            count: ms.len() as u64,
+            p50: round3(ms[(ms.len() - 1) / 2]),
+            mean: round3(ms.iter().sum::<f64>() / ms.len() as f64),
+            max: round3(ms[ms.len() - 1]),
+        }
+    }
+}
+
+/// What `failover` adds to the produce report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct FailoverReport {
+    /// Stale produce requests (batches) the server rejected as fenced.
+    pub stale_rejected: u64,
+    /// Records in the log that must not be there: written by a producer after its epoch was
+    /// superseded, or breaking epoch order. Anything but 0 is a fencing bug.
+    pub stale_landed: u64,
+    /// From the old lease's handover (release acknowledged) to the new holder's first
+    /// acknowledged write.
+    pub handover_ms: HandoverMs,
+    /// Leases handed over.
+    pub handovers: u64,
+    /// Records read back from the log and checked.
+    pub records_verified: u64,
+}
+
+/// One line of the report: one role's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoleReport {
+    /// `produce` or `consume`.
+    pub role: &'static str,
+    /// The run's mode.
+    pub mode: &'static str,
+    /// Records counted in the measurement window.
+    pub records: u64,
+    /// Their value bytes (`records` x record size; batch and frame overhead not included).
+    pub bytes: u64,
+    /// Length of the measurement window.
+    pub seconds: f64,
+    /// `records / seconds`.
+    pub records_per_sec: f64,
+    /// `bytes / seconds`.
+    pub bytes_per_sec: f64,
+    /// What the latency measures: `ack` (produce request to acknowledgement),
+    /// `fetch_round_trip` (fetch request to response) or `end_to_end` (intended send to
+    /// receipt by a consumer).
+    pub latency: &'static str,
+    /// Latency percentiles in microseconds.
+    pub latency_us: Percentiles,
+    /// Producers or consumers of this role.
+    pub clients: usize,
+    /// Partitions of the topic.
+    pub partitions: u32,
+    /// Bytes of each record's value.
+    pub record_size: usize,
+    /// Records per produce request.
+    pub batch: u32,
+    /// The topic's flush policy.
+    pub flush: String,
+    /// The fixed send rate in records/s, if any.
+    pub rate: Option<f64>,
+    /// Failover figures (`failover` mode only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverReport>,
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+impl RoleReport {
+    /// Builds a role's line from its recorder, measured from `measure_from` to `until`.
+    pub fn new(
+        role: &'static str,
+        latency: &'static str,
+        clients: usize,
+        config: &BenchConfig,
+        recorder: &Recorder,
+        seconds: f64,
+    ) -> Self {
+        let seconds = seconds.max(1e-9);
+        Self {
+            role,
+            mode: config.mode.name(),
+            records: recorder.records,
+            bytes: recorder.bytes,
+            seconds: round3(seconds),
+            records_per_sec: round3(recorder.records as f64 / seconds),
+            bytes_per_sec: round3(recorder.bytes as f64 / seconds),
+            latency,
+            latency_us: recorder.percentiles(),
+            clients,
+            partitions: config.topic_partitions(),
+            record_size: config.record_bytes,
+            batch: config.batch_records,
+            flush: config.flush.to_string(),
+            rate: config.rate,
+            failover: None,
+        }
+    }
+}
+
+/// The report as a table, for people.
+pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
+    let mut out = String::new();
+    let stop = match config.stop {
+        StopAfter::Duration(duration) => humantime::format_duration(duration).to_string(),
+        StopAfter::Records(records) => format!("{records} records"),
+    };
+    let rate = config
+        .rate
+        .map_or_else(|| "max".to_string(), |rate| format!("{rate} rec/s"));
+    let _ = writeln!(
+        out,
+        "fencelog bench: mode {}, {} producer(s), {} consumer(s), {} partition(s), {} B records, \
+         batch {}, flush {}, rate {rate}, {stop} after {} warm-up",
+        config.mode.name(),
+        config.producers,
+        config.consumers,
+        config.topic_partitions(),
+        config.record_bytes,
+        config.batch_records,
+        config.flush,
+        humantime::format_duration(config.warmup),
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:>12} {:>8} {:>13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  latency (us)",
+        "role", "records", "seconds", "records/s", "MB/s", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for report in reports {
+        let p = report.latency_us;
+        let _ = writeln!(
+            out,
+            "{:<8} {:>12} {:>8.2} {:>13.0} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+            report.role,
+            report.records,
+            report.seconds,
+            report.records_per_sec,
+            report.bytes_per_sec / 1e6,
+            p.p50,
+            p.p90,
+            p.p99,
+            p.p999,
+            p.max,
+            report.latency.replace('_', " "),
+        );
+    }
+    for report in reports {
+        if let Some(failover) = &report.failover {
+            let h = failover.handover_ms;
+            let _ = writeln!(
+                out,
+                "failover: {} handovers; stale writes rejected {}, landed {} ({} records read back \
+                 and checked); handover ms p50 {:.3}, mean {:.3}, max {:.3}",
+                failover.handovers,
+                failover.stale_rejected,
+                failover.stale_landed,
+                failover.records_verified,
+                h.p50,
+                h.mean,
+                h.max,
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_latencies_shift_percentiles() {
+        let mut recorder = Recorder::default();
+        recorder.latency(Duration::from_micros(10), 98);
+        recorder.latency(Duration::from_micros(1000), 2);
+        let p = recorder.percentiles();
+        assert_eq!(p.p50, 10);
+        assert!((999..=1001).contains(&p.p99), "{p:?}");
+        assert!((999..=1001).contains(&p.max), "{p:?}");
+    }
+
+    #[test]
+    fn handover_summary_orders_times() {
+        let times = [30, 10, 20].map(Duration::from_millis);
+        let summary = HandoverMs::from_times(&times);
+        assert_eq!(summary.count, 3);
+        assert_eq!(summary.p50, 20.0);
+        assert_eq!(summary.max, 30.0);
+        assert_eq!(summary.mean, 20.0);
+    }
+}

@@ -1,0 +1,167 @@
+//! `fencelog bench`: throughput and latency of produce, consume, both, and lease failover,
+//! against `--addr` or an in-process server. The work is in [`crate::bench`]; this file parses
+//! the flags, runs it and prints the report.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::common::{self, one_line};
+use super::CliError;
+use crate::bench::config::{
+    self, BenchConfig, Mode, StopAfter, DEFAULT_BATCH_RECORDS, DEFAULT_FETCH_BYTES,
+    DEFAULT_IN_FLIGHT, DEFAULT_RECORD_BYTES,
+};
+use crate::bench::stats::{self, RoleReport};
+use crate::protocol::FlushPolicy;
+
+/// Arguments of `fencelog bench`.
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Creates its own topic (bench-<mode>-<random>) and measures:
+  produce   producers only; latency = produce request to acknowledgement
+  consume   preloads records, then consumers only; latency = fetch round trip
+  both      producers and consumers together; consumer latency = end to end, from the intended
+            send time stamped in each value to receipt
+  failover  every --failover-interval each partition's lease is released and taken by a new
+            producer while the old one keeps writing with its stale epoch; the log is read back
+            and stale_landed must be 0
+
+Producers and partitions: a partition has one lease holder at a time, so the topic gets
+max(--partitions, --producers) partitions and producer i writes the partitions p with
+p % producers == i, in turn. Consumer i reads the partitions p with p % consumers == i (with more
+consumers than partitions, partition i % partitions, each consumer counting what it reads).
+
+With --rate, batches are sent on a fixed schedule and latency is measured from each batch's
+intended send time, so a stall is not hidden by sending less (no coordinated omission).
+
+Output: a table (records/s, MB/s = 10^6 bytes of values per second, latency percentiles in
+microseconds), or with --json one object per role per line on stdout:
+  {\"role\":\"produce\",\"records\":..,\"bytes\":..,\"seconds\":..,\"records_per_sec\":..,
+   \"bytes_per_sec\":..,\"latency_us\":{\"p50\":..,\"p90\":..,\"p99\":..,\"p999\":..,\"max\":..},...}
+failover adds stale_rejected, stale_landed and handover_ms {count,p50,mean,max}.
+
+Exit status: 0 on success; 1 on any error, and in failover mode when a stale write landed.
+See docs/benchmarks.md.")]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = Mode::Produce)]
+    pub mode: Mode,
+    /// Producers, each with its own connection.
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    /// Consumers, each with its own connection.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Partitions of the bench topic (raised to --producers if lower).
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Bytes of each record's value.
+    #[arg(long = "record-size", default_value_t = DEFAULT_RECORD_BYTES)]
+    pub record_size: usize,
+    /// Records per produce request (batch).
+    #[arg(long, default_value_t = DEFAULT_BATCH_RECORDS)]
+    pub batch: u32,
+    /// The topic's flush policy: never, always, interval or interval:<N>ms.
+    #[arg(long, default_value = "never")]
+    pub flush: FlushPolicy,
+    /// How long to measure, after the warm-up (e.g. 10s, 500ms).
+    #[arg(long, value_parser = common::parse_duration, conflicts_with = "records")]
+    pub duration: Option<Duration>,
+    /// Measure this many records per role instead of a duration.
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Time before the measurement, excluded from the figures.
+    #[arg(long, default_value = "1s", value_parser = common::parse_duration)]
+    pub warmup: Duration,
+    /// Fixed total send rate in records per second (open loop).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Produce requests in flight per producer.
+    #[arg(long = "in-flight", default_value_t = DEFAULT_IN_FLIGHT)]
+    pub in_flight: usize,
+    /// Soft limit on the bytes of one fetch.
+    #[arg(long = "fetch-bytes", default_value_t = DEFAULT_FETCH_BYTES)]
+    pub fetch_bytes: u32,
+    /// Time between lease handovers in failover mode.
+    #[arg(long = "failover-interval", default_value = "500ms", value_parser = common::parse_duration)]
+    pub failover_interval: Duration,
+    /// Server address, host:port (default: start one in-process on a temporary directory).
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// Print one JSON object per role per line instead of a table (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BenchArgs {
+    fn config(&self) -> BenchConfig {
+        let stop = match (self.records, self.duration) {
+            (Some(records), _) => StopAfter::Records(records),
+            (None, duration) => StopAfter::Duration(duration.unwrap_or(config::DEFAULT_DURATION)),
+        };
+        BenchConfig {
+            mode: self.mode,
+            producers: self.producers,
+            consumers: self.consumers,
+            partitions: self.partitions,
+            record_bytes: self.record_size,
+            batch_records: self.batch,
+            flush: self.flush,
+            stop,
+            warmup: self.warmup,
+            rate: self.rate,
+            in_flight: self.in_flight,
+            fetch_bytes: self.fetch_bytes,
+            failover_interval: self.failover_interval,
+            addr: self.addr.clone(),
+        }
+    }
+}
+
+/// Runs `fencelog bench`.
+pub fn run(args: BenchArgs) -> Result<(), CliError> {
+    super::init_tracing("off");
+    let config = args.config();
+    config
+        .validate()
+        .map_err(|error| CliError::new(one_line(&error.to_string())))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+    let result = runtime.block_on(crate::bench::run(config.clone(), !args.json));
+    // Leave blocking work of the dropped in-process server (a final sync) to process exit.
+    runtime.shutdown_background();
+    let reports = result.map_err(|error| CliError::new(one_line(&error.to_string())))?;
+    print(&config, &reports, args.json)?;
+    let landed: u64 = reports
+        .iter()
+        .filter_map(|report| report.failover.map(|failover| failover.stale_landed))
+        .sum();
+    if landed > 0 {
+        return Err(CliError::new(format!(
+            "{landed} stale record(s) landed in the log: the fence let a superseded writer in"
+        )));
+    }
+    Ok(())
+}
+
+fn print(config: &BenchConfig, reports: &[RoleReport], json: bool) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = if json {
+        reports.iter().try_for_each(|report| {
+            let line = serde_json::to_string(report).map_err(std::io::Error::other)?;
+            writeln!(out, "{line}")
+        })
+    } else {
+        write!(out, "{}", stats::table(config, reports))
+    };
+    written
+        .and_then(|()| out.flush())
+        .or_else(|error| match error.kind() {
+            std::io::ErrorKind::BrokenPipe => Ok(()),
+            _ => Err(CliError::new(format!("write to stdout: {error}"))),
+        })
+}
