@@ -323,14 +323,32 @@ fn dirty_kib(path: &Path) -> u64 {
 }
 
 /// Proves the invariant the corruption rule rests on: even under flush `never` (no sync on
-/// acknowledgement), a segment is synced whole when the partition rolls to the next, so no page
-/// of a sealed segment is left dirty in the page cache for an OS crash to lose; only the active
-/// segment holds unsynced data.
+/// acknowledgement), a full segment is synced whole in the background after the partition rolls
+/// past it, and only then does the recovery point move past it; so every segment below the
+/// recovery point has no page left dirty for an OS crash to lose, and only segments after it
+/// (the active one, a just-sealed one) can hold unsynced data.
 #[test]
-fn sealed_segments_are_synced_before_the_next_one_is_created() {
+fn sealed_segments_are_synced_before_the_recovery_point_passes_them() {
     let directory = tempfile::tempdir().unwrap();
     let (partition, _) = fill_partition(directory.path(), FlushPolicy::Never, 3);
     let segments = segment_files(directory.path());
+    let recovery_point = || {
+        std::fs::read_to_string(directory.path().join("recovery-point"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let base_of = |path: &Path| -> u64 {
+        path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+    };
+    let last_base = base_of(segments.last().unwrap());
+    // The background seal of the segments before the active one completes soon; wait for it
+    // (bounded: this is a correctness check, not a timing one).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while recovery_point() < last_base && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(recovery_point(), last_base, "the recovery point reaches the active segment");
     for sealed in &segments[..segments.len() - 1] {
         assert_eq!(dirty_kib(sealed), 0, "{} has dirty pages", sealed.display());
     }

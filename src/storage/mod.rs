@@ -8,6 +8,7 @@
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
 //! * [`flush`]: group commit.
 //! * [`prefault`]: faulting in segment pages ahead of the writer, off the append path.
+//! * [`seal`]: syncing full segments in the background; the recovery point.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
 pub mod batch;
@@ -18,6 +19,7 @@ pub mod index;
 pub mod mmap;
 pub mod partition;
 pub mod prefault;
+pub mod seal;
 pub mod segment;
 
 use thiserror::Error;

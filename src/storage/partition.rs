@@ -20,6 +20,7 @@ use super::batch::{self, BatchHeader};
 use super::config::{FlushPolicy, PartitionConfig};
 use super::fence::{self, check_epoch, EpochCheckpoint, Fence, FenceError};
 use super::flush::GroupCommit;
+use super::seal::{self, RecoveryPoint};
 use super::segment::{self, ActiveSegment, Recovered, SegmentOptions, SegmentReader};
 use super::StorageError;
 
@@ -107,15 +108,18 @@ pub struct DamagedRange {
 /// Where a kept segment's readable data ends, to place the next one against it.
 struct SegmentEnd {
     next_offset: u64,
+    /// Below the recovery point: synced whole, so damage is corruption, not a torn write.
+    trusted: bool,
     segment: PathBuf,
     position: usize,
     invalid: Option<String>,
 }
 
 impl SegmentEnd {
-    fn of(recovered: &Recovered) -> Self {
+    fn of(recovered: &Recovered, trusted: bool) -> Self {
         Self {
             next_offset: recovered.scan.next_offset,
+            trusted,
             segment: recovered.segment.reader().path().to_path_buf(),
             position: recovered.scan.valid_bytes,
             invalid: recovered
@@ -152,6 +156,8 @@ struct Shared {
     failed: AtomicBool,
     /// Found at recovery; fixed for the life of the partition.
     damaged: Vec<DamagedRange>,
+    /// Offsets below it are in segments synced whole (see [`super::seal`]).
+    recovery_point: Arc<RecoveryPoint>,
 }
 
 impl Shared {
@@ -212,21 +218,10 @@ impl Writer {
     /// Seals the active segment and starts a new one at the next offset. On failure nothing
     /// changes and nothing is left behind, so a later roll can try again.
     ///
-    /// The sealed segment is synced whole *before* the next one exists, whatever the flush
-    /// policy: after any crash only the last segment can hold a torn write, so recovery may cut
-    /// the last segment's tail and treat damage anywhere else as corruption (never cut or
-    /// deleted). One sync per segment, inside the append lock.
+    /// The sealed segment is synced whole in the background ([`super::seal`]), which then moves
+    /// the recovery point past it: recovery cuts torn data only after the recovery point and
+    /// treats damage before it as corruption (refused, never cut or deleted).
     fn roll(&mut self) -> Result<(), StorageError> {
-        let sealing = self.active.reader();
-        if let Err(source) = sealing.map().sync_range(0, sealing.written_bytes()) {
-            // As in group commit: after a failed sync what is on disk is unknown.
-            self.shared.failed.store(true, Ordering::Release);
-            tracing::error!(segment = %sealing.path().display(), error = %source, "sync of a full segment failed; partition stops accepting writes");
-            return Err(StorageError::Io {
-                context: format!("sync {} before sealing it", sealing.path().display()),
-                source,
-            });
-        }
         let base_offset = self.active.next_offset();
         let next = ActiveSegment::create(&self.directory, base_offset, self.options)
             .map_err(io("create segment"))?;
@@ -250,6 +245,14 @@ impl Writer {
         if let Err(error) = sealed.sync_index() {
             warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
         }
+        // Sync the full segment whole and advance the recovery point, off the append lock.
+        let shared = Arc::clone(&self.shared);
+        seal::submit(seal::SealJob {
+            segment: Arc::clone(sealed.reader()),
+            recovery_point: Arc::clone(&self.shared.recovery_point),
+            next_base: base_offset,
+            on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
+        });
         Ok(())
     }
 
@@ -349,6 +352,8 @@ impl Partition {
             index_interval_bytes: config.index_interval_bytes,
         };
         let checkpoint = EpochCheckpoint::load(directory).map_err(io("load epoch checkpoint"))?;
+        let recovery_point =
+            Arc::new(RecoveryPoint::load(directory).map_err(io("load recovery point"))?);
         let mut report = RecoveryReport::default();
         let bases = list_segments(directory)?;
         let mut readers = Vec::new();
@@ -358,9 +363,14 @@ impl Partition {
         let mut index = 0;
         while index < bases.len() {
             let base = bases[index];
-            // Only the last segment can be torn by a crash (a segment is synced before the next
-            // one is created): only its tail is cut.
-            let is_last = index + 1 == bases.len();
+            // A segment wholly below the recovery point was synced whole: a crash cannot have
+            // torn it, so damage there is corruption (refused, kept as found). Any other segment
+            // may hold a torn write: it is cut at its first invalid batch, and the segments after
+            // it are deleted, so the log stays a prefix of what was written.
+            let trusted = bases
+                .get(index + 1)
+                .is_some_and(|next| *next <= recovery_point.offset());
+            let is_last = !trusted;
             if let Some(end) = previous_end.as_ref().filter(|end| base < end.next_offset) {
                 warn!(
                     partition = name,
@@ -397,6 +407,15 @@ impl Partition {
                 warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
                 break;
             }
+            if let Some(end) = previous_end.as_ref().filter(|end| base > end.next_offset && !end.trusted) {
+                warn!(
+                    partition = name,
+                    base,
+                    expected = end.next_offset,
+                    "the segment before this one ends early and was not known to be synced; deleting this and all later segments"
+                );
+                break;
+            }
             if let Some(end) = previous_end.take().filter(|end| base > end.next_offset) {
                 let damage = end.damaged_up_to(base);
                 tracing::error!(
@@ -413,11 +432,16 @@ impl Partition {
             // Only a segment that is kept contributes its epochs.
             epoch_in_log = epoch_in_log.max(scan.last_epoch);
             readers.push(Arc::clone(recovered.segment.reader()));
-            previous_end = Some(SegmentEnd::of(&recovered));
+            let was_cut = !trusted && recovered.scan.invalid.is_some();
+            previous_end = Some(SegmentEnd::of(&recovered, trusted));
             active = Some(recovered.segment);
             index += 1;
+            if was_cut {
+                // A torn segment: what follows it cannot be part of the log.
+                break;
+            }
         }
-        if index < bases.len() && previous_end.is_some_and(|end| end.invalid.is_some()) {
+        if index < bases.len() && previous_end.is_some_and(|end| end.trusted && end.invalid.is_some()) {
             // The later segments are refused, so a damaged sealed segment became the last one:
             // appends continue after its valid data, so cut its tail like any last segment's.
             let kept = active.take().expect("a kept segment");
@@ -477,6 +501,7 @@ impl Partition {
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
             damaged: report.damaged.clone(),
+            recovery_point,
         });
         let writer = Writer {
             directory: directory.to_path_buf(),
@@ -657,9 +682,16 @@ impl Partition {
 
     /// Makes everything appended so far durable (the interval flusher and shutdown call this).
     pub fn sync(&self) -> Result<(), StorageError> {
-        let target = self.fence.with_log(|writer| writer.active.next_offset());
+        let (target, active_base) = self.fence.with_log(|writer| {
+            (writer.active.next_offset(), writer.active.reader().base_offset())
+        });
         self.commit
             .wait_durable(target, || self.sync_everything())?;
+        // Every segment before the active one is synced now: trust them at the next recovery.
+        self.shared
+            .recovery_point
+            .advance(active_base)
+            .map_err(io("write recovery point"))?;
         self.fence
             .with_log(|writer| writer.active.sync_index())
             .map_err(io("sync index"))
@@ -775,6 +807,20 @@ impl Partition {
     pub fn epoch_history(&self) -> Vec<(u64, u64)> {
         self.fence
             .with_log(|writer| writer.checkpoint.history().to_vec())
+    }
+}
+
+impl Drop for Partition {
+    /// Closing a partition syncs it, so the next open trusts every sealed segment (the recovery
+    /// point reaches the active one) and scans only the last. A failed sync is logged: the next
+    /// open then recovers from what is on disk.
+    fn drop(&mut self) {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(error) = self.sync() {
+            warn!(partition = %self.name, %error, "sync on close failed");
+        }
     }
 }
 
