@@ -470,12 +470,22 @@ fn check_batch(bytes: &[u8], max: usize) -> Result<BatchHeader, BatchError> {
             assert!(bytes.len() <= max && bytes.len() >= HEADER_BYTES);
             assert!((1..=MAX_RECORDS_PER_BATCH).contains(&header.record_count));
             assert!(header.first_timestamp <= header.max_timestamp);
-            let records = decode_batch(&shared).expect("a valid batch decodes");
-            assert_eq!(records.len(), header.record_count as usize);
-            for (index, record) in records.iter().enumerate() {
-                assert_eq!(record.offset, header.base_offset.wrapping_add(index as u64));
-                assert_eq!(record.epoch, header.epoch);
-                assert!((header.first_timestamp..=header.max_timestamp).contains(&record.timestamp));
+            match decode_batch(&shared) {
+                Ok(records) => {
+                    assert_eq!(records.len(), header.record_count as usize);
+                    for (index, record) in records.iter().enumerate() {
+                        assert_eq!(record.offset, header.base_offset + index as u64);
+                        assert_eq!(record.epoch, header.epoch);
+                        assert!((header.first_timestamp..=header.max_timestamp)
+                            .contains(&record.timestamp));
+                    }
+                }
+                // Only a base offset (outside the CRC) whose records would run past u64::MAX.
+                Err(BatchError::OffsetOverflow { .. }) => assert!(header
+                    .base_offset
+                    .checked_add(u64::from(header.record_count))
+                    .is_none()),
+                Err(other) => panic!("a valid batch does not decode: {other}"),
             }
             let mut stamped = bytes.to_vec();
             stamp_base_offset(&mut stamped, 42);
@@ -701,4 +711,36 @@ fn huge_length_prefixes_are_refused_without_reserving() {
         Step::NeedMore
     );
     assert!(at_limit.capacity() <= 4 + 4096);
+}
+
+/// Found by `tools/fuzz` (batch_validate, crash-319d6a8b): a valid batch of two records whose base
+/// offset, outside the CRC, is `u64::MAX`. Proves that decoding refuses it with `OffsetOverflow`
+/// instead of numbering its records past `u64::MAX` (a panic with overflow checks, offsets that
+/// wrap to 0 without), and that the validator and scan stay typed on it.
+#[test]
+fn regression_base_offset_near_u64_max_is_refused_when_decoding() {
+    let mut bytes = hex_bytes(
+        "ffffffffffffffff0000006aaf38c3fb0100000000000000000000030000000200000000000003e8\
+         00000000000003ea0000001e00000000000000036b65790000000576616c75650001000168000000\
+         01780000001400000002ffffffff000000067365636f6e640000",
+    );
+    fix_up_crc(&mut bytes);
+    let header = check_batch(&bytes, usize::MAX).expect("valid apart from its base offset");
+    assert_eq!((header.base_offset, header.record_count), (u64::MAX, 2));
+    assert_eq!(
+        decode_batch(&Bytes::from(bytes.clone())),
+        Err(BatchError::OffsetOverflow {
+            base_offset: u64::MAX,
+            record_count: 2
+        })
+    );
+    assert!(decode_batches(Bytes::from(bytes)).is_err());
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    let digits: Vec<u8> = hex.bytes().filter(u8::is_ascii_hexdigit).collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect()
 }

@@ -99,6 +99,17 @@ pub enum BatchError {
     /// Timestamps are inconsistent.
     #[error("batch timestamps are inconsistent: {0}")]
     BadTimestamps(&'static str),
+    /// The records' offsets would run past `u64::MAX`: the stamped base offset is damaged or
+    /// made up (it is outside the CRC).
+    #[error(
+        "batch base offset {base_offset} with {record_count} records runs past the largest offset"
+    )]
+    OffsetOverflow {
+        /// The base offset in the header.
+        base_offset: u64,
+        /// Records in the batch.
+        record_count: u32,
+    },
 }
 
 fn be_u16(bytes: &[u8], at: usize) -> u16 {
@@ -350,9 +361,20 @@ pub fn decode_batches(mut buffer: Bytes) -> Result<Vec<Record>, BatchError> {
     Ok(records)
 }
 
-/// Decodes one whole stored batch into its records after validating it.
+/// Decodes one whole stored batch into its records after validating it, and checking that its
+/// records' offsets exist (the base offset is stamped by the broker, outside the CRC).
 pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
     let header = validate(batch, usize::MAX)?;
+    if header
+        .base_offset
+        .checked_add(u64::from(header.record_count))
+        .is_none()
+    {
+        return Err(BatchError::OffsetOverflow {
+            base_offset: header.base_offset,
+            record_count: header.record_count,
+        });
+    }
     let mut cursor = Cursor {
         bytes: batch,
         position: HEADER_BYTES,
