@@ -338,9 +338,8 @@ fn sealed_segments_are_synced_before_the_recovery_point_passes_them() {
             .and_then(|text| text.trim().parse::<u64>().ok())
             .unwrap_or(0)
     };
-    let base_of = |path: &Path| -> u64 {
-        path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
-    };
+    let base_of =
+        |path: &Path| -> u64 { path.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
     let last_base = base_of(segments.last().unwrap());
     // The background seal of the segments before the active one completes soon; wait for it
     // (bounded: this is a correctness check, not a timing one).
@@ -348,7 +347,11 @@ fn sealed_segments_are_synced_before_the_recovery_point_passes_them() {
     while recovery_point() < last_base && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(recovery_point(), last_base, "the recovery point reaches the active segment");
+    assert_eq!(
+        recovery_point(),
+        last_base,
+        "the recovery point reaches the active segment"
+    );
     for sealed in &segments[..segments.len() - 1] {
         assert_eq!(dirty_kib(sealed), 0, "{} has dirty pages", sealed.display());
     }

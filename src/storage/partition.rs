@@ -407,7 +407,10 @@ impl Partition {
                 warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
                 break;
             }
-            if let Some(end) = previous_end.as_ref().filter(|end| base > end.next_offset && !end.trusted) {
+            if let Some(end) = previous_end
+                .as_ref()
+                .filter(|end| base > end.next_offset && !end.trusted)
+            {
                 warn!(
                     partition = name,
                     base,
@@ -441,7 +444,9 @@ impl Partition {
                 break;
             }
         }
-        if index < bases.len() && previous_end.is_some_and(|end| end.trusted && end.invalid.is_some()) {
+        if index < bases.len()
+            && previous_end.is_some_and(|end| end.trusted && end.invalid.is_some())
+        {
             // The later segments are refused, so a damaged sealed segment became the last one:
             // appends continue after its valid data, so cut its tail like any last segment's.
             let kept = active.take().expect("a kept segment");
@@ -683,7 +688,10 @@ impl Partition {
     /// Makes everything appended so far durable (the interval flusher and shutdown call this).
     pub fn sync(&self) -> Result<(), StorageError> {
         let (target, active_base) = self.fence.with_log(|writer| {
-            (writer.active.next_offset(), writer.active.reader().base_offset())
+            (
+                writer.active.next_offset(),
+                writer.active.reader().base_offset(),
+            )
         });
         self.commit
             .wait_durable(target, || self.sync_everything())?;

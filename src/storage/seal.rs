@@ -36,7 +36,10 @@ impl RecoveryPoint {
             Ok(text) => text.trim().parse().map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{}: not an offset", directory.join(RECOVERY_POINT_FILE).display()),
+                    format!(
+                        "{}: not an offset",
+                        directory.join(RECOVERY_POINT_FILE).display()
+                    ),
                 )
             })?,
             Err(error) if error.kind() == io::ErrorKind::NotFound => 0,
@@ -59,7 +62,11 @@ impl RecoveryPoint {
         if offset <= *current {
             return Ok(());
         }
-        write_durably(&self.directory, RECOVERY_POINT_FILE, format!("{offset}\n").as_bytes())?;
+        write_durably(
+            &self.directory,
+            RECOVERY_POINT_FILE,
+            format!("{offset}\n").as_bytes(),
+        )?;
         *current = offset;
         Ok(())
     }
