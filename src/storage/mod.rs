@@ -7,7 +7,6 @@
 //! * [`index`]: the sparse offset index beside each segment.
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
 //! * [`flush`]: group commit.
-//! * [`prefault`]: faulting in segment pages ahead of the writer, off the append path.
 //! * [`seal`]: syncing full segments in the background; the recovery point.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
@@ -18,7 +17,6 @@ pub mod flush;
 pub mod index;
 pub mod mmap;
 pub mod partition;
-pub mod prefault;
 pub mod seal;
 pub mod segment;
 

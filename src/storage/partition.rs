@@ -190,12 +190,17 @@ impl Writer {
         header: &BatchHeader,
     ) -> Result<Appended, StorageError> {
         let base_offset = self.active.next_offset();
-        let end = match self.active.append(batch_bytes, header) {
+        let end = match self
+            .active
+            .append(batch_bytes, header)
+            .map_err(io("write to segment"))?
+        {
             Some(end) => end,
             None => {
                 self.roll()?;
                 self.active
                     .append(batch_bytes, header)
+                    .map_err(io("write to segment"))?
                     .expect("a batch no larger than a segment fits in an empty one")
             }
         };
@@ -232,8 +237,6 @@ impl Writer {
             }
             return Err(io("sync partition directory")(error));
         }
-        let mut next = next;
-        next.prefault();
         let sealed = std::mem::replace(&mut self.active, next);
         self.shared
             .segments
@@ -479,8 +482,6 @@ impl Partition {
                 created
             }
         };
-        let mut active = active;
-        active.prefault();
         let log_end = active.next_offset();
         let log_start = readers.first().map_or(0, |r| r.base_offset());
         let epoch = checkpoint.latest_epoch().max(epoch_in_log);

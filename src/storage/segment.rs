@@ -15,7 +15,6 @@ use bytes::Bytes;
 use super::batch::{self, BatchHeader, HEADER_BYTES};
 use super::index::{self, IndexBuilder, IndexWriter, SharedEntries};
 use super::mmap::{self, MapReader, MapWriter};
-use super::prefault::Prefault;
 
 /// Digits in a segment file name: `u64::MAX` has 20.
 const NAME_DIGITS: usize = 20;
@@ -232,7 +231,6 @@ impl SegmentReader {
 #[derive(Debug)]
 pub struct ActiveSegment {
     reader: std::sync::Arc<SegmentReader>,
-    prefault: Prefault,
     map: MapWriter,
     index: IndexWriter,
     next_offset: u64,
@@ -370,17 +368,10 @@ impl ActiveSegment {
         });
         Ok(Self {
             reader,
-            prefault: Prefault::new(valid_bytes),
             map,
             index,
             next_offset,
         })
-    }
-
-    /// Asks for the pages ahead of the writer to be faulted in, in the background.
-    pub fn prefault(&mut self) {
-        self.prefault
-            .advance(&self.reader.map, self.map.written(), self.map.capacity());
     }
 
     /// The reader handle of this segment.
@@ -403,17 +394,28 @@ impl ActiveSegment {
         self.map.capacity()
     }
 
-    /// Copies a validated batch at the tail, stamping its base offset. `None` if it does not fit
-    /// (the caller rolls): either the bytes, or the offsets (index entries hold offsets relative
-    /// to the segment's base as `u32`). Returns the end position after the batch. Cannot fail
-    /// once the copy is made, so a batch in the segment is never reported as not appended.
-    pub fn append(&mut self, batch_bytes: &[u8], header: &BatchHeader) -> Option<usize> {
+    /// Writes a validated batch at the tail with the broker's base offset in place of the
+    /// producer's (the first 8 bytes, outside the CRC: written from a separate buffer, so the
+    /// batch is never copied to stamp it). `Ok(None)` if it does not fit (the caller rolls):
+    /// either the bytes, or the offsets (index entries hold offsets relative to the segment's
+    /// base as `u32`). Returns the end position after the batch. On an error nothing was
+    /// appended.
+    pub fn append(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+    ) -> io::Result<Option<usize>> {
         let base_offset = self.next_offset;
-        let relative = u32::try_from(base_offset - self.reader.base_offset).ok()?;
-        relative.checked_add(header.record_count)?;
-        let position = self.map.append(batch_bytes, |copy| {
-            batch::stamp_base_offset(copy, base_offset)
-        })?;
+        let Some(relative) = u32::try_from(base_offset - self.reader.base_offset)
+            .ok()
+            .filter(|relative| relative.checked_add(header.record_count).is_some())
+        else {
+            return Ok(None);
+        };
+        let stamp = base_offset.to_be_bytes();
+        let Some(position) = self.map.append(&stamp, &batch_bytes[stamp.len()..])? else {
+            return Ok(None);
+        };
         // The copy was validated before: count it as verified so reads skip the CRC.
         self.reader
             .verified
@@ -423,8 +425,7 @@ impl ActiveSegment {
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
         self.index.on_append(relative, position, batch_bytes.len());
-        self.prefault();
-        Some(position + batch_bytes.len())
+        Ok(Some(position + batch_bytes.len()))
     }
 
     /// Syncs the index file (the log's range is synced through the reader's map).
