@@ -2,7 +2,8 @@
 //!
 //! Several producer tasks contend for one partition's lease. Each loops: after a small random
 //! delay it tries to acquire the lease with a short TTL, then writes a few batches stamped with
-//! its epoch (every record's value is unique: `p{producer}-e{epoch}-{seq}`), sometimes renewing,
+//! its epoch (every record's value is unique: `p{producer}-e{epoch}-{seq}`), sometimes streaming
+//! from several connections at once without renewing until its lease lapses, sometimes renewing,
 //! sometimes pausing for a random time (often longer than its TTL, after which it keeps writing
 //! with its old epoch like a zombie that does not know it lost the lease), sometimes pipelining two
 //! batches, sometimes sending a batch with a never-granted epoch or a corrupt CRC, and finally
@@ -41,11 +42,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::AddAssign;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencelog::client::{BatchBuilder, Client, ClientConfig, ClientError, Lease};
+use fencelog::client::{BatchBuilder, Client, ClientConfig, ClientError, Lease, ProduceAck};
 use fencelog::protocol::{ErrorCode, FlushPolicy, TopicConfig};
 use fencelog::testing::TestServer;
 use rand::rngs::StdRng;
@@ -287,6 +289,64 @@ async fn connect(addr: SocketAddr) -> Option<Client> {
     Client::connect_with(addr, client_config()).await.ok()
 }
 
+fn next_seq(seq: &AtomicU64) -> u64 {
+    seq.fetch_add(1, AtomicOrdering::Relaxed) + 1
+}
+
+fn outcome_of(result: Result<ProduceAck, ClientError>) -> Outcome {
+    match result {
+        Ok(ack) => Outcome::Acked {
+            base_offset: ack.base_offset,
+            last_offset: ack.last_offset,
+        },
+        Err(error) if is_rejection(&error) => Outcome::Rejected(error),
+        Err(error) => Outcome::Unknown(error),
+    }
+}
+
+/// Streams one-record batches stamped `epoch` back to back on a connection of its own until
+/// `until` or the first error. True if it was fenced.
+async fn burst(
+    id: usize,
+    addr: SocketAddr,
+    epoch: u64,
+    until: Instant,
+    seq: Arc<AtomicU64>,
+    journal: SharedJournal,
+) -> bool {
+    let Some(client) = connect(addr).await else {
+        return false;
+    };
+    while Instant::now() < until {
+        let values = vec![format!("p{id}-e{epoch}-{}", next_seq(&seq))];
+        let sent = Instant::now();
+        let result = client
+            .produce(TOPIC, 0, build_batch(epoch, &values, BatchKind::Normal))
+            .await;
+        let outcome = outcome_of(result);
+        let ended = match &outcome {
+            Outcome::Acked { .. } => None,
+            Outcome::Rejected(error) => Some(error.is_fenced()),
+            Outcome::Unknown(_) => Some(false),
+        };
+        note(&journal, |j| {
+            j.attempts.push(Attempt {
+                producer: id,
+                lease_epoch: epoch,
+                stamped: epoch,
+                kind: BatchKind::Normal,
+                values,
+                sent,
+                outcome,
+            })
+        });
+        if let Some(fenced) = ended {
+            return fenced;
+        }
+    }
+    false
+}
+
 /// One contending producer. Returns when the schedule's time is up.
 async fn producer(
     id: usize,
@@ -298,7 +358,7 @@ async fn producer(
     let mut rng =
         StdRng::seed_from_u64(seed ^ (0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(id as u64 + 1)));
     let mut client: Option<Client> = None;
-    let mut seq = 0u64;
+    let seq = Arc::new(AtomicU64::new(0));
     while Instant::now() < deadline {
         tokio::time::sleep(ms(rng.gen_range(0..30))).await;
         if client.is_none() {
@@ -381,6 +441,28 @@ async fn producer(
             let Some(c) = client.clone() else {
                 break;
             };
+            if !late_write && rng.gen_bool(0.12) {
+                // A busy holder: streams from a few connections at once, without renewing, for
+                // up to twice its TTL, so its lease often lapses (and a successor is granted)
+                // while its appends are in flight.
+                let until = Instant::now() + ms(rng.gen_range(ttl_ms / 2..2 * ttl_ms));
+                let streams = (0..rng.gen_range(2..=3)).map(|_| {
+                    burst(
+                        id,
+                        addr,
+                        lease.epoch,
+                        until,
+                        Arc::clone(&seq),
+                        Arc::clone(&journal),
+                    )
+                });
+                let fenced = futures::future::join_all(streams).await;
+                if fenced.into_iter().any(|fenced| fenced) {
+                    lost = true;
+                    break;
+                }
+                continue;
+            }
             if rng.gen_bool(0.25) {
                 let sent = Instant::now();
                 match c.renew_lease(TOPIC, 0, lease.lease_id).await {
@@ -409,10 +491,7 @@ async fn producer(
                     _ => lease.epoch,
                 };
                 let values: Vec<String> = (0..rng.gen_range(1..=3))
-                    .map(|_| {
-                        seq += 1;
-                        format!("p{id}-e{stamped}-{seq}")
-                    })
+                    .map(|_| format!("p{id}-e{stamped}-{}", next_seq(&seq)))
                     .collect();
                 planned.push((kind, stamped, values));
             }
@@ -424,20 +503,9 @@ async fn producer(
             let mut stop = false;
             let mut disconnected = false;
             for ((kind, stamped, values), result) in planned.into_iter().zip(results) {
-                let outcome = match result {
-                    Ok(ack) => Outcome::Acked {
-                        base_offset: ack.base_offset,
-                        last_offset: ack.last_offset,
-                    },
-                    Err(error) if is_rejection(&error) => {
-                        stop |= error.is_fenced();
-                        Outcome::Rejected(error)
-                    }
-                    Err(error) => {
-                        disconnected |= is_transport(&error);
-                        Outcome::Unknown(error)
-                    }
-                };
+                let outcome = outcome_of(result);
+                stop |= matches!(&outcome, Outcome::Rejected(error) if error.is_fenced());
+                disconnected |= matches!(&outcome, Outcome::Unknown(error) if is_transport(error));
                 note(&journal, |j| {
                     j.attempts.push(Attempt {
                         producer: id,

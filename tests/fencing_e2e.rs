@@ -4,6 +4,7 @@
 //! sockets, a real data directory and real restarts.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -298,70 +299,105 @@ async fn stale_produce_sent_before_the_grant_but_delivered_after_is_fenced() {
     );
 }
 
-// Proves guarantee 1 under load, where the fence's critical section matters: A streams large
-// batches back to back (several in flight, each needing a CRC pass and an fsync) while its lease
-// lapses and B is granted epoch 2. Every one of A's batches either landed before the offset where
-// epoch 2 begins or was FENCED; none was acknowledged at or after it, and the log's epochs never
-// go back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streaming_stale_holder_never_lands_after_the_grant() {
-    let (server, admin) = setup().await;
-    let b = Client::connect(server.addr()).await.unwrap();
-    let lease_a = admin.acquire_lease(TOPIC, 0, "a", SHORT_TTL).await.unwrap();
-    let big = "x".repeat(16 * 1024);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers: Vec<_> = (0..3)
-        .map(|writer| {
-            let (addr, stop, big) = (server.addr(), Arc::clone(&stop), big.clone());
-            tokio::spawn(async move {
-                let a = Client::connect(addr).await.unwrap();
-                let mut outcomes = Vec::new();
-                let mut n = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = format!("a{writer}-{n}-{big}");
-                    n += 1;
-                    let result = a.produce(TOPIC, 0, batch(lease_a.epoch, &[&value])).await;
-                    let fenced = matches!(result, Err(ClientError::Fenced { .. }));
-                    outcomes.push(result.map(|ack| ack.base_offset));
-                    if fenced {
-                        break;
-                    }
-                }
-                outcomes
-            })
-        })
-        .collect();
-    tokio::time::sleep(PAUSE).await;
-    let lease_b = b.acquire_lease(TOPIC, 0, "b", LONG_TTL).await.unwrap();
-    assert_eq!(lease_b.epoch, 2);
-    b.produce(TOPIC, 0, batch(lease_b.epoch, &["b-1"]))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-
-    let start = epoch_start(&server, 2);
-    let mut accepted = 0;
-    for writer in writers {
-        for outcome in writer.await.unwrap() {
-            match outcome {
-                Ok(offset) => {
-                    accepted += 1;
-                    assert!(
-                        offset < start,
-                        "A's batch acknowledged at {offset}, after epoch 2 began at {start}"
-                    );
-                }
-                Err(error) => assert_fenced(Err::<(), _>(error), 1, 2),
-            }
+/// Streams batches of about 16 KiB stamped with `epoch` on a connection of its own until `stop`,
+/// the first error, or a bound. Returns each produce's outcome (base offset or error).
+async fn stream(
+    addr: SocketAddr,
+    epoch: u64,
+    tag: String,
+    stop: Arc<AtomicBool>,
+) -> Vec<Result<u64, ClientError>> {
+    let client = Client::connect(addr).await.unwrap();
+    let padding = "x".repeat(16 * 1024);
+    let mut outcomes = Vec::new();
+    for n in 0..10_000 {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let value = format!("{tag}-{n}-{padding}");
+        let result = client.produce(TOPIC, 0, batch(epoch, &[&value])).await;
+        let failed = result.is_err();
+        outcomes.push(result.map(|ack| ack.base_offset));
+        if failed {
+            break;
         }
     }
-    assert!(accepted > 0, "A wrote nothing before the grant");
+    outcomes
+}
+
+// Proves guarantee 1 under load, where the fence's critical section matters. In each of five
+// rounds the holder of epoch e streams large batches from six connections at once (each append
+// needs a CRC pass, each ack an fsync) while its lease lapses and a successor is granted e + 1.
+// Every one of the holder's batches either landed before the offset where e + 1 begins or was
+// FENCED (e < e + 1); none was acknowledged at or after it. Over the whole log, every record's
+// epoch is the one in force at its offset per the epoch history, so epochs never go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_stale_holder_never_lands_after_the_grant() {
+    const WRITERS: usize = 6;
+    let (server, admin) = setup().await;
+    let mut holder = admin
+        .acquire_lease(TOPIC, 0, "h1", SHORT_TTL)
+        .await
+        .unwrap();
+    for round in 1..=5u64 {
+        assert_eq!(holder.epoch, round);
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let tag = format!("r{round}w{writer}");
+                tokio::spawn(stream(server.addr(), holder.epoch, tag, Arc::clone(&stop)))
+            })
+            .collect();
+        tokio::time::sleep(PAUSE).await; // The holder's lease lapses while it streams.
+        let successor = admin
+            .acquire_lease(TOPIC, 0, &format!("h{}", round + 1), SHORT_TTL)
+            .await
+            .unwrap();
+        assert_eq!(successor.epoch, holder.epoch + 1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.store(true, Ordering::Relaxed);
+
+        let start = epoch_start(&server, successor.epoch);
+        let mut accepted = 0;
+        for writer in writers {
+            for outcome in writer.await.unwrap() {
+                match outcome {
+                    Ok(offset) => {
+                        accepted += 1;
+                        assert!(
+                            offset < start,
+                            "a batch of epoch {} was acknowledged at {offset}, after epoch {} \
+                             began at {start}",
+                            holder.epoch,
+                            successor.epoch
+                        );
+                    }
+                    Err(error) => assert_fenced(Err::<(), _>(error), holder.epoch, successor.epoch),
+                }
+            }
+        }
+        assert!(
+            accepted > 0,
+            "round {round}: nothing was written before the grant"
+        );
+        holder = successor;
+    }
+
+    let history = server.broker().partition(TOPIC, 0).unwrap().epoch_history();
     let records = read_all(&admin).await;
-    assert!(records.windows(2).all(|pair| pair[0].1 <= pair[1].1));
+    assert!(!records.is_empty());
     for (offset, epoch, value) in &records {
-        assert_eq!(*epoch, if *offset < start { 1 } else { 2 }, "at {offset}");
-        assert_eq!(value.starts_with('a'), *offset < start, "at {offset}");
+        let in_force = history
+            .iter()
+            .filter(|(_, start)| start <= offset)
+            .map(|(e, _)| *e)
+            .max()
+            .unwrap();
+        assert_eq!(
+            *epoch, in_force,
+            "offset {offset} has epoch {epoch} but epoch {in_force} was in force there ({history:?})"
+        );
+        assert!(value.starts_with(&format!("r{epoch}w")), "at {offset}");
     }
 }
 
