@@ -11,10 +11,12 @@
 
 use std::time::{Duration, Instant};
 
+mod protocol_strategies;
+
 use bytes::{Bytes, BytesMut};
 use fencelog::protocol::{
-    ApiKey, ErrorCode, FlushPolicy, FrameCodec, ProtocolError, Request, RequestFrame,
-    ResponseFrame, TopicConfig, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES,
+    ApiKey, ErrorCode, FrameCodec, ProtocolError, RequestFrame, ResponseFrame, FRAME_LENGTH_BYTES,
+    REQUEST_HEADER_BYTES,
 };
 use fencelog::storage::batch::{
     decode_batch, decode_batches, stamp_base_offset, validate, BatchBuilder, BatchError,
@@ -22,6 +24,7 @@ use fencelog::storage::batch::{
 };
 use fencelog::storage::segment::scan;
 use proptest::prelude::*;
+use protocol_strategies::*;
 use tokio_util::codec::Decoder;
 
 /// Longest one case may take. Generous for a slow CI machine; a parser that loops or goes
@@ -194,93 +197,9 @@ fn arb_lying_stream() -> impl Strategy<Value = (usize, Vec<u8>, usize)> {
     })
 }
 
-fn arb_string() -> impl Strategy<Value = String> {
-    prop_oneof![Just(String::new()), "[a-z0-9._-]{1,12}", ".{0,6}"]
-}
-
-fn arb_config() -> impl Strategy<Value = TopicConfig> {
-    (
-        any::<u64>(),
-        prop_oneof![
-            Just(FlushPolicy::Never),
-            Just(FlushPolicy::Always),
-            (1u64..10_000).prop_map(|interval_ms| FlushPolicy::Interval { interval_ms }),
-        ],
-        proptest::option::of(1u64..u64::MAX),
-        proptest::option::of(1u64..u64::MAX),
-    )
-        .prop_map(
-            |(segment_bytes, flush, retention_bytes, retention_ms)| TopicConfig {
-                segment_bytes,
-                flush,
-                retention_bytes,
-                retention_ms,
-            },
-        )
-}
-
 /// A valid request of every API, with a real batch in produces.
 fn arb_request() -> impl Strategy<Value = RequestFrame> {
-    let request = prop_oneof![
-        Just(Request::ApiVersions),
-        (arb_string(), any::<u32>(), arb_config()).prop_map(|(name, partitions, config)| {
-            Request::CreateTopic {
-                name,
-                partitions,
-                config,
-            }
-        }),
-        proptest::collection::vec(arb_string(), 0..4)
-            .prop_map(|topics| Request::Metadata { topics }),
-        (arb_string(), any::<u32>(), arb_string(), any::<u64>()).prop_map(
-            |(topic, partition, holder, ttl_ms)| Request::AcquireLease {
-                topic,
-                partition,
-                holder,
-                ttl_ms,
-            }
-        ),
-        (arb_string(), any::<u32>(), any::<u128>()).prop_map(|(topic, partition, lease_id)| {
-            Request::RenewLease {
-                topic,
-                partition,
-                lease_id,
-            }
-        }),
-        (arb_string(), any::<u32>(), any::<u128>()).prop_map(|(topic, partition, lease_id)| {
-            Request::ReleaseLease {
-                topic,
-                partition,
-                lease_id,
-            }
-        }),
-        (arb_string(), any::<u32>(), arb_batch()).prop_map(|(topic, partition, batch)| {
-            Request::Produce {
-                topic,
-                partition,
-                batch,
-            }
-        }),
-        (
-            arb_string(),
-            any::<u32>(),
-            any::<u64>(),
-            any::<u32>(),
-            any::<u32>()
-        )
-            .prop_map(|(topic, partition, offset, max_bytes, max_wait_ms)| {
-                Request::Fetch {
-                    topic,
-                    partition,
-                    offset,
-                    max_bytes,
-                    max_wait_ms,
-                }
-            }),
-        (arb_string(), any::<u32>())
-            .prop_map(|(topic, partition)| Request::ListOffsets { topic, partition }),
-    ];
-    (any::<u32>(), request)
+    (any::<u32>(), arb_request_with(arb_batch().boxed()))
         .prop_map(|(correlation_id, request)| RequestFrame::new(correlation_id, request))
 }
 

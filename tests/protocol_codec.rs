@@ -7,14 +7,17 @@
 //! exactly those bytes — so the contract a third-party client is written
 //! against cannot drift from the implementation unnoticed.
 
+mod protocol_strategies;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use fencelog::protocol::{
-    ApiKey, ApiVersionRange, ErrorCode, ErrorResponse, FlushPolicy, FrameCodec, ProtocolError,
-    Request, RequestDecodeErrorKind, RequestFrame, Response, ResponseFrame, TopicConfig,
-    TopicMetadata, DEFAULT_MAX_FRAME_BYTES,
+    ApiKey, ApiVersionRange, ErrorCode, ErrorResponse, FrameCodec, ProtocolError, Request,
+    RequestDecodeErrorKind, RequestFrame, Response, ResponseFrame, TopicMetadata,
+    DEFAULT_MAX_FRAME_BYTES,
 };
 use futures::{SinkExt, StreamExt};
 use proptest::prelude::*;
+use protocol_strategies::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::{Decoder, Encoder, Framed};
 
@@ -101,102 +104,12 @@ fn from_hex(dump: &str) -> Vec<u8> {
 // Strategies
 // ---------------------------------------------------------------------------
 
-fn arb_string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[a-z0-9._-]{0,12}",
-        any::<String>().prop_map(|s| s.chars().take(8).collect()),
-    ]
-}
-
 fn arb_bytes() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..80).prop_map(Bytes::from)
 }
 
-fn arb_flush() -> impl Strategy<Value = FlushPolicy> {
-    prop_oneof![
-        Just(FlushPolicy::Never),
-        Just(FlushPolicy::Always),
-        any::<u64>().prop_map(|interval_ms| FlushPolicy::Interval { interval_ms }),
-    ]
-}
-
-fn arb_config() -> impl Strategy<Value = TopicConfig> {
-    (
-        any::<u64>(),
-        arb_flush(),
-        proptest::option::of(1..=u64::MAX),
-        proptest::option::of(1..=u64::MAX),
-    )
-        .prop_map(
-            |(segment_bytes, flush, retention_bytes, retention_ms)| TopicConfig {
-                segment_bytes,
-                flush,
-                retention_bytes,
-                retention_ms,
-            },
-        )
-}
-
 fn arb_request() -> impl Strategy<Value = Request> {
-    prop_oneof![
-        Just(Request::ApiVersions),
-        (arb_string(), any::<u32>(), arb_config()).prop_map(|(name, partitions, config)| {
-            Request::CreateTopic {
-                name,
-                partitions,
-                config,
-            }
-        }),
-        proptest::collection::vec(arb_string(), 0..5)
-            .prop_map(|topics| Request::Metadata { topics }),
-        (arb_string(), any::<u32>(), arb_string(), any::<u64>()).prop_map(
-            |(topic, partition, holder, ttl_ms)| Request::AcquireLease {
-                topic,
-                partition,
-                holder,
-                ttl_ms,
-            }
-        ),
-        (arb_string(), any::<u32>(), any::<u128>()).prop_map(|(topic, partition, lease_id)| {
-            Request::RenewLease {
-                topic,
-                partition,
-                lease_id,
-            }
-        }),
-        (arb_string(), any::<u32>(), any::<u128>()).prop_map(|(topic, partition, lease_id)| {
-            Request::ReleaseLease {
-                topic,
-                partition,
-                lease_id,
-            }
-        }),
-        (arb_string(), any::<u32>(), arb_bytes()).prop_map(|(topic, partition, batch)| {
-            Request::Produce {
-                topic,
-                partition,
-                batch,
-            }
-        }),
-        (
-            arb_string(),
-            any::<u32>(),
-            any::<u64>(),
-            any::<u32>(),
-            any::<u32>()
-        )
-            .prop_map(|(topic, partition, offset, max_bytes, max_wait_ms)| {
-                Request::Fetch {
-                    topic,
-                    partition,
-                    offset,
-                    max_bytes,
-                    max_wait_ms,
-                }
-            }),
-        (arb_string(), any::<u32>())
-            .prop_map(|(topic, partition)| Request::ListOffsets { topic, partition }),
-    ]
+    arb_request_with(arb_bytes().boxed())
 }
 
 fn arb_response() -> impl Strategy<Value = Response> {
