@@ -34,24 +34,37 @@ pub fn start(
         batch,
     } = frame.request
     {
-        let started = broker
-            .partition(&topic, partition)
-            .and_then(|target| Ok((target.append_pending(&batch)?, target)));
-        return match started {
-            Err(error) => Box::pin(futures::future::ready(respond(Err(error)))),
-            Ok((pending, target)) if target.acknowledge_blocks() => Box::pin(async move {
-                respond(blocking(move || Ok(produced(target.acknowledge(pending)?))).await)
-            }),
-            Ok((pending, target)) => Box::pin(futures::future::ready(respond(
-                target
-                    .acknowledge(pending)
-                    .map(produced)
-                    .map_err(BrokerError::from),
-            ))),
-        };
+        let acknowledged = begin_produce(broker, &topic, partition, &batch);
+        return Box::pin(async move { respond(acknowledged.await) });
     }
     let (broker, config) = (Arc::clone(broker), Arc::clone(config));
     Box::pin(async move { respond(apply(&broker, &config, frame.request).await) })
+}
+
+/// Appends a produce's batch now (the fence check and the copy fix its offsets) and returns the
+/// wait for its acknowledgement: a group-commit sync on the blocking pool under flush `always`,
+/// nothing otherwise. The one produce path, whoever calls it.
+fn begin_produce(
+    broker: &Broker,
+    topic: &str,
+    partition: u32,
+    batch: &[u8],
+) -> BoxFuture<'static, Result<Response, BrokerError>> {
+    let started = broker
+        .partition(topic, partition)
+        .and_then(|target| Ok((target.append_pending(batch)?, target)));
+    match started {
+        Err(error) => Box::pin(futures::future::ready(Err(error))),
+        Ok((pending, target)) if target.acknowledge_blocks() => {
+            Box::pin(blocking(move || Ok(produced(target.acknowledge(pending)?))))
+        }
+        Ok((pending, target)) => Box::pin(futures::future::ready(
+            target
+                .acknowledge(pending)
+                .map(produced)
+                .map_err(BrokerError::from),
+        )),
+    }
 }
 
 fn produced(appended: crate::storage::Appended) -> Response {
@@ -156,10 +169,7 @@ async fn apply(
             topic,
             partition,
             batch,
-        } => {
-            let target = broker.partition(&topic, partition)?;
-            blocking(move || Ok(produced(target.append(&batch)?))).await
-        }
+        } => begin_produce(broker, &topic, partition, &batch).await,
         Request::Fetch {
             topic,
             partition,

@@ -204,10 +204,12 @@ impl Writer {
                     .expect("a batch no larger than a segment fits in an empty one")
             }
         };
-        let reader = Arc::clone(self.active.reader());
-        self.dirty
-            .entry(reader.base_offset())
-            .or_insert((reader, 0));
+        // Track the segment as unsynced on its first append only: no Arc clone per append.
+        if let std::collections::btree_map::Entry::Vacant(slot) =
+            self.dirty.entry(self.active.reader().base_offset())
+        {
+            slot.insert((Arc::clone(self.active.reader()), 0));
+        }
         let log_end_offset = self.active.next_offset();
         if self.publish_on_append {
             self.active.reader().map().publish(end);
