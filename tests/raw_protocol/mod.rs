@@ -225,6 +225,22 @@ pub fn assert_code(error: &ErrorResponse, code: ErrorCode) {
     assert_eq!(error.code, code, "unexpected error: {}", error.message);
 }
 
+/// A free loopback port never handed out before in this test process. Tests in one binary run
+/// in parallel: two probes of port 0 can return the same port, and then one child fails to bind
+/// while its test talks to the other test's server.
+fn unused_port() -> u16 {
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap();
+    loop {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        let port = probe.local_addr().unwrap().port();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
+}
+
 /// The real `fencelog serve` binary running as a child process on a loopback port, killed when
 /// dropped. Its log goes to `log` (a file, so a flood of log lines never blocks it on a pipe).
 pub struct ChildServer {
@@ -238,10 +254,7 @@ impl ChildServer {
     /// accepts connections. `shell_prefix`, if given, is bash code run before `exec`ing the
     /// server (to set resource limits, say).
     pub fn spawn(data_dir: &std::path::Path, args: &[&str], shell_prefix: Option<&str>) -> Self {
-        let port = {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            probe.local_addr().unwrap().port()
-        };
+        let port = unused_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let log = data_dir.with_extension("server.log");
         let log_file = std::fs::File::create(&log).expect("server log file");
