@@ -43,6 +43,12 @@ pub const MAX_FETCH_BYTES: u32 = 64 * 1024 * 1024;
 pub const MIN_FAILOVER_INTERVAL: Duration = Duration::from_millis(20);
 /// Longest a run may be asked to measure or warm up.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Default retention of the bench topic, per partition. A produce run writes about a gigabyte
+/// per second: unbounded, a 10 s run would leave ~10 GB on the server's disk, and under flush
+/// `never` the kernel's dirty-page limits would soon throttle producers to the disk's write
+/// speed. Bounded, old segments are deleted as new ones fill, the run measures the server at
+/// steady state, and the memory of deleted segments is reused by the page cache for new ones.
+pub const DEFAULT_RETENTION_BYTES: u64 = 1024 * 1024 * 1024;
 /// Payload preloaded for `consume` when `--records` is not given.
 pub const CONSUME_PRELOAD_BYTES: u64 = 256 * 1024 * 1024;
 /// Longest the `consume` preload may take when `--records` is not given.
@@ -115,6 +121,9 @@ pub struct BenchConfig {
     pub fetch_bytes: u32,
     /// Time between handovers in `failover` mode.
     pub failover_interval: Duration,
+    /// Retention of the bench topic per partition, in bytes; `None` keeps everything. Ignored
+    /// in `consume` mode, whose preload must stay readable.
+    pub retention_bytes: Option<u64>,
     /// The server to run against; `None` starts one in-process on a temporary directory.
     pub addr: Option<String>,
 }
@@ -135,6 +144,7 @@ impl Default for BenchConfig {
             in_flight: DEFAULT_IN_FLIGHT,
             fetch_bytes: DEFAULT_FETCH_BYTES,
             failover_interval: DEFAULT_FAILOVER_INTERVAL,
+            retention_bytes: Some(DEFAULT_RETENTION_BYTES),
             addr: None,
         }
     }

@@ -20,7 +20,8 @@ use super::produce::claim;
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use super::BenchError;
-use crate::client::{Client, FetchResult, Record};
+use crate::client::{Client, ClientError, FetchResult, Record};
+use crate::protocol::ErrorCode;
 use crate::storage::batch::now_ms;
 
 /// Longest a fetch waits on the server for new records.
@@ -122,9 +123,16 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
             () = changed(&mut spec.ends) => {}
             Some((index, sent, received, result)) = in_flight.next() => {
                 let partition = spec.sources[index].partition;
-                let fetched = result.map_err(|source| BenchError::Client {
-                    context: format!("fetch from {}/{partition}", spec.topic),
-                    source,
+                let fetched = result.map_err(|source| match source {
+                    ClientError::Server { code: ErrorCode::OffsetOutOfRange, .. } => BenchError::Check(format!(
+                        "a consumer fell behind the topic's retention on {}/{partition} (offset {} was deleted); \
+                         raise --retention-bytes, or 0 to keep everything",
+                        spec.topic, positions[index]
+                    )),
+                    source => BenchError::Client {
+                        context: format!("fetch from {}/{partition}", spec.topic),
+                        source,
+                    },
                 })?;
                 if account(&mut spec, &mut recorder, &fetched, sent, received) {
                     spec.stop.cancel();

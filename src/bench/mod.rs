@@ -20,6 +20,7 @@
 pub mod config;
 pub mod consume;
 pub mod failover;
+pub mod pacer;
 pub mod payload;
 pub mod produce;
 pub mod progress;
@@ -367,6 +368,11 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
     let admin = context.connect().await?;
     let topic_config = TopicConfig {
         flush: context.config.flush,
+        retention_bytes: match context.config.mode {
+            // The consumers re-read the preload from its start for the whole run.
+            Mode::Consume => None,
+            _ => context.config.retention_bytes,
+        },
         ..TopicConfig::default()
     };
     admin

@@ -13,7 +13,7 @@
 //! Times are nanoseconds since the run's origin ([`super::stats::Clock`]), a monotonic clock
 //! shared by producers and consumers in this process. The rest of the value is a fixed filler.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::storage::batch::now_ms;
 use crate::storage::BatchBuilder;
@@ -76,10 +76,19 @@ impl Stamp {
     }
 }
 
-/// A producer's value buffer, allocated once and re-stamped for each batch.
+/// Most sent batches a [`Payload`] keeps for recycling: one per request a producer may have in
+/// flight, plus the one being built.
+const RECYCLE_MAX: usize = super::config::MAX_IN_FLIGHT + 1;
+
+/// A producer's value buffer, allocated once and re-stamped for each batch, and the batches it
+/// built, whose buffers are reused once the client has sent them and dropped its handles (as a
+/// producer's buffer pool does in other log clients). Without it every request would allocate
+/// and fault in a fresh megabyte, which the allocator hands back to the kernel when it is freed:
+/// about a tenth of the CPU time of a 1 KiB x 1000 produce run on a 2-core machine.
 #[derive(Debug)]
 pub struct Payload {
     value: Vec<u8>,
+    sent: Vec<Bytes>,
 }
 
 impl Payload {
@@ -87,7 +96,10 @@ impl Payload {
     pub fn new(record_bytes: usize) -> Self {
         // A filler that is not all zeros, so nothing downstream can special-case it.
         let value = (0..record_bytes).map(|index| (index % 251) as u8).collect();
-        Self { value }
+        Self {
+            value,
+            sent: Vec::new(),
+        }
     }
 
     /// Builds a batch of `records` records under `epoch`, every value stamped with `stamp`
@@ -96,12 +108,29 @@ impl Payload {
         let prefix = stamp.bytes();
         let stamped = self.value.len().min(prefix.len());
         self.value[..stamped].copy_from_slice(&prefix[..stamped]);
-        let mut builder = BatchBuilder::new(epoch);
+        let record_bytes = BatchBuilder::record_len(None, Some(&self.value), &[]);
+        let mut builder =
+            BatchBuilder::reusing(epoch, self.recycled(), records as usize * record_bytes);
         let timestamp = now_ms();
         for _ in 0..records {
             builder.push(timestamp, None, Some(&self.value));
         }
-        builder.finish()
+        let batch = builder.finish();
+        if self.sent.len() < RECYCLE_MAX {
+            self.sent.push(batch.clone());
+        }
+        batch
+    }
+
+    /// The buffer of a sent batch nobody else holds any more, or a new empty one.
+    fn recycled(&mut self) -> BytesMut {
+        let Some(free) = self.sent.iter().position(Bytes::is_unique) else {
+            return BytesMut::new();
+        };
+        self.sent
+            .swap_remove(free)
+            .try_into_mut()
+            .unwrap_or_else(|_| BytesMut::new())
     }
 }
 

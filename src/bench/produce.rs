@@ -17,6 +17,7 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::pacer::Pacer;
 use super::payload::{Payload, Stamp};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
@@ -122,10 +123,12 @@ pub fn claim(budget: &AtomicU64, want: u64) -> u64 {
         .map_or(0, |left| left.min(want))
 }
 
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
+/// Waits for the pacer's next tick, or without one until `at` on tokio's (coarser) timer.
+async fn wait_until(pacer: Option<&Pacer>, at: Option<Instant>) {
+    match (pacer, at) {
+        (Some(pacer), Some(_)) => pacer.tick().await,
+        (None, Some(at)) => tokio::time::sleep_until(at.into()).await,
+        (_, None) => std::future::pending().await,
     }
 }
 
@@ -144,6 +147,12 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
     let schedule_from = spec.schedule_from;
     let due =
         move |sequence: u64| period.map(|period| schedule_from + period.mul_f64(sequence as f64));
+    let pacer = match period {
+        Some(period) => Some(Pacer::start(schedule_from, period).map_err(|error| {
+            BenchError::Task(format!("start the open-loop pacer thread: {error}"))
+        })?),
+        None => None,
+    };
     let mut in_flight = FuturesUnordered::new();
     let mut sequence: u64 = 0;
     let mut stopping = false;
@@ -204,7 +213,7 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                     stopping = true;
                 }
             }
-            () = sleep_until_opt(wake), if wake.is_some() => {}
+            () = wait_until(pacer.as_ref(), wake), if wake.is_some() => {}
             () = spec.stop.cancelled(), if !stopping => stopping = true,
         }
     }

@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// Soft limit on the bytes of one fetch.
     #[arg(long = "fetch-bytes", default_value_t = DEFAULT_FETCH_BYTES)]
     pub fetch_bytes: u32,
+    /// Retention of the bench topic per partition in bytes (0: keep everything); old segments
+    /// are deleted as new ones fill. Not applied in consume mode.
+    #[arg(long = "retention-bytes", default_value_t = config::DEFAULT_RETENTION_BYTES)]
+    pub retention_bytes: u64,
     /// Time between lease handovers in failover mode.
     #[arg(long = "failover-interval", default_value = "500ms", value_parser = common::parse_duration)]
     pub failover_interval: Duration,
@@ -114,6 +118,7 @@ impl BenchArgs {
             in_flight: self.in_flight,
             fetch_bytes: self.fetch_bytes,
             failover_interval: self.failover_interval,
+            retention_bytes: (self.retention_bytes > 0).then_some(self.retention_bytes),
             addr: self.addr.clone(),
         }
     }

@@ -7,12 +7,12 @@
 //! each other until the server's write timeout cut the connection. With a dedicated reader the
 //! client always drains responses, whatever the writer is doing.
 //!
-//! The socket's halves get a `FramedRead` and a `FramedWrite` with the same [`FrameCodec`]
-//! rather than one `Framed` split with `StreamExt::split`: the split sink only encodes an item
-//! when the *next* one is fed (or on flush), so a frame the encoder refuses (too large, a string
-//! too long) would surface as an error on an unrelated request. `FramedWrite` encodes in
-//! `start_send`, and a refused frame leaves the write buffer untouched, so it fails alone and
-//! the connection stays usable.
+//! The read half gets a `FramedRead` with [`FrameCodec`]. The write half gets a
+//! [`RequestWriter`]: each frame is checked against the frame limit and encoded on its own
+//! before anything is written, so a frame it refuses (too large, a string too long) fails alone
+//! and the connection stays usable; the batch of a `Produce` goes to the socket as it is, in
+//! one vectored write with the encoded headers around it, rather than being copied into a
+//! write buffer first.
 //!
 //! Every request in flight holds a semaphore permit from the moment it is queued until its
 //! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
@@ -24,19 +24,21 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
-use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::codec::FramedRead;
 
 use super::{ClientConfig, ClientError};
 use crate::protocol::{
-    ApiKey, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+    ApiKey, Chunks, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+    FRAME_LENGTH_BYTES,
 };
 
-type Sink = FramedWrite<OwnedWriteHalf, FrameCodec>;
 type Stream = FramedRead<OwnedReadHalf, FrameCodec>;
 type Reply = oneshot::Sender<Result<Response, ClientError>>;
 
@@ -170,7 +172,7 @@ impl Connection {
         let max_in_flight = config.max_in_flight.max(1);
         let codec = FrameCodec::new(config.max_frame_bytes);
         let (read_half, write_half) = socket.into_split();
-        let sink = FramedWrite::new(write_half, codec);
+        let sink = RequestWriter::new(write_half, config.max_frame_bytes);
         let stream = FramedRead::new(read_half, codec);
         let (requests, queue) = mpsc::channel(max_in_flight);
         let shared = Arc::new(Shared::default());
@@ -244,9 +246,62 @@ impl Connection {
 /// Where the response of an enqueued request arrives.
 pub(crate) struct ResponseSlot(oneshot::Receiver<Result<Response, ClientError>>);
 
+/// Encodes request frames and writes them with vectored writes.
+struct RequestWriter {
+    socket: OwnedWriteHalf,
+    max_frame_bytes: usize,
+    /// Where headers and small requests are encoded; split off into `queue` after each frame.
+    scratch: BytesMut,
+    encoded: Vec<Bytes>,
+    queue: Chunks,
+}
+
+impl RequestWriter {
+    fn new(socket: OwnedWriteHalf, max_frame_bytes: usize) -> Self {
+        Self {
+            socket,
+            max_frame_bytes,
+            scratch: BytesMut::with_capacity(4096),
+            encoded: Vec::with_capacity(2),
+            queue: Chunks::default(),
+        }
+    }
+
+    /// Queues `frame`, or refuses it (queueing nothing) if the peer, configured alike, would
+    /// refuse a frame that large or a field does not fit its wire type.
+    fn push(&mut self, frame: &RequestFrame) -> Result<(), ProtocolError> {
+        let declared = frame.encoded_len() - FRAME_LENGTH_BYTES;
+        if declared > self.max_frame_bytes {
+            return Err(ProtocolError::FrameTooLarge {
+                declared,
+                max: self.max_frame_bytes,
+            });
+        }
+        frame.encode_vectored(&mut self.scratch, &mut self.encoded)?;
+        for part in self.encoded.drain(..) {
+            self.queue.push(part);
+        }
+        Ok(())
+    }
+
+    /// Writes everything queued.
+    async fn flush(&mut self) -> std::io::Result<()> {
+        self.socket.write_all_buf(&mut self.queue).await?;
+        self.socket.flush().await
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.socket.shutdown().await
+    }
+}
+
 /// Takes queued requests, gives each a correlation id, registers it as pending, and writes it.
-/// Frames queued together are written with one flush.
-async fn write_loop(mut sink: Sink, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
+/// Frames queued together are written with one vectored write.
+async fn write_loop(
+    mut sink: RequestWriter,
+    mut queue: mpsc::Receiver<Outgoing>,
+    shared: Arc<Shared>,
+) {
     let mut ids = CorrelationIds::default();
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
@@ -270,32 +325,22 @@ async fn write_loop(mut sink: Sink, mut queue: mpsc::Receiver<Outgoing>, shared:
                 correlation_id
             };
             let frame = RequestFrame::new(correlation_id, outgoing.request);
-            match sink.feed(frame).await {
-                Ok(()) => {}
-                Err(ProtocolError::Io(error)) => {
-                    shared.fail(ClientError::Io(error));
-                    return;
-                }
-                // The encoder refused this one frame (too large, a string too long) and wrote
-                // nothing, so the stream is intact: fail only this request.
-                Err(error) => {
-                    if let Some(pending) = shared.take(correlation_id) {
-                        let _ = pending.reply.send(Err(ClientError::Protocol(error)));
-                    }
+            // The writer refused this one frame (too large, a string too long) and queued
+            // nothing, so the stream is intact: fail only this request.
+            if let Err(error) = sink.push(&frame) {
+                if let Some(pending) = shared.take(correlation_id) {
+                    let _ = pending.reply.send(Err(ClientError::Protocol(error)));
                 }
             }
             next = queue.try_recv().ok();
         }
-        if let Err(error) = SinkExt::<RequestFrame>::flush(&mut sink).await {
-            shared.fail(match error {
-                ProtocolError::Io(error) => ClientError::Io(error),
-                other => ClientError::Protocol(other),
-            });
+        if let Err(error) = sink.flush().await {
+            shared.fail(ClientError::Io(error));
             return;
         }
     }
     // Every handle was dropped: close our half so the server sees a clean end of stream.
-    let _ = SinkExt::<RequestFrame>::close(&mut sink).await;
+    let _ = sink.shutdown().await;
 }
 
 /// Reads response frames and hands each to the request it answers.

@@ -663,6 +663,44 @@ impl RequestFrame {
         Ok(())
     }
 
+    /// Encodes the frame for a vectored write: the encoded header and fields go into `dst` and
+    /// are split off into `out` as `Bytes`, while the batch of a `Produce` is pushed to `out` as
+    /// it is, never copied on its way to the socket. The bytes, concatenated, are exactly what
+    /// [`RequestFrame::encode`] writes; on failure nothing is pushed and `dst` is unchanged.
+    pub fn encode_vectored(
+        &self,
+        dst: &mut BytesMut,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), ProtocolError> {
+        let Request::Produce {
+            topic,
+            partition,
+            batch,
+        } = &self.request
+        else {
+            self.encode(dst)?;
+            out.push(dst.split().freeze());
+            return Ok(());
+        };
+        let declared = frame_length_field(self.encoded_len())?;
+        let start = dst.len();
+        dst.put_u32(declared);
+        dst.put_u16(self.request.api_key().as_u16());
+        dst.put_u16(self.api_version);
+        dst.put_u32(self.correlation_id);
+        let fields = put_str16(dst, "topic", topic).and_then(|()| {
+            dst.put_u32(*partition);
+            put_len32(dst, "batch", batch.len())
+        });
+        if let Err(error) = fields {
+            dst.truncate(start);
+            return Err(error);
+        }
+        out.push(dst.split().freeze());
+        out.push(batch.clone());
+        Ok(())
+    }
+
     /// Parses one frame body (without its length prefix).
     ///
     /// On failure the error carries whatever header fields could be read, so

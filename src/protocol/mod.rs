@@ -11,10 +11,12 @@
 //! and the tests in `tests/protocol_codec.rs` check the two agree.
 #![warn(missing_docs)]
 
+mod chunks;
 mod codec;
 mod error_code;
 mod messages;
 
+pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
 pub use error_code::ErrorCode;
 pub use messages::{

@@ -17,6 +17,7 @@ use tokio::sync::broadcast;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
+use super::appender::Appender;
 use super::writer::ResponseWriter;
 use super::{handler, ServerConfig};
 use crate::broker::Broker;
@@ -43,6 +44,7 @@ pub async fn serve(
     let mut frames = FramedRead::new(read_half, FrameCodec::new(config.max_frame_bytes));
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<PendingResponse> = FuturesOrdered::new();
+    let appender = Appender::default();
     let mut closing = false;
     loop {
         if closing && pending.is_empty() {
@@ -60,7 +62,7 @@ pub async fn serve(
                     Err(_) => {}
                     Ok(None) => closing = true,
                     Ok(Some(Ok(bytes))) => match RequestFrame::decode(bytes) {
-                        Ok(request) => pending.push_back(handler::start(&broker, &config, request)),
+                        Ok(request) => pending.push_back(handler::start(&broker, &config, &appender, request)),
                         Err(error) => {
                             debug!(%peer, %error, "malformed request");
                             closing |= error.must_close_connection();

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::appender::Appender;
 use super::{errors::to_error_response, ServerConfig};
 use crate::broker::{Broker, BrokerError};
 use futures::future::BoxFuture;
@@ -15,12 +16,14 @@ use crate::protocol::{Request, RequestFrame, Response, ResponseFrame, TopicMetad
 
 /// Starts one request and returns the future of its response frame.
 ///
-/// A produce is appended *now*, in the connection's request order, so pipelined produces to a
-/// partition land in the order they were sent; only the wait for durability is left to the
-/// returned future. Every other request runs entirely in the future.
+/// A produce is handed to the connection's [`Appender`] *now*, which appends in the connection's
+/// request order, so pipelined produces to a partition land in the order they were sent; the
+/// returned future waits for the append and then for durability. Every other request runs
+/// entirely in the future.
 pub fn start(
     broker: &Arc<Broker>,
     config: &Arc<ServerConfig>,
+    appender: &Appender,
     frame: RequestFrame,
 ) -> BoxFuture<'static, ResponseFrame> {
     let correlation_id = frame.correlation_id;
@@ -34,7 +37,7 @@ pub fn start(
         batch,
     } = frame.request
     {
-        let acknowledged = begin_produce(broker, &topic, partition, &batch);
+        let acknowledged = appender.produce(broker, topic, partition, batch);
         return Box::pin(async move { respond(acknowledged.await) });
     }
     let (broker, config) = (Arc::clone(broker), Arc::clone(config));
@@ -44,7 +47,7 @@ pub fn start(
 /// Appends a produce's batch now (the fence check and the copy fix its offsets) and returns the
 /// wait for its acknowledgement: a group-commit sync on the blocking pool under flush `always`,
 /// nothing otherwise. The one produce path, whoever calls it.
-fn begin_produce(
+pub(super) fn begin_produce(
     broker: &Broker,
     topic: &str,
     partition: u32,

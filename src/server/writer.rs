@@ -6,52 +6,10 @@
 //! written together with `writev`, so a pipelining client costs one syscall per burst rather than
 //! one per response.
 
-use std::collections::VecDeque;
-use std::io::IoSlice;
-
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::protocol::{ErrorCode, ErrorResponse, ProtocolError, ResponseFrame};
-
-/// A queue of byte chunks that `write_all_buf` sends with vectored writes.
-#[derive(Debug, Default)]
-struct Chunks {
-    parts: VecDeque<Bytes>,
-    remaining: usize,
-}
-
-impl Buf for Chunks {
-    fn remaining(&self) -> usize {
-        self.remaining
-    }
-
-    fn chunk(&self) -> &[u8] {
-        self.parts.front().map_or(&[], |part| part.as_ref())
-    }
-
-    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
-        let mut filled = 0;
-        for (slot, part) in dst.iter_mut().zip(&self.parts) {
-            *slot = IoSlice::new(part);
-            filled += 1;
-        }
-        filled
-    }
-
-    fn advance(&mut self, mut count: usize) {
-        self.remaining -= count;
-        while count > 0 {
-            let front = self.parts.front_mut().expect("advance within remaining");
-            if count < front.len() {
-                front.advance(count);
-                return;
-            }
-            count -= front.len();
-            self.parts.pop_front();
-        }
-    }
-}
+use crate::protocol::{Chunks, ErrorCode, ErrorResponse, ProtocolError, ResponseFrame};
 
 /// Queues encoded responses and writes them out together.
 #[derive(Debug)]
@@ -104,8 +62,7 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
                 .expect("a short error response always encodes");
         }
         for part in self.encoded.drain(..) {
-            self.queue.remaining += part.len();
-            self.queue.parts.push_back(part);
+            self.queue.push(part);
         }
     }
 

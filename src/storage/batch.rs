@@ -405,25 +405,72 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
 
 /// Builds a batch for producers. The first record's timestamp becomes `first_timestamp`; later
 /// records are stored as non-negative `u32` deltas from it.
+///
+/// Records are written straight after room left for the header, so [`finish`](Self::finish)
+/// fills the header in place and hands the same buffer on: building a batch copies each value
+/// once. [`with_capacity`](Self::with_capacity) sizes that buffer up front when the caller knows
+/// how big the batch will be, so it is never reallocated (and re-copied) while it grows.
 #[derive(Debug)]
 pub struct BatchBuilder {
     epoch: u64,
     first_timestamp: Option<i64>,
     max_timestamp: i64,
     count: u32,
-    records: BytesMut,
+    /// `HEADER_BYTES` of placeholder, then the records.
+    buf: BytesMut,
 }
 
 impl BatchBuilder {
     /// An empty batch written under `epoch`.
     pub fn new(epoch: u64) -> Self {
+        Self::with_capacity(epoch, 0)
+    }
+
+    /// An empty batch written under `epoch`, with room for `record_bytes` bytes of records
+    /// (each [`record_len`](Self::record_len) long) before its buffer has to grow.
+    pub fn with_capacity(epoch: u64, record_bytes: usize) -> Self {
+        Self::reusing(epoch, BytesMut::new(), record_bytes)
+    }
+
+    /// An empty batch written under `epoch` into `buf`, a buffer recycled from an earlier batch
+    /// (its contents are discarded; its allocation is kept and grown to `record_bytes` bytes of
+    /// records if smaller). A producer that recycles its sent batches (see
+    /// [`bytes::Bytes::try_into_mut`]) builds every batch in memory that is already mapped and
+    /// cached instead of faulting in a fresh megabyte per request.
+    pub fn reusing(epoch: u64, mut buf: BytesMut, record_bytes: usize) -> Self {
+        buf.clear();
+        buf.reserve(HEADER_BYTES + record_bytes);
+        buf.put_bytes(0, HEADER_BYTES);
         Self {
             epoch,
             first_timestamp: None,
             max_timestamp: i64::MIN,
             count: 0,
-            records: BytesMut::new(),
+            buf,
         }
+    }
+
+    /// Bytes a record with this key, value and headers takes in a batch.
+    pub fn record_len(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) -> usize {
+        4 + Self::record_body_len(key, value, headers)
+    }
+
+    /// A record's `length` field: its bytes after that field.
+    fn record_body_len(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, &[u8])],
+    ) -> usize {
+        let field = |value: Option<&[u8]>| value.map_or(0, |v| v.len()) + 4;
+        let headers_len: usize = headers
+            .iter()
+            .map(|(name, value)| 2 + name.len() + 4 + value.len())
+            .sum();
+        4 + field(key) + field(value) + 2 + headers_len
     }
 
     /// Records so far.
@@ -438,7 +485,7 @@ impl BatchBuilder {
 
     /// Bytes the finished batch will take.
     pub fn encoded_len(&self) -> usize {
-        HEADER_BYTES + self.records.len()
+        self.buf.len()
     }
 
     /// Adds a record with no headers.
@@ -460,13 +507,8 @@ impl BatchBuilder {
             .saturating_sub(first)
             .clamp(0, i64::from(u32::MAX));
         self.max_timestamp = self.max_timestamp.max(first + delta);
-        let field = |value: Option<&[u8]>| value.map_or(0, |v| v.len()) + 4;
-        let headers_len: usize = headers
-            .iter()
-            .map(|(name, value)| 2 + name.len() + 4 + value.len())
-            .sum();
-        let length = 4 + field(key) + field(value) + 2 + headers_len;
-        let records = &mut self.records;
+        let length = Self::record_body_len(key, value, headers);
+        let records = &mut self.buf;
         records.reserve(4 + length);
         records.put_u32(u32::try_from(length).expect("record larger than 4 GiB"));
         records.put_u32(delta as u32);
@@ -491,24 +533,25 @@ impl BatchBuilder {
 
     /// Finishes the batch: header filled, CRC computed, base offset 0 (the broker stamps it).
     pub fn finish(self) -> Bytes {
-        let length = self.encoded_len();
-        let mut out = BytesMut::with_capacity(length);
+        let mut out = self.buf;
+        let length = out.len();
         let first = self.first_timestamp.unwrap_or(0);
-        out.put_u64(0);
-        out.put_u32(u32::try_from(length).expect("batch larger than 4 GiB"));
-        out.put_u32(0);
-        out.put_u8(MAGIC);
-        out.put_u8(0);
-        out.put_u16(0);
-        out.put_u64(self.epoch);
-        out.put_u32(self.count);
-        out.put_i64(first);
-        out.put_i64(if self.count == 0 {
+        let max = if self.count == 0 {
             first
         } else {
             self.max_timestamp
-        });
-        out.put_slice(&self.records);
+        };
+        let mut header = &mut out[..HEADER_BYTES];
+        header.put_u64(0);
+        header.put_u32(u32::try_from(length).expect("batch larger than 4 GiB"));
+        header.put_u32(0);
+        header.put_u8(MAGIC);
+        header.put_u8(0);
+        header.put_u16(0);
+        header.put_u64(self.epoch);
+        header.put_u32(self.count);
+        header.put_i64(first);
+        header.put_i64(max);
         let crc = crc32fast::hash(&out[CRC_START..]);
         out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
         out.freeze()

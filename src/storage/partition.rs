@@ -770,7 +770,7 @@ impl Partition {
     /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
     /// The active segment is never deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {
-        if self.config.retention_bytes.is_none() && self.config.retention_ms.is_none() {
+        if !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }
         let victims = self.fence.with_log(|writer| {
@@ -783,12 +783,7 @@ impl Partition {
             let mut victims = Vec::new();
             while segments.len() > 1 {
                 let oldest = &segments[0];
-                let too_big = self.config.retention_bytes.is_some_and(|max| total > max);
-                let too_old = self.config.retention_ms.is_some_and(|ms| {
-                    oldest.max_timestamp()
-                        < now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))
-                });
-                if !(too_big || too_old) {
+                if !self.exceeds_retention(total, oldest.max_timestamp(), now_ms) {
                     break;
                 }
                 total -= oldest.written_bytes() as u64;
@@ -802,6 +797,7 @@ impl Partition {
         });
         let mut report = RetentionReport::default();
         for victim in &victims {
+            victim.mark_deleted();
             segment::delete_files(&self.directory, victim.base_offset())
                 .map_err(io("delete segment"))?;
             report.segments += 1;
@@ -812,6 +808,30 @@ impl Partition {
             info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
         }
         Ok(report)
+    }
+
+    /// Whether retention would delete a segment now: a check under the segment list's read lock
+    /// only, so running retention often costs the writer nothing while nothing is due.
+    fn retention_due(&self, now_ms: i64) -> bool {
+        if self.config.retention_bytes.is_none() && self.config.retention_ms.is_none() {
+            return false;
+        }
+        let segments = self.shared.segments.read().expect("segments lock poisoned");
+        let Some(oldest) = segments.first().filter(|_| segments.len() > 1) else {
+            return false;
+        };
+        let total: u64 = segments.iter().map(|s| s.written_bytes() as u64).sum();
+        self.exceeds_retention(total, oldest.max_timestamp(), now_ms)
+    }
+
+    /// Whether a log of `total` bytes whose oldest segment's newest record is `oldest_max_ms`
+    /// is beyond the retention limits (the oldest segment must go).
+    fn exceeds_retention(&self, total: u64, oldest_max_ms: i64, now_ms: i64) -> bool {
+        let too_big = self.config.retention_bytes.is_some_and(|max| total > max);
+        let too_old = self.config.retention_ms.is_some_and(|ms| {
+            oldest_max_ms < now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))
+        });
+        too_big || too_old
     }
 
     /// The recorded epoch history `(epoch, start_offset)`, oldest first.

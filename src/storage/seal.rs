@@ -103,10 +103,14 @@ fn queue() -> &'static SyncSender<SealJob> {
 }
 
 fn run(job: SealJob) {
-    let map = job.segment.map();
-    let synced = map
-        .sync_range(0, job.segment.written_bytes())
-        .and_then(|()| job.recovery_point.advance(job.next_base));
+    // A segment retention already deleted need not reach the disk: recovery will never see it.
+    // Skipping it matters when a topic's retention is short and the disk slower than producers.
+    let synced = if job.segment.is_deleted() {
+        Ok(())
+    } else {
+        job.segment.map().sync_range(0, job.segment.written_bytes())
+    };
+    let synced = synced.and_then(|()| job.recovery_point.advance(job.next_base));
     if let Err(error) = synced {
         tracing::error!(segment = %job.segment.path().display(), %error, "sealing a full segment failed");
         (job.on_failure)(error);

@@ -8,7 +8,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -131,6 +131,8 @@ pub struct SegmentReader {
     /// Bytes `[0, verified)` were checked (CRC) by this process: written after validation, or
     /// scanned at recovery. Reads re-check anything beyond.
     verified: AtomicUsize,
+    /// Retention removed the segment: nothing is gained by syncing it any more.
+    deleted: AtomicBool,
 }
 
 /// A corrupt batch found while reading.
@@ -165,6 +167,16 @@ impl SegmentReader {
     /// Largest record timestamp in the segment (ms), `i64::MIN` if empty.
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp.load(Ordering::Acquire)
+    }
+
+    /// Marks the segment as removed by retention (before its files are deleted).
+    pub fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    /// Whether retention removed the segment.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
     }
 
     /// The map, for syncing and publishing.
@@ -365,6 +377,7 @@ impl ActiveSegment {
             index: index.shared(),
             max_timestamp: AtomicI64::new(max_timestamp),
             verified: AtomicUsize::new(valid_bytes),
+            deleted: AtomicBool::new(false),
         });
         Ok(Self {
             reader,
