@@ -3,8 +3,10 @@
 //! readable, with a valid CRC, at the offset that was acknowledged; offsets stay dense; epochs
 //! survive. A few cycles run in the default suite; `tools/crash-test` runs many.
 
+mod raw_protocol;
+
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -19,11 +21,10 @@ const TOPIC: &str = "crash";
 const PARTITIONS: u32 = 2;
 const PRODUCERS_PER_PARTITION: usize = 2;
 
+/// A port below the ephemeral range, so that no outgoing connection can take it while the
+/// server is down between a kill and its restart (see `raw_protocol::unused_port`).
 fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    SocketAddr::from(([127, 0, 0, 1], raw_protocol::unused_port()))
 }
 
 fn start_server(data_dir: &Path, addr: SocketAddr) -> Child {

@@ -214,6 +214,18 @@ proptest! {
         prop_assert_eq!(RequestFrame::decode(body), Ok(frame));
     }
 
+    /// The vectored encoding (header chunks plus a produce's batch as it is) is byte for byte
+    /// the plain encoding.
+    #[test]
+    fn vectored_request_encoding_matches_the_plain_one(frame in arb_request_frame()) {
+        let mut plain = BytesMut::new();
+        let plain_result = frame.encode(&mut plain);
+        let (mut scratch, mut parts) = (BytesMut::new(), Vec::new());
+        let vectored_result = frame.encode_vectored(&mut scratch, &mut parts);
+        prop_assert_eq!(plain_result.is_ok(), vectored_result.is_ok());
+        prop_assert_eq!(parts.concat(), plain.to_vec());
+    }
+
     #[test]
     fn responses_round_trip((api, frame) in arb_response_frame()) {
         let body = single_frame(encode_response(&frame));

@@ -225,20 +225,33 @@ pub fn assert_code(error: &ErrorResponse, code: ErrorCode) {
     assert_eq!(error.code, code, "unexpected error: {}", error.message);
 }
 
-/// A free loopback port never handed out before in this test process. Tests in one binary run
-/// in parallel: two probes of port 0 can return the same port, and then one child fails to bind
-/// while its test talks to the other test's server.
-fn unused_port() -> u16 {
+/// A free loopback port never handed out before in this test process, below the kernel's
+/// ephemeral range (32768 and up by default).
+///
+/// Why not port 0's answer: that port is in the ephemeral range, so between the probe releasing
+/// it and the child binding it, an outgoing connection (the readiness probe itself, say) can be
+/// given it as its source port; a connect to a port nobody listens on yet can even connect to
+/// itself (TCP simultaneous open). Tests in one binary also run in parallel, and two probes can
+/// return the same port. Ports below the ephemeral range are never picked for outgoing
+/// connections, and this process hands each out once.
+pub fn unused_port() -> u16 {
     static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap();
-    loop {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-        let port = probe.local_addr().unwrap().port();
-        if !handed_out.contains(&port) {
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos() as u64);
+    for attempt in 0..10_000u64 {
+        let port = 20_000 + ((seed.wrapping_add(attempt.wrapping_mul(7919))) % 12_000) as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             handed_out.push(port);
             return port;
         }
     }
+    panic!("no free loopback port in 20000..32000");
 }
 
 /// The real `fencelog serve` binary running as a child process on a loopback port, killed when
