@@ -190,6 +190,10 @@ pub fn partition_config(config: &TopicConfig) -> PartitionConfig {
         flush: config.flush,
         retention_bytes: config.retention_bytes,
         retention_ms: config.retention_ms,
+        seal_delay: match config.flush {
+            crate::protocol::FlushPolicy::Never => crate::storage::config::NEVER_SEAL_DELAY,
+            _ => std::time::Duration::ZERO,
+        },
         ..PartitionConfig::default()
     }
 }

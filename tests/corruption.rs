@@ -299,6 +299,64 @@ fn fill_partition(
     (partition, values)
 }
 
+/// Proves: a deferred seal (`seal_delay`, what the broker uses for flush `never` topics) leaves
+/// the recovery point where it was until the delay has passed, then moves it past every full
+/// segment, those that retention deleted in the meantime included (they are skipped, not
+/// synced: nothing will ever read them back).
+#[test]
+fn deferred_seals_wait_then_pass_segments_retention_deleted() {
+    let directory = tempfile::tempdir().unwrap();
+    let delay = std::time::Duration::from_millis(500);
+    let config = PartitionConfig {
+        seal_delay: delay,
+        retention_bytes: Some(2 * SEGMENT_BYTES),
+        ..partition_config(FlushPolicy::Never)
+    };
+    let started = std::time::Instant::now();
+    let partition = Partition::open("t/0", directory.path(), config).unwrap();
+    partition.install_epoch(1).unwrap();
+    let mut appended = 0u64;
+    while segment_files(directory.path()).len() < 4 {
+        let payload = value(&format!("v{appended}"), 200);
+        partition.append(&batch(1, &[payload])).unwrap();
+        appended += 1;
+    }
+    let recovery_point = || {
+        std::fs::read_to_string(directory.path().join("recovery-point"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let filled = started.elapsed();
+    if filled < delay {
+        assert_eq!(recovery_point(), 0, "sealed before its delay");
+    }
+    let report = partition.enforce_retention(i64::MAX).unwrap();
+    assert!(report.segments >= 1, "retention deleted a full segment");
+    let last_base = segment_files(directory.path())
+        .last()
+        .map(|path| {
+            path.file_stem()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while recovery_point() < last_base && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        recovery_point(),
+        last_base,
+        "the recovery point reaches the active segment"
+    );
+    assert!(started.elapsed() >= delay, "sealed before its delay");
+    drop(partition);
+}
+
 /// Proves the invariant the corruption rule rests on: even under flush `never` (no sync on
 /// acknowledgement), a full segment is synced whole in the background after the partition rolls
 /// past it, and only then does the recovery point move past it; so every segment below the

@@ -181,6 +181,8 @@ pub struct Writer {
     dirty: BTreeMap<u64, (Arc<SegmentReader>, usize)>,
     shared: Arc<Shared>,
     publish_on_append: bool,
+    /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
+    seal_delay: std::time::Duration,
 }
 
 impl Writer {
@@ -253,9 +255,10 @@ impl Writer {
         // Sync the full segment whole and advance the recovery point, off the append lock.
         let shared = Arc::clone(&self.shared);
         seal::submit(seal::SealJob {
-            segment: Arc::clone(sealed.reader()),
+            segment: Arc::downgrade(sealed.reader()),
             recovery_point: Arc::clone(&self.shared.recovery_point),
             next_base: base_offset,
+            not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
         });
         Ok(())
@@ -519,6 +522,7 @@ impl Partition {
             dirty: BTreeMap::new(),
             shared: Arc::clone(&shared),
             publish_on_append: config.flush != FlushPolicy::Always,
+            seal_delay: config.seal_delay,
         };
         Ok((
             Self {

@@ -8,11 +8,19 @@
 //! first invalid batch). Doing the sync here rather than in `roll` keeps a segment-sized sync out
 //! of the append lock: under flush `never` that sync would otherwise stall every producer for as
 //! long as the disk takes to write a whole segment.
+//!
+//! A partition may defer its seals (`PartitionConfig::seal_delay`; the broker defers them by
+//! 30 s for flush `never` topics): the recovery point then lags, which only makes recovery scan
+//! a few more segments, while segments that retention deletes in the meantime are never written
+//! to disk at all. Jobs hold their segment weakly, so a deleted segment's memory is freed at
+//! once rather than when its job comes due.
 
+use std::collections::BinaryHeap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
 
 use super::fence::write_durably;
 use super::segment::SegmentReader;
@@ -21,6 +29,9 @@ use super::segment::SegmentReader;
 pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Seal jobs that may wait for the background thread; a roll beyond it waits (backpressure).
 pub const SEAL_QUEUE_MAX: usize = 1024;
+/// Deferred seal jobs the thread holds before it seals the oldest early (sealing early is always
+/// safe; this bounds the memory of a flood of rolls).
+pub const SEAL_DEFERRED_MAX: usize = 4096;
 
 /// The durable recovery point of one partition.
 #[derive(Debug)]
@@ -74,12 +85,15 @@ impl RecoveryPoint {
 
 /// A full segment to sync, and what to do after.
 pub struct SealJob {
-    /// The full segment.
-    pub segment: Arc<SegmentReader>,
+    /// The full segment. Weak, so that a deferred job does not keep a segment that retention
+    /// deleted mapped (and its page cache pages allocated) until the job's time comes.
+    pub segment: Weak<SegmentReader>,
     /// The partition's recovery point, advanced to `next_base` once the segment is synced.
     pub recovery_point: Arc<RecoveryPoint>,
     /// Base offset of the segment after it.
     pub next_base: u64,
+    /// Not sealed before this (the partition's `seal_delay` after the roll).
+    pub not_before: Instant,
     /// Called if the sync fails (the partition stops accepting writes).
     pub on_failure: Box<dyn FnOnce(io::Error) + Send>,
 }
@@ -90,29 +104,102 @@ fn queue() -> &'static SyncSender<SealJob> {
         let (sender, receiver) = mpsc::sync_channel::<SealJob>(SEAL_QUEUE_MAX);
         std::thread::Builder::new()
             .name("fencelog-seal".into())
-            .spawn(move || {
-                // Jobs run one at a time in the order of the rolls, so a partition's recovery
-                // point only ever advances over segments that are all synced.
-                for job in receiver {
-                    run(job);
-                }
-            })
+            .spawn(move || serve(&receiver))
             .expect("spawn the seal thread");
         sender
     })
 }
 
+/// A job waiting for its time, ordered by (`not_before`, arrival).
+struct Deferred {
+    not_before: Instant,
+    arrival: u64,
+    job: SealJob,
+}
+
+impl PartialEq for Deferred {
+    fn eq(&self, other: &Self) -> bool {
+        (self.not_before, self.arrival) == (other.not_before, other.arrival)
+    }
+}
+
+impl Eq for Deferred {}
+
+impl PartialOrd for Deferred {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Deferred {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest job first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.not_before, other.arrival).cmp(&(self.not_before, self.arrival))
+    }
+}
+
+/// The seal thread: runs each job once its time has come, one at a time.
+///
+/// A partition's jobs share its seal delay and arrive in roll order, so their `not_before`s
+/// never decrease: ordered by (`not_before`, arrival), they run in roll order, and a partition's
+/// recovery point only ever advances over segments that are all synced. Partitions with no delay
+/// are not held up behind another partition's deferred jobs.
+fn serve(receiver: &Receiver<SealJob>) {
+    let mut waiting = BinaryHeap::new();
+    let mut arrivals: u64 = 0;
+    loop {
+        while let Some(next) = waiting.peek() {
+            let Deferred { not_before, .. } = next;
+            if *not_before > Instant::now() && waiting.len() <= SEAL_DEFERRED_MAX {
+                break;
+            }
+            let Some(Deferred { job, .. }) = waiting.pop() else {
+                break;
+            };
+            run(job);
+        }
+        let received = match waiting.peek() {
+            Some(Deferred { not_before, .. }) => {
+                receiver.recv_timeout(not_before.saturating_duration_since(Instant::now()))
+            }
+            None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok(job) => {
+                arrivals += 1;
+                waiting.push(Deferred {
+                    not_before: job.not_before,
+                    arrival: arrivals,
+                    job,
+                });
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                // No partition can submit any more: seal what is left now.
+                while let Some(Deferred { job, .. }) = waiting.pop() {
+                    run(job);
+                }
+                return;
+            }
+        }
+    }
+}
+
 fn run(job: SealJob) {
-    // A segment retention already deleted need not reach the disk: recovery will never see it.
-    // Skipping it matters when a topic's retention is short and the disk slower than producers.
-    let synced = if job.segment.is_deleted() {
-        Ok(())
-    } else {
-        job.segment.map().sync_range(0, job.segment.written_bytes())
+    // Nothing to sync when retention deleted the segment (no reader holds it any more, or it is
+    // marked) or its partition was closed and its directory removed: recovery will never read it.
+    let segment = job
+        .segment
+        .upgrade()
+        .filter(|segment| !segment.is_deleted() && segment.path().exists());
+    let synced = match &segment {
+        Some(segment) => segment.map().sync_range(0, segment.written_bytes()),
+        None => Ok(()),
     };
     let synced = synced.and_then(|()| job.recovery_point.advance(job.next_base));
     if let Err(error) = synced {
-        tracing::error!(segment = %job.segment.path().display(), %error, "sealing a full segment failed");
+        let path = segment.map_or_else(String::new, |s| s.path().display().to_string());
+        tracing::error!(segment = %path, %error, "sealing a full segment failed");
         (job.on_failure)(error);
     }
 }
