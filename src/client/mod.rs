@@ -26,7 +26,7 @@ use crate::protocol::{
     ApiVersionRange, ErrorCode, ErrorResponse, ProtocolError, Request, Response, TopicConfig,
     TopicMetadata, DEFAULT_MAX_FRAME_BYTES,
 };
-use crate::storage::batch::{decode_batches, BatchError};
+use crate::storage::batch::{decode_batches_into, BatchError};
 
 pub use crate::storage::batch::{BatchBuilder, Record};
 pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
@@ -694,7 +694,7 @@ impl Client {
             Response::Fetch { high_watermark, log_start_offset, batches } => (high_watermark, log_start_offset, batches))?;
         let mut records = Vec::new();
         for chunk in batches {
-            records.extend(decode_batches(chunk)?);
+            decode_batches_into(chunk, &mut records)?;
         }
         records.retain(|record| record.offset >= offset);
         Ok(FetchResult {

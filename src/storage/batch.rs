@@ -32,6 +32,9 @@ pub const HEADER_BYTES: usize = 48;
 pub const MAGIC: u8 = 1;
 /// Upper bound on records in one batch: keeps per-batch work and offsets per batch bounded.
 pub const MAX_RECORDS_PER_BATCH: u32 = 1 << 20;
+/// Smallest record: length, timestamp delta, key length, value length (null key and value)
+/// and header count.
+pub const MIN_RECORD_BYTES: usize = 4 + 4 + 4 + 4 + 2;
 /// Start of the CRC-covered range.
 pub const CRC_START: usize = 16;
 
@@ -209,14 +212,19 @@ pub fn validate(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, Bat
             actual,
         });
     }
-    validate_content(&header, bytes)?;
+    validate_content(&header, bytes, |_, _| {})?;
     Ok(header)
 }
 
 /// Structural checks of a batch whose CRC already matched: the header fields make sense and the
 /// records fill the batch exactly. A CRC only proves the bytes are what the producer sent; this
-/// proves a consumer can parse them.
-fn validate_content(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError> {
+/// proves a consumer can parse them. Each record is handed to `on_record` as it is checked, so a
+/// decoder walks the records once, not once to check and again to decode.
+fn validate_content<'a>(
+    header: &BatchHeader,
+    bytes: &'a [u8],
+    mut on_record: impl FnMut(u32, RawRecord<'a>),
+) -> Result<(), BatchError> {
     if header.magic != MAGIC {
         return Err(BatchError::UnsupportedMagic(header.magic));
     }
@@ -246,6 +254,7 @@ fn validate_content(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError
                 "a record is later than max_timestamp",
             ));
         }
+        on_record(index, record);
     }
     if cursor.position != bytes.len() {
         return Err(BatchError::MalformedRecord {
@@ -343,8 +352,14 @@ pub struct Record {
 
 /// Splits a buffer of concatenated stored batches (a fetch result) into records, checking each
 /// batch's length and CRC again on the reading side. Stops with an error at the first bad batch.
-pub fn decode_batches(mut buffer: Bytes) -> Result<Vec<Record>, BatchError> {
+pub fn decode_batches(buffer: Bytes) -> Result<Vec<Record>, BatchError> {
     let mut records = Vec::new();
+    decode_batches_into(buffer, &mut records)?;
+    Ok(records)
+}
+
+/// [`decode_batches`], appending the records to `records`.
+pub fn decode_batches_into(mut buffer: Bytes, records: &mut Vec<Record>) -> Result<(), BatchError> {
     while !buffer.is_empty() {
         let header =
             BatchHeader::parse(&buffer).ok_or(BatchError::TooShort { len: buffer.len() })?;
@@ -356,15 +371,35 @@ pub fn decode_batches(mut buffer: Bytes) -> Result<Vec<Record>, BatchError> {
             });
         }
         let batch = buffer.split_to(length);
-        records.extend(decode_batch(&batch)?);
+        decode_batch_into(&batch, records)?;
     }
-    Ok(records)
+    Ok(())
 }
 
 /// Decodes one whole stored batch into its records after validating it, and checking that its
 /// records' offsets exist (the base offset is stamped by the broker, outside the CRC).
 pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
-    let header = validate(batch, usize::MAX)?;
+    let mut records = Vec::new();
+    decode_batch_into(batch, &mut records)?;
+    Ok(records)
+}
+
+/// [`decode_batch`], appending the records to `records` (which is left as it was on error).
+pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(), BatchError> {
+    let header = BatchHeader::parse(batch).ok_or(BatchError::TooShort { len: batch.len() })?;
+    if u64::from(header.batch_length) != batch.len() as u64 {
+        return Err(BatchError::LengthMismatch {
+            declared: header.batch_length.into(),
+            actual: batch.len(),
+        });
+    }
+    let actual = crc32fast::hash(&batch[CRC_START..]);
+    if actual != header.crc {
+        return Err(BatchError::CrcMismatch {
+            expected: header.crc,
+            actual,
+        });
+    }
     if header
         .base_offset
         .checked_add(u64::from(header.record_count))
@@ -375,16 +410,15 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
             record_count: header.record_count,
         });
     }
-    let mut cursor = Cursor {
-        bytes: batch,
-        position: HEADER_BYTES,
-    };
-    let mut records = Vec::with_capacity(header.record_count as usize);
+    let before = records.len();
+    // `record_count` is not checked yet: reserve no more than the bytes can hold and than a
+    // batch may have.
+    let plausible = (header.record_count as usize)
+        .min(MAX_RECORDS_PER_BATCH as usize)
+        .min(batch.len().saturating_sub(HEADER_BYTES) / MIN_RECORD_BYTES);
+    records.reserve(plausible);
     let to_bytes = |slice: &[u8]| batch.slice_ref(slice);
-    for index in 0..header.record_count {
-        let raw = cursor
-            .record()
-            .map_err(|reason| BatchError::MalformedRecord { index, reason })?;
+    let walked = validate_content(&header, batch, |index, raw| {
         records.push(Record {
             offset: header.base_offset + u64::from(index),
             epoch: header.epoch,
@@ -399,8 +433,12 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
                 .map(|(name, value)| (String::from_utf8_lossy(name).into_owned(), to_bytes(value)))
                 .collect(),
         });
+    });
+    if let Err(error) = walked {
+        records.truncate(before);
+        return Err(error);
     }
-    Ok(records)
+    Ok(())
 }
 
 /// Builds a batch for producers. The first record's timestamp becomes `first_timestamp`; later
