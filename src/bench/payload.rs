@@ -20,7 +20,7 @@ use crate::storage::BatchBuilder;
 
 /// Bytes a record adds to its value in a batch (no key, no headers): record length,
 /// timestamp delta, key length, value length, header count.
-pub const RECORD_OVERHEAD_BYTES: usize = 4 + 4 + 4 + 4 + 2;
+pub const RECORD_OVERHEAD_BYTES: usize = crate::storage::batch::MIN_RECORD_BYTES;
 /// Bytes of the stamp needed for end-to-end latency.
 pub const LATENCY_PREFIX_BYTES: usize = 8;
 /// Bytes of the stamp needed to check a failover run.
