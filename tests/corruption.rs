@@ -270,6 +270,28 @@ async fn garbage_after_the_data_of_a_sealed_segment_loses_nothing() {
     server.shutdown().await;
 }
 
+/// The offset in a partition directory's `recovery-point` file (0 when there is none).
+fn recovery_point_of(directory: &Path) -> u64 {
+    std::fs::read_to_string(directory.join("recovery-point"))
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Waits (at most 30 s: a correctness check, not a timing one) until the background seal has
+/// moved the recovery point to `target`, and asserts that it did.
+fn await_recovery_point(directory: &Path, target: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while recovery_point_of(directory) < target && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        recovery_point_of(directory),
+        target,
+        "the recovery point reaches the active segment"
+    );
+}
+
 fn partition_config(flush: FlushPolicy) -> PartitionConfig {
     PartitionConfig {
         segment_bytes: SEGMENT_BYTES,
@@ -321,12 +343,7 @@ fn deferred_seals_wait_then_pass_segments_retention_deleted() {
         partition.append(&batch(1, &[payload])).unwrap();
         appended += 1;
     }
-    let recovery_point = || {
-        std::fs::read_to_string(directory.path().join("recovery-point"))
-            .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let recovery_point = || recovery_point_of(directory.path());
     let filled = started.elapsed();
     if filled < delay {
         assert_eq!(recovery_point(), 0, "sealed before its delay");
@@ -344,15 +361,7 @@ fn deferred_seals_wait_then_pass_segments_retention_deleted() {
                 .unwrap()
         })
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while recovery_point() < last_base && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_eq!(
-        recovery_point(),
-        last_base,
-        "the recovery point reaches the active segment"
-    );
+    await_recovery_point(directory.path(), last_base);
     assert!(started.elapsed() >= delay, "sealed before its delay");
     drop(partition);
 }
@@ -367,26 +376,12 @@ fn sealed_segments_are_synced_before_the_recovery_point_passes_them() {
     let directory = tempfile::tempdir().unwrap();
     let (partition, _) = fill_partition(directory.path(), FlushPolicy::Never, 3);
     let segments = segment_files(directory.path());
-    let recovery_point = || {
-        std::fs::read_to_string(directory.path().join("recovery-point"))
-            .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
     let base_of =
         |path: &Path| -> u64 { path.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
     let last_base = base_of(segments.last().unwrap());
     // The background seal of the segments before the active one completes soon; wait for it
     // (bounded: this is a correctness check, not a timing one).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while recovery_point() < last_base && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_eq!(
-        recovery_point(),
-        last_base,
-        "the recovery point reaches the active segment"
-    );
+    await_recovery_point(directory.path(), last_base);
     // Appends are written with pwritev, so the page cache's dirty state is not visible in this
     // process's page tables (smaps); "sync whole, then advance" is by construction in
     // src/storage/seal.rs, and a reopen trusts exactly the segments below the point.

@@ -192,6 +192,14 @@ pub fn stamp_base_offset(batch: &mut [u8], base_offset: u64) {
 /// Checks everything about a batch except its base offset (which the broker stamps) and returns
 /// its header. `bytes` must be exactly one batch.
 pub fn validate(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
+    let header = check_frame(bytes, max_batch_bytes)?;
+    validate_content(&header, bytes, |_, _| {})?;
+    Ok(header)
+}
+
+/// The checks of a batch as a whole: a header, a size within `max_batch_bytes`, a length field
+/// that matches, a matching CRC.
+fn check_frame(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
     let header = BatchHeader::parse(bytes).ok_or(BatchError::TooShort { len: bytes.len() })?;
     if bytes.len() > max_batch_bytes {
         return Err(BatchError::TooLarge {
@@ -212,7 +220,6 @@ pub fn validate(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, Bat
             actual,
         });
     }
-    validate_content(&header, bytes, |_, _| {})?;
     Ok(header)
 }
 
@@ -386,20 +393,7 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
 
 /// [`decode_batch`], appending the records to `records` (which is left as it was on error).
 pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(), BatchError> {
-    let header = BatchHeader::parse(batch).ok_or(BatchError::TooShort { len: batch.len() })?;
-    if u64::from(header.batch_length) != batch.len() as u64 {
-        return Err(BatchError::LengthMismatch {
-            declared: header.batch_length.into(),
-            actual: batch.len(),
-        });
-    }
-    let actual = crc32fast::hash(&batch[CRC_START..]);
-    if actual != header.crc {
-        return Err(BatchError::CrcMismatch {
-            expected: header.crc,
-            actual,
-        });
-    }
+    let header = check_frame(batch, usize::MAX)?;
     if header
         .base_offset
         .checked_add(u64::from(header.record_count))
