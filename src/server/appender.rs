@@ -35,7 +35,9 @@ struct State {
     running: bool,
 }
 
-/// The serial append queue of one connection.
+/// The serial append queue of one connection. Its length needs no limit of its own: the
+/// connection stops reading once `max_in_flight` of its requests are pending, so at most that
+/// many appends are ever queued.
 #[derive(Default)]
 pub struct Appender {
     state: Arc<Mutex<State>>,
