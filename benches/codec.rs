@@ -9,7 +9,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use fencelog::protocol::{ApiKey, FrameCodec, Request, RequestFrame, Response, ResponseFrame};
 use fencelog::storage::batch::decode_batches;
 use fencelog::storage::BatchBuilder;
@@ -61,40 +64,55 @@ fn read_buffer(frame: &Bytes) -> BytesMut {
     BytesMut::from(&frame[..])
 }
 
-/// Produce requests: encoding on the client (the batch is copied into the write buffer) and
-/// decoding on the server (split off the read buffer, header parsed, batch kept zero-copy).
+/// Benchmarks `encode` (into a reused buffer) and `decode` (the codec splitting the frame off a
+/// read buffer, then `parse` of its body) of one frame of `bytes`, under `name` in `group`.
+fn encode_and_decode<T>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    bytes: &Bytes,
+    encode: impl Fn(&mut BytesMut),
+    parse: impl Fn(Bytes) -> T,
+) {
+    let mut buffer = BytesMut::with_capacity(bytes.len());
+    group.bench_function(BenchmarkId::new("encode", name), |b| {
+        b.iter(|| {
+            buffer.clear();
+            encode(&mut buffer);
+            buffer.len()
+        })
+    });
+    let mut codec = FrameCodec::default();
+    group.bench_function(BenchmarkId::new("decode", name), |b| {
+        b.iter_batched(
+            || read_buffer(bytes),
+            |mut buffer| parse(codec.decode(&mut buffer).expect("frame").expect("whole")),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+/// Produce requests: the plain encoding (the batch copied into the write buffer; the client
+/// itself sends the batch with a vectored write, without that copy) and decoding on the server
+/// (split off the read buffer, header parsed, batch kept zero-copy).
 fn produce_request(c: &mut Criterion) {
     let mut group = c.benchmark_group("produce_request");
     for records in [1usize, 100, 1000] {
         let frame = produce_frame(records);
         let bytes = encoded(|buffer| frame.encode(buffer).expect("encode"));
         group.throughput(Throughput::Bytes(bytes.len() as u64));
-        let name = format!("{records}x1KiB");
-        let mut buffer = BytesMut::with_capacity(bytes.len());
-        group.bench_function(BenchmarkId::new("encode", &name), |b| {
-            b.iter(|| {
-                buffer.clear();
-                black_box(&frame).encode(&mut buffer).expect("encode");
-                buffer.len()
-            })
-        });
-        let mut codec = FrameCodec::default();
-        group.bench_function(BenchmarkId::new("decode", &name), |b| {
-            b.iter_batched(
-                || read_buffer(&bytes),
-                |mut buffer| {
-                    let body = codec.decode(&mut buffer).expect("frame").expect("whole");
-                    RequestFrame::decode(body).expect("request")
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        encode_and_decode(
+            &mut group,
+            &format!("{records}x1KiB"),
+            &bytes,
+            |buffer| black_box(&frame).encode(buffer).expect("encode"),
+            |body| RequestFrame::decode(body).expect("request"),
+        );
     }
     group.finish();
 }
 
-/// Fetch responses: encoding on the server (the stored batches are copied into the write
-/// buffer), decoding on the client, and decoding plus splitting the batches into records with
+/// Fetch responses: the plain encoding (the server writes stored batches with vectored writes
+/// instead), decoding on the client, and decoding plus splitting the batches into records with
 /// their CRC checked, which is what `Client::fetch` does.
 fn fetch_response(c: &mut Criterion) {
     let mut group = c.benchmark_group("fetch_response");
@@ -103,25 +121,14 @@ fn fetch_response(c: &mut Criterion) {
         let bytes = encoded(|buffer| frame.encode(buffer).expect("encode"));
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         let name = format!("{records}x1KiB");
-        let mut buffer = BytesMut::with_capacity(bytes.len());
-        group.bench_function(BenchmarkId::new("encode", &name), |b| {
-            b.iter(|| {
-                buffer.clear();
-                black_box(&frame).encode(&mut buffer).expect("encode");
-                buffer.len()
-            })
-        });
+        encode_and_decode(
+            &mut group,
+            &name,
+            &bytes,
+            |buffer| black_box(&frame).encode(buffer).expect("encode"),
+            |body| ResponseFrame::decode(ApiKey::Fetch, body).expect("response"),
+        );
         let mut codec = FrameCodec::default();
-        group.bench_function(BenchmarkId::new("decode", &name), |b| {
-            b.iter_batched(
-                || read_buffer(&bytes),
-                |mut buffer| {
-                    let body = codec.decode(&mut buffer).expect("frame").expect("whole");
-                    ResponseFrame::decode(ApiKey::Fetch, body).expect("response")
-                },
-                BatchSize::SmallInput,
-            )
-        });
         group.bench_function(BenchmarkId::new("decode_records", &name), |b| {
             b.iter_batched(
                 || read_buffer(&bytes),

@@ -255,6 +255,23 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
 /// (file too large) and leaves nothing behind that blocks creating it again with smaller
 /// segments; the server stays up, a topic whose segments fit keeps rolling and taking writes,
 /// and everything acknowledged is readable.
+/// Produces one 1 KiB record per index to `small`/0, each acknowledged, into `acked`.
+async fn produce_small(
+    client: &mut RawClient,
+    epoch: u64,
+    indices: std::ops::Range<u32>,
+    acked: &mut Vec<(u64, Vec<u8>)>,
+) {
+    for index in indices {
+        let payload = value(&format!("small {index}"), 1024);
+        let offset = client
+            .produce("small", 0, batch(epoch, std::slice::from_ref(&payload)))
+            .await
+            .unwrap();
+        acked.push((offset, payload));
+    }
+}
+
 /// Connects and creates `topic` (64 KiB segments, flush `always`) as the first request to a
 /// freshly started child server. In two full-suite runs on a fresh build this first request
 /// was answered with a connection reset (never reproduced in isolation or under CPU load): the
@@ -303,14 +320,7 @@ async fn segment_beyond_the_file_size_limit_fails_cleanly() {
     let mut client = create_first_topic(&mut server, "small").await;
     let epoch = client.acquire("small", 0).await.unwrap();
     let mut acked = Vec::new();
-    for index in 0..150 {
-        let payload = value(&format!("small {index}"), 1024);
-        let offset = client
-            .produce("small", 0, batch(epoch, std::slice::from_ref(&payload)))
-            .await
-            .unwrap();
-        acked.push((offset, payload));
-    }
+    produce_small(&mut client, epoch, 0..150, &mut acked).await;
 
     let refused = client
         .create_topic("huge", 1, topic_config(1 << 20, FlushPolicy::Always))
@@ -336,14 +346,7 @@ async fn segment_beyond_the_file_size_limit_fails_cleanly() {
         .await
         .expect("the failed create left nothing in the way");
 
-    for index in 150..200 {
-        let payload = value(&format!("small {index}"), 1024);
-        let offset = client
-            .produce("small", 0, batch(epoch, std::slice::from_ref(&payload)))
-            .await
-            .unwrap();
-        acked.push((offset, payload));
-    }
+    produce_small(&mut client, epoch, 150..200, &mut acked).await;
     assert_readable(&mut client, "small", &acked).await;
     assert!(server.is_running(), "server died: {}", server.log_text());
 }
