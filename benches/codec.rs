@@ -13,9 +13,9 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
+use fencelog::batch::decode_batches;
+use fencelog::batch::BatchBuilder;
 use fencelog::protocol::{ApiKey, FrameCodec, Request, RequestFrame, Response, ResponseFrame};
-use fencelog::storage::batch::decode_batches;
-use fencelog::storage::BatchBuilder;
 use tokio_util::codec::Decoder;
 
 /// Size of each record's value.

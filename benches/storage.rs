@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fencelog::storage::batch::{decode_batches, validate};
+use fencelog::batch::BatchBuilder;
+use fencelog::batch::{decode_batches, validate};
 use fencelog::storage::fence::{check_epoch, Fence, FenceError};
-use fencelog::storage::{BatchBuilder, FlushPolicy, Partition, PartitionConfig};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig};
 
 /// Size of each record's value.
 const RECORD_BYTES: usize = 1024;

@@ -464,8 +464,9 @@ impl Broker {
 #[cfg(all(test, fencelog_loom))]
 mod loom_models {
     use super::*;
+    use crate::batch::BatchBuilder;
     use crate::protocol::FlushPolicy;
-    use crate::storage::{BatchBuilder, FenceError};
+    use crate::storage::FenceError;
 
     fn batch(epoch: u64, value: &str) -> bytes::Bytes {
         let mut builder = BatchBuilder::new(epoch);
@@ -526,8 +527,7 @@ mod loom_models {
             }
             partition.append(&batch(2, "b")).unwrap();
             let read = partition.read(0, 1 << 20).unwrap();
-            let records =
-                crate::storage::batch::decode_batches(read.batches.concat().into()).unwrap();
+            let records = crate::batch::decode_batches(read.batches.concat().into()).unwrap();
             assert!(records
                 .windows(2)
                 .all(|pair| pair[0].epoch <= pair[1].epoch));

@@ -11,10 +11,10 @@ mod raw_protocol;
 
 use std::path::{Path, PathBuf};
 
+use fencelog::batch::{decode_batches, BatchHeader, HEADER_BYTES};
 use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{ErrorCode, FlushPolicy};
 use fencelog::server::ServerConfig;
-use fencelog::storage::batch::{decode_batches, BatchHeader, HEADER_BYTES};
 use fencelog::storage::{Partition, PartitionConfig};
 use fencelog::testing::TestServer;
 use raw_protocol::*;

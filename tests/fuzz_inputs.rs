@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 mod protocol_strategies;
 
 use bytes::{Bytes, BytesMut};
+use fencelog::batch::{
+    decode_batch, decode_batches, stamp_base_offset, validate, BatchBuilder, BatchError,
+    BatchHeader, CRC_START, HEADER_BYTES, MAX_RECORDS_PER_BATCH,
+};
 use fencelog::protocol::{
     ApiKey, ErrorCode, FrameCodec, ProtocolError, RequestFrame, ResponseFrame, FRAME_LENGTH_BYTES,
     REQUEST_HEADER_BYTES,
-};
-use fencelog::storage::batch::{
-    decode_batch, decode_batches, stamp_base_offset, validate, BatchBuilder, BatchError,
-    BatchHeader, CRC_START, HEADER_BYTES, MAX_RECORDS_PER_BATCH,
 };
 use fencelog::storage::segment::scan;
 use proptest::prelude::*;

@@ -10,8 +10,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use fencelog::storage::batch::decode_batches;
-use fencelog::storage::{BatchBuilder, FlushPolicy, Partition, PartitionConfig, SyncedRange};
+use fencelog::batch::decode_batches;
+use fencelog::batch::BatchBuilder;
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SyncedRange};
 
 fn config(flush: FlushPolicy) -> PartitionConfig {
     PartitionConfig {

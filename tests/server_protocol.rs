@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use fencelog::batch::{decode_batches, BatchBuilder};
 use fencelog::protocol::{
     ApiKey, ErrorCode, FlushPolicy, FrameCodec, Request, RequestFrame, Response, ResponseFrame,
     TopicConfig,
 };
 use fencelog::server::ServerConfig;
-use fencelog::storage::batch::{decode_batches, BatchBuilder};
 use fencelog::testing::TestServer;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

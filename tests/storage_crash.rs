@@ -10,8 +10,9 @@ use std::path::Path;
 
 use bytes::Bytes;
 use common::*;
-use fencelog::storage::batch::{decode_batch, BatchHeader, HEADER_BYTES};
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, Record, StorageError};
+use fencelog::batch::Record;
+use fencelog::batch::{decode_batch, BatchHeader, HEADER_BYTES};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, StorageError};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use tempfile::TempDir;
 
@@ -537,7 +538,7 @@ fn epoch_of_a_deleted_segment_is_not_adopted() {
     let mut stray = Vec::new();
     for (offset, epoch) in [(1u64, 2u64), (2, 5)] {
         let mut bytes = batch(epoch, offset, 1, 10).to_vec();
-        fencelog::storage::batch::stamp_base_offset(&mut bytes, offset);
+        fencelog::batch::stamp_base_offset(&mut bytes, offset);
         stray.extend_from_slice(&bytes);
     }
     stray.resize(SMALL_SEGMENT_BYTES as usize, 0);

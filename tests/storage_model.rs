@@ -6,10 +6,9 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
-use fencelog::storage::batch::{decode_batch, BatchHeader};
-use fencelog::storage::{
-    BatchBuilder, FenceError, FlushPolicy, Partition, PartitionConfig, StorageError,
-};
+use fencelog::batch::BatchBuilder;
+use fencelog::batch::{decode_batch, BatchHeader};
+use fencelog::storage::{FenceError, FlushPolicy, Partition, PartitionConfig, StorageError};
 use proptest::prelude::*;
 
 /// One step of a test sequence.

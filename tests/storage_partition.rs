@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
-use fencelog::storage::batch::{decode_batch, validate, BatchHeader, HEADER_BYTES};
+use fencelog::batch::BatchBuilder;
+use fencelog::batch::{decode_batch, validate, BatchHeader, HEADER_BYTES};
 use fencelog::storage::{
-    BatchBuilder, BatchError, FenceError, FlushPolicy, Partition, PartitionConfig, StorageError,
+    BatchError, FenceError, FlushPolicy, Partition, PartitionConfig, StorageError,
 };
 
 fn small(flush: FlushPolicy) -> PartitionConfig {

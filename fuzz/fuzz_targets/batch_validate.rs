@@ -11,7 +11,7 @@
 #![no_main]
 
 use bytes::Bytes;
-use fencelog::storage::batch::{
+use fencelog::batch::{
     decode_batch, decode_batches, stamp_base_offset, validate, BatchError, BatchHeader, CRC_START,
     HEADER_BYTES, MAX_RECORDS_PER_BATCH,
 };

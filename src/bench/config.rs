@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::batch::{HEADER_BYTES, MAX_RECORDS_PER_BATCH};
 use crate::protocol::FlushPolicy;
-use crate::storage::batch::{HEADER_BYTES, MAX_RECORDS_PER_BATCH};
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
 use super::payload::{FAILOVER_PREFIX_BYTES, RECORD_OVERHEAD_BYTES};

@@ -20,9 +20,9 @@ use super::produce::claim;
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use super::BenchError;
+use crate::batch::now_ms;
 use crate::client::{Client, ClientError, FetchResult, Record};
 use crate::protocol::ErrorCode;
-use crate::storage::batch::now_ms;
 
 /// Longest a fetch waits on the server for new records.
 pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);

@@ -15,12 +15,12 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::storage::batch::now_ms;
-use crate::storage::BatchBuilder;
+use crate::batch::now_ms;
+use crate::batch::BatchBuilder;
 
 /// Bytes a record adds to its value in a batch (no key, no headers): record length,
 /// timestamp delta, key length, value length, header count.
-pub const RECORD_OVERHEAD_BYTES: usize = crate::storage::batch::MIN_RECORD_BYTES;
+pub const RECORD_OVERHEAD_BYTES: usize = crate::batch::MIN_RECORD_BYTES;
 /// Bytes of the stamp needed for end-to-end latency.
 pub const LATENCY_PREFIX_BYTES: usize = 8;
 /// Bytes of the stamp needed to check a failover run.
@@ -137,7 +137,7 @@ impl Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::batch::decode_batches;
+    use crate::batch::decode_batches;
 
     #[test]
     fn stamps_round_trip_through_a_batch_and_overhead_is_exact() {
@@ -151,7 +151,7 @@ mod tests {
         let batch = payload.batch(5, 4, stamp);
         assert_eq!(
             batch.len(),
-            crate::storage::batch::HEADER_BYTES + 4 * (RECORD_OVERHEAD_BYTES + 100)
+            crate::batch::HEADER_BYTES + 4 * (RECORD_OVERHEAD_BYTES + 100)
         );
         let records = decode_batches(batch).unwrap();
         assert_eq!(records.len(), 4);

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::CliError;
+use crate::batch::now_ms;
+use crate::batch::BatchBuilder;
 use crate::client::{Client, ClientError};
 use crate::protocol::{FlushPolicy, TopicConfig};
-use crate::storage::batch::now_ms;
-use crate::storage::BatchBuilder;
 use crate::testing::TestServer;
 
 /// Arguments of `fencelog demo`.

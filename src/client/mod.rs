@@ -22,13 +22,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::net::ToSocketAddrs;
 
+use crate::batch::{decode_batches_into, BatchError};
 use crate::protocol::{
     ApiVersionRange, ErrorCode, ErrorResponse, ProtocolError, Request, Response, TopicConfig,
     TopicMetadata, DEFAULT_MAX_FRAME_BYTES,
 };
-use crate::storage::batch::{decode_batches_into, BatchError};
 
-pub use crate::storage::batch::{BatchBuilder, Record};
+pub use crate::batch::{BatchBuilder, Record};
 pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
 pub use producer::{Producer, ProducerConfig};
 
@@ -424,7 +424,7 @@ pub struct ServerInfo {
 /// // Become the writer of orders/0 and append a batch stamped with the epoch.
 /// let lease = client.acquire_lease("orders", 0, "writer-1", Duration::from_secs(10)).await?;
 /// let mut batch = BatchBuilder::new(lease.epoch);
-/// batch.push(fencelog::storage::batch::now_ms(), Some(b"id-1"), Some(b"hello"));
+/// batch.push(fencelog::batch::now_ms(), Some(b"id-1"), Some(b"hello"));
 /// let ack = client.produce("orders", 0, batch.finish()).await?;
 /// assert_eq!(ack.base_offset, 0);
 ///

@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::{Client, ClientError, Lease, ProduceAck};
-use crate::storage::batch::{now_ms, BatchBuilder, MAX_RECORDS_PER_BATCH};
+use crate::batch::{now_ms, BatchBuilder, MAX_RECORDS_PER_BATCH};
 
 /// How a [`Producer`] forms batches.
 #[derive(Debug, Clone)]

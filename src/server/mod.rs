@@ -153,7 +153,7 @@ fn spawn_background(
                 }
                 _ = retention_tick.tick() => {
                     let broker = Arc::clone(&broker);
-                    let _ = tokio::task::spawn_blocking(move || broker.enforce_retention(crate::storage::batch::now_ms())).await;
+                    let _ = tokio::task::spawn_blocking(move || broker.enforce_retention(crate::batch::now_ms())).await;
                 }
             }
         }

@@ -73,7 +73,7 @@ impl PartitionConfig {
         if self.index_interval_bytes == 0 {
             return Err("index_interval_bytes must be positive".into());
         }
-        if self.max_batch_bytes < super::batch::HEADER_BYTES {
+        if self.max_batch_bytes < crate::batch::HEADER_BYTES {
             return Err("max_batch_bytes is smaller than a batch header".into());
         }
         if let FlushPolicy::Interval { interval_ms: 0 } = self.flush {

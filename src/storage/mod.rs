@@ -1,7 +1,6 @@
 //! Storage: partitions as logs of CRC-checked record batches in memory-mapped segment files, with
 //! the epoch fence inside the segment writer.
 //!
-//! * [`batch`]: the record batch format, its builder and validator.
 //! * [`mmap`]: the only `unsafe` code — the segment map with one writer and zero-copy readers.
 //! * [`segment`]: one segment file: append, read, recovery scan.
 //! * [`index`]: the sparse offset index beside each segment.
@@ -10,7 +9,6 @@
 //! * [`seal`]: syncing full segments in the background; the recovery point.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
-pub mod batch;
 pub mod config;
 pub mod fence;
 pub mod flush;
@@ -22,7 +20,7 @@ pub mod segment;
 
 use thiserror::Error;
 
-pub use batch::{BatchBuilder, BatchError, BatchHeader, Record};
+pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::FenceError;
 pub use partition::{

@@ -16,13 +16,13 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::batch::{self, BatchHeader};
 use super::config::{FlushPolicy, PartitionConfig};
 use super::fence::{self, check_epoch, EpochCheckpoint, Fence, FenceError};
 use super::flush::GroupCommit;
 use super::seal::{self, RecoveryPoint};
 use super::segment::{self, ActiveSegment, Recovered, SegmentOptions, SegmentReader};
 use super::StorageError;
+use crate::batch::{self, BatchHeader};
 
 /// What an append returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use super::batch::{self, BatchHeader, HEADER_BYTES};
 use super::index::{self, IndexBuilder, IndexWriter, SharedEntries};
 use super::mmap::{self, MapReader, MapWriter};
+use crate::batch::{self, BatchHeader, HEADER_BYTES};
 
 /// Digits in a segment file name: `u64::MAX` has 20.
 const NAME_DIGITS: usize = 20;

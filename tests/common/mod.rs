@@ -4,10 +4,9 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use fencelog::storage::batch::{decode_batch, decode_batches, BatchHeader};
-use fencelog::storage::{
-    BatchBuilder, FlushPolicy, Partition, PartitionConfig, Record, StorageError,
-};
+use fencelog::batch::{decode_batch, decode_batches, BatchHeader};
+use fencelog::batch::{BatchBuilder, Record};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, StorageError};
 
 /// The smallest segment the engine allows: small logs roll often.
 pub const SMALL_SEGMENT_BYTES: u64 = 4096;

@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use fencelog::batch::{decode_batches, BatchBuilder, Record};
 use fencelog::protocol::{
     ErrorCode, ErrorResponse, FlushPolicy, FrameCodec, Request, RequestFrame, Response,
     ResponseFrame, TopicConfig,
 };
-use fencelog::storage::batch::{decode_batches, BatchBuilder, Record};
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
