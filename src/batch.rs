@@ -113,6 +113,15 @@ pub enum BatchError {
         /// Records in the batch.
         record_count: u32,
     },
+    /// The batch header carries another epoch than the request it came with: the epoch checked
+    /// by the fence must be the one stored with the records.
+    #[error("batch header epoch {header} differs from the request's epoch {request}")]
+    EpochMismatch {
+        /// Epoch in the batch header.
+        header: u64,
+        /// Epoch the request was checked against.
+        request: u64,
+    },
 }
 
 fn be_u16(bytes: &[u8], at: usize) -> u16 {

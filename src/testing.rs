@@ -5,6 +5,10 @@
 //! awaited). [`TestServer::restart`] stops it and starts a new server on the *same* directory, so
 //! tests can check what survives a restart (topics, data, epochs).
 //!
+//! Leases expire by the server's clock. [`TestServer::start_with_manual_clock`] gives the server
+//! a [`ManualClock`] that only [`TestServer::advance`] moves, so a test can let a holder's lease
+//! lapse without sleeping past its TTL.
+//!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = fencelog::testing::TestServer::start().await?;
@@ -21,14 +25,16 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::broker::{Broker, BrokerConfig, BrokerError};
+use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
+use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::server::{self, ServerConfig};
 
 /// A running in-process server on a temporary directory.
 #[derive(Debug)]
 pub struct TestServer {
     addr: SocketAddr,
-    broker: Arc<Broker>,
+    service: Arc<BrokerService>,
+    manual_clock: Option<Arc<ManualClock>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
     config: ServerConfig,
@@ -58,6 +64,39 @@ impl TestServer {
         Ok(server)
     }
 
+    /// Starts a server with default limits on a new temporary directory whose leases expire by a
+    /// [`ManualClock`]: time stands still for leases until [`TestServer::advance`] moves it.
+    pub async fn start_with_manual_clock() -> Result<Self, BrokerError> {
+        let mut server = Self::start().await?;
+        let (config, broker_config, data_dir, addr) = (
+            server.config.clone(),
+            server.broker_config.clone(),
+            server.data_dir.clone(),
+            server.addr,
+        );
+        let temporary = server._temporary.take();
+        server.stop_inner().await;
+        drop(server);
+        let clock = Arc::new(ManualClock::new());
+        let mut started =
+            Self::start_on(&data_dir, config, broker_config, Some(addr), Some(clock)).await?;
+        started._temporary = temporary;
+        Ok(started)
+    }
+
+    /// Moves the lease clock forward by `by` (a server started with
+    /// [`TestServer::start_with_manual_clock`]); leases whose TTL has passed are then expired.
+    ///
+    /// # Panics
+    ///
+    /// If the server runs on the system clock.
+    pub fn advance(&self, by: std::time::Duration) {
+        self.manual_clock
+            .as_ref()
+            .expect("advance needs a server from TestServer::start_with_manual_clock")
+            .advance(by);
+    }
+
     /// Starts a server on an existing data directory (kept after the server stops).
     pub async fn start_in(
         data_dir: &Path,
@@ -65,12 +104,29 @@ impl TestServer {
         broker_config: BrokerConfig,
         addr: Option<SocketAddr>,
     ) -> Result<Self, BrokerError> {
+        Self::start_on(data_dir, config, broker_config, addr, None).await
+    }
+
+    async fn start_on(
+        data_dir: &Path,
+        config: ServerConfig,
+        broker_config: BrokerConfig,
+        addr: Option<SocketAddr>,
+        manual_clock: Option<Arc<ManualClock>>,
+    ) -> Result<Self, BrokerError> {
         let directory = data_dir.to_path_buf();
-        let opened_config = broker_config.clone();
-        let broker = tokio::task::spawn_blocking(move || Broker::open(&directory, opened_config))
+        let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
             .await
             .expect("broker open task panicked")?;
-        let broker = Arc::new(broker);
+        let clock: Arc<dyn Clock> = match &manual_clock {
+            Some(clock) => Arc::clone(clock) as Arc<dyn Clock>,
+            None => Arc::new(SystemClock),
+        };
+        let service = Arc::new(BrokerService::with_clock(
+            Arc::new(broker),
+            broker_config.lease.clone(),
+            clock,
+        ));
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener = TcpListener::bind(bind)
             .await
@@ -85,7 +141,7 @@ impl TestServer {
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(server::run(
             listener,
-            Arc::clone(&broker),
+            Arc::clone(&service),
             config.clone(),
             async {
                 let _ = stopped.await;
@@ -93,7 +149,8 @@ impl TestServer {
         ));
         Ok(Self {
             addr,
-            broker,
+            service,
+            manual_clock,
             stop: Some(stop),
             task: Some(task),
             config,
@@ -115,7 +172,12 @@ impl TestServer {
 
     /// The broker behind the server (to inspect partitions directly).
     pub fn broker(&self) -> &Arc<Broker> {
-        &self.broker
+        self.service.broker()
+    }
+
+    /// The broker service behind the server.
+    pub fn service(&self) -> &Arc<BrokerService> {
+        &self.service
     }
 
     /// Stops the server gracefully: connections drain, partitions are synced.
@@ -143,8 +205,10 @@ impl TestServer {
             self.broker_config.clone(),
             self.data_dir.clone(),
         );
+        let clock = self.manual_clock.clone();
         drop(self);
-        let mut restarted = Self::start_in(&data_dir, config, broker_config, Some(addr)).await?;
+        let mut restarted =
+            Self::start_on(&data_dir, config, broker_config, Some(addr), clock).await?;
         restarted._temporary = temporary;
         Ok(restarted)
     }

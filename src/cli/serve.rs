@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::CliError;
-use crate::broker::{Broker, BrokerConfig};
+use crate::broker::{Broker, BrokerConfig, BrokerService};
 use crate::server::{self, ServerConfig, DEFAULT_LISTEN};
 
 /// Default data directory, relative to where the server starts.
@@ -45,13 +45,10 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
         let directory = args.data_dir.clone();
-        let broker =
-            tokio::task::spawn_blocking(move || Broker::open(&directory, BrokerConfig::default()))
-                .await
-                .map_err(|error| CliError::new(error.to_string()))?
-                .map_err(|error| {
-                    CliError::new(format!("open {}: {error}", args.data_dir.display()))
-                })?;
+        let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
+            .await
+            .map_err(|error| CliError::new(error.to_string()))?
+            .map_err(|error| CliError::new(format!("open {}: {error}", args.data_dir.display())))?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
@@ -61,7 +58,11 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_frame_bytes: args.max_frame_bytes,
             ..ServerConfig::default()
         };
-        server::run(listener, Arc::new(broker), config, shutdown_signal())
+        let service = Arc::new(BrokerService::standalone(
+            Arc::new(broker),
+            BrokerConfig::default().lease,
+        ));
+        server::run(listener, service, config, shutdown_signal())
             .await
             .map_err(|error| CliError::new(format!("server: {error}")))
     })

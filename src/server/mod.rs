@@ -1,11 +1,17 @@
-//! The TCP server: an accept loop bounded by a connection semaphore, one task per connection
-//! speaking framed requests, background tasks for interval flushes and retention, and graceful
-//! shutdown that syncs every partition.
+//! The TCP server: listeners whose accept loops share one connection limit, one task per
+//! connection running the generic connection loop for its listener's protocol, the broker
+//! service's maintenance, and graceful shutdown that drains connections and syncs every
+//! partition.
+//!
+//! * [`protocol`]: the [`Protocol`] trait a listener's wire protocol implements.
+//! * [`connection`]: the connection loop every protocol shares (limits, backpressure, timeouts,
+//!   response order, drain).
+//! * [`writer`]: vectored response writes.
+//! * [`native`]: fencelog's own protocol, translated into broker service calls.
 
-mod appender;
 mod connection;
-mod errors;
-mod handler;
+pub mod native;
+pub mod protocol;
 mod writer;
 
 use std::net::SocketAddr;
@@ -14,11 +20,13 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Semaphore};
+use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-pub use errors::to_error_response;
+pub use native::{to_error_response, NativeProtocol};
+pub use protocol::{Protocol, Started};
 
-use crate::broker::Broker;
+use crate::broker::BrokerService;
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 
 /// Default address: loopback only, so a fresh server is not exposed to the network.
@@ -35,9 +43,6 @@ pub const DEFAULT_MAX_FETCH_BYTES: u32 = 8 * 1024 * 1024;
 pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 30_000;
 /// Default longest a connection may sit with a partial frame or nothing at all.
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
-/// How often retention runs. Often, because a partition written at a gigabyte per second fills
-/// a segment in well under a second, and checking costs only a look at the segment list.
-pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Limits of a server. Every limit has a name, a default, and an error when it is hit.
 #[derive(Debug, Clone)]
@@ -72,46 +77,96 @@ impl Default for ServerConfig {
     }
 }
 
-/// Runs the server on `listener` until `shutdown` completes, then drains connections (each
-/// finishes the requests it has read), and syncs every partition.
+/// Runs the native-protocol server on `listener` until `shutdown` completes, then drains
+/// connections (each finishes the requests it has read), stops maintenance, and syncs every
+/// partition.
 pub async fn run(
     listener: TcpListener,
-    broker: Arc<Broker>,
+    service: Arc<BrokerService>,
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let config = Arc::new(config);
     let local: SocketAddr = listener.local_addr()?;
-    info!(addr = %local, data_dir = %broker.data_dir().display(), "fencelog listening");
+    info!(addr = %local, data_dir = %service.broker().data_dir().display(), "fencelog listening");
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
-    let config = Arc::new(config);
-    let background = spawn_background(Arc::clone(&broker), stop.subscribe());
-    let mut tasks = tokio::task::JoinSet::new();
-    tokio::pin!(shutdown);
+    let maintenance = service.start_maintenance();
+    let native = Arc::new(NativeProtocol::new(Arc::clone(&config)));
+    let accepting = tokio::spawn(accept_loop(
+        listener,
+        native,
+        Arc::clone(&service),
+        Arc::clone(&config),
+        connections,
+        stop.subscribe(),
+    ));
+    shutdown.await;
+    info!("shutting down: draining connections");
+    // Every accept loop and connection sees the signal; a send error only means none is left.
+    let _ = stop.send(());
+    if let Err(error) = accepting.await {
+        warn!(%error, "accept loop failed");
+    }
+    // Stop maintenance before the final sync so no handle on the broker (and so on the data
+    // directory lock) outlives `run`.
+    maintenance.stop().await;
+    match service.sync_all().await {
+        Ok(()) => info!("all partitions synced; bye"),
+        Err(error) => warn!(%error, "sync at shutdown failed"),
+    }
+    Ok(())
+}
+
+/// Accepts connections for one listener until `stop`, then waits for its connections to drain.
+/// The connection semaphore is shared by every listener of the server.
+pub async fn accept_loop<P: Protocol>(
+    listener: TcpListener,
+    protocol: Arc<P>,
+    service: Arc<BrokerService>,
+    config: Arc<ServerConfig>,
+    connections: Arc<Semaphore>,
+    mut stop: broadcast::Receiver<()>,
+) {
+    let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
-            _ = &mut shutdown => break,
+            _ = stop.recv() => break,
             accepted = listener.accept() => {
                 let (socket, peer) = match accepted {
                     Ok(pair) => pair,
                     Err(error) => {
                         // Out of descriptors and the like: back off instead of spinning.
-                        warn!(%error, "accept failed");
+                        warn!(%error, protocol = protocol.name(), "accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 };
-                let _ = socket.set_nodelay(true);
+                if let Err(error) = socket.set_nodelay(true) {
+                    warn!(%peer, %error, "could not set TCP_NODELAY");
+                }
                 match Arc::clone(&connections).try_acquire_owned() {
                     Ok(permit) => {
-                        let (broker, config, stop) = (Arc::clone(&broker), Arc::clone(&config), stop.subscribe());
+                        let serve = connection::serve(
+                            Arc::clone(&protocol),
+                            socket,
+                            peer,
+                            Arc::clone(&service),
+                            Arc::clone(&config),
+                            stop.resubscribe(),
+                        );
                         tasks.spawn(async move {
-                            connection::serve(socket, peer, broker, config, stop).await;
+                            serve.await;
                             drop(permit);
                         });
                     }
                     Err(_) => {
-                        tasks.spawn(connection::refuse(socket, peer, config.max_connections));
+                        tasks.spawn(connection::refuse(
+                            Arc::clone(&protocol),
+                            socket,
+                            peer,
+                            config.max_connections,
+                        ));
                     }
                 }
                 // Reap finished connection tasks so the set stays bounded by live connections.
@@ -119,43 +174,6 @@ pub async fn run(
             }
         }
     }
-    info!("shutting down: draining connections");
-    let _ = stop.send(());
     drop(listener);
     while tasks.join_next().await.is_some() {}
-    // The background task sees the same stop signal; wait for it so no handle on the broker
-    // (and so on the data directory lock) outlives `run`.
-    let _ = background.await;
-    let broker_for_sync = Arc::clone(&broker);
-    match tokio::task::spawn_blocking(move || broker_for_sync.sync_all()).await {
-        Ok(Ok(())) => info!("all partitions synced; bye"),
-        Ok(Err(error)) => warn!(%error, "sync at shutdown failed"),
-        Err(error) => warn!(%error, "sync task failed"),
-    }
-    Ok(())
-}
-
-/// Interval flushes and retention, on their own timers, off the request path.
-fn spawn_background(
-    broker: Arc<Broker>,
-    mut stop: broadcast::Receiver<()>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut flush_tick = tokio::time::interval(Duration::from_millis(10));
-        let mut retention_tick = tokio::time::interval(RETENTION_CHECK_INTERVAL);
-        flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        loop {
-            tokio::select! {
-                _ = stop.recv() => return,
-                _ = flush_tick.tick() => {
-                    let broker = Arc::clone(&broker);
-                    let _ = tokio::task::spawn_blocking(move || broker.sync_due_interval_partitions(std::time::Instant::now())).await;
-                }
-                _ = retention_tick.tick() => {
-                    let broker = Arc::clone(&broker);
-                    let _ = tokio::task::spawn_blocking(move || broker.enforce_retention(crate::batch::now_ms())).await;
-                }
-            }
-        }
-    })
 }

@@ -1,15 +1,16 @@
 //! Writing responses to a connection with vectored writes, so fetched batches go from the segment
 //! map to the socket without being copied into a write buffer first.
 //!
-//! Small responses are encoded into one scratch buffer; a `Fetch` response contributes its header
-//! and then its batches as `Bytes` slices of the mapped segments. Several ready responses are
-//! written together with `writev`, so a pipelining client costs one syscall per burst rather than
-//! one per response.
+//! The protocol encodes each response as chunks (small parts built in one scratch buffer, fetched
+//! batches as `Bytes` slices of the mapped segments). Several ready responses are written
+//! together with `writev`, so a pipelining client costs one syscall per burst rather than one
+//! per response.
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::protocol::{Chunks, ErrorCode, ErrorResponse, ProtocolError, ResponseFrame};
+use super::protocol::Protocol;
+use crate::protocol::Chunks;
 
 /// Queues encoded responses and writes them out together.
 #[derive(Debug)]
@@ -22,7 +23,7 @@ pub struct ResponseWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
-    /// Writes to `sink`; responses larger than `max_frame_bytes` are replaced by an error.
+    /// Writes to `sink`; the protocol replaces responses larger than `max_frame_bytes`.
     pub fn new(sink: W, max_frame_bytes: usize) -> Self {
         Self {
             sink,
@@ -33,34 +34,14 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
         }
     }
 
-    /// Encodes a response at the end of the queue. One that cannot be encoded (it would exceed
-    /// the peer's frame limit, say) is answered with an `INTERNAL` error instead, so the client
-    /// still gets a response for its correlation id.
-    pub fn push(&mut self, response: ResponseFrame) {
-        let correlation_id = response.correlation_id;
-        let result = if response.encoded_len() - crate::protocol::FRAME_LENGTH_BYTES
-            > self.max_frame_bytes
-        {
-            Err(ProtocolError::FrameTooLarge {
-                declared: response.encoded_len(),
-                max: self.max_frame_bytes,
-            })
-        } else {
-            response.encode_vectored(&mut self.scratch, &mut self.encoded)
-        };
-        if let Err(error) = result {
-            tracing::error!(%error, correlation_id, "response could not be encoded");
-            let fallback = ResponseFrame::error(
-                correlation_id,
-                ErrorResponse::new(
-                    ErrorCode::Internal,
-                    format!("response could not be encoded: {error}"),
-                ),
-            );
-            fallback
-                .encode_vectored(&mut self.scratch, &mut self.encoded)
-                .expect("a short error response always encodes");
-        }
+    /// Encodes a response at the end of the queue.
+    pub fn push<P: Protocol>(&mut self, protocol: &P, response: P::Response) {
+        protocol.encode(
+            response,
+            self.max_frame_bytes,
+            &mut self.scratch,
+            &mut self.encoded,
+        );
         for part in self.encoded.drain(..) {
             self.queue.push(part);
         }
@@ -76,36 +57,10 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
     pub async fn shutdown(&mut self) -> std::io::Result<()> {
         self.sink.shutdown().await
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::Response;
-
-    /// The vectored bytes are exactly what the plain encoder writes, for a fetch and others.
-    #[tokio::test]
-    async fn vectored_output_matches_the_plain_encoding() {
-        let responses = vec![
-            ResponseFrame::ok(
-                7,
-                Response::Fetch {
-                    high_watermark: 10,
-                    log_start_offset: 2,
-                    batches: vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defgh")],
-                },
-            ),
-            ResponseFrame::ok(8, Response::ReleaseLease),
-        ];
-        let mut expected = BytesMut::new();
-        for response in &responses {
-            response.encode(&mut expected).unwrap();
-        }
-        let mut writer = ResponseWriter::new(Vec::new(), 1 << 20);
-        for response in responses {
-            writer.push(response);
-        }
-        writer.flush().await.unwrap();
-        assert_eq!(writer.sink, expected.to_vec());
+    /// The sink (tests read what was written).
+    #[cfg(test)]
+    pub fn sink(&self) -> &W {
+        &self.sink
     }
 }

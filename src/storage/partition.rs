@@ -600,21 +600,29 @@ impl Partition {
 
     /// Appends one batch (in its stored format, base offset ignored) under the epoch in its header.
     /// Returns once the batch is acknowledged under the partition's flush policy. Blocks on a sync
-    /// under flush `always`.
+    /// under flush `always`. A convenience for storage-level callers; the broker service passes
+    /// the request's epoch to [`Partition::append_pending`] itself.
     pub fn append(&self, batch_bytes: &[u8]) -> Result<Appended, StorageError> {
-        let pending = self.append_pending(batch_bytes)?;
-        self.acknowledge(pending)
-    }
-
-    /// The first half of [`Partition::append`]: the fence check and the copy into the segment,
-    /// which fix the batch's offsets. Never blocks on a sync, so a connection can run it in request
-    /// order (pipelined produces are appended in the order they were sent) and wait for
-    /// durability afterwards with [`Partition::acknowledge`]. Under flush `always` the batch stays
-    /// invisible to readers until a sync covers it.
-    pub fn append_pending(&self, batch_bytes: &[u8]) -> Result<PendingAppend, StorageError> {
         let epoch = BatchHeader::peek_epoch(batch_bytes).ok_or(batch::BatchError::TooShort {
             len: batch_bytes.len(),
         })?;
+        let pending = self.append_pending(epoch, batch_bytes)?;
+        self.acknowledge(pending)
+    }
+
+    /// The first half of [`Partition::append`]: the fence check of `epoch` and the copy into the
+    /// segment, which fix the batch's offsets. The epoch is passed in by the caller (the listener
+    /// found it where its protocol carries it), checked first, before any other validation, so
+    /// a stale holder always learns that it is stale; the batch's own header must then carry the
+    /// same epoch, so what is stored says who wrote it. Never blocks on a sync, so a connection
+    /// can run it in request order (pipelined produces are appended in the order they were sent)
+    /// and wait for durability afterwards with [`Partition::acknowledge`]. Under flush `always`
+    /// the batch stays invisible to readers until a sync covers it.
+    pub fn append_pending(
+        &self,
+        epoch: u64,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
         // Early answer for a stale holder; the authoritative check is inside the fence.
         check_epoch(epoch, self.fence.current_epoch()).map_err(StorageError::Fence)?;
         if batch_bytes.len() > self.config.batch_limit() {
@@ -624,6 +632,13 @@ impl Partition {
             });
         }
         let header = batch::validate(batch_bytes, self.config.batch_limit())?;
+        if header.epoch != epoch {
+            return Err(batch::BatchError::EpochMismatch {
+                header: header.epoch,
+                request: epoch,
+            }
+            .into());
+        }
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }

@@ -1,5 +1,8 @@
 //! Appending a connection's produces off its socket-reading task, in request order.
 //!
+//! Every listener needs this (pipelined produces to a partition must land in the order they
+//! were sent, whatever the protocol), so it lives with the broker service, not in a listener.
+//!
 //! A produce goes through three steps on the server: receive the batch from the socket,
 //! validate it (CRC over every byte) and copy it into the segment. Run by the connection's task
 //! they are serial on one core: the next request is not received while the previous batch is
@@ -15,13 +18,12 @@ use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::handler::begin_produce;
-use crate::broker::{Broker, BrokerError};
-use crate::protocol::Response;
+use super::service::{BrokerService, ProduceRequest};
+use super::BrokerError;
+use crate::storage::Appended;
 
 /// Batches up to this size are appended on the connection's task when nothing is queued.
 pub const INLINE_APPEND_MAX_BYTES: usize = 64 * 1024;
@@ -38,9 +40,15 @@ struct State {
 /// The serial append queue of one connection. Its length needs no limit of its own: the
 /// connection stops reading once `max_in_flight` of its requests are pending, so at most that
 /// many appends are ever queued.
-#[derive(Default)]
-pub struct Appender {
+pub struct ProduceQueue {
+    service: Arc<BrokerService>,
     state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for ProduceQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProduceQueue").finish_non_exhaustive()
+    }
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -48,29 +56,36 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Appender {
-    /// Appends `batch` after every produce submitted before it, and returns the wait for its
-    /// acknowledgement (see [`begin_produce`]).
+impl ProduceQueue {
+    /// An empty queue appending through `service`.
+    pub(crate) fn new(service: Arc<BrokerService>) -> Self {
+        Self {
+            service,
+            state: Arc::default(),
+        }
+    }
+
+    /// Appends the batch after every produce submitted before it, and returns the wait for its
+    /// acknowledgement (see [`BrokerService::begin_produce`]).
     pub fn produce(
         &self,
-        broker: &Arc<Broker>,
-        topic: String,
-        partition: u32,
-        batch: Bytes,
-    ) -> BoxFuture<'static, Result<Response, BrokerError>> {
+        request: ProduceRequest,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
         // Only this connection's task submits, so when the queue is idle nothing submitted
         // earlier is still unappended and an inline append keeps the order.
         let idle = {
             let state = lock(&self.state);
             state.jobs.is_empty() && !state.running
         };
-        if idle && batch.len() <= INLINE_APPEND_MAX_BYTES {
-            return begin_produce(broker, &topic, partition, &batch);
+        if idle && request.batch.len() <= INLINE_APPEND_MAX_BYTES {
+            return self.service.begin_produce(&request);
         }
         let (started, acknowledgement) = oneshot::channel();
-        let broker = Arc::clone(broker);
+        let service = Arc::clone(&self.service);
         self.submit(Box::new(move || {
-            let _ = started.send(begin_produce(&broker, &topic, partition, &batch));
+            // The receiver is gone only when the connection dropped the request; the append has
+            // happened either way, as it would have had the client stayed.
+            let _ = started.send(service.begin_produce(&request));
         }));
         Box::pin(async move {
             match acknowledgement.await {

@@ -1,5 +1,6 @@
-//! Mapping of broker errors to wire errors: one code each, the message a user can act on, and
-//! the epochs for the fencing errors.
+//! Mapping of broker errors to native wire errors: one code each, the message a user can act on,
+//! and the epochs for the fencing errors. Every match is exhaustive, so a new error variant
+//! cannot silently become `INTERNAL`.
 
 use crate::broker::BrokerError;
 use crate::lease::LeaseError;
@@ -17,22 +18,29 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
         BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
         BrokerError::Storage(storage) => storage_error(storage, message),
-        BrokerError::Lease(lease) => match lease {
-            LeaseError::Held { current_epoch, .. } => {
-                ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message, 0, *current_epoch)
-            }
-            LeaseError::Lost { current_epoch, .. } => {
-                ErrorResponse::with_epochs(ErrorCode::LeaseLost, message, 0, *current_epoch)
-            }
-            LeaseError::InvalidTtl { .. }
-            | LeaseError::InvalidHolder { .. }
-            | LeaseError::TooManySlots { .. } => plain(ErrorCode::InvalidRequest),
-            LeaseError::Install { source, .. } => match source.downcast_ref::<StorageError>() {
-                Some(storage) => storage_error(storage, message),
-                None => plain(ErrorCode::StorageError),
-            },
-            _ => plain(ErrorCode::Internal),
-        },
+        BrokerError::EpochInstall { source, .. } => storage_error(source, message),
+        BrokerError::LeaseAuthorityUnavailable(_) => plain(ErrorCode::Internal),
+        BrokerError::Lease(lease) => lease_error(lease, message),
+    }
+}
+
+fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
+    let plain = |code| ErrorResponse::new(code, message.clone());
+    match error {
+        LeaseError::Held { current_epoch, .. } => {
+            ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message.clone(), 0, *current_epoch)
+        }
+        LeaseError::Lost { current_epoch, .. } => {
+            ErrorResponse::with_epochs(ErrorCode::LeaseLost, message.clone(), 0, *current_epoch)
+        }
+        LeaseError::InvalidTtl { .. }
+        | LeaseError::InvalidHolder { .. }
+        | LeaseError::TooManySlots { .. } => plain(ErrorCode::InvalidRequest),
+        // No larger fencing token exists: nothing a client can do, as for an internal error.
+        LeaseError::EpochExhausted { .. } => plain(ErrorCode::Internal),
+        // The local authority turns install failures into `BrokerError::EpochInstall` with the
+        // storage error typed; a table used elsewhere only has a boxed cause.
+        LeaseError::Install { .. } => plain(ErrorCode::StorageError),
     }
 }
 

@@ -1,0 +1,95 @@
+//! Errors of broker operations: one variant per thing a client can be told, each carrying what
+//! the user needs to act, and each mapped to one wire error code by every listener.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::lease::{AuthorityError, LeaseError};
+use crate::storage::StorageError;
+
+/// Errors of broker operations; each maps to one wire error code.
+#[derive(Debug, Error)]
+pub enum BrokerError {
+    /// No topic of that name.
+    #[error("unknown topic {0:?}")]
+    UnknownTopic(String),
+    /// The topic has fewer partitions.
+    #[error("topic {topic:?} has no partition {partition} (it has {count})")]
+    UnknownPartition {
+        /// Topic.
+        topic: String,
+        /// Partition asked for.
+        partition: u32,
+        /// Partitions the topic has.
+        count: u32,
+    },
+    /// A topic of that name exists.
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    /// Bad topic name or settings.
+    #[error("invalid topic config: {0}")]
+    InvalidConfig(String),
+    /// A storage failure (the fence's refusals among them).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The lease authority refused (held, lost, invalid TTL or holder, ...).
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// A grant's epoch could not be made durable; no lease was granted. Retriable once the
+    /// cause (disk full, out of descriptors) is gone.
+    #[error(
+        "could not install epoch {epoch} for {topic}/{partition}; no lease was granted: {source}"
+    )]
+    EpochInstall {
+        /// Topic of the partition.
+        topic: String,
+        /// Index of the partition.
+        partition: u32,
+        /// The epoch that was being installed.
+        epoch: u64,
+        /// What storage said (boxed: it is large and rare).
+        #[source]
+        source: Box<StorageError>,
+    },
+    /// The lease authority could not be asked; nothing is known to have changed.
+    #[error("lease authority unavailable: {0}")]
+    LeaseAuthorityUnavailable(String),
+    /// The data directory is in use by another process.
+    #[error("data directory {0} is in use by another fencelog process")]
+    Locked(PathBuf),
+    /// Filesystem trouble with the data directory itself.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl From<AuthorityError> for BrokerError {
+    fn from(error: AuthorityError) -> Self {
+        match error {
+            AuthorityError::Refused(lease) => BrokerError::Lease(lease),
+            AuthorityError::Install {
+                topic,
+                partition,
+                epoch,
+                source,
+            } => BrokerError::EpochInstall {
+                topic,
+                partition,
+                epoch,
+                source,
+            },
+            AuthorityError::Unavailable(reason) => BrokerError::LeaseAuthorityUnavailable(reason),
+        }
+    }
+}
+
+/// An `Io` error with what was being done, for `map_err`.
+pub(crate) fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Io { context, source }
+}

@@ -1,0 +1,252 @@
+//! The broker service: what any listener can ask of the broker, in protocol-neutral terms.
+//!
+//! A listener (the native protocol today, Kafka's next) decodes a request, calls one method here
+//! and encodes what it returns; it holds no broker logic of its own. The service owns what both
+//! would otherwise copy: request-ordered two-phase produce ([`ProduceQueue`]), the long-poll
+//! fetch, leases through a [`LeaseAuthority`], topic admin and metadata, and the maintenance
+//! tasks ([`super::maintenance`]).
+//!
+//! A produce carries its epoch explicitly ([`ProduceRequest::epoch`]): each listener finds it
+//! where its protocol puts it (fencelog's batch header, a Kafka batch's producer epoch), and the
+//! partition's fence checks that value in the segment writer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use super::maintenance::Maintenance;
+use super::produce_queue::ProduceQueue;
+use super::{Broker, BrokerError, Topic};
+use crate::clock::{Clock, SystemClock};
+use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
+use crate::protocol::TopicConfig;
+use crate::storage::{Appended, Partition, ReadResult};
+
+/// One batch to append.
+#[derive(Debug, Clone)]
+pub struct ProduceRequest {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// The writer's fencing token, checked by the partition's fence before anything else.
+    pub epoch: u64,
+    /// The batch in fencelog's stored format (its header carries the same epoch).
+    pub batch: Bytes,
+}
+
+/// A read, waiting up to `max_wait` for data at `offset` to exist.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// First offset wanted.
+    pub offset: u64,
+    /// Most bytes returned (at least one whole batch is returned if any is there).
+    pub max_bytes: usize,
+    /// Longest to wait when nothing at `offset` is visible yet (already clamped by the listener).
+    pub max_wait: Duration,
+}
+
+/// Where a partition's log starts and ends, and its current epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    /// First offset still kept.
+    pub earliest: u64,
+    /// The high watermark: the next offset to be written and made visible.
+    pub latest: u64,
+    /// The epoch the fence enforces.
+    pub epoch: u64,
+}
+
+/// The broker's operations for every listener; a cheap `Arc` shared by all connections.
+#[derive(Debug)]
+pub struct BrokerService {
+    broker: Arc<Broker>,
+    leases: Arc<dyn LeaseAuthority>,
+}
+
+impl BrokerService {
+    /// A service over `broker` granting leases through `leases`.
+    pub fn new(broker: Arc<Broker>, leases: Arc<dyn LeaseAuthority>) -> Self {
+        Self { broker, leases }
+    }
+
+    /// The standalone service: leases from a local table with these TTL bounds, expired by the
+    /// system clock.
+    pub fn standalone(broker: Arc<Broker>, lease: LeaseConfig) -> Self {
+        Self::with_clock(broker, lease, Arc::new(SystemClock))
+    }
+
+    /// The standalone service with leases expired by `clock` (tests advance a
+    /// [`crate::clock::ManualClock`] instead of sleeping).
+    pub fn with_clock(broker: Arc<Broker>, lease: LeaseConfig, clock: Arc<dyn Clock>) -> Self {
+        Self::new(broker, Arc::new(LocalLeaseAuthority::new(lease, clock)))
+    }
+
+    /// The topics and partitions behind the service.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The lease authority.
+    pub fn leases(&self) -> &Arc<dyn LeaseAuthority> {
+        &self.leases
+    }
+
+    /// A connection's produce queue: its produces append in the order they are submitted.
+    pub fn produce_queue(self: &Arc<Self>) -> ProduceQueue {
+        ProduceQueue::new(Arc::clone(self))
+    }
+
+    /// Starts interval syncs and retention; they stop when the returned handle is stopped.
+    pub fn start_maintenance(self: &Arc<Self>) -> Maintenance {
+        Maintenance::start(Arc::clone(&self.broker))
+    }
+
+    /// Appends a batch *now* (the fence check and the copy fix its offsets) and returns the wait
+    /// for its acknowledgement: a group-commit sync on the blocking pool under flush `always`,
+    /// nothing otherwise. The one produce path: [`ProduceQueue`] calls it in request order.
+    pub(crate) fn begin_produce(
+        &self,
+        request: &ProduceRequest,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let started = self
+            .broker
+            .partition(&request.topic, request.partition)
+            .and_then(|target| {
+                Ok((
+                    target.append_pending(request.epoch, &request.batch)?,
+                    target,
+                ))
+            });
+        match started {
+            Err(error) => Box::pin(futures::future::ready(Err(error))),
+            Ok((pending, target)) if target.acknowledge_blocks() => {
+                Box::pin(blocking(move || Ok(target.acknowledge(pending)?)))
+            }
+            Ok((pending, target)) => Box::pin(futures::future::ready(
+                target.acknowledge(pending).map_err(BrokerError::from),
+            )),
+        }
+    }
+
+    /// Reads from `offset`; when nothing there is visible yet, waits (long poll) until the high
+    /// watermark moves past it or `max_wait` passes, then answers with what there is.
+    pub async fn fetch(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        let target = self.broker.partition(&request.topic, request.partition)?;
+        let mut changes = target.subscribe();
+        let deadline = tokio::time::Instant::now() + request.max_wait;
+        loop {
+            let result = target.read(request.offset, request.max_bytes)?;
+            if !result.batches.is_empty() || request.offset < result.high_watermark {
+                return Ok(result);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Ok(target.read(request.offset, request.max_bytes)?),
+            }
+        }
+    }
+
+    /// Where a partition's log starts and ends, and its epoch.
+    pub fn list_offsets(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<PartitionOffsets, BrokerError> {
+        let target = self.broker.partition(topic, partition)?;
+        Ok(PartitionOffsets {
+            earliest: target.log_start_offset(),
+            latest: target.high_watermark(),
+            epoch: target.current_epoch(),
+        })
+    }
+
+    /// Grants the partition's lease if it has no live one; the new epoch is installed durably in
+    /// the partition's writer before this returns.
+    pub async fn acquire_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        holder: String,
+        ttl_ms: u64,
+    ) -> Result<Grant, BrokerError> {
+        let target = self.lease_target(topic, partition)?;
+        Ok(self.leases.acquire(target, holder, ttl_ms).await?)
+    }
+
+    /// Extends a live lease.
+    pub async fn renew_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+    ) -> Result<Renewed, BrokerError> {
+        let target = self.lease_target(topic, partition)?;
+        Ok(self.leases.renew(target, lease_id).await?)
+    }
+
+    /// Ends a live lease at once.
+    pub async fn release_lease(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+    ) -> Result<(), BrokerError> {
+        let target = self.lease_target(topic, partition)?;
+        Ok(self.leases.release(target, lease_id).await?)
+    }
+
+    fn lease_target(&self, topic: &str, partition: u32) -> Result<LeaseTarget, BrokerError> {
+        let log: Arc<Partition> = self.broker.partition(topic, partition)?;
+        Ok(LeaseTarget {
+            topic: topic.to_string(),
+            partition,
+            log,
+        })
+    }
+
+    /// Creates a topic durably (on the blocking pool: it creates and syncs files).
+    pub async fn create_topic(
+        &self,
+        name: String,
+        partitions: u32,
+        config: TopicConfig,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        blocking(move || broker.create_topic(&name, partitions, config)).await
+    }
+
+    /// The named topics (all, sorted by name, when `names` is empty).
+    pub fn metadata(&self, names: &[String]) -> Result<Vec<Arc<Topic>>, BrokerError> {
+        if names.is_empty() {
+            return Ok(self.broker.topics());
+        }
+        names.iter().map(|name| self.broker.topic(name)).collect()
+    }
+
+    /// Syncs every partition (graceful shutdown), on the blocking pool.
+    pub async fn sync_all(&self) -> Result<(), BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        blocking(move || broker.sync_all()).await
+    }
+}
+
+/// Runs blocking broker work on tokio's blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
+) -> Result<T, BrokerError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|join_error| {
+            Err(BrokerError::Io {
+                context: "broker task failed".into(),
+                source: std::io::Error::other(join_error.to_string()),
+            })
+        })
+}

@@ -1,0 +1,173 @@
+//! The native protocol's requests translated into broker service calls, and the results back
+//! into responses. No broker logic lives here: ordering, long polls, fsyncs on the blocking pool
+//! and leases are the service's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::errors::to_error_response;
+use crate::batch::{BatchError, BatchHeader};
+use crate::broker::produce_queue::ProduceQueue;
+use crate::broker::{BrokerError, BrokerService, FetchRequest, ProduceRequest};
+use crate::protocol::{Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
+use crate::server::ServerConfig;
+use crate::storage::{Appended, ReadResult, StorageError};
+
+/// Starts one request and returns the future of its response frame.
+///
+/// A produce is handed to the connection's [`ProduceQueue`] *now*, which appends in the
+/// connection's request order, so pipelined produces to a partition land in the order they were
+/// sent; the returned future waits for the append and then for durability. Every other request
+/// runs entirely in the future.
+pub fn start(
+    service: &Arc<BrokerService>,
+    config: &ServerConfig,
+    produce_queue: &ProduceQueue,
+    frame: RequestFrame,
+) -> BoxFuture<'static, ResponseFrame> {
+    let correlation_id = frame.correlation_id;
+    let respond = move |result: Result<Response, BrokerError>| match result {
+        Ok(response) => ResponseFrame::ok(correlation_id, response),
+        Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
+    };
+    match frame.request {
+        Request::Produce {
+            topic,
+            partition,
+            batch,
+        } => {
+            // The native batch carries its writer's epoch in its header (bytes 20..28).
+            let Some(epoch) = BatchHeader::peek_epoch(&batch) else {
+                let error = StorageError::from(BatchError::TooShort { len: batch.len() });
+                return ready(respond(Err(error.into())));
+            };
+            let acknowledged = produce_queue.produce(ProduceRequest {
+                topic,
+                partition,
+                epoch,
+                batch,
+            });
+            Box::pin(async move { respond(acknowledged.await.map(produced)) })
+        }
+        Request::Fetch {
+            topic,
+            partition,
+            offset,
+            max_bytes,
+            max_wait_ms,
+        } => {
+            let request = FetchRequest {
+                topic,
+                partition,
+                offset,
+                max_bytes: max_bytes.min(config.max_fetch_bytes) as usize,
+                max_wait: Duration::from_millis(u64::from(
+                    max_wait_ms.min(config.max_fetch_wait_ms),
+                )),
+            };
+            let service = Arc::clone(service);
+            Box::pin(async move { respond(service.fetch(request).await.map(fetched)) })
+        }
+        Request::ApiVersions => ready(respond(Ok(Response::supported_api_versions()))),
+        Request::Metadata { topics } => ready(respond(metadata(service, &topics))),
+        Request::ListOffsets { topic, partition } => {
+            ready(respond(service.list_offsets(&topic, partition).map(
+                |offsets| Response::ListOffsets {
+                    earliest: offsets.earliest,
+                    latest: offsets.latest,
+                    epoch: offsets.epoch,
+                },
+            )))
+        }
+        Request::CreateTopic {
+            name,
+            partitions,
+            config,
+        } => {
+            let service = Arc::clone(service);
+            Box::pin(async move {
+                let created = service.create_topic(name, partitions, config).await;
+                respond(created.map(|_| Response::CreateTopic))
+            })
+        }
+        Request::AcquireLease {
+            topic,
+            partition,
+            holder,
+            ttl_ms,
+        } => {
+            let service = Arc::clone(service);
+            Box::pin(async move {
+                let granted = service
+                    .acquire_lease(&topic, partition, holder, ttl_ms)
+                    .await;
+                respond(granted.map(|grant| Response::AcquireLease {
+                    epoch: grant.epoch,
+                    lease_id: grant.lease_id,
+                    ttl_ms: grant.ttl_ms,
+                }))
+            })
+        }
+        Request::RenewLease {
+            topic,
+            partition,
+            lease_id,
+        } => {
+            let service = Arc::clone(service);
+            Box::pin(async move {
+                let renewed = service.renew_lease(&topic, partition, lease_id).await;
+                respond(renewed.map(|renewed| Response::RenewLease {
+                    epoch: renewed.epoch,
+                    ttl_ms: renewed.ttl_ms,
+                }))
+            })
+        }
+        Request::ReleaseLease {
+            topic,
+            partition,
+            lease_id,
+        } => {
+            let service = Arc::clone(service);
+            Box::pin(async move {
+                let released = service.release_lease(&topic, partition, lease_id).await;
+                respond(released.map(|()| Response::ReleaseLease))
+            })
+        }
+    }
+}
+
+fn ready(response: ResponseFrame) -> BoxFuture<'static, ResponseFrame> {
+    Box::pin(futures::future::ready(response))
+}
+
+fn metadata(service: &BrokerService, topics: &[String]) -> Result<Response, BrokerError> {
+    Ok(Response::Metadata {
+        topics: service
+            .metadata(topics)?
+            .iter()
+            .map(|topic| TopicMetadata {
+                name: topic.name().to_string(),
+                partitions: topic.partitions().len() as u32,
+                config: *topic.config(),
+            })
+            .collect(),
+    })
+}
+
+fn produced(appended: Appended) -> Response {
+    Response::Produce {
+        base_offset: appended.base_offset,
+        last_offset: appended.last_offset,
+        log_end_offset: appended.log_end_offset,
+    }
+}
+
+fn fetched(result: ReadResult) -> Response {
+    Response::Fetch {
+        high_watermark: result.high_watermark,
+        log_start_offset: result.log_start_offset,
+        batches: result.batches,
+    }
+}

@@ -1,0 +1,158 @@
+//! The native fencelog protocol as a listener: decoding frames into [`RequestFrame`]s, handing
+//! each to [`handler`], which translates it into a [`BrokerService`] call, and encoding the
+//! [`ResponseFrame`]s (`docs/protocol.md` is the byte-level contract).
+
+mod errors;
+mod handler;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+pub use errors::to_error_response;
+
+use super::protocol::{Protocol, Started};
+use super::ServerConfig;
+use crate::broker::produce_queue::ProduceQueue;
+use crate::broker::BrokerService;
+use crate::protocol::{ErrorCode, ErrorResponse, ProtocolError, RequestFrame, ResponseFrame};
+
+/// fencelog's own protocol.
+#[derive(Debug)]
+pub struct NativeProtocol {
+    config: Arc<ServerConfig>,
+}
+
+impl NativeProtocol {
+    /// The protocol under these limits (fetch sizes and waits are clamped to them).
+    pub fn new(config: Arc<ServerConfig>) -> Self {
+        Self { config }
+    }
+}
+
+impl Protocol for NativeProtocol {
+    type Session = ProduceQueue;
+    type Response = ResponseFrame;
+
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn open_session(&self, service: &Arc<BrokerService>, _peer: SocketAddr) -> ProduceQueue {
+        service.produce_queue()
+    }
+
+    fn start(
+        &self,
+        service: &Arc<BrokerService>,
+        session: &mut ProduceQueue,
+        frame: Bytes,
+    ) -> Started<ResponseFrame> {
+        match RequestFrame::decode(frame) {
+            Ok(request) => Started {
+                response: Some(handler::start(service, &self.config, session, request)),
+                close: false,
+            },
+            Err(error) => {
+                tracing::debug!(%error, "malformed request");
+                Started {
+                    close: error.must_close_connection(),
+                    ..Started::ready(error.to_response())
+                }
+            }
+        }
+    }
+
+    fn framing_error(&self, error: &ProtocolError) -> Option<ResponseFrame> {
+        let code = match error {
+            ProtocolError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
+            ProtocolError::EmptyFrame | ProtocolError::Malformed(_) => ErrorCode::InvalidRequest,
+            _ => return None,
+        };
+        Some(ResponseFrame::error(
+            0,
+            ErrorResponse::new(code, error.to_string()),
+        ))
+    }
+
+    fn too_many_connections(&self, max_connections: usize) -> Option<ResponseFrame> {
+        Some(ResponseFrame::error(
+            0,
+            ErrorResponse::new(
+                ErrorCode::TooManyConnections,
+                format!(
+                    "the server already has its maximum of {max_connections} connections; retry later"
+                ),
+            ),
+        ))
+    }
+
+    fn encode(
+        &self,
+        response: ResponseFrame,
+        max_frame_bytes: usize,
+        scratch: &mut BytesMut,
+        parts: &mut Vec<Bytes>,
+    ) {
+        let correlation_id = response.correlation_id;
+        let result =
+            if response.encoded_len() - crate::protocol::FRAME_LENGTH_BYTES > max_frame_bytes {
+                Err(ProtocolError::FrameTooLarge {
+                    declared: response.encoded_len(),
+                    max: max_frame_bytes,
+                })
+            } else {
+                response.encode_vectored(scratch, parts)
+            };
+        if let Err(error) = result {
+            // The client still gets a response for its correlation id.
+            tracing::error!(%error, correlation_id, "response could not be encoded");
+            parts.clear();
+            let fallback = ResponseFrame::error(
+                correlation_id,
+                ErrorResponse::new(
+                    ErrorCode::Internal,
+                    format!("response could not be encoded: {error}"),
+                ),
+            );
+            fallback
+                .encode_vectored(scratch, parts)
+                .expect("a short error response always encodes");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::writer::ResponseWriter;
+    use super::*;
+    use crate::protocol::Response;
+
+    /// The vectored bytes are exactly what the plain encoder writes, for a fetch and others.
+    #[tokio::test]
+    async fn vectored_output_matches_the_plain_encoding() {
+        let responses = vec![
+            ResponseFrame::ok(
+                7,
+                Response::Fetch {
+                    high_watermark: 10,
+                    log_start_offset: 2,
+                    batches: vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defgh")],
+                },
+            ),
+            ResponseFrame::ok(8, Response::ReleaseLease),
+        ];
+        let mut expected = BytesMut::new();
+        for response in &responses {
+            response.encode(&mut expected).unwrap();
+        }
+        let protocol = NativeProtocol::new(Arc::new(ServerConfig::default()));
+        let mut writer = ResponseWriter::new(Vec::new(), 1 << 20);
+        for response in responses {
+            writer.push(&protocol, response);
+        }
+        writer.flush().await.unwrap();
+        assert_eq!(writer.sink(), &expected.to_vec());
+    }
+}

@@ -1,0 +1,77 @@
+//! What a listener's protocol supplies to the generic connection loop.
+//!
+//! The loop ([`super::connection`]) owns everything that must behave the same whatever the
+//! protocol: the frame-size limit checked before allocation, the in-flight limit (backpressure
+//! by not reading), idle and write timeouts, responses written in request order, and graceful
+//! drain on shutdown. A protocol only turns a frame into a pending response (decode, call the
+//! [`BrokerService`], map errors) and a response into bytes. Both fencelog's protocol and
+//! Kafka's frame messages with a 4-byte big-endian length, so the loop cuts frames with
+//! [`crate::protocol::FrameCodec`] for both.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+
+use crate::broker::BrokerService;
+use crate::protocol::ProtocolError;
+
+/// What a frame started: the response to write when it is ready (in request order), if the
+/// request gets one, and whether the connection closes after it.
+pub struct Started<R> {
+    /// The response, or `None` for a request that is never answered (Kafka's `acks=0`).
+    pub response: Option<BoxFuture<'static, R>>,
+    /// Stop reading after this request (the stream cannot be trusted any more).
+    pub close: bool,
+}
+
+impl<R: Send + 'static> Started<R> {
+    /// A response that is already known.
+    pub fn ready(response: R) -> Self {
+        Self {
+            response: Some(Box::pin(futures::future::ready(response))),
+            close: false,
+        }
+    }
+}
+
+/// A wire protocol served by the generic connection loop.
+pub trait Protocol: Send + Sync + 'static {
+    /// What the protocol keeps per connection (the produce queue, authentication state, ...).
+    type Session: Send + 'static;
+    /// A response, before encoding.
+    type Response: Send + 'static;
+
+    /// The protocol's name, for logs.
+    fn name(&self) -> &'static str;
+
+    /// State for a new connection from `peer`.
+    fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> Self::Session;
+
+    /// Starts the request in one frame (the length prefix removed). Work that must happen in
+    /// request order (appends) happens now; the rest may run in the returned future.
+    fn start(
+        &self,
+        service: &Arc<BrokerService>,
+        session: &mut Self::Session,
+        frame: Bytes,
+    ) -> Started<Self::Response>;
+
+    /// The answer to a framing error (oversized or empty frame), if the client can read one.
+    fn framing_error(&self, error: &ProtocolError) -> Option<Self::Response>;
+
+    /// The answer to a connection beyond the server's limit, if the protocol has one.
+    fn too_many_connections(&self, max_connections: usize) -> Option<Self::Response>;
+
+    /// Encodes a response as a list of byte chunks (written with one vectored write), small
+    /// parts built in `scratch`. A response that cannot be encoded within `max_frame_bytes` is
+    /// replaced by an error the client can read.
+    fn encode(
+        &self,
+        response: Self::Response,
+        max_frame_bytes: usize,
+        scratch: &mut BytesMut,
+        parts: &mut Vec<Bytes>,
+    );
+}
