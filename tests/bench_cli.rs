@@ -108,7 +108,22 @@ fn both_mode_reports_producers_and_end_to_end_consumers() {
 
 #[test]
 fn failover_rejects_stale_writes_and_none_land() {
-    let lines = bench_json(&[&SHORT[..], &["--mode", "failover", "--batch", "100"]].concat());
+    // Retention off: every acknowledged record must still be there to be read back (at the
+    // default 1 GiB, a fast machine writes past it within the second and deletes the start).
+    let lines = bench_json(
+        &[
+            &SHORT[..],
+            &[
+                "--mode",
+                "failover",
+                "--batch",
+                "100",
+                "--retention-bytes",
+                "0",
+            ],
+        ]
+        .concat(),
+    );
     assert_eq!(lines.len(), 1, "{lines:?}");
     let line = &lines[0];
     check_role(line, "produce");
