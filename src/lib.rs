@@ -1,10 +1,19 @@
 //! fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
+//!
+//! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`]),
+//! the async [`client`], and [`testing`] (an in-process server for integration tests). The
+//! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
+//! `fencelog bench` load generator (`bench`), with the dependencies only they need (clap,
+//! indicatif, hdrhistogram, humantime, tracing-subscriber, jemalloc); an application that embeds
+//! the server or the client turns it off with `default-features = false`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod batch;
+#[cfg(feature = "cli")]
 pub mod bench;
 pub mod broker;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -1,4 +1,5 @@
-//! The `fencelog` binary: parse the command line and hand it to the library.
+//! The `fencelog` binary: parse the command line and hand it to the library. It is built only
+//! with the `cli` feature (on by default), which brings the command line's dependencies.
 
 use clap::Parser;
 

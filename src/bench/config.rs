@@ -1,5 +1,9 @@
 //! What a benchmark run does: the mode, the load shape and the stop condition, with every limit
 //! named, defaulted and checked in one place ([`BenchConfig::validate`]).
+//!
+//! The settings depend on the values the bench writes, not the other way round: the record and
+//! stamp sizes they check come from [`super::payload`], which uses nothing of the bench; the
+//! modules that run the load read their limits from here.
 
 use std::time::Duration;
 
@@ -7,8 +11,8 @@ use crate::batch::{HEADER_BYTES, MAX_RECORDS_PER_BATCH};
 use crate::protocol::FlushPolicy;
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
+use super::error::BenchError;
 use super::payload::{FAILOVER_PREFIX_BYTES, RECORD_OVERHEAD_BYTES};
-use super::BenchError;
 
 /// Default records per batch: 1 KiB records then make ~1 MiB produce requests, large enough
 /// that per-request costs (a syscall, a task wake-up, a CRC setup) are amortised, small enough

@@ -15,11 +15,11 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::error::BenchError;
 use super::payload::Stamp;
 use super::produce::claim;
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
-use super::BenchError;
 use crate::batch::now_ms;
 use crate::client::{Client, ClientError, FetchResult, Record};
 use crate::protocol::ErrorCode;

@@ -22,12 +22,13 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::context::RunContext;
+use super::error::BenchError;
 use super::payload::Stamp;
 use super::produce::{
     self, keep_lease, Generation, ProducerOutcome, ProducerSpec, Target, LEASE_TTL,
 };
 use super::stats::{Clock, FailoverReport, HandoverMs, Recorder};
-use super::{BenchError, RunContext};
 use crate::client::{Client, Lease, Record};
 
 /// Most bytes per fetch when reading the log back.

@@ -10,8 +10,13 @@
 //! | 16     | 4    | writer      | `failover`: which producer generation wrote it |
 //! | 20     | 4    | sequence    | the writer's batch number |
 //!
-//! Times are nanoseconds since the run's origin ([`super::stats::Clock`]), a monotonic clock
+//! Times are nanoseconds since the run's origin (the run's `stats::Clock`), a monotonic clock
 //! shared by producers and consumers in this process. The rest of the value is a fixed filler.
+//!
+//! This module is a leaf of the bench: it uses only the batch format ([`crate::batch`]). The
+//! sizes the settings check against ([`RECORD_OVERHEAD_BYTES`], [`FAILOVER_PREFIX_BYTES`]) are
+//! defined here and `config` imports them; the one limit a payload needs from the settings,
+//! the most requests in flight, is handed to [`Payload::new`] by its producer.
 
 use bytes::{Bytes, BytesMut};
 
@@ -76,10 +81,6 @@ impl Stamp {
     }
 }
 
-/// Most sent batches a [`Payload`] keeps for recycling: one per request a producer may have in
-/// flight, plus the one being built.
-const RECYCLE_MAX: usize = super::config::MAX_IN_FLIGHT + 1;
-
 /// A producer's value buffer, allocated once and re-stamped for each batch, and the batches it
 /// built, whose buffers are reused once the client has sent them and dropped its handles (as a
 /// producer's buffer pool does in other log clients). Without it every request would allocate
@@ -89,16 +90,21 @@ const RECYCLE_MAX: usize = super::config::MAX_IN_FLIGHT + 1;
 pub struct Payload {
     value: Vec<u8>,
     sent: Vec<Bytes>,
+    /// Most sent batches kept for recycling: one per request the producer may have in flight,
+    /// plus the one being built.
+    recycle_max: usize,
 }
 
 impl Payload {
-    /// A value of `record_bytes` bytes.
-    pub fn new(record_bytes: usize) -> Self {
+    /// A value of `record_bytes` bytes, for a producer that keeps at most `in_flight_limit`
+    /// requests in flight (the bench passes its ceiling, `config::MAX_IN_FLIGHT`).
+    pub fn new(record_bytes: usize, in_flight_limit: usize) -> Self {
         // A filler that is not all zeros, so nothing downstream can special-case it.
         let value = (0..record_bytes).map(|index| (index % 251) as u8).collect();
         Self {
             value,
             sent: Vec::new(),
+            recycle_max: in_flight_limit + 1,
         }
     }
 
@@ -116,7 +122,7 @@ impl Payload {
             builder.push(timestamp, None, Some(&self.value));
         }
         let batch = builder.finish();
-        if self.sent.len() < RECYCLE_MAX {
+        if self.sent.len() < self.recycle_max {
             self.sent.push(batch.clone());
         }
         batch
@@ -141,7 +147,7 @@ mod tests {
 
     #[test]
     fn stamps_round_trip_through_a_batch_and_overhead_is_exact() {
-        let mut payload = Payload::new(100);
+        let mut payload = Payload::new(100, 8);
         let stamp = Stamp {
             intended_ns: 7,
             sent_ns: 9,
@@ -165,7 +171,7 @@ mod tests {
 
     #[test]
     fn short_values_hold_a_truncated_stamp() {
-        let mut payload = Payload::new(10);
+        let mut payload = Payload::new(10, 8);
         let batch = payload.batch(
             1,
             1,

@@ -17,11 +17,12 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::config::MAX_IN_FLIGHT;
+use super::error::BenchError;
 use super::pacer::Pacer;
 use super::payload::{Payload, Stamp};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
-use super::BenchError;
 use crate::client::{Client, ClientError, Lease, ProduceAck};
 
 /// Lease TTL the bench asks for; leases are renewed every third of it.
@@ -135,7 +136,7 @@ async fn wait_until(pacer: Option<&Pacer>, at: Option<Instant>) {
 /// Runs a producer until the deadline, the budget or `stop`, then waits for its requests in
 /// flight.
 pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> {
-    let mut payload = Payload::new(spec.record_bytes);
+    let mut payload = Payload::new(spec.record_bytes, MAX_IN_FLIGHT);
     let mut outcome = ProducerOutcome {
         log_ends: spec.targets.iter().map(|t| (t.partition, 0)).collect(),
         ..ProducerOutcome::default()

@@ -1,0 +1,38 @@
+//! Why a benchmark run fails: one error type for every part of the bench, in a module of its own
+//! so that the parts take it from here rather than from the bench's root module (which declares
+//! them, and would otherwise make every part and the root depend on each other).
+
+use crate::broker::BrokerError;
+use crate::client::ClientError;
+
+/// Why a benchmark run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The settings are out of bounds.
+    #[error("{0}")]
+    Config(String),
+    /// A client call failed.
+    #[error("{context}: {source}")]
+    Client {
+        /// What was being done.
+        context: String,
+        /// The client's error.
+        source: ClientError,
+    },
+    /// The in-process server did not start.
+    #[error("start the in-process server: {0}")]
+    Server(#[from] BrokerError),
+    /// A check of the results failed.
+    #[error("{0}")]
+    Check(String),
+    /// A load generator task panicked or was cancelled.
+    #[error("load generator task failed: {0}")]
+    Task(String),
+}
+
+impl BenchError {
+    /// The error of a load generator task that panicked or was cancelled.
+    pub(super) fn task(error: tokio::task::JoinError) -> BenchError {
+        BenchError::Task(error.to_string())
+    }
+}

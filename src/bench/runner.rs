@@ -1,0 +1,500 @@
+//! Runs a benchmark: starts an in-process server when no address is given, creates the bench
+//! topic, connects and leases the producers, starts the roles of the mode (produce, consume, both,
+//! failover), joins them and turns their figures into one report per role.
+//!
+//! The runner is the top of the bench's modules: it uses every other one and none uses it.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{self, BenchConfig, Mode, StopAfter};
+use super::consume::{self, ConsumerSpec, LatencyKind, Source};
+use super::context::RunContext;
+use super::error::BenchError;
+use super::failover;
+use super::produce::{self, ProducerOutcome, ProducerSpec, Target, LEASE_TTL};
+use super::progress::{Counters, Progress};
+use super::stats::{Clock, Recorder, RoleReport};
+use crate::client::{Client, Lease};
+use crate::protocol::TopicConfig;
+use crate::testing::TestServer;
+
+/// A producer connected and holding the leases of its partitions, not yet sending.
+struct Prepared {
+    client: Client,
+    leases: Vec<(u32, Lease)>,
+    keepers: CancellationToken,
+}
+
+/// The partitions producer `index` writes: `p % producers == index`.
+fn producer_partitions(index: usize, producers: usize, partitions: u32) -> Vec<u32> {
+    (0..partitions)
+        .filter(|p| *p as usize % producers == index)
+        .collect()
+}
+
+/// The partitions consumer `index` reads: `p % consumers == index`, or partition
+/// `index % partitions` when there are more consumers than partitions (several consumers then
+/// read one partition independently, each counting what it reads).
+fn consumer_partitions(index: usize, consumers: usize, partitions: u32) -> Vec<u32> {
+    if consumers > partitions as usize {
+        vec![(index % partitions as usize) as u32]
+    } else {
+        (0..partitions)
+            .filter(|p| *p as usize % consumers == index)
+            .collect()
+    }
+}
+
+async fn prepare_producers(context: &RunContext) -> Result<Vec<Prepared>, BenchError> {
+    let config = &context.config;
+    let mut prepared = Vec::new();
+    for index in 0..config.producers {
+        let client = context.connect().await?;
+        let keepers = CancellationToken::new();
+        let mut leases = Vec::new();
+        for partition in producer_partitions(index, config.producers, config.topic_partitions()) {
+            let lease = client
+                .acquire_lease(
+                    &context.topic,
+                    partition,
+                    &format!("bench-producer-{index}"),
+                    LEASE_TTL,
+                )
+                .await
+                .map_err(|source| BenchError::Client {
+                    context: format!("acquire the lease of {}/{partition}", context.topic),
+                    source,
+                })?;
+            produce::keep_lease(
+                client.clone(),
+                Arc::clone(&context.topic),
+                partition,
+                lease,
+                keepers.clone(),
+            );
+            leases.push((partition, lease));
+        }
+        prepared.push(Prepared {
+            client,
+            leases,
+            keepers,
+        });
+    }
+    Ok(prepared)
+}
+
+type ProducerTask = JoinHandle<Result<ProducerOutcome, BenchError>>;
+
+fn spawn_producers(
+    context: &RunContext,
+    prepared: &[Prepared],
+    clock: Clock,
+    budget: Option<Arc<AtomicU64>>,
+) -> Vec<ProducerTask> {
+    let config = &context.config;
+    prepared
+        .iter()
+        .enumerate()
+        .map(|(index, producer)| {
+            let spec = ProducerSpec {
+                client: producer.client.clone(),
+                topic: Arc::clone(&context.topic),
+                targets: producer
+                    .leases
+                    .iter()
+                    .map(|(partition, lease)| Target {
+                        partition: *partition,
+                        epoch: lease.epoch,
+                    })
+                    .collect(),
+                writer: index as u32,
+                record_bytes: config.record_bytes,
+                batch_records: config.batch_records,
+                in_flight: config.in_flight,
+                rate: config.rate_per_producer(),
+                schedule_from: clock.origin(),
+                clock,
+                budget: budget.clone(),
+                counters: Arc::clone(&context.counters),
+                stop: CancellationToken::new(),
+                generation: None,
+                first_ack: None,
+            };
+            tokio::spawn(produce::run(spec))
+        })
+        .collect()
+}
+
+/// Waits for the producers; returns their merged figures and each partition's log end.
+async fn join_producers(
+    tasks: Vec<ProducerTask>,
+) -> Result<(Recorder, HashMap<u32, u64>), BenchError> {
+    let mut recorder = Recorder::default();
+    let mut ends = HashMap::new();
+    for task in tasks {
+        let outcome = task.await.map_err(BenchError::task)??;
+        recorder.merge(&outcome.recorder);
+        for (partition, end) in outcome.log_ends {
+            let entry = ends.entry(partition).or_insert(0);
+            *entry = end.max(*entry);
+        }
+    }
+    Ok((recorder, ends))
+}
+
+/// Stops the lease keepers and releases the leases.
+async fn release(context: &RunContext, prepared: Vec<Prepared>) {
+    for producer in prepared {
+        producer.keepers.cancel();
+        for (partition, lease) in producer.leases {
+            let _ = producer
+                .client
+                .release_lease(&context.topic, partition, lease.lease_id)
+                .await;
+        }
+    }
+}
+
+async fn connect_consumers(context: &RunContext) -> Result<Vec<Client>, BenchError> {
+    let mut clients = Vec::new();
+    for _ in 0..context.config.consumers {
+        clients.push(context.connect().await?);
+    }
+    Ok(clients)
+}
+
+struct ConsumerPlan {
+    latency: LatencyKind,
+    /// Per partition: (start offset, where to wrap around).
+    sources: HashMap<u32, (u64, Option<u64>)>,
+    budget: Option<Arc<AtomicU64>>,
+    ends: Option<watch::Receiver<Option<HashMap<u32, u64>>>>,
+}
+
+fn spawn_consumers(
+    context: &RunContext,
+    clients: Vec<Client>,
+    clock: Clock,
+    plan: ConsumerPlan,
+) -> (
+    Vec<JoinHandle<Result<Recorder, BenchError>>>,
+    CancellationToken,
+) {
+    let config = &context.config;
+    let stop = CancellationToken::new();
+    let tasks = clients
+        .into_iter()
+        .enumerate()
+        .map(|(index, client)| {
+            let sources = consumer_partitions(index, config.consumers, config.topic_partitions())
+                .into_iter()
+                .map(|partition| {
+                    let (start, wrap_at) =
+                        plan.sources.get(&partition).copied().unwrap_or((0, None));
+                    Source {
+                        partition,
+                        start,
+                        wrap_at,
+                    }
+                })
+                .collect();
+            tokio::spawn(consume::run(ConsumerSpec {
+                client,
+                topic: Arc::clone(&context.topic),
+                sources,
+                record_bytes: config.record_bytes,
+                fetch_bytes: config.fetch_bytes,
+                latency: plan.latency,
+                clock,
+                budget: plan.budget.clone(),
+                ends: plan.ends.clone(),
+                counters: Arc::clone(&context.counters),
+                stop: stop.clone(),
+            }))
+        })
+        .collect();
+    (tasks, stop)
+}
+
+async fn join_consumers(
+    tasks: Vec<JoinHandle<Result<Recorder, BenchError>>>,
+) -> Result<Recorder, BenchError> {
+    let mut recorder = Recorder::default();
+    for task in tasks {
+        recorder.merge(&task.await.map_err(BenchError::task)??);
+    }
+    Ok(recorder)
+}
+
+/// Seconds from the end of the warm-up to the last counted event (producers: the last measured
+/// acknowledgement, which may come after the deadline).
+fn seconds_until_last(clock: &Clock, recorder: &Recorder) -> f64 {
+    recorder.last.map_or(0.0, |last| {
+        last.saturating_duration_since(clock.measure_from())
+            .as_secs_f64()
+    })
+}
+
+/// Seconds of a consumer window: up to the deadline in `--duration` runs, else up to the last
+/// record counted.
+fn consumer_seconds(clock: &Clock, recorder: &Recorder) -> f64 {
+    match clock.deadline() {
+        Some(deadline) => deadline
+            .saturating_duration_since(clock.measure_from())
+            .as_secs_f64(),
+        None => seconds_until_last(clock, recorder),
+    }
+}
+
+fn budget_of(stop: StopAfter) -> Option<Arc<AtomicU64>> {
+    match stop {
+        StopAfter::Records(records) => Some(Arc::new(AtomicU64::new(records))),
+        StopAfter::Duration(_) => None,
+    }
+}
+
+fn phase_length(config: &BenchConfig) -> Option<Duration> {
+    match config.stop {
+        StopAfter::Duration(duration) => Some(config.warmup + duration),
+        StopAfter::Records(_) => None,
+    }
+}
+
+/// Runs a benchmark and returns one report per role. `show_progress` draws a bar on stderr
+/// (only when stderr is a terminal).
+pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleReport>, BenchError> {
+    config.validate()?;
+    let server = match &config.addr {
+        Some(_) => None,
+        None => Some(TestServer::start().await?),
+    };
+    let addr = match (&config.addr, &server) {
+        (Some(addr), _) => addr.clone(),
+        (None, Some(server)) => server.addr().to_string(),
+        (None, None) => unreachable!("a server is started when no address is given"),
+    };
+    let topic: Arc<str> =
+        format!("bench-{}-{:08x}", config.mode.name(), rand::random::<u32>()).into();
+    let context = RunContext {
+        addr,
+        topic: Arc::clone(&topic),
+        config: Arc::new(config),
+        counters: Arc::new(Counters::default()),
+    };
+    let admin = context.connect().await?;
+    let topic_config = TopicConfig {
+        flush: context.config.flush,
+        retention_bytes: match context.config.mode {
+            // The consumers re-read the preload from its start for the whole run.
+            Mode::Consume => None,
+            _ => context.config.retention_bytes,
+        },
+        ..TopicConfig::default()
+    };
+    admin
+        .create_topic(&topic, context.config.topic_partitions(), topic_config)
+        .await
+        .map_err(|source| BenchError::Client {
+            context: format!("create topic {topic}"),
+            source,
+        })?;
+    let mut progress = Progress::new(!show_progress);
+    let reports = match context.config.mode {
+        Mode::Produce => vec![run_produce(&context, &mut progress).await?],
+        Mode::Consume => vec![run_consume(&context, &admin, &mut progress).await?],
+        Mode::Both => run_both(&context, &mut progress).await?,
+        Mode::Failover => vec![run_failover(&context, &mut progress).await?],
+    };
+    progress.finish();
+    // The in-process server is dropped, not shut down: a graceful shutdown syncs every
+    // partition, which after a flush `never` run means writing gigabytes of page cache back
+    // to a directory that is deleted next anyway.
+    drop(server);
+    Ok(reports)
+}
+
+async fn run_produce(
+    context: &RunContext,
+    progress: &mut Progress,
+) -> Result<RoleReport, BenchError> {
+    let config = &context.config;
+    let prepared = prepare_producers(context).await?;
+    let clock = Clock::start(config.warmup, config.stop);
+    progress.phase(
+        "produce",
+        phase_length(config),
+        Arc::clone(&context.counters),
+    );
+    let tasks = spawn_producers(context, &prepared, clock, budget_of(config.stop));
+    let (recorder, _) = join_producers(tasks).await?;
+    release(context, prepared).await;
+    let seconds = seconds_until_last(&clock, &recorder);
+    Ok(RoleReport::new(
+        "produce",
+        "ack",
+        config.producers,
+        config,
+        &recorder,
+        seconds,
+    ))
+}
+
+/// Writes the records `consume` reads: `--records` of them, or up to
+/// [`config::CONSUME_PRELOAD_BYTES`] of values within the shorter of `--duration` and
+/// [`config::CONSUME_PRELOAD_TIME`].
+async fn preload(context: &RunContext, progress: &mut Progress) -> Result<(), BenchError> {
+    let config = &context.config;
+    let (records, stop) = match config.stop {
+        StopAfter::Records(records) => (records, StopAfter::Records(records)),
+        StopAfter::Duration(duration) => (
+            (config::CONSUME_PRELOAD_BYTES / config.record_bytes as u64).max(1),
+            StopAfter::Duration(duration.min(config::CONSUME_PRELOAD_TIME)),
+        ),
+    };
+    let prepared = prepare_producers(context).await?;
+    let clock = Clock::start(Duration::ZERO, stop);
+    progress.phase("preload", None, Arc::clone(&context.counters));
+    let budget = Some(Arc::new(AtomicU64::new(records)));
+    let tasks = spawn_producers(context, &prepared, clock, budget);
+    join_producers(tasks).await?;
+    release(context, prepared).await;
+    Ok(())
+}
+
+async fn run_consume(
+    context: &RunContext,
+    admin: &Client,
+    progress: &mut Progress,
+) -> Result<RoleReport, BenchError> {
+    let config = &context.config;
+    preload(context, progress).await?;
+    let mut sources = HashMap::new();
+    for partition in 0..config.topic_partitions() {
+        let offsets = admin
+            .list_offsets(&context.topic, partition)
+            .await
+            .map_err(|source| BenchError::Client {
+                context: format!("list offsets of {}/{partition}", context.topic),
+                source,
+            })?;
+        // Readers start over at the end of the preloaded records, so any duration can be
+        // measured (from the page cache, as a consumer close behind its producers reads).
+        let wrap_at = (offsets.latest > offsets.earliest).then_some(offsets.latest);
+        sources.insert(partition, (offsets.earliest, wrap_at));
+    }
+    let clients = connect_consumers(context).await?;
+    let clock = Clock::start(config.warmup, config.stop);
+    progress.phase(
+        "consume",
+        phase_length(config),
+        Arc::clone(&context.counters),
+    );
+    let plan = ConsumerPlan {
+        latency: LatencyKind::RoundTrip,
+        sources,
+        budget: budget_of(config.stop),
+        ends: None,
+    };
+    let (tasks, _stop) = spawn_consumers(context, clients, clock, plan);
+    let recorder = join_consumers(tasks).await?;
+    Ok(RoleReport::new(
+        "consume",
+        "fetch_round_trip",
+        config.consumers,
+        config,
+        &recorder,
+        consumer_seconds(&clock, &recorder),
+    ))
+}
+
+async fn run_both(
+    context: &RunContext,
+    progress: &mut Progress,
+) -> Result<Vec<RoleReport>, BenchError> {
+    let config = &context.config;
+    let prepared = prepare_producers(context).await?;
+    let clients = connect_consumers(context).await?;
+    let (ends_sender, ends) = watch::channel(None);
+    let clock = Clock::start(config.warmup, config.stop);
+    progress.phase("both", phase_length(config), Arc::clone(&context.counters));
+    let plan = ConsumerPlan {
+        latency: LatencyKind::EndToEnd,
+        sources: HashMap::new(),
+        budget: None,
+        // With --records, consumers read until they have everything the producers wrote.
+        ends: matches!(config.stop, StopAfter::Records(_)).then_some(ends),
+    };
+    let (consumers, _stop) = spawn_consumers(context, clients, clock, plan);
+    let producers = spawn_producers(context, &prepared, clock, budget_of(config.stop));
+    let (produced, log_ends) = join_producers(producers).await?;
+    let _ = ends_sender.send(Some(log_ends));
+    let consumed = join_consumers(consumers).await?;
+    release(context, prepared).await;
+    Ok(vec![
+        RoleReport::new(
+            "produce",
+            "ack",
+            config.producers,
+            config,
+            &produced,
+            seconds_until_last(&clock, &produced),
+        ),
+        RoleReport::new(
+            "consume",
+            "end_to_end",
+            config.consumers,
+            config,
+            &consumed,
+            consumer_seconds(&clock, &consumed),
+        ),
+    ])
+}
+
+async fn run_failover(
+    context: &RunContext,
+    progress: &mut Progress,
+) -> Result<RoleReport, BenchError> {
+    let config = &context.config;
+    let clock = Clock::start(config.warmup, config.stop);
+    progress.phase(
+        "failover",
+        phase_length(config),
+        Arc::clone(&context.counters),
+    );
+    let (recorder, failover) = failover::run(context, clock).await?;
+    let seconds = seconds_until_last(&clock, &recorder);
+    let mut report = RoleReport::new(
+        "produce",
+        "ack",
+        config.topic_partitions() as usize,
+        config,
+        &recorder,
+        seconds,
+    );
+    report.failover = Some(failover);
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producers_split_partitions_round_robin() {
+        assert_eq!(producer_partitions(0, 2, 5), vec![0, 2, 4]);
+        assert_eq!(producer_partitions(1, 2, 5), vec![1, 3]);
+    }
+
+    #[test]
+    fn extra_consumers_share_partitions() {
+        assert_eq!(consumer_partitions(0, 2, 4), vec![0, 2]);
+        assert_eq!(consumer_partitions(3, 4, 2), vec![1]);
+    }
+}
