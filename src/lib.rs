@@ -7,6 +7,7 @@ pub mod bench;
 pub mod broker;
 pub mod cli;
 pub mod client;
+pub mod domain;
 pub mod lease;
 pub mod protocol;
 pub mod server;
