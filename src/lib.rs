@@ -17,6 +17,7 @@ pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod domain;
 pub mod lease;
 pub mod protocol;
 pub mod server;

@@ -35,7 +35,7 @@ pub use error::BrokerError;
 pub use service::{BrokerService, FetchRequest, PartitionOffsets, ProduceRequest};
 
 use crate::lease::LeaseConfig;
-use crate::protocol::{FlushPolicy, TopicConfig};
+use crate::domain::{FlushPolicy, TopicConfig};
 use crate::storage::fence::write_durably;
 use crate::storage::{Partition, PartitionConfig};
 use error::io_error;

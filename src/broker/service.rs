@@ -21,7 +21,7 @@ use super::produce_queue::ProduceQueue;
 use super::{Broker, BrokerError, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
-use crate::protocol::TopicConfig;
+use crate::domain::TopicConfig;
 use crate::storage::{Appended, Partition, ReadResult};
 
 /// One batch to append.

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{FlushPolicy, TopicConfig};
+use crate::domain::{FlushPolicy, TopicConfig};
 
 /// Name of the settings file in a topic's directory.
 pub const TOPIC_FILE: &str = "topic.json";

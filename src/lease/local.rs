@@ -179,7 +179,7 @@ mod loom_models {
     use crate::batch::BatchBuilder;
     use crate::broker::Broker;
     use crate::clock::ManualClock;
-    use crate::protocol::{FlushPolicy, TopicConfig};
+    use crate::domain::{FlushPolicy, TopicConfig};
     use crate::storage::FenceError;
 
     fn batch(epoch: u64, value: &str) -> bytes::Bytes {

@@ -6,7 +6,7 @@
 //! to protect the process from its peer: the declared length is checked
 //! against `max_frame_bytes` *before* any memory is reserved for the frame, so
 //! a hostile or confused peer cannot make us allocate gigabytes by sending
-//! four bytes. Frame bodies are handed on unparsed; see `messages` for why.
+//! four bytes. Frame bodies are handed on unparsed; see `frame` for why.
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};

@@ -4,26 +4,46 @@
 //! It is split in two layers on purpose. [`FrameCodec`] (in `codec`) only cuts
 //! a byte stream into frames and enforces the maximum frame size; it never
 //! looks inside a frame. Parsing a frame body into a [`RequestFrame`] or
-//! [`ResponseFrame`] (in `messages`) is a separate, fallible step, so a server
+//! [`ResponseFrame`] (in `frame`) is a separate, fallible step, so a server
 //! that receives a malformed body can still answer it with `INVALID_REQUEST`
 //! and the request's correlation id instead of dropping the connection. The
 //! byte-level contract lives in `docs/protocol.md`; this module implements it
 //! and the tests in `tests/protocol_codec.rs` check the two agree.
+//!
+//! Module map: `wire` holds the bounds-checked reader and field writers every
+//! message is built from; `api` the API keys and versions, and under `api/`
+//! one file per API with its request and response bodies; `request` and
+//! `response` the enums that dispatch to those files; `frame` the headers and
+//! whole frames; `error_response` the failure bodies; `topic_config` the wire
+//! form of the domain's topic configuration. The topic configuration and
+//! flush policy themselves are domain types (`crate::domain`), re-exported
+//! here because they travel in `CreateTopic` and `Metadata`.
 #![warn(missing_docs)]
 
+mod api;
 mod chunks;
 mod codec;
 mod error_code;
-mod messages;
+mod error_response;
+mod frame;
+mod request;
+mod response;
+mod topic_config;
+mod wire;
 
+pub use api::api_versions::SERVER_SOFTWARE;
+pub use api::metadata::TopicMetadata;
+pub use api::{ApiKey, ApiVersionRange};
 pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
 pub use error_code::ErrorCode;
-pub use messages::{
-    ApiKey, ApiVersionRange, ErrorResponse, FlushPolicy, ParseFlushPolicyError, Request,
-    RequestDecodeError, RequestDecodeErrorKind, RequestFrame, Response, ResponseFrame, TopicConfig,
-    TopicMetadata, DEFAULT_FLUSH_INTERVAL_MS, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES,
-    SERVER_SOFTWARE,
+pub use error_response::{ErrorResponse, RequestDecodeError, RequestDecodeErrorKind};
+pub use frame::{RequestFrame, ResponseFrame, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES};
+pub use request::Request;
+pub use response::Response;
+
+pub use crate::domain::{
+    FlushPolicy, ParseFlushPolicyError, TopicConfig, DEFAULT_FLUSH_INTERVAL_MS,
 };
 
 /// Failures of the framing layer and of response parsing.

@@ -1,14 +1,10 @@
 //! Per-partition storage settings, their defaults and their limits.
 
-/// How appends reach the disk before they are acknowledged. Defined with the wire format
-/// because it travels in topic settings; storage gives it its meaning:
-/// `Never` is page cache only (a process crash loses nothing, an OS crash may lose anything not
-/// yet written back), `Interval` syncs every `interval_ms` (an OS crash loses at most about one
-/// interval), `Always` syncs before the acknowledgement (group commit).
-pub use crate::protocol::FlushPolicy;
+/// How appends reach the disk before they are acknowledged, and the default segment size: domain
+/// types shared with the broker and the protocols; storage gives the policy its meaning (see
+/// [`FlushPolicy`]).
+pub use crate::domain::{FlushPolicy, DEFAULT_SEGMENT_BYTES};
 
-/// Default segment size: large enough that rolling is rare, small enough to preallocate quickly.
-pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// Smallest segment allowed (tests use small segments to exercise rolling).
 pub const MIN_SEGMENT_BYTES: u64 = 4096;
 /// Largest segment allowed: index positions are `u32`.

@@ -1,0 +1,37 @@
+//! The vocabulary every layer shares: storage, the broker, the native protocol, the Kafka
+//! listener that comes next, and the client.
+//!
+//! These types say *what* a topic, a flush policy, an epoch or an offset is, never how one is
+//! written down. Each wire format keeps its own encoding next to its messages (the native one in
+//! `crate::protocol`), and the broker keeps its own versioned on-disk structs, so a listener can
+//! be added or a wire format changed without touching the types the rest of the code agrees on,
+//! and storage does not depend on any protocol.
+#![warn(missing_docs)]
+
+mod flush_policy;
+mod topic_config;
+
+pub use flush_policy::{FlushPolicy, ParseFlushPolicyError, DEFAULT_FLUSH_INTERVAL_MS};
+pub use topic_config::TopicConfig;
+
+/// A record as a consumer sees it once its batch is decoded; the record batch format itself lives
+/// in `crate::batch`.
+pub use crate::batch::Record;
+
+/// Default segment size, the one definition shared by topic defaults and storage: large enough
+/// that rolling is rare, small enough to preallocate quickly (64 MiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A fencing token: the number of a partition's write lease, stamped into every batch its holder
+/// produces and checked by the segment writer in the same critical section as the append.
+///
+/// Rules: epoch 0 is never granted (grants start at 1; 0 means "none installed yet"); each new
+/// lease gets a higher epoch than any before it on that partition, so a partition's epoch never
+/// goes backwards. A batch whose epoch is lower than the partition's current one is rejected as
+/// fenced, an equal one is accepted, a higher one (or 0) is an unknown epoch.
+pub type Epoch = u64;
+
+/// The position of a record in a partition: the first record appended gets offset 0 and each
+/// record after it the next one, so offsets only grow. Retention deletes the oldest records but
+/// never reuses their offsets.
+pub type Offset = u64;

@@ -1,0 +1,148 @@
+//! The APIs of the native protocol: their keys, the versions this build supports, and (in
+//! `api/`, one file per API) each API's request and response bodies.
+//!
+//! Everything about one API's bytes lives in its own file: the size, encoding and decoding of its
+//! request body and of its response body, in the order `docs/protocol.md` lists the fields. The
+//! [`Request`](super::Request) and [`Response`](super::Response) enums only dispatch to those
+//! files, so adding or changing an API touches one file plus one arm per dispatching match.
+
+use std::fmt;
+
+pub(in crate::protocol) mod acquire_lease;
+pub(in crate::protocol) mod api_versions;
+pub(in crate::protocol) mod create_topic;
+pub(in crate::protocol) mod fetch;
+pub(in crate::protocol) mod list_offsets;
+pub(in crate::protocol) mod metadata;
+pub(in crate::protocol) mod produce;
+pub(in crate::protocol) mod release_lease;
+pub(in crate::protocol) mod renew_lease;
+
+/// Which operation a request asks for; the first field of every request
+/// header. The discriminants are the wire values.
+#[repr(u16)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ApiKey {
+    /// Discover the server software and the API versions it supports.
+    ApiVersions = 0,
+    /// Create a topic with a number of partitions and a configuration.
+    CreateTopic = 1,
+    /// Describe some or all topics.
+    Metadata = 2,
+    /// Take the write lease of a partition, obtaining a new epoch.
+    AcquireLease = 3,
+    /// Extend a lease before it expires.
+    RenewLease = 4,
+    /// Give a lease up early.
+    ReleaseLease = 5,
+    /// Append one record batch to a partition.
+    Produce = 6,
+    /// Read record batches from a partition.
+    Fetch = 7,
+    /// Read a partition's offset range and current epoch.
+    ListOffsets = 8,
+}
+
+impl ApiKey {
+    /// Every API, in wire order.
+    pub const ALL: [ApiKey; 9] = [
+        ApiKey::ApiVersions,
+        ApiKey::CreateTopic,
+        ApiKey::Metadata,
+        ApiKey::AcquireLease,
+        ApiKey::RenewLease,
+        ApiKey::ReleaseLease,
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::ListOffsets,
+    ];
+
+    /// Maps a wire value to an API; `None` for keys this build does not know.
+    pub fn from_u16(value: u16) -> Option<ApiKey> {
+        Self::ALL.get(usize::from(value)).copied()
+    }
+
+    /// The on-wire value.
+    pub fn as_u16(self) -> u16 {
+        self as u16
+    }
+
+    /// The API's name as used in docs and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiKey::ApiVersions => "ApiVersions",
+            ApiKey::CreateTopic => "CreateTopic",
+            ApiKey::Metadata => "Metadata",
+            ApiKey::AcquireLease => "AcquireLease",
+            ApiKey::RenewLease => "RenewLease",
+            ApiKey::ReleaseLease => "ReleaseLease",
+            ApiKey::Produce => "Produce",
+            ApiKey::Fetch => "Fetch",
+            ApiKey::ListOffsets => "ListOffsets",
+        }
+    }
+
+    /// Oldest version of this API the build understands.
+    pub fn min_version(self) -> u16 {
+        0
+    }
+
+    /// Newest version of this API the build understands.
+    pub fn max_version(self) -> u16 {
+        0
+    }
+
+    /// Whether `version` is within `min_version..=max_version`.
+    pub fn supports_version(self, version: u16) -> bool {
+        (self.min_version()..=self.max_version()).contains(&version)
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One entry of an `ApiVersions` response.
+///
+/// `api_key` is the raw `u16` rather than an [`ApiKey`] so that a client can
+/// read the list from a newer server that supports APIs it has never heard of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ApiVersionRange {
+    /// The API's wire key.
+    pub api_key: u16,
+    /// Oldest supported version.
+    pub min_version: u16,
+    /// Newest supported version.
+    pub max_version: u16,
+}
+
+impl ApiVersionRange {
+    /// The ranges this build supports, one per [`ApiKey`], in key order.
+    pub fn supported() -> Vec<ApiVersionRange> {
+        ApiKey::ALL
+            .iter()
+            .map(|k| ApiVersionRange {
+                api_key: k.as_u16(),
+                min_version: k.min_version(),
+                max_version: k.max_version(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_through_their_wire_values() {
+        for (index, key) in ApiKey::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(key.as_u16()), index);
+            assert_eq!(ApiKey::from_u16(key.as_u16()), Some(key));
+        }
+        assert_eq!(ApiKey::from_u16(ApiKey::ALL.len() as u16), None);
+        assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
+    }
+}

@@ -1,0 +1,224 @@
+//! How failures travel: the body of a failed response ([`ErrorResponse`]), and the error a
+//! malformed request decodes to ([`RequestDecodeError`]), which knows how to become one.
+//!
+//! A request that cannot be parsed is still answered whenever its header was readable, with the
+//! request's correlation id and an error code chosen from what went wrong, so that one bad
+//! request does not cost a client its connection and every other request in flight on it.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+
+use super::wire::{put_str16, str16_len};
+use super::{ApiKey, ErrorCode, ProtocolError, ResponseFrame};
+
+/// The body of a failed response.
+///
+/// It also implements [`std::error::Error`] so a client can hand it to its
+/// caller as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorResponse {
+    /// Why the request failed; never [`ErrorCode::None`].
+    pub code: ErrorCode,
+    /// Human-readable explanation. Encoding cuts it (at a character
+    /// boundary) to the 65535 bytes a `string16` can hold rather than fail to
+    /// report an error.
+    pub message: String,
+    /// For `FENCED`, `UNKNOWN_EPOCH` and `LEASE_LOST`: the epoch that was
+    /// rejected; otherwise 0.
+    pub epoch: u64,
+    /// For `FENCED`, `UNKNOWN_EPOCH` and `LEASE_LOST`: the partition's
+    /// current epoch; otherwise 0.
+    pub current_epoch: u64,
+}
+
+impl ErrorResponse {
+    /// An error without epoch information.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorResponse {
+        ErrorResponse {
+            code,
+            message: message.into(),
+            epoch: 0,
+            current_epoch: 0,
+        }
+    }
+
+    /// An epoch-related error (`FENCED`, `UNKNOWN_EPOCH`, `LEASE_LOST`)
+    /// reporting the rejected and the current epoch, so the client can tell
+    /// how far behind (or ahead) it is.
+    pub fn with_epochs(
+        code: ErrorCode,
+        message: impl Into<String>,
+        epoch: u64,
+        current_epoch: u64,
+    ) -> ErrorResponse {
+        ErrorResponse {
+            code,
+            message: message.into(),
+            epoch,
+            current_epoch,
+        }
+    }
+
+    /// The message as sent: cut to what a `string16` holds.
+    fn wire_message(&self) -> &str {
+        truncate_to_char_boundary(&self.message, usize::from(u16::MAX))
+    }
+
+    /// Exact size of the body [`encode_body`](Self::encode_body) writes.
+    pub(in crate::protocol) fn body_len(&self) -> usize {
+        str16_len(self.wire_message()) + 8 + 8
+    }
+
+    /// Appends the error body, `message string16, epoch u64, current_epoch u64` (the error code
+    /// is part of the response header).
+    pub(in crate::protocol) fn encode_body(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        put_str16(dst, "message", self.wire_message())?;
+        dst.put_u64(self.epoch);
+        dst.put_u64(self.current_epoch);
+        Ok(())
+    }
+}
+
+impl fmt::Display for ErrorResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if self.code.carries_epochs() {
+            write!(
+                f,
+                " (epoch {}, current epoch {})",
+                self.epoch, self.current_epoch
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ErrorResponse {}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn truncate_to_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Why a request frame could not be parsed, with as much of its header as
+/// was readable so the server can still answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestDecodeError {
+    /// The request's correlation id; `Some` when the 8-byte header was
+    /// complete. When `None` the server cannot address its answer and should
+    /// reply with correlation id 0 and close the connection.
+    pub correlation_id: Option<u32>,
+    /// The raw api key, when at least its two bytes were present.
+    pub api_key: Option<u16>,
+    /// What went wrong, coarsely, for choosing the error code.
+    pub kind: RequestDecodeErrorKind,
+    /// A human-readable explanation, suitable as the error message sent back.
+    pub detail: String,
+}
+
+/// Classification of a [`RequestDecodeError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestDecodeErrorKind {
+    /// The frame ended before a field (or the header) was complete.
+    Truncated,
+    /// The header's api key is not known.
+    UnknownApi(u16),
+    /// The API is known but not in this version.
+    UnsupportedVersion {
+        /// The API.
+        api_key: ApiKey,
+        /// The requested version.
+        version: u16,
+    },
+    /// The body was complete but bytes were left over after it.
+    TrailingBytes,
+    /// A string field was not valid UTF-8.
+    InvalidUtf8,
+    /// A field held a value outside its domain.
+    Invalid(String),
+}
+
+impl RequestDecodeError {
+    /// The error code to answer with: `UNKNOWN_API`, `UNSUPPORTED_VERSION`,
+    /// or `INVALID_REQUEST` for everything else.
+    pub fn error_code(&self) -> ErrorCode {
+        match self.kind {
+            RequestDecodeErrorKind::UnknownApi(_) => ErrorCode::UnknownApi,
+            RequestDecodeErrorKind::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
+            RequestDecodeErrorKind::Truncated
+            | RequestDecodeErrorKind::TrailingBytes
+            | RequestDecodeErrorKind::InvalidUtf8
+            | RequestDecodeErrorKind::Invalid(_) => ErrorCode::InvalidRequest,
+        }
+    }
+
+    /// Whether the connection should be closed after answering: only when the
+    /// header was unreadable, because then the client cannot match the answer
+    /// to a request. Every other malformed request leaves the framing intact.
+    pub fn must_close_connection(&self) -> bool {
+        self.correlation_id.is_none()
+    }
+
+    /// The response the server should send: the error code above, this
+    /// error's detail as message, and the correlation id (0 if unknown).
+    pub fn to_response(&self) -> ResponseFrame {
+        ResponseFrame::error(
+            self.correlation_id.unwrap_or(0),
+            ErrorResponse::new(self.error_code(), self.detail.clone()),
+        )
+    }
+}
+
+impl fmt::Display for RequestDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("cannot decode request")?;
+        if let Some(id) = self.correlation_id {
+            write!(f, " (correlation id {id})")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+impl std::error::Error for RequestDecodeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_cut_at_character_boundaries() {
+        assert_eq!(truncate_to_char_boundary("abc", 5), "abc");
+        assert_eq!(truncate_to_char_boundary("aé", 2), "a");
+        assert_eq!(truncate_to_char_boundary("aé", 3), "aé");
+    }
+
+    #[test]
+    fn only_an_unreadable_header_closes_the_connection() {
+        let error = RequestDecodeError {
+            correlation_id: Some(7),
+            api_key: Some(99),
+            kind: RequestDecodeErrorKind::UnknownApi(99),
+            detail: "unknown api key 99".to_owned(),
+        };
+        assert!(!error.must_close_connection());
+        let response = error.to_response();
+        assert_eq!(response.correlation_id, 7);
+        assert_eq!(response.result.unwrap_err().code, ErrorCode::UnknownApi);
+        let headless = RequestDecodeError {
+            correlation_id: None,
+            kind: RequestDecodeErrorKind::Truncated,
+            ..error
+        };
+        assert!(headless.must_close_connection());
+        assert_eq!(headless.error_code(), ErrorCode::InvalidRequest);
+        assert_eq!(headless.to_response().correlation_id, 0);
+    }
+}

@@ -1,0 +1,418 @@
+//! Whole messages: a header plus one API's body, as [`RequestFrame`] and [`ResponseFrame`].
+//!
+//! A frame body (everything after the `u32` length prefix) is a header followed by the
+//! API-specific body. This file writes and reads the headers, picks the API's body from them, and
+//! turns field-level failures into the error type of each side. It is deliberately independent of
+//! the framing layer (`codec`) so that a malformed body is reported as a [`RequestDecodeError`]
+//! carrying the correlation id (the server answers it and keeps the connection) rather than as a
+//! stream error. Every encoder either writes the whole frame or leaves its buffer as it was.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::api::{fetch, produce};
+use super::codec::FRAME_LENGTH_BYTES;
+use super::wire::{Reader, WireError};
+use super::{
+    ApiKey, ErrorCode, ErrorResponse, ProtocolError, Request, RequestDecodeError,
+    RequestDecodeErrorKind, Response,
+};
+
+/// Size of a request header: `api_key u16, api_version u16, correlation_id u32`.
+pub const REQUEST_HEADER_BYTES: usize = 8;
+
+/// Size of a response header: `correlation_id u32, error_code u16`.
+pub const RESPONSE_HEADER_BYTES: usize = 6;
+
+/// The `frame_length` field for a frame of `total` bytes (prefix included).
+fn frame_length_field(total: usize) -> Result<u32, ProtocolError> {
+    u32::try_from(total - FRAME_LENGTH_BYTES).map_err(|_| {
+        ProtocolError::Unencodable(format!(
+            "frame body of {} bytes does not fit the u32 frame length",
+            total - FRAME_LENGTH_BYTES
+        ))
+    })
+}
+
+/// A complete request: header fields plus body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestFrame {
+    /// Chosen by the client and echoed in the response, so pipelined
+    /// responses can be matched to their requests.
+    pub correlation_id: u32,
+    /// Version of the API the body is encoded in (always 0 today).
+    pub api_version: u16,
+    /// The request itself; its variant determines the header's `api_key`.
+    pub request: Request,
+}
+
+impl RequestFrame {
+    /// A version-0 request, which is the only version that exists.
+    pub fn new(correlation_id: u32, request: Request) -> RequestFrame {
+        RequestFrame {
+            correlation_id,
+            api_version: 0,
+            request,
+        }
+    }
+
+    /// Total bytes [`encode`](Self::encode) writes, length prefix included;
+    /// lets callers check a size limit before encoding.
+    pub fn encoded_len(&self) -> usize {
+        FRAME_LENGTH_BYTES + REQUEST_HEADER_BYTES + self.request.body_len()
+    }
+
+    /// Writes the length prefix and the header.
+    fn put_prefix_and_header(&self, dst: &mut BytesMut, declared: u32) {
+        dst.put_u32(declared);
+        dst.put_u16(self.request.api_key().as_u16());
+        dst.put_u16(self.api_version);
+        dst.put_u32(self.correlation_id);
+    }
+
+    /// Appends the whole frame (length prefix, header, body) to `dst`.
+    ///
+    /// Fails with [`ProtocolError::Unencodable`] if a value does not fit its
+    /// wire field; `dst` is then left exactly as it was.
+    pub fn encode(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        let total = self.encoded_len();
+        let declared = frame_length_field(total)?;
+        let start = dst.len();
+        dst.reserve(total);
+        self.put_prefix_and_header(dst, declared);
+        if let Err(e) = self.request.encode_body(dst) {
+            dst.truncate(start);
+            return Err(e);
+        }
+        debug_assert_eq!(dst.len() - start, total);
+        Ok(())
+    }
+
+    /// Encodes the frame for a vectored write: the encoded header and fields go into `dst` and
+    /// are split off into `out` as `Bytes`, while the batch of a `Produce` is pushed to `out` as
+    /// it is, never copied on its way to the socket. The bytes, concatenated, are exactly what
+    /// [`RequestFrame::encode`] writes; on failure nothing is pushed and `dst` is unchanged.
+    pub fn encode_vectored(
+        &self,
+        dst: &mut BytesMut,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), ProtocolError> {
+        let Request::Produce {
+            topic,
+            partition,
+            batch,
+        } = &self.request
+        else {
+            self.encode(dst)?;
+            out.push(dst.split().freeze());
+            return Ok(());
+        };
+        let declared = frame_length_field(self.encoded_len())?;
+        let start = dst.len();
+        self.put_prefix_and_header(dst, declared);
+        if let Err(error) = produce::encode_request_fields(dst, topic, *partition, batch.len()) {
+            dst.truncate(start);
+            return Err(error);
+        }
+        out.push(dst.split().freeze());
+        out.push(batch.clone());
+        Ok(())
+    }
+
+    /// Parses one frame body (without its length prefix).
+    ///
+    /// On failure the error carries whatever header fields could be read, so
+    /// the server can answer with the right correlation id and error code
+    /// (see [`RequestDecodeError::to_response`]).
+    pub fn decode(frame: Bytes) -> Result<RequestFrame, RequestDecodeError> {
+        if frame.len() < REQUEST_HEADER_BYTES {
+            let api_key = match frame.get(..2) {
+                Some(&[hi, lo]) => Some(u16::from_be_bytes([hi, lo])),
+                _ => None,
+            };
+            return Err(RequestDecodeError {
+                correlation_id: None,
+                api_key,
+                kind: RequestDecodeErrorKind::Truncated,
+                detail: format!(
+                    "request header needs {REQUEST_HEADER_BYTES} bytes but the frame holds {}",
+                    frame.len()
+                ),
+            });
+        }
+        let mut r = Reader::new(frame);
+        // Cannot fail: the length was checked just above. The default keeps
+        // this path panic-free without an `expect`.
+        let header = r
+            .array::<REQUEST_HEADER_BYTES>("request header")
+            .unwrap_or_default();
+        let raw_api = u16::from_be_bytes([header[0], header[1]]);
+        let api_version = u16::from_be_bytes([header[2], header[3]]);
+        let correlation_id = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let fail = |kind, detail| RequestDecodeError {
+            correlation_id: Some(correlation_id),
+            api_key: Some(raw_api),
+            kind,
+            detail,
+        };
+
+        let Some(api_key) = ApiKey::from_u16(raw_api) else {
+            return Err(fail(
+                RequestDecodeErrorKind::UnknownApi(raw_api),
+                format!("unknown api key {raw_api}; send ApiVersions to list the supported APIs"),
+            ));
+        };
+        if !api_key.supports_version(api_version) {
+            return Err(fail(
+                RequestDecodeErrorKind::UnsupportedVersion {
+                    api_key,
+                    version: api_version,
+                },
+                format!(
+                    "{api_key} version {api_version} is not supported (supported: {}..={})",
+                    api_key.min_version(),
+                    api_key.max_version()
+                ),
+            ));
+        }
+        let parsed = Request::decode_body(api_key, &mut r);
+        let request = parsed
+            .and_then(|request| r.finish().map(|()| request))
+            .map_err(|e| fail(e.kind(), format!("malformed {api_key} request: {e}")))?;
+        Ok(RequestFrame {
+            correlation_id,
+            api_version,
+            request,
+        })
+    }
+}
+
+/// A complete response: the echoed correlation id and either the API's body
+/// or an error body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseFrame {
+    /// The correlation id of the request this answers (0 when the request's
+    /// header could not be read).
+    pub correlation_id: u32,
+    /// The outcome.
+    pub result: Result<Response, ErrorResponse>,
+}
+
+impl ResponseFrame {
+    /// A successful response.
+    pub fn ok(correlation_id: u32, response: Response) -> ResponseFrame {
+        ResponseFrame {
+            correlation_id,
+            result: Ok(response),
+        }
+    }
+
+    /// A failed response.
+    pub fn error(correlation_id: u32, error: ErrorResponse) -> ResponseFrame {
+        ResponseFrame {
+            correlation_id,
+            result: Err(error),
+        }
+    }
+
+    /// Total bytes [`encode`](Self::encode) writes, length prefix included;
+    /// lets the server check a size limit (for example of a `Fetch` answer)
+    /// before encoding.
+    pub fn encoded_len(&self) -> usize {
+        let body = match &self.result {
+            Ok(response) => response.body_len(),
+            Err(error) => error.body_len(),
+        };
+        FRAME_LENGTH_BYTES + RESPONSE_HEADER_BYTES + body
+    }
+
+    /// Appends the whole frame (length prefix, header, body) to `dst`.
+    ///
+    /// Fails with [`ProtocolError::Unencodable`] if a value does not fit its
+    /// wire field or if an error response has code `NONE` (which the peer
+    /// would misread as success); `dst` is then left exactly as it was.
+    pub fn encode(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        if matches!(&self.result, Err(e) if e.code == ErrorCode::None) {
+            return Err(ProtocolError::Unencodable(
+                "an error response cannot carry error code NONE".to_owned(),
+            ));
+        }
+        let total = self.encoded_len();
+        let declared = frame_length_field(total)?;
+        let start = dst.len();
+        dst.reserve(total);
+        dst.put_u32(declared);
+        dst.put_u32(self.correlation_id);
+        let written = match &self.result {
+            Ok(response) => {
+                dst.put_u16(ErrorCode::None.as_u16());
+                response.encode_body(dst)
+            }
+            Err(error) => {
+                dst.put_u16(error.code.as_u16());
+                error.encode_body(dst)
+            }
+        };
+        if let Err(e) = written {
+            dst.truncate(start);
+            return Err(e);
+        }
+        debug_assert_eq!(dst.len() - start, total);
+        Ok(())
+    }
+
+    /// Encodes the frame for a vectored write: what the encoder produces goes into `dst` and is
+    /// split off into `out` as `Bytes`, while the stored batches of a `Fetch` response are pushed
+    /// to `out` as they are — slices of the segment maps, never copied on the way to the socket.
+    /// The bytes, concatenated, are exactly what [`ResponseFrame::encode`] writes.
+    pub fn encode_vectored(
+        &self,
+        dst: &mut BytesMut,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), ProtocolError> {
+        let Ok(Response::Fetch {
+            high_watermark,
+            log_start_offset,
+            batches,
+        }) = &self.result
+        else {
+            self.encode(dst)?;
+            out.push(dst.split().freeze());
+            return Ok(());
+        };
+        let declared = frame_length_field(self.encoded_len())?;
+        let start = dst.len();
+        dst.put_u32(declared);
+        dst.put_u32(self.correlation_id);
+        dst.put_u16(ErrorCode::None.as_u16());
+        let fields =
+            fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches);
+        if let Err(error) = fields {
+            dst.truncate(start);
+            return Err(error);
+        }
+        out.push(dst.split().freeze());
+        out.extend(batches.iter().cloned());
+        Ok(())
+    }
+
+    /// Reads the correlation id of a response frame body without parsing the
+    /// rest, so a client can look up which API the answer is for before
+    /// calling [`decode`](Self::decode).
+    pub fn peek_correlation_id(frame: &[u8]) -> Option<u32> {
+        match frame.get(..4) {
+            Some(&[a, b, c, d]) => Some(u32::from_be_bytes([a, b, c, d])),
+            _ => None,
+        }
+    }
+
+    /// Parses one response frame body (without its length prefix); the caller
+    /// says which API it is for because responses do not repeat the api key.
+    pub fn decode(api_key: ApiKey, frame: Bytes) -> Result<ResponseFrame, ProtocolError> {
+        let correlation_id = Self::peek_correlation_id(&frame);
+        let malformed = |e: WireError| {
+            let id =
+                correlation_id.map_or_else(String::new, |id| format!(" (correlation id {id})"));
+            ProtocolError::Malformed(format!("{api_key} response{id}: {e}"))
+        };
+        let mut r = Reader::new(frame);
+        let correlation_id = r.u32("correlation_id").map_err(malformed)?;
+        let code = r.u16("error_code").map_err(malformed)?;
+        if code == ErrorCode::None.as_u16() {
+            let response = Response::decode_body(api_key, &mut r).map_err(malformed)?;
+            r.finish().map_err(malformed)?;
+            return Ok(ResponseFrame::ok(correlation_id, response));
+        }
+        let message = r.string16("message").map_err(malformed)?;
+        let epoch = r.u64("epoch").map_err(malformed)?;
+        let current_epoch = r.u64("current_epoch").map_err(malformed)?;
+        r.finish().map_err(malformed)?;
+        let Some(code) = ErrorCode::from_u16(code) else {
+            return Err(ProtocolError::UnknownErrorCode { code, message });
+        };
+        Ok(ResponseFrame::error(
+            correlation_id,
+            ErrorResponse::with_epochs(code, message, epoch, current_epoch),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lying_counts_do_not_preallocate() {
+        // Metadata request announcing 65535 topics with no bytes behind it.
+        let frame = Bytes::from_static(&[0, 2, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+        let err = RequestFrame::decode(frame).unwrap_err();
+        assert_eq!(err.correlation_id, Some(1));
+        assert_eq!(err.kind, RequestDecodeErrorKind::Truncated);
+    }
+
+    #[test]
+    fn long_error_messages_are_cut_not_refused() {
+        let message = "é".repeat(40_000); // 80_000 bytes
+        let frame = ResponseFrame::error(3, ErrorResponse::new(ErrorCode::Internal, message));
+        let mut buf = BytesMut::new();
+        frame.encode(&mut buf).unwrap();
+        assert_eq!(buf.len(), frame.encoded_len());
+        let body = buf.freeze().slice(FRAME_LENGTH_BYTES..);
+        let decoded = ResponseFrame::decode(ApiKey::Fetch, body).unwrap();
+        let err = decoded.result.unwrap_err();
+        assert_eq!(err.message.len(), 65_534);
+        assert!(err.message.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn unencodable_values_leave_buffer_untouched() {
+        let mut buf = BytesMut::from(&b"keep"[..]);
+        let long = "x".repeat(70_000);
+        let frame = RequestFrame::new(
+            1,
+            Request::ListOffsets {
+                topic: long.clone(),
+                partition: 0,
+            },
+        );
+        assert!(matches!(
+            frame.encode(&mut buf),
+            Err(ProtocolError::Unencodable(_))
+        ));
+        let none = ResponseFrame::error(1, ErrorResponse::new(ErrorCode::None, "x"));
+        assert!(matches!(
+            none.encode(&mut buf),
+            Err(ProtocolError::Unencodable(_))
+        ));
+        let produce = RequestFrame::new(
+            2,
+            Request::Produce {
+                topic: long,
+                partition: 0,
+                batch: Bytes::from_static(b"batch"),
+            },
+        );
+        let mut out = Vec::new();
+        assert!(matches!(
+            produce.encode_vectored(&mut buf, &mut out),
+            Err(ProtocolError::Unencodable(_))
+        ));
+        assert!(out.is_empty());
+        assert_eq!(&buf[..], b"keep");
+    }
+
+    #[test]
+    fn unknown_error_codes_keep_the_message() {
+        let body = [
+            &[0u8, 0, 0, 9, 0x01, 0x00][..],
+            &[0, 2, b'h', b'i'],
+            &[0; 16],
+        ]
+        .concat();
+        match ResponseFrame::decode(ApiKey::Produce, Bytes::from(body)) {
+            Err(ProtocolError::UnknownErrorCode { code: 256, message }) => {
+                assert_eq!(message, "hi")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

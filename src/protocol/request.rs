@@ -1,0 +1,191 @@
+//! The request bodies of the native protocol, one enum variant per API.
+//!
+//! The variants are what the broker and the client handle; the bytes of each variant live in its
+//! API's file under `api/`, and the methods here only dispatch to them.
+
+use bytes::{Bytes, BytesMut};
+
+use super::api::{
+    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
+    release_lease, renew_lease,
+};
+use super::wire::{Reader, WireError};
+use super::{ApiKey, ProtocolError};
+use crate::domain::TopicConfig;
+
+/// A request body, one variant per API (see `docs/protocol.md` for the
+/// semantics of each field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Ask which API versions the server supports. Empty body.
+    ApiVersions,
+    /// Create a topic.
+    CreateTopic {
+        /// Topic name.
+        name: String,
+        /// Number of partitions.
+        partitions: u32,
+        /// Topic configuration.
+        config: TopicConfig,
+    },
+    /// Describe topics.
+    Metadata {
+        /// Topics to describe; empty means all topics.
+        topics: Vec<String>,
+    },
+    /// Acquire the write lease of a partition.
+    AcquireLease {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// Free-form identity of the would-be writer, for logs and errors.
+        holder: String,
+        /// Requested lease duration in milliseconds.
+        ttl_ms: u64,
+    },
+    /// Renew a lease.
+    RenewLease {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// The id returned by `AcquireLease`.
+        lease_id: u128,
+    },
+    /// Release a lease.
+    ReleaseLease {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// The id returned by `AcquireLease`.
+        lease_id: u128,
+    },
+    /// Append one record batch.
+    Produce {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// One record batch in its stored format (epoch inside its header).
+        /// When decoded, this is a zero-copy slice of the received frame.
+        batch: Bytes,
+    },
+    /// Read batches.
+    Fetch {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// First offset wanted.
+        offset: u64,
+        /// Soft cap on the bytes of batches returned.
+        max_bytes: u32,
+        /// How long the server may wait for data if none is available yet.
+        max_wait_ms: u32,
+    },
+    /// Read a partition's offsets and epoch.
+    ListOffsets {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+    },
+}
+
+impl Request {
+    /// The API this request belongs to.
+    pub fn api_key(&self) -> ApiKey {
+        match self {
+            Request::ApiVersions => ApiKey::ApiVersions,
+            Request::CreateTopic { .. } => ApiKey::CreateTopic,
+            Request::Metadata { .. } => ApiKey::Metadata,
+            Request::AcquireLease { .. } => ApiKey::AcquireLease,
+            Request::RenewLease { .. } => ApiKey::RenewLease,
+            Request::ReleaseLease { .. } => ApiKey::ReleaseLease,
+            Request::Produce { .. } => ApiKey::Produce,
+            Request::Fetch { .. } => ApiKey::Fetch,
+            Request::ListOffsets { .. } => ApiKey::ListOffsets,
+        }
+    }
+
+    /// Exact size of the body [`encode_body`](Self::encode_body) writes.
+    pub(in crate::protocol) fn body_len(&self) -> usize {
+        match self {
+            Request::ApiVersions => api_versions::request_body_len(),
+            Request::CreateTopic { name, .. } => create_topic::request_body_len(name),
+            Request::Metadata { topics } => metadata::request_body_len(topics),
+            Request::AcquireLease { topic, holder, .. } => {
+                acquire_lease::request_body_len(topic, holder)
+            }
+            Request::RenewLease { topic, .. } => renew_lease::request_body_len(topic),
+            Request::ReleaseLease { topic, .. } => release_lease::request_body_len(topic),
+            Request::Produce { topic, batch, .. } => produce::request_body_len(topic, batch),
+            Request::Fetch { topic, .. } => fetch::request_body_len(topic),
+            Request::ListOffsets { topic, .. } => list_offsets::request_body_len(topic),
+        }
+    }
+
+    /// Appends the body (not the header) to `dst`; on failure `dst` may hold part of it.
+    pub(in crate::protocol) fn encode_body(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        match self {
+            Request::ApiVersions => api_versions::encode_request(dst),
+            Request::CreateTopic {
+                name,
+                partitions,
+                config,
+            } => create_topic::encode_request(dst, name, *partitions, config),
+            Request::Metadata { topics } => metadata::encode_request(dst, topics),
+            Request::AcquireLease {
+                topic,
+                partition,
+                holder,
+                ttl_ms,
+            } => acquire_lease::encode_request(dst, topic, *partition, holder, *ttl_ms),
+            Request::RenewLease {
+                topic,
+                partition,
+                lease_id,
+            } => renew_lease::encode_request(dst, topic, *partition, *lease_id),
+            Request::ReleaseLease {
+                topic,
+                partition,
+                lease_id,
+            } => release_lease::encode_request(dst, topic, *partition, *lease_id),
+            Request::Produce {
+                topic,
+                partition,
+                batch,
+            } => produce::encode_request(dst, topic, *partition, batch),
+            Request::Fetch {
+                topic,
+                partition,
+                offset,
+                max_bytes,
+                max_wait_ms,
+            } => fetch::encode_request(dst, topic, *partition, *offset, *max_bytes, *max_wait_ms),
+            Request::ListOffsets { topic, partition } => {
+                list_offsets::encode_request(dst, topic, *partition)
+            }
+        }
+    }
+
+    /// Reads the body of a request for `api_key`; the caller checks nothing is left over.
+    pub(in crate::protocol) fn decode_body(
+        api_key: ApiKey,
+        r: &mut Reader,
+    ) -> Result<Request, WireError> {
+        match api_key {
+            ApiKey::ApiVersions => api_versions::decode_request(r),
+            ApiKey::CreateTopic => create_topic::decode_request(r),
+            ApiKey::Metadata => metadata::decode_request(r),
+            ApiKey::AcquireLease => acquire_lease::decode_request(r),
+            ApiKey::RenewLease => renew_lease::decode_request(r),
+            ApiKey::ReleaseLease => release_lease::decode_request(r),
+            ApiKey::Produce => produce::decode_request(r),
+            ApiKey::Fetch => fetch::decode_request(r),
+            ApiKey::ListOffsets => list_offsets::decode_request(r),
+        }
+    }
+}

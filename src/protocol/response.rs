@@ -1,0 +1,175 @@
+//! The successful response bodies of the native protocol, one enum variant per API.
+//!
+//! The variants are what the broker answers and the client receives; the bytes of each variant
+//! live in its API's file under `api/`, and the methods here only dispatch to them. Failed
+//! responses carry an [`ErrorResponse`](super::ErrorResponse) instead (see `error_response`).
+
+use bytes::{Bytes, BytesMut};
+
+use super::api::{
+    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
+    release_lease, renew_lease,
+};
+use super::wire::{Reader, WireError};
+use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
+
+/// A successful response body, one variant per API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// Server software and supported API versions.
+    ApiVersions {
+        /// Server software and version, e.g. [`SERVER_SOFTWARE`].
+        server: String,
+        /// One entry per supported API.
+        apis: Vec<ApiVersionRange>,
+    },
+    /// The topic was created. Empty body.
+    CreateTopic,
+    /// Topic descriptions.
+    Metadata {
+        /// The requested topics (or all of them).
+        topics: Vec<TopicMetadata>,
+    },
+    /// A lease was granted.
+    AcquireLease {
+        /// The new epoch (fencing token) to stamp into produced batches.
+        epoch: u64,
+        /// Secret identifying this lease for renew and release.
+        lease_id: u128,
+        /// Granted lease duration in milliseconds.
+        ttl_ms: u64,
+    },
+    /// A lease was renewed.
+    RenewLease {
+        /// The lease's epoch (unchanged by renewal).
+        epoch: u64,
+        /// Milliseconds until the renewed lease expires.
+        ttl_ms: u64,
+    },
+    /// The lease was released. Empty body.
+    ReleaseLease,
+    /// A batch was appended.
+    Produce {
+        /// Offset of the batch's first record.
+        base_offset: u64,
+        /// Offset of the batch's last record.
+        last_offset: u64,
+        /// The partition's next offset after the append.
+        log_end_offset: u64,
+    },
+    /// Batches read from a partition.
+    Fetch {
+        /// Offset up to which data is durable and visible to readers.
+        high_watermark: u64,
+        /// Oldest offset still stored.
+        log_start_offset: u64,
+        /// Whole stored batches, concatenated on the wire as one `bytes32`.
+        /// The encoder writes the parts back to back; the decoder does not
+        /// split them (that needs the storage format's batch headers): it
+        /// yields a single zero-copy chunk, or an empty `Vec` for no data.
+        batches: Vec<Bytes>,
+    },
+    /// A partition's offsets and epoch.
+    ListOffsets {
+        /// Oldest offset still stored.
+        earliest: u64,
+        /// Next offset to be written (log end offset).
+        latest: u64,
+        /// The partition's current epoch.
+        epoch: u64,
+    },
+}
+
+impl Response {
+    /// The `ApiVersions` answer of this build.
+    pub fn supported_api_versions() -> Response {
+        Response::ApiVersions {
+            server: SERVER_SOFTWARE.to_owned(),
+            apis: ApiVersionRange::supported(),
+        }
+    }
+
+    /// The API this response answers.
+    pub fn api_key(&self) -> ApiKey {
+        match self {
+            Response::ApiVersions { .. } => ApiKey::ApiVersions,
+            Response::CreateTopic => ApiKey::CreateTopic,
+            Response::Metadata { .. } => ApiKey::Metadata,
+            Response::AcquireLease { .. } => ApiKey::AcquireLease,
+            Response::RenewLease { .. } => ApiKey::RenewLease,
+            Response::ReleaseLease => ApiKey::ReleaseLease,
+            Response::Produce { .. } => ApiKey::Produce,
+            Response::Fetch { .. } => ApiKey::Fetch,
+            Response::ListOffsets { .. } => ApiKey::ListOffsets,
+        }
+    }
+
+    /// Exact size of the body [`encode_body`](Self::encode_body) writes.
+    pub(in crate::protocol) fn body_len(&self) -> usize {
+        match self {
+            Response::ApiVersions { server, apis } => api_versions::response_body_len(server, apis),
+            Response::CreateTopic => create_topic::response_body_len(),
+            Response::Metadata { topics } => metadata::response_body_len(topics),
+            Response::AcquireLease { .. } => acquire_lease::response_body_len(),
+            Response::RenewLease { .. } => renew_lease::response_body_len(),
+            Response::ReleaseLease => release_lease::response_body_len(),
+            Response::Produce { .. } => produce::response_body_len(),
+            Response::Fetch { batches, .. } => fetch::response_body_len(batches),
+            Response::ListOffsets { .. } => list_offsets::response_body_len(),
+        }
+    }
+
+    /// Appends the body (not the header) to `dst`; on failure `dst` may hold part of it.
+    pub(in crate::protocol) fn encode_body(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        match self {
+            Response::ApiVersions { server, apis } => {
+                api_versions::encode_response(dst, server, apis)
+            }
+            Response::CreateTopic => create_topic::encode_response(dst),
+            Response::Metadata { topics } => metadata::encode_response(dst, topics),
+            Response::AcquireLease {
+                epoch,
+                lease_id,
+                ttl_ms,
+            } => acquire_lease::encode_response(dst, *epoch, *lease_id, *ttl_ms),
+            Response::RenewLease { epoch, ttl_ms } => {
+                renew_lease::encode_response(dst, *epoch, *ttl_ms)
+            }
+            Response::ReleaseLease => release_lease::encode_response(dst),
+            Response::Produce {
+                base_offset,
+                last_offset,
+                log_end_offset,
+            } => produce::encode_response(dst, *base_offset, *last_offset, *log_end_offset),
+            Response::Fetch {
+                high_watermark,
+                log_start_offset,
+                batches,
+            } => fetch::encode_response(dst, *high_watermark, *log_start_offset, batches),
+            Response::ListOffsets {
+                earliest,
+                latest,
+                epoch,
+            } => list_offsets::encode_response(dst, *earliest, *latest, *epoch),
+        }
+    }
+
+    /// Reads the body of a successful response to `api_key`; the caller checks nothing is left
+    /// over.
+    pub(in crate::protocol) fn decode_body(
+        api_key: ApiKey,
+        r: &mut Reader,
+    ) -> Result<Response, WireError> {
+        match api_key {
+            ApiKey::ApiVersions => api_versions::decode_response(r),
+            ApiKey::CreateTopic => create_topic::decode_response(r),
+            ApiKey::Metadata => metadata::decode_response(r),
+            ApiKey::AcquireLease => acquire_lease::decode_response(r),
+            ApiKey::RenewLease => renew_lease::decode_response(r),
+            ApiKey::ReleaseLease => release_lease::decode_response(r),
+            ApiKey::Produce => produce::decode_response(r),
+            ApiKey::Fetch => fetch::decode_response(r),
+            ApiKey::ListOffsets => list_offsets::decode_response(r),
+        }
+    }
+}
