@@ -25,8 +25,8 @@ use tracing::info;
 
 use crate::lease::{EpochInstaller, Grant, LeaseConfig, LeaseError, LeaseTable, Renewed};
 use crate::protocol::TopicConfig;
-use crate::storage::fence::write_durably;
-use crate::storage::{Partition, PartitionConfig, StorageError};
+use crate::storage::durable_file::write_durably;
+use crate::storage::{Partition, PartitionConfig, SealWorker, StorageError};
 
 /// Most partitions a topic may have.
 pub const MAX_PARTITIONS_PER_TOPIC: u32 = 1024;
@@ -131,6 +131,8 @@ pub struct Broker {
     create_lock: std::sync::Mutex<()>,
     /// When each `interval` partition was last synced.
     interval_syncs: std::sync::Mutex<HashMap<String, Instant>>,
+    /// Seals the full segments of every partition of this broker.
+    seal_worker: SealWorker,
     _lock_file: File,
 }
 
@@ -215,6 +217,7 @@ impl Broker {
         lock_file
             .try_lock()
             .map_err(|_| BrokerError::Locked(data_dir.to_path_buf()))?;
+        let seal_worker = SealWorker::start().map_err(io_error("start the seal thread"))?;
         let mut topics = HashMap::new();
         let topics_dir = data_dir.join("topics");
         for entry in fs::read_dir(&topics_dir).map_err(io_error("list topics"))? {
@@ -231,7 +234,13 @@ impl Broker {
             let file: TopicFile = serde_json::from_str(&text).map_err(|error| {
                 BrokerError::InvalidConfig(format!("{}: {error}", path.display()))
             })?;
-            let topic = Self::open_topic(&topics_dir, &name, file.partitions, file.config)?;
+            let topic = Self::open_topic(
+                &topics_dir,
+                &name,
+                file.partitions,
+                file.config,
+                &seal_worker,
+            )?;
             topics.insert(name, Arc::new(topic));
         }
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
@@ -241,6 +250,7 @@ impl Broker {
             leases: LeaseTable::new(config.lease),
             create_lock: std::sync::Mutex::new(()),
             interval_syncs: std::sync::Mutex::new(HashMap::new()),
+            seal_worker,
             _lock_file: lock_file,
         })
     }
@@ -250,12 +260,14 @@ impl Broker {
         name: &str,
         partitions: u32,
         config: TopicConfig,
+        seal_worker: &SealWorker,
     ) -> Result<Topic, BrokerError> {
         let storage = partition_config(&config);
         let partitions = (0..partitions)
             .map(|index| {
                 let directory = topics_dir.join(name).join(index.to_string());
-                Partition::open(&format!("{name}/{index}"), &directory, storage).map(Arc::new)
+                Partition::open(&format!("{name}/{index}"), &directory, storage, seal_worker)
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
@@ -301,11 +313,11 @@ impl Broker {
         let topics_dir = self.data_dir.join("topics");
         let topic_dir = topics_dir.join(name);
         fs::create_dir_all(&topic_dir).map_err(io_error("create topic directory"))?;
-        let topic = Self::open_topic(&topics_dir, name, partitions, config)?;
+        let topic = Self::open_topic(&topics_dir, name, partitions, config, &self.seal_worker)?;
         let file = serde_json::to_vec_pretty(&TopicFile { partitions, config })
             .expect("topic config serializes");
         write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
-        crate::storage::fence::sync_directory(&topics_dir)
+        crate::storage::durable_file::sync_directory(&topics_dir)
             .map_err(io_error("sync topics directory"))?;
         let topic = Arc::new(topic);
         self.topics
