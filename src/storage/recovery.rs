@@ -443,3 +443,78 @@ fn list_segments(directory: &Path) -> Result<Vec<u64>, StorageError> {
     bases.sort_unstable();
     Ok(bases)
 }
+
+#[cfg(all(test, not(fencelog_loom)))]
+mod tests {
+    use super::*;
+
+    fn end(next_offset: u64, trusted: bool, invalid: Option<&str>) -> SegmentEnd {
+        SegmentEnd {
+            next_offset,
+            trusted,
+            segment: PathBuf::from("00000000000000000000.log"),
+            position: 100,
+            invalid: invalid.map(str::to_string),
+        }
+    }
+
+    /// Trusted means the recovery point reaches the next segment; the last one never is.
+    #[test]
+    fn trust_follows_the_recovery_point() {
+        assert!(is_trusted_below_recovery_point(Some(10), 10));
+        assert!(is_trusted_below_recovery_point(Some(10), 11));
+        assert!(!is_trusted_below_recovery_point(Some(11), 10));
+        assert!(!is_trusted_below_recovery_point(None, u64::MAX));
+    }
+
+    /// Overlap refuses, a gap after an untrusted segment refuses, a gap after a trusted one is
+    /// a damaged range, and a segment that continues its predecessor is none of these.
+    #[test]
+    fn placement_against_the_previous_segment() {
+        let untrusted = end(10, false, None);
+        let trusted = end(10, true, Some("crc mismatch"));
+        assert!(segment_overlaps_previous(Some(&untrusted), 9).is_some());
+        assert!(segment_overlaps_previous(Some(&untrusted), 10).is_none());
+        assert!(segment_overlaps_previous(None, 0).is_none());
+        assert!(gap_after_untrusted_segment(Some(&untrusted), 11).is_some());
+        assert!(gap_after_untrusted_segment(Some(&untrusted), 10).is_none());
+        assert!(gap_after_untrusted_segment(Some(&trusted), 11).is_none());
+        assert!(damaged_sealed_range(Some(end(10, true, None)), 10).is_none());
+        let damage = damaged_sealed_range(Some(trusted), 15).expect("a damaged range");
+        assert_eq!((damage.start_offset, damage.end_offset), (10, 15));
+        assert_eq!(
+            (damage.position, damage.reason.as_str()),
+            (100, "crc mismatch")
+        );
+        let short = damaged_sealed_range(Some(end(10, true, None)), 15).expect("a damaged range");
+        assert_eq!(
+            short.reason,
+            "the segment ends at offset 10 but the next one starts at 15"
+        );
+    }
+
+    /// Only a damaged trusted segment followed by refused segments is cut again as the last.
+    #[test]
+    fn a_damaged_sealed_segment_is_recut_only_when_it_became_last() {
+        let damaged = end(10, true, Some("crc mismatch"));
+        assert!(damaged_sealed_segment_became_last(true, Some(&damaged)));
+        assert!(!damaged_sealed_segment_became_last(false, Some(&damaged)));
+        assert!(!damaged_sealed_segment_became_last(
+            true,
+            Some(&end(10, true, None))
+        ));
+        assert!(!damaged_sealed_segment_became_last(
+            true,
+            Some(&end(10, false, Some("torn")))
+        ));
+        assert!(!damaged_sealed_segment_became_last(true, None));
+    }
+
+    /// The installed epoch never goes below the checkpoint's or the log's.
+    #[test]
+    fn installed_epoch_is_the_higher_of_checkpoint_and_log() {
+        assert_eq!(installed_epoch(3, 2), 3);
+        assert_eq!(installed_epoch(2, 3), 3);
+        assert_eq!(installed_epoch(0, 0), 0);
+    }
+}

@@ -268,3 +268,57 @@ fn run(job: SealJob) {
         (job.on_failure)(error);
     }
 }
+
+#[cfg(all(test, not(fencelog_loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A job far from due waits while any handle lives; dropping the last handle seals it at
+    /// once (its segment is gone, so only the recovery point moves) and ends the thread.
+    #[test]
+    fn the_last_handle_seals_what_is_queued_and_ends_the_thread() {
+        let directory = tempfile::tempdir().unwrap();
+        let recovery_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let worker = SealWorker::start().unwrap();
+        let other_handle = worker.clone();
+        worker.submit(SealJob {
+            segment: Weak::new(),
+            recovery_point: Arc::clone(&recovery_point),
+            next_base: 42,
+            not_before: Instant::now() + Duration::from_secs(3600),
+            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+        });
+        drop(worker);
+        assert_eq!(recovery_point.offset(), 0, "the job is not due yet");
+        drop(other_handle);
+        assert_eq!(recovery_point.offset(), 42);
+        let reloaded = RecoveryPoint::load(directory.path()).unwrap();
+        assert_eq!(reloaded.offset(), 42, "the recovery point is durable");
+    }
+
+    /// Two workers are independent: one holding a deferred job does not hold up the other.
+    #[test]
+    fn workers_seal_independently() {
+        let directory = tempfile::tempdir().unwrap();
+        let deferred_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let other_directory = tempfile::tempdir().unwrap();
+        let prompt_point = Arc::new(RecoveryPoint::load(other_directory.path()).unwrap());
+        let deferring = SealWorker::start().unwrap();
+        let prompt = SealWorker::start().unwrap();
+        let job = |recovery_point: &Arc<RecoveryPoint>, delay| SealJob {
+            segment: Weak::new(),
+            recovery_point: Arc::clone(recovery_point),
+            next_base: 7,
+            not_before: Instant::now() + delay,
+            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+        };
+        deferring.submit(job(&deferred_point, Duration::from_secs(3600)));
+        prompt.submit(job(&prompt_point, Duration::ZERO));
+        drop(prompt);
+        assert_eq!(prompt_point.offset(), 7);
+        assert_eq!(deferred_point.offset(), 0);
+        drop(deferring);
+        assert_eq!(deferred_point.offset(), 7);
+    }
+}
