@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use fencelog::batch::BatchBuilder;
 use fencelog::batch::{decode_batches, validate};
 use fencelog::storage::fence::{check_epoch, Fence, FenceError};
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SealWorker};
 
 /// Size of each record's value.
 const RECORD_BYTES: usize = 1024;
@@ -47,7 +47,9 @@ fn append(c: &mut Criterion) {
                 retention_bytes: Some(4 * SEGMENT_BYTES),
                 ..PartitionConfig::default()
             };
-            let partition = Partition::open("bench/0", dir.path(), config).expect("open");
+            let partition =
+                Partition::open("bench/0", dir.path(), config, &SealWorker::start().unwrap())
+                    .expect("open");
             partition.install_epoch(1).expect("install epoch");
             let retention_every = (SEGMENT_BYTES as usize / batch.len()).max(1);
             let mut appends = 0usize;
@@ -84,7 +86,8 @@ fn append_concurrent(c: &mut Criterion) {
         retention_bytes: Some(4 * SEGMENT_BYTES),
         ..PartitionConfig::default()
     };
-    let partition = Partition::open("bench/0", dir.path(), config).expect("open");
+    let partition = Partition::open("bench/0", dir.path(), config, &SealWorker::start().unwrap())
+        .expect("open");
     partition.install_epoch(1).expect("install epoch");
     group.throughput(Throughput::Bytes(batch.len() as u64));
     group.bench_function("always/8threads_1x1KiB", |b| {
@@ -163,7 +166,8 @@ fn read(c: &mut Criterion) {
         flush: FlushPolicy::Never,
         ..PartitionConfig::default()
     };
-    let partition = Partition::open("bench/0", dir.path(), config).expect("open");
+    let partition = Partition::open("bench/0", dir.path(), config, &SealWorker::start().unwrap())
+        .expect("open");
     partition.install_epoch(1).expect("install epoch");
     let batch = batch_of(100, 1);
     let batches = (32 * 1024 * 1024) / batch.len();

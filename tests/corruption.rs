@@ -15,7 +15,7 @@ use fencelog::batch::{decode_batches, BatchHeader, HEADER_BYTES};
 use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{ErrorCode, FlushPolicy};
 use fencelog::server::ServerConfig;
-use fencelog::storage::{Partition, PartitionConfig};
+use fencelog::storage::{Partition, PartitionConfig, SealWorker};
 use fencelog::testing::TestServer;
 use raw_protocol::*;
 
@@ -307,7 +307,13 @@ fn fill_partition(
     flush: FlushPolicy,
     segments: usize,
 ) -> (Partition, Vec<Vec<u8>>) {
-    let partition = Partition::open("t/0", directory, partition_config(flush)).unwrap();
+    let partition = Partition::open(
+        "t/0",
+        directory,
+        partition_config(flush),
+        &SealWorker::start().unwrap(),
+    )
+    .unwrap();
     partition.install_epoch(1).unwrap();
     let mut values = Vec::new();
     while segment_files(directory).len() < segments {
@@ -335,7 +341,13 @@ fn deferred_seals_wait_then_pass_segments_retention_deleted() {
         ..partition_config(FlushPolicy::Never)
     };
     let started = std::time::Instant::now();
-    let partition = Partition::open("t/0", directory.path(), config).unwrap();
+    let partition = Partition::open(
+        "t/0",
+        directory.path(),
+        config,
+        &SealWorker::start().unwrap(),
+    )
+    .unwrap();
     partition.install_epoch(1).unwrap();
     let mut appended = 0u64;
     while segment_files(directory.path()).len() < 4 {
@@ -414,6 +426,7 @@ fn damaged_segment_that_becomes_the_last_is_cut() {
         "t/0",
         directory.path(),
         partition_config(FlushPolicy::Always),
+        &SealWorker::start().unwrap(),
     )
     .unwrap();
     assert_eq!(report.segments_deleted, 1);
@@ -451,6 +464,7 @@ fn recovery_report_names_the_damaged_range() {
         "t/0",
         directory.path(),
         partition_config(FlushPolicy::Always),
+        &SealWorker::start().unwrap(),
     )
     .unwrap();
     assert_eq!(report.segments_deleted, 0);

@@ -22,7 +22,7 @@ use fencelog::protocol::{
     ApiKey, ErrorCode, FrameCodec, ProtocolError, RequestFrame, ResponseFrame, FRAME_LENGTH_BYTES,
     REQUEST_HEADER_BYTES,
 };
-use fencelog::storage::segment::scan;
+use fencelog::storage::scan_segment_bytes;
 use proptest::prelude::*;
 use protocol_strategies::*;
 use tokio_util::codec::Decoder;
@@ -426,7 +426,7 @@ fn check_batch(bytes: &[u8], max: usize) -> Result<BatchHeader, BatchError> {
         }
     }
     let _ = decode_batches(shared);
-    let scanned = scan(bytes, 0, 4096);
+    let scanned = scan_segment_bytes(bytes, 0, 4096);
     assert!(scanned.valid_bytes <= bytes.len() && scanned.data_end <= bytes.len());
     // Without an invalid batch the scan covers all the data (a batch may end in zero bytes).
     assert!(scanned.invalid.is_some() || scanned.valid_bytes >= scanned.data_end);
@@ -592,14 +592,14 @@ proptest! {
                 log.extend_from_slice(&stamped);
                 boundaries.push(log.len());
             }
-            let clean = scan(&log, 0, 4096);
+            let clean = scan_segment_bytes(&log, 0, 4096);
             assert_eq!((clean.valid_bytes, clean.next_offset), (log.len(), next_offset));
             let at = damage.index(log.len());
             if log[at] == value {
                 return;
             }
             log[at] = value;
-            let damaged = scan(&log, 0, 4096);
+            let damaged = scan_segment_bytes(&log, 0, 4096);
             assert!(damaged.valid_bytes <= at, "scan kept the damaged byte {at}");
             assert!(boundaries.contains(&damaged.valid_bytes));
             assert!(damaged.invalid.is_some());

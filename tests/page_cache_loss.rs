@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use fencelog::batch::decode_batches;
 use fencelog::batch::BatchBuilder;
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SyncedRange};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SealWorker, SyncedRange};
 
 fn config(flush: FlushPolicy) -> PartitionConfig {
     PartitionConfig {
@@ -85,7 +85,15 @@ type CrashOutcome = (BTreeMap<u64, String>, Vec<(u64, String)>);
 
 fn run_load(flush: FlushPolicy) -> Vec<CrashOutcome> {
     let directory = tempfile::tempdir().unwrap();
-    let partition = Arc::new(Partition::open("t/0", directory.path(), config(flush)).unwrap());
+    let partition = Arc::new(
+        Partition::open(
+            "t/0",
+            directory.path(),
+            config(flush),
+            &SealWorker::start().unwrap(),
+        )
+        .unwrap(),
+    );
     partition.install_epoch(1).unwrap();
     let recorder = Arc::new(Mutex::new(Recorder {
         shadow: tempfile::tempdir().unwrap(),
@@ -122,7 +130,13 @@ fn run_load(flush: FlushPolicy) -> Vec<CrashOutcome> {
     snapshots
         .into_iter()
         .map(|(copy, acked)| {
-            let reopened = Partition::open("t/0", copy.path(), config(flush)).unwrap();
+            let reopened = Partition::open(
+                "t/0",
+                copy.path(),
+                config(flush),
+                &SealWorker::start().unwrap(),
+            )
+            .unwrap();
             assert_eq!(reopened.current_epoch(), 1, "the epoch survives the crash");
             (read_everything(&reopened), acked)
         })
@@ -230,7 +244,13 @@ async fn measure_interval_policy_loss_window() {
         tokio::time::sleep(Duration::from_millis(37 + (round * 53) % 90)).await;
         let taken_at = Instant::now();
         let (copy, acked) = snapshot(&recorder, partition.directory());
-        let reopened = Partition::open("loss/0", copy.path(), config_for(interval_ms)).unwrap();
+        let reopened = Partition::open(
+            "loss/0",
+            copy.path(),
+            config_for(interval_ms),
+            &SealWorker::start().unwrap(),
+        )
+        .unwrap();
         let present = read_everything(&reopened);
         let lost: Vec<u64> = acked
             .iter()

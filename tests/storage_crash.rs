@@ -186,8 +186,9 @@ impl Original {
 
     /// Reopens the damaged copy and checks everything the recovery promises.
     fn check(&self, dir: &Path, expect: Expect, what: &str) {
-        let (partition, report) = Partition::open_with_report("t/0", dir, self.config)
-            .unwrap_or_else(|error| panic!("{what}: reopen failed: {error}"));
+        let (partition, report) =
+            Partition::open_with_report("t/0", dir, self.config, &seal_worker())
+                .unwrap_or_else(|error| panic!("{what}: reopen failed: {error}"));
         // read_all_records decodes (CRC-checks) every batch and checks reads continue densely.
         let records = read_all_records(&partition);
         assert_dense_and_monotonic(&records, 0);
@@ -220,7 +221,8 @@ impl Original {
             .unwrap_or_else(|error| panic!("{what}: append after recovery failed: {error}"));
         assert_eq!(appended.base_offset, records.len() as u64, "{what}");
         drop(partition);
-        let (partition, report) = Partition::open_with_report("t/0", dir, self.config).unwrap();
+        let (partition, report) =
+            Partition::open_with_report("t/0", dir, self.config, &seal_worker()).unwrap();
         assert_eq!(report.bytes_cut, 0, "{what}: second reopen cut again");
         assert_eq!(report.segments_deleted, 0, "{what}");
         let again = read_all_records(&partition);
@@ -242,8 +244,9 @@ impl Original {
     /// from the damaged batch to the next segment are refused with `Corrupt`, every other record
     /// reads back exactly as written, the epoch is kept, and appends continue at the log end.
     fn check_sealed(&self, dir: &Path, segment: usize, first_damaged: Option<usize>, what: &str) {
-        let (partition, report) = Partition::open_with_report("t/0", dir, self.config)
-            .unwrap_or_else(|error| panic!("{what}: reopen failed: {error}"));
+        let (partition, report) =
+            Partition::open_with_report("t/0", dir, self.config, &seal_worker())
+                .unwrap_or_else(|error| panic!("{what}: reopen failed: {error}"));
         let total = self.records.len() as u64;
         assert_eq!(partition.high_watermark(), total, "{what}: nothing is cut");
         assert_eq!(report.bytes_cut, 0, "{what}");
@@ -299,7 +302,8 @@ impl Original {
             .unwrap_or_else(|error| panic!("{what}: append after recovery failed: {error}"));
         assert_eq!(appended.base_offset, total, "{what}");
         drop(partition);
-        let (partition, again) = Partition::open_with_report("t/0", dir, self.config).unwrap();
+        let (partition, again) =
+            Partition::open_with_report("t/0", dir, self.config, &seal_worker()).unwrap();
         let ranges = |report: &fencelog::storage::RecoveryReport| {
             report
                 .damaged
@@ -485,7 +489,7 @@ fn flipped_bit_never_raises_the_recovered_epoch() {
             let mut bytes = std::fs::read(&path).unwrap();
             bytes[position] ^= 1 << bit;
             std::fs::write(&path, bytes).unwrap();
-            let partition = Partition::open("t/0", &dir, original.config).unwrap();
+            let partition = Partition::open("t/0", &dir, original.config, &seal_worker()).unwrap();
             assert_eq!(
                 partition.current_epoch(),
                 previous_epoch,
@@ -544,7 +548,8 @@ fn epoch_of_a_deleted_segment_is_not_adopted() {
     stray.resize(SMALL_SEGMENT_BYTES as usize, 0);
     std::fs::write(dir.path().join(log_name(1)), stray).unwrap();
 
-    let (partition, report) = Partition::open_with_report("t/0", dir.path(), config).unwrap();
+    let (partition, report) =
+        Partition::open_with_report("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(report.segments_deleted, 1, "the stray segment is deleted");
     assert_eq!(segment_bases(dir.path()), [0]);
     assert_eq!(partition.high_watermark(), 1);

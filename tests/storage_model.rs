@@ -158,7 +158,7 @@ fn assert_agrees(partition: &Partition, model: &Model) {
 }
 
 fn open(directory: &std::path::Path, config: PartitionConfig) -> Partition {
-    Partition::open("t/0", directory, config).expect("open partition")
+    Partition::open("t/0", directory, config, &seal_worker()).expect("open partition")
 }
 
 fn run(ops: &[Op], flush: FlushPolicy, install_first: bool) {

@@ -90,7 +90,7 @@ fn offsets_stay_dense_across_segment_rolls() {
     for base in &bases {
         assert!(appended.contains(base), "segment {base} starts a batch");
     }
-    let partition = Partition::open("t/0", dir.path(), config).unwrap();
+    let partition = Partition::open("t/0", dir.path(), config, &seal_worker()).unwrap();
     let records = read_all_records(&partition);
     assert_dense_and_monotonic(&records, 0);
     assert_eq!(records.len() as u64, partition.high_watermark());
@@ -245,7 +245,13 @@ fn epoch_zero_is_never_accepted() {
     // Proves: a fresh partition (current epoch 0) accepts no append, not even one under epoch 0:
     // epoch 0 is never granted.
     let dir = tempfile::tempdir().unwrap();
-    let partition = Partition::open("t/0", dir.path(), small(FlushPolicy::Always)).unwrap();
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        small(FlushPolicy::Always),
+        &seal_worker(),
+    )
+    .unwrap();
     assert_eq!(partition.current_epoch(), 0);
     match partition.append(&batch(0, 0, 1, 10)) {
         Err(StorageError::Fence(FenceError::UnknownEpoch {
@@ -286,7 +292,13 @@ fn install_epoch_refuses_an_epoch_not_above_the_current_one() {
     // Proves: install_epoch(e) with e <= current is refused with EpochNotNewer and changes nothing
     // (neither the current epoch nor the recorded history).
     let dir = tempfile::tempdir().unwrap();
-    let partition = Partition::open("t/0", dir.path(), small(FlushPolicy::Always)).unwrap();
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        small(FlushPolicy::Always),
+        &seal_worker(),
+    )
+    .unwrap();
     match partition.install_epoch(0) {
         Err(StorageError::Fence(FenceError::EpochNotNewer {
             epoch: 0,
@@ -324,7 +336,8 @@ fn installed_epoch_survives_reopen_through_the_checkpoint() {
     }
     let text = std::fs::read_to_string(dir.path().join("epoch-checkpoint")).unwrap();
     assert_eq!(text, "1 0\n2 4\n7 5\n");
-    let (partition, report) = Partition::open_with_report("t/0", dir.path(), config).unwrap();
+    let (partition, report) =
+        Partition::open_with_report("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(partition.current_epoch(), 7);
     assert_eq!(report.epoch, 7);
     assert_eq!(partition.epoch_history(), [(1, 0), (2, 4), (7, 5)]);
@@ -342,7 +355,7 @@ fn stale_epoch_is_rejected_after_restart() {
         partition.append(&batch(1, 0, 1, 10)).unwrap();
         partition.install_epoch(2).unwrap();
     }
-    let partition = Partition::open("t/0", dir.path(), config).unwrap();
+    let partition = Partition::open("t/0", dir.path(), config, &seal_worker()).unwrap();
     match partition.append(&batch(1, 1, 1, 10)) {
         Err(StorageError::Fence(FenceError::Fenced {
             epoch: 1,
@@ -372,18 +385,19 @@ fn epoch_after_reopen_is_the_max_of_checkpoint_and_log() {
         partition.install_epoch(4).unwrap();
     }
     assert_eq!(
-        Partition::open("t/0", dir.path(), config)
+        Partition::open("t/0", dir.path(), config, &seal_worker())
             .unwrap()
             .current_epoch(),
         4
     );
     let checkpoint = dir.path().join("epoch-checkpoint");
     std::fs::write(&checkpoint, &old_checkpoint).unwrap();
-    let partition = Partition::open("t/0", dir.path(), config).unwrap();
+    let partition = Partition::open("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(partition.current_epoch(), 3, "log (3) above checkpoint (2)");
     drop(partition);
     std::fs::remove_file(&checkpoint).unwrap();
-    let (partition, report) = Partition::open_with_report("t/0", dir.path(), config).unwrap();
+    let (partition, report) =
+        Partition::open_with_report("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(
         partition.current_epoch(),
         3,
@@ -578,7 +592,7 @@ fn retention_by_size_deletes_only_whole_closed_segments() {
         "stable"
     );
     drop(partition);
-    let partition = Partition::open("t/0", dir.path(), config).unwrap();
+    let partition = Partition::open("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(partition.log_start_offset(), log_start);
     assert_eq!(read_all_records(&partition), records);
 }
@@ -724,7 +738,8 @@ fn missing_or_garbage_index_is_rebuilt_on_reopen() {
         .map(|base| std::fs::read(dir.path().join(index_name(*base))).unwrap())
         .collect();
     assert!(originals.iter().all(|index| !index.is_empty()));
-    let (_, report) = Partition::open_with_report("t/0", dir.path(), config).unwrap();
+    let (_, report) =
+        Partition::open_with_report("t/0", dir.path(), config, &seal_worker()).unwrap();
     assert_eq!(report.indexes_rebuilt, 0, "intact indexes are kept");
 
     type Damage = fn(&std::path::Path);
@@ -744,7 +759,8 @@ fn missing_or_garbage_index_is_rebuilt_on_reopen() {
         for base in &bases {
             damage(&dir.path().join(index_name(*base)));
         }
-        let (partition, report) = Partition::open_with_report("t/0", dir.path(), config).unwrap();
+        let (partition, report) =
+            Partition::open_with_report("t/0", dir.path(), config, &seal_worker()).unwrap();
         assert_eq!(report.indexes_rebuilt, bases.len(), "{name}");
         for (base, original) in bases.iter().zip(&originals) {
             let rebuilt = std::fs::read(dir.path().join(index_name(*base))).unwrap();
@@ -793,7 +809,13 @@ fn worked_example_in_the_format_doc_is_exact() {
     // one-record batch built by BatchBuilder, appended at offset 5 under epoch 3 and read back;
     // stamping the base offset left the CRC valid.
     let dir = tempfile::tempdir().unwrap();
-    let partition = Partition::open("t/0", dir.path(), small(FlushPolicy::Always)).unwrap();
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        small(FlushPolicy::Always),
+        &seal_worker(),
+    )
+    .unwrap();
     partition.install_epoch(3).unwrap();
     partition.append(&batch(3, 0, 5, 1)).unwrap();
     let mut builder = BatchBuilder::new(3);
@@ -957,6 +979,7 @@ fn reopen_with_another_segment_size_keeps_the_log() {
             "t/0",
             dir.path(),
             config(segment_bytes, FlushPolicy::Always),
+            &seal_worker(),
         )
         .unwrap();
         if run == 0 {

@@ -15,7 +15,7 @@ use fencelog::batch::{
     decode_batch, decode_batches, stamp_base_offset, validate, BatchError, BatchHeader, CRC_START,
     HEADER_BYTES, MAX_RECORDS_PER_BATCH,
 };
-use fencelog::storage::segment::scan;
+use fencelog::storage::scan_segment_bytes;
 use libfuzzer_sys::fuzz_target;
 
 fn make_plausible(bytes: &mut [u8], mode: u8) {
@@ -94,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = decode_batches(shared);
-    let result = scan(&bytes, 0, 4096);
+    let result = scan_segment_bytes(&bytes, 0, 4096);
     assert!(result.valid_bytes <= bytes.len());
     assert!(result.data_end <= bytes.len());
     // Without an invalid batch the scan covers all the data (a batch may end in zero bytes).

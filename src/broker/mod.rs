@@ -34,10 +34,10 @@ use tracing::info;
 pub use error::BrokerError;
 pub use service::{BrokerService, FetchRequest, PartitionOffsets, ProduceRequest};
 
-use crate::lease::LeaseConfig;
 use crate::domain::{FlushPolicy, TopicConfig};
-use crate::storage::fence::write_durably;
-use crate::storage::{Partition, PartitionConfig};
+use crate::lease::LeaseConfig;
+use crate::storage::durable_file::write_durably;
+use crate::storage::{Partition, PartitionConfig, SealWorker};
 use error::io_error;
 
 /// Most partitions a topic may have.
@@ -89,6 +89,8 @@ pub struct Broker {
     create_lock: std::sync::Mutex<()>,
     /// When each `interval` partition was last synced.
     interval_syncs: std::sync::Mutex<HashMap<String, Instant>>,
+    /// Seals the full segments of every partition of this broker.
+    seal_worker: SealWorker,
     _lock_file: File,
 }
 
@@ -142,6 +144,7 @@ impl Broker {
         lock_file
             .try_lock()
             .map_err(|_| BrokerError::Locked(data_dir.to_path_buf()))?;
+        let seal_worker = SealWorker::start().map_err(io_error("start the seal thread"))?;
         let mut topics = HashMap::new();
         let topics_dir = data_dir.join("topics");
         for entry in fs::read_dir(&topics_dir).map_err(io_error("list topics"))? {
@@ -158,7 +161,13 @@ impl Broker {
             let file = TopicFile::parse(&text).map_err(|error| {
                 BrokerError::InvalidConfig(format!("{}: {error}", path.display()))
             })?;
-            let topic = Self::open_topic(&topics_dir, &name, file.partitions, file.config())?;
+            let topic = Self::open_topic(
+                &topics_dir,
+                &name,
+                file.partitions,
+                file.config(),
+                &seal_worker,
+            )?;
             topics.insert(name, Arc::new(topic));
         }
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
@@ -167,6 +176,7 @@ impl Broker {
             topics: RwLock::new(topics),
             create_lock: std::sync::Mutex::new(()),
             interval_syncs: std::sync::Mutex::new(HashMap::new()),
+            seal_worker,
             _lock_file: lock_file,
         })
     }
@@ -176,12 +186,14 @@ impl Broker {
         name: &str,
         partitions: u32,
         config: TopicConfig,
+        seal_worker: &SealWorker,
     ) -> Result<Topic, BrokerError> {
         let storage = partition_config(&config);
         let partitions = (0..partitions)
             .map(|index| {
                 let directory = topics_dir.join(name).join(index.to_string());
-                Partition::open(&format!("{name}/{index}"), &directory, storage).map(Arc::new)
+                Partition::open(&format!("{name}/{index}"), &directory, storage, seal_worker)
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
@@ -227,10 +239,10 @@ impl Broker {
         let topics_dir = self.data_dir.join("topics");
         let topic_dir = topics_dir.join(name);
         fs::create_dir_all(&topic_dir).map_err(io_error("create topic directory"))?;
-        let topic = Self::open_topic(&topics_dir, name, partitions, config)?;
+        let topic = Self::open_topic(&topics_dir, name, partitions, config, &self.seal_worker)?;
         let file = TopicFile::new(partitions, &config).to_json();
         write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
-        crate::storage::fence::sync_directory(&topics_dir)
+        crate::storage::durable_file::sync_directory(&topics_dir)
             .map_err(io_error("sync topics directory"))?;
         let topic = Arc::new(topic);
         self.topics

@@ -20,8 +20,8 @@ use super::maintenance::Maintenance;
 use super::produce_queue::ProduceQueue;
 use super::{Broker, BrokerError, Topic};
 use crate::clock::{Clock, SystemClock};
-use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
 use crate::domain::TopicConfig;
+use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
 use crate::storage::{Appended, Partition, ReadResult};
 
 /// One batch to append.

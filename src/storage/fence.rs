@@ -12,12 +12,13 @@
 //! service later): issuance and enforcement are kept apart. It is generic over the log it guards
 //! so that loom can model the real code with an in-memory log.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use super::durable_file::write_durably;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Why the fence refused an append or an install.
@@ -219,26 +220,6 @@ impl EpochCheckpoint {
         self.history = history;
         Ok(())
     }
-}
-
-/// Replaces `directory/name` with `contents` atomically and durably.
-pub fn write_durably(directory: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
-    let temporary = directory.join(format!("{name}.tmp"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temporary)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&temporary, directory.join(name))?;
-    sync_directory(directory)
-}
-
-/// fsyncs a directory so that creations, renames and deletions in it survive a crash.
-pub fn sync_directory(directory: &Path) -> io::Result<()> {
-    File::open(directory)?.sync_all()
 }
 
 #[cfg(all(test, not(fencelog_loom)))]

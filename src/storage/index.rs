@@ -130,11 +130,6 @@ impl IndexWriter {
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
-
-    /// Path of the index file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// Builds entries while scanning a segment during recovery, with the same spacing rule as

@@ -1,22 +1,28 @@
 //! Storage: partitions as logs of CRC-checked record batches in memory-mapped segment files, with
 //! the epoch fence inside the segment writer.
 //!
-//! * [`mmap`]: the only `unsafe` code — the segment map with one writer and zero-copy readers.
-//! * [`segment`]: one segment file: append, read, recovery scan.
-//! * [`index`]: the sparse offset index beside each segment.
+//! * `mmap` (crate-private): the only `unsafe` code — the segment map with one writer and
+//!   zero-copy readers.
+//! * `segment` (crate-private): one segment file: append, read, recovery scan.
+//! * `index` (crate-private): the sparse offset index beside each segment.
+//! * `recovery` (crate-private): turning the segment files found on open back into a log, one
+//!   function per rule.
+//! * [`durable_file`]: small files replaced atomically and durably; directory syncs.
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
 //! * [`flush`]: group commit.
-//! * [`seal`]: syncing full segments in the background; the recovery point.
+//! * [`seal`]: syncing full segments in the background ([`SealWorker`]); the recovery point.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
 pub mod config;
+pub mod durable_file;
 pub mod fence;
 pub mod flush;
-pub mod index;
-pub mod mmap;
+pub(crate) mod index;
+pub(crate) mod mmap;
 pub mod partition;
+mod recovery;
 pub mod seal;
-pub mod segment;
+pub(crate) mod segment;
 
 use thiserror::Error;
 
@@ -24,9 +30,13 @@ pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::FenceError;
 pub use partition::{
-    Appended, DamagedRange, Partition, PendingAppend, ReadResult, RecoveryReport, RetentionReport,
-    SyncObserver, SyncedRange,
+    Appended, Partition, PendingAppend, ReadResult, RetentionReport, SyncObserver, SyncedRange,
 };
+pub use recovery::{DamagedRange, RecoveryReport};
+pub use seal::SealWorker;
+/// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
+/// byte 0 with recovery's checks and says where the valid prefix ends and why.
+pub use segment::{scan as scan_segment_bytes, ScanResult};
 
 /// Everything that can go wrong in storage, each with what a user needs to act on it.
 #[derive(Debug, Error)]
@@ -89,4 +99,12 @@ pub enum StorageError {
     /// Settings out of bounds.
     #[error("invalid partition config: {0}")]
     InvalidConfig(String),
+}
+
+/// Wraps an OS error with what storage was doing when it happened.
+pub(crate) fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
+    move |source| StorageError::Io {
+        context: context.to_string(),
+        source,
+    }
 }

@@ -17,11 +17,13 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
-use super::fence::{self, check_epoch, EpochCheckpoint, Fence, FenceError};
+use super::durable_file::sync_directory;
+use super::fence::{check_epoch, EpochCheckpoint, Fence, FenceError};
 use super::flush::GroupCommit;
-use super::seal::{self, RecoveryPoint};
-use super::segment::{self, ActiveSegment, Recovered, SegmentOptions, SegmentReader};
-use super::StorageError;
+use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
+use super::seal::{RecoveryPoint, SealJob, SealWorker};
+use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader};
 
 /// What an append returns.
@@ -67,86 +69,6 @@ pub struct RetentionReport {
     pub bytes: u64,
 }
 
-/// What recovery found when the partition was opened.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Segments opened.
-    pub segments: usize,
-    /// Valid batches found.
-    pub batches: u64,
-    /// Bytes cut after the last valid batch (torn or corrupt tail), all segments together.
-    pub bytes_cut: u64,
-    /// Whole segments deleted because an earlier one was cut.
-    pub segments_deleted: usize,
-    /// Index files rebuilt.
-    pub indexes_rebuilt: usize,
-    /// The epoch installed: max of the checkpoint and the log.
-    pub epoch: u64,
-    /// Offsets of sealed segments that failed their checks: refused on read, nothing cut.
-    pub damaged: Vec<DamagedRange>,
-}
-
-/// Offsets of a sealed segment that failed their checks at recovery (a flipped byte, a short
-/// file). A sealed segment was synced before the next one was created, so a crash cannot have
-/// torn it: this is corruption. Reads of these offsets fail with [`StorageError::Corrupt`];
-/// nothing is cut or deleted, so the offsets after the damage keep being served and are never
-/// given out again, and the segment file stays as found for repair.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DamagedRange {
-    /// First unreadable offset.
-    pub start_offset: u64,
-    /// First readable offset after the damage: the next segment's base offset.
-    pub end_offset: u64,
-    /// The damaged segment file.
-    pub segment: PathBuf,
-    /// Byte position in the segment where its readable data ends.
-    pub position: u64,
-    /// What the check found there.
-    pub reason: String,
-}
-
-/// Where a kept segment's readable data ends, to place the next one against it.
-struct SegmentEnd {
-    next_offset: u64,
-    /// Below the recovery point: synced whole, so damage is corruption, not a torn write.
-    trusted: bool,
-    segment: PathBuf,
-    position: usize,
-    invalid: Option<String>,
-}
-
-impl SegmentEnd {
-    fn of(recovered: &Recovered, trusted: bool) -> Self {
-        Self {
-            next_offset: recovered.scan.next_offset,
-            trusted,
-            segment: recovered.segment.reader().path().to_path_buf(),
-            position: recovered.scan.valid_bytes,
-            invalid: recovered
-                .scan
-                .invalid
-                .as_ref()
-                .map(|(_, reason)| reason.clone()),
-        }
-    }
-
-    /// The offsets between this end and the next segment's base.
-    fn damaged_up_to(&self, next_base: u64) -> DamagedRange {
-        DamagedRange {
-            start_offset: self.next_offset,
-            end_offset: next_base,
-            segment: self.segment.clone(),
-            position: self.position as u64,
-            reason: self.invalid.clone().unwrap_or_else(|| {
-                format!(
-                    "the segment ends at offset {} but the next one starts at {next_base}",
-                    self.next_offset
-                )
-            }),
-        }
-    }
-}
-
 /// State readers share with the writer.
 #[derive(Debug)]
 struct Shared {
@@ -183,6 +105,8 @@ pub struct Writer {
     publish_on_append: bool,
     /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
     seal_delay: std::time::Duration,
+    /// The thread full segments are handed to.
+    seal_worker: SealWorker,
 }
 
 impl Writer {
@@ -195,14 +119,14 @@ impl Writer {
         let end = match self
             .active
             .append(batch_bytes, header)
-            .map_err(io("write to segment"))?
+            .map_err(io_error("write to segment"))?
         {
             Some(end) => end,
             None => {
                 self.roll()?;
                 self.active
                     .append(batch_bytes, header)
-                    .map_err(io("write to segment"))?
+                    .map_err(io_error("write to segment"))?
                     .expect("a batch no larger than a segment fits in an empty one")
             }
         };
@@ -233,13 +157,13 @@ impl Writer {
     fn roll(&mut self) -> Result<(), StorageError> {
         let base_offset = self.active.next_offset();
         let next = ActiveSegment::create(&self.directory, base_offset, self.options)
-            .map_err(io("create segment"))?;
-        if let Err(error) = fence::sync_directory(&self.directory) {
+            .map_err(io_error("create segment"))?;
+        if let Err(error) = sync_directory(&self.directory) {
             drop(next);
             if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
                 warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
             }
-            return Err(io("sync partition directory")(error));
+            return Err(io_error("sync partition directory")(error));
         }
         let sealed = std::mem::replace(&mut self.active, next);
         self.shared
@@ -254,7 +178,7 @@ impl Writer {
         }
         // Sync the full segment whole and advance the recovery point, off the append lock.
         let shared = Arc::clone(&self.shared);
-        seal::submit(seal::SealJob {
+        self.seal_worker.submit(SealJob {
             segment: Arc::downgrade(sealed.reader()),
             recovery_point: Arc::clone(&self.shared.recovery_point),
             next_base: base_offset,
@@ -286,13 +210,6 @@ impl Writer {
                 }
             }
         }
-    }
-}
-
-fn io(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
-    move |source| StorageError::Io {
-        context: context.to_string(),
-        source,
     }
 }
 
@@ -338,174 +255,49 @@ pub struct Partition {
 
 impl Partition {
     /// Opens (or creates) the partition stored in `directory`, recovering its log. `name` is how
-    /// logs and errors refer to it (`topic/partition`).
+    /// logs and errors refer to it (`topic/partition`). Full segments are sealed by
+    /// `seal_worker`'s thread (the partition keeps a handle to it).
     pub fn open(
         name: &str,
         directory: &Path,
         config: PartitionConfig,
+        seal_worker: &SealWorker,
     ) -> Result<Self, StorageError> {
-        Self::open_with_report(name, directory, config).map(|(partition, _)| partition)
+        Self::open_with_report(name, directory, config, seal_worker).map(|(partition, _)| partition)
     }
 
-    /// [`Partition::open`], also returning what recovery found.
+    /// [`Partition::open`], also returning what recovery found: what it cut, deleted, rebuilt or
+    /// found damaged.
     pub fn open_with_report(
         name: &str,
         directory: &Path,
         config: PartitionConfig,
+        seal_worker: &SealWorker,
     ) -> Result<(Self, RecoveryReport), StorageError> {
         config.validate().map_err(StorageError::InvalidConfig)?;
-        fs::create_dir_all(directory).map_err(io("create partition directory"))?;
+        fs::create_dir_all(directory).map_err(io_error("create partition directory"))?;
         let options = SegmentOptions {
             segment_bytes: config.segment_bytes,
             index_interval_bytes: config.index_interval_bytes,
         };
-        let checkpoint = EpochCheckpoint::load(directory).map_err(io("load epoch checkpoint"))?;
+        let checkpoint =
+            EpochCheckpoint::load(directory).map_err(io_error("load epoch checkpoint"))?;
         let recovery_point =
-            Arc::new(RecoveryPoint::load(directory).map_err(io("load recovery point"))?);
-        let mut report = RecoveryReport::default();
-        let bases = list_segments(directory)?;
-        let mut readers = Vec::new();
-        let mut active: Option<ActiveSegment> = None;
-        let mut previous_end: Option<SegmentEnd> = None;
-        let mut epoch_in_log = 0;
-        let mut index = 0;
-        while index < bases.len() {
-            let base = bases[index];
-            // A segment wholly below the recovery point was synced whole: a crash cannot have
-            // torn it, so damage there is corruption (refused, kept as found). Any other segment
-            // may hold a torn write: it is cut at its first invalid batch, and the segments after
-            // it are deleted, so the log stays a prefix of what was written.
-            let trusted = bases
-                .get(index + 1)
-                .is_some_and(|next| *next <= recovery_point.offset());
-            let is_last = !trusted;
-            if let Some(end) = previous_end.as_ref().filter(|end| base < end.next_offset) {
-                warn!(
-                    partition = name,
-                    base,
-                    expected = end.next_offset,
-                    "segment overlaps the log before it; deleting it and all later segments"
-                );
-                break;
-            }
-            let recovered = ActiveSegment::recover(directory, base, options, is_last)
-                .map_err(io("recover segment"))?;
-            let scan = &recovered.scan;
-            report.segments += 1;
-            report.batches += scan.batches;
-            report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
-            let first_epoch_ok =
-                scan.batches == 0 || first_epoch(&recovered.segment) >= epoch_in_log;
-            if let Some((position, reason)) = &scan.invalid {
-                let cut = scan.data_end.saturating_sub(scan.valid_bytes) as u64;
-                if is_last {
-                    report.bytes_cut += cut;
-                }
-                warn!(
-                    partition = name,
-                    segment = %recovered.segment.reader().path().display(),
-                    position,
-                    bytes_cut = if is_last { cut } else { 0 },
-                    valid_batches = scan.batches,
-                    reason = reason.as_str(),
-                    "invalid batch: the last segment is cut there; a sealed one is kept as found"
-                );
-            }
-            if !first_epoch_ok {
-                warn!(partition = name, base, "segment starts with an epoch lower than the one before it; deleting it and all later segments");
-                break;
-            }
-            if let Some(end) = previous_end
-                .as_ref()
-                .filter(|end| base > end.next_offset && !end.trusted)
-            {
-                warn!(
-                    partition = name,
-                    base,
-                    expected = end.next_offset,
-                    "the segment before this one ends early and was not known to be synced; deleting this and all later segments"
-                );
-                break;
-            }
-            if let Some(end) = previous_end.take().filter(|end| base > end.next_offset) {
-                let damage = end.damaged_up_to(base);
-                tracing::error!(
-                    partition = name,
-                    segment = %damage.segment.display(),
-                    position = damage.position,
-                    start_offset = damage.start_offset,
-                    end_offset = damage.end_offset,
-                    reason = damage.reason.as_str(),
-                    "corrupt sealed segment: these offsets are refused on read; restore the file from a backup to serve them again"
-                );
-                report.damaged.push(damage);
-            }
-            // Only a segment that is kept contributes its epochs.
-            epoch_in_log = epoch_in_log.max(scan.last_epoch);
-            readers.push(Arc::clone(recovered.segment.reader()));
-            let was_cut = !trusted && recovered.scan.invalid.is_some();
-            previous_end = Some(SegmentEnd::of(&recovered, trusted));
-            active = Some(recovered.segment);
-            index += 1;
-            if was_cut {
-                // A torn segment: what follows it cannot be part of the log.
-                break;
-            }
-        }
-        if index < bases.len()
-            && previous_end.is_some_and(|end| end.trusted && end.invalid.is_some())
-        {
-            // The later segments are refused, so a damaged sealed segment became the last one:
-            // appends continue after its valid data, so cut its tail like any last segment's.
-            let kept = active.take().expect("a kept segment");
-            let base = kept.reader().base_offset();
-            drop(kept);
-            readers.pop();
-            let recovered = ActiveSegment::recover(directory, base, options, true)
-                .map_err(io("recover segment"))?;
-            report.bytes_cut += recovered
-                .scan
-                .data_end
-                .saturating_sub(recovered.scan.valid_bytes) as u64;
-            readers.push(Arc::clone(recovered.segment.reader()));
-            active = Some(recovered.segment);
-        }
-        for &base in &bases[index..] {
-            report.segments_deleted += 1;
-            segment::delete_files(directory, base).map_err(io("delete segment after a cut"))?;
-        }
-        if report.segments_deleted > 0 {
-            fence::sync_directory(directory).map_err(io("sync partition directory"))?;
-        }
-        let active = match active {
-            Some(active) => active,
-            None => {
-                let created =
-                    ActiveSegment::create(directory, 0, options).map_err(io("create segment"))?;
-                fence::sync_directory(directory).map_err(io("sync partition directory"))?;
-                readers.push(Arc::clone(created.reader()));
-                created
-            }
-        };
+            Arc::new(RecoveryPoint::load(directory).map_err(io_error("load recovery point"))?);
+        let RecoveredLog {
+            readers,
+            active,
+            report,
+        } = recovery::recover_log(
+            name,
+            directory,
+            options,
+            recovery_point.offset(),
+            checkpoint.latest_epoch(),
+        )?;
         let log_end = active.next_offset();
         let log_start = readers.first().map_or(0, |r| r.base_offset());
-        let epoch = checkpoint.latest_epoch().max(epoch_in_log);
-        report.epoch = epoch;
-        if report.bytes_cut > 0
-            || report.segments_deleted > 0
-            || report.indexes_rebuilt > 0
-            || !report.damaged.is_empty()
-        {
-            warn!(partition = name, ?report, "recovered partition");
-        } else {
-            info!(
-                partition = name,
-                segments = report.segments,
-                batches = report.batches,
-                epoch,
-                "opened partition"
-            );
-        }
+        let epoch = report.epoch;
         let shared = Arc::new(Shared {
             segments: RwLock::new(readers),
             high_watermark: watch::Sender::new(log_end),
@@ -523,6 +315,7 @@ impl Partition {
             shared: Arc::clone(&shared),
             publish_on_append: config.flush != FlushPolicy::Always,
             seal_delay: config.seal_delay,
+            seal_worker: seal_worker.clone(),
         };
         Ok((
             Self {
@@ -592,7 +385,7 @@ impl Partition {
                 writer
                     .checkpoint
                     .record(epoch, start_offset)
-                    .map_err(io("write epoch checkpoint"))
+                    .map_err(io_error("write epoch checkpoint"))
             })?;
         info!(partition = %self.name, epoch, "installed epoch");
         Ok(())
@@ -721,10 +514,10 @@ impl Partition {
         self.shared
             .recovery_point
             .advance(active_base)
-            .map_err(io("write recovery point"))?;
+            .map_err(io_error("write recovery point"))?;
         self.fence
             .with_log(|writer| writer.active.sync_index())
-            .map_err(io("sync index"))
+            .map_err(io_error("sync index"))
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one batch).
@@ -818,12 +611,12 @@ impl Partition {
         for victim in &victims {
             victim.mark_deleted();
             segment::delete_files(&self.directory, victim.base_offset())
-                .map_err(io("delete segment"))?;
+                .map_err(io_error("delete segment"))?;
             report.segments += 1;
             report.bytes += victim.written_bytes() as u64;
         }
         if report.segments > 0 {
-            fence::sync_directory(&self.directory).map_err(io("sync partition directory"))?;
+            sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
             info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
         }
         Ok(report)
@@ -872,31 +665,6 @@ impl Drop for Partition {
             warn!(partition = %self.name, %error, "sync on close failed");
         }
     }
-}
-
-fn first_epoch(segment: &ActiveSegment) -> u64 {
-    segment
-        .reader()
-        .map()
-        .bytes(0, batch::HEADER_BYTES)
-        .and_then(BatchHeader::parse)
-        .map_or(0, |header| header.epoch)
-}
-
-fn list_segments(directory: &Path) -> Result<Vec<u64>, StorageError> {
-    let mut bases = Vec::new();
-    for entry in fs::read_dir(directory).map_err(io("list partition directory"))? {
-        let entry = entry.map_err(io("list partition directory"))?;
-        if let Some(base) = entry
-            .file_name()
-            .to_str()
-            .and_then(segment::parse_log_file_name)
-        {
-            bases.push(base);
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
 }
 
 impl From<FenceError> for StorageError {

@@ -1,7 +1,7 @@
 //! Sealing full segments in the background, and the recovery point that records it.
 //!
 //! When the active segment fills up, the partition rolls to a new one at once and hands the full
-//! segment to this module's thread, which syncs it whole and then advances the partition's
+//! segment to its [`SealWorker`]'s thread, which syncs it whole and then advances the partition's
 //! *recovery point*: the offset below which every segment is known to be on disk. Recovery trusts
 //! segments below the recovery point (a crash cannot have torn them, so damage there is
 //! corruption: refused, never cut) and treats everything after it as possibly torn (cut at the
@@ -14,15 +14,20 @@
 //! a few more segments, while segments that retention deletes in the meantime are never written
 //! to disk at all. Jobs hold their segment weakly, so a deleted segment's memory is freed at
 //! once rather than when its job comes due.
+//!
+//! The worker is a value, not a process-wide thread: a broker starts one and gives it to every
+//! partition it opens, so several brokers in one process (a cluster simulation) seal
+//! independently, and a broker's seal thread ends once the broker and its partitions are gone.
 
 use std::collections::BinaryHeap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::fence::write_durably;
+use super::durable_file::write_durably;
 use super::segment::SegmentReader;
 
 /// Name of the recovery point file in a partition directory.
@@ -84,30 +89,90 @@ impl RecoveryPoint {
 }
 
 /// A full segment to sync, and what to do after.
-pub struct SealJob {
+pub(crate) struct SealJob {
     /// The full segment. Weak, so that a deferred job does not keep a segment that retention
     /// deleted mapped (and its page cache pages allocated) until the job's time comes.
-    pub segment: Weak<SegmentReader>,
+    pub(crate) segment: Weak<SegmentReader>,
     /// The partition's recovery point, advanced to `next_base` once the segment is synced.
-    pub recovery_point: Arc<RecoveryPoint>,
+    pub(crate) recovery_point: Arc<RecoveryPoint>,
     /// Base offset of the segment after it.
-    pub next_base: u64,
+    pub(crate) next_base: u64,
     /// Not sealed before this (the partition's `seal_delay` after the roll).
-    pub not_before: Instant,
+    pub(crate) not_before: Instant,
     /// Called if the sync fails (the partition stops accepting writes).
-    pub on_failure: Box<dyn FnOnce(io::Error) + Send>,
+    pub(crate) on_failure: Box<dyn FnOnce(io::Error) + Send>,
 }
 
-fn queue() -> &'static SyncSender<SealJob> {
-    static QUEUE: OnceLock<SyncSender<SealJob>> = OnceLock::new();
-    QUEUE.get_or_init(|| {
+/// A handle to a seal thread: cheap to clone, shared by the partitions that submit to it.
+///
+/// The thread runs until the last handle is dropped; it then seals the jobs still queued at once
+/// (a job whose segment is gone costs nothing) and ends, and that last drop waits for it. A
+/// partition holds a handle for as long as it is open, so the thread outlives every partition
+/// that can submit to it.
+#[derive(Clone)]
+pub struct SealWorker {
+    inner: Arc<WorkerThread>,
+}
+
+/// The sender of the worker's queue and its thread, dropped with the last handle.
+struct WorkerThread {
+    sender: Option<SyncSender<SealJob>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SealWorker {
+    /// Starts a seal thread. Fails only if the OS refuses a new thread.
+    pub fn start() -> io::Result<Self> {
         let (sender, receiver) = mpsc::sync_channel::<SealJob>(SEAL_QUEUE_MAX);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("fencelog-seal".into())
-            .spawn(move || serve(&receiver))
-            .expect("spawn the seal thread");
-        sender
-    })
+            .spawn(move || serve(&receiver))?;
+        Ok(Self {
+            inner: Arc::new(WorkerThread {
+                sender: Some(sender),
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    /// Queues a full segment for sealing. Blocks only if `SEAL_QUEUE_MAX` jobs are waiting. If
+    /// the thread is gone (it panicked), seals the segment on the caller's thread instead.
+    pub(crate) fn submit(&self, job: SealJob) {
+        let sender = self
+            .inner
+            .sender
+            .as_ref()
+            .expect("the queue is open while a handle lives");
+        if let Err(mpsc::SendError(job)) = sender.send(job) {
+            run(job);
+        }
+    }
+}
+
+impl std::fmt::Debug for SealWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let thread = self
+            .inner
+            .thread
+            .as_ref()
+            .map(|thread| thread.thread().id());
+        f.debug_struct("SealWorker")
+            .field("thread", &thread)
+            .finish()
+    }
+}
+
+impl Drop for WorkerThread {
+    /// Closes the queue, which makes the thread seal what is left and return, then waits for it
+    /// (unless this runs on the seal thread itself, which cannot wait for its own end).
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            if thread.thread().id() != std::thread::current().id() && thread.join().is_err() {
+                tracing::error!("the seal thread panicked");
+            }
+        }
+    }
 }
 
 /// A job waiting for its time, ordered by (`not_before`, arrival).
@@ -204,9 +269,56 @@ fn run(job: SealJob) {
     }
 }
 
-/// Queues a full segment for sealing. Blocks only if `SEAL_QUEUE_MAX` jobs are waiting.
-pub fn submit(job: SealJob) {
-    if let Err(mpsc::SendError(job)) = queue().send(job) {
-        run(job);
+#[cfg(all(test, not(fencelog_loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A job far from due waits while any handle lives; dropping the last handle seals it at
+    /// once (its segment is gone, so only the recovery point moves) and ends the thread.
+    #[test]
+    fn the_last_handle_seals_what_is_queued_and_ends_the_thread() {
+        let directory = tempfile::tempdir().unwrap();
+        let recovery_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let worker = SealWorker::start().unwrap();
+        let other_handle = worker.clone();
+        worker.submit(SealJob {
+            segment: Weak::new(),
+            recovery_point: Arc::clone(&recovery_point),
+            next_base: 42,
+            not_before: Instant::now() + Duration::from_secs(3600),
+            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+        });
+        drop(worker);
+        assert_eq!(recovery_point.offset(), 0, "the job is not due yet");
+        drop(other_handle);
+        assert_eq!(recovery_point.offset(), 42);
+        let reloaded = RecoveryPoint::load(directory.path()).unwrap();
+        assert_eq!(reloaded.offset(), 42, "the recovery point is durable");
+    }
+
+    /// Two workers are independent: one holding a deferred job does not hold up the other.
+    #[test]
+    fn workers_seal_independently() {
+        let directory = tempfile::tempdir().unwrap();
+        let deferred_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let other_directory = tempfile::tempdir().unwrap();
+        let prompt_point = Arc::new(RecoveryPoint::load(other_directory.path()).unwrap());
+        let deferring = SealWorker::start().unwrap();
+        let prompt = SealWorker::start().unwrap();
+        let job = |recovery_point: &Arc<RecoveryPoint>, delay| SealJob {
+            segment: Weak::new(),
+            recovery_point: Arc::clone(recovery_point),
+            next_base: 7,
+            not_before: Instant::now() + delay,
+            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+        };
+        deferring.submit(job(&deferred_point, Duration::from_secs(3600)));
+        prompt.submit(job(&prompt_point, Duration::ZERO));
+        drop(prompt);
+        assert_eq!(prompt_point.offset(), 7);
+        assert_eq!(deferred_point.offset(), 0);
+        drop(deferring);
+        assert_eq!(deferred_point.offset(), 7);
     }
 }

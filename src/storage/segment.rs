@@ -51,7 +51,7 @@ pub struct ScanResult {
     /// Largest record timestamp, `i64::MIN` if none.
     pub max_timestamp: i64,
     /// Index entries for the valid part.
-    pub index: IndexBuilder,
+    pub(crate) index: IndexBuilder,
     /// Why the scan stopped before the end of the data, if it did: (position, reason).
     pub invalid: Option<(usize, String)>,
     /// Position after the last non-zero byte of the file (how far garbage may reach).
@@ -395,16 +395,6 @@ impl ActiveSegment {
     /// Offset the next batch gets.
     pub fn next_offset(&self) -> u64 {
         self.next_offset
-    }
-
-    /// Bytes written.
-    pub fn written_bytes(&self) -> usize {
-        self.map.written()
-    }
-
-    /// Bytes the segment can hold.
-    pub fn capacity(&self) -> usize {
-        self.map.capacity()
     }
 
     /// Writes a validated batch at the tail with the broker's base offset in place of the

@@ -6,7 +6,7 @@ use std::path::Path;
 use bytes::Bytes;
 use fencelog::batch::{decode_batch, decode_batches, BatchHeader};
 use fencelog::batch::{BatchBuilder, Record};
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, StorageError};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SealWorker, StorageError};
 
 /// The smallest segment the engine allows: small logs roll often.
 pub const SMALL_SEGMENT_BYTES: u64 = 4096;
@@ -50,9 +50,15 @@ pub fn batch_at(epoch: u64, timestamp_ms: i64, records: u32, value_len: usize) -
     builder.finish()
 }
 
+/// A seal thread of its own for a partition a test opens (it ends when the partition is dropped).
+pub fn seal_worker() -> SealWorker {
+    SealWorker::start().expect("start a seal thread")
+}
+
 /// Opens `directory` as partition `t/0` and installs epoch 1.
 pub fn fresh(directory: &Path, config: PartitionConfig) -> Partition {
-    let partition = Partition::open("t/0", directory, config).expect("open partition");
+    let partition =
+        Partition::open("t/0", directory, config, &seal_worker()).expect("open partition");
     partition.install_epoch(1).expect("install epoch 1");
     partition
 }
