@@ -54,34 +54,35 @@ impl TestServer {
         config: ServerConfig,
         broker_config: BrokerConfig,
     ) -> Result<Self, BrokerError> {
-        let temporary = tempfile::tempdir().map_err(|source| BrokerError::Io {
-            context: "create temporary directory".into(),
-            source,
-        })?;
-        let data_dir = temporary.path().to_path_buf();
-        let mut server = Self::start_in(&data_dir, config, broker_config, None).await?;
-        server._temporary = Some(temporary);
-        Ok(server)
+        Self::start_temporary(config, broker_config, None).await
     }
 
     /// Starts a server with default limits on a new temporary directory whose leases expire by a
     /// [`ManualClock`]: time stands still for leases until [`TestServer::advance`] moves it.
     pub async fn start_with_manual_clock() -> Result<Self, BrokerError> {
-        let mut server = Self::start().await?;
-        let (config, broker_config, data_dir, addr) = (
-            server.config.clone(),
-            server.broker_config.clone(),
-            server.data_dir.clone(),
-            server.addr,
-        );
-        let temporary = server._temporary.take();
-        server.stop_inner().await;
-        drop(server);
         let clock = Arc::new(ManualClock::new());
-        let mut started =
-            Self::start_on(&data_dir, config, broker_config, Some(addr), Some(clock)).await?;
-        started._temporary = temporary;
-        Ok(started)
+        Self::start_temporary(
+            ServerConfig::default(),
+            BrokerConfig::default(),
+            Some(clock),
+        )
+        .await
+    }
+
+    async fn start_temporary(
+        config: ServerConfig,
+        broker_config: BrokerConfig,
+        manual_clock: Option<Arc<ManualClock>>,
+    ) -> Result<Self, BrokerError> {
+        let temporary = tempfile::tempdir().map_err(|source| BrokerError::Io {
+            context: "create temporary directory".into(),
+            source,
+        })?;
+        let data_dir = temporary.path().to_path_buf();
+        let mut server =
+            Self::start_on(&data_dir, config, broker_config, None, manual_clock).await?;
+        server._temporary = Some(temporary);
+        Ok(server)
     }
 
     /// Moves the lease clock forward by `by` (a server started with

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::lease::{AuthorityError, LeaseError};
+use crate::lease::AuthorityError;
 use crate::storage::StorageError;
 
 /// Errors of broker operations; each maps to one wire error code.
@@ -33,28 +33,10 @@ pub enum BrokerError {
     /// A storage failure (the fence's refusals among them).
     #[error(transparent)]
     Storage(#[from] StorageError),
-    /// The lease authority refused (held, lost, invalid TTL or holder, ...).
+    /// The lease authority refused (held, lost, invalid TTL or holder, ...), could not make a
+    /// grant's epoch durable, or could not be asked.
     #[error(transparent)]
-    Lease(#[from] LeaseError),
-    /// A grant's epoch could not be made durable; no lease was granted. Retriable once the
-    /// cause (disk full, out of descriptors) is gone.
-    #[error(
-        "could not install epoch {epoch} for {topic}/{partition}; no lease was granted: {source}"
-    )]
-    EpochInstall {
-        /// Topic of the partition.
-        topic: String,
-        /// Index of the partition.
-        partition: u32,
-        /// The epoch that was being installed.
-        epoch: u64,
-        /// What storage said (boxed: it is large and rare).
-        #[source]
-        source: Box<StorageError>,
-    },
-    /// The lease authority could not be asked; nothing is known to have changed.
-    #[error("lease authority unavailable: {0}")]
-    LeaseAuthorityUnavailable(String),
+    Lease(#[from] AuthorityError),
     /// The data directory is in use by another process.
     #[error("data directory {0} is in use by another fencelog process")]
     Locked(PathBuf),
@@ -66,26 +48,6 @@ pub enum BrokerError {
         /// The OS error.
         source: std::io::Error,
     },
-}
-
-impl From<AuthorityError> for BrokerError {
-    fn from(error: AuthorityError) -> Self {
-        match error {
-            AuthorityError::Refused(lease) => BrokerError::Lease(lease),
-            AuthorityError::Install {
-                topic,
-                partition,
-                epoch,
-                source,
-            } => BrokerError::EpochInstall {
-                topic,
-                partition,
-                epoch,
-                source,
-            },
-            AuthorityError::Unavailable(reason) => BrokerError::LeaseAuthorityUnavailable(reason),
-        }
-    }
 }
 
 /// An `Io` error with what was being done, for `map_err`.

@@ -38,14 +38,14 @@ impl Maintenance {
                     _ = &mut stopped => return,
                     _ = flush_tick.tick() => {
                         let broker = Arc::clone(&broker);
-                        let _ = tokio::task::spawn_blocking(move || {
+                        run_blocking("interval sync", move || {
                             broker.sync_due_interval_partitions(std::time::Instant::now())
                         })
                         .await;
                     }
                     _ = retention_tick.tick() => {
                         let broker = Arc::clone(&broker);
-                        let _ = tokio::task::spawn_blocking(move || {
+                        run_blocking("retention", move || {
                             broker.enforce_retention(crate::batch::now_ms())
                         })
                         .await;
@@ -62,9 +62,20 @@ impl Maintenance {
     /// Stops the timers and waits for the task to end, so no handle on the broker outlives it.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            // An error means the task already ended, which is what is asked.
+            let _ended = stop.send(());
         }
-        let _ = (&mut self.task).await;
+        if let Err(error) = (&mut self.task).await {
+            tracing::error!(%error, "maintenance task failed");
+        }
+    }
+}
+
+/// Runs one maintenance pass on the blocking pool. The pass logs its own errors per partition;
+/// a panic in it is logged here and the timers go on.
+async fn run_blocking(what: &'static str, pass: impl FnOnce() + Send + 'static) {
+    if let Err(error) = tokio::task::spawn_blocking(pass).await {
+        tracing::error!(%error, what, "maintenance pass failed");
     }
 }
 

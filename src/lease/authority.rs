@@ -13,7 +13,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-use super::{Grant, LeaseError, LeaseInfo, Renewed};
+use super::{Grant, LeaseError, Renewed};
 use crate::storage::{Partition, StorageError};
 
 /// The partition a lease operation is about, with the log whose writer enforces its epochs.
@@ -80,10 +80,4 @@ pub trait LeaseAuthority: Send + Sync + Debug {
         target: LeaseTarget,
         lease_id: u128,
     ) -> BoxFuture<'static, Result<(), AuthorityError>>;
-
-    /// The live lease on a partition, if any (for metadata and tests).
-    fn lookup(&self, topic: &str, partition: u32) -> Option<LeaseInfo>;
-
-    /// Forgets every lease of a topic (when it is deleted).
-    fn remove_topic(&self, topic: &str);
 }

@@ -4,13 +4,14 @@
 //! The table's operations are synchronous and a grant blocks on an fsync (the epoch checkpoint),
 //! so [`LeaseAuthority::acquire`] runs it on tokio's blocking pool.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::cell::Cell;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
 
 use super::authority::{AuthorityError, LeaseAuthority, LeaseTarget};
-use super::{EpochInstaller, Grant, LeaseConfig, LeaseError, LeaseInfo, LeaseTable, Renewed};
+use super::{EpochInstaller, Grant, LeaseConfig, LeaseError, LeaseTable, Renewed};
 use crate::clock::Clock;
 use crate::storage::{Partition, StorageError};
 
@@ -25,7 +26,7 @@ pub struct LocalLeaseAuthority {
 /// a failed install so it reaches the caller typed (the table itself only knows a boxed cause).
 struct PartitionInstaller<'a> {
     log: &'a Partition,
-    failure: Mutex<Option<StorageError>>,
+    failure: Cell<Option<StorageError>>,
 }
 
 /// A failed install, as the table sees it; the typed error stays with the installer.
@@ -40,7 +41,7 @@ impl EpochInstaller for PartitionInstaller<'_> {
     }
     fn install_epoch(&self, epoch: u64) -> Result<(), InstallFailed> {
         self.log.install_epoch(epoch).map_err(|error| {
-            *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+            self.failure.set(Some(error));
             InstallFailed
         })
     }
@@ -55,11 +56,6 @@ impl LocalLeaseAuthority {
         }
     }
 
-    /// The table (for tests and metadata).
-    pub fn table(&self) -> &LeaseTable {
-        &self.table
-    }
-
     /// The grant itself, blocking on the epoch install: what [`LeaseAuthority::acquire`] runs on
     /// the blocking pool, and what the loom model below calls directly.
     pub fn acquire_blocking(
@@ -71,7 +67,7 @@ impl LocalLeaseAuthority {
     ) -> Result<Grant, AuthorityError> {
         let installer = PartitionInstaller {
             log: &target.log,
-            failure: Mutex::new(None),
+            failure: Cell::new(None),
         };
         self.table
             .acquire(
@@ -82,8 +78,8 @@ impl LocalLeaseAuthority {
                 &installer,
                 now,
             )
-            .map_err(|error| match (error, installer.failure.into_inner()) {
-                (LeaseError::Install { epoch, .. }, Ok(Some(source))) => AuthorityError::Install {
+            .map_err(|error| match (error, installer.failure.take()) {
+                (LeaseError::Install { epoch, .. }, Some(source)) => AuthorityError::Install {
                     topic: target.topic.clone(),
                     partition: target.partition,
                     epoch,
@@ -158,14 +154,6 @@ impl LeaseAuthority for LocalLeaseAuthority {
                 .release(&target.topic, target.partition, lease_id, now)
                 .map_err(|error| with_partition_epoch(error, &target.log)),
         )
-    }
-
-    fn lookup(&self, topic: &str, partition: u32) -> Option<LeaseInfo> {
-        self.table.lookup(topic, partition, self.clock.now())
-    }
-
-    fn remove_topic(&self, topic: &str) {
-        self.table.remove_topic(topic);
     }
 }
 

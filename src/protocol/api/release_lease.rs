@@ -3,35 +3,20 @@
 //! Request: `topic string16, partition u32, lease_id u128` (the same fields as `RenewLease`).
 //! Response: empty.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
-use crate::protocol::wire::{put_str16, str16_len, Reader, WireError};
+use super::renew_lease::read_lease_reference;
+pub(in crate::protocol) use super::renew_lease::{encode_request, request_body_len};
+use crate::protocol::wire::{Reader, WireError};
 use crate::protocol::{ProtocolError, Request, Response};
-
-/// Size of the request body.
-pub(in crate::protocol) fn request_body_len(topic: &str) -> usize {
-    str16_len(topic) + 4 + 16
-}
-
-/// Writes the request body.
-pub(in crate::protocol) fn encode_request(
-    dst: &mut BytesMut,
-    topic: &str,
-    partition: u32,
-    lease_id: u128,
-) -> Result<(), ProtocolError> {
-    put_str16(dst, "topic", topic)?;
-    dst.put_u32(partition);
-    dst.put_u128(lease_id);
-    Ok(())
-}
 
 /// Reads the request body.
 pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, WireError> {
+    let (topic, partition, lease_id) = read_lease_reference(r)?;
     Ok(Request::ReleaseLease {
-        topic: r.string16("topic")?,
-        partition: r.u32("partition")?,
-        lease_id: r.u128("lease_id")?,
+        topic,
+        partition,
+        lease_id,
     })
 }
 

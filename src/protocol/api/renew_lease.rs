@@ -1,6 +1,7 @@
 //! `RenewLease` (key 4): extend a lease before it expires.
 //!
-//! Request: `topic string16, partition u32, lease_id u128`.
+//! Request: `topic string16, partition u32, lease_id u128` (a *lease reference*; `ReleaseLease`
+//! sends the same body, so its codec is here and `release_lease` reuses it).
 //! Response: `epoch u64, ttl_ms u64`.
 
 use bytes::{BufMut, BytesMut};
@@ -11,12 +12,12 @@ use crate::protocol::{ProtocolError, Request, Response};
 /// Size of the response body.
 const RESPONSE_BODY_BYTES: usize = 8 + 8;
 
-/// Size of the request body.
+/// Size of a lease reference body.
 pub(in crate::protocol) fn request_body_len(topic: &str) -> usize {
     str16_len(topic) + 4 + 16
 }
 
-/// Writes the request body.
+/// Writes a lease reference body.
 pub(in crate::protocol) fn encode_request(
     dst: &mut BytesMut,
     topic: &str,
@@ -29,12 +30,24 @@ pub(in crate::protocol) fn encode_request(
     Ok(())
 }
 
+/// Reads a lease reference body: `(topic, partition, lease_id)`.
+pub(in crate::protocol) fn read_lease_reference(
+    r: &mut Reader,
+) -> Result<(String, u32, u128), WireError> {
+    Ok((
+        r.string16("topic")?,
+        r.u32("partition")?,
+        r.u128("lease_id")?,
+    ))
+}
+
 /// Reads the request body.
 pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, WireError> {
+    let (topic, partition, lease_id) = read_lease_reference(r)?;
     Ok(Request::RenewLease {
-        topic: r.string16("topic")?,
-        partition: r.u32("partition")?,
-        lease_id: r.u128("lease_id")?,
+        topic,
+        partition,
+        lease_id,
     })
 }
 

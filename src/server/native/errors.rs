@@ -3,7 +3,7 @@
 //! cannot silently become `INTERNAL`.
 
 use crate::broker::BrokerError;
-use crate::lease::LeaseError;
+use crate::lease::{AuthorityError, LeaseError};
 use crate::protocol::{ErrorCode, ErrorResponse};
 use crate::storage::{FenceError, StorageError};
 
@@ -18,9 +18,11 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
         BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
         BrokerError::Storage(storage) => storage_error(storage, message),
-        BrokerError::EpochInstall { source, .. } => storage_error(source, message),
-        BrokerError::LeaseAuthorityUnavailable(_) => plain(ErrorCode::Internal),
-        BrokerError::Lease(lease) => lease_error(lease, message),
+        BrokerError::Lease(AuthorityError::Refused(lease)) => lease_error(lease, message),
+        BrokerError::Lease(AuthorityError::Install { source, .. }) => {
+            storage_error(source, message)
+        }
+        BrokerError::Lease(AuthorityError::Unavailable(_)) => plain(ErrorCode::Internal),
     }
 }
 
@@ -38,7 +40,7 @@ fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
         | LeaseError::TooManySlots { .. } => plain(ErrorCode::InvalidRequest),
         // No larger fencing token exists: nothing a client can do, as for an internal error.
         LeaseError::EpochExhausted { .. } => plain(ErrorCode::Internal),
-        // The local authority turns install failures into `BrokerError::EpochInstall` with the
+        // The local authority turns install failures into `AuthorityError::Install` with the
         // storage error typed; a table used elsewhere only has a boxed cause.
         LeaseError::Install { .. } => plain(ErrorCode::StorageError),
     }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::future::{self, BoxFuture};
+use futures::{FutureExt, TryFutureExt};
 
 use super::errors::to_error_response;
 use crate::batch::{BatchError, BatchHeader};
@@ -28,11 +29,23 @@ pub fn start(
     frame: RequestFrame,
 ) -> BoxFuture<'static, ResponseFrame> {
     let correlation_id = frame.correlation_id;
-    let respond = move |result: Result<Response, BrokerError>| match result {
+    let answer = answer(service, config, produce_queue, frame.request);
+    Box::pin(answer.map(move |result| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
         Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
-    };
-    match frame.request {
+    }))
+}
+
+/// The service call for one request. Produce is submitted to the queue before this returns;
+/// everything else runs in the returned future.
+fn answer(
+    service: &Arc<BrokerService>,
+    config: &ServerConfig,
+    produce_queue: &ProduceQueue,
+    request: Request,
+) -> BoxFuture<'static, Result<Response, BrokerError>> {
+    let service = Arc::clone(service);
+    match request {
         Request::Produce {
             topic,
             partition,
@@ -41,7 +54,7 @@ pub fn start(
             // The native batch carries its writer's epoch in its header (bytes 20..28).
             let Some(epoch) = BatchHeader::peek_epoch(&batch) else {
                 let error = StorageError::from(BatchError::TooShort { len: batch.len() });
-                return ready(respond(Err(error.into())));
+                return Box::pin(future::ready(Err(error.into())));
             };
             let acknowledged = produce_queue.produce(ProduceRequest {
                 topic,
@@ -49,7 +62,7 @@ pub fn start(
                 epoch,
                 batch,
             });
-            Box::pin(async move { respond(acknowledged.await.map(produced)) })
+            Box::pin(acknowledged.map_ok(produced))
         }
         Request::Fetch {
             topic,
@@ -67,79 +80,63 @@ pub fn start(
                     max_wait_ms.min(config.max_fetch_wait_ms),
                 )),
             };
-            let service = Arc::clone(service);
-            Box::pin(async move { respond(service.fetch(request).await.map(fetched)) })
+            Box::pin(async move { service.fetch(request).await.map(fetched) })
         }
-        Request::ApiVersions => ready(respond(Ok(Response::supported_api_versions()))),
-        Request::Metadata { topics } => ready(respond(metadata(service, &topics))),
+        Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
+        Request::Metadata { topics } => Box::pin(future::ready(metadata(&service, &topics))),
         Request::ListOffsets { topic, partition } => {
-            ready(respond(service.list_offsets(&topic, partition).map(
-                |offsets| Response::ListOffsets {
+            let offsets = service.list_offsets(&topic, partition);
+            Box::pin(future::ready(offsets.map(|offsets| {
+                Response::ListOffsets {
                     earliest: offsets.earliest,
                     latest: offsets.latest,
                     epoch: offsets.epoch,
-                },
-            )))
+                }
+            })))
         }
         Request::CreateTopic {
             name,
             partitions,
             config,
-        } => {
-            let service = Arc::clone(service);
-            Box::pin(async move {
-                let created = service.create_topic(name, partitions, config).await;
-                respond(created.map(|_| Response::CreateTopic))
-            })
-        }
+        } => Box::pin(async move {
+            service.create_topic(name, partitions, config).await?;
+            Ok(Response::CreateTopic)
+        }),
         Request::AcquireLease {
             topic,
             partition,
             holder,
             ttl_ms,
-        } => {
-            let service = Arc::clone(service);
-            Box::pin(async move {
-                let granted = service
-                    .acquire_lease(&topic, partition, holder, ttl_ms)
-                    .await;
-                respond(granted.map(|grant| Response::AcquireLease {
-                    epoch: grant.epoch,
-                    lease_id: grant.lease_id,
-                    ttl_ms: grant.ttl_ms,
-                }))
+        } => Box::pin(async move {
+            let grant = service
+                .acquire_lease(&topic, partition, holder, ttl_ms)
+                .await?;
+            Ok(Response::AcquireLease {
+                epoch: grant.epoch,
+                lease_id: grant.lease_id,
+                ttl_ms: grant.ttl_ms,
             })
-        }
+        }),
         Request::RenewLease {
             topic,
             partition,
             lease_id,
-        } => {
-            let service = Arc::clone(service);
-            Box::pin(async move {
-                let renewed = service.renew_lease(&topic, partition, lease_id).await;
-                respond(renewed.map(|renewed| Response::RenewLease {
-                    epoch: renewed.epoch,
-                    ttl_ms: renewed.ttl_ms,
-                }))
+        } => Box::pin(async move {
+            let renewed = service.renew_lease(&topic, partition, lease_id).await?;
+            Ok(Response::RenewLease {
+                epoch: renewed.epoch,
+                ttl_ms: renewed.ttl_ms,
             })
-        }
+        }),
         Request::ReleaseLease {
             topic,
             partition,
             lease_id,
-        } => {
-            let service = Arc::clone(service);
-            Box::pin(async move {
-                let released = service.release_lease(&topic, partition, lease_id).await;
-                respond(released.map(|()| Response::ReleaseLease))
-            })
-        }
+        } => Box::pin(async move {
+            service.release_lease(&topic, partition, lease_id).await?;
+            Ok(Response::ReleaseLease)
+        }),
     }
-}
-
-fn ready(response: ResponseFrame) -> BoxFuture<'static, ResponseFrame> {
-    Box::pin(futures::future::ready(response))
 }
 
 fn metadata(service: &BrokerService, topics: &[String]) -> Result<Response, BrokerError> {

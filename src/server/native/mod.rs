@@ -108,7 +108,8 @@ impl Protocol for NativeProtocol {
         if let Err(error) = result {
             // The client still gets a response for its correlation id.
             tracing::error!(%error, correlation_id, "response could not be encoded");
-            parts.clear();
+            // A failed encoding leaves `scratch` and `parts` as they were (`encode_vectored`
+            // truncates what it wrote), so only the fallback reaches the stream.
             let fallback = ResponseFrame::error(
                 correlation_id,
                 ErrorResponse::new(
@@ -154,5 +155,33 @@ mod tests {
         }
         writer.flush().await.unwrap();
         assert_eq!(writer.sink(), &expected.to_vec());
+    }
+
+    /// A response that fails part-way through encoding (an error message is fine, a topic name
+    /// over 65535 bytes is not) is replaced by one whole `INTERNAL` error frame: none of its
+    /// partial bytes reach the stream.
+    #[tokio::test]
+    async fn a_response_that_cannot_be_encoded_leaves_no_partial_bytes() {
+        let unencodable = ResponseFrame::ok(
+            9,
+            Response::Metadata {
+                topics: vec![crate::protocol::TopicMetadata {
+                    name: "x".repeat(70_000),
+                    partitions: 1,
+                    config: Default::default(),
+                }],
+            },
+        );
+        let protocol = NativeProtocol::new(Arc::new(ServerConfig::default()));
+        let mut writer = ResponseWriter::new(Vec::new(), 1 << 20);
+        writer.push(&protocol, unencodable);
+        writer.flush().await.unwrap();
+        let written = Bytes::from(writer.sink().clone());
+        let length = u32::from_be_bytes(written[..4].try_into().unwrap()) as usize;
+        assert_eq!(written.len(), 4 + length, "exactly one frame");
+        let frame =
+            ResponseFrame::decode(crate::protocol::ApiKey::Metadata, written.slice(4..)).unwrap();
+        assert_eq!(frame.correlation_id, 9);
+        assert!(matches!(frame.result, Err(ref error) if error.code == ErrorCode::Internal));
     }
 }
