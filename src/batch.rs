@@ -16,7 +16,18 @@
 //! | 28     | 4    | record_count      | yes |
 //! | 32     | 8    | first_timestamp   | yes |
 //! | 40     | 8    | max_timestamp     | yes |
-//! | 48     | …    | records           | yes |
+//! | 48     | …    | records (magic 1) | yes |
+//!
+//! Magic 2 is magic 1 plus the producer's identity, for idempotent appends (see
+//! `docs/fencing.md`): the same 48 bytes, then
+//!
+//! | offset | size | field             | covered by CRC |
+//! |-------:|-----:|-------------------|----------------|
+//! | 48     | 8    | producer_id (i64, >= 0) | yes |
+//! | 56     | 2    | producer_epoch (i16, >= 0) | yes |
+//! | 58     | 4    | base_sequence (i32, >= 0) | yes |
+//! | 62     | 2    | reserved (= 0)    | yes |
+//! | 64     | …    | records           | yes |
 //!
 //! Each record: `record_length u32` (bytes after this field), `timestamp_delta u32` (ms after
 //! `first_timestamp`), `key_length i32` (-1 = no key), key, `value_length i32` (-1 = no value),
@@ -26,10 +37,17 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-/// Size of the batch header in bytes.
+/// Size of the batch header in bytes: of a magic-1 batch, and of the fields every batch starts
+/// with (the smallest a batch can be).
 pub const HEADER_BYTES: usize = 48;
-/// The only batch format version this build writes and reads.
+/// Size of a magic-2 header: the magic-1 fields, then the producer's identity.
+pub const PRODUCER_HEADER_BYTES: usize = 64;
+/// The batch format without a producer identity.
 pub const MAGIC: u8 = 1;
+/// The batch format with a producer identity (producer id, producer epoch, base sequence).
+pub const MAGIC_WITH_PRODUCER: u8 = 2;
+/// The largest sequence number; the one after it is 0 (sequences wrap, as Kafka's do).
+pub const MAX_SEQUENCE: i32 = i32::MAX;
 /// Upper bound on records in one batch: keeps per-batch work and offsets per batch bounded.
 pub const MAX_RECORDS_PER_BATCH: u32 = 1 << 20;
 /// Smallest record: length, timestamp delta, key length, value length (null key and value)
@@ -48,6 +66,10 @@ const EPOCH_AT: usize = 20;
 const COUNT_AT: usize = 28;
 const FIRST_TIMESTAMP_AT: usize = 32;
 const MAX_TIMESTAMP_AT: usize = 40;
+const PRODUCER_ID_AT: usize = 48;
+const PRODUCER_EPOCH_AT: usize = 56;
+const BASE_SEQUENCE_AT: usize = 58;
+const PRODUCER_RESERVED_AT: usize = 62;
 
 /// Why a batch was refused. Nothing of a refused batch is ever written.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -113,6 +135,10 @@ pub enum BatchError {
         /// Records in the batch.
         record_count: u32,
     },
+    /// A magic-2 batch whose producer fields are out of range (negative id, epoch or sequence,
+    /// or non-zero reserved bytes), or too short to hold them.
+    #[error("invalid producer fields in batch header: {0}")]
+    BadProducerFields(&'static str),
     /// The batch header carries another epoch than the request it came with: the epoch checked
     /// by the fence must be the one stored with the records.
     #[error("batch header epoch {header} differs from the request's epoch {request}")]
@@ -193,6 +219,54 @@ impl BatchHeader {
     }
 }
 
+/// Who wrote a magic-2 batch, and where it falls in that producer's sequence: what the partition
+/// needs to append each producer's batches exactly once (see `crate::storage::producer_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProducerStamp {
+    /// The producer's id, handed out by the broker (`InitProducerId`); never negative.
+    pub producer_id: i64,
+    /// The producer's session: a higher epoch of the same id starts its sequences again at 0.
+    pub producer_epoch: i16,
+    /// Sequence number of the batch's first record; the next batch starts `record_count` later.
+    pub base_sequence: i32,
+}
+
+impl ProducerStamp {
+    /// The producer fields of a magic-2 batch, or `None` for a magic-1 batch (or bytes too short
+    /// to tell). Checks nothing: [`validate`] refuses out-of-range fields.
+    pub fn parse(bytes: &[u8]) -> Option<ProducerStamp> {
+        if bytes.len() < PRODUCER_HEADER_BYTES || bytes[MAGIC_AT] != MAGIC_WITH_PRODUCER {
+            return None;
+        }
+        Some(ProducerStamp {
+            producer_id: be_u64(bytes, PRODUCER_ID_AT) as i64,
+            producer_epoch: be_u16(bytes, PRODUCER_EPOCH_AT) as i16,
+            base_sequence: be_u32(bytes, BASE_SEQUENCE_AT) as i32,
+        })
+    }
+
+    /// Sequence number of the last record of a batch of `record_count` records that starts here.
+    pub fn last_sequence(&self, record_count: u32) -> i32 {
+        add_sequence(self.base_sequence, record_count.saturating_sub(1))
+    }
+}
+
+/// `sequence + delta`, wrapping from [`MAX_SEQUENCE`] to 0.
+pub fn add_sequence(sequence: i32, delta: u32) -> i32 {
+    let modulus = i64::from(MAX_SEQUENCE) + 1;
+    ((i64::from(sequence) + i64::from(delta)) % modulus) as i32
+}
+
+/// Where the records of a batch with this magic start (the header's size), or `None` for a
+/// magic this build does not know.
+pub fn header_len(magic: u8) -> Option<usize> {
+    match magic {
+        MAGIC => Some(HEADER_BYTES),
+        MAGIC_WITH_PRODUCER => Some(PRODUCER_HEADER_BYTES),
+        _ => None,
+    }
+}
+
 /// Writes the broker-assigned base offset into a batch (outside the CRC, so no recomputation).
 pub fn stamp_base_offset(batch: &mut [u8], base_offset: u64) {
     batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
@@ -241,11 +315,13 @@ fn validate_content<'a>(
     bytes: &'a [u8],
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
-    if header.magic != MAGIC {
-        return Err(BatchError::UnsupportedMagic(header.magic));
-    }
+    let records_start =
+        header_len(header.magic).ok_or(BatchError::UnsupportedMagic(header.magic))?;
     if header.attributes != 0 {
         return Err(BatchError::ReservedBitsSet);
+    }
+    if header.magic == MAGIC_WITH_PRODUCER {
+        check_producer_fields(bytes)?;
     }
     if header.record_count == 0 || header.record_count > MAX_RECORDS_PER_BATCH {
         return Err(BatchError::BadRecordCount(header.record_count));
@@ -255,7 +331,7 @@ fn validate_content<'a>(
     }
     let mut cursor = Cursor {
         bytes,
-        position: HEADER_BYTES,
+        position: records_start,
     };
     for index in 0..header.record_count {
         let record = cursor
@@ -277,6 +353,29 @@ fn validate_content<'a>(
             index: header.record_count,
             reason: "bytes left after the last record",
         });
+    }
+    Ok(())
+}
+
+/// The magic-2 fields: present, in range, reserved bytes zero.
+fn check_producer_fields(bytes: &[u8]) -> Result<(), BatchError> {
+    if bytes.len() < PRODUCER_HEADER_BYTES {
+        return Err(BatchError::BadProducerFields(
+            "a magic-2 batch is shorter than its 64-byte header",
+        ));
+    }
+    let stamp = ProducerStamp::parse(bytes).expect("magic 2, long enough");
+    if stamp.producer_id < 0 {
+        return Err(BatchError::BadProducerFields("producer_id is negative"));
+    }
+    if stamp.producer_epoch < 0 {
+        return Err(BatchError::BadProducerFields("producer_epoch is negative"));
+    }
+    if stamp.base_sequence < 0 {
+        return Err(BatchError::BadProducerFields("base_sequence is negative"));
+    }
+    if be_u16(bytes, PRODUCER_RESERVED_AT) != 0 {
+        return Err(BatchError::ReservedBitsSet);
     }
     Ok(())
 }
@@ -454,10 +553,14 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
 #[derive(Debug)]
 pub struct BatchBuilder {
     epoch: u64,
+    /// `(producer_id, producer_epoch)` for a magic-2 batch; `None` for magic 1.
+    producer: Option<(i64, i16)>,
+    /// Bytes of header placeholder at the start of `buf`.
+    header_len: usize,
     first_timestamp: Option<i64>,
     max_timestamp: i64,
     count: u32,
-    /// `HEADER_BYTES` of placeholder, then the records.
+    /// `header_len` bytes of placeholder, then the records.
     buf: BytesMut,
 }
 
@@ -478,12 +581,42 @@ impl BatchBuilder {
     /// records if smaller). A producer that recycles its sent batches (see
     /// [`bytes::Bytes::try_into_mut`]) builds every batch in memory that is already mapped and
     /// cached instead of faulting in a fresh megabyte per request.
-    pub fn reusing(epoch: u64, mut buf: BytesMut, record_bytes: usize) -> Self {
+    pub fn reusing(epoch: u64, buf: BytesMut, record_bytes: usize) -> Self {
+        Self::reusing_with_producer(epoch, None, buf, record_bytes)
+    }
+
+    /// An empty magic-2 batch of producer `producer_id` in its session `producer_epoch`, written
+    /// under `epoch`: the partition appends it once however often it is sent, given the sequence
+    /// passed to [`finish_with_sequence`](Self::finish_with_sequence).
+    pub fn with_producer(epoch: u64, producer_id: i64, producer_epoch: i16) -> Self {
+        Self::reusing_with_producer(
+            epoch,
+            Some((producer_id, producer_epoch)),
+            BytesMut::new(),
+            0,
+        )
+    }
+
+    /// [`reusing`](Self::reusing), for a magic-2 batch when `producer` is
+    /// `Some((producer_id, producer_epoch))`.
+    pub fn reusing_with_producer(
+        epoch: u64,
+        producer: Option<(i64, i16)>,
+        mut buf: BytesMut,
+        record_bytes: usize,
+    ) -> Self {
+        let header_len = if producer.is_some() {
+            PRODUCER_HEADER_BYTES
+        } else {
+            HEADER_BYTES
+        };
         buf.clear();
-        buf.reserve(HEADER_BYTES + record_bytes);
-        buf.put_bytes(0, HEADER_BYTES);
+        buf.reserve(header_len + record_bytes);
+        buf.put_bytes(0, header_len);
         Self {
             epoch,
+            producer,
+            header_len,
             first_timestamp: None,
             max_timestamp: i64::MIN,
             count: 0,
@@ -573,7 +706,14 @@ impl BatchBuilder {
     }
 
     /// Finishes the batch: header filled, CRC computed, base offset 0 (the broker stamps it).
+    /// A producer's batch gets base sequence 0.
     pub fn finish(self) -> Bytes {
+        self.finish_with_sequence(0)
+    }
+
+    /// [`finish`](Self::finish), with the producer's sequence number of the first record (only
+    /// written into a magic-2 batch).
+    pub fn finish_with_sequence(self, base_sequence: i32) -> Bytes {
         let mut out = self.buf;
         let length = out.len();
         let first = self.first_timestamp.unwrap_or(0);
@@ -582,17 +722,27 @@ impl BatchBuilder {
         } else {
             self.max_timestamp
         };
-        let mut header = &mut out[..HEADER_BYTES];
+        let mut header = &mut out[..self.header_len];
         header.put_u64(0);
         header.put_u32(u32::try_from(length).expect("batch larger than 4 GiB"));
         header.put_u32(0);
-        header.put_u8(MAGIC);
+        header.put_u8(if self.producer.is_some() {
+            MAGIC_WITH_PRODUCER
+        } else {
+            MAGIC
+        });
         header.put_u8(0);
         header.put_u16(0);
         header.put_u64(self.epoch);
         header.put_u32(self.count);
         header.put_i64(first);
         header.put_i64(max);
+        if let Some((producer_id, producer_epoch)) = self.producer {
+            header.put_i64(producer_id);
+            header.put_i16(producer_epoch);
+            header.put_i32(base_sequence);
+            header.put_u16(0);
+        }
         let crc = crc32fast::hash(&out[CRC_START..]);
         out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
         out.freeze()
@@ -644,6 +794,50 @@ mod tests {
         assert_eq!(records[1].value.as_deref(), Some(&b"v2"[..]));
         assert_eq!(records[1].headers[0].0, "h");
         assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
+    }
+
+    /// A producer's batch carries its identity and sequence, and decodes like any other.
+    #[test]
+    fn producer_batch_round_trips() {
+        let mut builder = BatchBuilder::with_producer(4, 77, 2);
+        builder.push(1000, None, Some(b"a"));
+        builder.push(1001, None, Some(b"b"));
+        let batch = builder.finish_with_sequence(MAX_SEQUENCE);
+        let header = validate(&batch, 1 << 20).unwrap();
+        assert_eq!(header.magic, MAGIC_WITH_PRODUCER);
+        let stamp = ProducerStamp::parse(&batch).unwrap();
+        assert_eq!(
+            stamp,
+            ProducerStamp {
+                producer_id: 77,
+                producer_epoch: 2,
+                base_sequence: MAX_SEQUENCE
+            }
+        );
+        assert_eq!(stamp.last_sequence(header.record_count), 0, "wraps");
+        let records = decode_batch(&batch).unwrap();
+        assert_eq!(records[1].value.as_deref(), Some(&b"b"[..]));
+        assert_eq!(records[1].epoch, 4);
+    }
+
+    /// Out-of-range producer fields are refused even with a matching CRC.
+    #[test]
+    fn negative_producer_fields_are_refused() {
+        for at in [PRODUCER_ID_AT, PRODUCER_EPOCH_AT, BASE_SEQUENCE_AT] {
+            let mut builder = BatchBuilder::with_producer(1, 5, 0);
+            builder.push(1, None, Some(b"v"));
+            let mut batch = builder.finish().to_vec();
+            batch[at] = 0x80;
+            let crc = crc32fast::hash(&batch[CRC_START..]);
+            batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+            assert!(
+                matches!(
+                    validate(&batch, 1 << 20),
+                    Err(BatchError::BadProducerFields(_))
+                ),
+                "field at {at}"
+            );
+        }
     }
 
     /// Every single-byte flip in the CRC-covered range or the length is caught.

@@ -64,11 +64,22 @@ pub enum ErrorCode {
     FrameTooLarge = 19,
     /// An unexpected server-side failure (a bug); see the message.
     Internal = 20,
+    /// An idempotent producer's batch does not follow its last appended batch: an earlier batch
+    /// failed or was lost. Nothing was appended; the producer must resend the missing batch
+    /// or start a new session (a higher producer epoch, sequence 0).
+    OutOfOrderSequence = 21,
+    /// The batch was appended already, too long ago for the partition to return its offsets.
+    DuplicateSequence = 22,
+    /// The batch's producer epoch is older than the producer's current session on the partition.
+    InvalidProducerEpoch = 23,
+    /// The partition has no state for this producer id (never seen, or forgotten) and the batch
+    /// does not start a session (sequence 0).
+    UnknownProducer = 24,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -90,12 +101,19 @@ impl ErrorCode {
         ErrorCode::TooManyConnections,
         ErrorCode::FrameTooLarge,
         ErrorCode::Internal,
+        ErrorCode::OutOfOrderSequence,
+        ErrorCode::DuplicateSequence,
+        ErrorCode::InvalidProducerEpoch,
+        ErrorCode::UnknownProducer,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
     /// (a newer server), so callers must decide explicitly how to treat them.
     pub fn from_u16(value: u16) -> Option<ErrorCode> {
-        Self::ALL.get(usize::from(value)).copied()
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|code| code.as_u16() == value)
     }
 
     /// The on-wire value.
@@ -153,6 +171,10 @@ impl ErrorCode {
             ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
             ErrorCode::FrameTooLarge => "FRAME_TOO_LARGE",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::OutOfOrderSequence => "OUT_OF_ORDER_SEQUENCE",
+            ErrorCode::DuplicateSequence => "DUPLICATE_SEQUENCE",
+            ErrorCode::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
+            ErrorCode::UnknownProducer => "UNKNOWN_PRODUCER",
         }
     }
 }
@@ -173,7 +195,7 @@ mod tests {
             assert_eq!(usize::from(code.as_u16()), i);
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(*code));
         }
-        assert_eq!(ErrorCode::from_u16(21), None);
+        assert_eq!(ErrorCode::from_u16(ErrorCode::ALL.len() as u16), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
     }
 
@@ -184,6 +206,8 @@ mod tests {
         assert_eq!(ErrorCode::InvalidRequest.as_u16(), 10);
         assert_eq!(ErrorCode::FrameTooLarge.as_u16(), 19);
         assert_eq!(ErrorCode::Internal.as_u16(), 20);
+        assert_eq!(ErrorCode::OutOfOrderSequence.as_u16(), 21);
+        assert_eq!(ErrorCode::UnknownProducer.as_u16(), 24);
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct PartitionConfig {
     /// policy does not promise; 18% of produce throughput on the bench), and a segment that
     /// retention deletes within the delay is never written at all.
     pub seal_delay: std::time::Duration,
+    /// Most idempotent producers whose sequences the partition remembers (see
+    /// `producer_state`); the least recently written one is forgotten beyond it.
+    pub max_producers: usize,
 }
 
 impl Default for PartitionConfig {
@@ -53,6 +56,7 @@ impl Default for PartitionConfig {
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             seal_delay: std::time::Duration::ZERO,
+            max_producers: super::producer_state::DEFAULT_MAX_PRODUCERS,
         }
     }
 }

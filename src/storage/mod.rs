@@ -11,6 +11,8 @@
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
 //! * [`flush`]: group commit.
 //! * [`seal`]: syncing full segments in the background ([`SealWorker`]); the recovery point.
+//! * [`producer_state`]: each idempotent producer's recent batches, so that retries are appended
+//!   once and a failed batch stops the ones behind it.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
 
 pub mod config;
@@ -20,6 +22,7 @@ pub mod flush;
 pub(crate) mod index;
 pub(crate) mod mmap;
 pub mod partition;
+pub mod producer_state;
 mod recovery;
 pub mod seal;
 pub(crate) mod segment;
@@ -32,6 +35,7 @@ pub use fence::FenceError;
 pub use partition::{
     Appended, Partition, PendingAppend, ReadResult, RetentionReport, SyncObserver, SyncedRange,
 };
+pub use producer_state::SequenceError;
 pub use recovery::{DamagedRange, RecoveryReport};
 pub use seal::SealWorker;
 /// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
@@ -44,6 +48,9 @@ pub enum StorageError {
     /// The epoch check refused the append or install.
     #[error(transparent)]
     Fence(FenceError),
+    /// The producer sequence check refused the batch; nothing was written.
+    #[error(transparent)]
+    Sequence(#[from] SequenceError),
     /// The batch is malformed; nothing was written.
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] BatchError),

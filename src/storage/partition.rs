@@ -5,6 +5,10 @@
 //! parallel across producers), then enter the [`Fence`]: the authoritative epoch check and the
 //! copy into the segment happen in one critical section. With flush `always` the appender then
 //! waits for a group-commit sync, outside the lock, before the batch becomes visible to readers.
+//!
+//! An idempotent producer's batch (magic 2) also passes the producer sequence check
+//! ([`super::producer_state`]) in that same critical section: a retry of a batch already in the
+//! log is answered with its original offsets instead of being appended twice.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -20,11 +24,12 @@ use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
 use super::fence::{check_epoch, EpochCheckpoint, Fence, FenceError};
 use super::flush::GroupCommit;
+use super::producer_state::{ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::{io_error, StorageError};
-use crate::batch::{self, BatchHeader};
+use crate::batch::{self, BatchHeader, ProducerStamp};
 
 /// What an append returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,17 +40,25 @@ pub struct Appended {
     pub last_offset: u64,
     /// The offset the next batch will get.
     pub log_end_offset: u64,
+    /// True when the batch was a producer's retry of a batch already in the log: nothing was
+    /// appended, and the offsets are those the batch got the first time.
+    pub duplicate: bool,
 }
 
 /// A batch copied into the log but not yet acknowledged (see [`Partition::append_pending`]).
 #[derive(Debug)]
 #[must_use = "an append is not acknowledged until `acknowledge` returns"]
-pub struct PendingAppend(Appended);
+pub struct PendingAppend {
+    appended: Appended,
+    /// The offset up to which the log must be durable before the batch is acknowledged (for a
+    /// duplicate, the end of the original batch, which may still await its sync).
+    durable_at: u64,
+}
 
 impl PendingAppend {
     /// The offsets the batch got.
     pub fn offsets(&self) -> Appended {
-        self.0
+        self.appended
     }
 }
 
@@ -107,9 +120,60 @@ pub struct Writer {
     seal_delay: std::time::Duration,
     /// The thread full segments are handed to.
     seal_worker: SealWorker,
+    /// Each idempotent producer's recent batches.
+    producers: ProducerStates,
 }
 
 impl Writer {
+    /// The append of one validated batch, with the producer sequence check when the batch
+    /// carries a producer stamp: a new batch is appended and remembered, a retry is answered
+    /// with its first offsets (nothing written), anything else is refused.
+    fn append_batch(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+        stamp: Option<ProducerStamp>,
+    ) -> Result<PendingAppend, StorageError> {
+        if let Some(stamp) = &stamp {
+            if let SequenceVerdict::Duplicate {
+                base_offset,
+                last_offset,
+            } = self.producers.check(stamp, header.record_count)?
+            {
+                return Ok(PendingAppend {
+                    appended: Appended {
+                        base_offset,
+                        last_offset,
+                        log_end_offset: self.active.next_offset(),
+                        duplicate: true,
+                    },
+                    durable_at: last_offset + 1,
+                });
+            }
+        }
+        let appended = self.append(batch_bytes, header)?;
+        if let Some(stamp) = &stamp {
+            self.producers
+                .record(stamp, header.record_count, appended.base_offset);
+        }
+        Ok(PendingAppend {
+            appended,
+            durable_at: appended.log_end_offset,
+        })
+    }
+
+    /// Writes the producer-state snapshot as of the log end. A failure is only logged: the
+    /// snapshot saves replay time, the log itself always rebuilds the state.
+    fn snapshot_producers(&self) {
+        if self.producers.is_empty() {
+            return;
+        }
+        let offset = self.active.next_offset();
+        if let Err(error) = self.producers.write_snapshot(&self.directory, offset) {
+            warn!(directory = %self.directory.display(), %error, "could not write the producer-state snapshot");
+        }
+    }
+
     fn append(
         &mut self,
         batch_bytes: &[u8],
@@ -145,6 +209,7 @@ impl Writer {
             base_offset,
             last_offset: log_end_offset - 1,
             log_end_offset,
+            duplicate: false,
         })
     }
 
@@ -166,6 +231,8 @@ impl Writer {
             return Err(io_error("sync partition directory")(error));
         }
         let sealed = std::mem::replace(&mut self.active, next);
+        // The state as of the new segment's start: a restart replays the active segment only.
+        self.snapshot_producers();
         self.shared
             .segments
             .write()
@@ -298,6 +365,14 @@ impl Partition {
         let log_end = active.next_offset();
         let log_start = readers.first().map_or(0, |r| r.base_offset());
         let epoch = report.epoch;
+        let producers = rebuild_producer_states(
+            name,
+            directory,
+            &readers,
+            &report.damaged,
+            log_end,
+            config.max_producers,
+        )?;
         let shared = Arc::new(Shared {
             segments: RwLock::new(readers),
             high_watermark: watch::Sender::new(log_end),
@@ -316,6 +391,7 @@ impl Partition {
             publish_on_append: config.flush != FlushPolicy::Always,
             seal_delay: config.seal_delay,
             seal_worker: seal_worker.clone(),
+            producers,
         };
         Ok((
             Self {
@@ -435,10 +511,10 @@ impl Partition {
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }
-        let appended = self.fence.append(epoch, |writer: &mut Writer| {
-            writer.append(batch_bytes, &header)
-        })?;
-        Ok(PendingAppend(appended))
+        let stamp = ProducerStamp::parse(batch_bytes);
+        self.fence.append(epoch, |writer: &mut Writer| {
+            writer.append_batch(batch_bytes, &header, stamp)
+        })
     }
 
     /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.
@@ -449,12 +525,11 @@ impl Partition {
     /// The second half of [`Partition::append`]: waits until the batch is acknowledged under the
     /// flush policy (a group-commit sync for `always`; nothing otherwise).
     pub fn acknowledge(&self, pending: PendingAppend) -> Result<Appended, StorageError> {
-        let appended = pending.0;
         if self.acknowledge_blocks() {
             self.commit
-                .wait_durable(appended.log_end_offset, || self.sync_everything())?;
+                .wait_durable(pending.durable_at, || self.sync_everything())?;
         }
-        Ok(appended)
+        Ok(pending.appended)
     }
 
     fn failed_error(&self) -> StorageError {
@@ -663,8 +738,107 @@ impl Drop for Partition {
         }
         if let Err(error) = self.sync() {
             warn!(partition = %self.name, %error, "sync on close failed");
+            return;
+        }
+        // Everything is durable: a snapshot at the log end spares the next open any replay.
+        self.fence.with_log(|writer| writer.snapshot_producers());
+    }
+}
+
+/// Batches read at a time while replaying the log into the producer state.
+const REPLAY_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// The producer state as of `log_end`: the snapshot, if it is usable, then every magic-2 batch
+/// after it. A snapshot past the log end (its segment lost its tail in a crash after the
+/// snapshot was written) would claim batches the log no longer has, so it is dropped and the
+/// whole log replayed. Damaged ranges are skipped (their batches cannot be read); a producer
+/// whose batches were there then meets a gap and starts a new session.
+fn rebuild_producer_states(
+    name: &str,
+    directory: &Path,
+    segments: &[Arc<SegmentReader>],
+    damaged: &[DamagedRange],
+    log_end: u64,
+    max_producers: usize,
+) -> Result<ProducerStates, StorageError> {
+    let log_start = segments.first().map_or(0, |segment| segment.base_offset());
+    let snapshot = ProducerStates::load_snapshot(directory, max_producers)
+        .map_err(io_error("read producer-state snapshot"))?;
+    let (mut offset, mut producers) = match snapshot {
+        Some((offset, state)) if offset <= log_end => (offset, state),
+        Some((offset, _)) => {
+            warn!(
+                partition = name,
+                snapshot = offset,
+                log_end,
+                "producer-state snapshot is past the log end; rebuilding from the whole log"
+            );
+            (log_start, ProducerStates::new(max_producers))
+        }
+        None => (log_start, ProducerStates::new(max_producers)),
+    };
+    if offset < log_start {
+        warn!(
+            partition = name,
+            snapshot = offset,
+            log_start,
+            "producer-state snapshot is older than the log start; replaying what is left"
+        );
+        offset = log_start;
+    }
+    let started = std::time::Instant::now();
+    let from = offset;
+    let mut batches = 0u64;
+    while offset < log_end {
+        if let Some(damage) = damaged
+            .iter()
+            .find(|damage| (damage.start_offset..damage.end_offset).contains(&offset))
+        {
+            offset = damage.end_offset;
+            continue;
+        }
+        let at = segments.partition_point(|segment| segment.base_offset() <= offset);
+        let Some(segment) = at.checked_sub(1).map(|index| &segments[index]) else {
+            break;
+        };
+        let read = match segment.read(offset, REPLAY_READ_BYTES, log_end) {
+            Ok(read) => read,
+            Err(corruption) => {
+                warn!(partition = name, segment = %corruption.path.display(), reason = %corruption.reason, "producer-state replay stopped at unreadable data");
+                break;
+            }
+        };
+        if read.is_empty() {
+            // The rest of this segment is past the log end; go on with the next one, if any.
+            match segments.get(at) {
+                Some(next) if next.base_offset() > offset => {
+                    offset = next.base_offset();
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        for bytes in &read {
+            let header = BatchHeader::parse(bytes).expect("a read returns whole batches");
+            if let Some(stamp) = ProducerStamp::parse(bytes) {
+                producers.record(&stamp, header.record_count, header.base_offset);
+            }
+            offset = offset.max(header.next_offset());
+            batches += 1;
         }
     }
+    if batches > 0 {
+        info!(
+            partition = name,
+            from,
+            to = log_end,
+            batches,
+            producers = producers.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "rebuilt producer state from the log"
+        );
+    }
+    Ok(producers)
 }
 
 impl From<FenceError> for StorageError {

@@ -5,7 +5,7 @@
 use crate::broker::BrokerError;
 use crate::lease::{AuthorityError, LeaseError};
 use crate::protocol::{ErrorCode, ErrorResponse};
-use crate::storage::{FenceError, StorageError};
+use crate::storage::{FenceError, SequenceError, StorageError};
 
 /// The wire error for a broker error.
 pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
@@ -56,6 +56,12 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
             ErrorResponse::with_epochs(ErrorCode::UnknownEpoch, message.clone(), *epoch, *current)
         }
         StorageError::Fence(FenceError::EpochNotNewer { .. }) => plain(ErrorCode::Internal),
+        StorageError::Sequence(sequence) => plain(match sequence {
+            SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequence,
+            SequenceError::Duplicate { .. } => ErrorCode::DuplicateSequence,
+            SequenceError::StaleProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            SequenceError::UnknownProducer { .. } => ErrorCode::UnknownProducer,
+        }),
         StorageError::InvalidBatch(_) => plain(ErrorCode::InvalidBatch),
         StorageError::BatchTooLarge { .. } => plain(ErrorCode::BatchTooLarge),
         StorageError::OffsetOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),

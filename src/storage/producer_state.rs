@@ -1,0 +1,604 @@
+//! Producer state: what a partition remembers of each idempotent producer so that it appends each
+//! of its batches exactly once, in order.
+//!
+//! The epoch fence decides *who* may write; this decides *which writes* are new. A producer (an id
+//! handed out by `InitProducerId`, and a session `producer_epoch` under it) numbers its records
+//! with consecutive sequence numbers per partition and stamps each batch with the first one
+//! (batch magic 2). Kafka's idempotent producer works the same way, and the Kafka listener uses
+//! this state machine too: it is built once, here, for both protocols.
+//!
+//! For each producer the partition keeps its epoch and its last [`PRODUCER_BATCH_WINDOW`] batches
+//! (sequence range and offsets). A batch is then:
+//! * **the next one** (its base sequence follows the last batch's): appended;
+//! * **a retry of a remembered batch** (same sequence range): not appended again; answered with
+//!   the offsets it got the first time, so a producer that lost a response can resend safely;
+//! * **older than the window**: refused with [`SequenceError::Duplicate`] (it was appended, but its
+//!   offsets are forgotten);
+//! * **anything else** (a gap): refused with [`SequenceError::OutOfOrder`]. This is what makes a
+//!   failure ordered: once a batch of a producer fails, every later batch of that producer is
+//!   refused until the producer resolves it (resends it, or starts a new session: a higher
+//!   `producer_epoch` with sequence 0).
+//!
+//! The check and the update run inside the fence's critical section with the append itself
+//! (see `Writer::append_batch` in `partition.rs`), so two retries of one batch can never both be
+//! appended. The state survives restarts: it is rebuilt from the log (magic-2 batch headers carry
+//! everything it needs), starting from a snapshot ([`SNAPSHOT_FILE`]) written when a segment is
+//! rolled and when the partition is closed, so a restart replays at most the active segment.
+//!
+//! Bounded: at most `max_producers` producers per partition (the least recently written one is
+//! forgotten beyond that; its next batch, unless it has sequence 0, is refused with
+//! [`SequenceError::UnknownProducer`] and the producer starts a new session).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::Path;
+
+use thiserror::Error;
+
+use super::durable_file::write_durably;
+use crate::batch::{add_sequence, ProducerStamp, MAX_SEQUENCE};
+
+/// How many recent batches each producer's retries are recognised among. A producer must not
+/// have more batches in flight per partition than this (the client caps its pipelining to it).
+pub const PRODUCER_BATCH_WINDOW: usize = 8;
+/// Default most producers remembered per partition.
+pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
+/// Name of the producer-state snapshot in a partition directory.
+pub const SNAPSHOT_FILE: &str = "producer-state";
+/// First bytes of a snapshot file.
+const SNAPSHOT_MAGIC: &[u8; 4] = b"FLPS";
+/// Snapshot layout version this build writes and reads.
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// Why a producer's batch was refused. Nothing of a refused batch is written, and the producer's
+/// state is unchanged.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SequenceError {
+    /// The batch does not follow the producer's last batch: one before it failed or was lost.
+    #[error("out of order sequence for producer {producer_id} (producer epoch {producer_epoch}): expected sequence {expected}, got {got}; an earlier batch failed, resend it or start a new producer session")]
+    OutOfOrder {
+        /// The producer.
+        producer_id: i64,
+        /// Its session.
+        producer_epoch: i16,
+        /// The sequence the next batch must start with.
+        expected: i32,
+        /// The batch's base sequence.
+        got: i32,
+    },
+    /// The batch was appended already, longer ago than the partition remembers offsets for.
+    #[error("duplicate sequence for producer {producer_id}: the batch starting at sequence {got} was appended already (the next expected is {expected}); its offsets are no longer remembered")]
+    Duplicate {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's base sequence.
+        got: i32,
+        /// The sequence the next batch must start with.
+        expected: i32,
+    },
+    /// The batch's producer epoch is older than the producer's current session.
+    #[error("producer {producer_id}: producer epoch {got} is older than its current producer epoch {current}")]
+    StaleProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        got: i16,
+        /// The session the partition knows.
+        current: i16,
+    },
+    /// The partition knows nothing of the producer and the batch does not start a session.
+    #[error("unknown producer {producer_id}: the partition has no state for it, so its first batch must have sequence 0 (got {got})")]
+    UnknownProducer {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's base sequence.
+        got: i32,
+    },
+}
+
+/// What to do with a producer's batch that passed the sequence check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceVerdict {
+    /// A new batch: append it.
+    Append,
+    /// A retry of a batch appended at these offsets: answer with them, append nothing.
+    Duplicate {
+        /// Offset of the batch's first record.
+        base_offset: u64,
+        /// Offset of its last record.
+        last_offset: u64,
+    },
+}
+
+/// One remembered batch of a producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BatchEntry {
+    first_sequence: i32,
+    last_sequence: i32,
+    base_offset: u64,
+    last_offset: u64,
+}
+
+/// What the partition remembers of one producer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProducerEntry {
+    producer_epoch: i16,
+    /// Oldest first; never empty; at most [`PRODUCER_BATCH_WINDOW`].
+    batches: VecDeque<BatchEntry>,
+}
+
+impl ProducerEntry {
+    fn last_offset(&self) -> u64 {
+        self.batches.back().map_or(0, |batch| batch.last_offset)
+    }
+
+    fn next_sequence(&self) -> i32 {
+        self.batches
+            .back()
+            .map_or(0, |batch| add_sequence(batch.last_sequence, 1))
+    }
+}
+
+/// The producer state of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+    max_producers: usize,
+}
+
+impl ProducerStates {
+    /// No producers yet; remembers at most `max_producers` (at least 1).
+    pub fn new(max_producers: usize) -> Self {
+        Self {
+            producers: HashMap::new(),
+            max_producers: max_producers.max(1),
+        }
+    }
+
+    /// Producers remembered.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// True when no producer is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// Decides what to do with a batch of `record_count` records stamped `stamp`. Changes
+    /// nothing: call [`record`](Self::record) once the batch is appended.
+    pub fn check(
+        &self,
+        stamp: &ProducerStamp,
+        record_count: u32,
+    ) -> Result<SequenceVerdict, SequenceError> {
+        let producer_id = stamp.producer_id;
+        let got = stamp.base_sequence;
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return if got == 0 {
+                Ok(SequenceVerdict::Append)
+            } else {
+                Err(SequenceError::UnknownProducer { producer_id, got })
+            };
+        };
+        if stamp.producer_epoch < entry.producer_epoch {
+            return Err(SequenceError::StaleProducerEpoch {
+                producer_id,
+                got: stamp.producer_epoch,
+                current: entry.producer_epoch,
+            });
+        }
+        if stamp.producer_epoch > entry.producer_epoch {
+            // A new session starts its sequences again.
+            return if got == 0 {
+                Ok(SequenceVerdict::Append)
+            } else {
+                Err(SequenceError::OutOfOrder {
+                    producer_id,
+                    producer_epoch: stamp.producer_epoch,
+                    expected: 0,
+                    got,
+                })
+            };
+        }
+        let last = stamp.last_sequence(record_count);
+        if let Some(batch) = entry
+            .batches
+            .iter()
+            .find(|batch| batch.first_sequence == got && batch.last_sequence == last)
+        {
+            return Ok(SequenceVerdict::Duplicate {
+                base_offset: batch.base_offset,
+                last_offset: batch.last_offset,
+            });
+        }
+        let expected = entry.next_sequence();
+        if got == expected {
+            Ok(SequenceVerdict::Append)
+        } else if is_before(got, expected) {
+            Err(SequenceError::Duplicate {
+                producer_id,
+                got,
+                expected,
+            })
+        } else {
+            Err(SequenceError::OutOfOrder {
+                producer_id,
+                producer_epoch: entry.producer_epoch,
+                expected,
+                got,
+            })
+        }
+    }
+
+    /// Remembers a batch appended at `base_offset` (after [`check`](Self::check) said
+    /// [`SequenceVerdict::Append`], or while replaying the log). Forgets the least recently
+    /// written producer when more than `max_producers` are remembered.
+    pub fn record(&mut self, stamp: &ProducerStamp, record_count: u32, base_offset: u64) {
+        let batch = BatchEntry {
+            first_sequence: stamp.base_sequence,
+            last_sequence: stamp.last_sequence(record_count),
+            base_offset,
+            last_offset: base_offset + u64::from(record_count.max(1)) - 1,
+        };
+        let entry = self
+            .producers
+            .entry(stamp.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                producer_epoch: stamp.producer_epoch,
+                batches: VecDeque::new(),
+            });
+        if entry.producer_epoch != stamp.producer_epoch {
+            entry.producer_epoch = stamp.producer_epoch;
+            entry.batches.clear();
+        }
+        if entry.batches.len() == PRODUCER_BATCH_WINDOW {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(batch);
+        if self.producers.len() > self.max_producers {
+            self.evict_least_recent(stamp.producer_id);
+        }
+    }
+
+    /// Forgets the producer whose last batch is oldest (never `keep`, the one just written).
+    fn evict_least_recent(&mut self, keep: i64) {
+        let oldest = self
+            .producers
+            .iter()
+            .filter(|(id, _)| **id != keep)
+            .min_by_key(|(_, entry)| entry.last_offset())
+            .map(|(id, _)| *id);
+        if let Some(id) = oldest {
+            self.producers.remove(&id);
+            tracing::info!(
+                producer_id = id,
+                max_producers = self.max_producers,
+                "forgot the least recently written producer"
+            );
+        }
+    }
+
+    /// The snapshot of this state as of `offset` (it reflects exactly the batches below it).
+    ///
+    /// Layout (big-endian): `"FLPS"`, `version u32` (1), `offset u64`, `producer_count u32`, then
+    /// per producer `producer_id i64, producer_epoch i16, batch_count u8`, and per batch
+    /// `first_sequence i32, last_sequence i32, base_offset u64, last_offset u64`; finally
+    /// `crc32 u32` of every byte before it.
+    pub fn encode_snapshot(&self, offset: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(20 + self.producers.len() * 64);
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<_> = self.producers.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let entry = &self.producers[&id];
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&entry.producer_epoch.to_be_bytes());
+            out.push(entry.batches.len() as u8);
+            for batch in &entry.batches {
+                out.extend_from_slice(&batch.first_sequence.to_be_bytes());
+                out.extend_from_slice(&batch.last_sequence.to_be_bytes());
+                out.extend_from_slice(&batch.base_offset.to_be_bytes());
+                out.extend_from_slice(&batch.last_offset.to_be_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Reads a snapshot written by [`encode_snapshot`](Self::encode_snapshot): the offset it is
+    /// as of and the state. Any damage (wrong CRC, lengths, values) is an error, never a
+    /// partial state.
+    pub fn decode_snapshot(
+        bytes: &[u8],
+        max_producers: usize,
+    ) -> Result<(u64, ProducerStates), SnapshotError> {
+        let body_len = bytes
+            .len()
+            .checked_sub(4)
+            .ok_or(SnapshotError("shorter than its checksum"))?;
+        let (body, crc) = bytes.split_at(body_len);
+        if crc32fast::hash(body).to_be_bytes() != crc {
+            return Err(SnapshotError("checksum mismatch"));
+        }
+        let mut reader = SnapshotReader { bytes: body };
+        if reader.take(4)? != SNAPSHOT_MAGIC {
+            return Err(SnapshotError("not a producer-state snapshot"));
+        }
+        if reader.u32()? != SNAPSHOT_VERSION {
+            return Err(SnapshotError("unknown snapshot version"));
+        }
+        let offset = reader.u64()?;
+        let count = reader.u32()?;
+        let mut state = ProducerStates::new(max_producers);
+        for _ in 0..count {
+            let producer_id = i64::from_be_bytes(reader.array()?);
+            let producer_epoch = i16::from_be_bytes(reader.array()?);
+            let batch_count = usize::from(reader.take(1)?[0]);
+            if producer_id < 0 || producer_epoch < 0 {
+                return Err(SnapshotError("negative producer id or epoch"));
+            }
+            if batch_count == 0 || batch_count > PRODUCER_BATCH_WINDOW {
+                return Err(SnapshotError("batch count outside 1..=window"));
+            }
+            let mut batches = VecDeque::with_capacity(batch_count);
+            for _ in 0..batch_count {
+                let batch = BatchEntry {
+                    first_sequence: i32::from_be_bytes(reader.array()?),
+                    last_sequence: i32::from_be_bytes(reader.array()?),
+                    base_offset: reader.u64()?,
+                    last_offset: reader.u64()?,
+                };
+                let sequences_valid = (0..=MAX_SEQUENCE).contains(&batch.first_sequence)
+                    && (0..=MAX_SEQUENCE).contains(&batch.last_sequence);
+                if !sequences_valid || batch.last_offset < batch.base_offset {
+                    return Err(SnapshotError("batch entry out of range"));
+                }
+                if batch.last_offset >= offset {
+                    return Err(SnapshotError("batch entry at or past the snapshot offset"));
+                }
+                batches.push_back(batch);
+            }
+            let entry = ProducerEntry {
+                producer_epoch,
+                batches,
+            };
+            if state.producers.insert(producer_id, entry).is_some() {
+                return Err(SnapshotError("producer listed twice"));
+            }
+        }
+        if !reader.bytes.is_empty() {
+            return Err(SnapshotError("bytes after the last producer"));
+        }
+        while state.producers.len() > state.max_producers {
+            state.evict_least_recent(-1);
+        }
+        Ok((offset, state))
+    }
+
+    /// Loads the partition's snapshot: `None` when there is none, or when it is unreadable
+    /// (logged: the state is then rebuilt from the whole log, which is always correct).
+    pub fn load_snapshot(
+        directory: &Path,
+        max_producers: usize,
+    ) -> io::Result<Option<(u64, ProducerStates)>> {
+        let path = directory.join(SNAPSHOT_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        match Self::decode_snapshot(&bytes, max_producers) {
+            Ok(loaded) => Ok(Some(loaded)),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "ignoring damaged producer-state snapshot; rebuilding from the log");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Writes the snapshot as of `offset` durably (temp file, fsync, rename, directory fsync).
+    pub fn write_snapshot(&self, directory: &Path, offset: u64) -> io::Result<()> {
+        write_durably(directory, SNAPSHOT_FILE, &self.encode_snapshot(offset))
+    }
+}
+
+/// A snapshot file that cannot be trusted.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("producer-state snapshot is damaged: {0}")]
+pub struct SnapshotError(&'static str);
+
+struct SnapshotReader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> SnapshotReader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], SnapshotError> {
+        if self.bytes.len() < len {
+            return Err(SnapshotError("truncated"));
+        }
+        let (head, rest) = self.bytes.split_at(len);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
+    }
+
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, SnapshotError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+}
+
+/// Whether `sequence` comes before `next` in the wrapping sequence space (within half of it).
+fn is_before(sequence: i32, next: i32) -> bool {
+    let modulus = i64::from(MAX_SEQUENCE) + 1;
+    let distance = (i64::from(next) - i64::from(sequence)).rem_euclid(modulus);
+    distance > 0 && distance < modulus / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(producer_id: i64, producer_epoch: i16, base_sequence: i32) -> ProducerStamp {
+        ProducerStamp {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        }
+    }
+
+    /// Appends `count`-record batches the way the partition does: check, then record.
+    fn append(state: &mut ProducerStates, s: ProducerStamp, count: u32, offset: &mut u64) -> u64 {
+        assert_eq!(state.check(&s, count), Ok(SequenceVerdict::Append));
+        state.record(&s, count, *offset);
+        let base = *offset;
+        *offset += u64::from(count);
+        base
+    }
+
+    #[test]
+    fn next_batches_append_and_retries_get_their_offsets() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 100;
+        append(&mut state, stamp(1, 0, 0), 3, &mut offset);
+        append(&mut state, stamp(1, 0, 3), 2, &mut offset);
+        assert_eq!(
+            state.check(&stamp(1, 0, 0), 3),
+            Ok(SequenceVerdict::Duplicate {
+                base_offset: 100,
+                last_offset: 102
+            })
+        );
+        assert_eq!(
+            state.check(&stamp(1, 0, 3), 2),
+            Ok(SequenceVerdict::Duplicate {
+                base_offset: 103,
+                last_offset: 104
+            })
+        );
+        assert_eq!(state.check(&stamp(1, 0, 5), 1), Ok(SequenceVerdict::Append));
+    }
+
+    #[test]
+    fn a_gap_is_refused_until_the_missing_batch_arrives() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        append(&mut state, stamp(1, 0, 0), 3, &mut offset);
+        // The batch at sequence 3 failed; the one after it must not land.
+        assert!(matches!(
+            state.check(&stamp(1, 0, 5), 2),
+            Err(SequenceError::OutOfOrder {
+                expected: 3,
+                got: 5,
+                ..
+            })
+        ));
+        append(&mut state, stamp(1, 0, 3), 2, &mut offset);
+        append(&mut state, stamp(1, 0, 5), 2, &mut offset);
+    }
+
+    #[test]
+    fn sessions_epochs_and_unknown_producers() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        assert!(matches!(
+            state.check(&stamp(9, 0, 4), 1),
+            Err(SequenceError::UnknownProducer { got: 4, .. })
+        ));
+        append(&mut state, stamp(9, 0, 0), 4, &mut offset);
+        // A new session restarts at 0 and only at 0.
+        assert!(matches!(
+            state.check(&stamp(9, 1, 4), 1),
+            Err(SequenceError::OutOfOrder { expected: 0, .. })
+        ));
+        append(&mut state, stamp(9, 1, 0), 1, &mut offset);
+        assert!(matches!(
+            state.check(&stamp(9, 0, 4), 1),
+            Err(SequenceError::StaleProducerEpoch {
+                got: 0,
+                current: 1,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn retries_older_than_the_window_are_duplicates_without_offsets() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        for batch in 0..(PRODUCER_BATCH_WINDOW as i32 + 2) {
+            append(&mut state, stamp(1, 0, batch), 1, &mut offset);
+        }
+        assert!(matches!(
+            state.check(&stamp(1, 0, 0), 1),
+            Err(SequenceError::Duplicate { got: 0, .. })
+        ));
+        assert!(matches!(
+            state.check(&stamp(1, 0, 2), 1),
+            Ok(SequenceVerdict::Duplicate { base_offset: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn sequences_wrap_after_the_largest() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        append(&mut state, stamp(1, 0, 0), 1, &mut offset);
+        // Pretend the producer got far: a session restart lands right before the wrap.
+        append(&mut state, stamp(1, 1, 0), 1, &mut offset);
+        state.producers.get_mut(&1).unwrap().batches[0].last_sequence = MAX_SEQUENCE - 2;
+        append(&mut state, stamp(1, 1, MAX_SEQUENCE - 1), 3, &mut offset);
+        append(&mut state, stamp(1, 1, 1), 1, &mut offset);
+    }
+
+    #[test]
+    fn the_least_recently_written_producer_is_forgotten_beyond_the_limit() {
+        let mut state = ProducerStates::new(2);
+        let mut offset = 0;
+        append(&mut state, stamp(1, 0, 0), 1, &mut offset);
+        append(&mut state, stamp(2, 0, 0), 1, &mut offset);
+        append(&mut state, stamp(1, 0, 1), 1, &mut offset);
+        append(&mut state, stamp(3, 0, 0), 1, &mut offset);
+        assert_eq!(state.len(), 2);
+        assert!(matches!(
+            state.check(&stamp(2, 0, 1), 1),
+            Err(SequenceError::UnknownProducer { .. })
+        ));
+        assert_eq!(state.check(&stamp(1, 0, 2), 1), Ok(SequenceVerdict::Append));
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_refuse_damage() {
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        for producer in 0..3 {
+            for batch in 0..(PRODUCER_BATCH_WINDOW as i32 + 1) {
+                append(&mut state, stamp(producer, 2, batch * 2), 2, &mut offset);
+            }
+        }
+        let bytes = state.encode_snapshot(offset);
+        assert_eq!(
+            ProducerStates::decode_snapshot(&bytes, 10),
+            Ok((offset, state.clone()))
+        );
+        for position in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[position] ^= 0x10;
+            assert!(ProducerStates::decode_snapshot(&damaged, 10).is_err());
+        }
+        for cut in 0..bytes.len() {
+            assert!(ProducerStates::decode_snapshot(&bytes[..cut], 10).is_err());
+        }
+    }
+}
