@@ -443,7 +443,7 @@ async fn pipelined_batches_land_in_send_order() {
     let (_server, client) = setup("events", 1).await;
     let config = ProducerConfig {
         batch_records: 7,
-        max_in_flight: 16,
+        max_in_flight: 8,
         linger: Duration::from_millis(1),
         ..ProducerConfig::default()
     };
@@ -582,7 +582,7 @@ async fn producer_stops_with_fenced_after_another_holder_acquires() {
         .map(|i| producer.send(None, format!("late {i}")))
         .collect();
     for result in futures::future::join_all(sends).await {
-        match result {
+        match result.map_err(|failed| failed.error) {
             Err(ClientError::Fenced { epoch, current }) => assert_eq!((epoch, current), (1, 2)),
             other => panic!("expected Fenced, got {other:?}"),
         }
@@ -628,7 +628,11 @@ async fn producer_stops_when_renewal_finds_the_lease_lost() {
         assert!(Instant::now() < deadline, "renewal never reported the loss");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    match producer.send(None, "two").await {
+    match producer
+        .send(None, "two")
+        .await
+        .map_err(|failed| failed.error)
+    {
         Err(ClientError::LeaseLost { current_epoch }) => assert_eq!(current_epoch, 1),
         other => panic!("expected LeaseLost, got {other:?}"),
     }
@@ -646,6 +650,7 @@ async fn producer_with_external_epoch_and_invalid_config() {
         lease.epoch,
         ProducerConfig::default(),
     )
+    .await
     .unwrap();
     assert!(producer.lease().is_none());
     assert_eq!(producer.send(None, "x").await.unwrap(), 0);
@@ -661,7 +666,7 @@ async fn producer_with_external_epoch_and_invalid_config() {
         ..ProducerConfig::default()
     };
     assert!(matches!(
-        Producer::with_epoch(client, "events", 0, 1, bad),
+        Producer::with_epoch(client, "events", 0, 1, bad).await,
         Err(ClientError::InvalidArgument(_))
     ));
 }

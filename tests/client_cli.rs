@@ -655,3 +655,41 @@ fn help_documents_the_output_formats() {
     let lease = run(&["lease", "acquire", "--help"], "", &[]).ok();
     assert!(lease.stdout.contains("lease_id"), "{}", lease.stdout);
 }
+
+/// A line too large for any batch, in the middle of the input: the lines before it are appended
+/// and printed, it is not, and neither is anything after it, though later batches were already
+/// in flight when it failed.
+#[test]
+fn nothing_after_a_line_too_large_for_a_batch_is_appended() {
+    let h = Harness::start();
+    h.create_topic("orders");
+    let (epoch, _) = h.acquire("orders", "0");
+    let before: Vec<String> = (0..3000).map(|i| format!("before {i}")).collect();
+    let after: Vec<String> = (0..3000).map(|i| format!("after {i}")).collect();
+    let huge = "x".repeat(9 * 1024 * 1024);
+    let input = format!("{}\n{huge}\n{}\n", before.join("\n"), after.join("\n"));
+    let epoch = epoch.to_string();
+    let run = h.run(
+        &[
+            "produce",
+            "orders",
+            "--partition",
+            "0",
+            "--epoch",
+            &epoch,
+            "--batch-records",
+            "100",
+        ],
+        &input,
+    );
+    assert_eq!(run.code(), 1, "{run:?}");
+    assert!(
+        run.error_line().contains("line 3001 was not appended")
+            && run.error_line().contains("exceeds"),
+        "{run:?}"
+    );
+    let expected: Vec<String> = (0..3000).map(|i| format!("offset {i}")).collect();
+    assert_eq!(run.stdout.lines().collect::<Vec<_>>(), expected);
+    let consumed = h.run(&["consume", "orders", "--partition", "0"], "").ok();
+    assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), before);
+}

@@ -574,7 +574,7 @@ fn api_versions_lists_every_api_at_version_zero() {
     };
     assert_eq!(server, format!("fencelog {}", env!("CARGO_PKG_VERSION")));
     let keys: Vec<u16> = apis.iter().map(|a| a.api_key).collect();
-    assert_eq!(keys, (0..=8).collect::<Vec<u16>>());
+    assert_eq!(keys, (0..=9).collect::<Vec<u16>>());
     assert!(apis
         .iter()
         .all(|a| a.min_version == 0 && a.max_version == 0));

@@ -7,12 +7,14 @@
 //! * [`produce_queue`]: a connection's produces appended in request order, off its socket task.
 //! * [`maintenance`]: interval syncs and retention on their timers.
 //! * [`topic_file`]: the versioned on-disk form of a topic's settings (`topic.json`).
+//! * [`producer_ids`]: producer ids for idempotent appends, unique across restarts.
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
 //!
 //! Layout of the data directory:
 //!
 //! ```text
 //! DATA/fencelog.lock                 held (flock) while a server owns the directory
+//! DATA/producer-id-block             first producer id not yet reserved (see producer_ids)
 //! DATA/topics/NAME/topic.json        the topic's settings (written temp + fsync + rename)
 //! DATA/topics/NAME/P/                partition P: segments, indexes, epoch-checkpoint
 //! ```
@@ -20,6 +22,7 @@
 pub mod error;
 pub mod maintenance;
 pub mod produce_queue;
+pub mod producer_ids;
 pub mod service;
 pub mod topic_file;
 
@@ -91,6 +94,8 @@ pub struct Broker {
     interval_syncs: std::sync::Mutex<HashMap<String, Instant>>,
     /// Seals the full segments of every partition of this broker.
     seal_worker: SealWorker,
+    /// Hands out producer ids for idempotent appends.
+    producer_ids: producer_ids::ProducerIds,
     _lock_file: File,
 }
 
@@ -145,6 +150,8 @@ impl Broker {
             .try_lock()
             .map_err(|_| BrokerError::Locked(data_dir.to_path_buf()))?;
         let seal_worker = SealWorker::start().map_err(io_error("start the seal thread"))?;
+        let producer_ids = producer_ids::ProducerIds::open(data_dir)
+            .map_err(io_error("read producer id block"))?;
         let mut topics = HashMap::new();
         let topics_dir = data_dir.join("topics");
         for entry in fs::read_dir(&topics_dir).map_err(io_error("list topics"))? {
@@ -177,8 +184,16 @@ impl Broker {
             create_lock: std::sync::Mutex::new(()),
             interval_syncs: std::sync::Mutex::new(HashMap::new()),
             seal_worker,
+            producer_ids,
             _lock_file: lock_file,
         })
+    }
+
+    /// A producer id never handed out before by this data directory (for `InitProducerId`).
+    pub fn allocate_producer_id(&self) -> Result<i64, BrokerError> {
+        self.producer_ids
+            .allocate()
+            .map_err(io_error("reserve producer ids"))
     }
 
     fn open_topic(

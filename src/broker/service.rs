@@ -167,6 +167,19 @@ impl BrokerService {
         })
     }
 
+    /// A new producer id and its first session (producer epoch 0), for idempotent appends. Off
+    /// the async workers: a new block of ids is reserved with an fsync now and then.
+    pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        let producer_id = tokio::task::spawn_blocking(move || broker.allocate_producer_id())
+            .await
+            .map_err(|join| BrokerError::Io {
+                context: "reserve producer ids".into(),
+                source: std::io::Error::other(join.to_string()),
+            })??;
+        Ok((producer_id, 0))
+    }
+
     /// Grants the partition's lease if it has no live one; the new epoch is installed durably in
     /// the partition's writer before this returns.
     pub async fn acquire_lease(

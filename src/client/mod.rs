@@ -13,6 +13,7 @@
 mod connection;
 mod consumer;
 mod producer;
+mod producer_id;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -30,7 +31,10 @@ use crate::protocol::{
 
 pub use crate::batch::{BatchBuilder, Record};
 pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
-pub use producer::{Producer, ProducerConfig};
+pub use producer::{
+    Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
+};
+pub use producer_id::ProducerId;
 
 use connection::Connection;
 
@@ -132,6 +136,20 @@ pub enum ClientError {
     /// A caller-supplied value is unusable.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// An earlier batch of this idempotent producer failed, so this one was not sent: a
+    /// producer's batches land in order or not at all. [`Producer::resume`] starts again.
+    #[error("not sent: an earlier batch of this producer failed ({cause})")]
+    ProducerHalted {
+        /// Why the earlier batch failed.
+        cause: Box<ClientError>,
+    },
+    /// The producer could not renew its lease for a whole TTL (the server was unreachable), so
+    /// the lease may have expired and another writer may hold the partition: stop leader work.
+    #[error("lease not renewed for {unconfirmed_for:?} (its TTL): it may have expired; acquire a new lease")]
+    LeaseExpired {
+        /// How long since the lease was last confirmed.
+        unconfirmed_for: Duration,
+    },
 }
 
 impl ClientError {
@@ -173,6 +191,7 @@ impl ClientError {
             ClientError::Fenced { .. }
                 | ClientError::UnknownEpoch { .. }
                 | ClientError::LeaseLost { .. }
+                | ClientError::LeaseExpired { .. }
         )
     }
 
@@ -264,6 +283,12 @@ impl Clone for ClientError {
             ClientError::CorruptBatch(error) => ClientError::CorruptBatch(error.clone()),
             ClientError::Closed => ClientError::Closed,
             ClientError::InvalidArgument(message) => ClientError::InvalidArgument(message.clone()),
+            ClientError::ProducerHalted { cause } => ClientError::ProducerHalted {
+                cause: cause.clone(),
+            },
+            ClientError::LeaseExpired { unconfirmed_for } => ClientError::LeaseExpired {
+                unconfirmed_for: *unconfirmed_for,
+            },
         }
     }
 }

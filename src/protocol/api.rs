@@ -12,6 +12,7 @@ pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod fetch;
+pub(in crate::protocol) mod init_producer_id;
 pub(in crate::protocol) mod list_offsets;
 pub(in crate::protocol) mod metadata;
 pub(in crate::protocol) mod produce;
@@ -41,11 +42,13 @@ pub enum ApiKey {
     Fetch = 7,
     /// Read a partition's offset range and current epoch.
     ListOffsets = 8,
+    /// Obtain a producer id for idempotent appends.
+    InitProducerId = 9,
 }
 
 impl ApiKey {
     /// Every API, in wire order.
-    pub const ALL: [ApiKey; 9] = [
+    pub const ALL: [ApiKey; 10] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -55,6 +58,7 @@ impl ApiKey {
         ApiKey::Produce,
         ApiKey::Fetch,
         ApiKey::ListOffsets,
+        ApiKey::InitProducerId,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -79,6 +83,7 @@ impl ApiKey {
             ApiKey::Produce => "Produce",
             ApiKey::Fetch => "Fetch",
             ApiKey::ListOffsets => "ListOffsets",
+            ApiKey::InitProducerId => "InitProducerId",
         }
     }
 

@@ -6,8 +6,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
-    release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
+    produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};
@@ -92,6 +92,8 @@ pub enum Request {
         /// Partition index.
         partition: u32,
     },
+    /// Obtain a producer id for idempotent appends.
+    InitProducerId,
 }
 
 impl Request {
@@ -107,6 +109,7 @@ impl Request {
             Request::Produce { .. } => ApiKey::Produce,
             Request::Fetch { .. } => ApiKey::Fetch,
             Request::ListOffsets { .. } => ApiKey::ListOffsets,
+            Request::InitProducerId => ApiKey::InitProducerId,
         }
     }
 
@@ -124,6 +127,7 @@ impl Request {
             Request::Produce { topic, batch, .. } => produce::request_body_len(topic, batch),
             Request::Fetch { topic, .. } => fetch::request_body_len(topic),
             Request::ListOffsets { topic, .. } => list_offsets::request_body_len(topic),
+            Request::InitProducerId => init_producer_id::request_body_len(),
         }
     }
 
@@ -168,6 +172,7 @@ impl Request {
             Request::ListOffsets { topic, partition } => {
                 list_offsets::encode_request(dst, topic, *partition)
             }
+            Request::InitProducerId => init_producer_id::encode_request(dst),
         }
     }
 
@@ -186,6 +191,7 @@ impl Request {
             ApiKey::Produce => produce::decode_request(r),
             ApiKey::Fetch => fetch::decode_request(r),
             ApiKey::ListOffsets => list_offsets::decode_request(r),
+            ApiKey::InitProducerId => init_producer_id::decode_request(r),
         }
     }
 }

@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
-    release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
+    produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -78,6 +78,13 @@ pub enum Response {
         /// The partition's current epoch.
         epoch: u64,
     },
+    /// A producer id for idempotent appends.
+    InitProducerId {
+        /// The id to stamp into magic-2 batches.
+        producer_id: i64,
+        /// The producer's first session.
+        producer_epoch: i16,
+    },
 }
 
 impl Response {
@@ -101,6 +108,7 @@ impl Response {
             Response::Produce { .. } => ApiKey::Produce,
             Response::Fetch { .. } => ApiKey::Fetch,
             Response::ListOffsets { .. } => ApiKey::ListOffsets,
+            Response::InitProducerId { .. } => ApiKey::InitProducerId,
         }
     }
 
@@ -116,6 +124,7 @@ impl Response {
             Response::Produce { .. } => produce::response_body_len(),
             Response::Fetch { batches, .. } => fetch::response_body_len(batches),
             Response::ListOffsets { .. } => list_offsets::response_body_len(),
+            Response::InitProducerId { .. } => init_producer_id::response_body_len(),
         }
     }
 
@@ -151,6 +160,10 @@ impl Response {
                 latest,
                 epoch,
             } => list_offsets::encode_response(dst, *earliest, *latest, *epoch),
+            Response::InitProducerId {
+                producer_id,
+                producer_epoch,
+            } => init_producer_id::encode_response(dst, *producer_id, *producer_epoch),
         }
     }
 
@@ -170,6 +183,7 @@ impl Response {
             ApiKey::Produce => produce::decode_response(r),
             ApiKey::Fetch => fetch::decode_response(r),
             ApiKey::ListOffsets => list_offsets::decode_response(r),
+            ApiKey::InitProducerId => init_producer_id::decode_response(r),
         }
     }
 }

@@ -83,6 +83,13 @@ fn answer(
             Box::pin(async move { service.fetch(request).await.map(fetched) })
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
+        Request::InitProducerId => Box::pin(async move {
+            let (producer_id, producer_epoch) = service.init_producer_id().await?;
+            Ok(Response::InitProducerId {
+                producer_id,
+                producer_epoch,
+            })
+        }),
         Request::Metadata { topics } => Box::pin(future::ready(metadata(&service, &topics))),
         Request::ListOffsets { topic, partition } => {
             let offsets = service.list_offsets(&topic, partition);
