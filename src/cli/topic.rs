@@ -36,23 +36,24 @@ pub enum TopicCommand {
 pub struct CreateArgs {
     /// Topic name: 1 to 200 ASCII letters, digits, `.`, `_` and `-`.
     pub name: String,
-    /// Number of partitions, numbered 0..N.
+    /// Number of partitions, numbered 0..N: 1 to 1024.
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
     /// When appends are fsynced: `always` (before each ack), `never` (left to the OS),
     /// `interval` (every 100ms) or `interval:<N>ms` / `interval:<N>s`.
     #[arg(long, default_value = "always", value_parser = parse_flush)]
     pub flush: FlushPolicy,
-    /// Segment file size in bytes (a new segment starts when the next batch does not fit).
+    /// Segment file size in bytes, 4096 to 1073741824 (1 GiB); a new segment starts when the
+    /// next batch does not fit.
     #[arg(long, default_value_t = TopicConfig::DEFAULT_SEGMENT_BYTES)]
     pub segment_bytes: u64,
-    /// Delete the oldest segments once a partition holds more than this many bytes
-    /// (default: unlimited).
-    #[arg(long)]
+    /// Delete the oldest segments once a partition holds more than this many bytes; 0 means
+    /// unlimited, as on the wire (default: unlimited).
+    #[arg(long, value_name = "BYTES")]
     pub retention_bytes: Option<u64>,
-    /// Delete segments whose newest record is older than this, e.g. `7d`, `12h`, `30s`
-    /// (default: unlimited).
-    #[arg(long, value_parser = common::parse_duration)]
+    /// Delete segments whose newest record is older than this, e.g. `7d`, `12h`, `30s`; 0 means
+    /// unlimited, as on the wire, and anything else must be at least 1ms (default: unlimited).
+    #[arg(long, value_parser = parse_retention)]
     pub retention: Option<Duration>,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -69,6 +70,31 @@ pub struct ListArgs {
 
 fn parse_flush(text: &str) -> Result<FlushPolicy, String> {
     text.parse().map_err(|error| format!("{error}"))
+}
+
+/// Reads `--retention`: a duration of 0 (unlimited) or of at least 1ms. A shorter non-zero one
+/// is refused, because the wire counts whole milliseconds and would read it as 0 = unlimited,
+/// the opposite of what was asked.
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    let retention = common::parse_duration(text)?;
+    if !retention.is_zero() && retention < Duration::from_millis(1) {
+        return Err("must be 0 (unlimited) or at least 1ms".to_owned());
+    }
+    Ok(retention)
+}
+
+/// The configuration `topic create` sends. Zero retention limits are sent as unlimited (`None`),
+/// which is what the wire's 0 means, so the command prints what the server will report.
+fn topic_config(args: &CreateArgs) -> TopicConfig {
+    TopicConfig {
+        segment_bytes: args.segment_bytes,
+        flush: args.flush,
+        retention_bytes: args.retention_bytes.filter(|bytes| *bytes != 0),
+        retention_ms: args
+            .retention
+            .filter(|retention| !retention.is_zero())
+            .map(|retention| u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
+    }
 }
 
 /// A topic as printed with `--json`.
@@ -117,28 +143,7 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
 }
 
 async fn create(args: CreateArgs) -> Result<(), Failure> {
-    if args.retention_bytes == Some(0) {
-        return Err(CliError::new(
-            "--retention-bytes must be positive; omit it to keep data regardless of size",
-        )
-        .into());
-    }
-    let retention_ms = match args.retention {
-        None => None,
-        Some(retention) if retention.as_millis() == 0 => {
-            return Err(CliError::new(
-                "--retention must be at least 1ms; omit it to keep data regardless of age",
-            )
-            .into())
-        }
-        Some(retention) => Some(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
-    };
-    let config = TopicConfig {
-        segment_bytes: args.segment_bytes,
-        flush: args.flush,
-        retention_bytes: args.retention_bytes,
-        retention_ms,
-    };
+    let config = topic_config(&args);
     let client = common::connect(&args.client).await?;
     client
         .create_topic(&args.name, args.partitions, config)
@@ -217,4 +222,47 @@ fn table(topics: &[TopicMetadata]) -> Vec<String> {
             cells.join("  ").trim_end().to_owned()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `fencelog topic create` parsed from `args`.
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        create: CreateArgs,
+    }
+
+    fn create_args(args: &[&str]) -> Result<CreateArgs, clap::Error> {
+        Command::try_parse_from(["create", "t"].iter().chain(args)).map(|command| command.create)
+    }
+
+    /// Zero retention limits mean unlimited, as on the wire; omitted ones too.
+    #[test]
+    fn zero_retention_is_unlimited_like_the_wire() {
+        for args in [
+            &["--retention-bytes", "0", "--retention", "0"][..],
+            &["--retention-bytes", "0", "--retention", "0s"][..],
+            &[][..],
+        ] {
+            let config = topic_config(&create_args(args).unwrap());
+            assert_eq!((config.retention_bytes, config.retention_ms), (None, None));
+        }
+        let config =
+            topic_config(&create_args(&["--retention-bytes", "1", "--retention", "1ms"]).unwrap());
+        assert_eq!(
+            (config.retention_bytes, config.retention_ms),
+            (Some(1), Some(1))
+        );
+    }
+
+    /// A non-zero retention below 1ms would travel as 0 (unlimited): it is refused instead.
+    #[test]
+    fn sub_millisecond_retention_is_refused() {
+        let error = create_args(&["--retention", "500us"]).unwrap_err();
+        assert!(error.to_string().contains("at least 1ms"), "{error}");
+    }
 }
