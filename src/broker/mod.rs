@@ -8,6 +8,7 @@
 //! * [`maintenance`]: interval syncs and retention on their timers.
 //! * [`topic_file`]: the versioned on-disk form of a topic's settings (`topic.json`).
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
+//! * [`groups`]: committed offsets of consumer groups ([`GroupOffsets`]), protocol-neutral.
 //!
 //! Layout of the data directory:
 //!
@@ -15,9 +16,11 @@
 //! DATA/fencelog.lock                 held (flock) while a server owns the directory
 //! DATA/topics/NAME/topic.json        the topic's settings (written temp + fsync + rename)
 //! DATA/topics/NAME/P/                partition P: segments, indexes, epoch-checkpoint
+//! DATA/groups/HASH.offsets           committed offsets of the groups whose name hashes to HASH
 //! ```
 
 pub mod error;
+pub mod groups;
 pub mod maintenance;
 pub mod produce_queue;
 pub mod service;
@@ -32,6 +35,7 @@ use std::time::Instant;
 use tracing::info;
 
 pub use error::BrokerError;
+pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
 pub use service::{BrokerService, FetchRequest, PartitionOffsets, ProduceRequest};
 
 use crate::domain::{FlushPolicy, TopicConfig};
@@ -91,6 +95,8 @@ pub struct Broker {
     interval_syncs: std::sync::Mutex<HashMap<String, Instant>>,
     /// Seals the full segments of every partition of this broker.
     seal_worker: SealWorker,
+    /// Committed offsets of consumer groups.
+    group_offsets: GroupOffsets,
     _lock_file: File,
 }
 
@@ -170,6 +176,10 @@ impl Broker {
             )?;
             topics.insert(name, Arc::new(topic));
         }
+        let group_offsets = GroupOffsets::open(
+            &data_dir.join(groups::GROUPS_DIRECTORY),
+            GroupOffsetsConfig::default(),
+        )?;
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
@@ -177,6 +187,7 @@ impl Broker {
             create_lock: std::sync::Mutex::new(()),
             interval_syncs: std::sync::Mutex::new(HashMap::new()),
             seal_worker,
+            group_offsets,
             _lock_file: lock_file,
         })
     }
@@ -206,6 +217,11 @@ impl Broker {
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The committed offsets of consumer groups.
+    pub fn group_offsets(&self) -> &GroupOffsets {
+        &self.group_offsets
     }
 
     /// Creates a topic durably: its settings file is written and fsynced before it is announced.

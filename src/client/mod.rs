@@ -12,6 +12,7 @@
 
 mod connection;
 mod consumer;
+mod offsets;
 mod producer;
 
 use std::fmt;
@@ -30,6 +31,7 @@ use crate::protocol::{
 
 pub use crate::batch::{BatchBuilder, Record};
 pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
+pub use offsets::CommittedOffset;
 pub use producer::{Producer, ProducerConfig};
 
 use connection::Connection;

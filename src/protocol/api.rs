@@ -14,6 +14,8 @@ pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod list_offsets;
 pub(in crate::protocol) mod metadata;
+pub(in crate::protocol) mod offset_commit;
+pub(in crate::protocol) mod offset_fetch;
 pub(in crate::protocol) mod produce;
 pub(in crate::protocol) mod release_lease;
 pub(in crate::protocol) mod renew_lease;
@@ -41,11 +43,16 @@ pub enum ApiKey {
     Fetch = 7,
     /// Read a partition's offset range and current epoch.
     ListOffsets = 8,
+    /// Store a consumer group's position in a partition.
+    OffsetCommit = 10,
+    /// Read a consumer group's committed position in a partition.
+    OffsetFetch = 11,
 }
 
 impl ApiKey {
-    /// Every API, in wire order.
-    pub const ALL: [ApiKey; 9] = [
+    /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
+    /// build is never reused).
+    pub const ALL: [ApiKey; 11] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -55,11 +62,13 @@ impl ApiKey {
         ApiKey::Produce,
         ApiKey::Fetch,
         ApiKey::ListOffsets,
+        ApiKey::OffsetCommit,
+        ApiKey::OffsetFetch,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
     pub fn from_u16(value: u16) -> Option<ApiKey> {
-        Self::ALL.get(usize::from(value)).copied()
+        Self::ALL.into_iter().find(|key| key.as_u16() == value)
     }
 
     /// The on-wire value.
@@ -79,6 +88,8 @@ impl ApiKey {
             ApiKey::Produce => "Produce",
             ApiKey::Fetch => "Fetch",
             ApiKey::ListOffsets => "ListOffsets",
+            ApiKey::OffsetCommit => "OffsetCommit",
+            ApiKey::OffsetFetch => "OffsetFetch",
         }
     }
 
@@ -138,11 +149,14 @@ mod tests {
 
     #[test]
     fn keys_round_trip_through_their_wire_values() {
-        for (index, key) in ApiKey::ALL.into_iter().enumerate() {
-            assert_eq!(usize::from(key.as_u16()), index);
+        for key in ApiKey::ALL {
             assert_eq!(ApiKey::from_u16(key.as_u16()), Some(key));
         }
-        assert_eq!(ApiKey::from_u16(ApiKey::ALL.len() as u16), None);
+        assert!(ApiKey::ALL.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(ApiKey::OffsetCommit.as_u16(), 10);
+        assert_eq!(ApiKey::OffsetFetch.as_u16(), 11);
+        assert_eq!(ApiKey::from_u16(12), None);
+        assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }
 }

@@ -64,11 +64,19 @@ pub enum ErrorCode {
     FrameTooLarge = 19,
     /// An unexpected server-side failure (a bug); see the message.
     Internal = 20,
+    /// A consumer group name is empty or longer than the server allows.
+    InvalidGroup = 25,
+    /// The metadata stored with a committed offset is longer than the server allows.
+    OffsetMetadataTooLarge = 26,
+    /// The server holds committed offsets of its maximum of groups, or the group of its maximum
+    /// of partitions.
+    GroupLimitReached = 27,
 }
 
 impl ErrorCode {
-    /// Every code, in wire order; handy for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 21] = [
+    /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
+    /// ranges are reserved for codes of other builds.
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -90,12 +98,15 @@ impl ErrorCode {
         ErrorCode::TooManyConnections,
         ErrorCode::FrameTooLarge,
         ErrorCode::Internal,
+        ErrorCode::InvalidGroup,
+        ErrorCode::OffsetMetadataTooLarge,
+        ErrorCode::GroupLimitReached,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
     /// (a newer server), so callers must decide explicitly how to treat them.
     pub fn from_u16(value: u16) -> Option<ErrorCode> {
-        Self::ALL.get(usize::from(value)).copied()
+        Self::ALL.into_iter().find(|code| code.as_u16() == value)
     }
 
     /// The on-wire value.
@@ -153,6 +164,9 @@ impl ErrorCode {
             ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
             ErrorCode::FrameTooLarge => "FRAME_TOO_LARGE",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::InvalidGroup => "INVALID_GROUP",
+            ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
+            ErrorCode::GroupLimitReached => "GROUP_LIMIT_REACHED",
         }
     }
 }
@@ -168,12 +182,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wire_values_round_trip_and_match_position() {
-        for (i, code) in ErrorCode::ALL.iter().enumerate() {
-            assert_eq!(usize::from(code.as_u16()), i);
-            assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(*code));
+    fn wire_values_round_trip_and_are_in_order() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(21), None);
+        assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
     }
 
@@ -184,6 +198,9 @@ mod tests {
         assert_eq!(ErrorCode::InvalidRequest.as_u16(), 10);
         assert_eq!(ErrorCode::FrameTooLarge.as_u16(), 19);
         assert_eq!(ErrorCode::Internal.as_u16(), 20);
+        assert_eq!(ErrorCode::InvalidGroup.as_u16(), 25);
+        assert_eq!(ErrorCode::OffsetMetadataTooLarge.as_u16(), 26);
+        assert_eq!(ErrorCode::GroupLimitReached.as_u16(), 27);
     }
 
     #[test]
@@ -196,5 +213,14 @@ mod tests {
         assert!(!ErrorCode::LeaseLost.is_retriable());
         assert!(ErrorCode::LeaseHeld.is_retriable());
         assert_eq!(ErrorCode::UnknownEpoch.to_string(), "UNKNOWN_EPOCH");
+        // The consumer-group refusals need a different request (a name, shorter metadata) or an
+        // operator (the group limits): retrying them as they are cannot succeed.
+        for code in [
+            ErrorCode::InvalidGroup,
+            ErrorCode::OffsetMetadataTooLarge,
+            ErrorCode::GroupLimitReached,
+        ] {
+            assert!(!code.is_retriable(), "{code}");
+        }
     }
 }

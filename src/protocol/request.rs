@@ -6,8 +6,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
-    release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};
@@ -92,6 +92,28 @@ pub enum Request {
         /// Partition index.
         partition: u32,
     },
+    /// Store a consumer group's position in a partition.
+    OffsetCommit {
+        /// Consumer group name.
+        group: String,
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// The offset of the next record the group will read.
+        offset: u64,
+        /// Free-form text stored with the offset (empty for none).
+        metadata: String,
+    },
+    /// Read a consumer group's committed position in a partition.
+    OffsetFetch {
+        /// Consumer group name.
+        group: String,
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+    },
 }
 
 impl Request {
@@ -107,6 +129,8 @@ impl Request {
             Request::Produce { .. } => ApiKey::Produce,
             Request::Fetch { .. } => ApiKey::Fetch,
             Request::ListOffsets { .. } => ApiKey::ListOffsets,
+            Request::OffsetCommit { .. } => ApiKey::OffsetCommit,
+            Request::OffsetFetch { .. } => ApiKey::OffsetFetch,
         }
     }
 
@@ -124,6 +148,15 @@ impl Request {
             Request::Produce { topic, batch, .. } => produce::request_body_len(topic, batch),
             Request::Fetch { topic, .. } => fetch::request_body_len(topic),
             Request::ListOffsets { topic, .. } => list_offsets::request_body_len(topic),
+            Request::OffsetCommit {
+                group,
+                topic,
+                metadata,
+                ..
+            } => offset_commit::request_body_len(group, topic, metadata),
+            Request::OffsetFetch { group, topic, .. } => {
+                offset_fetch::request_body_len(group, topic)
+            }
         }
     }
 
@@ -168,6 +201,18 @@ impl Request {
             Request::ListOffsets { topic, partition } => {
                 list_offsets::encode_request(dst, topic, *partition)
             }
+            Request::OffsetCommit {
+                group,
+                topic,
+                partition,
+                offset,
+                metadata,
+            } => offset_commit::encode_request(dst, group, topic, *partition, *offset, metadata),
+            Request::OffsetFetch {
+                group,
+                topic,
+                partition,
+            } => offset_fetch::encode_request(dst, group, topic, *partition),
         }
     }
 
@@ -186,6 +231,8 @@ impl Request {
             ApiKey::Produce => produce::decode_request(r),
             ApiKey::Fetch => fetch::decode_request(r),
             ApiKey::ListOffsets => list_offsets::decode_request(r),
+            ApiKey::OffsetCommit => offset_commit::decode_request(r),
+            ApiKey::OffsetFetch => offset_fetch::decode_request(r),
         }
     }
 }

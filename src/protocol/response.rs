@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, produce,
-    release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, fetch, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -78,6 +78,16 @@ pub enum Response {
         /// The partition's current epoch.
         epoch: u64,
     },
+    /// The offset was committed durably. Empty body.
+    OffsetCommit,
+    /// A group's committed position.
+    OffsetFetch {
+        /// The offset of the next record the group will read; `None` (-1 on the wire) when it
+        /// committed nothing. At most `i64::MAX`.
+        offset: Option<u64>,
+        /// The text stored with the offset (empty when nothing is committed).
+        metadata: String,
+    },
 }
 
 impl Response {
@@ -101,6 +111,8 @@ impl Response {
             Response::Produce { .. } => ApiKey::Produce,
             Response::Fetch { .. } => ApiKey::Fetch,
             Response::ListOffsets { .. } => ApiKey::ListOffsets,
+            Response::OffsetCommit => ApiKey::OffsetCommit,
+            Response::OffsetFetch { .. } => ApiKey::OffsetFetch,
         }
     }
 
@@ -116,6 +128,8 @@ impl Response {
             Response::Produce { .. } => produce::response_body_len(),
             Response::Fetch { batches, .. } => fetch::response_body_len(batches),
             Response::ListOffsets { .. } => list_offsets::response_body_len(),
+            Response::OffsetCommit => offset_commit::response_body_len(),
+            Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
         }
     }
 
@@ -151,6 +165,10 @@ impl Response {
                 latest,
                 epoch,
             } => list_offsets::encode_response(dst, *earliest, *latest, *epoch),
+            Response::OffsetCommit => offset_commit::encode_response(dst),
+            Response::OffsetFetch { offset, metadata } => {
+                offset_fetch::encode_response(dst, *offset, metadata)
+            }
         }
     }
 
@@ -170,6 +188,8 @@ impl Response {
             ApiKey::Produce => produce::decode_response(r),
             ApiKey::Fetch => fetch::decode_response(r),
             ApiKey::ListOffsets => list_offsets::decode_response(r),
+            ApiKey::OffsetCommit => offset_commit::decode_response(r),
+            ApiKey::OffsetFetch => offset_fetch::decode_response(r),
         }
     }
 }
