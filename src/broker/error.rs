@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use super::groups::GroupOffsetsError;
 use crate::lease::AuthorityError;
 use crate::storage::StorageError;
 
@@ -37,6 +38,24 @@ pub enum BrokerError {
     /// grant's epoch durable, or could not be asked.
     #[error(transparent)]
     Lease(#[from] AuthorityError),
+    /// The committed-offset store refused or failed (bad group name, a limit, damage, disk).
+    #[error(transparent)]
+    GroupOffsets(#[from] GroupOffsetsError),
+    /// A commit named an offset past the partition's high watermark: no consumer can have read
+    /// up to there.
+    #[error(
+        "cannot commit offset {offset} for {topic}/{partition}: it is past the high watermark {high_watermark}"
+    )]
+    CommitOutOfRange {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: u32,
+        /// The offset the commit named.
+        offset: u64,
+        /// The partition's high watermark.
+        high_watermark: u64,
+    },
     /// The data directory is in use by another process.
     #[error("data directory {0} is in use by another fencelog process")]
     Locked(PathBuf),

@@ -9,6 +9,7 @@
 //! * [`topic_file`]: the versioned on-disk form of a topic's settings (`topic.json`).
 //! * [`producer_ids`]: producer ids for idempotent appends, unique across restarts.
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
+//! * [`groups`]: committed offsets of consumer groups ([`GroupOffsets`]), protocol-neutral.
 //!
 //! Layout of the data directory:
 //!
@@ -17,9 +18,11 @@
 //! DATA/producer-id-block             first producer id not yet reserved (see producer_ids)
 //! DATA/topics/NAME/topic.json        the topic's settings (written temp + fsync + rename)
 //! DATA/topics/NAME/P/                partition P: segments, indexes, epoch-checkpoint
+//! DATA/groups/HASH.offsets           committed offsets of the groups whose name hashes to HASH
 //! ```
 
 pub mod error;
+pub mod groups;
 pub mod maintenance;
 pub mod produce_queue;
 pub mod producer_ids;
@@ -35,6 +38,7 @@ use std::time::Instant;
 use tracing::info;
 
 pub use error::BrokerError;
+pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
 pub use service::{BrokerService, FetchRequest, PartitionOffsets, ProduceRequest};
 
 use crate::domain::{FlushPolicy, TopicConfig};
@@ -96,6 +100,8 @@ pub struct Broker {
     seal_worker: SealWorker,
     /// Hands out producer ids for idempotent appends.
     producer_ids: producer_ids::ProducerIds,
+    /// Committed offsets of consumer groups.
+    group_offsets: GroupOffsets,
     _lock_file: File,
 }
 
@@ -177,6 +183,10 @@ impl Broker {
             )?;
             topics.insert(name, Arc::new(topic));
         }
+        let group_offsets = GroupOffsets::open(
+            &data_dir.join(groups::GROUPS_DIRECTORY),
+            GroupOffsetsConfig::default(),
+        )?;
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
@@ -185,6 +195,7 @@ impl Broker {
             interval_syncs: std::sync::Mutex::new(HashMap::new()),
             seal_worker,
             producer_ids,
+            group_offsets,
             _lock_file: lock_file,
         })
     }
@@ -221,6 +232,11 @@ impl Broker {
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The committed offsets of consumer groups.
+    pub fn group_offsets(&self) -> &GroupOffsets {
+        &self.group_offsets
     }
 
     /// Creates a topic durably: its settings file is written and fsynced before it is announced.

@@ -3,8 +3,8 @@
 //! A listener (the native protocol today, Kafka's next) decodes a request, calls one method here
 //! and encodes what it returns; it holds no broker logic of its own. The service owns what both
 //! would otherwise copy: request-ordered two-phase produce ([`ProduceQueue`]), the long-poll
-//! fetch, leases through a [`LeaseAuthority`], topic admin and metadata, and the maintenance
-//! tasks ([`super::maintenance`]).
+//! fetch, leases through a [`LeaseAuthority`], topic admin and metadata, consumer groups'
+//! committed offsets ([`super::groups`]), and the maintenance tasks ([`super::maintenance`]).
 //!
 //! A produce carries its epoch explicitly ([`ProduceRequest::epoch`]): each listener finds it
 //! where its protocol puts it (fencelog's batch header, a Kafka batch's producer epoch), and the
@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 
 use super::maintenance::Maintenance;
 use super::produce_queue::ProduceQueue;
-use super::{Broker, BrokerError, Topic};
+use super::{Broker, BrokerError, CommittedOffset, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::TopicConfig;
 use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
@@ -171,13 +171,51 @@ impl BrokerService {
     /// the async workers: a new block of ids is reserved with an fsync now and then.
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {
         let broker = Arc::clone(&self.broker);
-        let producer_id = tokio::task::spawn_blocking(move || broker.allocate_producer_id())
-            .await
-            .map_err(|join| BrokerError::Io {
-                context: "reserve producer ids".into(),
-                source: std::io::Error::other(join.to_string()),
-            })??;
+        let producer_id = blocking(move || broker.allocate_producer_id()).await?;
         Ok((producer_id, 0))
+    }
+
+    /// Commits `group`'s position in `topic/partition` (the offset of the next record it will
+    /// read) durably: `Ok` means it survives a crash. The partition must exist and the offset
+    /// must not be past its high watermark; an offset below the log start is accepted (the
+    /// consumer learns it is gone when it fetches there).
+    pub async fn commit_offset(
+        &self,
+        group: String,
+        topic: String,
+        partition: u32,
+        committed: CommittedOffset,
+    ) -> Result<(), BrokerError> {
+        let high_watermark = self.broker.partition(&topic, partition)?.high_watermark();
+        if committed.offset > high_watermark {
+            return Err(BrokerError::CommitOutOfRange {
+                topic,
+                partition,
+                offset: committed.offset,
+                high_watermark,
+            });
+        }
+        let broker = Arc::clone(&self.broker);
+        blocking(move || {
+            Ok(broker
+                .group_offsets()
+                .commit(&group, &topic, partition, committed)?)
+        })
+        .await
+    }
+
+    /// The offset `group` last committed for `topic/partition`, or `None` if it never did.
+    pub fn committed_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<CommittedOffset>, BrokerError> {
+        self.broker.partition(topic, partition)?;
+        Ok(self
+            .broker
+            .group_offsets()
+            .committed(group, topic, partition)?)
     }
 
     /// Grants the partition's lease if it has no live one; the new epoch is installed durably in

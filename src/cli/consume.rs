@@ -1,4 +1,9 @@
-//! `fencelog consume`: print a partition's records.
+//! `fencelog consume`: print a partition's records, optionally as a consumer group that resumes
+//! where it stopped.
+//!
+//! With `--group` the position lives on the server (`OffsetCommit`/`OffsetFetch`), committed
+//! after each poll's records are printed: printing first means a crash can repeat records but
+//! never skip one.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,7 +13,7 @@ use serde::Serialize;
 
 use super::common::{self, ClientArgs, Failure, Output};
 use super::CliError;
-use crate::client::{Consumer, Record};
+use crate::client::{Client, Consumer, Offsets, Record};
 
 /// How long one long poll waits with `--follow` before asking again.
 const FOLLOW_WAIT: Duration = Duration::from_secs(10);
@@ -50,16 +55,32 @@ Output: one line per record, in offset order.
 
 Without --follow, consume stops at the end of the log as it was when consume started (its high
 watermark then) and exits 0. With --follow it keeps long-polling for new records until
-interrupted.")]
+interrupted (Ctrl-C ends it cleanly, exit status 0). --count N stops after N records.
+
+Consumer groups: with --group G, consume resumes from the offset the group committed for the
+partition (--from applies only when the group has committed nothing there yet), and commits as
+it goes: after the records of each poll are printed, it commits the offset of the next record to
+read, and it commits again on exit. So `consume --group G` run twice prints each record once
+across the two runs. Printing comes before committing: a consume killed between the two prints
+those records again next time (at least once, never skipped). A committed offset that retention
+has since removed resumes at the earliest offset still stored, with a warning on stderr.")]
 pub struct ConsumeArgs {
     /// Topic name.
     pub topic: String,
     /// Partition index.
     #[arg(long, default_value_t = 0)]
     pub partition: u32,
-    /// First record: `earliest`, `latest` (only new records) or an offset.
+    /// First record: `earliest`, `latest` (only new records) or an offset. With --group, only
+    /// used when the group has no committed offset for the partition.
     #[arg(long, default_value = "earliest")]
     pub from: StartAt,
+    /// Consumer group: resume from its committed offset and commit the position as records are
+    /// printed.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Stop after this many records.
+    #[arg(long)]
+    pub count: Option<u64>,
     /// Keep waiting for new records instead of stopping at the end of the log.
     #[arg(long)]
     pub follow: bool,
@@ -105,10 +126,17 @@ pub fn run(args: ConsumeArgs) -> Result<(), CliError> {
 async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
     let client = common::connect(&args.client).await?;
     let offsets = client.list_offsets(&args.topic, args.partition).await?;
-    let start = match args.from {
-        StartAt::Earliest => offsets.earliest,
-        StartAt::Latest => offsets.latest,
-        StartAt::Offset(offset) => offset,
+    let mut group = match &args.group {
+        Some(name) => Some(GroupPosition::load(&client, name, &args).await?),
+        None => None,
+    };
+    let start = match group.as_ref().and_then(|group| group.committed) {
+        Some(committed) => resume_at(committed, &offsets, &args),
+        None => match args.from {
+            StartAt::Earliest => offsets.earliest,
+            StartAt::Latest => offsets.latest,
+            StartAt::Offset(offset) => offset,
+        },
     };
     // The end of the log when we started; without --follow we stop there.
     let end = offsets.latest;
@@ -119,11 +147,16 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         ))
         .into());
     }
-    let mut consumer =
-        Consumer::new(client, args.topic, args.partition, start).with_max_bytes(args.max_bytes);
+    let mut consumer = Consumer::new(client, args.topic.clone(), args.partition, start)
+        .with_max_bytes(args.max_bytes);
     let mut out = Output::new(args.client.json);
+    let mut remaining = args.count.unwrap_or(u64::MAX);
+    // Ctrl-C ends a --follow consume between polls, after a last commit.
+    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
+    // The offset of the next record to print (and to commit).
+    let mut next = start;
     loop {
-        if !args.follow && consumer.position() >= end {
+        if remaining == 0 || (!args.follow && next >= end) {
             break;
         }
         let wait = if args.follow {
@@ -131,8 +164,14 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         } else {
             Duration::ZERO
         };
-        let records = consumer.poll(wait).await?;
-        for record in &records {
+        let records = tokio::select! {
+            records = consumer.poll(wait) => records?,
+            _ = &mut interrupted, if args.follow => break,
+        };
+        let shown = records
+            .len()
+            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        for record in &records[..shown] {
             if out.json() {
                 out.emit(&RecordJson::from(record), "")?;
             } else {
@@ -142,11 +181,82 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
             }
         }
         out.flush()?;
+        if let Some(last) = records[..shown].last() {
+            next = last.offset + 1;
+            remaining -= shown as u64;
+        }
+        if let Some(group) = &mut group {
+            group.commit(next).await?;
+        }
         if records.is_empty() && !args.follow {
             // Nothing below the starting high watermark came back (cannot happen with a
             // correct server); stop rather than spin.
             break;
         }
     }
+    if let Some(group) = &mut group {
+        group.commit(next).await?;
+    }
     out.flush()
+}
+
+/// Where a group resumes: its committed offset, unless the log no longer has it (retention
+/// removed it, or the log lost records the group had read); the user is told on stderr.
+fn resume_at(committed: u64, offsets: &Offsets, args: &ConsumeArgs) -> u64 {
+    let partition = format!("{}/{}", args.topic, args.partition);
+    if committed < offsets.earliest {
+        eprintln!(
+            "warning: the committed offset {committed} of {partition} is no longer stored; \
+             resuming at the earliest offset {}",
+            offsets.earliest
+        );
+        return offsets.earliest;
+    }
+    if committed > offsets.latest {
+        eprintln!(
+            "warning: the committed offset {committed} of {partition} is past the end of the \
+             log ({}); resuming there",
+            offsets.latest
+        );
+        return offsets.latest;
+    }
+    committed
+}
+
+/// A consumer group's position in the partition: what it had committed, and commits of the
+/// offsets printed since.
+struct GroupPosition {
+    client: Client,
+    name: String,
+    topic: String,
+    partition: u32,
+    /// The last offset committed (by an earlier run or this one).
+    committed: Option<u64>,
+}
+
+impl GroupPosition {
+    async fn load(client: &Client, name: &str, args: &ConsumeArgs) -> Result<Self, Failure> {
+        let committed = client
+            .committed_offset(name, &args.topic, args.partition)
+            .await?;
+        Ok(Self {
+            client: client.clone(),
+            name: name.to_string(),
+            topic: args.topic.clone(),
+            partition: args.partition,
+            committed: committed.map(|committed| committed.offset),
+        })
+    }
+
+    /// Commits `next` (the offset of the next record to read) unless it is already committed.
+    async fn commit(&mut self, next: u64) -> Result<(), Failure> {
+        if self.committed == Some(next) {
+            return Ok(());
+        }
+        self.client
+            .commit_offset(&self.name, &self.topic, self.partition, next, "")
+            .await?;
+        self.committed = Some(next);
+        Ok(())
+    }
 }

@@ -12,6 +12,7 @@
 
 mod connection;
 mod consumer;
+mod offsets;
 mod producer;
 mod producer_id;
 
@@ -31,6 +32,7 @@ use crate::protocol::{
 
 pub use crate::batch::{BatchBuilder, Record};
 pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
+pub use offsets::CommittedOffset;
 pub use producer::{
     Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
 };

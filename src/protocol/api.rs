@@ -15,6 +15,8 @@ pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod init_producer_id;
 pub(in crate::protocol) mod list_offsets;
 pub(in crate::protocol) mod metadata;
+pub(in crate::protocol) mod offset_commit;
+pub(in crate::protocol) mod offset_fetch;
 pub(in crate::protocol) mod produce;
 pub(in crate::protocol) mod release_lease;
 pub(in crate::protocol) mod renew_lease;
@@ -44,11 +46,16 @@ pub enum ApiKey {
     ListOffsets = 8,
     /// Obtain a producer id for idempotent appends.
     InitProducerId = 9,
+    /// Store a consumer group's position in a partition.
+    OffsetCommit = 10,
+    /// Read a consumer group's committed position in a partition.
+    OffsetFetch = 11,
 }
 
 impl ApiKey {
-    /// Every API, in wire order.
-    pub const ALL: [ApiKey; 10] = [
+    /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
+    /// build is never reused).
+    pub const ALL: [ApiKey; 12] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -59,11 +66,13 @@ impl ApiKey {
         ApiKey::Fetch,
         ApiKey::ListOffsets,
         ApiKey::InitProducerId,
+        ApiKey::OffsetCommit,
+        ApiKey::OffsetFetch,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
     pub fn from_u16(value: u16) -> Option<ApiKey> {
-        Self::ALL.get(usize::from(value)).copied()
+        Self::ALL.into_iter().find(|key| key.as_u16() == value)
     }
 
     /// The on-wire value.
@@ -84,6 +93,8 @@ impl ApiKey {
             ApiKey::Fetch => "Fetch",
             ApiKey::ListOffsets => "ListOffsets",
             ApiKey::InitProducerId => "InitProducerId",
+            ApiKey::OffsetCommit => "OffsetCommit",
+            ApiKey::OffsetFetch => "OffsetFetch",
         }
     }
 
@@ -143,11 +154,14 @@ mod tests {
 
     #[test]
     fn keys_round_trip_through_their_wire_values() {
-        for (index, key) in ApiKey::ALL.into_iter().enumerate() {
-            assert_eq!(usize::from(key.as_u16()), index);
+        for key in ApiKey::ALL {
             assert_eq!(ApiKey::from_u16(key.as_u16()), Some(key));
         }
-        assert_eq!(ApiKey::from_u16(ApiKey::ALL.len() as u16), None);
+        assert!(ApiKey::ALL.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(ApiKey::OffsetCommit.as_u16(), 10);
+        assert_eq!(ApiKey::OffsetFetch.as_u16(), 11);
+        assert_eq!(ApiKey::from_u16(12), None);
+        assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }
 }

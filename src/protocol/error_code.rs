@@ -75,11 +75,19 @@ pub enum ErrorCode {
     /// The partition has no state for this producer id (never seen, or forgotten) and the batch
     /// does not start a session (sequence 0).
     UnknownProducer = 24,
+    /// A consumer group name is empty or longer than the server allows.
+    InvalidGroup = 25,
+    /// The metadata stored with a committed offset is longer than the server allows.
+    OffsetMetadataTooLarge = 26,
+    /// The server holds committed offsets of its maximum of groups, or the group of its maximum
+    /// of partitions.
+    GroupLimitReached = 27,
 }
 
 impl ErrorCode {
-    /// Every code, in wire order; handy for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 25] = [
+    /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
+    /// ranges are reserved for codes of other builds.
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -105,15 +113,15 @@ impl ErrorCode {
         ErrorCode::DuplicateSequence,
         ErrorCode::InvalidProducerEpoch,
         ErrorCode::UnknownProducer,
+        ErrorCode::InvalidGroup,
+        ErrorCode::OffsetMetadataTooLarge,
+        ErrorCode::GroupLimitReached,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
     /// (a newer server), so callers must decide explicitly how to treat them.
     pub fn from_u16(value: u16) -> Option<ErrorCode> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|code| code.as_u16() == value)
+        Self::ALL.into_iter().find(|code| code.as_u16() == value)
     }
 
     /// The on-wire value.
@@ -175,6 +183,9 @@ impl ErrorCode {
             ErrorCode::DuplicateSequence => "DUPLICATE_SEQUENCE",
             ErrorCode::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH",
             ErrorCode::UnknownProducer => "UNKNOWN_PRODUCER",
+            ErrorCode::InvalidGroup => "INVALID_GROUP",
+            ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
+            ErrorCode::GroupLimitReached => "GROUP_LIMIT_REACHED",
         }
     }
 }
@@ -190,12 +201,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wire_values_round_trip_and_match_position() {
-        for (i, code) in ErrorCode::ALL.iter().enumerate() {
-            assert_eq!(usize::from(code.as_u16()), i);
-            assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(*code));
+    fn wire_values_round_trip_and_are_in_order() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
         assert_eq!(ErrorCode::from_u16(ErrorCode::ALL.len() as u16), None);
+        assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
     }
 
@@ -208,6 +220,9 @@ mod tests {
         assert_eq!(ErrorCode::Internal.as_u16(), 20);
         assert_eq!(ErrorCode::OutOfOrderSequence.as_u16(), 21);
         assert_eq!(ErrorCode::UnknownProducer.as_u16(), 24);
+        assert_eq!(ErrorCode::InvalidGroup.as_u16(), 25);
+        assert_eq!(ErrorCode::OffsetMetadataTooLarge.as_u16(), 26);
+        assert_eq!(ErrorCode::GroupLimitReached.as_u16(), 27);
     }
 
     #[test]
@@ -220,5 +235,14 @@ mod tests {
         assert!(!ErrorCode::LeaseLost.is_retriable());
         assert!(ErrorCode::LeaseHeld.is_retriable());
         assert_eq!(ErrorCode::UnknownEpoch.to_string(), "UNKNOWN_EPOCH");
+        // The consumer-group refusals need a different request (a name, shorter metadata) or an
+        // operator (the group limits): retrying them as they are cannot succeed.
+        for code in [
+            ErrorCode::InvalidGroup,
+            ErrorCode::OffsetMetadataTooLarge,
+            ErrorCode::GroupLimitReached,
+        ] {
+            assert!(!code.is_retriable(), "{code}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::api::{
     acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    produce, release_lease, renew_lease,
+    offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};
@@ -94,6 +94,28 @@ pub enum Request {
     },
     /// Obtain a producer id for idempotent appends.
     InitProducerId,
+    /// Store a consumer group's position in a partition.
+    OffsetCommit {
+        /// Consumer group name.
+        group: String,
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// The offset of the next record the group will read.
+        offset: u64,
+        /// Free-form text stored with the offset (empty for none).
+        metadata: String,
+    },
+    /// Read a consumer group's committed position in a partition.
+    OffsetFetch {
+        /// Consumer group name.
+        group: String,
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+    },
 }
 
 impl Request {
@@ -110,6 +132,8 @@ impl Request {
             Request::Fetch { .. } => ApiKey::Fetch,
             Request::ListOffsets { .. } => ApiKey::ListOffsets,
             Request::InitProducerId => ApiKey::InitProducerId,
+            Request::OffsetCommit { .. } => ApiKey::OffsetCommit,
+            Request::OffsetFetch { .. } => ApiKey::OffsetFetch,
         }
     }
 
@@ -128,6 +152,15 @@ impl Request {
             Request::Fetch { topic, .. } => fetch::request_body_len(topic),
             Request::ListOffsets { topic, .. } => list_offsets::request_body_len(topic),
             Request::InitProducerId => init_producer_id::request_body_len(),
+            Request::OffsetCommit {
+                group,
+                topic,
+                metadata,
+                ..
+            } => offset_commit::request_body_len(group, topic, metadata),
+            Request::OffsetFetch { group, topic, .. } => {
+                offset_fetch::request_body_len(group, topic)
+            }
         }
     }
 
@@ -173,6 +206,18 @@ impl Request {
                 list_offsets::encode_request(dst, topic, *partition)
             }
             Request::InitProducerId => init_producer_id::encode_request(dst),
+            Request::OffsetCommit {
+                group,
+                topic,
+                partition,
+                offset,
+                metadata,
+            } => offset_commit::encode_request(dst, group, topic, *partition, *offset, metadata),
+            Request::OffsetFetch {
+                group,
+                topic,
+                partition,
+            } => offset_fetch::encode_request(dst, group, topic, *partition),
         }
     }
 
@@ -192,6 +237,8 @@ impl Request {
             ApiKey::Fetch => fetch::decode_request(r),
             ApiKey::ListOffsets => list_offsets::decode_request(r),
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
+            ApiKey::OffsetCommit => offset_commit::decode_request(r),
+            ApiKey::OffsetFetch => offset_fetch::decode_request(r),
         }
     }
 }

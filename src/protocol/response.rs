@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::api::{
     acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    produce, release_lease, renew_lease,
+    offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -85,6 +85,16 @@ pub enum Response {
         /// The producer's first session.
         producer_epoch: i16,
     },
+    /// The offset was committed durably. Empty body.
+    OffsetCommit,
+    /// A group's committed position.
+    OffsetFetch {
+        /// The offset of the next record the group will read; `None` (-1 on the wire) when it
+        /// committed nothing. At most `i64::MAX`.
+        offset: Option<u64>,
+        /// The text stored with the offset (empty when nothing is committed).
+        metadata: String,
+    },
 }
 
 impl Response {
@@ -109,6 +119,8 @@ impl Response {
             Response::Fetch { .. } => ApiKey::Fetch,
             Response::ListOffsets { .. } => ApiKey::ListOffsets,
             Response::InitProducerId { .. } => ApiKey::InitProducerId,
+            Response::OffsetCommit => ApiKey::OffsetCommit,
+            Response::OffsetFetch { .. } => ApiKey::OffsetFetch,
         }
     }
 
@@ -125,6 +137,8 @@ impl Response {
             Response::Fetch { batches, .. } => fetch::response_body_len(batches),
             Response::ListOffsets { .. } => list_offsets::response_body_len(),
             Response::InitProducerId { .. } => init_producer_id::response_body_len(),
+            Response::OffsetCommit => offset_commit::response_body_len(),
+            Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
         }
     }
 
@@ -164,6 +178,10 @@ impl Response {
                 producer_id,
                 producer_epoch,
             } => init_producer_id::encode_response(dst, *producer_id, *producer_epoch),
+            Response::OffsetCommit => offset_commit::encode_response(dst),
+            Response::OffsetFetch { offset, metadata } => {
+                offset_fetch::encode_response(dst, *offset, metadata)
+            }
         }
     }
 
@@ -184,6 +202,8 @@ impl Response {
             ApiKey::Fetch => fetch::decode_response(r),
             ApiKey::ListOffsets => list_offsets::decode_response(r),
             ApiKey::InitProducerId => init_producer_id::decode_response(r),
+            ApiKey::OffsetCommit => offset_commit::decode_response(r),
+            ApiKey::OffsetFetch => offset_fetch::decode_response(r),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! and the epochs for the fencing errors. Every match is exhaustive, so a new error variant
 //! cannot silently become `INTERNAL`.
 
-use crate::broker::BrokerError;
+use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::{AuthorityError, LeaseError};
 use crate::protocol::{ErrorCode, ErrorResponse};
 use crate::storage::{FenceError, SequenceError, StorageError};
@@ -23,6 +23,22 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
             storage_error(source, message)
         }
         BrokerError::Lease(AuthorityError::Unavailable(_)) => plain(ErrorCode::Internal),
+        BrokerError::GroupOffsets(group) => plain(group_offsets_code(group)),
+        BrokerError::CommitOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
+    }
+}
+
+fn group_offsets_code(error: &GroupOffsetsError) -> ErrorCode {
+    match error {
+        GroupOffsetsError::InvalidGroupName { .. } => ErrorCode::InvalidGroup,
+        GroupOffsetsError::InvalidTopicName { .. } => ErrorCode::InvalidRequest,
+        GroupOffsetsError::MetadataTooLarge { .. } => ErrorCode::OffsetMetadataTooLarge,
+        GroupOffsetsError::TooManyGroups { .. } | GroupOffsetsError::TooManyOffsets { .. } => {
+            ErrorCode::GroupLimitReached
+        }
+        GroupOffsetsError::Corrupt { .. } => ErrorCode::CorruptData,
+        GroupOffsetsError::Io { .. } => ErrorCode::StorageError,
+        GroupOffsetsError::InvalidConfig(_) => ErrorCode::Internal,
     }
 }
 

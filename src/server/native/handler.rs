@@ -11,7 +11,7 @@ use futures::{FutureExt, TryFutureExt};
 use super::errors::to_error_response;
 use crate::batch::{BatchError, BatchHeader};
 use crate::broker::produce_queue::ProduceQueue;
-use crate::broker::{BrokerError, BrokerService, FetchRequest, ProduceRequest};
+use crate::broker::{BrokerError, BrokerService, CommittedOffset, FetchRequest, ProduceRequest};
 use crate::protocol::{Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
 use crate::server::ServerConfig;
 use crate::storage::{Appended, ReadResult, StorageError};
@@ -143,6 +143,34 @@ fn answer(
             service.release_lease(&topic, partition, lease_id).await?;
             Ok(Response::ReleaseLease)
         }),
+        Request::OffsetCommit {
+            group,
+            topic,
+            partition,
+            offset,
+            metadata,
+        } => Box::pin(async move {
+            let committed = CommittedOffset { offset, metadata };
+            service
+                .commit_offset(group, topic, partition, committed)
+                .await?;
+            Ok(Response::OffsetCommit)
+        }),
+        Request::OffsetFetch {
+            group,
+            topic,
+            partition,
+        } => {
+            let committed = service.committed_offset(&group, &topic, partition);
+            Box::pin(future::ready(committed.map(|committed| {
+                Response::OffsetFetch {
+                    offset: committed.as_ref().map(|committed| committed.offset),
+                    metadata: committed
+                        .map(|committed| committed.metadata)
+                        .unwrap_or_default(),
+                }
+            })))
+        }
     }
 }
 
