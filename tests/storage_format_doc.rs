@@ -125,6 +125,7 @@ fn data_directory_topic_file_and_recovery_point_are_as_documented() {
     };
     let expected: BTreeSet<String> = [
         "fencelog.lock".to_owned(),
+        "groups".to_owned(),
         "topics".to_owned(),
         "topics/orders".to_owned(),
         "topics/orders/topic.json".to_owned(),
