@@ -12,6 +12,8 @@
 //! * [`flush`]: group commit.
 //! * [`seal`]: syncing full segments in the background ([`SealWorker`]); the recovery point.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
+//! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
+//!   batch-header timestamps.
 
 pub mod config;
 pub mod durable_file;
@@ -23,6 +25,7 @@ pub mod partition;
 mod recovery;
 pub mod seal;
 pub(crate) mod segment;
+mod timestamp_lookup;
 
 use thiserror::Error;
 
