@@ -1,7 +1,8 @@
 //! fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
 //!
 //! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`]),
-//! the async [`client`], and [`testing`] (an in-process server for integration tests). The
+//! the async [`client`], [`testing`] (an in-process server for integration tests) and
+//! [`testing_proxy`] (a TCP proxy that cuts connections on cue). The
 //! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
 //! `fencelog bench` load generator (`bench`), with the dependencies only they need (clap,
 //! indicatif, hdrhistogram, humantime, tracing-subscriber, jemalloc); an application that embeds
@@ -24,3 +25,4 @@ pub mod server;
 pub mod storage;
 pub mod sync;
 pub mod testing;
+pub mod testing_proxy;

@@ -104,7 +104,11 @@ async fn a_failed_batch_halts_the_producer_until_it_resumes() {
         matches!(failed.error, ClientError::Server { .. }),
         "{failed:?}"
     );
-    assert_eq!(failed.value.len(), 9 * 1024 * 1024, "the record is given back");
+    assert_eq!(
+        failed.value.len(),
+        9 * 1024 * 1024,
+        "the record is given back"
+    );
     for send in futures::future::join_all(behind).await {
         let failed = send.unwrap_err();
         assert!(

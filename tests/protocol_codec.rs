@@ -167,6 +167,7 @@ fn arb_response() -> impl Strategy<Value = Response> {
                 earliest,
                 latest,
                 epoch,
+                offset_for_timestamp: None,
             }
         }),
     ]
@@ -405,6 +406,7 @@ fn pipelined_frames_in_one_buffer_decode_separately() {
         Request::ListOffsets {
             topic: "t".into(),
             partition: 0,
+            timestamp: None,
         },
     );
     let mut buf = BytesMut::new();
@@ -458,6 +460,7 @@ async fn framed_pipelining_over_a_stream() {
                         earliest: 0,
                         latest: u64::from(req.correlation_id) * 10,
                         epoch: 1,
+                        offset_for_timestamp: None,
                     },
                 ),
                 Err(err) => err.to_response(),
@@ -470,6 +473,7 @@ async fn framed_pipelining_over_a_stream() {
         let request = Request::ListOffsets {
             topic: format!("topic-{id}"),
             partition: id,
+            timestamp: None,
         };
         client
             .send(RequestFrame::new(id, request))
@@ -493,7 +497,8 @@ async fn framed_pipelining_over_a_stream() {
             Ok(Response::ListOffsets {
                 earliest: 0,
                 latest: u64::from(id) * 10,
-                epoch: 1
+                epoch: 1,
+                offset_for_timestamp: None,
             })
         );
     }
@@ -568,7 +573,7 @@ fn malformed_bodies_are_answerable() {
 }
 
 #[test]
-fn api_versions_lists_every_api_at_version_zero() {
+fn api_versions_lists_every_api_from_version_zero() {
     let Response::ApiVersions { server, apis } = Response::supported_api_versions() else {
         panic!("wrong variant");
     };
@@ -577,9 +582,15 @@ fn api_versions_lists_every_api_at_version_zero() {
     let expected: Vec<u16> = ApiKey::ALL.iter().map(|key| key.as_u16()).collect();
     assert_eq!(keys, expected);
     assert!(keys.starts_with(&(0..=11).collect::<Vec<u16>>()));
-    assert!(apis
-        .iter()
-        .all(|a| a.min_version == 0 && a.max_version == 0));
+    // Every API starts at version 0; ListOffsets has reached version 1 (timestamp lookup).
+    for api in &apis {
+        let max = if api.api_key == ApiKey::ListOffsets.as_u16() {
+            1
+        } else {
+            0
+        };
+        assert_eq!((api.min_version, api.max_version), (0, max), "{api:?}");
+    }
 }
 
 #[test]
@@ -618,6 +629,7 @@ fn doc_example_list_offsets() {
         Request::ListOffsets {
             topic: "orders".into(),
             partition: 0,
+            timestamp: None,
         },
     );
     let body = check_doc_example(
@@ -634,6 +646,7 @@ fn doc_example_list_offsets() {
             earliest: 0,
             latest: 42,
             epoch: 3,
+            offset_for_timestamp: None,
         },
     );
     let body = check_doc_example(
@@ -792,6 +805,7 @@ fn golden_frames() -> (Vec<RequestFrame>, Vec<(ApiKey, ResponseFrame)>) {
         Request::ListOffsets {
             topic: "t".into(),
             partition: 9,
+            timestamp: None,
         },
     ];
     let responses = vec![
@@ -845,6 +859,7 @@ fn golden_frames() -> (Vec<RequestFrame>, Vec<(ApiKey, ResponseFrame)>) {
             earliest: 0,
             latest: 13,
             epoch: 4,
+            offset_for_timestamp: None,
         },
     ];
     let requests = (1..).zip(requests).map(|(id, r)| RequestFrame::new(id, r));

@@ -253,6 +253,7 @@ async fn topics_data_and_epochs_survive_a_restart() {
         .call(Request::ListOffsets {
             topic: "kept".into(),
             partition: 0,
+            timestamp: None,
         })
         .await
         .unwrap()
@@ -261,6 +262,7 @@ async fn topics_data_and_epochs_survive_a_restart() {
             earliest,
             latest,
             epoch,
+            ..
         } => assert_eq!((earliest, latest, epoch), (0, 2, 2)),
         other => panic!("unexpected {other:?}"),
     }
@@ -341,6 +343,7 @@ async fn errors_carry_codes_and_messages() {
         .call(Request::ListOffsets {
             topic: "e".into(),
             partition: 9,
+            timestamp: None,
         })
         .await
         .unwrap_err();

@@ -124,7 +124,7 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
             Some((index, sent, received, result)) = in_flight.next() => {
                 let partition = spec.sources[index].partition;
                 let fetched = result.map_err(|source| match source {
-                    ClientError::Server { code: ErrorCode::OffsetOutOfRange, .. } => BenchError::Check(format!(
+                    ClientError::OffsetOutOfRange { .. } | ClientError::Server { code: ErrorCode::OffsetOutOfRange, .. } => BenchError::Check(format!(
                         "a consumer fell behind the topic's retention on {}/{partition} (offset {} was deleted); \
                          raise --retention-bytes, or 0 to keep everything",
                         spec.topic, positions[index]

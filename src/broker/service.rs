@@ -218,6 +218,18 @@ impl BrokerService {
             .committed(group, topic, partition)?)
     }
 
+    /// The first offset whose record timestamp is at or after `timestamp` (ms), among visible
+    /// records; `None` if none is that recent.
+    pub fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp: i64,
+    ) -> Result<Option<u64>, BrokerError> {
+        let target = self.broker.partition(topic, partition)?;
+        Ok(target.offset_for_timestamp(timestamp)?)
+    }
+
     /// Grants the partition's lease if it has no live one; the new epoch is installed durably in
     /// the partition's writer before this returns.
     pub async fn acquire_lease(

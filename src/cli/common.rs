@@ -16,7 +16,7 @@ use crate::server::DEFAULT_LISTEN;
 /// Flags every client command takes.
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
-    /// Server address, host:port.
+    /// Server address, host:port; several, comma-separated, to fail over between them.
     #[arg(long, env = "FENCELOG_ADDR", default_value = DEFAULT_LISTEN)]
     pub addr: String,
     /// Print results as JSON, one object per line.
@@ -86,9 +86,11 @@ where
     conclude(runtime.block_on(command))
 }
 
-/// Connects to `--addr`.
+/// Connects to `--addr` (a comma-separated list: the first that accepts; reconnects go to any).
 pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
-    Client::connect(args.addr.as_str())
+    Client::builder()
+        .addr_list(&args.addr)
+        .connect()
         .await
         .map_err(|error| match error {
             ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(

@@ -14,6 +14,9 @@
 //! one vectored write with the encoded headers around it, rather than being copied into a
 //! write buffer first.
 //!
+//! A connection that failed stays failed: [`Connection::is_failed`] tells the client's
+//! `Endpoint` (in `reconnect`) to open a new one for the next request.
+//!
 //! Every request in flight holds a semaphore permit from the moment it is queued until its
 //! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
 //! outstanding on the wire, including those whose caller gave up waiting (a timed-out request
@@ -22,7 +25,6 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -53,6 +55,8 @@ struct Outgoing {
 struct Pending {
     correlation_id: u32,
     api_key: ApiKey,
+    /// The response is in the version of the request.
+    api_version: u16,
     reply: Reply,
     /// Released when the response arrives or the connection fails.
     _permit: OwnedSemaphorePermit,
@@ -192,44 +196,37 @@ impl Connection {
         self.peer
     }
 
-    /// Sends `request` and waits for its response, for at most `timeout` in all (waiting for an
-    /// in-flight slot included). A server error response becomes the matching `ClientError`.
-    pub(crate) async fn call(
-        &self,
-        request: Request,
-        timeout: Duration,
-    ) -> Result<Response, ClientError> {
-        let exchange = async {
-            let response = self.enqueue(request).await?;
-            self.response(response).await
-        };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(ClientError::Timeout { after: timeout }),
-        }
+    /// Whether the connection failed (closed, I/O error, connection-level server error): no
+    /// request can succeed on it any more.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.shared.lock().failed.is_some()
     }
 
     /// Queues `request` for the writer (waiting for an in-flight slot) and returns where its
     /// response will arrive. Requests are written in the order their `enqueue` calls complete,
     /// so a caller that awaits one `enqueue` before starting the next controls the order of its
-    /// requests on the wire.
-    pub(crate) async fn enqueue(&self, request: Request) -> Result<ResponseSlot, ClientError> {
-        if let Some(failure) = self.shared.failure() {
-            return Err(failure);
+    /// requests on the wire. On failure the request was certainly not sent, and comes back.
+    pub(crate) async fn enqueue(&self, request: Request) -> Result<ResponseSlot, NotSent> {
+        if let Some(error) = self.shared.failure() {
+            return Err(NotSent { error, request });
         }
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| self.closed())?;
+        let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
+            let error = self.closed();
+            return Err(NotSent { error, request });
+        };
         let (reply, response) = oneshot::channel();
-        self.requests
-            .send(Outgoing {
-                request,
-                reply,
-                permit,
-            })
-            .await
-            .map_err(|_| self.closed())?;
+        let outgoing = Outgoing {
+            request,
+            reply,
+            permit,
+        };
+        if let Err(mpsc::error::SendError(outgoing)) = self.requests.send(outgoing).await {
+            let error = self.closed();
+            return Err(NotSent {
+                error,
+                request: outgoing.request,
+            });
+        }
         Ok(ResponseSlot(response))
     }
 
@@ -241,6 +238,15 @@ impl Connection {
     fn closed(&self) -> ClientError {
         self.shared.failure().unwrap_or(ClientError::Disconnected)
     }
+}
+
+/// A request the connection refused before sending it (the connection had failed): safe to
+/// send again on another connection, whatever the API.
+pub(crate) struct NotSent {
+    /// Why the connection could not take it.
+    pub(crate) error: ClientError,
+    /// The request, unsent.
+    pub(crate) request: Request,
 }
 
 /// Where the response of an enqueued request arrives.
@@ -307,6 +313,7 @@ async fn write_loop(
         let mut next = Some(first);
         while let Some(outgoing) = next.take() {
             let api_key = outgoing.request.api_key();
+            let api_version = outgoing.request.api_version();
             let correlation_id = {
                 let mut state = shared.lock();
                 if let Some(failure) = &state.failed {
@@ -319,6 +326,7 @@ async fn write_loop(
                 state.pending.push_back(Pending {
                     correlation_id,
                     api_key,
+                    api_version,
                     reply: outgoing.reply,
                     _permit: outgoing.permit,
                 });
@@ -379,11 +387,12 @@ async fn read_loop(mut stream: Stream, shared: Arc<Shared>) {
             );
             continue;
         };
-        let result = match ResponseFrame::decode(pending.api_key, frame) {
-            Ok(response) => response.result.map_err(ClientError::from_error_response),
-            // A malformed body concerns this response only; framing is intact.
-            Err(error) => Err(ClientError::Protocol(error)),
-        };
+        let result =
+            match ResponseFrame::decode_version(pending.api_key, pending.api_version, frame) {
+                Ok(response) => response.result.map_err(ClientError::from_error_response),
+                // A malformed body concerns this response only; framing is intact.
+                Err(error) => Err(ClientError::Protocol(error)),
+            };
         let _ = pending.reply.send(result);
     };
     shared.fail(reason);
@@ -421,6 +430,7 @@ mod tests {
         Pending {
             correlation_id,
             api_key: ApiKey::ApiVersions,
+            api_version: 0,
             reply: oneshot::channel().0,
             _permit: Arc::clone(permits).try_acquire_owned().unwrap(),
         }

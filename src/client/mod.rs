@@ -1,20 +1,47 @@
 //! The async client: [`Client`] for every API of the protocol, [`Producer`] for a lease-holding
 //! writer that batches records and keeps its lease alive, [`Consumer`] for reading a partition.
 //!
-//! One [`Client`] is one TCP connection shared by every clone of it. Requests from many tasks are
-//! pipelined on it and matched to their responses by correlation id. Errors are typed so callers
-//! can act on them: above all [`ClientError::Fenced`], which means a newer writer exists and this
-//! one must stop.
+//! One [`Client`] is one live TCP connection shared by every clone of it. Requests from many tasks
+//! are pipelined on it and matched to their responses by correlation id. Errors are typed so
+//! callers can act on them: above all [`ClientError::Fenced`], which means a newer writer exists
+//! and this one must stop.
+//!
+//! # Connection failures and reconnection
+//!
+//! A client knows a list of bootstrap addresses ([`ClientBuilder::addrs`]) and keeps one
+//! connection at a time. When that connection fails (the server closed it, an I/O error, a
+//! connection-level error such as `TOO_MANY_CONNECTIONS`):
+//!
+//! * the requests in flight on it fail, as their outcome is unknown: the server may or may not
+//!   have carried them out;
+//! * the *next* request opens a new connection, trying the addresses in turn, with capped
+//!   exponential backoff and jitter between failed attempts
+//!   ([`ClientConfig::reconnect_backoff_initial`], [`ClientConfig::reconnect_backoff_max`]).
+//!   Concurrent callers share one reconnect attempt. One call reconnects for at most
+//!   [`ClientConfig::reconnect_timeout`] (and never past its request timeout), then fails with
+//!   the last connect error;
+//! * requests whose repetition is harmless (`ApiVersions`, `Metadata`, `Fetch`, `ListOffsets`,
+//!   `RenewLease`, `ReleaseLease`) are sent again automatically after such a failure, within
+//!   their request timeout. `CreateTopic`, `AcquireLease` and `Produce` are not (a repeat could
+//!   report `TOPIC_EXISTS` for the caller's own topic, lock the caller out with its own unknown
+//!   lease, or append a batch twice): they fail with the transport error and the caller decides.
+//!   A request the dead connection refused before sending it is sent on the new one, whatever
+//!   its API, since the server never saw it.
+//!
+//! A request that times out does not fail the connection: the server still answers it, in order.
 //!
 //! The server answers the requests of one connection in the order it received them, so a
 //! long-polling fetch delays the responses queued behind it. Give a long-polling [`Consumer`] its
 //! own [`Client`] when the latency of other requests matters.
 
+mod builder;
 mod connection;
 mod consumer;
 mod offsets;
 mod producer;
 mod producer_id;
+mod reconnect;
+mod retry;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -23,22 +50,27 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::ToSocketAddrs;
+use tokio::time::Instant;
 
 use crate::batch::{decode_batches_into, BatchError};
 use crate::protocol::{
-    ApiVersionRange, ErrorCode, ErrorResponse, ProtocolError, Request, Response, TopicConfig,
-    TopicMetadata, DEFAULT_MAX_FRAME_BYTES,
+    ApiVersionRange, ErrorCode, ErrorDetails, ErrorResponse, ProtocolError, Request, Response,
+    TopicConfig, TopicMetadata, DEFAULT_MAX_FRAME_BYTES, NO_OFFSET_FOR_TIMESTAMP,
 };
 
 pub use crate::batch::{BatchBuilder, Record};
-pub use consumer::{Consumer, DEFAULT_CONSUMER_MAX_BYTES};
+pub use builder::ClientBuilder;
+pub use consumer::{
+    Consumer, ConsumerBuilder, StartAt, DEFAULT_CONSUMER_MAX_BYTES, DEFAULT_CONSUMER_MAX_WAIT,
+};
 pub use offsets::CommittedOffset;
 pub use producer::{
     Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
 };
 pub use producer_id::ProducerId;
 
-use connection::Connection;
+use reconnect::Endpoint;
+use retry::RetryDelay;
 
 /// Default most requests in flight on one connection.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
@@ -48,6 +80,12 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Extra time a fetch is allowed beyond its `max_wait`.
 pub const DEFAULT_FETCH_SLACK: Duration = Duration::from_secs(5);
+/// Default pause after the first failed reconnect attempt (then doubled, with jitter).
+pub const DEFAULT_RECONNECT_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
+/// Default longest pause between reconnect attempts.
+pub const DEFAULT_RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Default most time one call spends reconnecting before it fails with the last connect error.
+pub const DEFAULT_RECONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Everything that can go wrong in a client call, typed so that callers can act on it.
 ///
@@ -83,13 +121,29 @@ pub enum ClientError {
         /// The partition's current epoch as reported by the server.
         current_epoch: u64,
     },
-    /// Someone holds a live lease on the partition; retry after its TTL.
+    /// Someone holds a live lease on the partition; retry after `expires_in`.
     #[error("lease held: {message}")]
     LeaseHeld {
         /// The server's explanation (names the holder and the time left).
         message: String,
+        /// Who holds the live lease (empty from a server that does not send it).
+        holder: String,
+        /// Time until the live lease expires unless renewed, as of the answer (zero from a
+        /// server that does not send it).
+        expires_in: Duration,
         /// The epoch of the live lease.
         current_epoch: u64,
+    },
+    /// A fetch asked for an offset outside the partition's readable range: below the log start
+    /// (retention removed it) or beyond the high watermark. Seek into `earliest..=latest`.
+    #[error("offset {offset} is out of range: the partition holds offsets {earliest}..{latest}")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// The log start offset: the oldest offset still stored.
+        earliest: u64,
+        /// The high watermark: the next offset to be readable.
+        latest: u64,
     },
     /// Any other error answered by the server.
     #[error("{code}: {message}")]
@@ -169,9 +223,36 @@ impl ClientError {
             ErrorCode::LeaseLost => ClientError::LeaseLost {
                 current_epoch: error.current_epoch,
             },
-            ErrorCode::LeaseHeld => ClientError::LeaseHeld {
-                message: error.message,
-                current_epoch: error.current_epoch,
+            ErrorCode::LeaseHeld => {
+                let (holder, expires_in) = match error.details {
+                    Some(ErrorDetails::LeaseHeld {
+                        holder,
+                        expires_in_ms,
+                    }) => (holder, Duration::from_millis(expires_in_ms)),
+                    _ => (String::new(), Duration::ZERO),
+                };
+                ClientError::LeaseHeld {
+                    message: error.message,
+                    holder,
+                    expires_in,
+                    current_epoch: error.current_epoch,
+                }
+            }
+            ErrorCode::OffsetOutOfRange => match error.details {
+                Some(ErrorDetails::OffsetOutOfRange {
+                    offset,
+                    earliest,
+                    latest,
+                }) => ClientError::OffsetOutOfRange {
+                    offset,
+                    earliest,
+                    latest,
+                },
+                // A server that predates the details: the message is all there is.
+                _ => ClientError::Server {
+                    code: ErrorCode::OffsetOutOfRange,
+                    message: error.message,
+                },
             },
             code => ClientError::Server {
                 code,
@@ -204,6 +285,7 @@ impl ClientError {
             ClientError::UnknownEpoch { .. } => Some(ErrorCode::UnknownEpoch),
             ClientError::LeaseLost { .. } => Some(ErrorCode::LeaseLost),
             ClientError::LeaseHeld { .. } => Some(ErrorCode::LeaseHeld),
+            ClientError::OffsetOutOfRange { .. } => Some(ErrorCode::OffsetOutOfRange),
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
         }
@@ -262,10 +344,23 @@ impl Clone for ClientError {
             },
             ClientError::LeaseHeld {
                 message,
+                holder,
+                expires_in,
                 current_epoch,
             } => ClientError::LeaseHeld {
                 message: message.clone(),
+                holder: holder.clone(),
+                expires_in: *expires_in,
                 current_epoch: *current_epoch,
+            },
+            ClientError::OffsetOutOfRange {
+                offset,
+                earliest,
+                latest,
+            } => ClientError::OffsetOutOfRange {
+                offset: *offset,
+                earliest: *earliest,
+                latest: *latest,
             },
             ClientError::Server { code, message } => ClientError::Server {
                 code: *code,
@@ -308,6 +403,12 @@ pub struct ClientConfig {
     pub max_in_flight: usize,
     /// Largest frame sent or accepted; at least the server's limit.
     pub max_frame_bytes: usize,
+    /// Pause after the first failed reconnect attempt; doubled after each further failure.
+    pub reconnect_backoff_initial: Duration,
+    /// Longest pause between reconnect attempts.
+    pub reconnect_backoff_max: Duration,
+    /// Most time one call spends reconnecting before it fails with the last connect error.
+    pub reconnect_timeout: Duration,
 }
 
 impl Default for ClientConfig {
@@ -318,7 +419,28 @@ impl Default for ClientConfig {
             fetch_slack: DEFAULT_FETCH_SLACK,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            reconnect_backoff_initial: DEFAULT_RECONNECT_BACKOFF_INITIAL,
+            reconnect_backoff_max: DEFAULT_RECONNECT_BACKOFF_MAX,
+            reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
         }
+    }
+}
+
+impl ClientConfig {
+    /// Checks the reconnect values: the initial backoff must be positive and the cap at least
+    /// the initial backoff.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.reconnect_backoff_initial.is_zero() {
+            return Err(ClientError::InvalidArgument(
+                "reconnect_backoff_initial must be positive".to_owned(),
+            ));
+        }
+        if self.reconnect_backoff_max < self.reconnect_backoff_initial {
+            return Err(ClientError::InvalidArgument(
+                "reconnect_backoff_max must be at least reconnect_backoff_initial".to_owned(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -429,13 +551,15 @@ pub struct ServerInfo {
     pub apis: Vec<ApiVersionRange>,
 }
 
-/// An async fencelog client: one pipelined TCP connection, shared by all its clones.
+/// An async fencelog client: one pipelined TCP connection at a time, shared by all its clones,
+/// replaced when it fails (see the [module documentation](self) for what is retried).
 ///
 /// `Client` is cheap to clone (an `Arc`), `Send` and `Sync`; requests from many tasks travel
 /// concurrently on the one connection, at most [`ClientConfig::max_in_flight`] at a time. The
-/// connection closes when the last clone is dropped. There is no automatic reconnection: after
-/// [`ClientError::Disconnected`] (or any connection failure) every call fails with that error,
-/// and a new `Client` must be connected.
+/// connection closes when the last clone is dropped. When the connection fails, the requests in
+/// flight on it fail ([`ClientError::Disconnected`], [`ClientError::Io`]: their outcome is
+/// unknown) and the next request reconnects, to any of the bootstrap addresses given to
+/// [`Client::builder`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -471,14 +595,14 @@ pub struct ServerInfo {
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    connection: Arc<Connection>,
-    config: Arc<ClientConfig>,
+    endpoint: Arc<Endpoint>,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("peer", &self.connection.peer())
+            .field("peer", &self.endpoint.peer())
+            .field("addrs", &self.endpoint.addrs())
             .finish_non_exhaustive()
     }
 }
@@ -503,12 +627,14 @@ impl Client {
         Self::connect_with(addr, ClientConfig::default()).await
     }
 
-    /// Connects with the given limits and timeouts.
+    /// Connects with the given limits and timeouts. `addr` is resolved once, here: its
+    /// addresses become the bootstrap list that reconnects use (give names to
+    /// [`Client::builder`] to have them resolved again at every reconnect).
     pub async fn connect_with(
         addr: impl ToSocketAddrs,
         config: ClientConfig,
     ) -> Result<Client, ClientError> {
-        let addrs: Vec<SocketAddr> =
+        let addrs: Vec<String> =
             tokio::time::timeout(config.connect_timeout, tokio::net::lookup_host(addr))
                 .await
                 .map_err(|_| ClientError::Resolve {
@@ -518,28 +644,121 @@ impl Client {
                     ),
                 })?
                 .map_err(|source| ClientError::Resolve { source })?
+                .map(|addr| addr.to_string())
                 .collect();
-        let connection = Connection::open(addrs, &config).await?;
+        if addrs.is_empty() {
+            return Err(ClientError::Resolve {
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the address resolved to nothing",
+                ),
+            });
+        }
+        Self::connect_to(addrs, config).await
+    }
+
+    /// A builder: several bootstrap addresses, timeouts, backoffs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fencelog::client::Client;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = fencelog::testing::TestServer::start().await?;
+    /// let client = Client::builder()
+    ///     .addrs([server.addr().to_string(), "127.0.0.1:1".to_string()])
+    ///     .request_timeout(Duration::from_secs(5))
+    ///     .connect()
+    ///     .await?;
+    /// client.api_versions().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Connects to the first of `addrs` (unresolved `host:port` strings) that accepts.
+    pub(crate) async fn connect_to(
+        addrs: Vec<String>,
+        config: ClientConfig,
+    ) -> Result<Client, ClientError> {
+        config.validate()?;
+        let endpoint = Endpoint::connect(addrs, config).await?;
         Ok(Client {
-            connection: Arc::new(connection),
-            config: Arc::new(config),
+            endpoint: Arc::new(endpoint),
         })
     }
 
-    /// The server's address.
+    /// The address of the server of the current (or last) connection.
     pub fn peer_addr(&self) -> SocketAddr {
-        self.connection.peer()
+        self.endpoint.peer()
+    }
+
+    /// The bootstrap addresses, as given (or as `connect` resolved them).
+    pub fn bootstrap_addrs(&self) -> &[String] {
+        self.endpoint.addrs()
     }
 
     /// The configuration this client was connected with.
     pub fn config(&self) -> &ClientConfig {
-        &self.config
+        self.endpoint.config()
     }
 
     async fn call(&self, request: Request) -> Result<Response, ClientError> {
-        self.connection
-            .call(request, self.config.request_timeout)
+        self.call_within(request, self.config().request_timeout)
             .await
+    }
+
+    /// Sends `request` on a live connection (reconnecting if needed) and waits for its response,
+    /// all within `timeout`. A request refused unsent by a dead connection is sent on the next;
+    /// one that failed with its connection is sent again only if its API is safe to repeat.
+    async fn call_within(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        let deadline = Instant::now() + timeout;
+        let timed_out = || ClientError::Timeout { after: timeout };
+        let repeatable = retry::safe_to_retry(request.api_key());
+        let mut delay = RetryDelay::new(self.config());
+        let mut request = Some(request);
+        loop {
+            let connection = self.endpoint.connection(deadline).await?;
+            let Some(unsent) = request.take() else {
+                return Err(ClientError::Disconnected);
+            };
+            let outgoing = if repeatable {
+                let copy = unsent.clone();
+                request = Some(unsent);
+                copy
+            } else {
+                unsent
+            };
+            let slot = match tokio::time::timeout_at(deadline, connection.enqueue(outgoing)).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Ok(slot)) => slot,
+                Ok(Err(not_sent)) => {
+                    request = Some(not_sent.request);
+                    if !delay.wait(deadline).await {
+                        return Err(not_sent.error);
+                    }
+                    continue;
+                }
+            };
+            let error = match tokio::time::timeout_at(deadline, connection.response(slot)).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(error)) => error,
+            };
+            if !(repeatable && retry::is_transport_failure(&error)) {
+                return Err(error);
+            }
+            tracing::debug!(%error, "request failed with its connection; retrying");
+            if !delay.wait(deadline).await {
+                return Err(error);
+            }
+        }
     }
 
     /// The server's software version and supported API versions.
@@ -658,6 +877,12 @@ impl Client {
     /// started one after another (each `start_produce` awaited before the next) are sent, and so
     /// appended, in that order, however their acknowledgements are awaited: this is how the
     /// [`Producer`] pipelines batches without reordering them.
+    ///
+    /// If the connection is dead this reconnects first (within the request timeout). A produce
+    /// already on the wire when its connection fails is not sent again: its acknowledgement
+    /// fails with the transport error, and the produces started after it go on the new
+    /// connection. The server orders appends per connection only, so the caller that retries
+    /// the failed one must expect it after those (sequence numbers are what make that safe).
     pub(crate) async fn start_produce(
         &self,
         topic: &str,
@@ -667,16 +892,28 @@ impl Client {
         impl std::future::Future<Output = Result<ProduceAck, ClientError>> + Send + 'static,
         ClientError,
     > {
-        let timeout = self.config.request_timeout;
-        let request = Request::Produce {
+        let timeout = self.config().request_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut delay = RetryDelay::new(self.config());
+        let mut request = Request::Produce {
             topic: topic.to_owned(),
             partition,
             batch,
         };
-        let slot = tokio::time::timeout(timeout, self.connection.enqueue(request))
-            .await
-            .map_err(|_| ClientError::Timeout { after: timeout })??;
-        let connection = Arc::clone(&self.connection);
+        let (connection, slot) = loop {
+            let connection = self.endpoint.connection(deadline).await?;
+            match tokio::time::timeout_at(deadline, connection.enqueue(request)).await {
+                Err(_) => return Err(ClientError::Timeout { after: timeout }),
+                Ok(Ok(slot)) => break (connection, slot),
+                // Refused unsent: safe to put on the next connection, still in order.
+                Ok(Err(not_sent)) => {
+                    request = not_sent.request;
+                    if !delay.wait(deadline).await {
+                        return Err(not_sent.error);
+                    }
+                }
+            }
+        };
         Ok(async move {
             let response = tokio::time::timeout(timeout, connection.response(slot))
                 .await
@@ -700,13 +937,12 @@ impl Client {
         max_wait: Duration,
     ) -> Result<FetchResult, ClientError> {
         let max_wait_ms = u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX);
-        let timeout = self
-            .config
+        let config = self.config();
+        let timeout = config
             .request_timeout
-            .max(Duration::from_millis(max_wait_ms.into()) + self.config.fetch_slack);
+            .max(Duration::from_millis(max_wait_ms.into()) + config.fetch_slack);
         let response = self
-            .connection
-            .call(
+            .call_within(
                 Request::Fetch {
                     topic: topic.to_owned(),
                     partition,
@@ -737,8 +973,40 @@ impl Client {
             .call(Request::ListOffsets {
                 topic: topic.to_owned(),
                 partition,
+                timestamp: None,
             })
             .await?;
-        expect_response!(response, Response::ListOffsets { earliest, latest, epoch } => Offsets { earliest, latest, epoch })
+        expect_response!(response, Response::ListOffsets { earliest, latest, epoch, .. } => Offsets { earliest, latest, epoch })
+    }
+
+    /// The first offset whose record timestamp is at or after `timestamp` (ms since the Unix
+    /// epoch), or `None` if no record is that recent. Timestamps are the producers', so they
+    /// need not grow with offsets: this is the *smallest* such offset.
+    ///
+    /// Uses `ListOffsets` version 1; a server that only knows version 0 answers
+    /// `UNSUPPORTED_VERSION` (as [`ClientError::Server`]).
+    pub async fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp: i64,
+    ) -> Result<Option<u64>, ClientError> {
+        let response = self
+            .call(Request::ListOffsets {
+                topic: topic.to_owned(),
+                partition,
+                timestamp: Some(timestamp),
+            })
+            .await?;
+        let found = expect_response!(response,
+            Response::ListOffsets { offset_for_timestamp: Some(found), .. } => found)?;
+        if found == NO_OFFSET_FOR_TIMESTAMP {
+            return Ok(None);
+        }
+        u64::try_from(found).map(Some).map_err(|_| {
+            ClientError::Protocol(ProtocolError::Malformed(format!(
+                "ListOffsets offset_for_timestamp {found} is neither an offset nor -1"
+            )))
+        })
     }
 }

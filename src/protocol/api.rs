@@ -105,7 +105,11 @@ impl ApiKey {
 
     /// Newest version of this API the build understands.
     pub fn max_version(self) -> u16 {
-        0
+        match self {
+            // Version 1 adds the timestamp lookup.
+            ApiKey::ListOffsets => 1,
+            _ => 0,
+        }
     }
 
     /// Whether `version` is within `min_version..=max_version`.

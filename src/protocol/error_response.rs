@@ -1,6 +1,13 @@
 //! How failures travel: the body of a failed response ([`ErrorResponse`]), and the error a
 //! malformed request decodes to ([`RequestDecodeError`]), which knows how to become one.
 //!
+//! The error body has one layout for every API (`message, epoch, current_epoch`), so any client
+//! can read any failure. A few codes carry more, as [`ErrorDetails`] appended *after* those
+//! fields (`LEASE_HELD`: who holds the lease and for how long; `OFFSET_OUT_OF_RANGE`: the range
+//! to move into), so a caller can act on them without parsing the message. The decoder reads the
+//! details of the codes it knows and ignores any bytes after the fields it knows, which is what
+//! lets a later server add details without breaking this client.
+//!
 //! A request that cannot be parsed is still answered whenever its header was readable, with the
 //! request's correlation id and an error code chosen from what went wrong, so that one bad
 //! request does not cost a client its connection and every other request in flight on it.
@@ -9,7 +16,7 @@ use std::fmt;
 
 use bytes::{BufMut, BytesMut};
 
-use super::wire::{put_str16, str16_len};
+use super::wire::{put_str16, str16_len, Reader, WireError};
 use super::{ApiKey, ErrorCode, ProtocolError, ResponseFrame};
 
 /// The body of a failed response.
@@ -27,9 +34,99 @@ pub struct ErrorResponse {
     /// For `FENCED`, `UNKNOWN_EPOCH` and `LEASE_LOST`: the epoch that was
     /// rejected; otherwise 0.
     pub epoch: u64,
-    /// For `FENCED`, `UNKNOWN_EPOCH` and `LEASE_LOST`: the partition's
+    /// For `FENCED`, `UNKNOWN_EPOCH`, `LEASE_LOST` and `LEASE_HELD`: the partition's
     /// current epoch; otherwise 0.
     pub current_epoch: u64,
+    /// The fields some codes carry after the common body; `None` when the code has none, or
+    /// when an older server did not send them. Written only when they match `code`.
+    pub details: Option<ErrorDetails>,
+}
+
+/// Fields an error body carries after `current_epoch`, for the codes that have them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorDetails {
+    /// For `LEASE_HELD`: `holder string16, expires_in_ms u64`.
+    LeaseHeld {
+        /// Who holds the live lease.
+        holder: String,
+        /// Milliseconds until that lease expires unless it is renewed.
+        expires_in_ms: u64,
+    },
+    /// For `OFFSET_OUT_OF_RANGE`: `offset u64, earliest u64, latest u64`.
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// The log start offset: the oldest offset still stored.
+        earliest: u64,
+        /// The high watermark: the largest offset a fetch may ask for.
+        latest: u64,
+    },
+}
+
+impl ErrorDetails {
+    /// The error code these details belong to.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ErrorDetails::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            ErrorDetails::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            ErrorDetails::LeaseHeld { holder, .. } => {
+                str16_len(truncate_to_char_boundary(holder, usize::from(u16::MAX))) + 8
+            }
+            ErrorDetails::OffsetOutOfRange { .. } => 8 + 8 + 8,
+        }
+    }
+
+    fn encode(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        match self {
+            ErrorDetails::LeaseHeld {
+                holder,
+                expires_in_ms,
+            } => {
+                put_str16(
+                    dst,
+                    "holder",
+                    truncate_to_char_boundary(holder, usize::from(u16::MAX)),
+                )?;
+                dst.put_u64(*expires_in_ms);
+            }
+            ErrorDetails::OffsetOutOfRange {
+                offset,
+                earliest,
+                latest,
+            } => {
+                dst.put_u64(*offset);
+                dst.put_u64(*earliest);
+                dst.put_u64(*latest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the details of `code` if the body has any left; `None` for codes without details
+    /// and for bodies that end after `current_epoch` (an older server).
+    fn decode(code: ErrorCode, r: &mut Reader) -> Result<Option<ErrorDetails>, WireError> {
+        if r.is_empty() {
+            return Ok(None);
+        }
+        let details = match code {
+            ErrorCode::LeaseHeld => ErrorDetails::LeaseHeld {
+                holder: r.string16("holder")?,
+                expires_in_ms: r.u64("expires_in_ms")?,
+            },
+            ErrorCode::OffsetOutOfRange => ErrorDetails::OffsetOutOfRange {
+                offset: r.u64("offset")?,
+                earliest: r.u64("earliest")?,
+                latest: r.u64("latest")?,
+            },
+            _ => return Ok(None),
+        };
+        Ok(Some(details))
+    }
 }
 
 impl ErrorResponse {
@@ -40,6 +137,7 @@ impl ErrorResponse {
             message: message.into(),
             epoch: 0,
             current_epoch: 0,
+            details: None,
         }
     }
 
@@ -57,7 +155,49 @@ impl ErrorResponse {
             message: message.into(),
             epoch,
             current_epoch,
+            details: None,
         }
+    }
+
+    /// `LEASE_HELD`: someone else's lease on the partition is live, at `current_epoch`, held by
+    /// `holder` for another `expires_in_ms`.
+    pub fn lease_held(
+        message: impl Into<String>,
+        current_epoch: u64,
+        holder: impl Into<String>,
+        expires_in_ms: u64,
+    ) -> ErrorResponse {
+        ErrorResponse {
+            details: Some(ErrorDetails::LeaseHeld {
+                holder: holder.into(),
+                expires_in_ms,
+            }),
+            ..ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message, 0, current_epoch)
+        }
+    }
+
+    /// `OFFSET_OUT_OF_RANGE`: `offset` is outside `[earliest, latest]`.
+    pub fn offset_out_of_range(
+        message: impl Into<String>,
+        offset: u64,
+        earliest: u64,
+        latest: u64,
+    ) -> ErrorResponse {
+        ErrorResponse {
+            details: Some(ErrorDetails::OffsetOutOfRange {
+                offset,
+                earliest,
+                latest,
+            }),
+            ..ErrorResponse::new(ErrorCode::OffsetOutOfRange, message)
+        }
+    }
+
+    /// The details that go on the wire: only those that belong to this code.
+    fn wire_details(&self) -> Option<&ErrorDetails> {
+        self.details
+            .as_ref()
+            .filter(|details| details.code() == self.code)
     }
 
     /// The message as sent: cut to what a `string16` holds.
@@ -67,18 +207,65 @@ impl ErrorResponse {
 
     /// Exact size of the body [`encode_body`](Self::encode_body) writes.
     pub(in crate::protocol) fn body_len(&self) -> usize {
-        str16_len(self.wire_message()) + 8 + 8
+        str16_len(self.wire_message()) + 8 + 8 + self.wire_details().map_or(0, |d| d.encoded_len())
     }
 
-    /// Appends the error body, `message string16, epoch u64, current_epoch u64` (the error code
-    /// is part of the response header).
+    /// Appends the error body, `message string16, epoch u64, current_epoch u64`, then the
+    /// code's details if it has any (the error code is part of the response header).
     pub(in crate::protocol) fn encode_body(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
         put_str16(dst, "message", self.wire_message())?;
         dst.put_u64(self.epoch);
         dst.put_u64(self.current_epoch);
+        if let Some(details) = self.wire_details() {
+            details.encode(dst)?;
+        }
         Ok(())
     }
+
+    /// Reads an error body for the raw `code` (the rest of the frame after the response header).
+    /// Bytes after the fields this build knows are ignored: a newer server may append details.
+    /// An unknown code fails with [`ProtocolError::UnknownErrorCode`], keeping the message.
+    pub(in crate::protocol) fn decode_body(
+        code: u16,
+        mut r: Reader,
+    ) -> Result<ErrorResponse, DecodeBodyError> {
+        let message = r.string16("message")?;
+        let epoch = r.u64("epoch")?;
+        let current_epoch = r.u64("current_epoch")?;
+        let Some(code) = ErrorCode::from_u16(code) else {
+            return Err(DecodeBodyError::UnknownCode { code, message });
+        };
+        let details = ErrorDetails::decode(code, &mut r)?;
+        Ok(ErrorResponse {
+            code,
+            message,
+            epoch,
+            current_epoch,
+            details,
+        })
+    }
 }
+
+/// Why an error body could not be read.
+pub(in crate::protocol) enum DecodeBodyError {
+    /// A field was malformed.
+    Wire(WireError),
+    /// The body was readable but its code is unknown to this build.
+    UnknownCode {
+        /// The raw code.
+        code: u16,
+        /// The message the body carried.
+        message: String,
+    },
+}
+
+impl From<WireError> for DecodeBodyError {
+    fn from(error: WireError) -> Self {
+        DecodeBodyError::Wire(error)
+    }
+}
+
+impl ErrorResponse {}
 
 impl fmt::Display for ErrorResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

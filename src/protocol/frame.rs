@@ -11,6 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::api::{fetch, produce};
 use super::codec::FRAME_LENGTH_BYTES;
+use super::error_response::DecodeBodyError;
 use super::wire::{Reader, WireError};
 use super::{
     ApiKey, ErrorCode, ErrorResponse, ProtocolError, Request, RequestDecodeError,
@@ -39,18 +40,19 @@ pub struct RequestFrame {
     /// Chosen by the client and echoed in the response, so pipelined
     /// responses can be matched to their requests.
     pub correlation_id: u32,
-    /// Version of the API the body is encoded in (always 0 today).
+    /// Version of the API the body is encoded in ([`Request::api_version`] when built with
+    /// [`RequestFrame::new`]).
     pub api_version: u16,
     /// The request itself; its variant determines the header's `api_key`.
     pub request: Request,
 }
 
 impl RequestFrame {
-    /// A version-0 request, which is the only version that exists.
+    /// A request in the version its fields need ([`Request::api_version`]).
     pub fn new(correlation_id: u32, request: Request) -> RequestFrame {
         RequestFrame {
             correlation_id,
-            api_version: 0,
+            api_version: request.api_version(),
             request,
         }
     }
@@ -174,7 +176,7 @@ impl RequestFrame {
                 ),
             ));
         }
-        let parsed = Request::decode_body(api_key, &mut r);
+        let parsed = Request::decode_body(api_key, api_version, &mut r);
         let request = parsed
             .and_then(|request| r.finish().map(|()| request))
             .map_err(|e| fail(e.kind(), format!("malformed {api_key} request: {e}")))?;
@@ -305,9 +307,19 @@ impl ResponseFrame {
         }
     }
 
-    /// Parses one response frame body (without its length prefix); the caller
-    /// says which API it is for because responses do not repeat the api key.
+    /// Parses one response frame body (without its length prefix) to a version-0 request; the
+    /// caller says which API it is for because responses do not repeat the api key.
     pub fn decode(api_key: ApiKey, frame: Bytes) -> Result<ResponseFrame, ProtocolError> {
+        Self::decode_version(api_key, 0, frame)
+    }
+
+    /// [`decode`](Self::decode) for a request of `api_version`: the response is in the
+    /// version of its request.
+    pub fn decode_version(
+        api_key: ApiKey,
+        api_version: u16,
+        frame: Bytes,
+    ) -> Result<ResponseFrame, ProtocolError> {
         let correlation_id = Self::peek_correlation_id(&frame);
         let malformed = |e: WireError| {
             let id =
@@ -318,21 +330,18 @@ impl ResponseFrame {
         let correlation_id = r.u32("correlation_id").map_err(malformed)?;
         let code = r.u16("error_code").map_err(malformed)?;
         if code == ErrorCode::None.as_u16() {
-            let response = Response::decode_body(api_key, &mut r).map_err(malformed)?;
+            let response =
+                Response::decode_body(api_key, api_version, &mut r).map_err(malformed)?;
             r.finish().map_err(malformed)?;
             return Ok(ResponseFrame::ok(correlation_id, response));
         }
-        let message = r.string16("message").map_err(malformed)?;
-        let epoch = r.u64("epoch").map_err(malformed)?;
-        let current_epoch = r.u64("current_epoch").map_err(malformed)?;
-        r.finish().map_err(malformed)?;
-        let Some(code) = ErrorCode::from_u16(code) else {
-            return Err(ProtocolError::UnknownErrorCode { code, message });
-        };
-        Ok(ResponseFrame::error(
-            correlation_id,
-            ErrorResponse::with_epochs(code, message, epoch, current_epoch),
-        ))
+        match ErrorResponse::decode_body(code, r) {
+            Ok(error) => Ok(ResponseFrame::error(correlation_id, error)),
+            Err(DecodeBodyError::Wire(error)) => Err(malformed(error)),
+            Err(DecodeBodyError::UnknownCode { code, message }) => {
+                Err(ProtocolError::UnknownErrorCode { code, message })
+            }
+        }
     }
 }
 
@@ -372,6 +381,7 @@ mod tests {
             Request::ListOffsets {
                 topic: long.clone(),
                 partition: 0,
+                timestamp: None,
             },
         );
         assert!(matches!(

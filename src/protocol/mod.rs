@@ -32,12 +32,13 @@ mod topic_config;
 mod wire;
 
 pub use api::api_versions::SERVER_SOFTWARE;
+pub use api::list_offsets::NO_OFFSET_FOR_TIMESTAMP;
 pub use api::metadata::TopicMetadata;
 pub use api::{ApiKey, ApiVersionRange};
 pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
 pub use error_code::ErrorCode;
-pub use error_response::{ErrorResponse, RequestDecodeError, RequestDecodeErrorKind};
+pub use error_response::{ErrorDetails, ErrorResponse, RequestDecodeError, RequestDecodeErrorKind};
 pub use frame::{RequestFrame, ResponseFrame, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES};
 pub use request::Request;
 pub use response::Response;

@@ -91,6 +91,9 @@ pub enum Request {
         topic: String,
         /// Partition index.
         partition: u32,
+        /// Also find the first offset whose record timestamp is at or after this (ms); `Some`
+        /// makes the request version 1.
+        timestamp: Option<i64>,
     },
     /// Obtain a producer id for idempotent appends.
     InitProducerId,
@@ -137,6 +140,14 @@ impl Request {
         }
     }
 
+    /// The version of the API this request is encoded in: the lowest that carries its fields.
+    pub fn api_version(&self) -> u16 {
+        match self {
+            Request::ListOffsets { timestamp, .. } => list_offsets::request_version(*timestamp),
+            _ => 0,
+        }
+    }
+
     /// Exact size of the body [`encode_body`](Self::encode_body) writes.
     pub(in crate::protocol) fn body_len(&self) -> usize {
         match self {
@@ -150,7 +161,9 @@ impl Request {
             Request::ReleaseLease { topic, .. } => release_lease::request_body_len(topic),
             Request::Produce { topic, batch, .. } => produce::request_body_len(topic, batch),
             Request::Fetch { topic, .. } => fetch::request_body_len(topic),
-            Request::ListOffsets { topic, .. } => list_offsets::request_body_len(topic),
+            Request::ListOffsets {
+                topic, timestamp, ..
+            } => list_offsets::request_body_len(topic, *timestamp),
             Request::InitProducerId => init_producer_id::request_body_len(),
             Request::OffsetCommit {
                 group,
@@ -202,9 +215,11 @@ impl Request {
                 max_bytes,
                 max_wait_ms,
             } => fetch::encode_request(dst, topic, *partition, *offset, *max_bytes, *max_wait_ms),
-            Request::ListOffsets { topic, partition } => {
-                list_offsets::encode_request(dst, topic, *partition)
-            }
+            Request::ListOffsets {
+                topic,
+                partition,
+                timestamp,
+            } => list_offsets::encode_request(dst, topic, *partition, *timestamp),
             Request::InitProducerId => init_producer_id::encode_request(dst),
             Request::OffsetCommit {
                 group,
@@ -221,9 +236,11 @@ impl Request {
         }
     }
 
-    /// Reads the body of a request for `api_key`; the caller checks nothing is left over.
+    /// Reads the body of a request for `api_key` in `version`; the caller checks nothing is
+    /// left over.
     pub(in crate::protocol) fn decode_body(
         api_key: ApiKey,
+        version: u16,
         r: &mut Reader,
     ) -> Result<Request, WireError> {
         match api_key {
@@ -235,7 +252,7 @@ impl Request {
             ApiKey::ReleaseLease => release_lease::decode_request(r),
             ApiKey::Produce => produce::decode_request(r),
             ApiKey::Fetch => fetch::decode_request(r),
-            ApiKey::ListOffsets => list_offsets::decode_request(r),
+            ApiKey::ListOffsets => list_offsets::decode_request(r, version),
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
             ApiKey::OffsetCommit => offset_commit::decode_request(r),
             ApiKey::OffsetFetch => offset_fetch::decode_request(r),

@@ -77,6 +77,9 @@ pub enum Response {
         latest: u64,
         /// The partition's current epoch.
         epoch: u64,
+        /// Version 1: the first offset whose record timestamp is at or after the request's
+        /// timestamp, -1 if none is; `None` in version 0.
+        offset_for_timestamp: Option<i64>,
     },
     /// A producer id for idempotent appends.
     InitProducerId {
@@ -135,7 +138,10 @@ impl Response {
             Response::ReleaseLease => release_lease::response_body_len(),
             Response::Produce { .. } => produce::response_body_len(),
             Response::Fetch { batches, .. } => fetch::response_body_len(batches),
-            Response::ListOffsets { .. } => list_offsets::response_body_len(),
+            Response::ListOffsets {
+                offset_for_timestamp,
+                ..
+            } => list_offsets::response_body_len(*offset_for_timestamp),
             Response::InitProducerId { .. } => init_producer_id::response_body_len(),
             Response::OffsetCommit => offset_commit::response_body_len(),
             Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
@@ -173,7 +179,14 @@ impl Response {
                 earliest,
                 latest,
                 epoch,
-            } => list_offsets::encode_response(dst, *earliest, *latest, *epoch),
+                offset_for_timestamp,
+            } => list_offsets::encode_response(
+                dst,
+                *earliest,
+                *latest,
+                *epoch,
+                *offset_for_timestamp,
+            ),
             Response::InitProducerId {
                 producer_id,
                 producer_epoch,
@@ -185,10 +198,11 @@ impl Response {
         }
     }
 
-    /// Reads the body of a successful response to `api_key`; the caller checks nothing is left
-    /// over.
+    /// Reads the body of a successful response to `api_key` in `version`; the caller checks
+    /// nothing is left over.
     pub(in crate::protocol) fn decode_body(
         api_key: ApiKey,
+        version: u16,
         r: &mut Reader,
     ) -> Result<Response, WireError> {
         match api_key {
@@ -200,7 +214,7 @@ impl Response {
             ApiKey::ReleaseLease => release_lease::decode_response(r),
             ApiKey::Produce => produce::decode_response(r),
             ApiKey::Fetch => fetch::decode_response(r),
-            ApiKey::ListOffsets => list_offsets::decode_response(r),
+            ApiKey::ListOffsets => list_offsets::decode_response(r, version),
             ApiKey::InitProducerId => init_producer_id::decode_response(r),
             ApiKey::OffsetCommit => offset_commit::decode_response(r),
             ApiKey::OffsetFetch => offset_fetch::decode_response(r),

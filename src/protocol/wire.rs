@@ -168,6 +168,16 @@ impl Reader {
         count.min(self.buf.len() / min_entry.max(1))
     }
 
+    /// A big-endian two's-complement `i64`.
+    pub(in crate::protocol) fn i64(&mut self, field: &'static str) -> Result<i64, WireError> {
+        self.u64(field).map(|value| value as i64)
+    }
+
+    /// Whether every byte has been read.
+    pub(in crate::protocol) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
     /// Ends the message: fails if any bytes are left over.
     pub(in crate::protocol) fn finish(self) -> Result<(), WireError> {
         match self.buf.len() {

@@ -14,6 +14,8 @@
 //! * [`producer_state`]: each idempotent producer's recent batches, so that retries are appended
 //!   once and a failed batch stops the ones behind it.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
+//! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
+//!   batch-header timestamps.
 
 pub mod config;
 pub mod durable_file;
@@ -26,6 +28,7 @@ pub mod producer_state;
 mod recovery;
 pub mod seal;
 pub(crate) mod segment;
+mod timestamp_lookup;
 
 use thiserror::Error;
 

@@ -726,6 +726,24 @@ impl Partition {
         self.fence
             .with_log(|writer| writer.checkpoint.history().to_vec())
     }
+
+    /// The first offset whose record timestamp is at or after `timestamp` (ms), among the
+    /// records readers can see; `None` if none is that recent (see `timestamp_lookup`).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, StorageError> {
+        let high_watermark = self.high_watermark();
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .expect("segments lock poisoned")
+            .clone();
+        super::timestamp_lookup::first_offset_at_or_after(
+            &self.name,
+            &segments,
+            high_watermark,
+            timestamp,
+        )
+    }
 }
 
 impl Drop for Partition {

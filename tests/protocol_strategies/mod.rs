@@ -99,7 +99,15 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
                     max_wait_ms,
                 }
             }),
-        (arb_string(), any::<u32>())
-            .prop_map(|(topic, partition)| Request::ListOffsets { topic, partition }),
+        (
+            arb_string(),
+            any::<u32>(),
+            proptest::option::of(any::<i64>())
+        )
+            .prop_map(|(topic, partition, timestamp)| Request::ListOffsets {
+                topic,
+                partition,
+                timestamp,
+            }),
     ]
 }

@@ -152,6 +152,7 @@ impl RawClient {
             .call(Request::ListOffsets {
                 topic: topic.into(),
                 partition,
+                timestamp: None,
             })
             .await
             .expect("list offsets")
@@ -160,6 +161,7 @@ impl RawClient {
                 earliest,
                 latest,
                 epoch,
+                ..
             } => (earliest, latest, epoch),
             other => panic!("unexpected {other:?}"),
         }

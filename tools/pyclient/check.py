@@ -184,7 +184,8 @@ def main() -> int:
         v = conn.api_versions()
         expect(v.server.startswith("fencelog"), f"server string {v.server!r}")
         for key in range(9):
-            expect_eq(v.versions.get(key), (0, 0), f"versions of api_key {key}")
+            expected = (0, 1) if key == fl.LIST_OFFSETS else (0, 0)
+            expect_eq(v.versions.get(key), expected, f"versions of api_key {key}")
         return f"server={v.server!r}, keys={sorted(v.versions)}"
     run.step("ApiVersions", api_versions)
 
@@ -234,6 +235,8 @@ def main() -> int:
         state["lease1"] = lease
         e = expect_error(lambda: conn.acquire_lease(topic, P, "pyclient-B", 10_000),
                          fl.LEASE_HELD, "second AcquireLease while the first is live")
+        expect_eq(e.details.get("holder"), "pyclient-A", "LEASE_HELD holder")
+        expect(0 < e.details.get("expires_in_ms", 0) <= 10_000, f"LEASE_HELD {e.details}")
         renewed = conn.renew_lease(topic, P, lease.lease_id)
         expect_eq(renewed.epoch, 1, "RenewLease epoch")
         expect_error(lambda: conn.renew_lease(topic, P, lease.lease_id ^ 1), fl.LEASE_LOST,
@@ -380,6 +383,8 @@ def main() -> int:
         e = expect_error(lambda: conn.fetch(topic, P, leo + 1, 1 << 20, 0),
                          fl.OFFSET_OUT_OF_RANGE,
                          "fetch past the high watermark")
+        expect_eq(e.details, {"offset": leo + 1, "earliest": 0, "latest": leo},
+                  "OFFSET_OUT_OF_RANGE details")
         # max_bytes smaller than the first batch: still returned whole.
         f = conn.fetch(topic, P, 0, 1, 0)
         expect_eq([b.base_offset for b in f.batches], [0], "max_bytes=1 returns first batch")
@@ -479,11 +484,12 @@ def main() -> int:
         resp = conn.recv()
         expect_eq(resp.correlation_id, 4242, "UNKNOWN_API correlation id")
         expect_eq(resp.error_code, fl.UNKNOWN_API, "unknown api_key")
+        # ListOffsets has versions 0 and 1 (section 5); 2 does not exist.
         conn.send(fl.LIST_OFFSETS, fl.encode_list_offsets(topic, P), correlation_id=4343,
-                  api_version=1)
+                  api_version=2)
         resp = conn.recv()
         expect_eq(resp.correlation_id, 4343, "UNSUPPORTED_VERSION correlation id")
-        expect_eq(resp.error_code, fl.UNSUPPORTED_VERSION, "api_version 1")
+        expect_eq(resp.error_code, fl.UNSUPPORTED_VERSION, "api_version 2")
         conn.api_versions()
         return "UNKNOWN_API, UNSUPPORTED_VERSION, connection still usable"
     run.step("Unknown api_key / api_version", unknown_api_version)

@@ -122,6 +122,8 @@ class ErrorBody:
     message: str
     epoch: int
     current_epoch: int
+    # Details after current_epoch (LEASE_HELD, OFFSET_OUT_OF_RANGE); empty when absent.
+    details: Dict[str, object] = field(default_factory=dict)
 
 
 class FencelogError(Exception):
@@ -135,6 +137,7 @@ class FencelogError(Exception):
         self.message = body.message
         self.epoch = body.epoch
         self.current_epoch = body.current_epoch
+        self.details = body.details
         super().__init__(
             f"{self.name} ({code}): {body.message!r} "
             f"[epoch={body.epoch} current_epoch={body.current_epoch} "
@@ -504,8 +507,15 @@ class ListOffsetsResponse:
     epoch: int
 
 
-def decode_error_body(r: Reader) -> ErrorBody:
-    return ErrorBody(r.string16(), r.u64(), r.u64())
+def decode_error_body(r: Reader, code: int) -> ErrorBody:
+    body = ErrorBody(r.string16(), r.u64(), r.u64())
+    if r.remaining() and code == LEASE_HELD:
+        body.details = {"holder": r.string16(), "expires_in_ms": r.u64()}
+    elif r.remaining() and code == OFFSET_OUT_OF_RANGE:
+        body.details = {"offset": r.u64(), "earliest": r.u64(), "latest": r.u64()}
+    # Section 4: bytes after the fields a client knows are ignored.
+    r.pos = len(r.data)
+    return body
 
 
 def decode_api_versions(r: Reader) -> ApiVersionsResponse:
@@ -582,7 +592,7 @@ class RawResponse:
         if self.error_code == 0:
             return None
         r = Reader(self.body)
-        eb = decode_error_body(r)
+        eb = decode_error_body(r, self.error_code)
         r.end()
         return FencelogError(self.correlation_id, self.error_code, eb)
 

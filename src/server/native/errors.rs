@@ -1,6 +1,7 @@
 //! Mapping of broker errors to native wire errors: one code each, the message a user can act on,
-//! and the epochs for the fencing errors. Every match is exhaustive, so a new error variant
-//! cannot silently become `INTERNAL`.
+//! the epochs for the fencing errors, and the details a client acts on without parsing the
+//! message (`LEASE_HELD`: holder and time left; `OFFSET_OUT_OF_RANGE`: the valid range). Every
+//! match is exhaustive, so a new error variant cannot silently become `INTERNAL`.
 
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::{AuthorityError, LeaseError};
@@ -45,9 +46,12 @@ fn group_offsets_code(error: &GroupOffsetsError) -> ErrorCode {
 fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
     let plain = |code| ErrorResponse::new(code, message.clone());
     match error {
-        LeaseError::Held { current_epoch, .. } => {
-            ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message.clone(), 0, *current_epoch)
-        }
+        LeaseError::Held {
+            holder,
+            expires_in_ms,
+            current_epoch,
+            ..
+        } => ErrorResponse::lease_held(message.clone(), *current_epoch, holder, *expires_in_ms),
         LeaseError::Lost { current_epoch, .. } => {
             ErrorResponse::with_epochs(ErrorCode::LeaseLost, message.clone(), 0, *current_epoch)
         }
@@ -80,7 +84,12 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         }),
         StorageError::InvalidBatch(_) => plain(ErrorCode::InvalidBatch),
         StorageError::BatchTooLarge { .. } => plain(ErrorCode::BatchTooLarge),
-        StorageError::OffsetOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
+        StorageError::OffsetOutOfRange {
+            offset,
+            earliest,
+            latest,
+            ..
+        } => ErrorResponse::offset_out_of_range(message.clone(), *offset, *earliest, *latest),
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
         StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),

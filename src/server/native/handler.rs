@@ -12,7 +12,9 @@ use super::errors::to_error_response;
 use crate::batch::{BatchError, BatchHeader};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::{BrokerError, BrokerService, CommittedOffset, FetchRequest, ProduceRequest};
-use crate::protocol::{Request, RequestFrame, Response, ResponseFrame, TopicMetadata};
+use crate::protocol::{
+    Request, RequestFrame, Response, ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
+};
 use crate::server::ServerConfig;
 use crate::storage::{Appended, ReadResult, StorageError};
 
@@ -91,16 +93,13 @@ fn answer(
             })
         }),
         Request::Metadata { topics } => Box::pin(future::ready(metadata(&service, &topics))),
-        Request::ListOffsets { topic, partition } => {
-            let offsets = service.list_offsets(&topic, partition);
-            Box::pin(future::ready(offsets.map(|offsets| {
-                Response::ListOffsets {
-                    earliest: offsets.earliest,
-                    latest: offsets.latest,
-                    epoch: offsets.epoch,
-                }
-            })))
-        }
+        Request::ListOffsets {
+            topic,
+            partition,
+            timestamp,
+        } => Box::pin(future::ready(list_offsets(
+            &service, &topic, partition, timestamp,
+        ))),
         Request::CreateTopic {
             name,
             partitions,
@@ -185,6 +184,32 @@ fn metadata(service: &BrokerService, topics: &[String]) -> Result<Response, Brok
                 config: *topic.config(),
             })
             .collect(),
+    })
+}
+
+/// The offsets, and for a version-1 request the first offset at or after its timestamp.
+fn list_offsets(
+    service: &BrokerService,
+    topic: &str,
+    partition: u32,
+    timestamp: Option<i64>,
+) -> Result<Response, BrokerError> {
+    let offsets = service.list_offsets(topic, partition)?;
+    let offset_for_timestamp = match timestamp {
+        None => None,
+        Some(timestamp) => Some(
+            service
+                .offset_for_timestamp(topic, partition, timestamp)?
+                .map_or(NO_OFFSET_FOR_TIMESTAMP, |offset| {
+                    i64::try_from(offset).unwrap_or(i64::MAX)
+                }),
+        ),
+    };
+    Ok(Response::ListOffsets {
+        earliest: offsets.earliest,
+        latest: offsets.latest,
+        epoch: offsets.epoch,
+        offset_for_timestamp,
     })
 }
 

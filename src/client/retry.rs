@@ -1,0 +1,88 @@
+//! Which failed requests the client sends again by itself, and which it hands back.
+//!
+//! A request that failed with its connection (the server closed it, an I/O error, the server
+//! at its connection limit or shutting down) has an unknown outcome: the server may have
+//! carried it out before the connection died. Sending it again is only harmless when doing it
+//! twice has the effect of doing it once, so only those APIs are retried automatically; the
+//! others fail with the transport error and the caller, who knows what the request meant,
+//! decides. A request the connection refused *before* sending it is a different case: the
+//! server never saw it, so any API is sent again on the new connection.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::reconnect::jittered;
+use super::{ClientConfig, ClientError};
+use crate::protocol::{ApiKey, ErrorCode};
+
+/// Whether a request of `api` may be sent again after a transport failure left its outcome
+/// unknown.
+///
+/// * Retried: `ApiVersions`, `Metadata`, `Fetch` and `ListOffsets` read and change nothing;
+///   `RenewLease` twice extends the same lease twice from "now", as once would; `ReleaseLease`
+///   of a lease already released answers `LEASE_LOST`, which tells the caller it is gone, as
+///   wanted; `OffsetFetch` reads; `OffsetCommit` of the same offset twice stores it once;
+///   `InitProducerId` twice only leaves an id unused.
+/// * Not retried: `CreateTopic` a second time would answer `TOPIC_EXISTS` for a topic the first
+///   attempt created, hiding the success; `AcquireLease` a second time is refused with
+///   `LEASE_HELD` by the very lease the first attempt obtained (whose id the caller never
+///   learnt), locking the caller out for a TTL; `Produce` a second time appends the batch twice
+///   (the producer's sequence numbers, not this layer, make produce retries safe).
+pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
+    match api {
+        ApiKey::ApiVersions
+        | ApiKey::Metadata
+        | ApiKey::Fetch
+        | ApiKey::ListOffsets
+        | ApiKey::RenewLease
+        | ApiKey::ReleaseLease
+        | ApiKey::OffsetFetch
+        | ApiKey::OffsetCommit
+        | ApiKey::InitProducerId => true,
+        ApiKey::CreateTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
+    }
+}
+
+/// Whether `error` means the request's connection failed (rather than the server answering the
+/// request): the outcome is unknown and the next request reconnects.
+pub(crate) fn is_transport_failure(error: &ClientError) -> bool {
+    match error {
+        ClientError::Io(_) | ClientError::Disconnected => true,
+        ClientError::Server { code, .. } => {
+            matches!(
+                code,
+                ErrorCode::TooManyConnections | ErrorCode::ShuttingDown
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The pauses between the attempts of one call: capped exponential, with jitter.
+pub(crate) struct RetryDelay {
+    next: Duration,
+    max: Duration,
+}
+
+impl RetryDelay {
+    /// Starts at the configured initial reconnect backoff.
+    pub(crate) fn new(config: &ClientConfig) -> Self {
+        Self {
+            next: config.reconnect_backoff_initial,
+            max: config.reconnect_backoff_max,
+        }
+    }
+
+    /// Sleeps before the next attempt, or returns `false` at once if that attempt could not
+    /// start before `deadline`.
+    pub(crate) async fn wait(&mut self, deadline: Instant) -> bool {
+        let until = Instant::now() + jittered(self.next);
+        self.next = (self.next * 2).min(self.max);
+        if until >= deadline {
+            return false;
+        }
+        tokio::time::sleep_until(until).await;
+        true
+    }
+}

@@ -1,0 +1,98 @@
+//! Finding the first offset whose record timestamp is at or after a given time, for consumers
+//! that start "from 09:00" rather than from an offset.
+//!
+//! Timestamps are set by producers and need not grow with offsets, so the answer is defined as
+//! the *smallest* offset whose record timestamp is `>= T`, and found exactly, with bounded work,
+//! from what the log already keeps: every segment knows its largest record timestamp, and every
+//! batch header its first and largest. A segment whose largest timestamp is below `T` holds no
+//! answer and is skipped without reading it; in the first segment that may hold one, only batch
+//! headers are walked (48 bytes each) until a batch whose largest timestamp reaches `T`; that one
+//! batch is validated (CRC) and decoded to pick the record. So the work is one comparison per
+//! segment, plus the headers of one segment (at most `segment_bytes / 48`), plus one batch —
+//! never a scan of the whole log. Only visible records (below the high watermark) are answers,
+//! and a corrupt batch on the way is an error, never a guess.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::segment::SegmentReader;
+use super::StorageError;
+use crate::batch::{self, BatchHeader, HEADER_BYTES};
+
+/// The first offset below `high_watermark` whose record timestamp is `>= timestamp` (ms), or
+/// `None` if no visible record is that recent. `segments` are the partition's, oldest first;
+/// `partition` names it in errors.
+pub(super) fn first_offset_at_or_after(
+    partition: &str,
+    segments: &[Arc<SegmentReader>],
+    high_watermark: u64,
+    timestamp: i64,
+) -> Result<Option<u64>, StorageError> {
+    for segment in segments {
+        if segment.base_offset() >= high_watermark {
+            break;
+        }
+        // The segment's largest timestamp covers every record written to it (visible or not),
+        // so below `timestamp` it cannot hold the answer.
+        if segment.max_timestamp() < timestamp {
+            continue;
+        }
+        if let Some(offset) = search_segment(partition, segment, high_watermark, timestamp)? {
+            return Ok(Some(offset));
+        }
+    }
+    Ok(None)
+}
+
+/// Walks one segment's batch headers to the first batch that reaches `timestamp`, then picks
+/// the first such record inside it.
+fn search_segment(
+    partition: &str,
+    segment: &SegmentReader,
+    high_watermark: u64,
+    timestamp: i64,
+) -> Result<Option<u64>, StorageError> {
+    let map = segment.map();
+    let visible = map.visible();
+    let mut position = 0usize;
+    while position + HEADER_BYTES <= visible {
+        let corrupt = |offset: u64, reason: String| StorageError::Corrupt {
+            partition: partition.to_owned(),
+            segment: segment.path().display().to_string(),
+            position: position as u64,
+            offset,
+            reason,
+        };
+        let header = map
+            .bytes(position, position + HEADER_BYTES)
+            .and_then(BatchHeader::parse)
+            .ok_or_else(|| corrupt(segment.base_offset(), "unreadable batch header".into()))?;
+        let length = header.batch_length as usize;
+        if header.base_offset >= high_watermark {
+            return Ok(None);
+        }
+        if length < HEADER_BYTES || position + length > visible {
+            return Err(corrupt(
+                header.base_offset,
+                format!("batch length {length} runs past the data"),
+            ));
+        }
+        if header.max_timestamp >= timestamp {
+            let bytes: Bytes = map
+                .slice(position, position + length)
+                .ok_or_else(|| corrupt(header.base_offset, "batch not mapped".into()))?;
+            let records = batch::decode_batch(&bytes)
+                .map_err(|error| corrupt(header.base_offset, error.to_string()))?;
+            let found = records
+                .iter()
+                .take_while(|record| record.offset < high_watermark)
+                .find(|record| record.timestamp >= timestamp);
+            if let Some(record) = found {
+                return Ok(Some(record.offset));
+            }
+        }
+        position += length;
+    }
+    Ok(None)
+}
