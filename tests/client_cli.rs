@@ -17,7 +17,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 struct Harness {
     // Dropped before the runtime, which runs the server's tasks.
     server: TestServer,
-    _runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Runtime,
 }
 
 /// What a finished command left behind.
@@ -63,14 +63,19 @@ impl Harness {
             .build()
             .unwrap();
         let server = runtime.block_on(TestServer::start()).unwrap();
-        Harness {
-            server,
-            _runtime: runtime,
-        }
+        Harness { server, runtime }
     }
 
     fn addr(&self) -> String {
         self.server.addr().to_string()
+    }
+
+    /// A proxy in front of the server, on the server's runtime.
+    fn proxy(&self) -> fencelog::testing_proxy::Proxy {
+        let _entered = self.runtime.enter();
+        self.runtime
+            .block_on(fencelog::testing_proxy::Proxy::start(self.server.addr()))
+            .unwrap()
     }
 
     /// Runs `fencelog ARGS --addr ADDR` with `stdin`.
@@ -692,4 +697,49 @@ fn nothing_after_a_line_too_large_for_a_batch_is_appended() {
     assert_eq!(run.stdout.lines().collect::<Vec<_>>(), expected);
     let consumed = h.run(&["consume", "orders", "--partition", "0"], "").ok();
     assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), before);
+}
+
+/// The connection is cut again and again after the server got requests but before their
+/// answers came back: `fencelog produce` resends, every line lands exactly once, in order, and
+/// the command succeeds and says what it did.
+#[test]
+fn produce_through_cut_connections_appends_every_line_exactly_once() {
+    let h = Harness::start();
+    h.create_topic("orders");
+    let (epoch, _) = h.acquire("orders", "0");
+    let proxy = h.proxy();
+    proxy.cut_after_requests(6);
+    let lines: Vec<String> = (0..20_000).map(|i| format!("line {i}")).collect();
+    let input = format!("{}\n", lines.join("\n"));
+    let epoch = epoch.to_string();
+    let proxy_addr = proxy.addr().to_string();
+    let run = run(
+        &[
+            "produce",
+            "orders",
+            "--partition",
+            "0",
+            "--epoch",
+            &epoch,
+            "--batch-records",
+            "100",
+            "--json",
+            "--addr",
+            &proxy_addr,
+        ],
+        &input,
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{run:?}");
+    let offsets: Vec<u64> = run
+        .json_lines()
+        .iter()
+        .map(|line| line["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, (0..20_000).collect::<Vec<u64>>());
+    let summary: Value = serde_json::from_str(run.stderr.trim()).expect("a JSON summary");
+    assert!(summary["resends"].as_u64().unwrap() > 0, "{summary}");
+    assert!(proxy.connections() > 1);
+    let consumed = h.run(&["consume", "orders", "--partition", "0"], "").ok();
+    assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), lines);
 }

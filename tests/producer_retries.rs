@@ -130,35 +130,30 @@ async fn a_failed_batch_halts_the_producer_until_it_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_resolves_when_a_newer_writer_takes_over() {
-    let (server, _proxy, direct) = setup().await;
-    let producer = Producer::builder(direct.clone(), "events", 0)
-        .lease("old", Duration::from_millis(500))
+    // The lease clock is the server's manual clock: the old writer's lease "expires" while it
+    // believes it still leads, as after a long pause.
+    let server = TestServer::start_with_manual_clock().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client
+        .create_topic("events", 1, Default::default())
+        .await
+        .unwrap();
+    let producer = Producer::builder(client.clone(), "events", 0)
+        .lease("old", TTL)
         .build()
         .await
         .unwrap();
     let lost = producer.lost();
     producer.send(None, "one").await.unwrap();
-    // The old writer freezes (stops renewing) past its TTL; a new one takes over.
-    drop(server.service().clone());
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let reason = tokio::select! {
-        reason = lost => reason,
-        () = async {
-            // Keep the old producer writing until it learns it is fenced.
-            loop {
-                let _ = producer.send(None, "more").await;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        } => unreachable!(),
-        () = async {
-            loop {
-                if direct.acquire_lease("events", 0, "new", TTL).await.is_ok() {
-                    std::future::pending::<()>().await;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        } => unreachable!(),
-        () = tokio::time::sleep(Duration::from_secs(20)) => panic!("lost() never resolved"),
-    };
+    server.advance(TTL * 2);
+    let newer = client.acquire_lease("events", 0, "new", TTL).await.unwrap();
+    assert!(newer.epoch > producer.epoch());
+    // The old writer learns it at its next write (or renewal), and `lost()` fires.
+    let stale = producer.send(None, "late").await.unwrap_err();
+    assert!(stale.error.is_fencing(), "{stale:?}");
+    let reason = tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("lost() resolves");
     assert!(reason.is_fencing(), "{reason:?}");
+    assert!(producer.error().is_some());
 }
