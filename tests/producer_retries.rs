@@ -105,7 +105,7 @@ async fn a_failed_batch_halts_the_producer_until_it_resumes() {
         "{failed:?}"
     );
     assert_eq!(
-        failed.value.len(),
+        failed.value().len(),
         9 * 1024 * 1024,
         "the record is given back"
     );
@@ -115,7 +115,7 @@ async fn a_failed_batch_halts_the_producer_until_it_resumes() {
             matches!(failed.error, ClientError::ProducerHalted { .. }),
             "{failed:?}"
         );
-        assert!(failed.value.starts_with(b"b"));
+        assert!(failed.value().starts_with(b"b"));
     }
     assert!(matches!(
         producer.send(None, "still halted").await.unwrap_err().error,

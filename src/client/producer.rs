@@ -81,13 +81,33 @@ pub struct SendError {
     /// Why the record was not acknowledged.
     #[source]
     pub error: ClientError,
-    /// The record's key.
-    pub key: Option<Bytes>,
-    /// The record's value.
-    pub value: Bytes,
+    /// The record, boxed so that a `Result` of a send stays small.
+    record: Box<(Option<Bytes>, Bytes)>,
 }
 
 impl SendError {
+    fn new(error: ClientError, key: Option<Bytes>, value: Bytes) -> Self {
+        Self {
+            error,
+            record: Box::new((key, value)),
+        }
+    }
+
+    /// The record's key.
+    pub fn key(&self) -> Option<&Bytes> {
+        self.record.0.as_ref()
+    }
+
+    /// The record's value.
+    pub fn value(&self) -> &Bytes {
+        &self.record.1
+    }
+
+    /// The record, `(key, value)`, to send again or keep.
+    pub fn into_record(self) -> (Option<Bytes>, Bytes) {
+        *self.record
+    }
+
     /// The error alone.
     pub fn into_error(self) -> ClientError {
         self.error
@@ -117,11 +137,9 @@ impl Reply {
     }
 
     fn fail(self, error: ClientError) {
-        let _ = self.sender.send(Err(SendError {
-            error,
-            key: self.key,
-            value: self.value,
-        }));
+        let _ = self
+            .sender
+            .send(Err(SendError::new(error, self.key, self.value)));
     }
 }
 
@@ -596,7 +614,7 @@ impl Producer {
         async move {
             if let (Some((key, value, timestamp)), Some(reply)) = (record, reply) {
                 // Not queued by the call: dead, or no room (wait for it).
-                let give_back = |error: ClientError, key, value| SendError { error, key, value };
+                let give_back = SendError::new;
                 if let Some(error) = shared.dead.get() {
                     return Err(give_back(error.clone(), key, value));
                 }
@@ -618,11 +636,11 @@ impl Producer {
                 }
             }
             offset.await.unwrap_or_else(|_| {
-                Err(SendError {
-                    error: shared.dead_or(ClientError::Closed),
-                    key: None,
-                    value: Bytes::new(),
-                })
+                Err(SendError::new(
+                    shared.dead_or(ClientError::Closed),
+                    None,
+                    Bytes::new(),
+                ))
             })
         }
     }
