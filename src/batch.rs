@@ -18,7 +18,7 @@
 //! | 40     | 8    | max_timestamp     | yes |
 //! | 48     | …    | records (magic 1) | yes |
 //!
-//! Magic 2 is magic 1 plus the producer's identity, for idempotent appends (see
+//! Magic 3 is magic 1 plus the producer's identity, for idempotent appends (see
 //! `docs/fencing.md`): the same 48 bytes, then
 //!
 //! | offset | size | field             | covered by CRC |
@@ -40,12 +40,15 @@ use thiserror::Error;
 /// Size of the batch header in bytes: of a magic-1 batch, and of the fields every batch starts
 /// with (the smallest a batch can be).
 pub const HEADER_BYTES: usize = 48;
-/// Size of a magic-2 header: the magic-1 fields, then the producer's identity.
+/// Size of a magic-3 header: the magic-1 fields, then the producer's identity.
 pub const PRODUCER_HEADER_BYTES: usize = 64;
 /// The batch format without a producer identity.
 pub const MAGIC: u8 = 1;
 /// The batch format with a producer identity (producer id, producer epoch, base sequence).
-pub const MAGIC_WITH_PRODUCER: u8 = 2;
+///
+/// Not 2: a Kafka record batch (v2) has its magic, 2, at the same byte (16), so a log could
+/// one day hold Kafka batches as they are and still tell every batch's format from that byte.
+pub const MAGIC_WITH_PRODUCER: u8 = 3;
 /// The largest sequence number; the one after it is 0 (sequences wrap, as Kafka's do).
 pub const MAX_SEQUENCE: i32 = i32::MAX;
 /// Upper bound on records in one batch: keeps per-batch work and offsets per batch bounded.
@@ -105,7 +108,7 @@ pub enum BatchError {
         actual: u32,
     },
     /// A format version this build does not know.
-    #[error("unsupported batch magic {0} (expected {MAGIC})")]
+    #[error("unsupported batch magic {0} (expected {MAGIC} or {MAGIC_WITH_PRODUCER})")]
     UnsupportedMagic(u8),
     /// Reserved bits are set.
     #[error("batch attributes/reserved bits must be zero")]
@@ -135,7 +138,7 @@ pub enum BatchError {
         /// Records in the batch.
         record_count: u32,
     },
-    /// A magic-2 batch whose producer fields are out of range (negative id, epoch or sequence,
+    /// A magic-3 batch whose producer fields are out of range (negative id, epoch or sequence,
     /// or non-zero reserved bytes), or too short to hold them.
     #[error("invalid producer fields in batch header: {0}")]
     BadProducerFields(&'static str),
@@ -219,7 +222,7 @@ impl BatchHeader {
     }
 }
 
-/// Who wrote a magic-2 batch, and where it falls in that producer's sequence: what the partition
+/// Who wrote a magic-3 batch, and where it falls in that producer's sequence: what the partition
 /// needs to append each producer's batches exactly once (see `crate::storage::producer_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProducerStamp {
@@ -232,7 +235,7 @@ pub struct ProducerStamp {
 }
 
 impl ProducerStamp {
-    /// The producer fields of a magic-2 batch, or `None` for a magic-1 batch (or bytes too short
+    /// The producer fields of a magic-3 batch, or `None` for a magic-1 batch (or bytes too short
     /// to tell). Checks nothing: [`validate`] refuses out-of-range fields.
     pub fn parse(bytes: &[u8]) -> Option<ProducerStamp> {
         if bytes.len() < PRODUCER_HEADER_BYTES || bytes[MAGIC_AT] != MAGIC_WITH_PRODUCER {
@@ -357,14 +360,14 @@ fn validate_content<'a>(
     Ok(())
 }
 
-/// The magic-2 fields: present, in range, reserved bytes zero.
+/// The magic-3 fields: present, in range, reserved bytes zero.
 fn check_producer_fields(bytes: &[u8]) -> Result<(), BatchError> {
     if bytes.len() < PRODUCER_HEADER_BYTES {
         return Err(BatchError::BadProducerFields(
-            "a magic-2 batch is shorter than its 64-byte header",
+            "a magic-3 batch is shorter than its 64-byte header",
         ));
     }
-    let stamp = ProducerStamp::parse(bytes).expect("magic 2, long enough");
+    let stamp = ProducerStamp::parse(bytes).expect("magic 3, long enough");
     if stamp.producer_id < 0 {
         return Err(BatchError::BadProducerFields("producer_id is negative"));
     }
@@ -553,7 +556,7 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
 #[derive(Debug)]
 pub struct BatchBuilder {
     epoch: u64,
-    /// `(producer_id, producer_epoch)` for a magic-2 batch; `None` for magic 1.
+    /// `(producer_id, producer_epoch)` for a magic-3 batch; `None` for magic 1.
     producer: Option<(i64, i16)>,
     /// Bytes of header placeholder at the start of `buf`.
     header_len: usize,
@@ -585,7 +588,7 @@ impl BatchBuilder {
         Self::reusing_with_producer(epoch, None, buf, record_bytes)
     }
 
-    /// An empty magic-2 batch of producer `producer_id` in its session `producer_epoch`, written
+    /// An empty magic-3 batch of producer `producer_id` in its session `producer_epoch`, written
     /// under `epoch`: the partition appends it once however often it is sent, given the sequence
     /// passed to [`finish_with_sequence`](Self::finish_with_sequence).
     pub fn with_producer(epoch: u64, producer_id: i64, producer_epoch: i16) -> Self {
@@ -597,7 +600,7 @@ impl BatchBuilder {
         )
     }
 
-    /// [`reusing`](Self::reusing), for a magic-2 batch when `producer` is
+    /// [`reusing`](Self::reusing), for a magic-3 batch when `producer` is
     /// `Some((producer_id, producer_epoch))`.
     pub fn reusing_with_producer(
         epoch: u64,
@@ -712,7 +715,7 @@ impl BatchBuilder {
     }
 
     /// [`finish`](Self::finish), with the producer's sequence number of the first record (only
-    /// written into a magic-2 batch).
+    /// written into a magic-3 batch).
     pub fn finish_with_sequence(self, base_sequence: i32) -> Bytes {
         let mut out = self.buf;
         let length = out.len();

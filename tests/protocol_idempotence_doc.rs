@@ -1,5 +1,5 @@
 //! The idempotent-producer parts of `docs/protocol.md`, checked against the code: the
-//! `InitProducerId` (key 9) worked example, the magic-2 `Produce` worked example, the magic-2
+//! `InitProducerId` (key 9) worked example, the magic-3 `Produce` worked example, the magic-3
 //! header table, and the error-code rows 21..=24.
 //!
 //! Hex examples are checked in both directions, as `tests/protocol_codec.rs` does for the older
@@ -74,7 +74,7 @@ fn check_doc_example(name: &str, bytes: &[u8], expected_hex: &str) -> Bytes {
     single_frame(BytesMut::from(bytes))
 }
 
-/// The batch of the magic-2 Produce example: producer 1000, producer epoch 0, sequence 0, lease
+/// The batch of the magic-3 Produce example: producer 1000, producer epoch 0, sequence 0, lease
 /// epoch 4, one record `hi` without key at 1700000000000 ms.
 fn example_batch() -> Bytes {
     let mut builder = BatchBuilder::with_producer(4, 1000, 0);
@@ -114,8 +114,8 @@ fn doc_example_init_producer_id() {
 }
 
 #[test]
-fn doc_example_magic_2_produce() {
-    // Proves: the magic-2 Produce request of docs/protocol.md is what the client's batch builder
+fn doc_example_magic_3_produce() {
+    // Proves: the magic-3 Produce request of docs/protocol.md is what the client's batch builder
     // and encoder write, that the server's batch validation accepts it, and that the producer
     // fields sit where the header table says.
     let batch = example_batch();
@@ -144,11 +144,11 @@ fn doc_example_magic_2_produce() {
         },
     );
     let body = check_doc_example(
-        "magic-2 Produce request",
+        "magic-3 Produce request",
         &encode_request(&request),
         "00 00 00 6c 00 06 00 00 00 00 00 16 00 06 6f 72\n\
          64 65 72 73 00 00 00 00 00 00 00 54 00 00 00 00\n\
-         00 00 00 00 00 00 00 54 ef f4 26 34 02 00 00 00\n\
+         00 00 00 00 00 00 00 54 8a c9 be 16 03 00 00 00\n\
          00 00 00 00 00 00 00 04 00 00 00 01 00 00 01 8b\n\
          cf e5 68 00 00 00 01 8b cf e5 68 00 00 00 00 00\n\
          00 00 03 e8 00 00 00 00 00 00 00 00 00 00 00 10\n\

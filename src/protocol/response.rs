@@ -83,7 +83,7 @@ pub enum Response {
     },
     /// A producer id for idempotent appends.
     InitProducerId {
-        /// The id to stamp into magic-2 batches.
+        /// The id to stamp into magic-3 batches.
         producer_id: i64,
         /// The producer's first session.
         producer_epoch: i16,

@@ -6,7 +6,7 @@
 //! copy into the segment happen in one critical section. With flush `always` the appender then
 //! waits for a group-commit sync, outside the lock, before the batch becomes visible to readers.
 //!
-//! An idempotent producer's batch (magic 2) also passes the producer sequence check
+//! An idempotent producer's batch (magic 3) also passes the producer sequence check
 //! ([`super::producer_state`]) in that same critical section: a retry of a batch already in the
 //! log is answered with its original offsets instead of being appended twice.
 
@@ -766,7 +766,7 @@ impl Drop for Partition {
 /// Batches read at a time while replaying the log into the producer state.
 const REPLAY_READ_BYTES: usize = 4 * 1024 * 1024;
 
-/// The producer state as of `log_end`: the snapshot, if it is usable, then every magic-2 batch
+/// The producer state as of `log_end`: the snapshot, if it is usable, then every magic-3 batch
 /// after it. A snapshot past the log end (its segment lost its tail in a crash after the
 /// snapshot was written) would claim batches the log no longer has, so it is dropped and the
 /// whole log replayed. Damaged ranges are skipped (their batches cannot be read); a producer

@@ -4,7 +4,7 @@
 //! The epoch fence decides *who* may write; this decides *which writes* are new. A producer (an id
 //! handed out by `InitProducerId`, and a session `producer_epoch` under it) numbers its records
 //! with consecutive sequence numbers per partition and stamps each batch with the first one
-//! (batch magic 2). Kafka's idempotent producer works the same way, and the Kafka listener uses
+//! (batch magic 3). Kafka's idempotent producer works the same way, and the Kafka listener uses
 //! this state machine too: it is built once, here, for both protocols.
 //!
 //! For each producer the partition keeps its epoch and its last [`PRODUCER_BATCH_WINDOW`] batches
@@ -21,7 +21,7 @@
 //!
 //! The check and the update run inside the fence's critical section with the append itself
 //! (see `Writer::append_batch` in `partition.rs`), so two retries of one batch can never both be
-//! appended. The state survives restarts: it is rebuilt from the log (magic-2 batch headers carry
+//! appended. The state survives restarts: it is rebuilt from the log (magic-3 batch headers carry
 //! everything it needs), starting from a snapshot ([`SNAPSHOT_FILE`]) written when a segment is
 //! rolled and when the partition is closed, so a restart replays at most the active segment.
 //!

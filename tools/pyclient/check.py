@@ -286,6 +286,28 @@ def main() -> int:
         e = expect_error(lambda: conn.renew_lease(topic, P, lease.lease_id), fl.LEASE_LOST,
                          "RenewLease after release")
         return f"released; renew after release: LEASE_LOST current_epoch={e.current_epoch}"
+    def idempotent():
+        # protocol.md 5.9 and 5.6: a magic-3 batch sent twice is appended once; the retry is
+        # answered with the first offsets. A gap in the sequence is refused.
+        producer_id, producer_epoch = conn.init_producer_id()
+        expect(producer_id >= 0 and producer_epoch >= 0, "InitProducerId values")
+        leo = state["leo"]
+        batch = fl.build_batch(1, [Record(b"once-a"), Record(b"once-b")],
+                               producer=(producer_id, producer_epoch, 0))
+        first = conn.produce_batch(topic, P, batch)
+        again = conn.produce_batch(topic, P, batch)
+        expect_eq((first.base_offset, first.last_offset), (leo, leo + 1), "first append")
+        expect_eq((again.base_offset, again.last_offset), (leo, leo + 1), "retry's offsets")
+        expect_eq(again.log_end_offset, leo + 2, "the retry appended nothing")
+        gap = fl.build_batch(1, [Record(b"gap")], producer=(producer_id, producer_epoch, 5))
+        expect_error(lambda: conn.produce_batch(topic, P, gap), 21, "a sequence gap")
+        f = conn.fetch(topic, P, leo, 1 << 20, 0)
+        expect_eq([r.value for r in f.records(leo)], [b"once-a", b"once-b"], "magic-3 records")
+        state["leo"] = leo + 2
+        return f"producer {producer_id}: sent twice, stored once at {leo}..{leo + 1}; gap refused"
+    run.step("Idempotent produce: a magic-3 batch sent twice lands once (sections 5.6, 5.9)",
+             idempotent)
+
     run.step("ReleaseLease", release1)
 
     def produce_after_release():

@@ -41,6 +41,7 @@ RELEASE_LEASE = 5
 PRODUCE = 6
 FETCH = 7
 LIST_OFFSETS = 8
+INIT_PRODUCER_ID = 9
 
 API_NAMES = {
     API_VERSIONS: "ApiVersions",
@@ -52,6 +53,7 @@ API_NAMES = {
     PRODUCE: "Produce",
     FETCH: "Fetch",
     LIST_OFFSETS: "ListOffsets",
+    INIT_PRODUCER_ID: "InitProducerId",
 }
 
 # Error codes (section 7): code -> (name, retriable)
@@ -89,6 +91,10 @@ FLUSH_ALWAYS = 2
 
 # Batch format (storage-format.md)
 BATCH_MAGIC = 1
+# An idempotent producer's batch: the 48 bytes above, then producer_id i64, producer_epoch i16,
+# base_sequence i32 and two reserved bytes (docs/protocol.md, Produce). This client reads it.
+BATCH_MAGIC_WITH_PRODUCER = 3
+PRODUCER_FIELDS = struct.Struct(">qhiH")  # 16 bytes, at batch offset 48
 BATCH_HEADER = struct.Struct(">QIIBBHQIqq")  # 48 bytes
 assert BATCH_HEADER.size == 48
 MAX_RECORDS_PER_BATCH = 1 << 20
@@ -315,8 +321,10 @@ def _encode_record(rec: Record, first_ts: int) -> bytes:
     return struct.pack(">I", len(b)) + b
 
 
-def build_batch(epoch: int, records: Sequence[Record], base_offset: int = 0) -> bytes:
-    """Builds one record batch as a producer sends it (base_offset 0)."""
+def build_batch(epoch: int, records: Sequence[Record], base_offset: int = 0,
+                producer: Optional[Tuple[int, int, int]] = None) -> bytes:
+    """Builds one record batch as a producer sends it (base_offset 0): magic 1, or magic 3
+    when ``producer`` is ``(producer_id, producer_epoch, base_sequence)``."""
     if not records:
         raise ValueError("a batch needs at least one record")
     if len(records) > MAX_RECORDS_PER_BATCH:
@@ -329,10 +337,12 @@ def build_batch(epoch: int, records: Sequence[Record], base_offset: int = 0) -> 
     first_ts = stamped[0].timestamp
     max_ts = max(r.timestamp for r in stamped)
     payload = b"".join(_encode_record(r, first_ts) for r in stamped)
-    batch_length = BATCH_HEADER.size + len(payload)
+    producer_fields = b"" if producer is None else PRODUCER_FIELDS.pack(*producer, 0)
+    magic = BATCH_MAGIC if producer is None else BATCH_MAGIC_WITH_PRODUCER
+    batch_length = BATCH_HEADER.size + len(producer_fields) + len(payload)
     # Bytes [16, batch_length): everything covered by the CRC.
-    covered = struct.pack(">BBHQIqq", BATCH_MAGIC, 0, 0, epoch, len(stamped),
-                          first_ts, max_ts) + payload
+    covered = struct.pack(">BBHQIqq", magic, 0, 0, epoch, len(stamped),
+                          first_ts, max_ts) + producer_fields + payload
     crc = zlib.crc32(covered) & 0xFFFFFFFF
     return struct.pack(">QII", base_offset, batch_length, crc) + covered
 
@@ -390,7 +400,16 @@ def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
             if actual != crc:
                 raise CorruptBatch(
                     f"CRC mismatch at byte {pos}: header {crc:#010x}, computed {actual:#010x}")
-        if magic != BATCH_MAGIC:
+        records_at = pos + BATCH_HEADER.size
+        if magic == BATCH_MAGIC_WITH_PRODUCER:
+            if length < BATCH_HEADER.size + PRODUCER_FIELDS.size:
+                raise CorruptBatch(f"magic-3 batch shorter than its header at byte {pos}")
+            (producer_id, producer_epoch, base_sequence,
+             producer_reserved) = PRODUCER_FIELDS.unpack_from(mv, records_at)
+            if producer_id < 0 or producer_epoch < 0 or base_sequence < 0 or producer_reserved:
+                raise CorruptBatch(f"producer fields out of range at byte {pos}")
+            records_at += PRODUCER_FIELDS.size
+        elif magic != BATCH_MAGIC:
             raise CorruptBatch(f"magic {magic} at byte {pos}")
         if attributes != 0 or reserved != 0:
             raise CorruptBatch(f"attributes/reserved not zero at byte {pos}")
@@ -398,7 +417,7 @@ def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
             raise CorruptBatch(f"record_count {count} at byte {pos}")
         if max_ts < first_ts:
             raise CorruptBatch(f"max_timestamp < first_timestamp at byte {pos}")
-        records = _parse_records(mv, pos + BATCH_HEADER.size, end, base_offset, epoch,
+        records = _parse_records(mv, records_at, end, base_offset, epoch,
                                  first_ts, max_ts, count)
         out.append(Batch(base_offset, length, crc, magic, attributes, epoch, count,
                          first_ts, max_ts, records))
@@ -559,6 +578,12 @@ def decode_list_offsets(r: Reader) -> ListOffsetsResponse:
     return ListOffsetsResponse(r.u64(), r.u64(), r.u64())
 
 
+def decode_init_producer_id(r: Reader) -> Tuple[int, int]:
+    """``(producer_id, producer_epoch)``: i64 and i16, two's complement."""
+    producer_id, producer_epoch = struct.unpack(">qh", r._take(10))
+    return producer_id, producer_epoch
+
+
 DECODERS = {
     API_VERSIONS: decode_api_versions,
     CREATE_TOPIC: decode_empty,
@@ -569,6 +594,7 @@ DECODERS = {
     PRODUCE: decode_produce,
     FETCH: decode_fetch,
     LIST_OFFSETS: decode_list_offsets,
+    INIT_PRODUCER_ID: decode_init_producer_id,
 }
 
 
@@ -714,6 +740,9 @@ class Connection:
     def produce(self, topic: str, partition: int, epoch: int,
                 records: Iterable[Record]) -> ProduceResponse:
         return self.produce_batch(topic, partition, build_batch(epoch, list(records)))
+
+    def init_producer_id(self) -> Tuple[int, int]:
+        return self.call(INIT_PRODUCER_ID, b"")
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
               max_wait_ms: int = 0) -> FetchResponse:

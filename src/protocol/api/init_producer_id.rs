@@ -4,7 +4,7 @@
 //!
 //! The id is unique on this broker for ever (ids are handed out from durably reserved blocks,
 //! so a restart never hands one out twice); the producer stamps it, with `producer_epoch` and its
-//! per-partition sequence numbers, into magic-2 batches, and the partition appends each such
+//! per-partition sequence numbers, into magic-3 batches, and the partition appends each such
 //! batch once however often it is sent.
 
 use bytes::{BufMut, BytesMut};
