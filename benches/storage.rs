@@ -1,5 +1,6 @@
 //! Storage benchmarks: append throughput per flush policy and batch size, the fence check alone,
-//! batch build and validation, and fetches from a segment.
+//! batch build and validation, fetches from a segment, what the producer sequence check costs
+//! an append, and reopening a partition with and without its producer-state snapshot.
 //!
 //! Run with `cargo bench --bench storage`. Each benchmark measures for 3 s (20 samples) so the
 //! whole run takes a few minutes. Partition directories live in the system temp directory: flush
@@ -9,7 +10,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use fencelog::batch::BatchBuilder;
 use fencelog::batch::{decode_batches, validate};
 use fencelog::storage::fence::{check_epoch, Fence, FenceError};
@@ -215,6 +216,96 @@ fn read(c: &mut Criterion) {
     group.finish();
 }
 
+/// A 1-record batch of 1 KiB: magic 1, or magic 3 of producer 7 at `sequence`.
+fn one_record(epoch: u64, sequence: Option<i32>) -> Bytes {
+    let value = [0xab; RECORD_BYTES];
+    let mut builder = match sequence {
+        Some(_) => BatchBuilder::with_producer(epoch, 7, 0),
+        None => BatchBuilder::new(epoch),
+    };
+    builder.push(1_700_000_000_000, Some(b"key"), Some(&value));
+    builder.finish_with_sequence(sequence.unwrap_or(0))
+}
+
+fn open_partition(dir: &std::path::Path, worker: &SealWorker) -> Partition {
+    let config = PartitionConfig {
+        segment_bytes: SEGMENT_BYTES,
+        flush: FlushPolicy::Never,
+        retention_bytes: Some(4 * SEGMENT_BYTES),
+        ..PartitionConfig::default()
+    };
+    Partition::open("bench/0", dir, config, worker).expect("open")
+}
+
+/// The producer sequence check's cost: 1-record batches of 1 KiB under flush `never`, plain
+/// (magic 1) vs idempotent (magic 3, a new sequence each), each built outside the measurement.
+fn append_idempotent(c: &mut Criterion) {
+    let mut group = c.benchmark_group("append_producer");
+    let worker = SealWorker::start().unwrap();
+    for idempotent in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let partition = open_partition(dir.path(), &worker);
+        partition.install_epoch(1).expect("install epoch");
+        let mut sequence = 0i32;
+        let mut appends = 0usize;
+        group.throughput(Throughput::Bytes(one_record(1, None).len() as u64));
+        let name = if idempotent { "idempotent" } else { "plain" };
+        group.bench_function(BenchmarkId::new(name, "1x1KiB"), |b| {
+            b.iter_batched(
+                || {
+                    sequence += 1;
+                    one_record(1, idempotent.then_some(sequence - 1))
+                },
+                |batch| {
+                    appends += 1;
+                    if appends.is_multiple_of(50_000) {
+                        partition.enforce_retention(0).expect("retention");
+                    }
+                    partition.append(&batch).expect("append")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// Reopening a partition whose active segment holds 32 MiB of idempotent 1-record batches
+/// (about 30 000): with the snapshot a clean close writes, and without it (after a crash
+/// before any roll: the producer state is rebuilt by replaying the whole segment).
+fn reopen(c: &mut Criterion) {
+    let mut group = c.benchmark_group("reopen_32MiB");
+    let worker = SealWorker::start().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let partition = open_partition(dir.path(), &worker);
+        partition.install_epoch(1).expect("install epoch");
+        let mut written = 0usize;
+        let mut sequence = 0;
+        while written < 32 * 1024 * 1024 {
+            let batch = one_record(1, Some(sequence));
+            written += batch.len();
+            sequence += 1;
+            partition.append(&batch).expect("append");
+        }
+    }
+    let snapshot = dir
+        .path()
+        .join(fencelog::storage::producer_state::SNAPSHOT_FILE);
+    group.sample_size(10);
+    group.bench_function("with_snapshot", |b| {
+        b.iter(|| drop(open_partition(dir.path(), &worker)))
+    });
+    group.bench_function("replaying_the_log", |b| {
+        b.iter_batched(
+            || std::fs::remove_file(&snapshot).expect("remove snapshot"),
+            |()| drop(open_partition(dir.path(), &worker)),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -225,6 +316,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = append, append_concurrent, fence, batch, read
+    targets = append, append_concurrent, fence, batch, read, append_idempotent, reopen
 }
 criterion_main!(benches);

@@ -9,7 +9,10 @@
 
 mod protocol_strategies;
 
+mod doc_examples;
+
 use bytes::{BufMut, Bytes, BytesMut};
+use doc_examples::*;
 use fencelog::protocol::{
     ApiKey, ApiVersionRange, ErrorCode, ErrorResponse, FrameCodec, ProtocolError, Request,
     RequestDecodeErrorKind, RequestFrame, Response, ResponseFrame, TopicMetadata,
@@ -21,36 +24,9 @@ use protocol_strategies::*;
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::{Decoder, Encoder, Framed};
 
-const PROTOCOL_DOC: &str = include_str!("../docs/protocol.md");
-
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-fn encode_request(frame: &RequestFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable request");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-fn encode_response(frame: &ResponseFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable response");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-/// Runs `buf` through the frame decoder, expecting exactly one frame.
-fn single_frame(mut buf: BytesMut) -> Bytes {
-    let mut codec = FrameCodec::default();
-    let frame = codec
-        .decode(&mut buf)
-        .expect("valid frame")
-        .expect("complete frame");
-    assert!(buf.is_empty(), "exactly one frame was consumed");
-    frame
-}
 
 /// What decoding an encoded Fetch response yields: the batches as one chunk.
 fn normalize(frame: ResponseFrame) -> ResponseFrame {
@@ -77,27 +53,6 @@ fn normalize(frame: ResponseFrame) -> ResponseFrame {
         }
         _ => frame,
     }
-}
-
-/// Lower-case hex, 16 space-separated bytes per line: the layout used by the
-/// examples in docs/protocol.md.
-fn hex_dump(bytes: &[u8]) -> String {
-    bytes
-        .chunks(16)
-        .map(|line| {
-            line.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn from_hex(dump: &str) -> Vec<u8> {
-    dump.split_whitespace()
-        .map(|h| u8::from_str_radix(h, 16).expect("hex byte"))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -608,20 +563,6 @@ fn error_response_display_is_actionable() {
 // The worked examples of docs/protocol.md
 // ---------------------------------------------------------------------------
 
-/// Asserts that `bytes` equals `expected_hex` and that the document shows it
-/// in exactly this layout, then returns the frame body for decoding checks.
-fn check_doc_example(name: &str, bytes: &[u8], expected_hex: &str) -> Bytes {
-    let dump = hex_dump(bytes);
-    assert_eq!(dump, expected_hex, "{name}: encoder output changed");
-    assert_eq!(dump, expected_hex, "{name}: encoder output changed");
-    assert!(
-        PROTOCOL_DOC.contains(&format!("```text\n{dump}\n```")),
-        "{name}: docs/protocol.md must show exactly this hex block:\n{dump}"
-    );
-    assert_eq!(from_hex(expected_hex), bytes);
-    single_frame(BytesMut::from(bytes))
-}
-
 #[test]
 fn doc_example_list_offsets() {
     let request = RequestFrame::new(
@@ -634,7 +575,7 @@ fn doc_example_list_offsets() {
     );
     let body = check_doc_example(
         "ListOffsets request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 14 00 08 00 00 00 00 00 07 00 06 6f 72\n\
          64 65 72 73 00 00 00 00",
     );
@@ -651,7 +592,7 @@ fn doc_example_list_offsets() {
     );
     let body = check_doc_example(
         "ListOffsets response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 1e 00 00 00 07 00 00 00 00 00 00 00 00\n\
          00 00 00 00 00 00 00 00 00 2a 00 00 00 00 00 00\n\
          00 03",
@@ -675,7 +616,7 @@ fn doc_example_acquire_lease() {
     );
     let body = check_doc_example(
         "AcquireLease request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 26 00 03 00 00 00 00 00 08 00 06 6f 72\n\
          64 65 72 73 00 00 00 00 00 08 77 72 69 74 65 72\n\
          2d 31 00 00 00 00 00 00 27 10",
@@ -692,7 +633,7 @@ fn doc_example_acquire_lease() {
     );
     let body = check_doc_example(
         "AcquireLease response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 26 00 00 00 08 00 00 00 00 00 00 00 00\n\
          00 04 01 23 45 67 89 ab cd ef fe dc ba 98 76 54\n\
          32 10 00 00 00 00 00 00 27 10",
@@ -711,7 +652,7 @@ fn doc_example_fenced_produce() {
     );
     let body = check_doc_example(
         "FENCED response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 29 00 00 00 09 00 01 00 11 65 70 6f 63\n\
          68 20 33 20 69 73 20 66 65 6e 63 65 64 00 00 00\n\
          00 00 00 00 03 00 00 00 00 00 00 00 04",

@@ -6,73 +6,14 @@
 //! APIs: the encoder must write exactly the bytes the document shows, and the document must show
 //! exactly the bytes the encoder writes; the decoder must read them back.
 
-use bytes::{Bytes, BytesMut};
+mod doc_examples;
+
+use bytes::Bytes;
+use doc_examples::*;
 use fencelog::batch::{
     self, BatchBuilder, ProducerStamp, MAGIC_WITH_PRODUCER, PRODUCER_HEADER_BYTES,
 };
-use fencelog::protocol::{
-    ApiKey, ErrorCode, FrameCodec, Request, RequestFrame, Response, ResponseFrame,
-};
-use tokio_util::codec::Decoder;
-
-const PROTOCOL_DOC: &str = include_str!("../docs/protocol.md");
-
-fn encode_request(frame: &RequestFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable request");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-fn encode_response(frame: &ResponseFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable response");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-/// Runs `buf` through the frame decoder, expecting exactly one frame.
-fn single_frame(mut buf: BytesMut) -> Bytes {
-    let frame = FrameCodec::default()
-        .decode(&mut buf)
-        .expect("valid frame")
-        .expect("complete frame");
-    assert!(buf.is_empty(), "exactly one frame was consumed");
-    frame
-}
-
-/// Lower-case hex, 16 space-separated bytes per line, as in docs/protocol.md.
-fn hex_dump(bytes: &[u8]) -> String {
-    bytes
-        .chunks(16)
-        .map(|line| {
-            line.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn from_hex(dump: &str) -> Vec<u8> {
-    dump.split_whitespace()
-        .map(|h| u8::from_str_radix(h, 16).expect("hex byte"))
-        .collect()
-}
-
-/// Asserts that `bytes` is `expected_hex` and that the document shows exactly this block, then
-/// returns the frame body for decoding checks.
-fn check_doc_example(name: &str, bytes: &[u8], expected_hex: &str) -> Bytes {
-    let dump = hex_dump(bytes);
-    assert_eq!(dump, expected_hex, "{name}: encoder output changed");
-    assert!(
-        PROTOCOL_DOC.contains(&format!("```text\n{dump}\n```")),
-        "{name}: docs/protocol.md must show exactly this hex block:\n{dump}"
-    );
-    assert_eq!(from_hex(expected_hex), bytes);
-    single_frame(BytesMut::from(bytes))
-}
+use fencelog::protocol::{ApiKey, ErrorCode, Request, RequestFrame, Response, ResponseFrame};
 
 /// The batch of the magic-3 Produce example: producer 1000, producer epoch 0, sequence 0, lease
 /// epoch 4, one record `hi` without key at 1700000000000 ms.
@@ -89,7 +30,7 @@ fn doc_example_init_producer_id() {
     let request = RequestFrame::new(21, Request::InitProducerId);
     let body = check_doc_example(
         "InitProducerId request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 08 00 09 00 00 00 00 00 15",
     );
     assert_eq!(RequestFrame::decode(body), Ok(request));
@@ -103,7 +44,7 @@ fn doc_example_init_producer_id() {
     );
     let body = check_doc_example(
         "InitProducerId response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 10 00 00 00 15 00 00 00 00 00 00 00 00\n\
          03 e8 00 00",
     );
@@ -145,7 +86,7 @@ fn doc_example_magic_3_produce() {
     );
     let body = check_doc_example(
         "magic-3 Produce request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 6c 00 06 00 00 00 00 00 16 00 06 6f 72\n\
          64 65 72 73 00 00 00 00 00 00 00 54 00 00 00 00\n\
          00 00 00 00 00 00 00 54 8a c9 be 16 03 00 00 00\n\

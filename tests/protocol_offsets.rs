@@ -5,65 +5,15 @@
 
 mod protocol_strategies;
 
-use bytes::{BufMut, Bytes, BytesMut};
+mod doc_examples;
+
+use bytes::{BufMut, BytesMut};
+use doc_examples::*;
 use fencelog::protocol::{
-    ApiKey, ErrorCode, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+    ApiKey, ErrorCode, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
 };
 use proptest::prelude::*;
 use protocol_strategies::arb_string;
-use tokio_util::codec::Decoder;
-
-const PROTOCOL_DOC: &str = include_str!("../docs/protocol.md");
-
-fn encode_request(frame: &RequestFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable request");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-fn encode_response(frame: &ResponseFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).expect("encodable response");
-    assert_eq!(buf.len(), frame.encoded_len(), "encoded_len is exact");
-    buf
-}
-
-/// Runs `buf` through the frame decoder, expecting exactly one frame.
-fn single_frame(mut buf: BytesMut) -> Bytes {
-    let frame = FrameCodec::default()
-        .decode(&mut buf)
-        .expect("valid frame")
-        .expect("complete frame");
-    assert!(buf.is_empty(), "exactly one frame was consumed");
-    frame
-}
-
-/// Lower-case hex, 16 space-separated bytes per line, as in docs/protocol.md.
-fn hex_dump(bytes: &[u8]) -> String {
-    bytes
-        .chunks(16)
-        .map(|line| {
-            line.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Asserts that `bytes` is `expected_hex` and that the document shows exactly this block, then
-/// returns the frame body for decoding checks.
-fn check_doc_example(name: &str, bytes: &[u8], expected_hex: &str) -> Bytes {
-    let dump = hex_dump(bytes);
-    assert_eq!(dump, expected_hex, "{name}: encoder output changed");
-    assert!(
-        PROTOCOL_DOC.contains(&format!("```text\n{dump}\n```")),
-        "{name}: docs/protocol.md must show exactly this hex block:\n{dump}"
-    );
-    single_frame(BytesMut::from(bytes))
-}
 
 #[test]
 fn doc_example_offset_commit() {
@@ -81,7 +31,7 @@ fn doc_example_offset_commit() {
     );
     let body = check_doc_example(
         "OffsetCommit request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 29 00 0a 00 00 00 00 00 0c 00 07 62 69\n\
          6c 6c 69 6e 67 00 06 6f 72 64 65 72 73 00 00 00\n\
          00 00 00 00 00 00 00 00 2a 00 02 68 31",
@@ -91,7 +41,7 @@ fn doc_example_offset_commit() {
     let response = ResponseFrame::ok(12, Response::OffsetCommit);
     let body = check_doc_example(
         "OffsetCommit response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 06 00 00 00 0c 00 00",
     );
     assert_eq!(
@@ -114,7 +64,7 @@ fn doc_example_offset_fetch() {
     );
     let body = check_doc_example(
         "OffsetFetch request",
-        &encode_request(&request),
+        encode_request(&request),
         "00 00 00 1d 00 0b 00 00 00 00 00 0d 00 07 62 69\n\
          6c 6c 69 6e 67 00 06 6f 72 64 65 72 73 00 00 00\n\
          00",
@@ -130,7 +80,7 @@ fn doc_example_offset_fetch() {
     );
     let body = check_doc_example(
         "OffsetFetch response",
-        &encode_response(&response),
+        encode_response(&response),
         "00 00 00 12 00 00 00 0d 00 00 00 00 00 00 00 00\n\
          00 2a 00 02 68 31",
     );
@@ -148,7 +98,7 @@ fn doc_example_offset_fetch() {
     );
     let body = check_doc_example(
         "OffsetFetch -1",
-        &encode_response(&nothing),
+        encode_response(&nothing),
         "00 00 00 10 00 00 00 0e 00 00 ff ff ff ff ff ff\n\
          ff ff 00 00",
     );

@@ -3,58 +3,15 @@
 //! examples of `docs/protocol.md` are checked byte for byte in both directions, and the
 //! compatibility rules (version 0 unchanged, details optional, trailing details ignored) hold.
 
-use bytes::{Bytes, BytesMut};
+mod doc_examples;
+
+use bytes::Bytes;
+use doc_examples::*;
 use fencelog::protocol::{
     ApiKey, ErrorCode, ErrorDetails, ErrorResponse, FrameCodec, Request, RequestFrame, Response,
     ResponseFrame,
 };
 use tokio_util::codec::Decoder;
-
-const PROTOCOL_DOC: &str = include_str!("../docs/protocol.md");
-
-fn hex_dump(bytes: &[u8]) -> String {
-    bytes
-        .chunks(16)
-        .map(|line| {
-            line.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Asserts the encoder wrote `expected_hex`, that the document shows exactly this block, and
-/// returns the frame body (without its length prefix).
-fn check_doc_example(name: &str, mut bytes: BytesMut, expected_hex: &str) -> Bytes {
-    let dump = hex_dump(&bytes);
-    assert_eq!(dump, expected_hex, "{name}: encoder output changed");
-    assert!(
-        PROTOCOL_DOC.contains(&format!("```text\n{dump}\n```")),
-        "{name}: docs/protocol.md must show exactly this hex block:\n{dump}"
-    );
-    let frame = FrameCodec::default()
-        .decode(&mut bytes)
-        .expect("valid frame")
-        .expect("complete frame");
-    assert!(bytes.is_empty());
-    frame
-}
-
-fn encode_request(frame: &RequestFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).unwrap();
-    assert_eq!(buf.len(), frame.encoded_len());
-    buf
-}
-
-fn encode_response(frame: &ResponseFrame) -> BytesMut {
-    let mut buf = BytesMut::new();
-    frame.encode(&mut buf).unwrap();
-    assert_eq!(buf.len(), frame.encoded_len());
-    buf
-}
 
 /// The documented ListOffsets v1 request and response, and that the version follows from the
 /// request's fields.
