@@ -2,7 +2,8 @@
 //! from the page alone reads our files: the data directory tree, `topic.json`, the
 //! `recovery-point` bytes, the worked example's hex dump and the minimal Python reader; and the
 //! two rules of the batch header that `docs/protocol.md` states for Produce (the producer's
-//! `base_offset` is overwritten, non-zero `reserved` bytes are refused).
+//! `base_offset` is overwritten, non-zero `reserved` bytes are refused); and the idempotent
+//! producer's files (`producer-id-block`, the `producer-state` snapshot's layout and hex dump).
 
 mod raw_protocol;
 
@@ -11,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bytes::Bytes;
-use fencelog::batch::BatchBuilder;
+use fencelog::batch::{BatchBuilder, ProducerStamp};
 use fencelog::broker::Broker;
 use fencelog::protocol::{ErrorCode, FlushPolicy, Request, Response, TopicConfig};
+use fencelog::storage::producer_state::{ProducerStates, SNAPSHOT_FILE};
 use fencelog::storage::{Partition, PartitionConfig, SealWorker};
 use fencelog::testing::TestServer;
 use raw_protocol::RawClient;
@@ -316,4 +318,77 @@ fn minimal_reader_in_the_doc_reads_engine_segments() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+}
+
+// The idempotent-producer parts: the data-directory tree's `producer-id-block` and
+// `producer-state` entries, the text of `producer-id-block`, and the `producer-state` snapshot's
+// byte layout and worked hex dump.
+
+/// The doc's example: producer 0, producer epoch 0, one batch of sequences 0..=2 at offsets
+/// 0..=2, snapshot as of offset 3.
+fn example_stamp() -> ProducerStamp {
+    ProducerStamp {
+        producer_id: 0,
+        producer_epoch: 0,
+        base_sequence: 0,
+    }
+}
+
+#[test]
+fn producer_files_are_where_and_what_the_doc_says() {
+    // Proves: an idempotent producer's first id and first batch, then a close, add exactly
+    // `producer-id-block` (holding "1000\n") and `topics/T/P/producer-state` to the data
+    // directory; the doc's tree names them (and `groups/`); and the snapshot file is byte for
+    // byte the doc's worked hex dump, which is `encode_snapshot` of the documented state.
+    let data = tempfile::tempdir().unwrap();
+    let config = TopicConfig {
+        segment_bytes: 1 << 20,
+        flush: FlushPolicy::Always,
+        retention_bytes: None,
+        retention_ms: None,
+    };
+    {
+        let broker = Broker::open(data.path()).unwrap();
+        broker.create_topic("orders", 1, config).unwrap();
+        assert_eq!(broker.allocate_producer_id().unwrap(), 0);
+        let partition = broker.partition("orders", 0).unwrap();
+        partition.install_epoch(1).unwrap();
+        let mut builder = BatchBuilder::with_producer(1, 0, 0);
+        for value in [b"a", b"b", b"c"] {
+            builder.push(1_700_000_000_000, None, Some(value));
+        }
+        let appended = partition.append(&builder.finish_with_sequence(0)).unwrap();
+        assert_eq!(appended.log_end_offset, 3);
+    }
+    let found = tree(data.path());
+    assert!(found.contains("producer-id-block"), "{found:?}");
+    assert!(found.contains("groups"), "{found:?}");
+    assert!(
+        found.contains("topics/orders/0/producer-state"),
+        "{found:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(data.path().join("producer-id-block")).unwrap(),
+        "1000\n"
+    );
+    let doc_tree = doc_block("## The data directory", "");
+    for name in ["groups/", "producer-id-block", SNAPSHOT_FILE] {
+        assert!(doc_tree.contains(name), "the doc's tree lacks {name}");
+    }
+
+    let mut state = ProducerStates::new(10);
+    state.record(&example_stamp(), 3, 0);
+    let encoded = state.encode_snapshot(3);
+    let file = std::fs::read(data.path().join("topics/orders/0").join(SNAPSHOT_FILE)).unwrap();
+    assert_eq!(
+        file, encoded,
+        "the closed partition's snapshot is the documented state"
+    );
+    assert_eq!(
+        doc_block("## Producer state (`producer-state`)", ""),
+        xxd(&encoded),
+        "the doc's hex dump of the snapshot"
+    );
+    let (offset, decoded) = ProducerStates::decode_snapshot(&encoded, 10).unwrap();
+    assert_eq!((offset, decoded), (3, state));
 }
