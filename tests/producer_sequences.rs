@@ -7,7 +7,9 @@ use bytes::Bytes;
 use common::{config, copy_directory, fresh, read_all_records, seal_worker, SMALL_SEGMENT_BYTES};
 use fencelog::batch::BatchBuilder;
 use fencelog::storage::producer_state::SNAPSHOT_FILE;
-use fencelog::storage::{FenceError, FlushPolicy, Partition, SequenceError, StorageError};
+use fencelog::storage::{
+    FenceError, FlushPolicy, Partition, SequenceError, StorageError, WriteCredential,
+};
 
 /// A batch of producer `producer_id` (session 0) with `records` records from `sequence` on,
 /// under partition epoch `epoch`; each value names its sequence number.
@@ -193,4 +195,32 @@ fn fill_more(partition: &Partition, mut next: [i32; 3]) {
             .unwrap();
         *next += 2;
     }
+}
+
+#[test]
+fn writers_without_a_lease_append_until_the_first_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        config(1 << 20, FlushPolicy::Never),
+        &seal_worker(),
+    )
+    .unwrap();
+    let open = |sequence| sequenced(0, 7, sequence, 1);
+    let pending = partition
+        .append_pending_as(WriteCredential::Unleased, &open(0))
+        .unwrap();
+    assert_eq!(partition.acknowledge(pending).unwrap().base_offset, 0);
+    // The batch must say it was written without a lease (epoch 0).
+    assert!(matches!(
+        partition.append_pending_as(WriteCredential::Unleased, &sequenced(1, 7, 1, 1)),
+        Err(StorageError::InvalidBatch(_))
+    ));
+    partition.install_epoch(1).unwrap();
+    assert!(matches!(
+        partition.append_pending_as(WriteCredential::Unleased, &open(1)),
+        Err(StorageError::Fence(FenceError::Leased { current: 1 }))
+    ));
+    assert_eq!(values(&partition), ["p7 s0"]);
 }

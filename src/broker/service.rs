@@ -22,7 +22,7 @@ use super::{Broker, BrokerError, CommittedOffset, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::TopicConfig;
 use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
-use crate::storage::{Appended, Partition, ReadResult};
+use crate::storage::{Appended, Partition, ReadResult, WriteCredential};
 
 /// One batch to append.
 #[derive(Debug, Clone)]
@@ -31,9 +31,10 @@ pub struct ProduceRequest {
     pub topic: String,
     /// Partition index.
     pub partition: u32,
-    /// The writer's fencing token, checked by the partition's fence before anything else.
-    pub epoch: u64,
-    /// The batch in fencelog's stored format (its header carries the same epoch).
+    /// What the writer presents to the partition's fence (a lease's epoch, or none), checked
+    /// before anything else.
+    pub credential: WriteCredential,
+    /// The batch in fencelog's stored format (its header carries the credential's epoch).
     pub batch: Bytes,
 }
 
@@ -120,7 +121,7 @@ impl BrokerService {
             .partition(&request.topic, request.partition)
             .and_then(|target| {
                 Ok((
-                    target.append_pending(request.epoch, &request.batch)?,
+                    target.append_pending_as(request.credential, &request.batch)?,
                     target,
                 ))
             });

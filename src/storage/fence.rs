@@ -40,6 +40,15 @@ pub enum FenceError {
         /// The partition's current epoch.
         current: u64,
     },
+    /// A writer without a lease (see [`WriteCredential::Unleased`]) on a partition that has
+    /// granted one: it is fenced off, as a stale holder is.
+    #[error(
+        "fenced: the partition is leased (epoch {current}); writers without a lease are refused"
+    )]
+    Leased {
+        /// The partition's current epoch.
+        current: u64,
+    },
     /// `install_epoch` with an epoch not above the current one.
     #[error("epoch {epoch} is not newer than current {current}")]
     EpochNotNewer {
@@ -60,6 +69,37 @@ pub fn check_epoch(epoch: u64, current: u64) -> Result<(), FenceError> {
         Err(FenceError::Fenced { epoch, current })
     } else {
         Ok(())
+    }
+}
+
+/// What a write presents to the fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCredential {
+    /// A fencing token from a lease grant: accepted while it is the current epoch.
+    Epoch(u64),
+    /// No lease at all: a writer that has no notion of one (a Kafka producer through the Kafka
+    /// listener). Accepted only while the partition has never granted a lease (current epoch
+    /// 0); its batches carry epoch 0. The first grant fences every such writer, exactly as it
+    /// fences a stale holder, so a leased partition has one writer whatever the listener.
+    Unleased,
+}
+
+impl WriteCredential {
+    /// The epoch the write's batches carry.
+    pub fn epoch(self) -> u64 {
+        match self {
+            WriteCredential::Epoch(epoch) => epoch,
+            WriteCredential::Unleased => 0,
+        }
+    }
+}
+
+/// The fence check of any credential (see [`check_epoch`] for a lease's epoch).
+pub fn check_credential(credential: WriteCredential, current: u64) -> Result<(), FenceError> {
+    match credential {
+        WriteCredential::Epoch(epoch) => check_epoch(epoch, current),
+        WriteCredential::Unleased if current == 0 => Ok(()),
+        WriteCredential::Unleased => Err(FenceError::Leased { current }),
     }
 }
 
@@ -108,8 +148,21 @@ impl<L> Fence<L> {
     where
         E: From<FenceError>,
     {
+        self.append_as(WriteCredential::Epoch(epoch), write)
+    }
+
+    /// [`append`](Self::append) for any [`WriteCredential`]: the check and the write under one
+    /// lock.
+    pub fn append_as<T, E>(
+        &self,
+        credential: WriteCredential,
+        write: impl FnOnce(&mut L) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<FenceError>,
+    {
         let mut guarded = self.lock();
-        check_epoch(epoch, guarded.current)?;
+        check_credential(credential, guarded.current)?;
         write(&mut guarded.log)
     }
 
@@ -225,6 +278,18 @@ impl EpochCheckpoint {
 #[cfg(all(test, not(fencelog_loom)))]
 mod tests {
     use super::*;
+
+    /// A writer without a lease writes only where no lease was ever granted.
+    #[test]
+    fn unleased_writes_only_before_the_first_grant() {
+        assert_eq!(check_credential(WriteCredential::Unleased, 0), Ok(()));
+        assert_eq!(
+            check_credential(WriteCredential::Unleased, 1),
+            Err(FenceError::Leased { current: 1 })
+        );
+        assert_eq!(check_credential(WriteCredential::Epoch(2), 2), Ok(()));
+        assert!(check_credential(WriteCredential::Epoch(0), 0).is_err());
+    }
 
     /// The table of the design: lower fenced, equal accepted, higher unknown, 0 never granted.
     #[test]
@@ -362,6 +427,42 @@ mod loom_models {
                 }
             });
             assert_eq!(fence.current_epoch(), 2);
+        });
+    }
+
+    /// A writer without a lease (a Kafka producer) races the first grant: once epoch 1 is
+    /// installed, no unleased (epoch-0) batch lands after that point, and the unleased writer
+    /// is told the partition is leased.
+    #[test]
+    fn loom_first_grant_fences_unleased_writers() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::new(0, Vec::new()));
+            let unleased = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(0);
+                        Ok::<_, FenceError>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .install_epoch(1, |_, log: &mut Vec<u64>| {
+                    length_at_install = log.len();
+                    Ok::<_, FenceError>(())
+                })
+                .unwrap();
+            append(&fence, 1).unwrap();
+            let result = unleased.join().unwrap();
+            fence.with_log(|log| {
+                assert!(log[length_at_install..].iter().all(|epoch| *epoch == 1));
+                assert_epochs_never_decrease(log);
+                match result {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert_eq!(error, FenceError::Leased { current: 1 }),
+                }
+            });
         });
     }
 

@@ -34,7 +34,7 @@ use thiserror::Error;
 
 pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
-pub use fence::FenceError;
+pub use fence::{FenceError, WriteCredential};
 pub use partition::{
     Appended, Partition, PendingAppend, ReadResult, RetentionReport, SyncObserver, SyncedRange,
 };

@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
-use super::fence::{check_epoch, EpochCheckpoint, Fence, FenceError};
+use super::fence::{check_credential, EpochCheckpoint, Fence, FenceError, WriteCredential};
 use super::flush::GroupCommit;
 use super::producer_state::{ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
@@ -492,8 +492,20 @@ impl Partition {
         epoch: u64,
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
+        self.append_pending_as(WriteCredential::Epoch(epoch), batch_bytes)
+    }
+
+    /// [`append_pending`](Self::append_pending) for any [`WriteCredential`]: a writer without a
+    /// lease ([`WriteCredential::Unleased`], batches carrying epoch 0) appends only while the
+    /// partition has never granted one.
+    pub fn append_pending_as(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
+        let epoch = credential.epoch();
         // Early answer for a stale holder; the authoritative check is inside the fence.
-        check_epoch(epoch, self.fence.current_epoch()).map_err(StorageError::Fence)?;
+        check_credential(credential, self.fence.current_epoch()).map_err(StorageError::Fence)?;
         if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
@@ -512,7 +524,7 @@ impl Partition {
             return Err(self.failed_error());
         }
         let stamp = ProducerStamp::parse(batch_bytes);
-        self.fence.append(epoch, |writer: &mut Writer| {
+        self.fence.append_as(credential, |writer: &mut Writer| {
             writer.append_batch(batch_bytes, &header, stamp)
         })
     }

@@ -75,6 +75,10 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         StorageError::Fence(FenceError::UnknownEpoch { epoch, current }) => {
             ErrorResponse::with_epochs(ErrorCode::UnknownEpoch, message.clone(), *epoch, *current)
         }
+        // Native writes always carry an epoch; a native client never meets this one.
+        StorageError::Fence(FenceError::Leased { current }) => {
+            ErrorResponse::with_epochs(ErrorCode::Fenced, message.clone(), 0, *current)
+        }
         StorageError::Fence(FenceError::EpochNotNewer { .. }) => plain(ErrorCode::Internal),
         StorageError::Sequence(sequence) => plain(match sequence {
             SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequence,

@@ -16,7 +16,7 @@ use crate::protocol::{
     Request, RequestFrame, Response, ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
 };
 use crate::server::ServerConfig;
-use crate::storage::{Appended, ReadResult, StorageError};
+use crate::storage::{Appended, ReadResult, StorageError, WriteCredential};
 
 /// Starts one request and returns the future of its response frame.
 ///
@@ -61,7 +61,7 @@ fn answer(
             let acknowledged = produce_queue.produce(ProduceRequest {
                 topic,
                 partition,
-                epoch,
+                credential: WriteCredential::Epoch(epoch),
                 batch,
             });
             Box::pin(acknowledged.map_ok(produced))
