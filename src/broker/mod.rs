@@ -8,6 +8,8 @@
 //! * [`maintenance`]: interval syncs and retention on their timers.
 //! * [`topic_file`]: the versioned on-disk form of a topic's settings (`topic.json`).
 //! * [`producer_ids`]: producer ids for idempotent appends, unique across restarts.
+//! * [`coordinator`]: consumer-group membership (Kafka's classic group protocol), for the Kafka
+//!   listener's group APIs.
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
 //! * [`groups`]: committed offsets of consumer groups ([`GroupOffsets`]), protocol-neutral.
 //!
@@ -21,6 +23,7 @@
 //! DATA/groups/HASH.offsets           committed offsets of the groups whose name hashes to HASH
 //! ```
 
+pub mod coordinator;
 pub mod error;
 pub mod groups;
 pub mod maintenance;

@@ -1,0 +1,391 @@
+//! The group coordinator: Kafka's classic consumer-group protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup), protocol-neutral, so that the Kafka listener's group APIs only
+//! translate bytes.
+//!
+//! The coordinator does not assign partitions: as in Kafka, it elects a leader among the members,
+//! relays every member's subscription metadata to it, and relays the assignment the leader
+//! computes back to each member. What it owns is membership and generations:
+//!
+//! * A member joins (`join`); the group goes to **preparing rebalance** and waits until every
+//!   known member has (re)joined, or until the longest rebalance timeout passes (members that did
+//!   not rejoin are removed). The first join of an empty group also waits
+//!   [`CoordinatorConfig::initial_rebalance_delay`] so that members starting together land in one
+//!   generation. Then the generation is bumped, a protocol every member supports is chosen, and
+//!   every pending join is answered (the leader's answer lists the members).
+//! * The group is then **completing rebalance** until the leader's `sync` brings the assignment;
+//!   every member's `sync` is answered with its part. Then it is **stable**.
+//! * Members `heartbeat` within their session timeout; a member that does not is removed and the
+//!   group rebalances. A heartbeat during a rebalance answers
+//!   [`GroupError::RebalanceInProgress`], which is how members learn to rejoin.
+//! * `leave` removes members at once.
+//!
+//! Deadlines are checked by a ticker task every [`TICK`] (the coordinator must live inside a
+//! tokio runtime); calls never block on the ticker. All state is behind one lock that is never
+//! held across an `await`: pending joins and syncs wait on oneshot channels.
+//!
+//! Static membership (`group.instance.id`) is accepted and reported but gives no special
+//! treatment: an instance that restarts joins as a new member.
+
+mod error;
+mod group;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+pub use error::GroupError;
+use group::{Group, Member, Phase};
+
+/// How often deadlines (rebalance timeouts, session expiries) are checked.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Kafka's `group.initial.rebalance.delay.ms` default.
+pub const DEFAULT_INITIAL_REBALANCE_DELAY: Duration = Duration::from_secs(3);
+/// Kafka's `group.min.session.timeout.ms` default.
+pub const DEFAULT_MIN_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// Kafka's `group.max.session.timeout.ms` default.
+pub const DEFAULT_MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default most groups with members at once.
+pub const DEFAULT_MAX_GROUPS: usize = 10_000;
+/// Default most members of one group (Kafka's `group.max.size` is unbounded by default; a
+/// bound keeps one group from holding the broker's memory).
+pub const DEFAULT_MAX_MEMBERS_PER_GROUP: usize = 1000;
+/// Longest group id, in bytes.
+pub const MAX_GROUP_ID_BYTES: usize = 255;
+
+/// Limits and timings of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// How long the first rebalance of an empty group waits for more members.
+    pub initial_rebalance_delay: Duration,
+    /// Shortest session timeout a member may ask for.
+    pub min_session_timeout: Duration,
+    /// Longest session timeout a member may ask for.
+    pub max_session_timeout: Duration,
+    /// Most groups with members at once.
+    pub max_groups: usize,
+    /// Most members of one group.
+    pub max_members_per_group: usize,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        Self {
+            initial_rebalance_delay: DEFAULT_INITIAL_REBALANCE_DELAY,
+            min_session_timeout: DEFAULT_MIN_SESSION_TIMEOUT,
+            max_session_timeout: DEFAULT_MAX_SESSION_TIMEOUT,
+            max_groups: DEFAULT_MAX_GROUPS,
+            max_members_per_group: DEFAULT_MAX_MEMBERS_PER_GROUP,
+        }
+    }
+}
+
+/// A member's request to join (or rejoin) a group.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    /// The group.
+    pub group_id: String,
+    /// Empty for a new member; the id the coordinator gave it otherwise.
+    pub member_id: String,
+    /// The static instance id, if the client has one.
+    pub group_instance_id: Option<String>,
+    /// The client's id (a prefix of the member ids it gets).
+    pub client_id: String,
+    /// Removed when no heartbeat arrives for this long.
+    pub session_timeout: Duration,
+    /// How long a rebalance waits for this member to rejoin.
+    pub rebalance_timeout: Duration,
+    /// E.g. `consumer`; every member of a group must use the same.
+    pub protocol_type: String,
+    /// The member's supported protocols (assignors), most preferred first, each with its
+    /// subscription metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    /// A new member (empty id) is first given an id with [`GroupError::MemberIdRequired`] and
+    /// must join again with it (Kafka's JoinGroup v4+).
+    pub require_known_member_id: bool,
+}
+
+/// One member as the leader sees it in its join answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinedMember {
+    /// The member's id.
+    pub member_id: String,
+    /// Its static instance id, if any.
+    pub group_instance_id: Option<String>,
+    /// Its metadata for the chosen protocol.
+    pub metadata: Bytes,
+}
+
+/// The answer to a join, once the rebalance completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinResponse {
+    /// The new generation.
+    pub generation_id: i32,
+    /// The group's protocol type.
+    pub protocol_type: String,
+    /// The protocol (assignor) chosen.
+    pub protocol_name: String,
+    /// The leader's member id.
+    pub leader: String,
+    /// This member's id.
+    pub member_id: String,
+    /// Every member, for the leader; empty for the others.
+    pub members: Vec<JoinedMember>,
+}
+
+/// A member's sync: the leader brings every member's assignment.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    /// The group.
+    pub group_id: String,
+    /// The generation the member joined.
+    pub generation_id: i32,
+    /// The member.
+    pub member_id: String,
+    /// From the leader: `(member id, assignment)` for the members; empty from the others.
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// The consumer-group coordinator of one broker.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    config: CoordinatorConfig,
+    groups: Mutex<HashMap<String, Group>>,
+}
+
+impl GroupCoordinator {
+    /// A coordinator with its ticker task (stops once the coordinator is dropped). Must be
+    /// called inside a tokio runtime.
+    pub fn start(config: CoordinatorConfig) -> Arc<Self> {
+        let coordinator = Arc::new(Self {
+            config,
+            groups: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(tick_until_dropped(Arc::downgrade(&coordinator)));
+        coordinator
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        // Every critical section leaves the groups consistent before it can panic.
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Joins (or rejoins) a group; resolves once the rebalance this join is part of completes.
+    pub async fn join(&self, request: JoinRequest) -> Result<JoinResponse, GroupError> {
+        let answer = self.start_join(request, Instant::now())?;
+        answer.await.unwrap_or(Err(GroupError::RebalanceInProgress))
+    }
+
+    fn start_join(
+        &self,
+        request: JoinRequest,
+        now: Instant,
+    ) -> Result<oneshot::Receiver<Result<JoinResponse, GroupError>>, GroupError> {
+        validate_group_id(&request.group_id)?;
+        let session = request.session_timeout;
+        if session < self.config.min_session_timeout || session > self.config.max_session_timeout {
+            return Err(GroupError::InvalidSessionTimeout {
+                asked: session,
+                min: self.config.min_session_timeout,
+                max: self.config.max_session_timeout,
+            });
+        }
+        if request.protocol_type.is_empty() || request.protocols.is_empty() {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        let mut groups = self.lock();
+        if !groups.contains_key(&request.group_id) && groups.len() >= self.config.max_groups {
+            return Err(GroupError::TooManyGroups {
+                max: self.config.max_groups,
+            });
+        }
+        let group = groups.entry(request.group_id.clone()).or_default();
+        if !group.accepts_protocols(&request.protocol_type, &request.protocols) {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        let member_id = if request.member_id.is_empty() {
+            let member_id = group.new_member_id(&request.client_id);
+            if request.require_known_member_id {
+                group.pending_member_ids.insert(member_id.clone());
+                return Err(GroupError::MemberIdRequired { member_id });
+            }
+            member_id
+        } else if group.members.contains_key(&request.member_id)
+            || group.pending_member_ids.remove(&request.member_id)
+        {
+            request.member_id.clone()
+        } else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if !group.members.contains_key(&member_id)
+            && group.members.len() >= self.config.max_members_per_group
+        {
+            return Err(GroupError::GroupMaxSizeReached {
+                max: self.config.max_members_per_group,
+            });
+        }
+        let (answer, answered) = oneshot::channel();
+        let member = group
+            .members
+            .entry(member_id.clone())
+            .or_insert_with(|| Member::new(member_id, now));
+        member.group_instance_id = request.group_instance_id;
+        member.session_timeout = request.session_timeout;
+        member.rebalance_timeout = request.rebalance_timeout;
+        member.protocols = request.protocols;
+        member.last_heartbeat = now;
+        if let Some(previous) = member.join_waiter.replace(answer) {
+            // A second join while the first waits: the first is superseded.
+            let _ = previous.send(Err(GroupError::RebalanceInProgress));
+        }
+        group.protocol_type = Some(request.protocol_type);
+        if !matches!(group.phase, Phase::PreparingRebalance { .. }) {
+            group.prepare_rebalance(now, self.config.initial_rebalance_delay);
+        }
+        group.complete_if_ready(now, false);
+        Ok(answered)
+    }
+
+    /// Syncs a member after its join: the leader's sync brings the assignment; every member's
+    /// sync resolves to its part once the leader's has arrived.
+    pub async fn sync(&self, request: SyncRequest) -> Result<Bytes, GroupError> {
+        let answered = {
+            let mut groups = self.lock();
+            let group = groups
+                .get_mut(&request.group_id)
+                .ok_or(GroupError::UnknownMemberId)?;
+            group.check_member(&request.member_id, request.generation_id)?;
+            match group.phase {
+                Phase::PreparingRebalance { .. } => return Err(GroupError::RebalanceInProgress),
+                Phase::Stable => {
+                    return Ok(group.members[&request.member_id].assignment.clone());
+                }
+                Phase::Empty => return Err(GroupError::UnknownMemberId),
+                Phase::CompletingRebalance => {}
+            }
+            let (answer, answered) = oneshot::channel();
+            if let Some(member) = group.members.get_mut(&request.member_id) {
+                member.sync_waiter = Some(answer);
+            }
+            if group.leader.as_deref() == Some(request.member_id.as_str()) {
+                group.install_assignment(request.assignments);
+            }
+            answered
+        };
+        answered
+            .await
+            .unwrap_or(Err(GroupError::RebalanceInProgress))
+    }
+
+    /// Records a member's heartbeat. Answers [`GroupError::RebalanceInProgress`] while the
+    /// group rebalances: the member must join again.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+    ) -> Result<(), GroupError> {
+        let mut groups = self.lock();
+        let group = groups
+            .get_mut(group_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if !group.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if let Some(member) = group.members.get_mut(member_id) {
+            member.last_heartbeat = Instant::now();
+        }
+        if matches!(group.phase, Phase::PreparingRebalance { .. }) {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        group.check_member(member_id, generation_id)
+    }
+
+    /// Removes members from a group at once (a consumer closing); the rest rebalance.
+    pub fn leave(&self, group_id: &str, member_ids: &[String]) -> Vec<Result<(), GroupError>> {
+        let mut groups = self.lock();
+        let Some(group) = groups.get_mut(group_id) else {
+            return member_ids
+                .iter()
+                .map(|_| Err(GroupError::UnknownMemberId))
+                .collect();
+        };
+        let results = member_ids
+            .iter()
+            .map(|member_id| match group.remove_member(member_id) {
+                true => Ok(()),
+                false => Err(GroupError::UnknownMemberId),
+            })
+            .collect();
+        group.after_membership_change(Instant::now(), self.config.initial_rebalance_delay);
+        if group.is_forgettable() {
+            groups.remove(group_id);
+        }
+        results
+    }
+
+    /// Whether an offset commit from `member_id` in `generation_id` may be stored: a member of
+    /// the current generation of a group that is not rebalancing, or a consumer outside any
+    /// group (`generation_id` < 0, empty member id) committing for a group without members.
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+    ) -> Result<(), GroupError> {
+        validate_group_id(group_id)?;
+        let groups = self.lock();
+        let group = groups.get(group_id);
+        let has_members = group.is_some_and(|group| !group.members.is_empty());
+        if generation_id < 0 && member_id.is_empty() {
+            return match has_members {
+                false => Ok(()),
+                true => Err(GroupError::IllegalGeneration {
+                    got: generation_id,
+                    current: group.map_or(0, |group| group.generation),
+                }),
+            };
+        }
+        let group = group.ok_or(GroupError::UnknownMemberId)?;
+        group.check_member(member_id, generation_id)?;
+        if matches!(group.phase, Phase::PreparingRebalance { .. }) {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Checks every deadline: rebalance timeouts and initial delays, session expiries.
+    fn tick(&self, now: Instant) {
+        let mut groups = self.lock();
+        for group in groups.values_mut() {
+            group.tick(now, self.config.initial_rebalance_delay);
+        }
+        groups.retain(|_, group| !group.is_forgettable());
+    }
+}
+
+async fn tick_until_dropped(coordinator: Weak<GroupCoordinator>) {
+    let mut ticks = tokio::time::interval(TICK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(coordinator) = coordinator.upgrade() else {
+            return;
+        };
+        coordinator.tick(Instant::now());
+    }
+}
+
+fn validate_group_id(group_id: &str) -> Result<(), GroupError> {
+    if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
+        return Err(GroupError::InvalidGroupId {
+            max: MAX_GROUP_ID_BYTES,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! The group state machine under tokio's paused clock: joins that land in one generation, the
+//! leader's assignment relayed, rebalances on join, leave and session expiry, and the checks of
+//! offset commits.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::*;
+
+const SESSION: Duration = Duration::from_secs(10);
+
+fn coordinator() -> Arc<GroupCoordinator> {
+    GroupCoordinator::start(CoordinatorConfig {
+        initial_rebalance_delay: Duration::from_millis(300),
+        ..CoordinatorConfig::default()
+    })
+}
+
+fn join_request(member_id: &str, protocols: &[&str]) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member_id.into(),
+        group_instance_id: None,
+        client_id: "client".into(),
+        session_timeout: SESSION,
+        rebalance_timeout: Duration::from_secs(5),
+        protocol_type: "consumer".into(),
+        protocols: protocols
+            .iter()
+            .map(|name| (name.to_string(), Bytes::from(format!("meta-{name}"))))
+            .collect(),
+        require_known_member_id: false,
+    }
+}
+
+fn sync_request(joined: &JoinResponse, assignments: Vec<(String, Bytes)>) -> SyncRequest {
+    SyncRequest {
+        group_id: "g".into(),
+        generation_id: joined.generation_id,
+        member_id: joined.member_id.clone(),
+        assignments,
+    }
+}
+
+/// Two members join one generation; the leader's assignment reaches both.
+async fn two_member_group(coordinator: &Arc<GroupCoordinator>) -> (JoinResponse, JoinResponse) {
+    let (a, b) = tokio::join!(
+        coordinator.join(join_request("", &["range", "roundrobin"])),
+        coordinator.join(join_request("", &["roundrobin", "range"])),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.generation_id, 1);
+    assert_eq!(b.generation_id, 1);
+    assert_eq!(a.leader, b.leader);
+    let (leader, follower) = if a.leader == a.member_id {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(leader.members.len(), 2);
+    assert!(follower.members.is_empty());
+    (leader, follower)
+}
+
+#[tokio::test(start_paused = true)]
+async fn members_joining_together_share_a_generation_and_get_the_leaders_assignment() {
+    let coordinator = coordinator();
+    let (leader, follower) = two_member_group(&coordinator).await;
+    // One vote each: the tie goes to the first name in order.
+    assert_eq!(leader.protocol_name, "range");
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"p0")),
+        (follower.member_id.clone(), Bytes::from_static(b"p1")),
+    ];
+    let (from_follower, from_leader) = tokio::join!(
+        coordinator.sync(sync_request(&follower, Vec::new())),
+        async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            coordinator.sync(sync_request(&leader, assignments)).await
+        },
+    );
+    assert_eq!(from_leader.unwrap(), Bytes::from_static(b"p0"));
+    assert_eq!(from_follower.unwrap(), Bytes::from_static(b"p1"));
+    assert_eq!(coordinator.heartbeat("g", 1, &follower.member_id), Ok(()));
+    assert_eq!(coordinator.check_commit("g", 1, &leader.member_id), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_member_is_told_its_id_first_when_the_client_asks_for_that() {
+    let coordinator = coordinator();
+    let mut request = join_request("", &["range"]);
+    request.require_known_member_id = true;
+    let Err(GroupError::MemberIdRequired { member_id }) = coordinator.join(request.clone()).await
+    else {
+        panic!("expected MEMBER_ID_REQUIRED");
+    };
+    request.member_id = member_id.clone();
+    let joined = coordinator.join(request).await.unwrap();
+    assert_eq!(joined.member_id, member_id);
+    assert_eq!(joined.leader, member_id);
+    let mut stranger = join_request("made-up", &["range"]);
+    stranger.require_known_member_id = true;
+    assert_eq!(
+        coordinator.join(stranger).await,
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_join_rebalances_and_heartbeats_tell_the_others_to_rejoin() {
+    let coordinator = coordinator();
+    let (leader, follower) = two_member_group(&coordinator).await;
+    let assignments = vec![(leader.member_id.clone(), Bytes::from_static(b"all"))];
+    let (_, _) = tokio::join!(
+        coordinator.sync(sync_request(&leader, assignments)),
+        coordinator.sync(sync_request(&follower, Vec::new())),
+    );
+    let newcomer = tokio::spawn({
+        let coordinator = Arc::clone(&coordinator);
+        async move { coordinator.join(join_request("", &["range"])).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        coordinator.heartbeat("g", 1, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(
+        coordinator.check_commit("g", 1, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let (again_leader, again_follower) = tokio::join!(
+        coordinator.join(join_request(&leader.member_id, &["range"])),
+        coordinator.join(join_request(&follower.member_id, &["range"])),
+    );
+    let newcomer = newcomer.await.unwrap().unwrap();
+    for joined in [&again_leader.unwrap(), &again_follower.unwrap(), &newcomer] {
+        assert_eq!(joined.generation_id, 2);
+        assert_eq!(
+            joined.leader, leader.member_id,
+            "the leader stays the leader"
+        );
+    }
+    assert!(matches!(
+        coordinator.heartbeat("g", 1, &leader.member_id),
+        Err(GroupError::IllegalGeneration { got: 1, current: 2 })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_stops_heartbeating_is_removed_and_the_rest_rebalance() {
+    let coordinator = coordinator();
+    let (leader, follower) = two_member_group(&coordinator).await;
+    let assignments = vec![(leader.member_id.clone(), Bytes::from_static(b"x"))];
+    let _ = tokio::join!(
+        coordinator.sync(sync_request(&leader, assignments)),
+        coordinator.sync(sync_request(&follower, Vec::new())),
+    );
+    // Only the follower heartbeats; the leader's session runs out.
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = coordinator.heartbeat("g", 1, &follower.member_id);
+    }
+    assert_eq!(
+        coordinator.heartbeat("g", 1, &leader.member_id),
+        Err(GroupError::UnknownMemberId)
+    );
+    let alone = coordinator
+        .join(join_request(&follower.member_id, &["range"]))
+        .await
+        .unwrap();
+    assert_eq!(alone.generation_id, 2);
+    assert_eq!(alone.leader, follower.member_id);
+    assert_eq!(alone.members.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn members_that_do_not_rejoin_in_time_are_dropped_from_the_rebalance() {
+    let coordinator = coordinator();
+    let (leader, _follower) = two_member_group(&coordinator).await;
+    // Only the leader rejoins; the follower's rebalance timeout (5 s) passes.
+    let joined = coordinator
+        .join(join_request(&leader.member_id, &["range"]))
+        .await
+        .unwrap();
+    assert_eq!(joined.generation_id, 2);
+    assert_eq!(joined.members.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn leaving_rebalances_the_rest_and_the_last_leave_empties_the_group() {
+    let coordinator = coordinator();
+    let (leader, follower) = two_member_group(&coordinator).await;
+    assert_eq!(
+        coordinator.leave("g", std::slice::from_ref(&follower.member_id)),
+        vec![Ok(())]
+    );
+    assert_eq!(
+        coordinator.heartbeat("g", 1, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(
+        coordinator.leave("g", &[leader.member_id.clone(), "nobody".into()]),
+        vec![Ok(()), Err(GroupError::UnknownMemberId)]
+    );
+    // No members: a consumer outside any group may commit for it again.
+    assert_eq!(coordinator.check_commit("g", -1, ""), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn commits_and_joins_are_checked() {
+    let coordinator = coordinator();
+    let (leader, _follower) = two_member_group(&coordinator).await;
+    assert!(matches!(
+        coordinator.check_commit("g", -1, ""),
+        Err(GroupError::IllegalGeneration { .. })
+    ));
+    assert_eq!(
+        coordinator.check_commit("g", 1, "stranger"),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(coordinator.check_commit("other", -1, ""), Ok(()));
+    let mut incompatible = join_request("", &["sticky"]);
+    assert_eq!(
+        coordinator.join(incompatible.clone()).await,
+        Err(GroupError::InconsistentGroupProtocol)
+    );
+    incompatible.session_timeout = Duration::from_millis(10);
+    assert!(matches!(
+        coordinator.join(incompatible).await,
+        Err(GroupError::InvalidSessionTimeout { .. })
+    ));
+    assert!(matches!(
+        coordinator.check_commit("", 1, &leader.member_id),
+        Err(GroupError::InvalidGroupId { .. })
+    ));
+}
