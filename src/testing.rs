@@ -67,8 +67,7 @@ impl TestServer {
     /// loopback port ([`TestServer::kafka_addr`]).
     pub async fn start_with_kafka() -> Result<Self, BrokerError> {
         let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-        Self::start_with_kafka_config(ServerConfig::default(), BrokerConfig::default(), kafka)
-            .await
+        Self::start_with_kafka_config(ServerConfig::default(), BrokerConfig::default(), kafka).await
     }
 
     /// Starts a server with these limits that also serves Kafka's protocol with `kafka`'s

@@ -101,7 +101,11 @@ impl KafkaConnection {
         .expect("response header");
         assert_eq!(header.correlation_id, correlation_id);
         let response = R::Response::decode(&mut frame, version).expect("response body");
-        assert!(frame.is_empty(), "{} bytes left after the body", frame.len());
+        assert!(
+            frame.is_empty(),
+            "{} bytes left after the body",
+            frame.len()
+        );
         response
     }
 
@@ -210,7 +214,11 @@ async fn an_unknown_api_versions_version_gets_the_table_in_v0_with_unsupported_v
     frame.put_u32(0xdead_beef);
     connection.write(&frame).await;
     let mut response = connection.read_frame().await.expect("an answer");
-    assert_eq!(response.get_i32(), 4242, "v0 header: the correlation id alone");
+    assert_eq!(
+        response.get_i32(),
+        4242,
+        "v0 header: the correlation id alone"
+    );
     let body = ApiVersionsResponse::decode(&mut response, 0).expect("v0 body");
     assert!(response.is_empty());
     assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION");
@@ -251,7 +259,10 @@ async fn metadata_describes_the_broker_and_topics_in_every_version() {
             assert_eq!(response.controller_id.0, 0);
         }
         if version >= 2 {
-            assert_eq!(response.cluster_id.as_ref().map(|id| id.as_str()), Some("fencelog"));
+            assert_eq!(
+                response.cluster_id.as_ref().map(|id| id.as_str()),
+                Some("fencelog")
+            );
         }
         let names: Vec<&str> = response
             .topics
@@ -265,8 +276,18 @@ async fn metadata_describes_the_broker_and_topics_in_every_version() {
         for (index, partition) in orders.partitions.iter().enumerate() {
             assert_eq!(partition.partition_index, index as i32);
             assert_eq!(partition.leader_id.0, 0);
-            assert_eq!(partition.replica_nodes.iter().map(|n| n.0).collect::<Vec<_>>(), [0]);
-            assert_eq!(partition.isr_nodes.iter().map(|n| n.0).collect::<Vec<_>>(), [0]);
+            assert_eq!(
+                partition
+                    .replica_nodes
+                    .iter()
+                    .map(|n| n.0)
+                    .collect::<Vec<_>>(),
+                [0]
+            );
+            assert_eq!(
+                partition.isr_nodes.iter().map(|n| n.0).collect::<Vec<_>>(),
+                [0]
+            );
             if version >= 7 {
                 assert_eq!(partition.leader_epoch, -1);
             }
@@ -278,17 +299,22 @@ async fn metadata_describes_the_broker_and_topics_in_every_version() {
 
         // Named, with one unknown topic that must not be created.
         // allow_auto_topic_creation is true by default (and always true before v4).
-        let named = MetadataRequest::default()
-            .with_topics(Some(vec![
-                MetadataRequestTopic::default().with_name(Some(name("orders"))),
-                MetadataRequestTopic::default().with_name(Some(name("missing"))),
-            ]));
+        let named = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name("orders"))),
+            MetadataRequestTopic::default().with_name(Some(name("missing"))),
+        ]));
         let response = connection.call(version, &named).await;
         assert_eq!(response.topics.len(), 2);
         assert_eq!(response.topics[0].error_code, 0);
-        assert_eq!(response.topics[1].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(
+            response.topics[1].error_code, 3,
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
         assert!(response.topics[1].partitions.is_empty());
-        assert!(server.broker().topic("missing").is_err(), "not auto-created");
+        assert!(
+            server.broker().topic("missing").is_err(),
+            "not auto-created"
+        );
 
         // From v1 an empty array asks for no topics.
         if version >= 1 {
@@ -302,13 +328,18 @@ async fn metadata_describes_the_broker_and_topics_in_every_version() {
 
     // v10+: a topic asked for by id alone.
     let by_id = MetadataRequest::default().with_topics(Some(vec![
-        MetadataRequestTopic::default().with_name(None).with_topic_id(ids[0]),
+        MetadataRequestTopic::default()
+            .with_name(None)
+            .with_topic_id(ids[0]),
         MetadataRequestTopic::default()
             .with_name(None)
             .with_topic_id(uuid::Uuid::from_u128(7)),
     ]));
     let response = connection.call(12, &by_id).await;
-    assert_eq!(response.topics[0].name.as_ref().unwrap().0.as_str(), "orders");
+    assert_eq!(
+        response.topics[0].name.as_ref().unwrap().0.as_str(),
+        "orders"
+    );
     assert_eq!(response.topics[1].error_code, 100, "UNKNOWN_TOPIC_ID");
 }
 
@@ -353,12 +384,12 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version(
             .map(|p| (p.error_code, p.timestamp, p.offset))
             .collect();
         let mut expected = vec![
-            (0, -1, 0),        // earliest
-            (0, -1, 3),        // latest
-            (0, 1_001, 1),     // first record at or after 1001
-            (0, -1, -1),       // nothing that recent
-            (0, -1, 0),        // empty partition
-            (3, -1, -1),       // unknown partition
+            (0, -1, 0),    // earliest
+            (0, -1, 3),    // latest
+            (0, 1_001, 1), // first record at or after 1001
+            (0, -1, -1),   // nothing that recent
+            (0, -1, 0),    // empty partition
+            (3, -1, -1),   // unknown partition
         ];
         if version >= 7 {
             expected.push((35, -1, -1)); // max timestamp: not implemented
@@ -408,7 +439,10 @@ async fn create_topics_creates_and_refuses_per_topic_in_every_version() {
         let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, [0, 0, 38, 40, 37, 17, 42, 42], "v{version}");
         for refused in &response.topics[2..] {
-            assert!(refused.error_message.is_some(), "v{version}: a message says why");
+            assert!(
+                refused.error_message.is_some(),
+                "v{version}: a message says why"
+            );
         }
         if version >= 5 {
             assert_eq!(response.topics[0].num_partitions, 2);
@@ -437,7 +471,10 @@ async fn create_topics_creates_and_refuses_per_topic_in_every_version() {
             .with_topics(vec![topic(&dry, 4, 1)]);
         let response = connection.call(version, &validate).await;
         assert_eq!(response.topics[0].error_code, 0);
-        assert!(server.broker().topic(&dry).is_err(), "validate_only created nothing");
+        assert!(
+            server.broker().topic(&dry).is_err(),
+            "validate_only created nothing"
+        );
     }
 }
 
@@ -453,7 +490,9 @@ async fn pipelined_responses_come_back_in_request_order() {
         .with_num_partitions(8)
         .with_replication_factor(1)]);
     let first = connection.send(7, &create).await;
-    let second = connection.send(12, &MetadataRequest::default().with_topics(None)).await;
+    let second = connection
+        .send(12, &MetadataRequest::default().with_topics(None))
+        .await;
     let third = connection.send(3, &ApiVersionsRequest::default()).await;
     let created = connection.receive::<CreateTopicsRequest>(first, 7).await;
     assert_eq!(created.topics[0].error_code, 0);
@@ -529,10 +568,22 @@ async fn unanswerable_frames_close_only_their_connection() {
     let frames: Vec<(&str, Vec<u8>)> = vec![
         ("shorter than the prefix", vec![0, 0, 0, 3, 0, 18, 0]),
         ("unknown API key", prefix_frame(999, 0, &[])),
-        ("not implemented", prefix_frame(ApiKey::Produce as i16, 9, &[0xff, 0xff])),
-        ("version out of range", prefix_frame(ApiKey::Metadata as i16, 13, &[0xff, 0xff])),
-        ("version below range", prefix_frame(ApiKey::ListOffsets as i16, 0, &[0xff, 0xff])),
-        ("client id beyond the frame", prefix_frame(ApiKey::Metadata as i16, 1, &[0x7f, 0xff])),
+        (
+            "not implemented",
+            prefix_frame(ApiKey::Produce as i16, 9, &[0xff, 0xff]),
+        ),
+        (
+            "version out of range",
+            prefix_frame(ApiKey::Metadata as i16, 13, &[0xff, 0xff]),
+        ),
+        (
+            "version below range",
+            prefix_frame(ApiKey::ListOffsets as i16, 0, &[0xff, 0xff]),
+        ),
+        (
+            "client id beyond the frame",
+            prefix_frame(ApiKey::Metadata as i16, 1, &[0x7f, 0xff]),
+        ),
         ("body cut short", cut_short),
     ];
     let mut bystander = KafkaConnection::connect(server.kafka_addr()).await;
@@ -566,10 +617,13 @@ async fn a_frame_over_the_kafka_limit_closes_the_connection_before_it_is_read() 
         max_frame_bytes: 1024,
         ..KafkaConfig::advertising("127.0.0.1:1".parse().unwrap())
     };
-    let server =
-        TestServer::start_with_kafka_config(ServerConfig::default(), BrokerConfig::default(), kafka)
-            .await
-            .expect("start");
+    let server = TestServer::start_with_kafka_config(
+        ServerConfig::default(),
+        BrokerConfig::default(),
+        kafka,
+    )
+    .await
+    .expect("start");
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     connection.write(&[0x7f, 0xff, 0xff, 0xff]).await; // 2 GiB declared
     connection.assert_closed().await;
@@ -611,6 +665,8 @@ async fn the_kafka_listener_survives_a_restart_on_the_same_port() {
     let server = server.restart().await.expect("restart");
     assert_eq!(server.kafka_addr(), before);
     let mut connection = KafkaConnection::connect(before).await;
-    let response = connection.call(12, &MetadataRequest::default().with_topics(None)).await;
+    let response = connection
+        .call(12, &MetadataRequest::default().with_topics(None))
+        .await;
     assert_eq!(response.topics.len(), 1);
 }

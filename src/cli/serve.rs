@@ -95,9 +95,11 @@ async fn kafka_listener(args: &ServeArgs) -> Result<Option<KafkaListener>, CliEr
         Some(advertise) => KafkaConfig::advertising_host_port(advertise)
             .map_err(|error| CliError::new(format!("--kafka-advertise: {error}")))?,
         // The bound address, so `--kafka-listen 127.0.0.1:0` advertises the port it got.
-        None => KafkaConfig::advertising(listener.local_addr().map_err(|error| {
-            CliError::new(format!("Kafka listener address: {error}"))
-        })?),
+        None => KafkaConfig::advertising(
+            listener
+                .local_addr()
+                .map_err(|error| CliError::new(format!("Kafka listener address: {error}")))?,
+        ),
     };
     config.node_id = args.kafka_node_id;
     config.max_frame_bytes = args.kafka_max_frame_bytes;

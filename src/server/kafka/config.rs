@@ -68,7 +68,9 @@ pub enum KafkaConfigError {
     #[error("the Kafka cluster id must not be empty")]
     EmptyClusterId,
     /// The frame limit is 0 or above what a Kafka frame length can say.
-    #[error("the Kafka frame limit {max_frame_bytes} is outside 1..={KAFKA_MAX_FRAME_BYTES_LIMIT}")]
+    #[error(
+        "the Kafka frame limit {max_frame_bytes} is outside 1..={KAFKA_MAX_FRAME_BYTES_LIMIT}"
+    )]
     FrameLimit {
         /// The limit given.
         max_frame_bytes: usize,
@@ -165,7 +167,14 @@ mod tests {
         );
         let config = KafkaConfig::advertising_host_port("[::1]:9092").unwrap();
         assert_eq!(config.advertised_host, "::1");
-        for bad in ["nohost", "host:", ":9092", "host:99999", "0.0.0.0:9092", "h:0"] {
+        for bad in [
+            "nohost",
+            "host:",
+            ":9092",
+            "host:99999",
+            "0.0.0.0:9092",
+            "h:0",
+        ] {
             assert!(KafkaConfig::advertising_host_port(bad).is_err(), "{bad}");
         }
     }

@@ -60,9 +60,13 @@ impl RequestBody {
     /// Decodes the body of `api_key` at `version`; `None` for an API without a variant.
     fn decode(api_key: ApiKey, frame: &mut Bytes, version: i16) -> Option<Result<Self, String>> {
         let decoded = match api_key {
-            ApiKey::ApiVersions => ApiVersionsRequest::decode(frame, version).map(Self::ApiVersions),
+            ApiKey::ApiVersions => {
+                ApiVersionsRequest::decode(frame, version).map(Self::ApiVersions)
+            }
             ApiKey::Metadata => MetadataRequest::decode(frame, version).map(Self::Metadata),
-            ApiKey::ListOffsets => ListOffsetsRequest::decode(frame, version).map(Self::ListOffsets),
+            ApiKey::ListOffsets => {
+                ListOffsetsRequest::decode(frame, version).map(Self::ListOffsets)
+            }
             ApiKey::CreateTopics => {
                 CreateTopicsRequest::decode(frame, version).map(Self::CreateTopics)
             }
@@ -142,7 +146,9 @@ pub enum KafkaRequestError {
         reason: String,
     },
     /// The body does not decode as that API's version (truncated, impossible counts, bad UTF-8).
-    #[error("malformed {api_key:?} v{api_version} request (correlation id {correlation_id}): {reason}")]
+    #[error(
+        "malformed {api_key:?} v{api_version} request (correlation id {correlation_id}): {reason}"
+    )]
     MalformedBody {
         /// The API.
         api_key: ApiKey,
@@ -164,11 +170,10 @@ pub fn decode(mut frame: Bytes) -> Result<Decoded, KafkaRequestError> {
     let raw_api_key = prefix.get_i16();
     let api_version = prefix.get_i16();
     let correlation_id = prefix.get_i32();
-    let api_key =
-        ApiKey::try_from(raw_api_key).map_err(|_| KafkaRequestError::UnknownApiKey {
-            api_key: raw_api_key,
-            correlation_id,
-        })?;
+    let api_key = ApiKey::try_from(raw_api_key).map_err(|_| KafkaRequestError::UnknownApiKey {
+        api_key: raw_api_key,
+        correlation_id,
+    })?;
     let Some(supported) = versions::supported(api_key) else {
         return Err(KafkaRequestError::UnsupportedApi {
             api_key,
@@ -201,7 +206,10 @@ pub fn decode(mut frame: Bytes) -> Result<Decoded, KafkaRequestError> {
     })?;
     let Some(body) = RequestBody::decode(api_key, &mut frame, api_version) else {
         // In the versions table without a body variant: a bug, refused like an unknown API.
-        tracing::error!(?api_key, "Kafka API in the versions table has no request decoder");
+        tracing::error!(
+            ?api_key,
+            "Kafka API in the versions table has no request decoder"
+        );
         return Err(KafkaRequestError::UnsupportedApi {
             api_key,
             correlation_id,

@@ -101,9 +101,8 @@ async fn create(
     validate_only: bool,
 ) -> Result<u32, Refusal> {
     let name = topic.name.0.as_str();
-    validate_topic_name(name).map_err(|error| {
-        Refusal::new(ResponseError::InvalidTopicException, error.to_string())
-    })?;
+    validate_topic_name(name)
+        .map_err(|error| Refusal::new(ResponseError::InvalidTopicException, error.to_string()))?;
     if !matches!(topic.replication_factor, 1 | -1) {
         return Err(Refusal::new(
             ResponseError::InvalidReplicationFactor,
@@ -119,15 +118,19 @@ async fn create(
             "explicit replica assignments are not supported: this is a single fencelog broker",
         ));
     }
-    let partitions = match topic.num_partitions {
-        -1 => DEFAULT_KAFKA_PARTITIONS,
-        count => u32::try_from(count).ok().filter(|&count| count > 0).ok_or_else(|| {
-            Refusal::new(
+    let partitions =
+        match topic.num_partitions {
+            -1 => DEFAULT_KAFKA_PARTITIONS,
+            count => u32::try_from(count)
+                .ok()
+                .filter(|&count| count > 0)
+                .ok_or_else(|| {
+                    Refusal::new(
                 ResponseError::InvalidPartitions,
                 format!("number of partitions {count} must be at least 1 (or -1 for the default)"),
             )
-        })?,
-    };
+                })?,
+        };
     let config = topic_config(topic)?;
     let refused = |error: BrokerError| Refusal::new(kafka_error(&error), error.to_string());
     if validate_only {
@@ -156,7 +159,12 @@ fn topic_config(topic: &CreatableTopic) -> Result<TopicConfig, Refusal> {
     let mut config = TopicConfig::default();
     for entry in &topic.configs {
         let name = entry.name.as_str();
-        let invalid = |why: &str| Refusal::new(ResponseError::InvalidConfig, format!("config {name}: {why}"));
+        let invalid = |why: &str| {
+            Refusal::new(
+                ResponseError::InvalidConfig,
+                format!("config {name}: {why}"),
+            )
+        };
         let Some(value) = entry.value.as_ref().map(|value| value.as_str()) else {
             return Err(invalid("a value is required"));
         };
@@ -182,7 +190,9 @@ fn unlimited_or_positive(value: &str) -> Result<Option<u64>, String> {
     match value.trim().parse::<i64>() {
         Ok(-1) => Ok(None),
         Ok(number) if number > 0 => Ok(Some(number as u64)),
-        Ok(number) => Err(format!("{number} is not supported (use -1 for unlimited or a positive number)")),
+        Ok(number) => Err(format!(
+            "{number} is not supported (use -1 for unlimited or a positive number)"
+        )),
         Err(_) => Err(format!("{value:?} is not a number")),
     }
 }

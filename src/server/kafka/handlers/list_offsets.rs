@@ -47,7 +47,12 @@ pub fn handle(
                     let answer = ListOffsetsPartitionResponse::default()
                         .with_partition_index(partition.partition_index)
                         .with_leader_epoch(-1);
-                    match offset(service, name, partition.partition_index, partition.timestamp) {
+                    match offset(
+                        service,
+                        name,
+                        partition.partition_index,
+                        partition.timestamp,
+                    ) {
                         Ok((timestamp, offset)) => {
                             answer.with_timestamp(timestamp).with_offset(offset)
                         }
@@ -75,8 +80,7 @@ fn offset(
     partition: i32,
     timestamp: i64,
 ) -> Result<(i64, i64), ResponseError> {
-    let partition =
-        u32::try_from(partition).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
+    let partition = u32::try_from(partition).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
     let broker_error = |error: BrokerError| kafka_error(&error);
     let to_i64 = |offset: u64| i64::try_from(offset).unwrap_or(i64::MAX);
     match timestamp {

@@ -20,9 +20,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, MetadataRequest, MetadataResponse,
-};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
@@ -96,7 +94,11 @@ fn topics(
 
 fn by_name(service: &BrokerService, config: &KafkaConfig, name: &str) -> MetadataResponseTopic {
     if validate_topic_name(name).is_err() {
-        return failed(Some(name), Uuid::nil(), ResponseError::InvalidTopicException);
+        return failed(
+            Some(name),
+            Uuid::nil(),
+            ResponseError::InvalidTopicException,
+        );
     }
     match service.broker().topic(name) {
         Ok(topic) => described(&topic, config),
