@@ -9,6 +9,10 @@
 //! a [`ManualClock`] that only [`TestServer::advance`] moves, so a test can let a holder's lease
 //! lapse without sleeping past its TTL.
 //!
+//! [`TestServer::start_with_kafka`] also serves Kafka's wire protocol on a second ephemeral
+//! port ([`TestServer::kafka_addr`]), advertised as itself, so a Kafka client can be pointed at
+//! it.
+//!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = fencelog::testing::TestServer::start().await?;
@@ -27,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::server::{self, ServerConfig};
+use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig};
 
 /// A running in-process server on a temporary directory.
 #[derive(Debug)]
@@ -40,6 +44,8 @@ pub struct TestServer {
     config: ServerConfig,
     broker_config: BrokerConfig,
     data_dir: PathBuf,
+    /// The Kafka listener's settings (advertised address replaced by the bound one) and address.
+    kafka: Option<(KafkaConfig, SocketAddr)>,
     _temporary: Option<tempfile::TempDir>,
 }
 
@@ -54,7 +60,26 @@ impl TestServer {
         config: ServerConfig,
         broker_config: BrokerConfig,
     ) -> Result<Self, BrokerError> {
-        Self::start_temporary(config, broker_config, None).await
+        Self::start_temporary(config, broker_config, None, None).await
+    }
+
+    /// Starts a server with default limits that also serves Kafka's protocol on an ephemeral
+    /// loopback port ([`TestServer::kafka_addr`]).
+    pub async fn start_with_kafka() -> Result<Self, BrokerError> {
+        let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
+        Self::start_with_kafka_config(ServerConfig::default(), BrokerConfig::default(), kafka).await
+    }
+
+    /// Starts a server with these limits that also serves Kafka's protocol with `kafka`'s
+    /// settings; its advertised host and port are replaced by the ephemeral loopback address the
+    /// listener gets.
+    pub async fn start_with_kafka_config(
+        config: ServerConfig,
+        broker_config: BrokerConfig,
+        kafka: KafkaConfig,
+    ) -> Result<Self, BrokerError> {
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self::start_temporary(config, broker_config, None, Some((kafka, any_port))).await
     }
 
     /// Starts a server with default limits on a new temporary directory whose leases expire by a
@@ -65,6 +90,7 @@ impl TestServer {
             ServerConfig::default(),
             BrokerConfig::default(),
             Some(clock),
+            None,
         )
         .await
     }
@@ -73,6 +99,7 @@ impl TestServer {
         config: ServerConfig,
         broker_config: BrokerConfig,
         manual_clock: Option<Arc<ManualClock>>,
+        kafka: Option<(KafkaConfig, SocketAddr)>,
     ) -> Result<Self, BrokerError> {
         let temporary = tempfile::tempdir().map_err(|source| BrokerError::Io {
             context: "create temporary directory".into(),
@@ -80,7 +107,7 @@ impl TestServer {
         })?;
         let data_dir = temporary.path().to_path_buf();
         let mut server =
-            Self::start_on(&data_dir, config, broker_config, None, manual_clock).await?;
+            Self::start_on(&data_dir, config, broker_config, None, manual_clock, kafka).await?;
         server._temporary = Some(temporary);
         Ok(server)
     }
@@ -105,7 +132,7 @@ impl TestServer {
         broker_config: BrokerConfig,
         addr: Option<SocketAddr>,
     ) -> Result<Self, BrokerError> {
-        Self::start_on(data_dir, config, broker_config, addr, None).await
+        Self::start_on(data_dir, config, broker_config, addr, None, None).await
     }
 
     async fn start_on(
@@ -114,6 +141,7 @@ impl TestServer {
         broker_config: BrokerConfig,
         addr: Option<SocketAddr>,
         manual_clock: Option<Arc<ManualClock>>,
+        kafka: Option<(KafkaConfig, SocketAddr)>,
     ) -> Result<Self, BrokerError> {
         let directory = data_dir.to_path_buf();
         let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
@@ -129,19 +157,26 @@ impl TestServer {
             clock,
         ));
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let listener = TcpListener::bind(bind)
-            .await
-            .map_err(|source| BrokerError::Io {
-                context: format!("bind {bind}"),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| BrokerError::Io {
-            context: "read local address".into(),
-            source,
-        })?;
+        let listener = bind_listener(bind).await?;
+        let addr = local_address(&listener)?;
+        let (kafka_listener, kafka) = match kafka {
+            None => (None, None),
+            Some((mut kafka_config, bind)) => {
+                let listener = bind_listener(bind).await?;
+                let bound = local_address(&listener)?;
+                kafka_config.advertised_host = bound.ip().to_string();
+                kafka_config.advertised_port = bound.port();
+                let kafka_listener = KafkaListener {
+                    listener,
+                    config: kafka_config.clone(),
+                };
+                (Some(kafka_listener), Some((kafka_config, bound)))
+            }
+        };
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server::run(
+        let task = tokio::spawn(server::run_with_kafka(
             listener,
+            kafka_listener,
             Arc::clone(&service),
             config.clone(),
             async {
@@ -157,8 +192,22 @@ impl TestServer {
             config,
             broker_config,
             data_dir: data_dir.to_path_buf(),
+            kafka,
             _temporary: None,
         })
+    }
+
+    /// The address Kafka clients connect to (and the one Metadata advertises).
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with a Kafka listener
+    /// ([`TestServer::start_with_kafka`]).
+    pub fn kafka_addr(&self) -> SocketAddr {
+        self.kafka
+            .as_ref()
+            .map(|(_, addr)| *addr)
+            .expect("kafka_addr needs a server from TestServer::start_with_kafka")
     }
 
     /// The address clients connect to.
@@ -207,12 +256,29 @@ impl TestServer {
             self.data_dir.clone(),
         );
         let clock = self.manual_clock.clone();
+        let kafka = self.kafka.clone();
         drop(self);
         let mut restarted =
-            Self::start_on(&data_dir, config, broker_config, Some(addr), clock).await?;
+            Self::start_on(&data_dir, config, broker_config, Some(addr), clock, kafka).await?;
         restarted._temporary = temporary;
         Ok(restarted)
     }
+}
+
+async fn bind_listener(bind: SocketAddr) -> Result<TcpListener, BrokerError> {
+    TcpListener::bind(bind)
+        .await
+        .map_err(|source| BrokerError::Io {
+            context: format!("bind {bind}"),
+            source,
+        })
+}
+
+fn local_address(listener: &TcpListener) -> Result<SocketAddr, BrokerError> {
+    listener.local_addr().map_err(|source| BrokerError::Io {
+        context: "read local address".into(),
+        source,
+    })
 }
 
 impl Drop for TestServer {

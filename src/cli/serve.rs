@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::broker::{Broker, BrokerConfig, BrokerService};
-use crate::server::{self, ServerConfig, DEFAULT_LISTEN};
+use crate::server::kafka::{KafkaConfig, KafkaConfigError};
+use crate::server::{self, KafkaListener, ServerConfig, DEFAULT_LISTEN};
 
 /// Default data directory, relative to where the server starts.
 pub const DEFAULT_DATA_DIR: &str = "fencelog-data";
@@ -30,6 +31,19 @@ pub struct ServeArgs {
     /// Largest frame accepted, in bytes.
     #[arg(long, default_value_t = crate::protocol::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
+    /// Also serve Kafka's wire protocol on this address (off unless given), e.g. `127.0.0.1:9092`.
+    #[arg(long, env = "FENCELOG_KAFKA_LISTEN")]
+    pub kafka_listen: Option<String>,
+    /// HOST:PORT Kafka clients are told to connect to (Metadata); defaults to the Kafka listen
+    /// address, and must be set when that is 0.0.0.0 or [::].
+    #[arg(long, env = "FENCELOG_KAFKA_ADVERTISE", requires = "kafka_listen")]
+    pub kafka_advertise: Option<String>,
+    /// This broker's node id in Kafka Metadata.
+    #[arg(long, default_value_t = server::kafka::config::DEFAULT_KAFKA_NODE_ID)]
+    pub kafka_node_id: i32,
+    /// Largest Kafka request frame accepted, in bytes (Kafka's socket.request.max.bytes).
+    #[arg(long, default_value_t = server::kafka::DEFAULT_KAFKA_MAX_FRAME_BYTES)]
+    pub kafka_max_frame_bytes: usize,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -58,14 +72,44 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_frame_bytes: args.max_frame_bytes,
             ..ServerConfig::default()
         };
+        let kafka = kafka_listener(&args).await?;
         let service = Arc::new(BrokerService::standalone(
             Arc::new(broker),
             BrokerConfig::default().lease,
         ));
-        server::run(listener, service, config, shutdown_signal())
+        server::run_with_kafka(listener, kafka, service, config, shutdown_signal())
             .await
             .map_err(|error| CliError::new(format!("server: {error}")))
     })
+}
+
+/// Binds the Kafka listener if `--kafka-listen` was given, with what it advertises.
+async fn kafka_listener(args: &ServeArgs) -> Result<Option<KafkaListener>, CliError> {
+    let Some(listen) = &args.kafka_listen else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|error| CliError::new(format!("Kafka listen on {listen}: {error}")))?;
+    let mut config = match &args.kafka_advertise {
+        Some(advertise) => KafkaConfig::advertising_host_port(advertise)
+            .map_err(|error| CliError::new(format!("--kafka-advertise: {error}")))?,
+        // The bound address, so `--kafka-listen 127.0.0.1:0` advertises the port it got.
+        None => KafkaConfig::advertising(
+            listener
+                .local_addr()
+                .map_err(|error| CliError::new(format!("Kafka listener address: {error}")))?,
+        ),
+    };
+    config.node_id = args.kafka_node_id;
+    config.max_frame_bytes = args.kafka_max_frame_bytes;
+    config.validate().map_err(|error| match error {
+        KafkaConfigError::UnreachableHost { .. } => CliError::new(format!(
+            "--kafka-listen {listen} listens on every interface, which is no address a Kafka client can connect to: set --kafka-advertise HOST:PORT"
+        )),
+        other => CliError::new(format!("Kafka listener: {other}")),
+    })?;
+    Ok(Some(KafkaListener { listener, config }))
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

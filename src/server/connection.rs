@@ -17,7 +17,7 @@ use tokio::sync::broadcast;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
-use super::protocol::Protocol;
+use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
 use super::ServerConfig;
 use crate::broker::BrokerService;
@@ -73,10 +73,20 @@ pub async fn serve<P: Protocol>(
                 }
             }
             Some(response) = pending.next(), if !pending.is_empty() => {
-                writer.push(&*protocol, response);
+                let mut after = writer.push(&*protocol, response);
                 // Write every response that is already done in the same burst.
-                while let Some(Some(response)) = pending.next().now_or_never() {
-                    writer.push(&*protocol, response);
+                while after == AfterEncode::Continue {
+                    let Some(Some(response)) = pending.next().now_or_never() else {
+                        break;
+                    };
+                    after = writer.push(&*protocol, response);
+                }
+                if after == AfterEncode::Close {
+                    // Nothing after the unencodable response may be written: the client would
+                    // take the next response for the missing one.
+                    warn!(%peer, "a response could not be encoded; closing connection");
+                    pending = FuturesOrdered::new();
+                    closing = true;
                 }
                 match tokio::time::timeout(config.write_timeout, writer.flush()).await {
                     Ok(Ok(())) => {}
@@ -113,7 +123,8 @@ pub async fn refuse<P: Protocol>(
         return;
     };
     let mut writer = ResponseWriter::new(&mut socket, crate::protocol::DEFAULT_MAX_FRAME_BYTES);
-    writer.push(&*protocol, response);
+    // A refusal that cannot be encoded writes nothing; the socket closes either way.
+    let _ = writer.push(&*protocol, response);
     if tokio::time::timeout(std::time::Duration::from_secs(1), writer.flush())
         .await
         .is_err()

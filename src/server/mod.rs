@@ -8,8 +8,11 @@
 //!   response order, drain).
 //! * [`writer`]: vectored response writes.
 //! * [`native`]: fencelog's own protocol, translated into broker service calls.
+//! * [`kafka`]: Kafka's protocol, a second listener started only when asked for
+//!   ([`run_with_kafka`]).
 
 mod connection;
+pub mod kafka;
 pub mod native;
 pub mod protocol;
 mod writer;
@@ -23,8 +26,9 @@ use tokio::sync::{broadcast, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
-pub use protocol::{Protocol, Started};
+pub use protocol::{AfterEncode, Protocol, Started};
 
 use crate::broker::BrokerService;
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
@@ -77,6 +81,15 @@ impl Default for ServerConfig {
     }
 }
 
+/// A bound Kafka listener and its settings.
+#[derive(Debug)]
+pub struct KafkaListener {
+    /// The socket Kafka clients connect to.
+    pub listener: TcpListener,
+    /// What it advertises, and its frame limit.
+    pub config: KafkaConfig,
+}
+
 /// Runs the native-protocol server on `listener` until `shutdown` completes, then drains
 /// connections (each finishes the requests it has read), stops maintenance, and syncs every
 /// partition.
@@ -86,6 +99,25 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_with_kafka(listener, None, service, config, shutdown).await
+}
+
+/// [`run`], plus a Kafka listener when `kafka` is given. Both accept loops share the
+/// connection limit and the stop signal; maintenance and the final sync stay single. The
+/// Kafka listener's frames are limited by its own [`KafkaConfig::max_frame_bytes`].
+pub async fn run_with_kafka(
+    listener: TcpListener,
+    kafka: Option<KafkaListener>,
+    service: Arc<BrokerService>,
+    config: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    if let Some(kafka) = &kafka {
+        kafka
+            .config
+            .validate()
+            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?;
+    }
     let config = Arc::new(config);
     let local: SocketAddr = listener.local_addr()?;
     info!(addr = %local, data_dir = %service.broker().data_dir().display(), "fencelog listening");
@@ -93,20 +125,42 @@ pub async fn run(
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();
     let native = Arc::new(NativeProtocol::new(Arc::clone(&config)));
-    let accepting = tokio::spawn(accept_loop(
+    let mut accepting = vec![tokio::spawn(accept_loop(
         listener,
         native,
         Arc::clone(&service),
         Arc::clone(&config),
-        connections,
+        Arc::clone(&connections),
         stop.subscribe(),
-    ));
+    ))];
+    if let Some(kafka) = kafka {
+        let kafka_local = kafka.listener.local_addr()?;
+        info!(
+            addr = %kafka_local,
+            advertised = %format!("{}:{}", kafka.config.advertised_host, kafka.config.advertised_port),
+            "Kafka listener listening"
+        );
+        let kafka_server = Arc::new(ServerConfig {
+            max_frame_bytes: kafka.config.max_frame_bytes,
+            ..ServerConfig::clone(&config)
+        });
+        accepting.push(tokio::spawn(accept_loop(
+            kafka.listener,
+            Arc::new(KafkaProtocol::new(Arc::new(kafka.config))),
+            Arc::clone(&service),
+            kafka_server,
+            connections,
+            stop.subscribe(),
+        )));
+    }
     shutdown.await;
     info!("shutting down: draining connections");
     // Every accept loop and connection sees the signal; a send error only means none is left.
     let _ = stop.send(());
-    if let Err(error) = accepting.await {
-        warn!(%error, "accept loop failed");
+    for accept in accepting {
+        if let Err(error) = accept.await {
+            warn!(%error, "accept loop failed");
+        }
     }
     // Stop maintenance before the final sync so no handle on the broker (and so on the data
     // directory lock) outlives `run`.

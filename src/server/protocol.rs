@@ -36,6 +36,17 @@ impl<R: Send + 'static> Started<R> {
     }
 }
 
+/// What the connection does after a response is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterEncode {
+    /// Keep serving the connection.
+    Continue,
+    /// Write what was encoded before this response, then close: the response could not be
+    /// encoded and the protocol has no error the client could match to its request (Kafka
+    /// clients match responses to requests by order, so a skipped response would be misread).
+    Close,
+}
+
 /// A wire protocol served by the generic connection loop.
 pub trait Protocol: Send + Sync + 'static {
     /// What the protocol keeps per connection (the produce queue, authentication state, ...).
@@ -66,12 +77,13 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// Encodes a response as a list of byte chunks (written with one vectored write), small
     /// parts built in `scratch`. A response that cannot be encoded within `max_frame_bytes` is
-    /// replaced by an error the client can read.
+    /// replaced by an error the client can read, or, where the protocol has none, nothing is
+    /// added and [`AfterEncode::Close`] ends the connection.
     fn encode(
         &self,
         response: Self::Response,
         max_frame_bytes: usize,
         scratch: &mut BytesMut,
         parts: &mut Vec<Bytes>,
-    );
+    ) -> AfterEncode;
 }

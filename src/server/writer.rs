@@ -9,7 +9,7 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::protocol::Protocol;
+use super::protocol::{AfterEncode, Protocol};
 use crate::protocol::Chunks;
 
 /// Queues encoded responses and writes them out together.
@@ -34,9 +34,10 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
         }
     }
 
-    /// Encodes a response at the end of the queue.
-    pub fn push<P: Protocol>(&mut self, protocol: &P, response: P::Response) {
-        protocol.encode(
+    /// Encodes a response at the end of the queue; [`AfterEncode::Close`] when it could not be
+    /// encoded and the connection must close after what is queued.
+    pub fn push<P: Protocol>(&mut self, protocol: &P, response: P::Response) -> AfterEncode {
+        let after = protocol.encode(
             response,
             self.max_frame_bytes,
             &mut self.scratch,
@@ -45,6 +46,7 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
         for part in self.encoded.drain(..) {
             self.queue.push(part);
         }
+        after
     }
 
     /// Writes everything queued.

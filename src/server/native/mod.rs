@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 
 pub use errors::to_error_response;
 
-use super::protocol::{Protocol, Started};
+use super::protocol::{AfterEncode, Protocol, Started};
 use super::ServerConfig;
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::BrokerService;
@@ -94,7 +94,7 @@ impl Protocol for NativeProtocol {
         max_frame_bytes: usize,
         scratch: &mut BytesMut,
         parts: &mut Vec<Bytes>,
-    ) {
+    ) -> AfterEncode {
         let correlation_id = response.correlation_id;
         let result =
             if response.encoded_len() - crate::protocol::FRAME_LENGTH_BYTES > max_frame_bytes {
@@ -121,6 +121,8 @@ impl Protocol for NativeProtocol {
                 .encode_vectored(scratch, parts)
                 .expect("a short error response always encodes");
         }
+        // The native protocol always has an error response to send instead.
+        AfterEncode::Continue
     }
 }
 
@@ -151,7 +153,7 @@ mod tests {
         let protocol = NativeProtocol::new(Arc::new(ServerConfig::default()));
         let mut writer = ResponseWriter::new(Vec::new(), 1 << 20);
         for response in responses {
-            writer.push(&protocol, response);
+            assert_eq!(writer.push(&protocol, response), AfterEncode::Continue);
         }
         writer.flush().await.unwrap();
         assert_eq!(writer.sink(), &expected.to_vec());
@@ -174,7 +176,7 @@ mod tests {
         );
         let protocol = NativeProtocol::new(Arc::new(ServerConfig::default()));
         let mut writer = ResponseWriter::new(Vec::new(), 1 << 20);
-        writer.push(&protocol, unencodable);
+        assert_eq!(writer.push(&protocol, unencodable), AfterEncode::Continue);
         writer.flush().await.unwrap();
         let written = Bytes::from(writer.sink().clone());
         let length = u32::from_be_bytes(written[..4].try_into().unwrap()) as usize;

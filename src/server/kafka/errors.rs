@@ -1,0 +1,68 @@
+//! Broker errors as Kafka error codes: one code each, the closest Kafka has, so a Kafka client
+//! takes the action Kafka would make it take (retry a storage error, refresh metadata for an
+//! unknown partition, give up on an invalid config). Every match is exhaustive, so a new error
+//! variant cannot silently become `UNKNOWN_SERVER_ERROR`.
+//!
+//! Produce's fencing errors (`INVALID_PRODUCER_EPOCH`, `PRODUCER_FENCED`, sequence errors) depend
+//! on the request version and belong with the Produce handler; here they map to their plain
+//! meaning.
+
+use kafka_protocol::ResponseError;
+
+use crate::broker::{BrokerError, GroupOffsetsError};
+use crate::lease::AuthorityError;
+use crate::storage::{FenceError, SequenceError, StorageError};
+
+/// The Kafka error for a broker error.
+pub fn kafka_error(error: &BrokerError) -> ResponseError {
+    match error {
+        BrokerError::UnknownTopic(_) | BrokerError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        BrokerError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+        BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        BrokerError::Locked(_) | BrokerError::Io { .. } => ResponseError::KafkaStorageError,
+        BrokerError::Storage(storage) => storage_error(storage),
+        BrokerError::Lease(AuthorityError::Install { source, .. }) => storage_error(source),
+        BrokerError::Lease(AuthorityError::Refused(_)) => ResponseError::ProducerFenced,
+        BrokerError::Lease(AuthorityError::Unavailable(_)) => ResponseError::UnknownServerError,
+        BrokerError::GroupOffsets(group) => group_offsets_error(group),
+        BrokerError::CommitOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+    }
+}
+
+fn group_offsets_error(error: &GroupOffsetsError) -> ResponseError {
+    match error {
+        GroupOffsetsError::InvalidGroupName { .. } => ResponseError::InvalidGroupId,
+        GroupOffsetsError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        GroupOffsetsError::MetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        GroupOffsetsError::TooManyGroups { .. } | GroupOffsetsError::TooManyOffsets { .. } => {
+            ResponseError::PolicyViolation
+        }
+        GroupOffsetsError::Corrupt { .. } => ResponseError::CorruptMessage,
+        GroupOffsetsError::Io { .. } => ResponseError::KafkaStorageError,
+        GroupOffsetsError::InvalidConfig(_) => ResponseError::UnknownServerError,
+    }
+}
+
+fn storage_error(error: &StorageError) -> ResponseError {
+    match error {
+        StorageError::Fence(FenceError::Fenced { .. } | FenceError::Leased { .. }) => {
+            ResponseError::ProducerFenced
+        }
+        StorageError::Fence(FenceError::UnknownEpoch { .. }) => ResponseError::InvalidProducerEpoch,
+        StorageError::Fence(FenceError::EpochNotNewer { .. }) => ResponseError::UnknownServerError,
+        StorageError::Sequence(sequence) => match sequence {
+            SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
+            SequenceError::Duplicate { .. } => ResponseError::DuplicateSequenceNumber,
+            SequenceError::StaleProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            SequenceError::UnknownProducer { .. } => ResponseError::UnknownProducerId,
+        },
+        StorageError::InvalidBatch(_) => ResponseError::CorruptMessage,
+        StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
+        StorageError::Failed { .. } | StorageError::Io { .. } => ResponseError::KafkaStorageError,
+        StorageError::InvalidConfig(_) => ResponseError::InvalidConfig,
+    }
+}

@@ -1,0 +1,110 @@
+//! ListOffsets (key 2), v1..=7: a partition's earliest offset (timestamp -2), its latest
+//! (-1), or the first offset whose record timestamp is at or after a given time.
+//!
+//! - Latest is the high watermark for both isolation levels: fencelog has no transactions, so
+//!   the last stable offset is the high watermark.
+//! - By timestamp, the answer's `timestamp` is the *requested* time, a lower bound of the found
+//!   record's own timestamp (the broker service returns the offset only); no record that recent
+//!   is offset -1 and timestamp -1, as Kafka answers.
+//! - Max timestamp (-3, v7) is refused per partition with `UNSUPPORTED_VERSION` (it needs the
+//!   offset of the largest timestamp, which the storage does not index yet); other negative
+//!   timestamps (-4, -5 belong to v8+) with `INVALID_REQUEST`.
+//! - The leader epoch (v4+) is -1, as in Metadata; `current_leader_epoch` is not checked.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::{BrokerError, BrokerService};
+
+/// Kafka's "latest offset" timestamp.
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// Kafka's "earliest offset" timestamp.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// Kafka's "offset of the largest timestamp" (v7+), not implemented.
+pub const MAX_TIMESTAMP: i64 = -3;
+
+/// The answer to a ListOffsets request.
+pub fn handle(
+    service: &BrokerService,
+    correlation_id: i32,
+    version: i16,
+    request: &ListOffsetsRequest,
+) -> KafkaResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str();
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    let answer = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(partition.partition_index)
+                        .with_leader_epoch(-1);
+                    match offset(
+                        service,
+                        name,
+                        partition.partition_index,
+                        partition.timestamp,
+                    ) {
+                        Ok((timestamp, offset)) => {
+                            answer.with_timestamp(timestamp).with_offset(offset)
+                        }
+                        Err(error) => answer.with_error_code(error.code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::ListOffsets,
+        api_version: version,
+        body: ResponseBody::ListOffsets(ListOffsetsResponse::default().with_topics(topics)),
+    }
+}
+
+/// The (timestamp, offset) answered for one partition.
+fn offset(
+    service: &BrokerService,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+) -> Result<(i64, i64), ResponseError> {
+    let partition = u32::try_from(partition).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
+    let broker_error = |error: BrokerError| kafka_error(&error);
+    let to_i64 = |offset: u64| i64::try_from(offset).unwrap_or(i64::MAX);
+    match timestamp {
+        EARLIEST_TIMESTAMP | LATEST_TIMESTAMP => {
+            let offsets = service
+                .list_offsets(topic, partition)
+                .map_err(broker_error)?;
+            let offset = if timestamp == EARLIEST_TIMESTAMP {
+                offsets.earliest
+            } else {
+                offsets.latest
+            };
+            Ok((-1, to_i64(offset)))
+        }
+        MAX_TIMESTAMP => Err(ResponseError::UnsupportedVersion),
+        timestamp if timestamp < 0 => Err(ResponseError::InvalidRequest),
+        timestamp => Ok(
+            match service
+                .offset_for_timestamp(topic, partition, timestamp)
+                .map_err(broker_error)?
+            {
+                Some(offset) => (timestamp, to_i64(offset)),
+                None => (-1, -1),
+            },
+        ),
+    }
+}

@@ -1,0 +1,149 @@
+//! The Kafka wire protocol as a second listener: Kafka clients (kcat, librdkafka, the Java
+//! client, kafka-python) talk to the same [`BrokerService`] as fencelog's own protocol.
+//!
+//! The generic connection loop ([`super::connection`]) cuts frames (Kafka's are also
+//! `i32`-size-prefixed) under [`KafkaConfig::max_frame_bytes`], keeps responses in request
+//! order and applies the server's limits; this module decodes a frame ([`request`]), dispatches
+//! it to the API's handler ([`handlers`]) and encodes the response ([`response`]). What it
+//! advertises is the one table in [`versions`].
+//!
+//! A frame it cannot answer (unknown API, unsupported version other than ApiVersions',
+//! malformed header or body) closes the connection after a log line, as Kafka's broker does:
+//! Kafka has no error response that every API's client can read. The request decoder is the
+//! vendored `kafka-protocol` crate, patched so that a count read from the wire cannot make it
+//! reserve more than the frame could hold (`vendor/kafka-protocol/PATCHES.md`).
+//!
+//! * [`config`]: advertised address, node and cluster id, frame limit.
+//! * [`versions`]: the APIs and versions implemented.
+//! * [`request`], [`response`]: framing of headers and bodies.
+//! * [`handlers`]: one file per API.
+//! * [`errors`]: broker errors as Kafka error codes.
+//! * [`topic_id`]: topic UUIDs derived from names.
+
+pub mod config;
+pub mod errors;
+pub mod handlers;
+pub mod request;
+pub mod response;
+pub mod topic_id;
+pub mod versions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tracing::{debug, warn};
+
+pub use config::{KafkaConfig, KafkaConfigError, DEFAULT_KAFKA_MAX_FRAME_BYTES};
+pub use request::KafkaRequestError;
+pub use response::KafkaResponse;
+
+use super::protocol::{AfterEncode, Protocol, Started};
+use crate::broker::produce_queue::ProduceQueue;
+use crate::broker::BrokerService;
+use crate::protocol::ProtocolError;
+
+/// Kafka's protocol, served by the generic connection loop.
+#[derive(Debug)]
+pub struct KafkaProtocol {
+    config: Arc<KafkaConfig>,
+}
+
+impl KafkaProtocol {
+    /// The protocol advertising what `config` says.
+    pub fn new(config: Arc<KafkaConfig>) -> Self {
+        Self { config }
+    }
+}
+
+/// What the listener keeps per Kafka connection.
+#[derive(Debug)]
+pub struct KafkaSession {
+    /// The client's address, for logs.
+    pub peer: SocketAddr,
+    /// The client id of the last request (Kafka clients send it in every header), for logs.
+    pub client_id: Option<String>,
+    /// The connection's produces, appended in request order (for the Produce handler).
+    pub produce_queue: ProduceQueue,
+}
+
+impl Protocol for KafkaProtocol {
+    type Session = KafkaSession;
+    type Response = KafkaResponse;
+
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> KafkaSession {
+        KafkaSession {
+            peer,
+            client_id: None,
+            produce_queue: service.produce_queue(),
+        }
+    }
+
+    fn start(
+        &self,
+        service: &Arc<BrokerService>,
+        session: &mut KafkaSession,
+        frame: Bytes,
+    ) -> Started<KafkaResponse> {
+        match request::decode(frame) {
+            Ok(request::Decoded::Request(request)) => {
+                let client_id = request.header.client_id.as_ref().map(|id| id.as_str());
+                if session.client_id.as_deref() != client_id {
+                    session.client_id = client_id.map(str::to_string);
+                }
+                debug!(
+                    peer = %session.peer,
+                    client_id = session.client_id.as_deref().unwrap_or(""),
+                    api_key = ?request.api_key,
+                    api_version = request.header.request_api_version,
+                    correlation_id = request.header.correlation_id,
+                    "Kafka request"
+                );
+                handlers::start(service, &self.config, session, *request)
+            }
+            Ok(request::Decoded::UnsupportedApiVersions {
+                correlation_id,
+                api_version,
+            }) => {
+                debug!(peer = %session.peer, api_version, "ApiVersions of an unsupported version: answering v0 with the table");
+                Started::ready(handlers::api_versions::unsupported(correlation_id))
+            }
+            Err(error) => {
+                warn!(
+                    peer = %session.peer,
+                    client_id = session.client_id.as_deref().unwrap_or(""),
+                    %error,
+                    "Kafka request refused; closing connection"
+                );
+                Started {
+                    response: None,
+                    close: true,
+                }
+            }
+        }
+    }
+
+    /// Kafka has no response to a frame it could not read: the connection just closes.
+    fn framing_error(&self, _error: &ProtocolError) -> Option<KafkaResponse> {
+        None
+    }
+
+    /// Kafka has no "too many connections" response: the connection just closes.
+    fn too_many_connections(&self, _max_connections: usize) -> Option<KafkaResponse> {
+        None
+    }
+
+    fn encode(
+        &self,
+        response: KafkaResponse,
+        max_frame_bytes: usize,
+        scratch: &mut BytesMut,
+        parts: &mut Vec<Bytes>,
+    ) -> AfterEncode {
+        response.encode_into(max_frame_bytes, scratch, parts)
+    }
+}

@@ -1,0 +1,121 @@
+//! A Kafka response and its encoding: the size prefix, the response header (v0: correlation id;
+//! v1 for flexible versions: plus tagged fields; ApiVersions' is always v0 so a client that
+//! does not know our versions yet can read it), then the body in the request's version.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, ListOffsetsResponse, MetadataResponse,
+    ResponseHeader,
+};
+use kafka_protocol::protocol::Encodable;
+
+use super::super::protocol::AfterEncode;
+use crate::protocol::FRAME_LENGTH_BYTES;
+
+/// A response before encoding.
+#[derive(Debug)]
+pub struct KafkaResponse {
+    /// The request's correlation id.
+    pub correlation_id: i32,
+    /// The API answered.
+    pub api_key: ApiKey,
+    /// The body's version (the request's, or 0 for the KIP-511 ApiVersions fallback).
+    pub api_version: i16,
+    /// The body.
+    pub body: ResponseBody,
+}
+
+/// The body of a response of an implemented API.
+#[derive(Debug)]
+pub enum ResponseBody {
+    /// ApiVersions (18).
+    ApiVersions(ApiVersionsResponse),
+    /// Metadata (3).
+    Metadata(MetadataResponse),
+    /// ListOffsets (2).
+    ListOffsets(ListOffsetsResponse),
+    /// CreateTopics (19).
+    CreateTopics(CreateTopicsResponse),
+}
+
+impl ResponseBody {
+    fn encode(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
+        let encoded = match self {
+            Self::ApiVersions(body) => body.encode(out, version),
+            Self::Metadata(body) => body.encode(out, version),
+            Self::ListOffsets(body) => body.encode(out, version),
+            Self::CreateTopics(body) => body.encode(out, version),
+        };
+        encoded.map_err(|error| format!("{error:#}"))
+    }
+}
+
+impl KafkaResponse {
+    /// The response header version for this API and version.
+    pub fn header_version(&self) -> i16 {
+        self.api_key.response_header_version(self.api_version)
+    }
+
+    /// Appends the whole frame (size prefix, header, body) to `out`; on failure `out` is left
+    /// as it was.
+    pub fn encode_frame(&self, out: &mut BytesMut, max_frame_bytes: usize) -> Result<(), String> {
+        let start = out.len();
+        let result = self.encode_after_prefix(out, start, max_frame_bytes);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+
+    fn encode_after_prefix(
+        &self,
+        out: &mut BytesMut,
+        start: usize,
+        max_frame_bytes: usize,
+    ) -> Result<(), String> {
+        out.put_u32(0);
+        ResponseHeader::default()
+            .with_correlation_id(self.correlation_id)
+            .encode(out, self.header_version())
+            .map_err(|error| format!("response header: {error:#}"))?;
+        self.body
+            .encode(out, self.api_version)
+            .map_err(|error| format!("response body: {error}"))?;
+        let length = out.len() - start - FRAME_LENGTH_BYTES;
+        if length > max_frame_bytes {
+            return Err(format!(
+                "response of {length} bytes exceeds the frame limit of {max_frame_bytes}"
+            ));
+        }
+        let length = u32::try_from(length).map_err(|_| "response over 4 GiB".to_string())?;
+        out[start..start + FRAME_LENGTH_BYTES].copy_from_slice(&length.to_be_bytes());
+        Ok(())
+    }
+
+    /// Encodes into `scratch` and hands the frame to `parts`; a response that cannot be encoded
+    /// is dropped and the connection closed (Kafka has no generic error response a client
+    /// could match to its request).
+    pub fn encode_into(
+        self,
+        max_frame_bytes: usize,
+        scratch: &mut BytesMut,
+        parts: &mut Vec<Bytes>,
+    ) -> AfterEncode {
+        match self.encode_frame(scratch, max_frame_bytes) {
+            Ok(()) => {
+                parts.push(scratch.split().freeze());
+                AfterEncode::Continue
+            }
+            Err(reason) => {
+                tracing::error!(
+                    api_key = ?self.api_key,
+                    api_version = self.api_version,
+                    correlation_id = self.correlation_id,
+                    %reason,
+                    "Kafka response could not be encoded"
+                );
+                AfterEncode::Close
+            }
+        }
+    }
+}

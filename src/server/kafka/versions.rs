@@ -1,0 +1,86 @@
+//! The APIs and versions the Kafka listener implements: the one table that both ApiVersions
+//! advertises and the request decoder enforces, so the two cannot disagree.
+//!
+//! Every range here is implemented and tested (`tests/kafka_protocol.rs` sends each version);
+//! the codec's own "valid versions" are wider and are never advertised as such. Produce and
+//! Fetch join the table when their handlers land.
+
+use kafka_protocol::messages::ApiKey;
+
+/// One API and the versions of it the listener implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupportedApi {
+    /// The API.
+    pub key: ApiKey,
+    /// Oldest version implemented.
+    pub min_version: i16,
+    /// Newest version implemented.
+    pub max_version: i16,
+}
+
+/// Every API the listener answers, in API key order.
+pub const SUPPORTED_APIS: &[SupportedApi] = &[
+    // Produce (0) and Fetch (1) go here with their handlers (handlers/produce.rs, fetch.rs).
+    SupportedApi {
+        key: ApiKey::ListOffsets,
+        min_version: 1,
+        max_version: 7,
+    },
+    SupportedApi {
+        key: ApiKey::Metadata,
+        min_version: 0,
+        max_version: 12,
+    },
+    SupportedApi {
+        key: ApiKey::ApiVersions,
+        min_version: 0,
+        max_version: 4,
+    },
+    SupportedApi {
+        key: ApiKey::CreateTopics,
+        min_version: 2,
+        max_version: 7,
+    },
+];
+
+/// The API's implemented versions, or `None` if the listener does not answer it.
+pub fn supported(key: ApiKey) -> Option<SupportedApi> {
+    SUPPORTED_APIS.iter().copied().find(|api| api.key == key)
+}
+
+/// Whether `version` of `key` is implemented.
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    supported(key).is_some_and(|api| (api.min_version..=api.max_version).contains(&version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing is advertised that the codec cannot decode and encode.
+    #[test]
+    fn every_advertised_version_is_one_the_codec_knows() {
+        for api in SUPPORTED_APIS {
+            let valid = api.key.valid_versions();
+            assert!(
+                valid.min <= api.min_version && api.max_version <= valid.max,
+                "{:?} {}..={} outside the codec's {}..={}",
+                api.key,
+                api.min_version,
+                api.max_version,
+                valid.min,
+                valid.max
+            );
+        }
+    }
+
+    /// The table is in API key order with one row per API (ApiVersions lists it as is).
+    #[test]
+    fn the_table_is_sorted_and_unique() {
+        let keys: Vec<i16> = SUPPORTED_APIS.iter().map(|api| api.key as i16).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(keys, sorted);
+    }
+}
