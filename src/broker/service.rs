@@ -154,6 +154,13 @@ impl BrokerService {
         }
     }
 
+    /// Reads from `offset` at once, without waiting (see [`BrokerService::fetch`] for the long
+    /// poll): listeners that wait on several partitions at a time read each with this.
+    pub fn read_now(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        let target = self.broker.partition(&request.topic, request.partition)?;
+        Ok(target.read(request.offset, request.max_bytes)?)
+    }
+
     /// Where a partition's log starts and ends, and its epoch.
     pub fn list_offsets(
         &self,

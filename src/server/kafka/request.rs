@@ -20,7 +20,8 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ListOffsetsRequest,
+    MetadataRequest, ProduceRequest,
     RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
@@ -46,6 +47,10 @@ pub struct KafkaRequest {
 /// the dispatch match is exhaustive).
 #[derive(Debug)]
 pub enum RequestBody {
+    /// Produce (0).
+    Produce(ProduceRequest),
+    /// Fetch (1).
+    Fetch(FetchRequest),
     /// ApiVersions (18).
     ApiVersions(ApiVersionsRequest),
     /// Metadata (3).
@@ -60,6 +65,8 @@ impl RequestBody {
     /// Decodes the body of `api_key` at `version`; `None` for an API without a variant.
     fn decode(api_key: ApiKey, frame: &mut Bytes, version: i16) -> Option<Result<Self, String>> {
         let decoded = match api_key {
+            ApiKey::Produce => ProduceRequest::decode(frame, version).map(Self::Produce),
+            ApiKey::Fetch => FetchRequest::decode(frame, version).map(Self::Fetch),
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(frame, version).map(Self::ApiVersions)
             }

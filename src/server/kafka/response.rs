@@ -4,7 +4,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, ListOffsetsResponse, MetadataResponse,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, ListOffsetsResponse,
+    MetadataResponse, ProduceResponse,
     ResponseHeader,
 };
 use kafka_protocol::protocol::Encodable;
@@ -28,6 +29,10 @@ pub struct KafkaResponse {
 /// The body of a response of an implemented API.
 #[derive(Debug)]
 pub enum ResponseBody {
+    /// Produce (0).
+    Produce(ProduceResponse),
+    /// Fetch (1).
+    Fetch(FetchResponse),
     /// ApiVersions (18).
     ApiVersions(ApiVersionsResponse),
     /// Metadata (3).
@@ -41,6 +46,8 @@ pub enum ResponseBody {
 impl ResponseBody {
     fn encode(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
         let encoded = match self {
+            Self::Produce(body) => body.encode(out, version),
+            Self::Fetch(body) => body.encode(out, version),
             Self::ApiVersions(body) => body.encode(out, version),
             Self::Metadata(body) => body.encode(out, version),
             Self::ListOffsets(body) => body.encode(out, version),

@@ -20,7 +20,16 @@ pub struct SupportedApi {
 
 /// Every API the listener answers, in API key order.
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
-    // Produce (0) and Fetch (1) go here with their handlers (handlers/produce.rs, fetch.rs).
+    SupportedApi {
+        key: ApiKey::Produce,
+        min_version: 3,
+        max_version: 11,
+    },
+    SupportedApi {
+        key: ApiKey::Fetch,
+        min_version: 4,
+        max_version: 12,
+    },
     SupportedApi {
         key: ApiKey::ListOffsets,
         min_version: 1,

@@ -9,8 +9,10 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod fetch;
 pub mod list_offsets;
 pub mod metadata;
+pub mod produce;
 
 use std::sync::Arc;
 
@@ -28,7 +30,7 @@ use super::response::KafkaResponse;
 pub fn start(
     service: &Arc<BrokerService>,
     config: &KafkaConfig,
-    _session: &mut KafkaSession,
+    session: &mut KafkaSession,
     request: KafkaRequest,
 ) -> Started<KafkaResponse> {
     let correlation_id = request.header.correlation_id;
@@ -56,6 +58,14 @@ pub fn start(
             ),
             close: false,
         },
-        // Produce and Fetch arms go here (see the module documentation).
+        RequestBody::Produce(body) => {
+            produce::start(service, session, correlation_id, version, body)
+        }
+        RequestBody::Fetch(body) => Started {
+            response: Some(
+                fetch::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
     }
 }

@@ -1,0 +1,218 @@
+//! Fetch (key 1), v4..=12: reads each partition from its fetch offset and converts the stored
+//! batches to Kafka record batches v2 (`crate::kafka::records`), long-polling when nothing is
+//! there yet.
+//!
+//! What a Kafka consumer sees, and why:
+//! - Whole batches: a fetch offset inside a batch returns the whole batch (clients skip the
+//!   records before their offset, as with Kafka). An empty answer is an empty `records` field.
+//! - `last_stable_offset` is the high watermark (no transactions), `aborted_transactions` is
+//!   empty, `preferred_read_replica` -1.
+//! - **No fetch sessions** (KIP-227): the answer's `session_id` is 0, which tells the client to
+//!   keep sending full fetch requests.
+//! - Long poll: when no partition has data, the request waits until one has or `max_wait_ms`
+//!   (clamped to the server's limit) passes. `min_bytes` above 1 is treated as 1: any data
+//!   answers at once.
+//! - Size: each partition returns at most `partition_max_bytes`, the whole answer at most
+//!   `max_bytes` (clamped to the server's fetch limit), except that the first batch of the first
+//!   partition with data is returned whole (KIP-74), so a consumer always progresses.
+//! - An offset outside the log is `OFFSET_OUT_OF_RANGE` for that partition, with the log start
+//!   and high watermark so the client can reset.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::{BrokerService, FetchRequest as Read};
+use crate::kafka::records::to_kafka_batches;
+
+/// Longest a Kafka fetch may wait for data.
+pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);
+/// Most bytes one Kafka fetch answer carries (beyond the first batch, always returned whole).
+pub const MAX_FETCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// One partition asked for.
+struct Wanted {
+    topic: usize,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+}
+
+/// Answers a fetch, waiting up to `max_wait_ms` when nothing is there yet.
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: FetchRequest,
+) -> KafkaResponse {
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
+    let max_bytes = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .clamp(1, MAX_FETCH_BYTES);
+    let names: Vec<_> = request.topics.iter().map(|topic| topic.topic.clone()).collect();
+    let wanted: Vec<Wanted> = request
+        .topics
+        .iter()
+        .enumerate()
+        .flat_map(|(topic, fetch_topic)| {
+            fetch_topic.partitions.iter().map(move |partition| Wanted {
+                topic,
+                partition: partition.partition,
+                offset: partition.fetch_offset,
+                max_bytes: usize::try_from(partition.partition_max_bytes).unwrap_or(0),
+            })
+        })
+        .collect();
+    let mut answers = read_all(&service, &names, &wanted, max_bytes);
+    let has_data = |answers: &[PartitionData]| {
+        answers
+            .iter()
+            .any(|answer| answer.records.as_ref().is_some_and(|records| !records.is_empty()))
+    };
+    if !has_data(&answers) && !max_wait.is_zero() && !wanted.is_empty() {
+        wait_for_data(&service, &names, &wanted, max_wait).await;
+        answers = read_all(&service, &names, &wanted, max_bytes);
+    }
+    let mut topics: Vec<FetchableTopicResponse> = names
+        .iter()
+        .map(|name| FetchableTopicResponse::default().with_topic(name.clone()))
+        .collect();
+    for (want, answer) in wanted.iter().zip(answers) {
+        topics[want.topic].partitions.push(answer);
+    }
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::Fetch,
+        api_version: version,
+        body: ResponseBody::Fetch(
+            FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(topics),
+        ),
+    }
+}
+
+/// Reads every wanted partition once, without waiting, within the byte budget.
+fn read_all(
+    service: &BrokerService,
+    names: &[kafka_protocol::messages::TopicName],
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> Vec<PartitionData> {
+    let mut budget = max_bytes;
+    let mut first_with_data = true;
+    wanted
+        .iter()
+        .map(|want| {
+            let answer = PartitionData::default()
+                .with_partition_index(want.partition)
+                .with_preferred_read_replica(-1.into())
+                .with_aborted_transactions(Some(Vec::new()));
+            let (Ok(partition), Ok(offset)) =
+                (u32::try_from(want.partition), u64::try_from(want.offset))
+            else {
+                return answer
+                    .with_error_code(ResponseError::OffsetOutOfRange.code())
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_records(Some(Default::default()));
+            };
+            let topic = names[want.topic].0.to_string();
+            let limit = want.max_bytes.min(budget);
+            if limit == 0 && !first_with_data {
+                return empty(answer, service, &topic, partition);
+            }
+            let read = service.read_now(Read {
+                topic: topic.clone(),
+                partition,
+                offset,
+                max_bytes: limit.max(1),
+                max_wait: Duration::ZERO,
+            });
+            match read {
+                Ok(read) => {
+                    let mut records = BytesMut::new();
+                    if let Err(error) = to_kafka_batches(&read.batches, &mut records) {
+                        tracing::error!(%topic, partition, %error, "stored batches could not be served as Kafka batches");
+                        return answer
+                            .with_error_code(ResponseError::CorruptMessage.code())
+                            .with_records(Some(Default::default()));
+                    }
+                    if !records.is_empty() {
+                        first_with_data = false;
+                        budget = budget.saturating_sub(records.len());
+                    }
+                    answer
+                        .with_high_watermark(read.high_watermark as i64)
+                        .with_last_stable_offset(read.high_watermark as i64)
+                        .with_log_start_offset(read.log_start_offset as i64)
+                        .with_records(Some(records.freeze()))
+                }
+                Err(error) => {
+                    let answer = answer
+                        .with_error_code(kafka_error(&error).code())
+                        .with_records(Some(Default::default()));
+                    match service.list_offsets(&topic, partition) {
+                        Ok(offsets) => answer
+                            .with_high_watermark(offsets.latest as i64)
+                            .with_last_stable_offset(offsets.latest as i64)
+                            .with_log_start_offset(offsets.earliest as i64),
+                        Err(_) => answer
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1),
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// A partition answered without records (the byte budget is spent).
+fn empty(answer: PartitionData, service: &BrokerService, topic: &str, partition: u32) -> PartitionData {
+    let offsets = service.list_offsets(topic, partition).ok();
+    let latest = offsets.map_or(-1, |offsets| offsets.latest as i64);
+    answer
+        .with_high_watermark(latest)
+        .with_last_stable_offset(latest)
+        .with_log_start_offset(offsets.map_or(-1, |offsets| offsets.earliest as i64))
+        .with_records(Some(Default::default()))
+}
+
+/// Waits until one wanted partition has data at its offset, or `max_wait` passes.
+async fn wait_for_data(
+    service: &Arc<BrokerService>,
+    names: &[kafka_protocol::messages::TopicName],
+    wanted: &[Wanted],
+    max_wait: Duration,
+) {
+    let waits: Vec<_> = wanted
+        .iter()
+        .filter_map(|want| {
+            let partition = u32::try_from(want.partition).ok()?;
+            let offset = u64::try_from(want.offset).ok()?;
+            let service = Arc::clone(service);
+            let read = Read {
+                topic: names[want.topic].0.to_string(),
+                partition,
+                offset,
+                max_bytes: 1,
+                max_wait,
+            };
+            Some(Box::pin(async move {
+                let _ = service.fetch(read).await;
+            }))
+        })
+        .collect();
+    if waits.is_empty() {
+        return;
+    }
+    let _ = tokio::time::timeout(max_wait, futures::future::select_all(waits)).await;
+}

@@ -1,0 +1,224 @@
+//! Produce (key 0), v3..=11: each partition's Kafka record batches are converted to fencelog
+//! batches (`crate::kafka::records`) and appended through the connection's produce queue, in
+//! request order, before the next request is read.
+//!
+//! What a Kafka producer sees, and why:
+//! - **Fencing.** A Kafka producer has no lease: it writes as [`WriteCredential::Unleased`].
+//!   That is accepted only on a partition that has never granted a lease; on a leased partition
+//!   the fence refuses it before any other check, and the producer gets
+//!   `INVALID_PRODUCER_EPOCH` (non-retriable) with a message naming the lease's epoch. Nothing
+//!   of the request's batches for that partition lands.
+//! - **Idempotence.** An idempotent producer's batches (producer id >= 0) become magic-3
+//!   batches: the partition's producer state dedupes retries (answered with the first offsets)
+//!   and refuses gaps (`OUT_OF_ORDER_SEQUENCE_NUMBER`), stale producer epochs
+//!   (`INVALID_PRODUCER_EPOCH`) and forgotten producers (`UNKNOWN_PRODUCER_ID`), as Kafka does.
+//! - **Transactions** are not implemented: a transactional request (a `transactional_id`) is
+//!   refused per partition with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, and transactional or
+//!   control batches with `UNSUPPORTED_FOR_MESSAGE_FORMAT`... see [`records_error`].
+//! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
+//!   once every batch is acknowledged under the topic's flush policy (one broker: "all" is this
+//!   broker). Other values are `INVALID_REQUIRED_ACKS`.
+//! - `log_append_time_ms` is -1 (CreateTime); `log_start_offset` (v5+) is the partition's.
+
+use std::sync::Arc;
+
+use futures::future::{join_all, BoxFuture};
+use futures::FutureExt;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use super::super::KafkaSession;
+use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
+use crate::kafka::records::{to_native_batches, RecordLimits, RecordsError};
+use crate::server::protocol::Started;
+use crate::storage::{FenceError, StorageError, WriteCredential};
+
+/// What one partition's produce came to.
+struct PartitionOutcome {
+    index: i32,
+    result: Result<i64, (ResponseError, String)>,
+}
+
+/// Starts the appends of every partition now (request order) and answers once they are
+/// acknowledged; `acks=0` gets no answer.
+pub fn start(
+    service: &Arc<BrokerService>,
+    session: &mut KafkaSession,
+    correlation_id: i32,
+    version: i16,
+    request: ProduceRequest,
+) -> Started<crate::server::kafka::response::KafkaResponse> {
+    let acks = request.acks;
+    let limits = RecordLimits::default();
+    let mut topics: Vec<(StrBytes, Vec<BoxFuture<'static, PartitionOutcome>>)> = Vec::new();
+    for topic in request.topic_data {
+        let name = topic.name.0.clone();
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let index = data.index;
+            let refused = |error: ResponseError, message: String| -> BoxFuture<'static, PartitionOutcome> {
+                futures::future::ready(PartitionOutcome {
+                    index,
+                    result: Err((error, message)),
+                })
+                .boxed()
+            };
+            if !matches!(acks, 0 | 1 | -1) {
+                partitions.push(refused(
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks must be 0, 1 or -1, not {acks}"),
+                ));
+                continue;
+            }
+            if request.transactional_id.is_some() {
+                partitions.push(refused(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "transactions are not supported by this broker".into(),
+                ));
+                continue;
+            }
+            let Ok(partition) = u32::try_from(index) else {
+                partitions.push(refused(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("no partition {index}"),
+                ));
+                continue;
+            };
+            let Some(records) = data.records else {
+                partitions.push(refused(
+                    ResponseError::CorruptMessage,
+                    "a produce needs records".into(),
+                ));
+                continue;
+            };
+            let batches = match to_native_batches(&records, 0, &limits) {
+                Ok(batches) => batches,
+                Err(error) => {
+                    let code = records_error(&error);
+                    partitions.push(refused(code, error.to_string()));
+                    continue;
+                }
+            };
+            let appends: Vec<_> = batches
+                .into_iter()
+                .map(|batch| {
+                    session.produce_queue.produce(Append {
+                        topic: name.to_string(),
+                        partition,
+                        credential: WriteCredential::Unleased,
+                        batch: batch.bytes,
+                    })
+                })
+                .collect();
+            partitions.push(
+                async move {
+                    let mut base_offset = None;
+                    for appended in join_all(appends).await {
+                        match appended {
+                            Ok(appended) => {
+                                base_offset.get_or_insert(appended.base_offset as i64);
+                            }
+                            Err(error) => {
+                                return PartitionOutcome {
+                                    index,
+                                    result: Err((produce_error(&error), error.to_string())),
+                                }
+                            }
+                        }
+                    }
+                    PartitionOutcome {
+                        index,
+                        result: Ok(base_offset.unwrap_or(-1)),
+                    }
+                }
+                .boxed(),
+            );
+        }
+        topics.push((name, partitions));
+    }
+    if acks == 0 {
+        // Nobody reads an answer; the appends above are running and land in request order.
+        for (_, partitions) in topics {
+            for partition in partitions {
+                tokio::spawn(partition);
+            }
+        }
+        return Started {
+            response: None,
+            close: false,
+        };
+    }
+    let service = Arc::clone(service);
+    Started {
+        response: Some(
+            async move {
+                let mut responses = Vec::with_capacity(topics.len());
+                for (name, partitions) in topics {
+                    let outcomes = join_all(partitions).await;
+                    let partition_responses = outcomes
+                        .into_iter()
+                        .map(|outcome| partition_response(&service, &name, outcome))
+                        .collect();
+                    responses.push(
+                        TopicProduceResponse::default()
+                            .with_name(name.into())
+                            .with_partition_responses(partition_responses),
+                    );
+                }
+                KafkaResponse {
+                    correlation_id,
+                    api_key: ApiKey::Produce,
+                    api_version: version,
+                    body: ResponseBody::Produce(
+                        ProduceResponse::default().with_responses(responses),
+                    ),
+                }
+            }
+            .boxed(),
+        ),
+        close: false,
+    }
+}
+
+fn partition_response(
+    service: &BrokerService,
+    topic: &str,
+    outcome: PartitionOutcome,
+) -> PartitionProduceResponse {
+    let log_start_offset = u32::try_from(outcome.index)
+        .ok()
+        .and_then(|partition| service.list_offsets(topic, partition).ok())
+        .map_or(-1, |offsets| offsets.earliest as i64);
+    let response = PartitionProduceResponse::default()
+        .with_index(outcome.index)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(log_start_offset);
+    match outcome.result {
+        Ok(base_offset) => response.with_base_offset(base_offset),
+        Err((error, message)) => response
+            .with_base_offset(-1)
+            .with_error_code(error.code())
+            .with_error_message(Some(message.into())),
+    }
+}
+
+/// The Kafka error of a failed append. A Kafka producer on a leased partition is told its
+/// writes are fenced with `INVALID_PRODUCER_EPOCH`, which every Kafka client treats as
+/// non-retriable on produce.
+fn produce_error(error: &BrokerError) -> ResponseError {
+    match error {
+        BrokerError::Storage(StorageError::Fence(
+            FenceError::Leased { .. } | FenceError::Fenced { .. },
+        )) => ResponseError::InvalidProducerEpoch,
+        other => kafka_error(other),
+    }
+}
+
+/// The Kafka error of records that cannot be converted.
+fn records_error(error: &RecordsError) -> ResponseError {
+    error.kafka_error()
+}
