@@ -1,6 +1,7 @@
 //! fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
 //!
-//! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`]),
+//! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`],
+//! and [`kafka`], the Kafka record batch conversion for the Kafka listener),
 //! the async [`client`], [`testing`] (an in-process server for integration tests) and
 //! [`testing_proxy`] (a TCP proxy that cuts connections on cue). The
 //! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod domain;
+pub mod kafka;
 pub mod lease;
 pub mod protocol;
 pub mod server;

@@ -21,8 +21,7 @@
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest,
-    RequestHeader,
+    MetadataRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;

@@ -5,8 +5,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, ListOffsetsResponse,
-    MetadataResponse, ProduceResponse,
-    ResponseHeader,
+    MetadataResponse, ProduceResponse, ResponseHeader,
 };
 use kafka_protocol::protocol::Encodable;
 

@@ -55,7 +55,11 @@ pub async fn handle(
     let max_bytes = usize::try_from(request.max_bytes)
         .unwrap_or(0)
         .clamp(1, MAX_FETCH_BYTES);
-    let names: Vec<_> = request.topics.iter().map(|topic| topic.topic.clone()).collect();
+    let names: Vec<_> = request
+        .topics
+        .iter()
+        .map(|topic| topic.topic.clone())
+        .collect();
     let wanted: Vec<Wanted> = request
         .topics
         .iter()
@@ -71,9 +75,12 @@ pub async fn handle(
         .collect();
     let mut answers = read_all(&service, &names, &wanted, max_bytes);
     let has_data = |answers: &[PartitionData]| {
-        answers
-            .iter()
-            .any(|answer| answer.records.as_ref().is_some_and(|records| !records.is_empty()))
+        answers.iter().any(|answer| {
+            answer
+                .records
+                .as_ref()
+                .is_some_and(|records| !records.is_empty())
+        })
     };
     if !has_data(&answers) && !max_wait.is_zero() && !wanted.is_empty() {
         wait_for_data(&service, &names, &wanted, max_wait).await;
@@ -112,7 +119,7 @@ fn read_all(
         .map(|want| {
             let answer = PartitionData::default()
                 .with_partition_index(want.partition)
-                .with_preferred_read_replica(-1.into())
+                .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
                 .with_aborted_transactions(Some(Vec::new()));
             let (Ok(partition), Ok(offset)) =
                 (u32::try_from(want.partition), u64::try_from(want.offset))
@@ -176,7 +183,12 @@ fn read_all(
 }
 
 /// A partition answered without records (the byte budget is spent).
-fn empty(answer: PartitionData, service: &BrokerService, topic: &str, partition: u32) -> PartitionData {
+fn empty(
+    answer: PartitionData,
+    service: &BrokerService,
+    topic: &str,
+    partition: u32,
+) -> PartitionData {
     let offsets = service.list_offsets(topic, partition).ok();
     let latest = offsets.map_or(-1, |offsets| offsets.latest as i64);
     answer

@@ -14,7 +14,8 @@
 //!   (`INVALID_PRODUCER_EPOCH`) and forgotten producers (`UNKNOWN_PRODUCER_ID`), as Kafka does.
 //! - **Transactions** are not implemented: a transactional request (a `transactional_id`) is
 //!   refused per partition with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, and transactional or
-//!   control batches with `UNSUPPORTED_FOR_MESSAGE_FORMAT`... see [`records_error`].
+//!   control batches with `INVALID_RECORD` (the record conversion's errors, each with its
+//!   Kafka code: `RecordsError::kafka_error_code`).
 //! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
 //!   once every batch is acknowledged under the topic's flush policy (one broker: "all" is this
 //!   broker). Other values are `INVALID_REQUIRED_ACKS`.
@@ -60,14 +61,15 @@ pub fn start(
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let index = data.index;
-            let refused = |error: ResponseError, message: String| -> BoxFuture<'static, PartitionOutcome> {
-                futures::future::ready(PartitionOutcome {
-                    index,
-                    result: Err((error, message)),
-                })
-                .boxed()
-            };
-            if !matches!(acks, 0 | 1 | -1) {
+            let refused =
+                |error: ResponseError, message: String| -> BoxFuture<'static, PartitionOutcome> {
+                    futures::future::ready(PartitionOutcome {
+                        index,
+                        result: Err((error, message)),
+                    })
+                    .boxed()
+                };
+            if !(-1..=1).contains(&acks) {
                 partitions.push(refused(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be 0, 1 or -1, not {acks}"),
@@ -220,5 +222,5 @@ fn produce_error(error: &BrokerError) -> ResponseError {
 
 /// The Kafka error of records that cannot be converted.
 fn records_error(error: &RecordsError) -> ResponseError {
-    error.kafka_error()
+    ResponseError::try_from_code(error.kafka_error_code()).unwrap_or(ResponseError::CorruptMessage)
 }

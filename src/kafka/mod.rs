@@ -1,0 +1,23 @@
+//! Kafka's record batches, for the Kafka wire-protocol listener: the conversion between Kafka
+//! record batches v2 and fencelog's native batches (`crate::batch`), independent of either
+//! wire protocol's framing.
+//!
+//! - [`to_native_batches`]: a Produce partition's `records` field (any compression) → native
+//!   batches the partition appends, one per Kafka batch, under the listener's fencing epoch.
+//! - [`to_kafka_batches`]: stored native batches, as a fetch reads them → uncompressed Kafka
+//!   batches a Kafka consumer decodes.
+//!
+//! Hostile input costs at most [`RecordLimits`]: lengths are checked against the bytes present,
+//! decompression stops at a byte limit, record counts are capped, and no buffer is sized by a
+//! count read from the wire. Errors are [`RecordsError`], each with one Kafka error code.
+
+mod compression;
+pub mod records;
+mod to_kafka;
+mod to_native;
+mod varint;
+
+pub use records::{
+    to_kafka_batches, to_native_batches, ConvertedBatch, KafkaCompression, RecordLimits,
+    RecordsError,
+};
