@@ -131,15 +131,9 @@ async fn kcat_produces_and_consumes_through_one_log_and_is_fenced_by_a_lease() {
         .fetch("events", 0, 0, 1 << 20, Default::default())
         .await
         .unwrap();
-    let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = native
-        .records
-        .iter()
-        .map(|record| (record.key.as_deref(), record.value.as_deref()))
-        .collect();
-    assert_eq!(
-        pairs[2],
-        (Some(&b"key-snappy"[..]), Some(&b"value snappy"[..]))
-    );
+    let snappy = &native.records[2];
+    assert_eq!(snappy.key.as_deref(), Some(&b"key-snappy"[..]));
+    assert_eq!(snappy.value.as_deref(), Some(&b"value snappy"[..]));
     assert!(native.records.iter().all(|record| record.epoch == 0));
 
     // A leased partition: the native holder writes, kcat reads it, kcat's own write is refused.
