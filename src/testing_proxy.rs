@@ -19,7 +19,7 @@
 //! let proxy = Proxy::start(server.addr()).await?;
 //! let client = Client::connect(proxy.addr()).await?;
 //! client.api_versions().await?;
-//! proxy.cut_all();
+//! proxy.cut_all_and_wait().await;
 //! // The dead connection is replaced, and ApiVersions (safe to repeat) is retried.
 //! client.api_versions().await?;
 //! assert_eq!(proxy.connections(), 2);
@@ -70,6 +70,8 @@ struct Shared {
     refuse_until: Mutex<Option<Instant>>,
     refusing: Notify,
     connections: AtomicUsize,
+    /// Connections whose forwarding has not ended yet.
+    open: AtomicUsize,
     requests: AtomicUsize,
 }
 
@@ -85,6 +87,7 @@ impl Proxy {
             refuse_until: Mutex::new(None),
             refusing: Notify::new(),
             connections: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, addr, Arc::clone(&shared)));
@@ -105,6 +108,18 @@ impl Proxy {
         self.shared
             .cut_all
             .send_modify(|generation| *generation += 1);
+    }
+
+    /// [`cut_all`](Self::cut_all), then waits (up to 5 s) until every cut connection's sockets
+    /// are closed, so that nothing a test sends afterwards can still go through one of them. A
+    /// connection the proxy has not accepted yet (still in the listen backlog) is not cut: make
+    /// a request through a connection first to be sure it is open.
+    pub async fn cut_all_and_wait(&self) {
+        self.cut_all();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.shared.open.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// From now on, cuts each connection (open or new) once it has forwarded `requests` more
@@ -186,7 +201,11 @@ async fn accept_loop(mut listener: TcpListener, addr: SocketAddr, shared: Arc<Sh
         match accepted {
             Ok((client, _)) => {
                 shared.connections.fetch_add(1, Ordering::AcqRel);
-                tokio::spawn(proxy_connection(client, Arc::clone(&shared)));
+                // Counted and subscribed here, not in the task: a cut signalled before the task
+                // first runs still applies to it, and `cut_all_and_wait` waits for it.
+                shared.open.fetch_add(1, Ordering::AcqRel);
+                let cut_all = shared.cut_all.subscribe();
+                tokio::spawn(proxy_connection(client, Arc::clone(&shared), cut_all));
             }
             Err(error) => tracing::warn!(%error, "proxy accept failed"),
         }
@@ -209,8 +228,16 @@ async fn rebind(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// Forwards one connection both ways until either side closes or it is cut.
-async fn proxy_connection(client: TcpStream, shared: Arc<Shared>) {
-    let mut cut_all = shared.cut_all.subscribe();
+async fn proxy_connection(client: TcpStream, shared: Arc<Shared>, cut_all: watch::Receiver<u64>) {
+    forward_connection(client, &shared, cut_all).await;
+    shared.open.fetch_sub(1, Ordering::AcqRel);
+}
+
+async fn forward_connection(
+    client: TcpStream,
+    shared: &Arc<Shared>,
+    mut cut_all: watch::Receiver<u64>,
+) {
     let server = match TcpStream::connect(shared.target).await {
         Ok(server) => server,
         Err(error) => {
@@ -226,7 +253,7 @@ async fn proxy_connection(client: TcpStream, shared: Arc<Shared>) {
     let mut upstream = tokio::spawn(upstream(
         client_read,
         server_write,
-        Arc::clone(&shared),
+        Arc::clone(shared),
         Arc::clone(&client_cut),
     ));
     let mut downstream = tokio::spawn(downstream(server_read, client_write, client_cut));
@@ -241,6 +268,9 @@ async fn proxy_connection(client: TcpStream, shared: Arc<Shared>) {
     }
     upstream.abort();
     downstream.abort();
+    // Both halves' sockets are closed once their tasks are gone.
+    let _ = upstream.await;
+    let _ = downstream.await;
 }
 
 /// Tells the downstream half to stop forwarding and close the client's socket.

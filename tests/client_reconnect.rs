@@ -35,8 +35,7 @@ async fn next_request_reconnects_after_a_cut() {
     let proxy = Proxy::start(server.addr()).await.unwrap();
     let client = Client::connect(proxy.addr()).await.unwrap();
     client.list_offsets("events", 0).await.unwrap();
-    proxy.cut_all();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.cut_all_and_wait().await;
     assert_eq!(client.list_offsets("events", 0).await.unwrap().latest, 0);
     assert_eq!(proxy.connections(), 2);
 }
@@ -136,8 +135,8 @@ async fn concurrent_callers_share_one_reconnect() {
     let server = server_with_topic().await;
     let proxy = Proxy::start(server.addr()).await.unwrap();
     let client = Client::connect(proxy.addr()).await.unwrap();
-    proxy.cut_all();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.api_versions().await.unwrap();
+    proxy.cut_all_and_wait().await;
     let calls = (0..20).map(|_| client.list_offsets("events", 0));
     for result in futures::future::join_all(calls).await {
         result.unwrap();
@@ -156,8 +155,9 @@ async fn reconnect_backs_off_until_the_server_is_reachable_again() {
         .connect()
         .await
         .unwrap();
+    client.api_versions().await.unwrap();
     proxy.refuse_connections_for(Duration::from_millis(500));
-    proxy.cut_all();
+    proxy.cut_all_and_wait().await;
     let started = Instant::now();
     client.list_offsets("events", 0).await.unwrap();
     let waited = started.elapsed();
@@ -177,8 +177,9 @@ async fn reconnect_gives_up_after_its_budget_with_the_connect_error() {
         .connect()
         .await
         .unwrap();
+    client.api_versions().await.unwrap();
     proxy.refuse_connections_for(Duration::from_secs(30));
-    proxy.cut_all();
+    proxy.cut_all_and_wait().await;
     let started = Instant::now();
     match client.api_versions().await {
         Err(ClientError::Connect { .. }) => {}
@@ -200,8 +201,9 @@ async fn client_fails_over_between_bootstrap_addresses() {
         .await
         .unwrap();
     assert_eq!(client.peer_addr(), first.addr());
+    client.api_versions().await.unwrap();
     first.refuse_connections_for(Duration::from_secs(30));
-    first.cut_all();
+    first.cut_all_and_wait().await;
     client.list_offsets("events", 0).await.unwrap();
     assert_eq!(client.peer_addr(), second.addr());
 }

@@ -196,7 +196,7 @@ async fn stream_continues_from_its_position_after_a_cut() {
         .await
         .unwrap();
     let mut seen = vec![next_value(&mut consumer).await];
-    proxy.cut_all();
+    proxy.cut_all_and_wait().await;
     for value in ["d", "e"] {
         produce(&client, &lease, &[(1, value)]).await;
     }

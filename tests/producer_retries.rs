@@ -68,7 +68,7 @@ async fn the_lease_outlives_a_tcp_blip() {
         .await
         .unwrap();
     producer.send(None, "before").await.unwrap();
-    proxy.cut_all();
+    proxy.cut_all_and_wait().await;
     proxy.refuse_connections_for(Duration::from_millis(300));
     // Renewals fail for a while, then reconnect; the lease (2 s) never lapses.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
