@@ -20,8 +20,8 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, RequestHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -58,6 +58,8 @@ pub enum RequestBody {
     ListOffsets(ListOffsetsRequest),
     /// CreateTopics (19).
     CreateTopics(CreateTopicsRequest),
+    /// InitProducerId (22).
+    InitProducerId(InitProducerIdRequest),
 }
 
 impl RequestBody {
@@ -75,6 +77,9 @@ impl RequestBody {
             }
             ApiKey::CreateTopics => {
                 CreateTopicsRequest::decode(frame, version).map(Self::CreateTopics)
+            }
+            ApiKey::InitProducerId => {
+                InitProducerIdRequest::decode(frame, version).map(Self::InitProducerId)
             }
             _ => return None,
         };

@@ -4,8 +4,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, ListOffsetsResponse,
-    MetadataResponse, ProduceResponse, ResponseHeader,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, InitProducerIdResponse,
+    ListOffsetsResponse, MetadataResponse, ProduceResponse, ResponseHeader,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -40,6 +40,8 @@ pub enum ResponseBody {
     ListOffsets(ListOffsetsResponse),
     /// CreateTopics (19).
     CreateTopics(CreateTopicsResponse),
+    /// InitProducerId (22).
+    InitProducerId(InitProducerIdResponse),
 }
 
 impl ResponseBody {
@@ -51,6 +53,7 @@ impl ResponseBody {
             Self::Metadata(body) => body.encode(out, version),
             Self::ListOffsets(body) => body.encode(out, version),
             Self::CreateTopics(body) => body.encode(out, version),
+            Self::InitProducerId(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

@@ -50,6 +50,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         min_version: 2,
         max_version: 7,
     },
+    SupportedApi {
+        key: ApiKey::InitProducerId,
+        min_version: 0,
+        max_version: 4,
+    },
 ];
 
 /// The API's implemented versions, or `None` if the listener does not answer it.

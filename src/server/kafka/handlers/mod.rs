@@ -10,6 +10,7 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod fetch;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -55,6 +56,13 @@ pub fn start(
         RequestBody::CreateTopics(body) => Started {
             response: Some(
                 create_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::InitProducerId(body) => Started {
+            response: Some(
+                init_producer_id::handle(Arc::clone(service), correlation_id, version, body)
+                    .boxed(),
             ),
             close: false,
         },

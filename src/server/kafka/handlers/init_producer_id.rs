@@ -1,0 +1,54 @@
+//! InitProducerId (key 22), v0..=4: a producer id for an idempotent producer.
+//!
+//! - Without a `transactional_id` (an idempotent producer): a new producer id from the broker's
+//!   durably reserved blocks (the same ids the native `InitProducerId` hands out), producer
+//!   epoch 0, as Kafka's broker answers such a request. A producer that asks again with its id
+//!   and epoch (v3+, KIP-360) also gets a new id: the partition's producer state accepts the new
+//!   id from sequence 0, so nothing is lost.
+//! - With a `transactional_id`: transactions are not implemented yet, so the request is refused
+//!   with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (non-retriable). The planned mapping (a lease
+//!   acquire for the id's partitions) is in docs/kafka.md.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::BrokerService;
+
+/// Answers an InitProducerId request.
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: InitProducerIdRequest,
+) -> KafkaResponse {
+    let refused = |error: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(error.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    let transactional = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.0.is_empty());
+    let body = if transactional {
+        refused(ResponseError::TransactionalIdAuthorizationFailed)
+    } else {
+        match service.init_producer_id().await {
+            Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch),
+            Err(error) => refused(kafka_error(&error)),
+        }
+    };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::InitProducerId,
+        api_version: version,
+        body: ResponseBody::InitProducerId(body),
+    }
+}
