@@ -181,7 +181,15 @@ async fn api_versions_lists_exactly_the_implemented_table_in_every_version() {
             .collect();
         assert_eq!(
             table,
-            vec![(2, 1, 7), (3, 0, 12), (18, 0, 4), (19, 2, 7)],
+            vec![
+                (0, 3, 11),
+                (1, 4, 12),
+                (2, 1, 7),
+                (3, 0, 12),
+                (18, 0, 4),
+                (19, 2, 7),
+                (22, 0, 4)
+            ],
             "v{version}"
         );
     }
@@ -222,7 +230,7 @@ async fn an_unknown_api_versions_version_gets_the_table_in_v0_with_unsupported_v
     let body = ApiVersionsResponse::decode(&mut response, 0).expect("v0 body");
     assert!(response.is_empty());
     assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION");
-    assert_eq!(body.api_keys.len(), 4);
+    assert_eq!(body.api_keys.len(), 7);
     assert_still_open(&mut connection).await;
 }
 
@@ -669,4 +677,155 @@ async fn the_kafka_listener_survives_a_restart_on_the_same_port() {
         .call(12, &MetadataRequest::default().with_topics(None))
         .await;
     assert_eq!(response.topics.len(), 1);
+}
+
+/// One Kafka record batch v2 (uncompressed) of `values`, optionally of an idempotent producer.
+fn kafka_batch(values: &[String], producer: Option<(i64, i32)>) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let (producer_id, base_sequence) = producer.unwrap_or((-1, -1));
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: if producer.is_some() { 0 } else { -1 },
+            timestamp_type: TimestampType::Creation,
+            offset: index as i64,
+            sequence: if producer.is_some() {
+                base_sequence + index as i32
+            } else {
+                -1
+            },
+            timestamp: 1_700_000_000_000 + index as i64,
+            key: Some(Bytes::from(format!("key-{value}"))),
+            value: Some(Bytes::from(value.clone())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    out.freeze()
+}
+
+fn produce_request(topic: &str, records: Bytes) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+/// Produce in every advertised version appends (offsets in order, an idempotent retry answered
+/// with its first offset), and Fetch in every advertised version returns them as Kafka batches.
+#[tokio::test]
+async fn produce_and_fetch_in_every_version() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, InitProducerIdRequest, ProduceRequest};
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    let server = kafka_server().await;
+    topic_with_records(&server, "orders", 1, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let mut expected = Vec::new();
+    for version in 3..=11 {
+        let values: Vec<String> = (0..2).map(|i| format!("v{version}-{i}")).collect();
+        let request = produce_request("orders", kafka_batch(&values, None));
+        let response = connection.call::<ProduceRequest>(version, &request).await;
+        let partition = &response.responses[0].partition_responses[0];
+        assert_eq!(partition.error_code, 0, "v{version}");
+        assert_eq!(partition.base_offset, expected.len() as i64, "v{version}");
+        expected.extend(values);
+    }
+    // An idempotent producer's batch, sent twice, lands once.
+    let init = connection
+        .call::<InitProducerIdRequest>(4, &InitProducerIdRequest::default())
+        .await;
+    assert_eq!(init.error_code, 0);
+    let idempotent = kafka_batch(&["once".to_string()], Some((init.producer_id.0, 0)));
+    for _ in 0..2 {
+        let response = connection
+            .call::<ProduceRequest>(9, &produce_request("orders", idempotent.clone()))
+            .await;
+        assert_eq!(
+            response.responses[0].partition_responses[0].base_offset,
+            expected.len() as i64
+        );
+    }
+    expected.push("once".into());
+    for version in 4..=12 {
+        let request = FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let response = connection.call::<FetchRequest>(version, &request).await;
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0, "v{version}");
+        assert_eq!(partition.high_watermark, expected.len() as i64);
+        let mut records = partition.records.clone().expect("records");
+        let values: Vec<String> = RecordBatchDecoder::decode_all(&mut records)
+            .expect("Kafka batches")
+            .into_iter()
+            .flat_map(|set| set.records)
+            .map(|record| String::from_utf8(record.value.unwrap().to_vec()).unwrap())
+            .collect();
+        assert_eq!(values, expected, "v{version}");
+    }
+}
+
+/// InitProducerId in every advertised version: a fresh id each time, epoch 0; a transactional
+/// id is refused (transactions are not implemented).
+#[tokio::test]
+async fn init_producer_id_in_every_version() {
+    use kafka_protocol::messages::{InitProducerIdRequest, TransactionalId};
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let mut ids = Vec::new();
+    for version in 0..=4 {
+        let response = connection
+            .call::<InitProducerIdRequest>(version, &InitProducerIdRequest::default())
+            .await;
+        assert_eq!(
+            (response.error_code, response.producer_epoch),
+            (0, 0),
+            "v{version}"
+        );
+        ids.push(response.producer_id.0);
+    }
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique, ids);
+    let transactional = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))));
+    let response = connection
+        .call::<InitProducerIdRequest>(4, &transactional)
+        .await;
+    assert_eq!(
+        response.error_code, 53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    );
 }
