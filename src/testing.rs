@@ -151,11 +151,10 @@ impl TestServer {
             Some(clock) => Arc::clone(clock) as Arc<dyn Clock>,
             None => Arc::new(SystemClock),
         };
-        let service = Arc::new(BrokerService::with_clock(
-            Arc::new(broker),
-            broker_config.lease.clone(),
-            clock,
-        ));
+        let service = Arc::new(
+            BrokerService::with_clock(Arc::new(broker), broker_config.lease.clone(), clock)
+                .with_coordinator_config(broker_config.coordinator.clone()),
+        );
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener = bind_listener(bind).await?;
         let addr = local_address(&listener)?;

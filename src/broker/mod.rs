@@ -42,7 +42,11 @@ use tracing::info;
 
 pub use error::BrokerError;
 pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
-pub use service::{BrokerService, FetchRequest, PartitionOffsets, ProduceRequest};
+pub use service::{
+    BrokerService, FetchRequest, OffsetCommits, OffsetToCommit, PartitionOffsets, ProduceRequest,
+};
+
+pub use coordinator::{CoordinatorConfig, GroupCoordinator};
 
 use crate::domain::{FlushPolicy, TopicConfig};
 use crate::lease::LeaseConfig;
@@ -88,6 +92,8 @@ impl Topic {
 pub struct BrokerConfig {
     /// Lease TTL bounds (of the local lease authority the service creates).
     pub lease: LeaseConfig,
+    /// Timings and limits of the consumer-group coordinator (the Kafka listener's groups).
+    pub coordinator: CoordinatorConfig,
 }
 
 /// Topics and partitions of one data directory.

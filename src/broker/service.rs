@@ -10,15 +10,17 @@
 //! where its protocol puts it (fencelog's batch header, a Kafka batch's producer epoch), and the
 //! partition's fence checks that value in the segment writer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
+use super::coordinator::{CoordinatorConfig, GroupCoordinator};
+use super::groups::PartitionCommits;
 use super::maintenance::Maintenance;
 use super::produce_queue::ProduceQueue;
-use super::{Broker, BrokerError, CommittedOffset, Topic};
+use super::{Broker, BrokerError, CommittedOffset, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::TopicConfig;
 use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
@@ -69,12 +71,39 @@ pub struct PartitionOffsets {
 pub struct BrokerService {
     broker: Arc<Broker>,
     leases: Arc<dyn LeaseAuthority>,
+    /// Settings of the group coordinator, started on first use.
+    coordinator_config: CoordinatorConfig,
+    /// Started by the first group request (inside the runtime, as its ticker task needs).
+    coordinator: OnceLock<Arc<GroupCoordinator>>,
+}
+
+/// One position of a group to commit: topic, partition, offset and metadata.
+pub type OffsetToCommit = (String, u32, CommittedOffset);
+
+/// What [`BrokerService::commit_offsets`] did.
+#[derive(Debug)]
+pub struct OffsetCommits {
+    /// Each position's own check, in request order; the `Ok` ones were written.
+    pub checked: Vec<Result<(), BrokerError>>,
+    /// The one durable write of every position that passed its check (`Ok` if there was none).
+    pub written: Result<(), BrokerError>,
 }
 
 impl BrokerService {
     /// A service over `broker` granting leases through `leases`.
     pub fn new(broker: Arc<Broker>, leases: Arc<dyn LeaseAuthority>) -> Self {
-        Self { broker, leases }
+        Self {
+            broker,
+            leases,
+            coordinator_config: CoordinatorConfig::default(),
+            coordinator: OnceLock::new(),
+        }
+    }
+
+    /// The same service whose group coordinator, once started, has these settings.
+    pub fn with_coordinator_config(mut self, config: CoordinatorConfig) -> Self {
+        self.coordinator_config = config;
+        self
     }
 
     /// The standalone service: leases from a local table with these TTL bounds, expired by the
@@ -97,6 +126,15 @@ impl BrokerService {
     /// The lease authority.
     pub fn leases(&self) -> &Arc<dyn LeaseAuthority> {
         &self.leases
+    }
+
+    /// The consumer-group coordinator (membership and generations of Kafka's classic group
+    /// protocol), started on first use. Must be called inside a tokio runtime: the coordinator's
+    /// ticker task checks session and rebalance deadlines. It stops when the service is dropped;
+    /// its groups are in memory only (committed offsets are durable, membership is not).
+    pub fn group_coordinator(&self) -> &Arc<GroupCoordinator> {
+        self.coordinator
+            .get_or_init(|| GroupCoordinator::start(self.coordinator_config.clone()))
     }
 
     /// A connection's produce queue: its produces append in the order they are submitted.
@@ -210,6 +248,63 @@ impl BrokerService {
                 .commit(&group, &topic, partition, committed)?)
         })
         .await
+    }
+
+    /// Commits several of `group`'s positions in one durable write (Kafka's OffsetCommit).
+    /// Each is checked as by [`BrokerService::commit_offset`] (the partition exists, the offset
+    /// is not past its high watermark) and its metadata against the store's limit, and gets its
+    /// own result, in request order; those that pass are written together, all or none, and
+    /// [`OffsetCommits::written`] says how that went.
+    pub async fn commit_offsets(
+        &self,
+        group: String,
+        offsets: Vec<OffsetToCommit>,
+    ) -> OffsetCommits {
+        let max_metadata_bytes = self.broker.group_offsets().config().max_metadata_bytes;
+        let mut checked = Vec::with_capacity(offsets.len());
+        let mut to_write = Vec::with_capacity(offsets.len());
+        for (topic, partition, committed) in offsets {
+            let check = self
+                .broker
+                .partition(&topic, partition)
+                .map(|target| target.high_watermark())
+                .and_then(|high_watermark| {
+                    if committed.metadata.len() > max_metadata_bytes {
+                        return Err(BrokerError::GroupOffsets(
+                            GroupOffsetsError::MetadataTooLarge {
+                                bytes: committed.metadata.len(),
+                                max: max_metadata_bytes,
+                            },
+                        ));
+                    }
+                    if committed.offset > high_watermark {
+                        return Err(BrokerError::CommitOutOfRange {
+                            topic: topic.clone(),
+                            partition,
+                            offset: committed.offset,
+                            high_watermark,
+                        });
+                    }
+                    Ok(())
+                });
+            if check.is_ok() {
+                to_write.push(((topic, partition), committed));
+            }
+            checked.push(check);
+        }
+        let written = match to_write.is_empty() {
+            true => Ok(()),
+            false => {
+                let broker = Arc::clone(&self.broker);
+                blocking(move || Ok(broker.group_offsets().commit_all(&group, to_write)?)).await
+            }
+        };
+        OffsetCommits { checked, written }
+    }
+
+    /// Every position `group` committed, by topic and partition (nothing committed: empty).
+    pub fn committed_offsets(&self, group: &str) -> Result<PartitionCommits, BrokerError> {
+        Ok(self.broker.group_offsets().committed_all(group)?)
     }
 
     /// The offset `group` last committed for `topic/partition`, or `None` if it never did.

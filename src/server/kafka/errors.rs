@@ -9,6 +9,7 @@
 
 use kafka_protocol::ResponseError;
 
+use crate::broker::coordinator::GroupError;
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::AuthorityError;
 use crate::storage::{FenceError, SequenceError, StorageError};
@@ -28,6 +29,21 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
         BrokerError::Lease(AuthorityError::Unavailable(_)) => ResponseError::UnknownServerError,
         BrokerError::GroupOffsets(group) => group_offsets_error(group),
         BrokerError::CommitOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+    }
+}
+
+/// The Kafka error for a refusal of the group coordinator (the code each variant documents).
+pub fn group_error(error: &GroupError) -> ResponseError {
+    match error {
+        GroupError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
+        GroupError::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration { .. } => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
+        GroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached,
+        GroupError::TooManyGroups { .. } => ResponseError::CoordinatorNotAvailable,
     }
 }
 

@@ -20,8 +20,10 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -60,6 +62,20 @@ pub enum RequestBody {
     CreateTopics(CreateTopicsRequest),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdRequest),
+    /// OffsetCommit (8).
+    OffsetCommit(OffsetCommitRequest),
+    /// OffsetFetch (9).
+    OffsetFetch(OffsetFetchRequest),
+    /// FindCoordinator (10).
+    FindCoordinator(FindCoordinatorRequest),
+    /// JoinGroup (11).
+    JoinGroup(JoinGroupRequest),
+    /// Heartbeat (12).
+    Heartbeat(HeartbeatRequest),
+    /// LeaveGroup (13).
+    LeaveGroup(LeaveGroupRequest),
+    /// SyncGroup (14).
+    SyncGroup(SyncGroupRequest),
 }
 
 impl RequestBody {
@@ -81,6 +97,19 @@ impl RequestBody {
             ApiKey::InitProducerId => {
                 InitProducerIdRequest::decode(frame, version).map(Self::InitProducerId)
             }
+            ApiKey::OffsetCommit => {
+                OffsetCommitRequest::decode(frame, version).map(Self::OffsetCommit)
+            }
+            ApiKey::OffsetFetch => {
+                OffsetFetchRequest::decode(frame, version).map(Self::OffsetFetch)
+            }
+            ApiKey::FindCoordinator => {
+                FindCoordinatorRequest::decode(frame, version).map(Self::FindCoordinator)
+            }
+            ApiKey::JoinGroup => JoinGroupRequest::decode(frame, version).map(Self::JoinGroup),
+            ApiKey::Heartbeat => HeartbeatRequest::decode(frame, version).map(Self::Heartbeat),
+            ApiKey::LeaveGroup => LeaveGroupRequest::decode(frame, version).map(Self::LeaveGroup),
+            ApiKey::SyncGroup => SyncGroupRequest::decode(frame, version).map(Self::SyncGroup),
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

@@ -4,8 +4,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, InitProducerIdResponse,
-    ListOffsetsResponse, MetadataResponse, ProduceResponse, ResponseHeader,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
+    ProduceResponse, ResponseHeader, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -42,6 +44,20 @@ pub enum ResponseBody {
     CreateTopics(CreateTopicsResponse),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdResponse),
+    /// OffsetCommit (8).
+    OffsetCommit(OffsetCommitResponse),
+    /// OffsetFetch (9).
+    OffsetFetch(OffsetFetchResponse),
+    /// FindCoordinator (10).
+    FindCoordinator(FindCoordinatorResponse),
+    /// JoinGroup (11).
+    JoinGroup(JoinGroupResponse),
+    /// Heartbeat (12).
+    Heartbeat(HeartbeatResponse),
+    /// LeaveGroup (13).
+    LeaveGroup(LeaveGroupResponse),
+    /// SyncGroup (14).
+    SyncGroup(SyncGroupResponse),
 }
 
 impl ResponseBody {
@@ -54,6 +70,13 @@ impl ResponseBody {
             Self::ListOffsets(body) => body.encode(out, version),
             Self::CreateTopics(body) => body.encode(out, version),
             Self::InitProducerId(body) => body.encode(out, version),
+            Self::OffsetCommit(body) => body.encode(out, version),
+            Self::OffsetFetch(body) => body.encode(out, version),
+            Self::FindCoordinator(body) => body.encode(out, version),
+            Self::JoinGroup(body) => body.encode(out, version),
+            Self::Heartbeat(body) => body.encode(out, version),
+            Self::LeaveGroup(body) => body.encode(out, version),
+            Self::SyncGroup(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

@@ -41,6 +41,41 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 12,
     },
     SupportedApi {
+        key: ApiKey::OffsetCommit,
+        min_version: 2,
+        max_version: 8,
+    },
+    SupportedApi {
+        key: ApiKey::OffsetFetch,
+        min_version: 1,
+        max_version: 8,
+    },
+    SupportedApi {
+        key: ApiKey::FindCoordinator,
+        min_version: 0,
+        max_version: 3,
+    },
+    SupportedApi {
+        key: ApiKey::JoinGroup,
+        min_version: 0,
+        max_version: 9,
+    },
+    SupportedApi {
+        key: ApiKey::Heartbeat,
+        min_version: 0,
+        max_version: 4,
+    },
+    SupportedApi {
+        key: ApiKey::LeaveGroup,
+        min_version: 0,
+        max_version: 5,
+    },
+    SupportedApi {
+        key: ApiKey::SyncGroup,
+        min_version: 0,
+        max_version: 5,
+    },
+    SupportedApi {
         key: ApiKey::ApiVersions,
         min_version: 0,
         max_version: 4,

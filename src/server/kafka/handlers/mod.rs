@@ -10,10 +10,17 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use std::sync::Arc;
 
@@ -75,5 +82,48 @@ pub fn start(
             ),
             close: false,
         },
+        RequestBody::FindCoordinator(body) => Started::ready(find_coordinator::handle(
+            config,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::JoinGroup(body) => Started {
+            response: Some(
+                join_group::handle(
+                    Arc::clone(service),
+                    session.client_id.clone().unwrap_or_default(),
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::SyncGroup(body) => Started {
+            response: Some(
+                sync_group::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::Heartbeat(body) => {
+            Started::ready(heartbeat::handle(service, correlation_id, version, &body))
+        }
+        RequestBody::LeaveGroup(body) => {
+            Started::ready(leave_group::handle(service, correlation_id, version, &body))
+        }
+        RequestBody::OffsetCommit(body) => Started {
+            response: Some(
+                offset_commit::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::OffsetFetch(body) => Started::ready(offset_fetch::handle(
+            service,
+            correlation_id,
+            version,
+            &body,
+        )),
     }
 }

@@ -1,0 +1,120 @@
+//! OffsetCommit (key 8), v2..=8: a group's positions stored durably, in the committed-offset
+//! store both listeners share (an offset committed here is where `fencelog consume --group G`
+//! resumes, and the other way round).
+//!
+//! What a client sees:
+//! - The commit is checked against the group's membership first
+//!   ([`GroupCoordinator::check_commit`](crate::broker::coordinator::GroupCoordinator::check_commit)):
+//!   a member must commit in the group's current generation (`ILLEGAL_GENERATION`, 22;
+//!   `UNKNOWN_MEMBER_ID`, 25; `REBALANCE_IN_PROGRESS`, 27, while the group waits for its members
+//!   to rejoin). A consumer outside any group (generation -1, empty member id, as `assign()`
+//!   consumers send) may commit for a group without members. That refusal is every partition's
+//!   error.
+//! - Each partition is then checked on its own: an unknown topic or partition is
+//!   `UNKNOWN_TOPIC_OR_PARTITION` (3); an offset past the partition's high watermark, or
+//!   negative, is `OFFSET_OUT_OF_RANGE` (1); metadata over 4096 bytes is
+//!   `OFFSET_METADATA_TOO_LARGE` (12). The partitions that pass are written in one durable write
+//!   (fsync before the answer); a failed write is `KAFKA_STORAGE_ERROR` (56) for each of them.
+//! - Committed offsets never expire: `retention_time_ms` (v2..=4) is ignored, and so are the
+//!   leader epoch (v6+) and `group.instance.id` (v7+). A null metadata is stored as empty.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::{group_error, kafka_error};
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::{BrokerService, CommittedOffset};
+
+/// Commits the request's offsets; the answer has every partition's outcome.
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: OffsetCommitRequest,
+) -> KafkaResponse {
+    let codes = commit(&service, &request).await;
+    let mut codes = codes.into_iter();
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|partition| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(partition.partition_index)
+                        .with_error_code(codes.next().unwrap_or(0))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::OffsetCommit,
+        api_version: version,
+        body: ResponseBody::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
+    }
+}
+
+/// Every partition's error code, in request order.
+async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i16> {
+    let partitions = request.topics.iter().flat_map(|topic| {
+        topic
+            .partitions
+            .iter()
+            .map(move |partition| (topic.name.0.as_str(), partition))
+    });
+    let group = request.group_id.0.as_str();
+    if let Err(error) = service.group_coordinator().check_commit(
+        group,
+        request.generation_id_or_member_epoch,
+        request.member_id.as_str(),
+    ) {
+        let code = group_error(&error).code();
+        return partitions.map(|_| code).collect();
+    }
+    // Checks that need no broker call first; `None` marks the ones sent to the service.
+    let mut codes: Vec<Option<i16>> = Vec::new();
+    let mut to_commit = Vec::new();
+    for (topic, partition) in partitions {
+        let index = u32::try_from(partition.partition_index);
+        let offset = u64::try_from(partition.committed_offset);
+        match (index, offset) {
+            (Err(_), _) => codes.push(Some(ResponseError::UnknownTopicOrPartition.code())),
+            (_, Err(_)) => codes.push(Some(ResponseError::OffsetOutOfRange.code())),
+            (Ok(index), Ok(offset)) => {
+                let metadata = partition
+                    .committed_metadata
+                    .as_ref()
+                    .map(|metadata| metadata.to_string())
+                    .unwrap_or_default();
+                to_commit.push((
+                    topic.to_string(),
+                    index,
+                    CommittedOffset { offset, metadata },
+                ));
+                codes.push(None);
+            }
+        }
+    }
+    let commits = service.commit_offsets(group.to_string(), to_commit).await;
+    let written = commits.written.as_ref().map_err(kafka_error);
+    let mut checked = commits.checked.iter().map(|check| match (check, written) {
+        (Err(error), _) => kafka_error(error).code(),
+        (Ok(()), Err(error)) => error.code(),
+        (Ok(()), Ok(())) => 0,
+    });
+    codes
+        .into_iter()
+        .map(|code| code.unwrap_or_else(|| checked.next().unwrap_or(0)))
+        .collect()
+}

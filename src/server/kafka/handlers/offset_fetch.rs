@@ -1,0 +1,214 @@
+//! OffsetFetch (key 9), v1..=8: a group's committed positions, from the committed-offset store
+//! both listeners share (what `fencelog consume --group G` committed is read here too).
+//!
+//! What a client sees:
+//! - A partition the group never committed is offset -1 with empty metadata and no error.
+//! - A partition that does not exist is `UNKNOWN_TOPIC_OR_PARTITION` (3), offset -1.
+//! - Null topics (v2+) ask for every partition the group committed.
+//! - A group-level failure (an invalid group id: `INVALID_GROUP_ID`, 24; a damaged store file:
+//!   `CORRUPT_MESSAGE`, 2) is the response's error code from v2 (the group's from v8) and each
+//!   requested partition's (v1 has no response-level code).
+//! - The leader epoch (v5+) is -1 (unknown). `require_stable` (v7+) needs nothing: there are no
+//!   transactions, so every committed offset is stable.
+//! - v8 asks for several groups at once; each is answered on its own. The member id and epoch
+//!   of v9+ (KIP-848's consumer protocol) are not advertised.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::{BrokerService, CommittedOffset};
+
+/// One partition's answer.
+struct PartitionAnswer {
+    partition_index: i32,
+    offset: i64,
+    metadata: String,
+    error_code: i16,
+}
+
+/// One group's answer: its error code and its partitions by topic, in order.
+struct GroupAnswer {
+    error_code: i16,
+    topics: Vec<(TopicName, Vec<PartitionAnswer>)>,
+}
+
+/// The answer to an OffsetFetch request (immediate: committed offsets are in memory).
+pub fn handle(
+    service: &BrokerService,
+    correlation_id: i32,
+    version: i16,
+    request: &OffsetFetchRequest,
+) -> KafkaResponse {
+    let body = if version >= 8 {
+        let groups = request
+            .groups
+            .iter()
+            .map(|group| {
+                let topics = group.topics.as_ref().map(|topics| {
+                    topics
+                        .iter()
+                        .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
+                        .collect()
+                });
+                let answer = fetch_group(service, group.group_id.0.as_str(), topics);
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_error_code(answer.error_code)
+                    .with_topics(topics_v8(answer.topics))
+            })
+            .collect();
+        OffsetFetchResponse::default().with_groups(groups)
+    } else {
+        let topics = request.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
+                .collect()
+        });
+        let answer = fetch_group(service, request.group_id.0.as_str(), topics);
+        let response = OffsetFetchResponse::default().with_topics(topics_v1(answer.topics));
+        match version {
+            1 => response,
+            _ => response.with_error_code(answer.error_code),
+        }
+    };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::OffsetFetch,
+        api_version: version,
+        body: ResponseBody::OffsetFetch(body),
+    }
+}
+
+/// The group's committed offsets for `topics` (every committed partition when `None`).
+fn fetch_group(
+    service: &BrokerService,
+    group: &str,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> GroupAnswer {
+    let (error_code, committed) = match service.committed_offsets(group) {
+        Ok(committed) => (0, committed.into_iter().collect::<HashMap<_, _>>()),
+        Err(error) => (kafka_error(&error).code(), HashMap::new()),
+    };
+    let topics = match topics {
+        Some(topics) => topics,
+        None => {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in committed.keys() {
+                let index = i32::try_from(*partition).unwrap_or(i32::MAX);
+                by_topic.entry(topic.as_str()).or_default().push(index);
+            }
+            by_topic
+                .into_iter()
+                .map(|(topic, mut partitions)| {
+                    partitions.sort_unstable();
+                    let name = TopicName(StrBytes::from_string(topic.to_string()));
+                    (name, partitions)
+                })
+                .collect()
+        }
+    };
+    let topics = topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let answers = partitions
+                .into_iter()
+                .map(|index| match error_code {
+                    0 => partition_answer(service, &committed, name.0.as_str(), index),
+                    code => not_found(index, code),
+                })
+                .collect();
+            (name, answers)
+        })
+        .collect();
+    GroupAnswer { error_code, topics }
+}
+
+fn partition_answer(
+    service: &BrokerService,
+    committed: &HashMap<(String, u32), CommittedOffset>,
+    topic: &str,
+    partition_index: i32,
+) -> PartitionAnswer {
+    let unknown = || {
+        not_found(
+            partition_index,
+            ResponseError::UnknownTopicOrPartition.code(),
+        )
+    };
+    let Ok(partition) = u32::try_from(partition_index) else {
+        return unknown();
+    };
+    if service.broker().partition(topic, partition).is_err() {
+        return unknown();
+    }
+    match committed.get(&(topic.to_string(), partition)) {
+        Some(offset) => PartitionAnswer {
+            partition_index,
+            offset: i64::try_from(offset.offset).unwrap_or(i64::MAX),
+            metadata: offset.metadata.clone(),
+            error_code: 0,
+        },
+        None => not_found(partition_index, 0),
+    }
+}
+
+fn not_found(partition_index: i32, error_code: i16) -> PartitionAnswer {
+    PartitionAnswer {
+        partition_index,
+        offset: -1,
+        metadata: String::new(),
+        error_code,
+    }
+}
+
+fn topics_v1(topics: Vec<(TopicName, Vec<PartitionAnswer>)>) -> Vec<OffsetFetchResponseTopic> {
+    topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|answer| {
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(answer.partition_index)
+                        .with_committed_offset(answer.offset)
+                        .with_metadata(Some(StrBytes::from_string(answer.metadata)))
+                        .with_error_code(answer.error_code)
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        })
+        .collect()
+}
+
+fn topics_v8(topics: Vec<(TopicName, Vec<PartitionAnswer>)>) -> Vec<OffsetFetchResponseTopics> {
+    topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|answer| {
+                    OffsetFetchResponsePartitions::default()
+                        .with_partition_index(answer.partition_index)
+                        .with_committed_offset(answer.offset)
+                        .with_metadata(Some(StrBytes::from_string(answer.metadata)))
+                        .with_error_code(answer.error_code)
+                })
+                .collect();
+            OffsetFetchResponseTopics::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        })
+        .collect()
+}

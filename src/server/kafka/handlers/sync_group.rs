@@ -1,0 +1,53 @@
+//! SyncGroup (key 14), v0..=5: after a join, every member syncs; the leader's sync brings each
+//! member's assignment, and every member's sync is answered with its own part once the leader's
+//! has arrived (so a follower's response may wait for the leader's request).
+//!
+//! What a client sees:
+//! - The assignment bytes are relayed as the leader sent them: the coordinator does not read
+//!   them (a member the leader gave nothing gets an empty assignment).
+//! - A sync of another generation is `ILLEGAL_GENERATION` (22), of an unknown member
+//!   `UNKNOWN_MEMBER_ID` (25), during a new rebalance `REBALANCE_IN_PROGRESS` (27): rejoin.
+//! - v5's `protocol_type` and `protocol_name` are echoed from the request on success (they are
+//!   what the member's join answered, which is what clients check them against); null on error.
+//! - `group.instance.id` (v3+) is accepted and not used.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
+
+use super::super::errors::group_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::coordinator::SyncRequest;
+use crate::broker::BrokerService;
+
+/// Syncs the member; resolves with its assignment (or the refusal).
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: SyncGroupRequest,
+) -> KafkaResponse {
+    let sync = SyncRequest {
+        group_id: request.group_id.0.to_string(),
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        assignments: request
+            .assignments
+            .into_iter()
+            .map(|assignment| (assignment.member_id.to_string(), assignment.assignment))
+            .collect(),
+    };
+    let body = match service.group_coordinator().sync(sync).await {
+        Ok(assignment) => SyncGroupResponse::default()
+            .with_protocol_type(request.protocol_type)
+            .with_protocol_name(request.protocol_name)
+            .with_assignment(assignment),
+        Err(error) => SyncGroupResponse::default().with_error_code(group_error(&error).code()),
+    };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::SyncGroup,
+        api_version: version,
+        body: ResponseBody::SyncGroup(body),
+    }
+}
