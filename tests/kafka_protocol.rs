@@ -826,3 +826,60 @@ async fn init_producer_id_in_every_version() {
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     );
 }
+
+/// A restarted server keeps a Kafka idempotent producer's state (a retry of its last batch is
+/// still answered with the first offset, not appended again) and the committed offsets.
+#[tokio::test]
+async fn producer_state_and_committed_offsets_survive_a_restart() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{
+        GroupId, InitProducerIdRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    };
+
+    let server = kafka_server().await;
+    topic_with_records(&server, "orders", 1, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let init = connection
+        .call::<InitProducerIdRequest>(4, &InitProducerIdRequest::default())
+        .await;
+    let batch = kafka_batch(&["a".into(), "b".into()], Some((init.producer_id.0, 0)));
+    let first = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", batch.clone()))
+        .await;
+    assert_eq!(first.responses[0].partition_responses[0].base_offset, 0);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("billing")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("orders")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(2)])]);
+    let committed = connection.call::<OffsetCommitRequest>(8, &commit).await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    drop(connection);
+
+    let server = server.restart().await.expect("restart");
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let retry = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", batch))
+        .await;
+    let partition = &retry.responses[0].partition_responses[0];
+    assert_eq!((partition.error_code, partition.base_offset), (0, 0));
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("billing")))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("orders")))
+            .with_partition_indexes(vec![0])]));
+    let fetched = connection.call::<OffsetFetchRequest>(7, &fetch).await;
+    assert_eq!(fetched.topics[0].partitions[0].committed_offset, 2);
+    let client = Client::connect(server.addr()).await.expect("connect");
+    assert_eq!(
+        client.list_offsets("orders", 0).await.unwrap().latest,
+        2,
+        "the retry after the restart appended nothing"
+    );
+}
