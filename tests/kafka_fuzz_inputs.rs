@@ -9,6 +9,8 @@
 //! a performance claim), and only typed errors. Counts far beyond the frame are refused before
 //! anything is reserved (see `tests/kafka_protocol.rs` for that allocation check).
 
+mod kafka_support;
+
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -21,9 +23,8 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, MetadataRequest, ProduceRequest, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
+use kafka_support::{kafka_batch_of, kafka_record};
 use proptest::prelude::*;
 
 /// Longest one case may take (a hang guard for a slow CI machine).
@@ -54,34 +55,13 @@ fn encoded<R: Request>(version: i16, body: &R) -> Vec<u8> {
 
 /// A Kafka record batch v2 of `count` small records.
 fn kafka_batch(count: usize, compression: Compression) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|index| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: index as i64,
-            sequence: -1,
-            timestamp: 1_700_000_000_000 + index as i64,
-            key: Some(Bytes::from(format!("k{index}"))),
-            value: Some(Bytes::from(format!("value {index}"))),
-            headers: Default::default(),
+    let records: Vec<_> = (0..count)
+        .map(|index| {
+            let value = format!("value {index}");
+            kafka_record(index as i64, &format!("k{index}"), &value, None)
         })
         .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("encode");
-    out.freeze()
+    kafka_batch_of(&records, compression)
 }
 
 /// Valid request bodies of several APIs to mutate.

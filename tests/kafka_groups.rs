@@ -5,11 +5,13 @@
 //! and kafka-python's `KafkaConsumer` splitting a topic between two members and resuming from
 //! the committed offsets (skipped, with a note, without python3 or kafka-python).
 
+mod kafka_support;
+
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use fencelog::batch::BatchBuilder;
 use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
@@ -29,14 +31,11 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest, TopicName,
+    SyncGroupRequest, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use kafka_protocol::protocol::StrBytes;
+use kafka_support::KafkaConnection;
 
-/// Longest a test waits for one response.
-const TIMEOUT: Duration = Duration::from_secs(20);
 /// A session timeout within the coordinator's default bounds (6 s to 30 min).
 const SESSION_MS: i32 = 10_000;
 /// Kafka error codes the tests expect.
@@ -50,75 +49,6 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const MEMBER_ID_REQUIRED: i16 = 79;
-
-/// A raw Kafka connection.
-struct KafkaConnection {
-    stream: TcpStream,
-    next_correlation_id: i32,
-}
-
-impl KafkaConnection {
-    async fn connect(addr: SocketAddr) -> Self {
-        Self {
-            stream: TcpStream::connect(addr).await.expect("connect"),
-            next_correlation_id: 1,
-        }
-    }
-
-    async fn send<R: Request>(&mut self, version: i16, body: &R) -> i32 {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("groups-test")));
-        let mut payload = BytesMut::new();
-        header
-            .encode(&mut payload, R::header_version(version))
-            .expect("encode header");
-        body.encode(&mut payload, version).expect("encode body");
-        let mut frame = BytesMut::new();
-        frame.put_u32(payload.len() as u32);
-        frame.extend_from_slice(&payload);
-        self.stream.write_all(&frame).await.expect("write");
-        correlation_id
-    }
-
-    /// Reads a response of `R` at `version`, checking its correlation id and that it decodes to
-    /// the last byte.
-    async fn receive<R: Request>(&mut self, correlation_id: i32, version: i16) -> R::Response {
-        let mut length = [0u8; 4];
-        tokio::time::timeout(TIMEOUT, self.stream.read_exact(&mut length))
-            .await
-            .expect("response within the timeout")
-            .expect("a response, not a close");
-        let mut body = vec![0u8; u32::from_be_bytes(length) as usize];
-        self.stream
-            .read_exact(&mut body)
-            .await
-            .expect("response body");
-        let mut frame = Bytes::from(body);
-        let header = ResponseHeader::decode(
-            &mut frame,
-            <R::Response as HeaderVersion>::header_version(version),
-        )
-        .expect("response header");
-        assert_eq!(header.correlation_id, correlation_id);
-        let response = R::Response::decode(&mut frame, version).expect("response body");
-        assert!(
-            frame.is_empty(),
-            "{} bytes left after the body",
-            frame.len()
-        );
-        response
-    }
-
-    async fn call<R: Request>(&mut self, version: i16, body: &R) -> R::Response {
-        let correlation_id = self.send(version, body).await;
-        self.receive::<R>(correlation_id, version).await
-    }
-}
 
 /// A server with a Kafka listener whose coordinator completes a new group's first rebalance
 /// after 200 ms instead of Kafka's 3 s.

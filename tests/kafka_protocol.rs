@@ -4,7 +4,8 @@
 //! header, unknown APIs and versions, counts far beyond the frame) that closes only the
 //! offending connection.
 
-use std::net::SocketAddr;
+mod kafka_support;
+
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -20,109 +21,11 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, ListOffsetsRequest,
-    MetadataRequest, RequestHeader, ResponseHeader, TopicName,
+    MetadataRequest, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
-/// Longest a test waits for one response or for the server to close.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A raw Kafka connection.
-struct KafkaConnection {
-    stream: TcpStream,
-    next_correlation_id: i32,
-}
-
-impl KafkaConnection {
-    async fn connect(addr: SocketAddr) -> Self {
-        Self {
-            stream: TcpStream::connect(addr).await.expect("connect"),
-            next_correlation_id: 1,
-        }
-    }
-
-    /// Encodes a request frame the way a Kafka client does.
-    fn frame<R: Request>(correlation_id: i32, version: i16, body: &R) -> Bytes {
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("fencelog-test")));
-        let mut payload = BytesMut::new();
-        header
-            .encode(&mut payload, R::header_version(version))
-            .expect("encode header");
-        body.encode(&mut payload, version).expect("encode body");
-        let mut frame = BytesMut::new();
-        frame.put_u32(payload.len() as u32);
-        frame.extend_from_slice(&payload);
-        frame.freeze()
-    }
-
-    async fn send<R: Request>(&mut self, version: i16, body: &R) -> i32 {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id += 1;
-        self.write(&Self::frame(correlation_id, version, body))
-            .await;
-        correlation_id
-    }
-
-    async fn write(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).await.expect("write");
-    }
-
-    /// Reads one response frame; `None` if the server closed the connection.
-    async fn read_frame(&mut self) -> Option<Bytes> {
-        let mut length = [0u8; 4];
-        match tokio::time::timeout(TIMEOUT, self.stream.read_exact(&mut length))
-            .await
-            .expect("response within the timeout")
-        {
-            Ok(_) => {}
-            Err(_) => return None,
-        }
-        let mut body = vec![0u8; u32::from_be_bytes(length) as usize];
-        tokio::time::timeout(TIMEOUT, self.stream.read_exact(&mut body))
-            .await
-            .expect("response body within the timeout")
-            .expect("read response body");
-        Some(Bytes::from(body))
-    }
-
-    /// Reads a response of `R` at `version` and checks its correlation id and that it decodes
-    /// to the last byte.
-    async fn receive<R: Request>(&mut self, correlation_id: i32, version: i16) -> R::Response {
-        let mut frame = self.read_frame().await.expect("a response, not a close");
-        let header = ResponseHeader::decode(
-            &mut frame,
-            <R::Response as HeaderVersion>::header_version(version),
-        )
-        .expect("response header");
-        assert_eq!(header.correlation_id, correlation_id);
-        let response = R::Response::decode(&mut frame, version).expect("response body");
-        assert!(
-            frame.is_empty(),
-            "{} bytes left after the body",
-            frame.len()
-        );
-        response
-    }
-
-    async fn call<R: Request>(&mut self, version: i16, body: &R) -> R::Response {
-        let correlation_id = self.send(version, body).await;
-        self.receive::<R>(correlation_id, version).await
-    }
-
-    /// Asserts the server closes the connection without answering.
-    async fn assert_closed(&mut self) {
-        assert!(
-            self.read_frame().await.is_none(),
-            "expected the server to close the connection"
-        );
-    }
-}
+use kafka_support::{kafka_batch_of, kafka_record, KafkaConnection, TIMEOUT};
 
 async fn kafka_server() -> TestServer {
     TestServer::start_with_kafka().await.expect("start server")
@@ -678,44 +581,12 @@ async fn the_kafka_listener_survives_a_restart_on_the_same_port() {
 
 /// One Kafka record batch v2 (uncompressed) of `values`, optionally of an idempotent producer.
 fn kafka_batch(values: &[String], producer: Option<(i64, i32)>) -> Bytes {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let (producer_id, base_sequence) = producer.unwrap_or((-1, -1));
-    let records: Vec<Record> = values
+    let records: Vec<_> = values
         .iter()
         .enumerate()
-        .map(|(index, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: if producer.is_some() { 0 } else { -1 },
-            timestamp_type: TimestampType::Creation,
-            offset: index as i64,
-            sequence: if producer.is_some() {
-                base_sequence + index as i32
-            } else {
-                -1
-            },
-            timestamp: 1_700_000_000_000 + index as i64,
-            key: Some(Bytes::from(format!("key-{value}"))),
-            value: Some(Bytes::from(value.clone())),
-            headers: Default::default(),
-        })
+        .map(|(index, value)| kafka_record(index as i64, &format!("key-{value}"), value, producer))
         .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    out.freeze()
+    kafka_batch_of(&records, kafka_protocol::records::Compression::None)
 }
 
 fn produce_request(topic: &str, records: Bytes) -> kafka_protocol::messages::ProduceRequest {
