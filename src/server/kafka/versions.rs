@@ -2,8 +2,7 @@
 //! advertises and the request decoder enforces, so the two cannot disagree.
 //!
 //! Every range here is implemented and tested (`tests/kafka_protocol.rs` sends each version);
-//! the codec's own "valid versions" are wider and are never advertised as such. Produce and
-//! Fetch join the table when their handlers land.
+//! the codec's own "valid versions" are wider and are never advertised as such.
 
 use kafka_protocol::messages::ApiKey;
 

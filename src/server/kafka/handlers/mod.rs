@@ -1,11 +1,12 @@
 //! One file per Kafka API: each turns a decoded request into [`BrokerService`] calls and a
 //! response body, and holds the choices a Kafka client can observe (documented at its top).
 //!
-//! [`start`] is the dispatch. Produce (key 0) and Fetch (key 1) get their own files here when
-//! the record-batch conversion (`src/kafka/records.rs`) lands: add the file, a row in
-//! [`super::versions::SUPPORTED_APIS`] and an arm below. Produce must start its append *now*
-//! through the session's [`crate::broker::produce_queue::ProduceQueue`] (request order), and an
-//! `acks=0` produce returns `Started { response: None, .. }`.
+//! [`start`] is the dispatch. A new API gets its file here, a row in
+//! [`super::versions::SUPPORTED_APIS`], a request and a response variant, and an arm below.
+//! Produce starts its appends *now*, through the session's
+//! [`crate::broker::produce_queue::ProduceQueue`] (request order); an `acks=0` produce returns
+//! `Started { response: None, .. }`; APIs that wait (Fetch, JoinGroup, SyncGroup) return a
+//! response future.
 
 pub mod api_versions;
 pub mod create_topics;
