@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -45,6 +45,8 @@ const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 /// Largest response frame read: above the largest fetch the bench asks for
 /// (`config::MAX_FETCH_BYTES`) plus headers.
 const MAX_RESPONSE_BYTES: usize = 65 * 1024 * 1024;
+/// Bytes read from the socket at a time, at least.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Requests queued for the writer task beyond those being written.
 const QUEUE_REQUESTS: usize = 64;
 /// Kafka's OFFSET_OUT_OF_RANGE error code.
@@ -323,22 +325,13 @@ async fn write_requests(
     let _ = write.shutdown().await;
 }
 
-/// Reads response frames and hands each to the oldest waiting caller.
+/// Reads response frames and hands each to the oldest waiting caller. Frames are read into one
+/// buffer without zeroing it first, and that buffer's memory is reused once the callers have
+/// dropped the frames it held (as a `Framed` codec does): a fresh multi-megabyte allocation per
+/// fetch would cost this VM a page fault per 4 KiB (docs/benchmarks.md, "fresh memory").
 async fn read_responses(mut read: OwnedReadHalf, pending: Pending) {
-    loop {
-        let mut size = [0u8; 4];
-        if read.read_exact(&mut size).await.is_err() {
-            break;
-        }
-        let size = u32::from_be_bytes(size) as usize;
-        if size > MAX_RESPONSE_BYTES {
-            tracing::debug!(size, "bench: kafka response above the frame limit");
-            break;
-        }
-        let mut frame = BytesMut::zeroed(size);
-        if read.read_exact(&mut frame).await.is_err() {
-            break;
-        }
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    while let Some(frame) = read_frame(&mut read, &mut buffer).await {
         let next = pending
             .lock()
             .expect("pending lock")
@@ -349,8 +342,38 @@ async fn read_responses(mut read: OwnedReadHalf, pending: Pending) {
             break;
         };
         // A caller that gave up no longer listens; its response is dropped.
-        let _ = answer.send(frame.freeze());
+        let _ = answer.send(frame);
     }
     // Every caller still waiting gets `KafkaError::Closed`.
     pending.lock().expect("pending lock").take();
+}
+
+/// Reads the next response frame (without its size); `None` when the connection ends or a
+/// frame is above [`MAX_RESPONSE_BYTES`].
+async fn read_frame(read: &mut OwnedReadHalf, buffer: &mut BytesMut) -> Option<Bytes> {
+    fill(read, buffer, 4).await?;
+    let size = u32::from_be_bytes(buffer[..4].try_into().expect("4 bytes")) as usize;
+    if size > MAX_RESPONSE_BYTES {
+        tracing::debug!(size, "bench: kafka response above the frame limit");
+        return None;
+    }
+    fill(read, buffer, 4 + size).await?;
+    buffer.advance(4);
+    Some(buffer.split_to(size).freeze())
+}
+
+/// Reads until `buffer` holds at least `len` bytes; `None` at the end of the stream or on an
+/// error.
+async fn fill(read: &mut OwnedReadHalf, buffer: &mut BytesMut, len: usize) -> Option<()> {
+    if buffer.len() < len {
+        // Reclaims the buffer's memory when no frame cut from it is still held.
+        buffer.reserve((len - buffer.len()).max(READ_BUFFER_BYTES));
+    }
+    while buffer.len() < len {
+        match read.read_buf(buffer).await {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+    Some(())
 }
