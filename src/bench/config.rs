@@ -154,8 +154,9 @@ pub struct BenchConfig {
     pub retention_bytes: Option<u64>,
     /// The server to run against; `None` starts one in-process on a temporary directory.
     pub addr: Option<String>,
-    /// The Kafka listener of the server at `addr` (`--protocol kafka` with `addr` only; an
-    /// in-process server gets a Kafka listener of its own).
+    /// The Kafka listener of the server at `addr` (used by `--protocol kafka` with `addr`, and
+    /// ignored otherwise, so one command line serves both protocols; an in-process server gets
+    /// a Kafka listener of its own).
     pub kafka_addr: Option<String>,
 }
 
@@ -326,9 +327,6 @@ impl BenchConfig {
                 "--kafka-addr needs --addr too: the bench creates its topic over the native \
                  protocol",
             )),
-            Protocol::Native if self.kafka_addr.is_some() => {
-                Err(invalid("--kafka-addr is used only with --protocol kafka"))
-            }
             _ => Ok(()),
         }
     }

@@ -104,7 +104,8 @@ pub struct BenchArgs {
     /// Server address, host:port (default: start one in-process on a temporary directory).
     #[arg(long)]
     pub addr: Option<String>,
-    /// The Kafka listener of the server at --addr, host:port (--protocol kafka with --addr).
+    /// The Kafka listener of the server at --addr, host:port (needed by --protocol kafka with
+    /// --addr; ignored with --protocol native).
     #[arg(long = "kafka-addr")]
     pub kafka_addr: Option<String>,
     /// Print one JSON object per role per line instead of a table (no progress bar).
