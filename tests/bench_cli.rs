@@ -232,3 +232,120 @@ fn settings_out_of_bounds_exit_1_with_the_limit() {
         "--duration and --records conflict"
     );
 }
+
+/// `--protocol kafka --mode produce`: Kafka producers through the in-process server's Kafka
+/// listener measure acknowledged records like native ones, and the line names its protocol.
+#[test]
+fn kafka_produce_prints_the_contract_fields_with_its_protocol() {
+    let lines = bench_json(&[
+        "--protocol",
+        "kafka",
+        "--mode",
+        "produce",
+        "--records",
+        "3000",
+        "--batch",
+        "200",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(check_role(&lines[0], "produce"), 3000);
+    assert_eq!(lines[0]["latency"], "ack");
+    assert_eq!(lines[0]["protocol"], "kafka");
+}
+
+/// `--protocol kafka --mode consume`: the preload and the fetches go through the Kafka listener,
+/// and every measured record is counted.
+#[test]
+fn kafka_consume_preloads_and_fetches_through_the_kafka_listener() {
+    let lines = bench_json(&[
+        "--protocol",
+        "kafka",
+        "--mode",
+        "consume",
+        "--records",
+        "3000",
+        "--batch",
+        "200",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(check_role(&lines[0], "consume"), 3000);
+    assert_eq!(lines[0]["latency"], "fetch_round_trip");
+    assert_eq!(lines[0]["protocol"], "kafka");
+}
+
+/// `--protocol kafka --mode both`: end-to-end latency read from the stamps of values that went
+/// in and out through the Kafka listener.
+#[test]
+fn kafka_both_reads_every_record_end_to_end() {
+    let lines = bench_json(&[
+        "--protocol",
+        "kafka",
+        "--mode",
+        "both",
+        "--records",
+        "3000",
+        "--batch",
+        "200",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(check_role(&lines[0], "produce"), 3000);
+    assert_eq!(check_role(&lines[1], "consume"), 3000);
+    assert_eq!(lines[1]["latency"], "end_to_end");
+    assert!(lines.iter().all(|line| line["protocol"] == "kafka"));
+}
+
+/// The default protocol is native, and the JSON says so.
+#[test]
+fn native_is_the_default_protocol() {
+    let lines = bench_json(&["--records", "1000", "--batch", "100", "--warmup", "0s"]);
+    assert_eq!(lines[0]["protocol"], "native");
+}
+
+/// Failover hands native leases over: `--protocol kafka` is refused with exit 1 and a message
+/// naming both flags, before anything runs.
+#[test]
+fn kafka_protocol_is_refused_for_failover() {
+    let output = bench(&["--mode", "failover", "--protocol", "kafka"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--protocol kafka") && stderr.contains("--mode failover"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+/// Against an external server, `--protocol kafka` runs through the Kafka listener named by
+/// `--kafka-addr`, and is refused without it.
+#[test]
+fn kafka_protocol_runs_against_a_server_given_by_both_addresses() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(TestServer::start_with_kafka()).unwrap();
+    let (addr, kafka_addr) = (server.addr().to_string(), server.kafka_addr().to_string());
+    let output = bench(&["--protocol", "kafka", "--addr", &addr]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--kafka-addr"));
+    let lines = bench_json(&[
+        "--protocol",
+        "kafka",
+        "--addr",
+        &addr,
+        "--kafka-addr",
+        &kafka_addr,
+        "--records",
+        "1000",
+        "--batch",
+        "100",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(check_role(&lines[0], "produce"), 1000);
+    assert_eq!(lines[0]["protocol"], "kafka");
+    drop(server);
+}

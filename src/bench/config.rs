@@ -85,6 +85,28 @@ impl Mode {
     }
 }
 
+/// Which of the server's listeners the producers and consumers speak to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// fencelog's own protocol: producers hold the leases of their partitions.
+    Native,
+    /// Kafka's wire protocol (Produce with acks=1 and Fetch v12 on the Kafka listener):
+    /// producers write without a lease, to a fresh topic. The topic is still created, and the
+    /// preload's offsets listed, over the native protocol.
+    Kafka,
+}
+
+impl Protocol {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Native => "native",
+            Protocol::Kafka => "kafka",
+        }
+    }
+}
+
 /// When the measurement ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopAfter {
@@ -99,6 +121,8 @@ pub enum StopAfter {
 pub struct BenchConfig {
     /// What is measured.
     pub mode: Mode,
+    /// The listener the producers and consumers speak to.
+    pub protocol: Protocol,
     /// Producers (each with its own connection).
     pub producers: usize,
     /// Consumers (each with its own connection).
@@ -130,12 +154,17 @@ pub struct BenchConfig {
     pub retention_bytes: Option<u64>,
     /// The server to run against; `None` starts one in-process on a temporary directory.
     pub addr: Option<String>,
+    /// The Kafka listener of the server at `addr` (used by `--protocol kafka` with `addr`, and
+    /// ignored otherwise, so one command line serves both protocols; an in-process server gets
+    /// a Kafka listener of its own).
+    pub kafka_addr: Option<String>,
 }
 
 impl Default for BenchConfig {
     fn default() -> Self {
         Self {
             mode: Mode::Produce,
+            protocol: Protocol::Native,
             producers: 1,
             consumers: 1,
             partitions: 1,
@@ -150,6 +179,7 @@ impl Default for BenchConfig {
             failover_interval: DEFAULT_FAILOVER_INTERVAL,
             retention_bytes: Some(DEFAULT_RETENTION_BYTES),
             addr: None,
+            kafka_addr: None,
         }
     }
 }
@@ -259,6 +289,7 @@ impl BenchConfig {
         if let FlushPolicy::Interval { interval_ms: 0 } = self.flush {
             return Err(invalid("--flush interval must be at least 1 ms"));
         }
+        self.validate_protocol()?;
         if self.mode == Mode::Failover {
             if self.failover_interval < MIN_FAILOVER_INTERVAL {
                 return Err(invalid(format!(
@@ -279,6 +310,25 @@ impl BenchConfig {
             }
         }
         Ok(())
+    }
+
+    /// Checks `--protocol` against the mode and the addresses.
+    fn validate_protocol(&self) -> Result<(), BenchError> {
+        match self.protocol {
+            Protocol::Kafka if self.mode == Mode::Failover => Err(invalid(
+                "--protocol kafka does not apply to --mode failover: a failover hands native \
+                 leases over, and Kafka producers write without a lease; use --protocol native",
+            )),
+            Protocol::Kafka if self.addr.is_some() && self.kafka_addr.is_none() => Err(invalid(
+                "--protocol kafka with --addr needs --kafka-addr, the server's Kafka listener \
+                 (fencelog serve --kafka-listen)",
+            )),
+            Protocol::Kafka if self.kafka_addr.is_some() && self.addr.is_none() => Err(invalid(
+                "--kafka-addr needs --addr too: the bench creates its topic over the native \
+                 protocol",
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -304,6 +354,38 @@ mod tests {
             ..config
         };
         fits.validate().unwrap();
+    }
+
+    #[test]
+    fn kafka_protocol_is_refused_for_failover_and_needs_both_addresses() {
+        let failover = BenchConfig {
+            mode: Mode::Failover,
+            protocol: Protocol::Kafka,
+            ..BenchConfig::default()
+        };
+        let message = failover.validate().unwrap_err().to_string();
+        assert!(message.contains("--mode failover"), "{message}");
+        let external = BenchConfig {
+            protocol: Protocol::Kafka,
+            addr: Some("127.0.0.1:9".into()),
+            ..BenchConfig::default()
+        };
+        assert!(external.validate().is_err());
+        BenchConfig {
+            kafka_addr: Some("127.0.0.1:10".into()),
+            ..external
+        }
+        .validate()
+        .unwrap();
+        for mode in [Mode::Produce, Mode::Consume, Mode::Both] {
+            BenchConfig {
+                mode,
+                protocol: Protocol::Kafka,
+                ..BenchConfig::default()
+            }
+            .validate()
+            .unwrap();
+        }
     }
 
     #[test]

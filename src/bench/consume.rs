@@ -1,5 +1,7 @@
 //! The consumer load generator: one connection, one long-polling fetch in flight per partition
-//! it reads, records decoded and CRC-checked by the client as any consumer's would be.
+//! it reads, records decoded and CRC-checked by the client as any consumer's would be (with
+//! `--protocol kafka`: Fetch v12 on the Kafka listener, its Kafka batches CRC32C-checked and
+//! decoded by kafka-protocol's decoder).
 //!
 //! Latency is the fetch round trip (request to decoded response) in `consume` mode, and end to
 //! end in `both` mode: from the intended send time stamped into each value by the producer to
@@ -16,12 +18,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::error::BenchError;
+use super::kafka_transport::{KafkaError, OFFSET_OUT_OF_RANGE};
 use super::payload::Stamp;
-use super::produce::claim;
+use super::produce::{claim, Connection};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use crate::batch::now_ms;
-use crate::client::{Client, ClientError, FetchResult, Record};
+use crate::client::{ClientError, FetchResult, Record};
 use crate::protocol::ErrorCode;
 
 /// Longest a fetch waits on the server for new records.
@@ -50,7 +53,7 @@ pub struct Source {
 /// What a consumer needs to run.
 pub struct ConsumerSpec {
     /// Its own connection.
-    pub client: Client,
+    pub connection: Connection,
     /// The bench topic.
     pub topic: Arc<str>,
     /// Partitions it reads.
@@ -95,16 +98,15 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
     let mut recorder = Recorder::default();
     let mut positions: Vec<u64> = spec.sources.iter().map(|s| s.start).collect();
     let mut in_flight = FuturesUnordered::new();
-    let (client, topic) = (spec.client.clone(), Arc::clone(&spec.topic));
+    let (connection, topic) = (spec.connection.clone(), Arc::clone(&spec.topic));
     let partitions: Vec<u32> = spec.sources.iter().map(|s| s.partition).collect();
     let max_bytes = spec.fetch_bytes;
     let fetch = |index: usize, offset: u64| {
-        let (client, topic, partition) = (client.clone(), Arc::clone(&topic), partitions[index]);
+        let (connection, topic, partition) =
+            (connection.clone(), Arc::clone(&topic), partitions[index]);
         async move {
             let sent = Instant::now();
-            let result = client
-                .fetch(&topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
-                .await;
+            let result = fetch(&connection, &topic, partition, offset, max_bytes).await;
             (index, sent, Instant::now(), result)
         }
     };
@@ -123,16 +125,24 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
             () = changed(&mut spec.ends) => {}
             Some((index, sent, received, result)) = in_flight.next() => {
                 let partition = spec.sources[index].partition;
-                let fetched = result.map_err(|source| match source {
-                    ClientError::OffsetOutOfRange { .. } | ClientError::Server { code: ErrorCode::OffsetOutOfRange, .. } => BenchError::Check(format!(
+                let fetched = result.map_err(|failure| {
+                    let behind = BenchError::Check(format!(
                         "a consumer fell behind the topic's retention on {}/{partition} (offset {} was deleted); \
                          raise --retention-bytes, or 0 to keep everything",
                         spec.topic, positions[index]
-                    )),
-                    source => BenchError::Client {
-                        context: format!("fetch from {}/{partition}", spec.topic),
-                        source,
-                    },
+                    ));
+                    match failure {
+                        FetchFailure::Native(ClientError::OffsetOutOfRange { .. } | ClientError::Server { code: ErrorCode::OffsetOutOfRange, .. }) => behind,
+                        FetchFailure::Kafka(source) if source.code() == Some(OFFSET_OUT_OF_RANGE) => behind,
+                        FetchFailure::Native(source) => BenchError::Client {
+                            context: format!("fetch from {}/{partition}", spec.topic),
+                            source,
+                        },
+                        FetchFailure::Kafka(source) => BenchError::Kafka {
+                            context: format!("kafka fetch from {}/{partition}", spec.topic),
+                            source,
+                        },
+                    }
                 })?;
                 if account(&mut spec, &mut recorder, &fetched, sent, received) {
                     spec.stop.cancel();
@@ -150,6 +160,32 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
         }
     }
     Ok(recorder)
+}
+
+/// Why a fetch failed, on either protocol.
+enum FetchFailure {
+    Native(ClientError),
+    Kafka(KafkaError),
+}
+
+/// One long-polling fetch (up to [`FETCH_MAX_WAIT`]) on either protocol.
+async fn fetch(
+    connection: &Connection,
+    topic: &str,
+    partition: u32,
+    offset: u64,
+    max_bytes: u32,
+) -> Result<FetchResult, FetchFailure> {
+    match connection {
+        Connection::Native(client) => client
+            .fetch(topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
+            .await
+            .map_err(FetchFailure::Native),
+        Connection::Kafka(connection) => connection
+            .fetch(topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
+            .await
+            .map_err(FetchFailure::Kafka),
+    }
 }
 
 /// Whether every partition was read up to the producers' final log end.

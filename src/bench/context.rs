@@ -1,11 +1,13 @@
-//! What every part of a run shares: the server's address, the bench topic, the settings and the
-//! live counters. The roles ([`super::failover`] and the runner) take it; it depends only on the
-//! settings ([`super::config`]), the counters ([`super::progress`]) and the error type.
+//! What every part of a run shares: the server's addresses, the bench topic, the settings and
+//! the live counters. The roles ([`super::failover`] and the runner) take it; it depends only on
+//! the settings ([`super::config`]), the counters ([`super::progress`]), the Kafka connection
+//! ([`super::kafka_transport`]) and the error type.
 
 use std::sync::Arc;
 
 use super::config::BenchConfig;
 use super::error::BenchError;
+use super::kafka_transport::KafkaConnection;
 use super::progress::Counters;
 use crate::client::Client;
 
@@ -14,6 +16,8 @@ use crate::client::Client;
 pub struct RunContext {
     /// The server's address.
     pub addr: String,
+    /// Its Kafka listener's address (`--protocol kafka`).
+    pub kafka_addr: Option<String>,
     /// The bench topic.
     pub topic: Arc<str>,
     /// The run's settings.
@@ -29,6 +33,19 @@ impl RunContext {
             .await
             .map_err(|source| BenchError::Client {
                 context: format!("connect to {}", self.addr),
+                source,
+            })
+    }
+
+    /// A new connection to the server's Kafka listener.
+    pub async fn connect_kafka(&self) -> Result<KafkaConnection, BenchError> {
+        let addr = self.kafka_addr.as_deref().ok_or_else(|| {
+            BenchError::Config("--protocol kafka without a Kafka listener address".into())
+        })?;
+        KafkaConnection::connect(addr)
+            .await
+            .map_err(|source| BenchError::Kafka {
+                context: format!("connect to the Kafka listener at {addr}"),
                 source,
             })
     }

@@ -5,6 +5,8 @@
 use crate::broker::BrokerError;
 use crate::client::ClientError;
 
+use super::kafka_transport::KafkaError;
+
 /// Why a benchmark run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -18,6 +20,14 @@ pub enum BenchError {
         context: String,
         /// The client's error.
         source: ClientError,
+    },
+    /// A call on the Kafka listener failed (`--protocol kafka`).
+    #[error("{context}: {source}")]
+    Kafka {
+        /// What was being done.
+        context: String,
+        /// The Kafka connection's error.
+        source: KafkaError,
     },
     /// The in-process server did not start.
     #[error("start the in-process server: {0}")]

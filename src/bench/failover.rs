@@ -26,7 +26,7 @@ use super::context::RunContext;
 use super::error::BenchError;
 use super::payload::Stamp;
 use super::produce::{
-    self, keep_lease, Generation, ProducerOutcome, ProducerSpec, Target, LEASE_TTL,
+    self, keep_lease, Connection, Generation, ProducerOutcome, ProducerSpec, Target, LEASE_TTL,
 };
 use super::stats::{Clock, FailoverReport, HandoverMs, Recorder};
 use crate::client::{Client, Lease, Record};
@@ -117,7 +117,7 @@ fn start_writer(
     );
     let config = &context.config;
     let spec = ProducerSpec {
-        client,
+        connection: Connection::Native(client),
         topic: Arc::clone(&context.topic),
         targets: vec![Target {
             partition,

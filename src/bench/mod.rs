@@ -13,6 +13,10 @@
 //! * [`failover`]: producers whose leases are handed over while the old ones keep writing with
 //!   stale epochs; the log is read back to prove that no stale write landed.
 //!
+//! With `--protocol kafka` the same producers and consumers speak Kafka's wire protocol to the
+//! server's Kafka listener through [`kafka_transport`] (producers then write without a lease;
+//! `failover` is native only).
+//!
 //! [`runner`] drives a run from start to report; [`stats`] holds the clock (warm-up, window,
 //! deadline), the HDR histograms and the report; [`config`] every limit; [`payload`] the stamped
 //! values; [`pacer`] the open-loop schedule; [`progress`] the bar on stderr; [`context`] what
@@ -39,6 +43,7 @@ pub mod consume;
 pub mod context;
 pub mod error;
 pub mod failover;
+pub mod kafka_transport;
 pub mod pacer;
 pub mod payload;
 pub mod produce;
@@ -46,7 +51,7 @@ pub mod progress;
 pub mod runner;
 pub mod stats;
 
-pub use config::{BenchConfig, Mode, StopAfter};
+pub use config::{BenchConfig, Mode, Protocol, StopAfter};
 pub use context::RunContext;
 pub use error::BenchError;
 pub use runner::run;

@@ -6,12 +6,15 @@
 //!
 //! It does not use [`crate::client::Producer`], whose per-record futures and channels would make
 //! the generator, not the server, the bottleneck; it speaks [`Client::produce`] directly and
-//! keeps its leases alive itself.
+//! keeps its leases alive itself. With `--protocol kafka` it sends the same batches as Kafka
+//! record batches v2 in Kafka ProduceRequests (acks=1) over a [`KafkaConnection`], with the same
+//! window, without a lease.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::oneshot;
@@ -19,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::MAX_IN_FLIGHT;
 use super::error::BenchError;
+use super::kafka_transport::{KafkaConnection, KafkaError};
 use super::pacer::Pacer;
 use super::payload::{Payload, Stamp};
 use super::progress::Counters;
@@ -30,6 +34,44 @@ pub const LEASE_TTL: Duration = Duration::from_secs(10);
 /// A superseded producer in `failover` mode stops after this many rejected writes, so that its
 /// stale traffic does not starve the live producer of CPU.
 pub const ZOMBIE_MAX_REJECTIONS: u64 = 16;
+
+/// A producer's or consumer's connection, on the listener of the run's `--protocol`.
+#[derive(Clone)]
+pub enum Connection {
+    /// fencelog's protocol.
+    Native(Client),
+    /// Kafka's wire protocol.
+    Kafka(KafkaConnection),
+}
+
+/// Why a produce request failed, on either protocol.
+#[derive(Debug)]
+enum Failure {
+    Native(ClientError),
+    Kafka(KafkaError),
+}
+
+impl Connection {
+    /// Sends one batch (native, or Kafka v2 for a Kafka connection) of `records` records.
+    async fn produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: Bytes,
+        records: u32,
+    ) -> Result<ProduceAck, Failure> {
+        match self {
+            Connection::Native(client) => client
+                .produce(topic, partition, batch)
+                .await
+                .map_err(Failure::Native),
+            Connection::Kafka(connection) => connection
+                .produce(topic, partition, batch, records)
+                .await
+                .map_err(Failure::Kafka),
+        }
+    }
+}
 
 /// A partition a producer writes to, under the epoch of its lease.
 #[derive(Debug, Clone, Copy)]
@@ -56,10 +98,10 @@ pub struct Generation {
 /// What a producer needs to run.
 pub struct ProducerSpec {
     /// Its own connection.
-    pub client: Client,
+    pub connection: Connection,
     /// The bench topic.
     pub topic: Arc<str>,
-    /// Partitions it writes to, in turn.
+    /// Partitions it writes to, in turn (the epoch is unused on a Kafka connection).
     pub targets: Vec<Target>,
     /// Writer id stamped into values.
     pub writer: u32,
@@ -112,7 +154,7 @@ struct Completed {
     answered: Instant,
     records: u32,
     partition: u32,
-    result: Result<ProduceAck, ClientError>,
+    result: Result<ProduceAck, Failure>,
 }
 
 /// Takes up to `want` records from a shared budget; 0 once it is spent.
@@ -186,12 +228,17 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                 writer: spec.writer,
                 sequence: sequence as u32,
             };
-            let batch = payload.batch(target.epoch, records, stamp);
-            let (client, topic) = (spec.client.clone(), Arc::clone(&spec.topic));
+            let batch = match &spec.connection {
+                Connection::Native(_) => payload.batch(target.epoch, records, stamp),
+                Connection::Kafka(_) => payload.kafka_batch(records, stamp),
+            };
+            let (connection, topic) = (spec.connection.clone(), Arc::clone(&spec.topic));
             let sent = Instant::now();
             let intended = if period.is_some() { intended } else { sent };
             in_flight.push(async move {
-                let result = client.produce(&topic, target.partition, batch).await;
+                let result = connection
+                    .produce(&topic, target.partition, batch, records)
+                    .await;
                 Completed {
                     intended,
                     sent,
@@ -255,12 +302,16 @@ fn complete(
             }
             Ok(false)
         }
-        Err(error) if error.is_fenced() && spec.generation.is_some() => {
+        Err(Failure::Native(error)) if error.is_fenced() && spec.generation.is_some() => {
             outcome.stale_rejected += 1;
             Ok(outcome.stale_rejected >= ZOMBIE_MAX_REJECTIONS)
         }
-        Err(source) => Err(BenchError::Client {
+        Err(Failure::Native(source)) => Err(BenchError::Client {
             context: format!("produce to {}/{}", spec.topic, done.partition),
+            source,
+        }),
+        Err(Failure::Kafka(source)) => Err(BenchError::Kafka {
+            context: format!("kafka produce to {}/{}", spec.topic, done.partition),
             source,
         }),
     }

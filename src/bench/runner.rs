@@ -1,5 +1,6 @@
-//! Runs a benchmark: starts an in-process server when no address is given, creates the bench
-//! topic, connects and leases the producers, starts the roles of the mode (produce, consume, both,
+//! Runs a benchmark: starts an in-process server when no address is given (with a Kafka listener
+//! for `--protocol kafka`), creates the bench topic, connects and leases the producers (Kafka
+//! producers write without a lease), starts the roles of the mode (produce, consume, both,
 //! failover), joins them and turns their figures into one report per role.
 //!
 //! The runner is the top of the bench's modules: it uses every other one and none uses it.
@@ -13,21 +14,23 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{self, BenchConfig, Mode, StopAfter};
+use super::config::{self, BenchConfig, Mode, Protocol, StopAfter};
 use super::consume::{self, ConsumerSpec, LatencyKind, Source};
 use super::context::RunContext;
 use super::error::BenchError;
 use super::failover;
-use super::produce::{self, ProducerOutcome, ProducerSpec, Target, LEASE_TTL};
+use super::produce::{self, Connection, ProducerOutcome, ProducerSpec, Target, LEASE_TTL};
 use super::progress::{Counters, Progress};
 use super::stats::{Clock, Recorder, RoleReport};
 use crate::client::{Client, Lease};
 use crate::protocol::TopicConfig;
 use crate::testing::TestServer;
 
-/// A producer connected and holding the leases of its partitions, not yet sending.
+/// A producer connected and holding the leases of its partitions (none over Kafka), not yet
+/// sending.
 struct Prepared {
-    client: Client,
+    connection: Connection,
+    targets: Vec<Target>,
     leases: Vec<(u32, Lease)>,
     keepers: CancellationToken,
 }
@@ -56,6 +59,24 @@ async fn prepare_producers(context: &RunContext) -> Result<Vec<Prepared>, BenchE
     let config = &context.config;
     let mut prepared = Vec::new();
     for index in 0..config.producers {
+        if config.protocol == Protocol::Kafka {
+            // Unleased: the partitions of the fresh bench topic never granted a lease.
+            let partitions =
+                producer_partitions(index, config.producers, config.topic_partitions());
+            prepared.push(Prepared {
+                connection: Connection::Kafka(context.connect_kafka().await?),
+                targets: partitions
+                    .into_iter()
+                    .map(|partition| Target {
+                        partition,
+                        epoch: 0,
+                    })
+                    .collect(),
+                leases: Vec::new(),
+                keepers: CancellationToken::new(),
+            });
+            continue;
+        }
         let client = context.connect().await?;
         let keepers = CancellationToken::new();
         let mut leases = Vec::new();
@@ -82,7 +103,14 @@ async fn prepare_producers(context: &RunContext) -> Result<Vec<Prepared>, BenchE
             leases.push((partition, lease));
         }
         prepared.push(Prepared {
-            client,
+            connection: Connection::Native(client),
+            targets: leases
+                .iter()
+                .map(|(partition, lease)| Target {
+                    partition: *partition,
+                    epoch: lease.epoch,
+                })
+                .collect(),
             leases,
             keepers,
         });
@@ -104,16 +132,9 @@ fn spawn_producers(
         .enumerate()
         .map(|(index, producer)| {
             let spec = ProducerSpec {
-                client: producer.client.clone(),
+                connection: producer.connection.clone(),
                 topic: Arc::clone(&context.topic),
-                targets: producer
-                    .leases
-                    .iter()
-                    .map(|(partition, lease)| Target {
-                        partition: *partition,
-                        epoch: lease.epoch,
-                    })
-                    .collect(),
+                targets: producer.targets.clone(),
                 writer: index as u32,
                 record_bytes: config.record_bytes,
                 batch_records: config.batch_records,
@@ -153,21 +174,27 @@ async fn join_producers(
 async fn release(context: &RunContext, prepared: Vec<Prepared>) {
     for producer in prepared {
         producer.keepers.cancel();
+        let Connection::Native(client) = producer.connection else {
+            continue;
+        };
         for (partition, lease) in producer.leases {
-            let _ = producer
-                .client
+            // Best effort: an unreleased lease expires after its TTL anyway.
+            let _ = client
                 .release_lease(&context.topic, partition, lease.lease_id)
                 .await;
         }
     }
 }
 
-async fn connect_consumers(context: &RunContext) -> Result<Vec<Client>, BenchError> {
-    let mut clients = Vec::new();
+async fn connect_consumers(context: &RunContext) -> Result<Vec<Connection>, BenchError> {
+    let mut connections = Vec::new();
     for _ in 0..context.config.consumers {
-        clients.push(context.connect().await?);
+        connections.push(match context.config.protocol {
+            Protocol::Native => Connection::Native(context.connect().await?),
+            Protocol::Kafka => Connection::Kafka(context.connect_kafka().await?),
+        });
     }
-    Ok(clients)
+    Ok(connections)
 }
 
 struct ConsumerPlan {
@@ -180,7 +207,7 @@ struct ConsumerPlan {
 
 fn spawn_consumers(
     context: &RunContext,
-    clients: Vec<Client>,
+    connections: Vec<Connection>,
     clock: Clock,
     plan: ConsumerPlan,
 ) -> (
@@ -189,10 +216,10 @@ fn spawn_consumers(
 ) {
     let config = &context.config;
     let stop = CancellationToken::new();
-    let tasks = clients
+    let tasks = connections
         .into_iter()
         .enumerate()
-        .map(|(index, client)| {
+        .map(|(index, connection)| {
             let sources = consumer_partitions(index, config.consumers, config.topic_partitions())
                 .into_iter()
                 .map(|partition| {
@@ -206,7 +233,7 @@ fn spawn_consumers(
                 })
                 .collect();
             tokio::spawn(consume::run(ConsumerSpec {
-                client,
+                connection,
                 topic: Arc::clone(&context.topic),
                 sources,
                 record_bytes: config.record_bytes,
@@ -271,19 +298,24 @@ fn phase_length(config: &BenchConfig) -> Option<Duration> {
 /// (only when stderr is a terminal).
 pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleReport>, BenchError> {
     config.validate()?;
-    let server = match &config.addr {
-        Some(_) => None,
-        None => Some(TestServer::start().await?),
+    let server = match (&config.addr, config.protocol) {
+        (Some(_), _) => None,
+        (None, Protocol::Native) => Some(TestServer::start().await?),
+        (None, Protocol::Kafka) => Some(TestServer::start_with_kafka().await?),
     };
-    let addr = match (&config.addr, &server) {
-        (Some(addr), _) => addr.clone(),
-        (None, Some(server)) => server.addr().to_string(),
+    let (addr, kafka_addr) = match (&config.addr, &server) {
+        (Some(addr), _) => (addr.clone(), config.kafka_addr.clone()),
+        (None, Some(server)) => (
+            server.addr().to_string(),
+            (config.protocol == Protocol::Kafka).then(|| server.kafka_addr().to_string()),
+        ),
         (None, None) => unreachable!("a server is started when no address is given"),
     };
     let topic: Arc<str> =
         format!("bench-{}-{:08x}", config.mode.name(), rand::random::<u32>()).into();
     let context = RunContext {
         addr,
+        kafka_addr,
         topic: Arc::clone(&topic),
         config: Arc::new(config),
         counters: Arc::new(Counters::default()),

@@ -215,6 +215,8 @@ pub struct RoleReport {
     pub role: &'static str,
     /// The run's mode.
     pub mode: &'static str,
+    /// The listener measured: `native` or `kafka`.
+    pub protocol: &'static str,
     /// Records counted in the measurement window.
     pub records: u64,
     /// Their value bytes (`records` x record size; batch and frame overhead not included).
@@ -266,6 +268,7 @@ impl RoleReport {
         Self {
             role,
             mode: config.mode.name(),
+            protocol: config.protocol.name(),
             records: recorder.records,
             bytes: recorder.bytes,
             seconds: round3(seconds),
@@ -296,9 +299,10 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
         .map_or_else(|| "max".to_string(), |rate| format!("{rate} rec/s"));
     let _ = writeln!(
         out,
-        "fencelog bench: mode {}, {} producer(s), {} consumer(s), {} partition(s), {} B records, \
+        "fencelog bench: mode {}, protocol {}, {} producer(s), {} consumer(s), {} partition(s), {} B records, \
          batch {}, flush {}, rate {rate}, {stop} after {} warm-up",
         config.mode.name(),
+        config.protocol.name(),
         config.producers,
         config.consumers,
         config.topic_partitions(),

@@ -9,7 +9,7 @@ use clap::Args;
 use super::common::{self, one_line};
 use super::CliError;
 use crate::bench::config::{
-    self, BenchConfig, Mode, StopAfter, DEFAULT_BATCH_RECORDS, DEFAULT_FETCH_BYTES,
+    self, BenchConfig, Mode, Protocol, StopAfter, DEFAULT_BATCH_RECORDS, DEFAULT_FETCH_BYTES,
     DEFAULT_IN_FLIGHT, DEFAULT_RECORD_BYTES,
 };
 use crate::bench::stats::{self, RoleReport};
@@ -39,7 +39,13 @@ Output: a table (records/s, MB/s = 10^6 bytes of values per second, latency perc
 microseconds), or with --json one object per role per line on stdout:
   {\"role\":\"produce\",\"records\":..,\"bytes\":..,\"seconds\":..,\"records_per_sec\":..,
    \"bytes_per_sec\":..,\"latency_us\":{\"p50\":..,\"p90\":..,\"p99\":..,\"p999\":..,\"max\":..},...}
+Every line also names its mode and protocol (native or kafka).
 failover adds stale_rejected, stale_landed and handover_ms {count,p50,mean,max}.
+
+--protocol kafka: the same load through the server's Kafka listener (an in-process server gets
+one; with --addr give --kafka-addr): Kafka record batches v2 in ProduceRequests (acks=1) with the
+same window, producers without a lease; consumers send FetchRequests v12. The topic is still
+created over the native protocol.
 
 Exit status: 0 on success; 1 on any error, and in failover mode when a stale write landed.
 See docs/benchmarks.md.")]
@@ -47,6 +53,11 @@ pub struct BenchArgs {
     /// What to measure.
     #[arg(long, value_enum, default_value_t = Mode::Produce)]
     pub mode: Mode,
+    /// The listener to measure: native (fencelog's protocol, leased producers) or kafka (Kafka
+    /// Produce acks=1 and Fetch v12 on the Kafka listener, producers without a lease; not with
+    /// --mode failover).
+    #[arg(long, value_enum, default_value_t = Protocol::Native)]
+    pub protocol: Protocol,
     /// Producers, each with its own connection.
     #[arg(long, default_value_t = 1)]
     pub producers: usize,
@@ -93,6 +104,10 @@ pub struct BenchArgs {
     /// Server address, host:port (default: start one in-process on a temporary directory).
     #[arg(long)]
     pub addr: Option<String>,
+    /// The Kafka listener of the server at --addr, host:port (needed by --protocol kafka with
+    /// --addr; ignored with --protocol native).
+    #[arg(long = "kafka-addr")]
+    pub kafka_addr: Option<String>,
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -106,6 +121,7 @@ impl BenchArgs {
         };
         BenchConfig {
             mode: self.mode,
+            protocol: self.protocol,
             producers: self.producers,
             consumers: self.consumers,
             partitions: self.partitions,
@@ -120,6 +136,7 @@ impl BenchArgs {
             failover_interval: self.failover_interval,
             retention_bytes: (self.retention_bytes > 0).then_some(self.retention_bytes),
             addr: self.addr.clone(),
+            kafka_addr: self.kafka_addr.clone(),
         }
     }
 }

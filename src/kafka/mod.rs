@@ -15,7 +15,7 @@ mod compression;
 pub mod records;
 mod to_kafka;
 mod to_native;
-mod varint;
+pub(crate) mod varint;
 
 pub use records::{
     to_kafka_batches, to_native_batches, ConvertedBatch, KafkaCompression, RecordLimits,

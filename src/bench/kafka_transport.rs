@@ -1,0 +1,389 @@
+//! The bench's Kafka wire connection: just enough of a Kafka client to drive the Kafka listener
+//! with the same load as the native producers and consumers (`--protocol kafka`).
+//!
+//! One TCP connection, pipelined: a request is a frame (`i32` size, request header v1/v2, body,
+//! all through kafka-protocol's encoders), written by one writer task in the order callers
+//! submit them; the server answers a connection's requests in order, so one reader task hands
+//! each response frame to the oldest waiting caller, which checks its correlation id and decodes
+//! it. A handle is cheap to clone; the connection closes when the last one is dropped.
+//!
+//! Only what the bench sends is wrapped: Produce (v11, acks = 1) and Fetch (v12). The records a
+//! fetch returns are decoded with kafka-protocol's [`RecordBatchDecoder`] (which checks each
+//! batch's CRC32C, as any Kafka consumer does) into the same [`Record`]s a native fetch gives.
+//!
+//! This module is a leaf of the bench: it uses nothing of it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::RecordBatchDecoder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::batch::Record;
+use crate::client::{FetchResult, ProduceAck};
+
+/// The Produce version the bench sends (the newest the listener serves).
+pub const PRODUCE_VERSION: i16 = 11;
+/// The Fetch version the bench sends (the newest the listener serves).
+pub const FETCH_VERSION: i16 = 12;
+/// Produce `acks`: answered once the partition has appended (one broker: 1 and -1 are alike).
+pub const PRODUCE_ACKS: i16 = 1;
+/// Longest the server may hold a produce before answering with a timeout.
+const PRODUCE_TIMEOUT_MS: i32 = 30_000;
+/// Largest response frame read: above the largest fetch the bench asks for
+/// (`config::MAX_FETCH_BYTES`) plus headers.
+const MAX_RESPONSE_BYTES: usize = 65 * 1024 * 1024;
+/// Bytes read from the socket at a time, at least.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Requests queued for the writer task beyond those being written.
+const QUEUE_REQUESTS: usize = 64;
+/// Kafka's OFFSET_OUT_OF_RANGE error code.
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+/// Why a Kafka call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaError {
+    /// The socket failed.
+    #[error("kafka connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The connection closed before the answer came.
+    #[error("kafka connection closed before the answer")]
+    Closed,
+    /// A request could not be encoded.
+    #[error("encode a kafka request: {0}")]
+    Encode(String),
+    /// A response could not be decoded or did not match its request.
+    #[error("decode a kafka response: {0}")]
+    Decode(String),
+    /// The server answered with an error code.
+    #[error("kafka error code {code} ({name}){message}")]
+    Server {
+        /// Kafka's error code.
+        code: i16,
+        /// Its name, as kafka-protocol knows it.
+        name: String,
+        /// The server's message, if any (with a leading ": ").
+        message: String,
+    },
+}
+
+impl KafkaError {
+    fn server(code: i16, message: Option<&StrBytes>) -> Self {
+        let name = kafka_protocol::ResponseError::try_from_code(code)
+            .map_or_else(|| "unknown".to_string(), |error| format!("{error:?}"));
+        KafkaError::Server {
+            code,
+            name,
+            message: message.map_or_else(String::new, |message| format!(": {}", &**message)),
+        }
+    }
+
+    /// The Kafka error code, when the server answered with one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            KafkaError::Server { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A request on its way to the writer task: the frame, and where its response goes.
+struct Outgoing {
+    frame: Bytes,
+    answer: oneshot::Sender<Bytes>,
+}
+
+/// Responses awaited, oldest first, shared by the writer (which adds one before writing its
+/// request) and the reader (which takes one per response frame); `None` once the reader has
+/// stopped, so that no caller waits for an answer that cannot come.
+type Pending = Arc<Mutex<Option<VecDeque<oneshot::Sender<Bytes>>>>>;
+
+/// A pipelined Kafka connection (cheap to clone; closed when the last clone is dropped).
+#[derive(Clone)]
+pub struct KafkaConnection {
+    requests: mpsc::Sender<Outgoing>,
+    next_correlation_id: Arc<AtomicI32>,
+}
+
+impl KafkaConnection {
+    /// Connects to a Kafka listener.
+    pub async fn connect(addr: &str) -> Result<Self, KafkaError> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        let pending: Pending = Arc::new(Mutex::new(Some(VecDeque::new())));
+        let (requests, queue) = mpsc::channel(QUEUE_REQUESTS);
+        tokio::spawn(write_requests(write, queue, Arc::clone(&pending)));
+        tokio::spawn(read_responses(read, pending));
+        Ok(Self {
+            requests,
+            next_correlation_id: Arc::new(AtomicI32::new(1)),
+        })
+    }
+
+    /// Sends a request and decodes its response (requests sent by concurrent calls are
+    /// pipelined on the connection).
+    pub async fn call<R: Request>(
+        &self,
+        version: i16,
+        body: &R,
+    ) -> Result<R::Response, KafkaError> {
+        let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        let frame = encode_frame(correlation_id, version, body)?;
+        let (answer, response) = oneshot::channel();
+        self.requests
+            .send(Outgoing { frame, answer })
+            .await
+            .map_err(|_| KafkaError::Closed)?;
+        let mut frame = response.await.map_err(|_| KafkaError::Closed)?;
+        let header = ResponseHeader::decode(
+            &mut frame,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
+        .map_err(|error| KafkaError::Decode(error.to_string()))?;
+        if header.correlation_id != correlation_id {
+            return Err(KafkaError::Decode(format!(
+                "correlation id {} answers request {correlation_id}",
+                header.correlation_id
+            )));
+        }
+        R::Response::decode(&mut frame, version)
+            .map_err(|error| KafkaError::Decode(error.to_string()))
+    }
+
+    /// Appends `records` (Kafka record batches v2) to one partition with acks = 1.
+    pub async fn produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        records: Bytes,
+        record_count: u32,
+    ) -> Result<ProduceAck, KafkaError> {
+        let request = ProduceRequest::default()
+            .with_acks(PRODUCE_ACKS)
+            .with_timeout_ms(PRODUCE_TIMEOUT_MS)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition as i32)
+                    .with_records(Some(records))])]);
+        let response = self.call(PRODUCE_VERSION, &request).await?;
+        let answer = response
+            .responses
+            .first()
+            .and_then(|topic| topic.partition_responses.first())
+            .ok_or_else(|| KafkaError::Decode("a produce response without a partition".into()))?;
+        if answer.error_code != 0 {
+            return Err(KafkaError::server(
+                answer.error_code,
+                answer.error_message.as_ref(),
+            ));
+        }
+        let base_offset = u64::try_from(answer.base_offset)
+            .map_err(|_| KafkaError::Decode(format!("base offset {}", answer.base_offset)))?;
+        let records = u64::from(record_count);
+        Ok(ProduceAck {
+            base_offset,
+            last_offset: base_offset + records.saturating_sub(1),
+            log_end_offset: base_offset + records,
+        })
+    }
+
+    /// Fetches one partition from `offset`, waiting up to `max_wait` for records, and decodes
+    /// the Kafka batches it returns into records (those below `offset` dropped, as Kafka
+    /// consumers do).
+    pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Result<FetchResult, KafkaError> {
+        let max_bytes = i32::try_from(max_bytes).unwrap_or(i32::MAX);
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition as i32)
+                    .with_fetch_offset(offset as i64)
+                    .with_partition_max_bytes(max_bytes)])]);
+        let response = self.call(FETCH_VERSION, &request).await?;
+        if response.error_code != 0 {
+            return Err(KafkaError::server(response.error_code, None));
+        }
+        let answer = response
+            .responses
+            .first()
+            .and_then(|topic| topic.partitions.first())
+            .ok_or_else(|| KafkaError::Decode("a fetch response without a partition".into()))?;
+        if answer.error_code != 0 {
+            return Err(KafkaError::server(answer.error_code, None));
+        }
+        let records = match &answer.records {
+            Some(bytes) if !bytes.is_empty() => decode_records(bytes.clone(), offset)?,
+            _ => Vec::new(),
+        };
+        Ok(FetchResult {
+            high_watermark: u64::try_from(answer.high_watermark).unwrap_or(0),
+            log_start_offset: u64::try_from(answer.log_start_offset).unwrap_or(0),
+            records,
+        })
+    }
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+/// Encodes a request frame as a Kafka client does: size, header, body.
+fn encode_frame<R: Request>(
+    correlation_id: i32,
+    version: i16,
+    body: &R,
+) -> Result<Bytes, KafkaError> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("fencelog-bench")));
+    let header_version = R::header_version(version);
+    // Sized up front: a produce request is a megabyte, and growing the buffer by doubling
+    // would copy it several times over.
+    let capacity = 4
+        + header
+            .compute_size(header_version)
+            .map_err(|error| KafkaError::Encode(error.to_string()))?
+        + body
+            .compute_size(version)
+            .map_err(|error| KafkaError::Encode(error.to_string()))?;
+    let mut frame = BytesMut::with_capacity(capacity);
+    frame.put_u32(0); // the size, filled in below
+    header
+        .encode(&mut frame, header_version)
+        .map_err(|error| KafkaError::Encode(error.to_string()))?;
+    body.encode(&mut frame, version)
+        .map_err(|error| KafkaError::Encode(error.to_string()))?;
+    let size = u32::try_from(frame.len() - 4)
+        .map_err(|_| KafkaError::Encode("a request above 4 GiB".into()))?;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(frame.freeze())
+}
+
+/// Decodes a fetch's Kafka batches into records at or above `from`.
+fn decode_records(mut bytes: Bytes, from: u64) -> Result<Vec<Record>, KafkaError> {
+    let sets = RecordBatchDecoder::decode_all(&mut bytes)
+        .map_err(|error| KafkaError::Decode(format!("fetched record batches: {error}")))?;
+    let mut records = Vec::new();
+    for set in sets {
+        for record in set.records {
+            let Ok(offset) = u64::try_from(record.offset) else {
+                continue;
+            };
+            if offset < from {
+                continue;
+            }
+            records.push(Record {
+                offset,
+                epoch: 0,
+                timestamp: record.timestamp,
+                key: record.key,
+                value: record.value,
+                headers: Vec::new(),
+            });
+        }
+    }
+    Ok(records)
+}
+
+/// Writes queued requests in order, registering each one's answer slot before its bytes leave,
+/// so the reader never sees a response nobody waits for. Ends when every handle is dropped
+/// (closing the sending side, so the server closes the connection and the reader ends too) or
+/// the socket fails (dropping the slots: their callers get [`KafkaError::Closed`]).
+async fn write_requests(
+    mut write: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Outgoing>,
+    pending: Pending,
+) {
+    while let Some(Outgoing { frame, answer }) = queue.recv().await {
+        match pending.lock().expect("pending lock").as_mut() {
+            Some(waiting) => waiting.push_back(answer),
+            // The reader stopped: dropping `answer` tells the caller.
+            None => return,
+        }
+        if let Err(error) = write.write_all(&frame).await {
+            tracing::debug!(%error, "bench: kafka connection write failed");
+            return;
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+/// Reads response frames and hands each to the oldest waiting caller. Frames are read into one
+/// buffer without zeroing it first, and that buffer's memory is reused once the callers have
+/// dropped the frames it held (as a `Framed` codec does): a fresh multi-megabyte allocation per
+/// fetch would cost this VM a page fault per 4 KiB (docs/benchmarks.md, "fresh memory").
+async fn read_responses(mut read: OwnedReadHalf, pending: Pending) {
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    while let Some(frame) = read_frame(&mut read, &mut buffer).await {
+        let next = pending
+            .lock()
+            .expect("pending lock")
+            .as_mut()
+            .and_then(VecDeque::pop_front);
+        let Some(answer) = next else {
+            tracing::debug!("bench: a kafka response nobody asked for");
+            break;
+        };
+        // A caller that gave up no longer listens; its response is dropped.
+        let _ = answer.send(frame);
+    }
+    // Every caller still waiting gets `KafkaError::Closed`.
+    pending.lock().expect("pending lock").take();
+}
+
+/// Reads the next response frame (without its size); `None` when the connection ends or a
+/// frame is above [`MAX_RESPONSE_BYTES`].
+async fn read_frame(read: &mut OwnedReadHalf, buffer: &mut BytesMut) -> Option<Bytes> {
+    fill(read, buffer, 4).await?;
+    let size = u32::from_be_bytes(buffer[..4].try_into().expect("4 bytes")) as usize;
+    if size > MAX_RESPONSE_BYTES {
+        tracing::debug!(size, "bench: kafka response above the frame limit");
+        return None;
+    }
+    fill(read, buffer, 4 + size).await?;
+    buffer.advance(4);
+    Some(buffer.split_to(size).freeze())
+}
+
+/// Reads until `buffer` holds at least `len` bytes; `None` at the end of the stream or on an
+/// error.
+async fn fill(read: &mut OwnedReadHalf, buffer: &mut BytesMut, len: usize) -> Option<()> {
+    if buffer.len() < len {
+        // Reclaims the buffer's memory when no frame cut from it is still held.
+        buffer.reserve((len - buffer.len()).max(READ_BUFFER_BYTES));
+    }
+    while buffer.len() < len {
+        match read.read_buf(buffer).await {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+    Some(())
+}
