@@ -145,6 +145,11 @@ fn producer_state_survives_a_crash_from_the_roll_snapshot_or_from_the_log_alone(
     let config = config(SMALL_SEGMENT_BYTES, FlushPolicy::Always);
     let partition = fresh(dir.path(), config);
     let next = fill(&partition, 200);
+    // The seal thread writes a roll's snapshot once the full segment is durable.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dir.path().join(SNAPSHOT_FILE).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // A crash: the files as they are now, without the snapshot a clean close writes.
     let crashed = tempfile::tempdir().unwrap();
     copy_directory(dir.path(), crashed.path());
@@ -184,6 +189,10 @@ fn a_snapshot_past_the_log_end_is_not_trusted() {
     assert_ne!(snapshot, ahead);
     std::fs::write(dir.path().join(SNAPSHOT_FILE), ahead).unwrap();
     let reopened = Partition::open("t/0", dir.path(), config, &seal_worker()).unwrap();
+    assert!(
+        !dir.path().join(SNAPSHOT_FILE).exists(),
+        "an untrusted snapshot is removed, never trusted later"
+    );
     // The log wins: the batches only the bad snapshot knew of are new again.
     assert_state_survived(&reopened, next);
 }

@@ -24,7 +24,7 @@ use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
 use super::fence::{check_credential, EpochCheckpoint, Fence, FenceError, WriteCredential};
 use super::flush::GroupCommit;
-use super::producer_state::{ProducerStates, SequenceVerdict};
+use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
@@ -162,16 +162,30 @@ impl Writer {
         })
     }
 
-    /// Writes the producer-state snapshot as of the log end. A failure is only logged: the
-    /// snapshot saves replay time, the log itself always rebuilds the state.
+    /// Writes the producer-state snapshot as of the log end (at close, when everything is
+    /// durable). A failure is only logged: the snapshot saves replay time, the log itself
+    /// always rebuilds the state.
     fn snapshot_producers(&self) {
+        if let Some(write) = self.producer_snapshot_writer() {
+            write();
+        }
+    }
+
+    /// The write of the producer-state snapshot as of the log end, encoded now (under the
+    /// lock, where the state is consistent with the log) and written by whoever runs it:
+    /// `None` when there are no producers.
+    fn producer_snapshot_writer(&self) -> Option<impl FnOnce() + Send + 'static> {
         if self.producers.is_empty() {
-            return;
+            return None;
         }
         let offset = self.active.next_offset();
-        if let Err(error) = self.producers.write_snapshot(&self.directory, offset) {
-            warn!(directory = %self.directory.display(), %error, "could not write the producer-state snapshot");
-        }
+        let snapshot = self.producers.encode_snapshot(offset);
+        let directory = self.directory.clone();
+        Some(move || {
+            if let Err(error) = write_snapshot_if_newer(&directory, offset, &snapshot) {
+                warn!(directory = %directory.display(), %error, "could not write the producer-state snapshot");
+            }
+        })
     }
 
     fn append(
@@ -230,9 +244,11 @@ impl Writer {
             }
             return Err(io_error("sync partition directory")(error));
         }
+        // The state as of the new segment's start, written by the seal thread once the full
+        // segment is durable (no fsync under the append lock, and never ahead of the durable
+        // log): a restart then replays the active segment only.
+        let snapshot = self.producer_snapshot_writer();
         let sealed = std::mem::replace(&mut self.active, next);
-        // The state as of the new segment's start: a restart replays the active segment only.
-        self.snapshot_producers();
         self.shared
             .segments
             .write()
@@ -251,6 +267,7 @@ impl Writer {
             next_base: base_offset,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
+            after_seal: snapshot.map(|write| Box::new(write) as Box<dyn FnOnce() + Send>),
         });
         Ok(())
     }
@@ -775,6 +792,15 @@ impl Drop for Partition {
     }
 }
 
+/// Removes the producer-state snapshot, if there is one, durably.
+fn discard_snapshot(directory: &Path) -> Result<(), StorageError> {
+    match fs::remove_file(directory.join(super::producer_state::SNAPSHOT_FILE)) {
+        Ok(()) => sync_directory(directory).map_err(io_error("sync partition directory")),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(io_error("remove producer-state snapshot")(error)),
+    }
+}
+
 /// Batches read at a time while replaying the log into the producer state.
 const REPLAY_READ_BYTES: usize = 4 * 1024 * 1024;
 
@@ -796,16 +822,21 @@ fn rebuild_producer_states(
         .map_err(io_error("read producer-state snapshot"))?;
     let (mut offset, mut producers) = match snapshot {
         Some((offset, state)) if offset <= log_end => (offset, state),
-        Some((offset, _)) => {
-            warn!(
-                partition = name,
-                snapshot = offset,
-                log_end,
-                "producer-state snapshot is past the log end; rebuilding from the whole log"
-            );
+        unusable => {
+            if let Some((offset, _)) = unusable {
+                warn!(
+                    partition = name,
+                    snapshot = offset,
+                    log_end,
+                    "producer-state snapshot is past the log end; rebuilding from the whole log"
+                );
+            }
+            // A snapshot not trusted now must never be trusted later (once the log grows past
+            // its offset it would describe another history), nor keep newer ones from being
+            // written: remove it, durably, before the partition takes writes.
+            discard_snapshot(directory)?;
             (log_start, ProducerStates::new(max_producers))
         }
-        None => (log_start, ProducerStates::new(max_producers)),
     };
     if offset < log_start {
         warn!(

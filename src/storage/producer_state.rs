@@ -22,8 +22,9 @@
 //! The check and the update run inside the fence's critical section with the append itself
 //! (see `Writer::append_batch` in `partition.rs`), so two retries of one batch can never both be
 //! appended. The state survives restarts: it is rebuilt from the log (magic-3 batch headers carry
-//! everything it needs), starting from a snapshot ([`SNAPSHOT_FILE`]) written when a segment is
-//! rolled and when the partition is closed, so a restart replays at most the active segment.
+//! everything it needs), starting from a snapshot ([`SNAPSHOT_FILE`]) written once a rolled
+//! segment is sealed (by the seal thread, off the append lock) and when the partition is closed,
+//! so a restart replays about the active segment only.
 //!
 //! Bounded: at most `max_producers` producers per partition (the least recently written one is
 //! forgotten beyond that; its next batch, unless it has sequence 0, is refused with
@@ -400,11 +401,34 @@ impl ProducerStates {
             }
         }
     }
+}
 
-    /// Writes the snapshot as of `offset` durably (temp file, fsync, rename, directory fsync).
-    pub fn write_snapshot(&self, directory: &Path, offset: u64) -> io::Result<()> {
-        write_durably(directory, SNAPSHOT_FILE, &self.encode_snapshot(offset))
+/// Writes an encoded snapshot (as of `offset`) durably (temp file, fsync, rename, directory
+/// fsync), unless the partition already has one as of a later offset: the seal thread writes a
+/// roll's snapshot after the segment is durable, possibly after the close wrote a newer one.
+/// Writes are serialized process-wide (they are rare), so two never share the temporary file.
+pub fn write_snapshot_if_newer(directory: &Path, offset: u64, snapshot: &[u8]) -> io::Result<()> {
+    static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serialized = WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let existing = match std::fs::read(directory.join(SNAPSHOT_FILE)) {
+        Ok(bytes) => snapshot_offset(&bytes),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+        Err(error) => return Err(error),
+    };
+    if existing.is_some_and(|existing| existing > offset) {
+        return Ok(());
     }
+    write_durably(directory, SNAPSHOT_FILE, snapshot)
+}
+
+/// The offset a snapshot file says it is as of, if its header is one (the rest is checked when
+/// it is loaded).
+fn snapshot_offset(bytes: &[u8]) -> Option<u64> {
+    let header = bytes.get(..16)?;
+    (&header[..4] == SNAPSHOT_MAGIC && header[4..8] == SNAPSHOT_VERSION.to_be_bytes())
+        .then(|| u64::from_be_bytes(header[8..16].try_into().expect("8 bytes")))
 }
 
 /// A snapshot file that cannot be trusted.

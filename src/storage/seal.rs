@@ -101,6 +101,10 @@ pub(crate) struct SealJob {
     pub(crate) not_before: Instant,
     /// Called if the sync fails (the partition stops accepting writes).
     pub(crate) on_failure: Box<dyn FnOnce(io::Error) + Send>,
+    /// Called once the segment is durable and the recovery point moved (the producer-state
+    /// snapshot as of `next_base` is written then: off the append lock, and never ahead of the
+    /// durable log).
+    pub(crate) after_seal: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// A handle to a seal thread: cheap to clone, shared by the partitions that submit to it.
@@ -262,10 +266,17 @@ fn run(job: SealJob) {
         None => Ok(()),
     };
     let synced = synced.and_then(|()| job.recovery_point.advance(job.next_base));
-    if let Err(error) = synced {
-        let path = segment.map_or_else(String::new, |s| s.path().display().to_string());
-        tracing::error!(segment = %path, %error, "sealing a full segment failed");
-        (job.on_failure)(error);
+    match synced {
+        Ok(()) => {
+            if let Some(after_seal) = job.after_seal {
+                after_seal();
+            }
+        }
+        Err(error) => {
+            let path = segment.map_or_else(String::new, |s| s.path().display().to_string());
+            tracing::error!(segment = %path, %error, "sealing a full segment failed");
+            (job.on_failure)(error);
+        }
     }
 }
 
@@ -288,6 +299,7 @@ mod tests {
             next_base: 42,
             not_before: Instant::now() + Duration::from_secs(3600),
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            after_seal: None,
         });
         drop(worker);
         assert_eq!(recovery_point.offset(), 0, "the job is not due yet");
@@ -312,6 +324,7 @@ mod tests {
             next_base: 7,
             not_before: Instant::now() + delay,
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            after_seal: None,
         };
         deferring.submit(job(&deferred_point, Duration::from_secs(3600)));
         prompt.submit(job(&prompt_point, Duration::ZERO));
