@@ -12,8 +12,7 @@ use fencelog::testing::TestServer;
 /// each led by broker 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcat_lists_the_topics_and_their_leader() {
-    if Command::new("kcat").arg("-V").output().is_err() {
-        eprintln!("kcat not found: skipping the kcat check (apt-get install kcat)");
+    if kcat_missing() {
         return;
     }
     let server = TestServer::start_with_kafka().await.unwrap();
@@ -60,6 +59,15 @@ async fn kcat_lists_the_topics_and_their_leader() {
     );
 }
 
+/// True (with a note) where kcat is not installed: the test is then skipped.
+fn kcat_missing() -> bool {
+    let missing = Command::new("kcat").arg("-V").output().is_err();
+    if missing {
+        eprintln!("kcat not found: skipping the kcat check (apt-get install kcat)");
+    }
+    missing
+}
+
 /// Runs kcat with `args`, feeding `stdin`; returns (success, stdout, stderr).
 async fn kcat(args: Vec<String>, stdin: &str) -> (bool, String, String) {
     let stdin = stdin.to_owned();
@@ -94,8 +102,7 @@ async fn kcat(args: Vec<String>, stdin: &str) -> (bool, String, String) {
 /// a partition under a fencelog lease refuses kcat's write without any record landing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcat_produces_and_consumes_through_one_log_and_is_fenced_by_a_lease() {
-    if Command::new("kcat").arg("-V").output().is_err() {
-        eprintln!("kcat not found: skipping the kcat check (apt-get install kcat)");
+    if kcat_missing() {
         return;
     }
     let server = TestServer::start_with_kafka().await.unwrap();

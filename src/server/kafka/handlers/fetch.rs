@@ -124,17 +124,16 @@ fn read_all(
             let (Ok(partition), Ok(offset)) =
                 (u32::try_from(want.partition), u64::try_from(want.offset))
             else {
-                return answer
+                return with_offsets(answer, -1, -1)
                     .with_error_code(ResponseError::OffsetOutOfRange.code())
-                    .with_high_watermark(-1)
-                    .with_last_stable_offset(-1)
-                    .with_log_start_offset(-1)
                     .with_records(Some(Default::default()));
             };
             let topic = names[want.topic].0.to_string();
             let limit = want.max_bytes.min(budget);
             if limit == 0 && !first_with_data {
-                return empty(answer, service, &topic, partition);
+                let (log_start, high_watermark) = current_offsets(service, &topic, partition);
+                return with_offsets(answer, log_start, high_watermark)
+                    .with_records(Some(Default::default()));
             }
             let read = service.read_now(Read {
                 topic: topic.clone(),
@@ -156,46 +155,38 @@ fn read_all(
                         first_with_data = false;
                         budget = budget.saturating_sub(records.len());
                     }
-                    answer
-                        .with_high_watermark(read.high_watermark as i64)
-                        .with_last_stable_offset(read.high_watermark as i64)
-                        .with_log_start_offset(read.log_start_offset as i64)
+                    let (log_start, high_watermark) =
+                        (read.log_start_offset as i64, read.high_watermark as i64);
+                    with_offsets(answer, log_start, high_watermark)
                         .with_records(Some(records.freeze()))
                 }
                 Err(error) => {
-                    let answer = answer
+                    let (log_start, high_watermark) = current_offsets(service, &topic, partition);
+                    with_offsets(answer, log_start, high_watermark)
                         .with_error_code(kafka_error(&error).code())
-                        .with_records(Some(Default::default()));
-                    match service.list_offsets(&topic, partition) {
-                        Ok(offsets) => answer
-                            .with_high_watermark(offsets.latest as i64)
-                            .with_last_stable_offset(offsets.latest as i64)
-                            .with_log_start_offset(offsets.earliest as i64),
-                        Err(_) => answer
-                            .with_high_watermark(-1)
-                            .with_last_stable_offset(-1)
-                            .with_log_start_offset(-1),
-                    }
+                        .with_records(Some(Default::default()))
                 }
             }
         })
         .collect()
 }
 
-/// A partition answered without records (the byte budget is spent).
-fn empty(
-    answer: PartitionData,
-    service: &BrokerService,
-    topic: &str,
-    partition: u32,
-) -> PartitionData {
-    let offsets = service.list_offsets(topic, partition).ok();
-    let latest = offsets.map_or(-1, |offsets| offsets.latest as i64);
+/// A partition's `(log start, high watermark)` now, or `(-1, -1)` if it does not exist.
+fn current_offsets(service: &BrokerService, topic: &str, partition: u32) -> (i64, i64) {
+    service
+        .list_offsets(topic, partition)
+        .map_or((-1, -1), |offsets| {
+            (offsets.earliest as i64, offsets.latest as i64)
+        })
+}
+
+/// The answer with its offsets: the last stable offset is the high watermark (no
+/// transactions).
+fn with_offsets(answer: PartitionData, log_start: i64, high_watermark: i64) -> PartitionData {
     answer
-        .with_high_watermark(latest)
-        .with_last_stable_offset(latest)
-        .with_log_start_offset(offsets.map_or(-1, |offsets| offsets.earliest as i64))
-        .with_records(Some(Default::default()))
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(high_watermark)
+        .with_log_start_offset(log_start)
 }
 
 /// Waits until one wanted partition has data at its offset, or `max_wait` passes.
