@@ -29,9 +29,9 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    SyncGroupRequest, TopicName,
+    ApiVersionsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::KafkaConnection;
@@ -913,5 +913,190 @@ async fn kafka_python_consumers_split_a_topic_and_resume_from_commits() {
             .expect("committed")
             .expect("kafka-python committed");
         assert_eq!(committed.offset, 15, "partition {partition}");
+    }
+}
+
+/// ApiVersions lists the group admin APIs, DescribeGroups (15) and ListGroups (16), with exactly
+/// the versions tested below.
+#[tokio::test]
+async fn api_versions_advertises_the_group_admin_apis() {
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let response = connection.call(3, &ApiVersionsRequest::default()).await;
+    let table: Vec<(i16, i16, i16)> = response
+        .api_keys
+        .iter()
+        .map(|api| (api.api_key, api.min_version, api.max_version))
+        .filter(|(key, _, _)| (15..=16).contains(key))
+        .collect();
+    assert_eq!(table, vec![(15, 0, 5), (16, 0, 5)]);
+}
+
+/// A stable group of one member (with a `group.instance.id`), a group that has joined but not
+/// synced, and a group known only by its committed offsets.
+async fn groups_to_describe(server: &TestServer, connection: &mut KafkaConnection) {
+    topic_with_records(server, "admin-topic", 1, 2).await;
+    let joined = connection
+        .call(
+            5,
+            &join_request("admin-stable", "", b"subscription")
+                .with_group_instance_id(Some(text("instance-1"))),
+        )
+        .await;
+    assert_eq!(joined.error_code, MEMBER_ID_REQUIRED);
+    let member_id = joined.member_id.to_string();
+    let joined = connection
+        .call(
+            5,
+            &join_request("admin-stable", &member_id, b"subscription")
+                .with_group_instance_id(Some(text("instance-1"))),
+        )
+        .await;
+    assert_eq!(joined.error_code, NONE);
+    let synced = connection
+        .call(
+            5,
+            &sync_request("admin-stable", &joined, vec![(&member_id, b"assignment")]),
+        )
+        .await;
+    assert_eq!(synced.error_code, NONE);
+    let joined = connection
+        .call(1, &join_request("admin-joining", "", b"subscription"))
+        .await;
+    assert_eq!(joined.error_code, NONE);
+    let committed = connection
+        .call(
+            2,
+            &commit_request("admin-offsets", -1, "", &[("admin-topic", 0, 1)]),
+        )
+        .await;
+    assert_eq!(commit_codes(&committed), vec![NONE]);
+}
+
+/// DescribeGroups in every version (0..=5): a stable group's state, protocol, and member with
+/// its client id, host, metadata, assignment and (v4+) instance id; a group that joined but did
+/// not sync is CompletingRebalance without protocol or metadata (as Kafka answers); a group with
+/// only committed offsets is Empty; an unknown group is Dead without an error; the authorized
+/// operations are given from v3 when asked for.
+#[tokio::test]
+async fn describe_groups_reports_every_state_in_every_version() {
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    groups_to_describe(&server, &mut connection).await;
+    for version in 0..=5i16 {
+        let request = DescribeGroupsRequest::default()
+            .with_groups(
+                [
+                    "admin-stable",
+                    "admin-joining",
+                    "admin-offsets",
+                    "admin-nobody",
+                ]
+                .map(group)
+                .to_vec(),
+            )
+            .with_include_authorized_operations(version >= 3);
+        let response = connection.call(version, &request).await;
+        let groups = &response.groups;
+        assert_eq!(groups.len(), 4, "v{version}");
+        let states: Vec<&str> = groups.iter().map(|g| g.group_state.as_str()).collect();
+        assert_eq!(
+            states,
+            ["Stable", "CompletingRebalance", "Empty", "Dead"],
+            "v{version}"
+        );
+        assert!(groups.iter().all(|g| g.error_code == NONE), "v{version}");
+        let stable = &groups[0];
+        assert_eq!(stable.group_id.0.as_str(), "admin-stable");
+        assert_eq!(stable.protocol_type.as_str(), "consumer");
+        assert_eq!(stable.protocol_data.as_str(), "range");
+        assert_eq!(stable.members.len(), 1);
+        let member = &stable.members[0];
+        assert!(member.member_id.starts_with("fencelog-test-"), "v{version}");
+        assert_eq!(member.client_id.as_str(), "fencelog-test");
+        assert_eq!(member.client_host.as_str(), "/127.0.0.1");
+        assert_eq!(&member.member_metadata[..], b"subscription");
+        assert_eq!(&member.member_assignment[..], b"assignment");
+        let instance = (version >= 4).then_some("instance-1");
+        assert_eq!(member.group_instance_id.as_deref(), instance, "v{version}");
+        let joining = &groups[1];
+        assert_eq!(joining.protocol_type.as_str(), "consumer");
+        assert_eq!(joining.protocol_data.as_str(), "");
+        assert_eq!(joining.members.len(), 1);
+        assert!(joining.members[0].member_metadata.is_empty());
+        for empty in &groups[2..] {
+            assert_eq!(empty.protocol_type.as_str(), "");
+            assert!(empty.members.is_empty());
+        }
+        let operations = match version {
+            0..=2 => i32::MIN,
+            _ => (1 << 3) | (1 << 6) | (1 << 8),
+        };
+        assert!(
+            groups.iter().all(|g| g.authorized_operations == operations),
+            "v{version}"
+        );
+    }
+}
+
+/// ListGroups in every version (0..=5) lists the groups with members and those with committed
+/// offsets only, sorted, with their state from v4 and type `classic` from v5; the states filter
+/// (v4+, any case) and the types filter (v5) select.
+#[tokio::test]
+async fn list_groups_lists_members_and_offsets_only_groups_in_every_version() {
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    groups_to_describe(&server, &mut connection).await;
+    for version in 0..=5i16 {
+        let response = connection
+            .call(version, &ListGroupsRequest::default())
+            .await;
+        assert_eq!(response.error_code, NONE, "v{version}");
+        let rows: Vec<(&str, &str, &str, &str)> = response
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.0.as_str(),
+                    g.protocol_type.as_str(),
+                    g.group_state.as_str(),
+                    g.group_type.as_str(),
+                )
+            })
+            .collect();
+        let (joining, offsets, stable) = match version {
+            0..=3 => ("", "", ""),
+            _ => ("CompletingRebalance", "Empty", "Stable"),
+        };
+        let kind = if version >= 5 { "classic" } else { "" };
+        assert_eq!(
+            rows,
+            [
+                ("admin-joining", "consumer", joining, kind),
+                ("admin-offsets", "", offsets, kind),
+                ("admin-stable", "consumer", stable, kind),
+            ],
+            "v{version}"
+        );
+        if version >= 4 {
+            let filtered = ListGroupsRequest::default()
+                .with_states_filter(vec![text("stable"), text("Empty")]);
+            let response = connection.call(version, &filtered).await;
+            let names: Vec<&str> = response
+                .groups
+                .iter()
+                .map(|g| g.group_id.0.as_str())
+                .collect();
+            assert_eq!(names, ["admin-offsets", "admin-stable"], "v{version}");
+        }
+        if version >= 5 {
+            let consumer_only =
+                ListGroupsRequest::default().with_types_filter(vec![text("consumer")]);
+            let response = connection.call(version, &consumer_only).await;
+            assert!(response.groups.is_empty(), "no KIP-848 groups here");
+            let classic = ListGroupsRequest::default().with_types_filter(vec![text("Classic")]);
+            let response = connection.call(version, &classic).await;
+            assert_eq!(response.groups.len(), 3);
+        }
     }
 }

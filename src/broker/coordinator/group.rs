@@ -33,6 +33,10 @@ pub(super) enum Phase {
 pub(super) struct Member {
     pub(super) member_id: String,
     pub(super) group_instance_id: Option<String>,
+    /// The client id it joined with (for admins).
+    pub(super) client_id: String,
+    /// The address it joined from (for admins).
+    pub(super) client_host: String,
     pub(super) session_timeout: Duration,
     pub(super) rebalance_timeout: Duration,
     pub(super) protocols: Vec<(String, Bytes)>,
@@ -47,6 +51,8 @@ impl Member {
         Self {
             member_id,
             group_instance_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
             session_timeout: Duration::ZERO,
             rebalance_timeout: Duration::ZERO,
             protocols: Vec::new(),
@@ -61,7 +67,7 @@ impl Member {
         self.protocols.iter().any(|(name, _)| name == protocol)
     }
 
-    fn metadata_for(&self, protocol: &str) -> Bytes {
+    pub(super) fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
             .find(|(name, _)| name == protocol)

@@ -26,6 +26,7 @@
 //! Static membership (`group.instance.id`) is accepted and reported but gives no special
 //! treatment: an instance that restarts joins as a new member.
 
+mod describe;
 mod error;
 mod group;
 #[cfg(test)]
@@ -39,6 +40,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+pub use describe::{GroupDescription, GroupListing, GroupState, MemberDescription};
 pub use error::GroupError;
 use group::{Group, Member, Phase};
 
@@ -96,6 +98,9 @@ pub struct JoinRequest {
     pub group_instance_id: Option<String>,
     /// The client's id (a prefix of the member ids it gets).
     pub client_id: String,
+    /// The address the member connects from, as admins see it (Kafka's form: `/` then the IP
+    /// address).
+    pub client_host: String,
     /// Removed when no heartbeat arrives for this long.
     pub session_timeout: Duration,
     /// How long a rebalance waits for this member to rejoin.
@@ -235,6 +240,8 @@ impl GroupCoordinator {
             .entry(member_id.clone())
             .or_insert_with(|| Member::new(member_id, now));
         member.group_instance_id = request.group_instance_id;
+        member.client_id = request.client_id;
+        member.client_host = request.client_host;
         member.session_timeout = request.session_timeout;
         member.rebalance_timeout = request.rebalance_timeout;
         member.protocols = request.protocols;

@@ -23,6 +23,7 @@ fn join_request(member_id: &str, protocols: &[&str]) -> JoinRequest {
         member_id: member_id.into(),
         group_instance_id: None,
         client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
         session_timeout: SESSION,
         rebalance_timeout: Duration::from_secs(5),
         protocol_type: "consumer".into(),

@@ -247,6 +247,34 @@ impl GroupOffsets {
         })
     }
 
+    /// The names of every group holding committed offsets, sorted (for admin listings). Groups
+    /// of a damaged bucket file are not listed: they answer [`GroupOffsetsError::Corrupt`] when
+    /// asked for by name. At most [`GroupOffsetsConfig::max_groups`] names.
+    pub fn group_names(&self) -> Vec<String> {
+        let buckets: Vec<Arc<Mutex<Bucket>>> = self
+            .buckets
+            .lock()
+            .expect("group offsets buckets lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        let mut names = Vec::new();
+        for bucket in buckets {
+            let bucket = bucket.lock().expect("group offsets bucket lock poisoned");
+            if bucket.damaged.is_none() {
+                names.extend(bucket.groups.keys().cloned());
+            }
+        }
+        names.sort_unstable();
+        names
+    }
+
+    /// Whether `group` holds committed offsets (false for a group of a damaged bucket file).
+    pub fn has_group(&self, group: &str) -> bool {
+        self.read_group(group, |entries| entries.is_some())
+            .unwrap_or(false)
+    }
+
     fn read_group<T>(
         &self,
         group: &str,

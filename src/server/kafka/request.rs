@@ -20,10 +20,10 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -76,6 +76,10 @@ pub enum RequestBody {
     LeaveGroup(LeaveGroupRequest),
     /// SyncGroup (14).
     SyncGroup(SyncGroupRequest),
+    /// DescribeGroups (15).
+    DescribeGroups(DescribeGroupsRequest),
+    /// ListGroups (16).
+    ListGroups(ListGroupsRequest),
 }
 
 impl RequestBody {
@@ -110,6 +114,10 @@ impl RequestBody {
             ApiKey::Heartbeat => HeartbeatRequest::decode(frame, version).map(Self::Heartbeat),
             ApiKey::LeaveGroup => LeaveGroupRequest::decode(frame, version).map(Self::LeaveGroup),
             ApiKey::SyncGroup => SyncGroupRequest::decode(frame, version).map(Self::SyncGroup),
+            ApiKey::DescribeGroups => {
+                DescribeGroupsRequest::decode(frame, version).map(Self::DescribeGroups)
+            }
+            ApiKey::ListGroups => ListGroupsRequest::decode(frame, version).map(Self::ListGroups),
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

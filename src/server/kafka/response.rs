@@ -4,10 +4,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, FindCoordinatorResponse,
-    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    ProduceResponse, ResponseHeader, SyncGroupResponse,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DescribeGroupsResponse, FetchResponse,
+    FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetFetchResponse, ProduceResponse, ResponseHeader, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -58,6 +58,10 @@ pub enum ResponseBody {
     LeaveGroup(LeaveGroupResponse),
     /// SyncGroup (14).
     SyncGroup(SyncGroupResponse),
+    /// DescribeGroups (15).
+    DescribeGroups(DescribeGroupsResponse),
+    /// ListGroups (16).
+    ListGroups(ListGroupsResponse),
 }
 
 impl ResponseBody {
@@ -77,6 +81,8 @@ impl ResponseBody {
             Self::Heartbeat(body) => body.encode(out, version),
             Self::LeaveGroup(body) => body.encode(out, version),
             Self::SyncGroup(body) => body.encode(out, version),
+            Self::DescribeGroups(body) => body.encode(out, version),
+            Self::ListGroups(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

@@ -75,6 +75,16 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 5,
     },
     SupportedApi {
+        key: ApiKey::DescribeGroups,
+        min_version: 0,
+        max_version: 5,
+    },
+    SupportedApi {
+        key: ApiKey::ListGroups,
+        min_version: 0,
+        max_version: 5,
+    },
+    SupportedApi {
         key: ApiKey::ApiVersions,
         min_version: 0,
         max_version: 4,

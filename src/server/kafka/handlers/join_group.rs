@@ -18,6 +18,7 @@
 //! - Errors carry generation -1 and the member id the request sent (the new id for
 //!   `MEMBER_ID_REQUIRED`); the protocol name is null from v7, empty before.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +31,12 @@ use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::coordinator::{GroupError, JoinRequest, JoinResponse};
 use crate::broker::BrokerService;
 
-/// Joins the group; resolves when the rebalance completes (or the join is refused).
+/// Joins the group; resolves when the rebalance completes (or the join is refused). `peer` is
+/// the member's address, which DescribeGroups reports as its client host.
 pub async fn handle(
     service: Arc<BrokerService>,
     client_id: String,
+    peer: SocketAddr,
     correlation_id: i32,
     version: i16,
     request: JoinGroupRequest,
@@ -44,7 +47,7 @@ pub async fn handle(
     }
     let outcome = service
         .group_coordinator()
-        .join(join_request(client_id, version, request))
+        .join(join_request(client_id, client_host(peer), version, request))
         .await;
     KafkaResponse {
         correlation_id,
@@ -60,13 +63,25 @@ pub fn from_ms(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-fn join_request(client_id: String, version: i16, request: JoinGroupRequest) -> JoinRequest {
+/// A member's host as Kafka's coordinator reports it (`InetAddress.toString()`: `/` then the
+/// IP address).
+fn client_host(peer: SocketAddr) -> String {
+    format!("/{}", peer.ip())
+}
+
+fn join_request(
+    client_id: String,
+    client_host: String,
+    version: i16,
+    request: JoinGroupRequest,
+) -> JoinRequest {
     let session_timeout = from_ms(request.session_timeout_ms);
     JoinRequest {
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
         client_id,
+        client_host,
         session_timeout,
         rebalance_timeout: match version {
             0 => session_timeout,

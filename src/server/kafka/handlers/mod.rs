@@ -10,12 +10,14 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
@@ -94,6 +96,7 @@ pub fn start(
                 join_group::handle(
                     Arc::clone(service),
                     session.client_id.clone().unwrap_or_default(),
+                    session.peer,
                     correlation_id,
                     version,
                     body,
@@ -120,6 +123,15 @@ pub fn start(
             ),
             close: false,
         },
+        RequestBody::DescribeGroups(body) => Started::ready(describe_groups::handle(
+            service,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::ListGroups(body) => {
+            Started::ready(list_groups::handle(service, correlation_id, version, &body))
+        }
         RequestBody::OffsetFetch(body) => Started::ready(offset_fetch::handle(
             service,
             correlation_id,

@@ -1,0 +1,96 @@
+//! ListGroups (key 16), v0..=5: an admin lists the groups this broker coordinates (Kafka's
+//! `kafka-consumer-groups --list`, kafka-python's `list_groups`, confluent-kafka's
+//! `list_consumer_groups`, kafkajs' `listGroups`).
+//!
+//! Listed: every group the coordinator holds in memory (with members, in its state) and every
+//! group with committed offsets but no members (`Empty`, protocol type empty: Kafka lists such
+//! groups the same way). Sorted by group id. What a client sees:
+//! - `states_filter` (v4+): only groups in one of the named states (`Stable`, `Empty`, ...,
+//!   compared without case, as Kafka does); empty means all.
+//! - `types_filter` (v5+): every group here is a `classic` group (Kafka's classic protocol);
+//!   a filter without `classic` lists nothing. The group type is answered from v5.
+//! - The answer is bounded by the coordinator's and the offset store's group limits.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::coordinator::{GroupListing, GroupState};
+use crate::broker::BrokerService;
+
+/// The type of every group fencelog coordinates: Kafka's classic group protocol.
+pub const CLASSIC_GROUP_TYPE: &str = "classic";
+
+/// The answer to a ListGroups request (immediate).
+pub fn handle(
+    service: &BrokerService,
+    correlation_id: i32,
+    version: i16,
+    request: &ListGroupsRequest,
+) -> KafkaResponse {
+    let classic_wanted = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|wanted| wanted.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+    let groups = match classic_wanted {
+        true => every_group(service)
+            .into_iter()
+            .filter(|group| state_wanted(&request.states_filter, group.state))
+            .map(|group| listed(version, group))
+            .collect(),
+        false => Vec::new(),
+    };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::ListGroups,
+        api_version: version,
+        body: ResponseBody::ListGroups(ListGroupsResponse::default().with_groups(groups)),
+    }
+}
+
+/// The coordinator's groups, and the groups with committed offsets only as `Empty`.
+fn every_group(service: &BrokerService) -> Vec<GroupListing> {
+    let mut groups: BTreeMap<String, GroupListing> = service
+        .broker()
+        .group_offsets()
+        .group_names()
+        .into_iter()
+        .map(|group_id| {
+            let listing = GroupListing {
+                group_id: group_id.clone(),
+                state: GroupState::Empty,
+                protocol_type: String::new(),
+            };
+            (group_id, listing)
+        })
+        .collect();
+    for listing in service.group_coordinator().list() {
+        groups.insert(listing.group_id.clone(), listing);
+    }
+    groups.into_values().collect()
+}
+
+fn state_wanted(states_filter: &[StrBytes], state: GroupState) -> bool {
+    states_filter.is_empty()
+        || states_filter
+            .iter()
+            .any(|wanted| wanted.eq_ignore_ascii_case(state.kafka_name()))
+}
+
+fn listed(version: i16, group: GroupListing) -> ListedGroup {
+    let mut listed = ListedGroup::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.group_id)))
+        .with_protocol_type(StrBytes::from_string(group.protocol_type));
+    // Fields the older versions do not have must stay at their defaults to encode.
+    if version >= 4 {
+        listed = listed.with_group_state(StrBytes::from_static_str(group.state.kafka_name()));
+    }
+    if version >= 5 {
+        listed = listed.with_group_type(StrBytes::from_static_str(CLASSIC_GROUP_TYPE));
+    }
+    listed
+}
