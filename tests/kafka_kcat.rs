@@ -162,3 +162,96 @@ async fn kcat_produces_and_consumes_through_one_log_and_is_fenced_by_a_lease() {
     let offsets = client.list_offsets("events", 1).await.unwrap();
     assert_eq!(offsets.latest, 1, "no kcat record landed");
 }
+
+/// kcat producing idempotently (`-X enable.idempotence=true`) with zstd and lz4, then reading
+/// as a balanced consumer group (`-G`, librdkafka 2.0's subscribe): the group reads every
+/// partition, commits, and a second run of the same group reads only what came since; `-Q`
+/// answers offsets by time (the first offset at or after it, -1 past the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_idempotent_producer_balanced_group_and_offsets_by_time() {
+    if kcat_missing() {
+        return;
+    }
+    let broker = fencelog::broker::BrokerConfig {
+        coordinator: fencelog::broker::CoordinatorConfig {
+            initial_rebalance_delay: std::time::Duration::from_millis(200),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let kafka = fencelog::server::KafkaConfig::advertising(([127, 0, 0, 1], 0).into());
+    let server = TestServer::start_with_kafka_config(Default::default(), broker, kafka)
+        .await
+        .unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client
+        .create_topic("grouped", 2, TopicConfig::default())
+        .await
+        .unwrap();
+    let kafka = server.kafka_addr().to_string();
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 1;
+    let produce = |partition: &str, codec: &str| -> Vec<String> {
+        let args = [
+            "-P", "-b", &kafka, "-t", "grouped", "-p", partition, "-z", codec,
+        ];
+        let idempotent = ["-X", "enable.idempotence=true"];
+        args.iter()
+            .chain(&idempotent)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let (ok, _, stderr) = kcat(produce("0", "zstd"), "a\nb\nc\n").await;
+    assert!(ok, "kcat -P -z zstd idempotent: {stderr}");
+    let (ok, _, stderr) = kcat(produce("1", "lz4"), "d\ne\nf\n").await;
+    assert!(ok, "kcat -P -z lz4 idempotent: {stderr}");
+
+    let group = |kafka: &str| -> Vec<String> {
+        let args = [
+            "-b",
+            kafka,
+            "-G",
+            "kcat-group",
+            "-X",
+            "auto.offset.reset=earliest",
+        ];
+        let rest = ["-e", "-q", "-f", "%p %o %s\\n", "grouped"];
+        args.iter().chain(&rest).map(|a| a.to_string()).collect()
+    };
+    let sorted_lines = |stdout: String| -> Vec<String> {
+        let mut lines: Vec<String> = stdout.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    let (ok, stdout, stderr) = kcat(group(&kafka), "").await;
+    assert!(ok, "kcat -G: {stderr}");
+    assert_eq!(
+        sorted_lines(stdout),
+        ["0 0 a", "0 1 b", "0 2 c", "1 0 d", "1 1 e", "1 2 f"]
+    );
+    let (ok, _, stderr) = kcat(produce("1", "zstd"), "g\n").await;
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = kcat(group(&kafka), "").await;
+    assert!(ok, "kcat -G again: {stderr}");
+    assert_eq!(sorted_lines(stdout), ["1 3 g"], "resumed from the commits");
+
+    let later_ms = before_ms + 3_600_000;
+    let query = vec![
+        "-Q".to_string(),
+        "-b".to_string(),
+        kafka.clone(),
+        "-t".to_string(),
+        format!("grouped:0:{before_ms}"),
+        "-t".to_string(),
+        format!("grouped:1:{later_ms}"),
+    ];
+    let (ok, stdout, stderr) = kcat(query, "").await;
+    assert!(ok, "kcat -Q: {stderr}");
+    assert_eq!(
+        sorted_lines(stdout),
+        ["grouped [0] offset 0", "grouped [1] offset -1"]
+    );
+}
