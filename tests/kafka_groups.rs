@@ -1100,3 +1100,49 @@ async fn list_groups_lists_members_and_offsets_only_groups_in_every_version() {
         }
     }
 }
+
+/// A member that stops without leaving (a crashed consumer) is removed when its session
+/// expires even while the group waits for its members to rejoin, as Kafka's coordinator does:
+/// a new member's JoinGroup is answered after the stopped member's session timeout, not after
+/// the longest rebalance timeout (`max.poll.interval.ms`, 5 min by default in the clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_member_does_not_hold_up_the_next_rebalance() {
+    let broker = BrokerConfig {
+        coordinator: CoordinatorConfig {
+            initial_rebalance_delay: Duration::from_millis(100),
+            min_session_timeout: Duration::from_millis(500),
+            ..CoordinatorConfig::default()
+        },
+        ..BrokerConfig::default()
+    };
+    let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = TestServer::start_with_kafka_config(ServerConfig::default(), broker, kafka)
+        .await
+        .expect("start server");
+    let mut crashed = KafkaConnection::connect(server.kafka_addr()).await;
+    let request = join_request("crash", "", b"m")
+        .with_session_timeout_ms(1_000)
+        .with_rebalance_timeout_ms(60_000);
+    let joined = crashed.call(3, &request).await;
+    assert_eq!(joined.error_code, NONE);
+    let member = joined.member_id.to_string();
+    let synced = crashed
+        .call(3, &sync_request("crash", &joined, vec![(&member, b"a")]))
+        .await;
+    assert_eq!(synced.error_code, NONE);
+    drop(crashed); // no LeaveGroup, no more heartbeats
+
+    let mut newcomer = KafkaConnection::connect(server.kafka_addr()).await;
+    let started = std::time::Instant::now();
+    let request = join_request("crash", "", b"m").with_rebalance_timeout_ms(60_000);
+    let joined = newcomer.call(3, &request).await;
+    assert_eq!(joined.error_code, NONE);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "answered after {:?}: the stopped member held the rebalance",
+        started.elapsed()
+    );
+    assert_eq!(joined.generation_id, 2);
+    assert_eq!(joined.leader, joined.member_id);
+    assert_eq!(joined.members.len(), 1);
+}

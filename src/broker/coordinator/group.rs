@@ -323,13 +323,13 @@ impl Group {
         self.members.is_empty() && self.pending_member_ids.is_empty()
     }
 
-    /// Deadlines: completes a rebalance whose time has come, and removes members whose session
-    /// expired (members waiting in a join are not expired: the rebalance timeout covers them).
+    /// Deadlines: removes members whose session expired (members waiting in a join are not
+    /// expired: the rebalance timeout covers them), and completes a rebalance whose time has
+    /// come. As in Kafka, a member that stopped (crashed, or closed without leaving) expires by
+    /// its session timeout during a rebalance too, so the members that did rejoin are answered
+    /// then instead of waiting for the longest rebalance timeout (`max.poll.interval.ms`, 5 min
+    /// by default in the clients).
     pub(super) fn tick(&mut self, now: Instant, initial_delay: Duration) {
-        if let Phase::PreparingRebalance { deadline, .. } = self.phase {
-            self.complete_if_ready(now, now >= deadline);
-            return;
-        }
         let expired: Vec<String> = self
             .members
             .values()
@@ -339,13 +339,16 @@ impl Group {
             })
             .map(|member| member.member_id.clone())
             .collect();
-        if expired.is_empty() {
-            return;
-        }
         for member_id in &expired {
             tracing::info!(%member_id, "group member's session expired");
             self.remove_member(member_id);
         }
-        self.after_membership_change(now, initial_delay);
+        if let Phase::PreparingRebalance { deadline, .. } = self.phase {
+            self.complete_if_ready(now, now >= deadline);
+            return;
+        }
+        if !expired.is_empty() {
+            self.after_membership_change(now, initial_delay);
+        }
     }
 }

@@ -236,3 +236,36 @@ async fn commits_and_joins_are_checked() {
         Err(GroupError::InvalidGroupId { .. })
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_member_expires_by_its_session_during_a_rebalance() {
+    // Proves: a member that stopped heartbeating (a crashed consumer) does not hold a rebalance
+    // for the whole rebalance timeout: it is removed when its session expires, and the member
+    // that joined is answered then, alone in the next generation.
+    let coordinator = coordinator();
+    let crashed = coordinator
+        .join(join_request("", &["range"]))
+        .await
+        .unwrap();
+    let assignment = vec![(crashed.member_id.clone(), Bytes::from_static(b"all"))];
+    coordinator
+        .sync(sync_request(&crashed, assignment))
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut newcomer = join_request("", &["range"]);
+    newcomer.rebalance_timeout = Duration::from_secs(300);
+    let joined = coordinator.join(newcomer).await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited <= SESSION + TICK * 2,
+        "answered after {waited:?}, not after the session timeout"
+    );
+    assert_eq!(joined.generation_id, 2);
+    assert_eq!(joined.leader, joined.member_id);
+    assert_eq!(joined.members.len(), 1);
+    assert_eq!(
+        coordinator.heartbeat("g", 1, &crashed.member_id),
+        Err(GroupError::UnknownMemberId)
+    );
+}
