@@ -936,6 +936,7 @@ async fn api_versions_advertises_the_group_admin_apis() {
 /// synced, and a group known only by its committed offsets.
 async fn groups_to_describe(server: &TestServer, connection: &mut KafkaConnection) {
     topic_with_records(server, "admin-topic", 1, 2).await;
+    // A static member gets its id without the MEMBER_ID_REQUIRED round trip, as in Kafka.
     let joined = connection
         .call(
             5,
@@ -943,16 +944,8 @@ async fn groups_to_describe(server: &TestServer, connection: &mut KafkaConnectio
                 .with_group_instance_id(Some(text("instance-1"))),
         )
         .await;
-    assert_eq!(joined.error_code, MEMBER_ID_REQUIRED);
-    let member_id = joined.member_id.to_string();
-    let joined = connection
-        .call(
-            5,
-            &join_request("admin-stable", &member_id, b"subscription")
-                .with_group_instance_id(Some(text("instance-1"))),
-        )
-        .await;
     assert_eq!(joined.error_code, NONE);
+    let member_id = joined.member_id.to_string();
     let synced = connection
         .call(
             5,
@@ -1145,4 +1138,43 @@ async fn a_crashed_member_does_not_hold_up_the_next_rebalance() {
     assert_eq!(joined.generation_id, 2);
     assert_eq!(joined.leader, joined.member_id);
     assert_eq!(joined.members.len(), 1);
+}
+
+/// A static member (`group.instance.id`) that restarts without leaving (librdkafka's static
+/// members never send LeaveGroup) joins again at once: its previous incarnation is replaced
+/// instead of holding the rebalance until its session expires; the old member id is then
+/// unknown. Static members get their id without MEMBER_ID_REQUIRED, as in Kafka.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_static_member_replaces_its_previous_incarnation() {
+    let server = kafka_server().await;
+    let mut first = KafkaConnection::connect(server.kafka_addr()).await;
+    let request = join_request("static", "", b"m")
+        .with_group_instance_id(Some(text("pod-1")))
+        .with_rebalance_timeout_ms(60_000);
+    let old = first.call(5, &request).await;
+    assert_eq!(
+        old.error_code, NONE,
+        "no MEMBER_ID_REQUIRED for a static member"
+    );
+    let old_id = old.member_id.to_string();
+    let synced = first
+        .call(5, &sync_request("static", &old, vec![(&old_id, b"a")]))
+        .await;
+    assert_eq!(synced.error_code, NONE);
+    drop(first);
+
+    let mut restarted = KafkaConnection::connect(server.kafka_addr()).await;
+    let started = std::time::Instant::now();
+    let new = restarted.call(5, &request).await;
+    assert_eq!(new.error_code, NONE);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered after {:?}: the old incarnation held the rebalance",
+        started.elapsed()
+    );
+    assert_ne!(new.member_id.as_str(), old_id);
+    assert_eq!(new.members.len(), 1);
+    assert_eq!(new.members[0].group_instance_id.as_deref(), Some("pod-1"));
+    let beat = restarted.call(4, &heartbeat_request("static", &old)).await;
+    assert_eq!(beat.error_code, UNKNOWN_MEMBER_ID);
 }

@@ -298,6 +298,21 @@ impl Group {
         true
     }
 
+    /// Removes the member that joined with static instance id `instance_id`, if any, failing
+    /// whatever it waits on (a new incarnation of the instance is joining).
+    pub(super) fn remove_instance(&mut self, instance_id: &str) {
+        let previous: Vec<String> = self
+            .members
+            .values()
+            .filter(|member| member.group_instance_id.as_deref() == Some(instance_id))
+            .map(|member| member.member_id.clone())
+            .collect();
+        for member_id in previous {
+            tracing::info!(%member_id, instance_id, "static member replaced by a new incarnation");
+            self.remove_member(&member_id);
+        }
+    }
+
     /// After members left or expired: rebalance the rest, or become empty.
     pub(super) fn after_membership_change(&mut self, now: Instant, initial_delay: Duration) {
         if self.members.is_empty() {

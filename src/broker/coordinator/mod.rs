@@ -23,8 +23,9 @@
 //! tokio runtime); calls never block on the ticker. All state is behind one lock that is never
 //! held across an `await`: pending joins and syncs wait on oneshot channels.
 //!
-//! Static membership (`group.instance.id`) is accepted and reported but gives no special
-//! treatment: an instance that restarts joins as a new member.
+//! Static membership (`group.instance.id`) is accepted and reported; an instance that restarts
+//! (joins again without a member id) replaces its previous member at once, and the group
+//! rebalances (Kafka would hand it the previous assignment without one).
 
 mod describe;
 mod error;
@@ -215,7 +216,13 @@ impl GroupCoordinator {
         }
         let member_id = if request.member_id.is_empty() {
             let member_id = group.new_member_id(&request.client_id);
-            if request.require_known_member_id {
+            if let Some(instance_id) = &request.group_instance_id {
+                // A restarted static member (which left no LeaveGroup behind): its previous
+                // incarnation is replaced at once, as in Kafka, rather than held until its
+                // session expires. Kafka gives static members their id without the
+                // MEMBER_ID_REQUIRED round trip too.
+                group.remove_instance(instance_id);
+            } else if request.require_known_member_id {
                 group.pending_member_ids.insert(member_id.clone());
                 return Err(GroupError::MemberIdRequired { member_id });
             }

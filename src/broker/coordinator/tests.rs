@@ -269,3 +269,31 @@ async fn a_stopped_member_expires_by_its_session_during_a_rebalance() {
         Err(GroupError::UnknownMemberId)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_static_member_replaces_its_previous_incarnation_at_once() {
+    // Proves: a static member (group.instance.id) that restarts without leaving joins again
+    // without waiting for its old incarnation's session or rebalance timeout, and without the
+    // MEMBER_ID_REQUIRED round trip; the old member id is then unknown.
+    let coordinator = coordinator();
+    let mut first = join_request("", &["range"]);
+    first.group_instance_id = Some("instance-1".into());
+    let old = coordinator.join(first.clone()).await.unwrap();
+    let assignment = vec![(old.member_id.clone(), Bytes::from_static(b"all"))];
+    coordinator
+        .sync(sync_request(&old, assignment))
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut restarted = first;
+    restarted.require_known_member_id = true;
+    restarted.rebalance_timeout = Duration::from_secs(300);
+    let new = coordinator.join(restarted).await.unwrap();
+    assert!(started.elapsed() < SESSION, "{:?}", started.elapsed());
+    assert_ne!(new.member_id, old.member_id);
+    assert_eq!(new.members.len(), 1);
+    assert_eq!(
+        coordinator.heartbeat("g", new.generation_id, &old.member_id),
+        Err(GroupError::UnknownMemberId)
+    );
+}

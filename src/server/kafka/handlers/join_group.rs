@@ -13,8 +13,9 @@
 //! - The leader's answer lists every member with its metadata for the chosen protocol (and its
 //!   `group.instance.id` from v5); the others get an empty list. `skip_assignment` (v9) is
 //!   always false: the leader always assigns.
-//! - Static membership (`group.instance.id`, v5+) is accepted and reported, but an instance that
-//!   restarts joins as a new member (no rebalance is saved).
+//! - Static membership (`group.instance.id`, v5+): a static member gets its id at once (no
+//!   `MEMBER_ID_REQUIRED`, as in Kafka), and an instance that restarts replaces its previous
+//!   member at once; the group still rebalances (Kafka would skip that rebalance).
 //! - Errors carry generation -1 and the member id the request sent (the new id for
 //!   `MEMBER_ID_REQUIRED`); the protocol name is null from v7, empty before.
 
