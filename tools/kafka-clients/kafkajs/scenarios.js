@@ -23,7 +23,7 @@ async function main() {
 
   const produced = [];
   for (const idempotent of [true, false]) {
-    const producer = kafka.producer(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {});
+    const producer = kafka.producer(idempotent ? { idempotent: true } : {});
     await producer.connect();
     const messages = [0, 1, 2, 3].map((i) => ({
       key: `${idempotent ? 'idempotent' : 'plain'}-${i}`,
