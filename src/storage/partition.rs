@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
-use super::fence::{check_credential, EpochCheckpoint, Fence, FenceError, WriteCredential};
+use super::fence::{check_credential_since, EpochCheckpoint, Fence, FenceError, WriteCredential};
 use super::flush::GroupCommit;
 use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
@@ -89,6 +89,9 @@ struct Shared {
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
     failed: AtomicBool,
+    /// Set (under the writer lock) when the partition's topic is deleted: nothing is appended,
+    /// installed or read any more (see [`Partition::retire`]).
+    retired: AtomicBool,
     /// Found at recovery; fixed for the life of the partition.
     damaged: Vec<DamagedRange>,
     /// Offsets below it are in segments synced whole (see [`super::seal`]).
@@ -395,9 +398,11 @@ impl Partition {
             high_watermark: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             damaged: report.damaged.clone(),
             recovery_point,
         });
+        let creation_epoch = checkpoint.creation_epoch();
         let writer = Writer {
             directory: directory.to_path_buf(),
             options,
@@ -415,7 +420,7 @@ impl Partition {
                 name: name.to_string(),
                 directory: directory.to_path_buf(),
                 config,
-                fence: Fence::new(epoch, writer),
+                fence: Fence::with_creation_epoch(epoch, creation_epoch, writer),
                 shared,
                 commit: GroupCommit::new(log_end),
                 sync_observer: ObserverSlot::default(),
@@ -474,6 +479,11 @@ impl Partition {
     pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
         self.fence
             .install_epoch(epoch, |epoch, writer: &mut Writer| {
+                if writer.shared.retired.load(Ordering::Acquire) {
+                    return Err(StorageError::Deleted {
+                        partition: self.name.clone(),
+                    });
+                }
                 let start_offset = writer.active.next_offset();
                 writer
                     .checkpoint
@@ -522,7 +532,12 @@ impl Partition {
     ) -> Result<PendingAppend, StorageError> {
         let epoch = credential.epoch();
         // Early answer for a stale holder; the authoritative check is inside the fence.
-        check_credential(credential, self.fence.current_epoch()).map_err(StorageError::Fence)?;
+        check_credential_since(
+            credential,
+            self.fence.current_epoch(),
+            self.fence.creation_epoch(),
+        )
+        .map_err(StorageError::Fence)?;
         if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
@@ -542,6 +557,11 @@ impl Partition {
         }
         let stamp = ProducerStamp::parse(batch_bytes);
         self.fence.append_as(credential, |writer: &mut Writer| {
+            if writer.shared.retired.load(Ordering::Acquire) {
+                return Err(StorageError::Deleted {
+                    partition: self.name.clone(),
+                });
+            }
             writer.append_batch(batch_bytes, &header, stamp)
         })
     }
@@ -628,6 +648,11 @@ impl Partition {
     /// Offsets outside `[log start, high watermark]` are an error; the high watermark itself
     /// returns no batches (nothing is there yet).
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        if self.is_retired() {
+            return Err(StorageError::Deleted {
+                partition: self.name.clone(),
+            });
+        }
         let high_watermark = self.high_watermark();
         let log_start_offset = self.log_start_offset();
         if offset < log_start_offset || offset > high_watermark {
@@ -750,6 +775,37 @@ impl Partition {
         too_big || too_old
     }
 
+    /// The epoch the partition was created at: 0, or above every epoch of the deleted partition
+    /// whose name it took (see [`super::fence`]).
+    pub fn creation_epoch(&self) -> u64 {
+        self.fence.creation_epoch()
+    }
+
+    /// Stops the partition for good because its topic is being deleted, and returns its final
+    /// epoch. Taken under the writer lock, so appends and epoch installs already inside it
+    /// finish first and none starts after: the returned epoch is the highest this partition
+    /// will ever have installed. Later appends, installs and reads fail with
+    /// [`StorageError::Deleted`]; long polls waiting on it wake up and learn the same. Closing
+    /// it no longer syncs (its files are about to go).
+    pub fn retire(&self) -> u64 {
+        self.fence
+            .with_log(|writer| writer.shared.retired.store(true, Ordering::Release));
+        self.shared.high_watermark.send_modify(|_| {});
+        self.fence.current_epoch()
+    }
+
+    /// Undoes [`Partition::retire`] when the delete could not be carried out (its files are
+    /// still in place): the partition serves again.
+    pub fn reinstate(&self) {
+        self.fence
+            .with_log(|writer| writer.shared.retired.store(false, Ordering::Release));
+    }
+
+    /// Whether [`Partition::retire`] stopped the partition.
+    pub fn is_retired(&self) -> bool {
+        self.shared.retired.load(Ordering::Acquire)
+    }
+
     /// The recorded epoch history `(epoch, start_offset)`, oldest first.
     pub fn epoch_history(&self) -> Vec<(u64, u64)> {
         self.fence
@@ -780,7 +836,7 @@ impl Drop for Partition {
     /// point reaches the active one) and scans only the last. A failed sync is logged: the next
     /// open then recovers from what is on disk.
     fn drop(&mut self) {
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.failed.load(Ordering::Acquire) || self.is_retired() {
             return;
         }
         if let Err(error) = self.sync() {
