@@ -310,3 +310,58 @@ fn doc_example_delete_topic() {
         response
     );
 }
+
+#[test]
+fn epoch_floors_file_and_creation_line_are_as_documented() {
+    // Proves: deleting `orders` whose partitions reached epoch 5 leaves exactly the
+    // `epoch-floors` file docs/storage-format.md shows, the files wait under `deleted/` until
+    // removed, and the re-created topic's checkpoints start with `created 6`.
+    const STORAGE_FORMAT_DOC: &str = include_str!("../docs/storage-format.md");
+    let section = &STORAGE_FORMAT_DOC[STORAGE_FORMAT_DOC
+        .find("## Deleted topics")
+        .expect("the section exists")..];
+    let block = section
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a text block");
+
+    let data = tempfile::tempdir().unwrap();
+    let broker = fencelog::broker::Broker::open(data.path()).unwrap();
+    broker
+        .create_topic("orders", 2, TopicConfig::default())
+        .unwrap();
+    broker
+        .partition("orders", 0)
+        .unwrap()
+        .install_epoch(5)
+        .unwrap();
+    broker
+        .partition("orders", 1)
+        .unwrap()
+        .install_epoch(2)
+        .unwrap();
+    let deleted = broker.delete_topic("orders").unwrap();
+    assert_eq!(deleted.floor, 5);
+    assert!(deleted.files.starts_with(data.path().join("deleted")));
+    assert!(deleted.files.join("0").join("epoch-checkpoint").exists());
+    deleted.remove_files();
+    assert!(!deleted.files.exists());
+    assert_eq!(
+        std::fs::read_to_string(data.path().join("epoch-floors")).unwrap(),
+        block
+    );
+
+    broker
+        .create_topic("orders", 2, TopicConfig::default())
+        .unwrap();
+    for partition in ["0", "1"] {
+        let checkpoint = data
+            .path()
+            .join("topics/orders")
+            .join(partition)
+            .join("epoch-checkpoint");
+        assert_eq!(std::fs::read_to_string(checkpoint).unwrap(), "created 6\n");
+    }
+    assert_eq!(broker.partition("orders", 1).unwrap().current_epoch(), 6);
+}

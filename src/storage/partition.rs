@@ -270,7 +270,13 @@ impl Writer {
             next_base: base_offset,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
-            after_seal: snapshot.map(|write| Box::new(write) as Box<dyn FnOnce() + Send>),
+            after_seal: snapshot.map(|write| {
+                // Not into a deleted partition's path, which a re-created topic may own.
+                let recovery_point = Arc::clone(&self.shared.recovery_point);
+                Box::new(move || {
+                    recovery_point.unless_retired(write);
+                }) as Box<dyn FnOnce() + Send>
+            }),
         });
         Ok(())
     }
@@ -711,7 +717,7 @@ impl Partition {
     /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
     /// The active segment is never deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {
-        if !self.retention_due(now_ms) {
+        if self.is_retired() || !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }
         let victims = self.fence.with_log(|writer| {
@@ -736,16 +742,23 @@ impl Partition {
                 .store(segments[0].base_offset(), Ordering::Release);
             victims
         });
-        let mut report = RetentionReport::default();
-        for victim in &victims {
-            victim.mark_deleted();
-            segment::delete_files(&self.directory, victim.base_offset())
-                .map_err(io_error("delete segment"))?;
-            report.segments += 1;
-            report.bytes += victim.written_bytes() as u64;
-        }
+        // Not in a deleted partition's path, which a re-created topic may own by now.
+        let deleted = self.shared.recovery_point.unless_retired(|| {
+            let mut report = RetentionReport::default();
+            for victim in &victims {
+                victim.mark_deleted();
+                segment::delete_files(&self.directory, victim.base_offset())
+                    .map_err(io_error("delete segment"))?;
+                report.segments += 1;
+                report.bytes += victim.written_bytes() as u64;
+            }
+            if report.segments > 0 {
+                sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
+            }
+            Ok::<_, StorageError>(report)
+        });
+        let report = deleted.transpose()?.unwrap_or_default();
         if report.segments > 0 {
-            sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
             info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
         }
         Ok(report)
@@ -790,6 +803,7 @@ impl Partition {
     pub fn retire(&self) -> u64 {
         self.fence
             .with_log(|writer| writer.shared.retired.store(true, Ordering::Release));
+        self.shared.recovery_point.retire();
         self.shared.high_watermark.send_modify(|_| {});
         self.fence.current_epoch()
     }
@@ -799,6 +813,7 @@ impl Partition {
     pub fn reinstate(&self) {
         self.fence
             .with_log(|writer| writer.shared.retired.store(false, Ordering::Release));
+        self.shared.recovery_point.reinstate();
     }
 
     /// Whether [`Partition::retire`] stopped the partition.
