@@ -11,6 +11,8 @@
 //! * [`coordinator`]: consumer-group membership (Kafka's classic group protocol), for the Kafka
 //!   listener's group APIs.
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
+//! * [`epoch_floors`]: the fence floors of deleted topics, so a re-created topic fences every
+//!   holder of the old one.
 //! * [`groups`]: committed offsets of consumer groups ([`GroupOffsets`]), protocol-neutral.
 //!
 //! Layout of the data directory:
@@ -21,9 +23,13 @@
 //! DATA/topics/NAME/topic.json        the topic's settings (written temp + fsync + rename)
 //! DATA/topics/NAME/P/                partition P: segments, indexes, epoch-checkpoint
 //! DATA/groups/HASH.offsets           committed offsets of the groups whose name hashes to HASH
+//! DATA/epoch-floors                  highest epoch of each deleted topic name (epoch_floors)
+//! DATA/deleted/NAME.SUFFIX/          a deleted topic's files, removed in the background; a
+//!                                    leftover (a crash before removal) is removed on open
 //! ```
 
 pub mod coordinator;
+pub mod epoch_floors;
 pub mod error;
 pub mod groups;
 pub mod maintenance;
@@ -41,6 +47,7 @@ use std::time::Instant;
 use tracing::info;
 
 pub use error::BrokerError;
+
 pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
 pub use service::{
     BrokerService, FetchRequest, OffsetCommits, OffsetToCommit, PartitionOffsets, ProduceRequest,
@@ -62,6 +69,8 @@ pub const MAX_TOPICS: usize = 10_000;
 pub const MAX_TOPIC_NAME_BYTES: usize = 200;
 /// Name of the lock file in the data directory.
 pub const LOCK_FILE: &str = "fencelog.lock";
+/// Directory of the data directory where deleted topics wait for their removal.
+pub const DELETED_DIRECTORY: &str = "deleted";
 use topic_file::{TopicFile, TOPIC_FILE};
 
 /// One topic: its settings and partitions.
@@ -111,7 +120,39 @@ pub struct Broker {
     producer_ids: producer_ids::ProducerIds,
     /// Committed offsets of consumer groups.
     group_offsets: GroupOffsets,
+    /// The fence floors of deleted topic names (behind `create_lock` for writes).
+    epoch_floors: std::sync::Mutex<epoch_floors::EpochFloors>,
     _lock_file: File,
+}
+
+/// What [`Broker::delete_topic`] did; the files are left to [`DeletedTopic::remove_files`].
+#[derive(Debug)]
+#[must_use = "the deleted topic's files are removed by `remove_files`"]
+pub struct DeletedTopic {
+    /// The topic's name.
+    pub name: String,
+    /// Its partitions.
+    pub partitions: u32,
+    /// The highest epoch any of its partitions installed: the name's fence floor now.
+    pub floor: u64,
+    /// Where its files wait for removal (under `DATA/deleted/`).
+    pub files: PathBuf,
+}
+
+impl DeletedTopic {
+    /// Removes the deleted topic's files (blocking: run it off the async workers). A failure is
+    /// logged, not returned: the delete is already durable, and the next open removes what is
+    /// left under `DATA/deleted/`.
+    pub fn remove_files(&self) {
+        match fs::remove_dir_all(&self.files) {
+            Ok(()) => {
+                info!(topic = %self.name, path = %self.files.display(), "removed the deleted topic's files")
+            }
+            Err(error) => {
+                tracing::warn!(topic = %self.name, path = %self.files.display(), %error, "could not remove the deleted topic's files; the next start removes them")
+            }
+        }
+    }
 }
 
 /// Checks a topic name: 1 to 200 bytes of `[A-Za-z0-9._-]`, not `.` or `..`.
@@ -196,6 +237,13 @@ impl Broker {
             &data_dir.join(groups::GROUPS_DIRECTORY),
             GroupOffsetsConfig::default(),
         )?;
+        let epoch_floors = epoch_floors::EpochFloors::open(data_dir)
+            .map_err(io_error("read the epoch floors of deleted topics"))?;
+        if Self::purge_deleted(data_dir)? {
+            // A delete was interrupted after its rename: its committed offsets may remain.
+            let forgotten = group_offsets.forget_topics(|topic| !topics.contains_key(topic))?;
+            info!(forgotten, "forgot committed offsets of deleted topics");
+        }
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
@@ -205,8 +253,33 @@ impl Broker {
             seal_worker,
             producer_ids,
             group_offsets,
+            epoch_floors: std::sync::Mutex::new(epoch_floors),
             _lock_file: lock_file,
         })
+    }
+
+    /// Removes what deleted topics left under `DATA/deleted/` (a crash before their background
+    /// removal) and returns whether there was anything.
+    fn purge_deleted(data_dir: &Path) -> Result<bool, BrokerError> {
+        let deleted = data_dir.join(DELETED_DIRECTORY);
+        let entries = match fs::read_dir(&deleted) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(error) => return Err(io_error("list deleted topics")(error)),
+        };
+        let mut found = false;
+        for entry in entries {
+            let path = entry.map_err(io_error("list deleted topics"))?.path();
+            found = true;
+            let removed = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            removed.map_err(io_error(format!("remove {}", path.display())))?;
+            info!(path = %path.display(), "removed a deleted topic's leftover files");
+        }
+        Ok(found)
     }
 
     /// A producer id never handed out before by this data directory (for `InitProducerId`).
@@ -279,6 +352,14 @@ impl Broker {
         let topics_dir = self.data_dir.join("topics");
         let topic_dir = topics_dir.join(name);
         fs::create_dir_all(&topic_dir).map_err(io_error("create topic directory"))?;
+        let floor = self
+            .epoch_floors
+            .lock()
+            .expect("epoch floors lock poisoned")
+            .floor(name);
+        if floor > 0 {
+            Self::record_creation_epochs(&topic_dir, partitions, floor)?;
+        }
         let topic = Self::open_topic(&topics_dir, name, partitions, config, &self.seal_worker)?;
         let file = TopicFile::new(partitions, &config).to_json();
         write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
@@ -291,6 +372,114 @@ impl Broker {
             .insert(name.to_string(), Arc::clone(&topic));
         info!(topic = name, partitions, ?config, "created topic");
         Ok(topic)
+    }
+
+    /// Gives each partition of a topic re-created under a deleted one's name the creation epoch
+    /// `floor + 1`, durably, before the partitions are opened: holders of the old epochs are
+    /// fenced and the first grant is above all of them.
+    fn record_creation_epochs(
+        topic_dir: &Path,
+        partitions: u32,
+        floor: u64,
+    ) -> Result<(), BrokerError> {
+        let creation_epoch = floor.checked_add(1).ok_or_else(|| {
+            BrokerError::InvalidConfig(format!(
+                "the deleted topic of this name used up every epoch ({floor})"
+            ))
+        })?;
+        for index in 0..partitions {
+            let directory = topic_dir.join(index.to_string());
+            fs::create_dir_all(&directory).map_err(io_error("create partition directory"))?;
+            crate::storage::fence::EpochCheckpoint::load(&directory)
+                .and_then(|mut checkpoint| checkpoint.record_creation(creation_epoch))
+                .map_err(io_error(format!(
+                    "record creation epoch {creation_epoch} in {}",
+                    directory.display()
+                )))?;
+        }
+        crate::storage::durable_file::sync_directory(topic_dir)
+            .map_err(io_error("sync topic directory"))
+    }
+
+    /// Deletes a topic durably (blocking). In order: its partitions are retired (appends and
+    /// epoch installs already inside a partition's writer finish, none starts after), the
+    /// highest epoch they ever installed becomes the name's fence floor (durable before
+    /// anything is removed), the topic stops being served, its directory is renamed into
+    /// `DATA/deleted/` (both directories fsynced), and every group's committed offsets for it
+    /// are forgotten. The files themselves are left to [`DeletedTopic::remove_files`]. If the
+    /// floor or the rename fails, the topic is served again as it was and the error returned.
+    pub fn delete_topic(&self, name: &str) -> Result<DeletedTopic, BrokerError> {
+        validate_topic_name(name)?;
+        let _serialized = self.create_lock.lock().expect("create lock poisoned");
+        let topic = self.topic(name)?;
+        let floor = topic
+            .partitions
+            .iter()
+            .map(|partition| partition.retire())
+            .max()
+            .unwrap_or(0);
+        let files = match self.record_floor_and_move(name, floor) {
+            Ok(files) => files,
+            Err(error) => {
+                for partition in &topic.partitions {
+                    partition.reinstate();
+                }
+                return Err(error);
+            }
+        };
+        self.topics
+            .write()
+            .expect("topics lock poisoned")
+            .remove(name);
+        let topics_dir = self.data_dir.join("topics");
+        let deleted_dir = self.data_dir.join(DELETED_DIRECTORY);
+        crate::storage::durable_file::sync_directory(&topics_dir)
+            .and_then(|()| crate::storage::durable_file::sync_directory(&deleted_dir))
+            .map_err(io_error(format!(
+                "topic {name:?} is deleted but the deletion may not survive a crash (syncing the \
+                 topics directories failed); after a restart, delete it again if it is back"
+            )))?;
+        let prefix = format!("{name}/");
+        self.interval_syncs
+            .lock()
+            .expect("interval lock poisoned")
+            .retain(|partition, _| !partition.starts_with(&prefix));
+        if let Err(error) = self.group_offsets.forget_topics(|topic| topic == name) {
+            // The delete itself is durable; the next start after a crash forgets them, and until
+            // then a commit or fetch of the deleted topic's offsets answers UNKNOWN_TOPIC anyway.
+            tracing::error!(topic = name, %error, "could not forget the deleted topic's committed offsets");
+        }
+        info!(topic = name, floor, "deleted topic");
+        Ok(DeletedTopic {
+            name: name.to_string(),
+            partitions: topic.partitions.len() as u32,
+            floor,
+            files,
+        })
+    }
+
+    /// The first steps of a delete: the floor, durably, then the rename out of `topics/` (made
+    /// durable by the caller). Nothing is served from the old files once this succeeded.
+    fn record_floor_and_move(&self, name: &str, floor: u64) -> Result<PathBuf, BrokerError> {
+        self.epoch_floors
+            .lock()
+            .expect("epoch floors lock poisoned")
+            .raise(name, floor)
+            .map_err(io_error(format!(
+                "record the fence floor {floor} of topic {name:?}"
+            )))?;
+        let topics_dir = self.data_dir.join("topics");
+        let deleted_dir = self.data_dir.join(DELETED_DIRECTORY);
+        fs::create_dir_all(&deleted_dir)
+            .and_then(|()| crate::storage::durable_file::sync_directory(&self.data_dir))
+            .map_err(io_error("create the deleted-topics directory"))?;
+        let suffix: u64 = rand::random();
+        let files = deleted_dir.join(format!("{name}.{suffix:016x}"));
+        fs::rename(topics_dir.join(name), &files).map_err(io_error(format!(
+            "move topic {name:?} into {}",
+            deleted_dir.display()
+        )))?;
+        Ok(files)
     }
 
     /// A topic by name.

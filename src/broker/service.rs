@@ -20,11 +20,13 @@ use super::coordinator::{CoordinatorConfig, GroupCoordinator};
 use super::groups::PartitionCommits;
 use super::maintenance::Maintenance;
 use super::produce_queue::ProduceQueue;
-use super::{Broker, BrokerError, CommittedOffset, GroupOffsetsError, Topic};
+use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::TopicConfig;
-use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
-use crate::storage::{Appended, Partition, ReadResult, WriteCredential};
+use crate::lease::{
+    AuthorityError, Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed,
+};
+use crate::storage::{Appended, Partition, ReadResult, StorageError, WriteCredential};
 
 /// One batch to append.
 #[derive(Debug, Clone)]
@@ -343,7 +345,15 @@ impl BrokerService {
         ttl_ms: u64,
     ) -> Result<Grant, BrokerError> {
         let target = self.lease_target(topic, partition)?;
-        Ok(self.leases.acquire(target, holder, ttl_ms).await?)
+        match self.leases.acquire(target, holder, ttl_ms).await {
+            // The topic was deleted while the grant was being installed.
+            Err(AuthorityError::Install { source, .. })
+                if matches!(*source, StorageError::Deleted { .. }) =>
+            {
+                Err(BrokerError::UnknownTopic(topic.to_string()))
+            }
+            granted => Ok(granted?),
+        }
     }
 
     /// Extends a live lease.
@@ -386,6 +396,19 @@ impl BrokerService {
     ) -> Result<Arc<Topic>, BrokerError> {
         let broker = Arc::clone(&self.broker);
         blocking(move || broker.create_topic(&name, partitions, config)).await
+    }
+
+    /// Deletes a topic (see [`Broker::delete_topic`]): once this returns `Ok` the deletion and the
+    /// name's fence floor are durable, the topic is no longer served (metadata, produce, fetch
+    /// and leases answer UNKNOWN_TOPIC), its leases and committed offsets are forgotten. Its
+    /// files are removed afterwards on the blocking pool, so deleting a big topic holds up
+    /// neither the runtime nor the answer.
+    pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        let deleted: DeletedTopic = blocking(move || broker.delete_topic(&name)).await?;
+        self.leases.forget_topic(&deleted.name);
+        tokio::task::spawn_blocking(move || deleted.remove_files());
+        Ok(())
     }
 
     /// The named topics (all, sorted by name, when `names` is empty).

@@ -1,4 +1,4 @@
-//! `fencelog topic create|list`: create topics and show their configuration.
+//! `fencelog topic create|list|delete`: create topics, show their configuration, delete them.
 
 use std::time::Duration;
 
@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::common::{self, ClientArgs, Failure, Output};
 use super::CliError;
-use crate::protocol::{FlushPolicy, TopicConfig, TopicMetadata};
+use crate::client::ClientError;
+use crate::protocol::{ErrorCode, FlushPolicy, TopicConfig, TopicMetadata};
 
 /// Arguments of `fencelog topic`.
 #[derive(Debug, Args)]
@@ -24,6 +25,11 @@ pub enum TopicCommand {
     ///
     /// Prints the topic as created (with --json: the same object `topic list` prints).
     Create(CreateArgs),
+    /// Delete a topic with its data, leases and every group's committed offsets for it.
+    ///
+    /// Exit status 0 when deleted (or, with --if-exists, when there was no such topic), 1
+    /// otherwise. With --json: {"name", "deleted"} (deleted false: it did not exist).
+    Delete(DeleteArgs),
     /// List every topic with its partitions, flush policy, segment size and retention.
     ///
     /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
@@ -58,6 +64,26 @@ pub struct CreateArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
+}
+
+/// Arguments of `fencelog topic delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Name of the topic to delete.
+    pub name: String,
+    /// Succeed when there is no such topic (exit status 0, nothing deleted).
+    #[arg(long)]
+    pub if_exists: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+/// What `topic delete --json` prints.
+#[derive(Debug, Serialize)]
+struct DeletedJson<'a> {
+    name: &'a str,
+    deleted: bool,
 }
 
 /// Arguments of `fencelog topic list`.
@@ -139,7 +165,34 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
     match args.command {
         TopicCommand::Create(args) => common::block_on(create(args)),
         TopicCommand::List(args) => common::block_on(list(args)),
+        TopicCommand::Delete(args) => common::block_on(delete(args)),
     }
+}
+
+async fn delete(args: DeleteArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let deleted = match client.delete_topic(&args.name).await {
+        Ok(()) => true,
+        Err(ClientError::Server {
+            code: ErrorCode::UnknownTopic,
+            ..
+        }) if args.if_exists => false,
+        Err(error) => return Err(error.into()),
+    };
+    let mut out = Output::new(args.client.json);
+    let json = DeletedJson {
+        name: &args.name,
+        deleted,
+    };
+    if deleted {
+        out.emit(&json, format_args!("deleted topic {}", args.name))?;
+    } else {
+        out.emit(
+            &json,
+            format_args!("topic {} does not exist; nothing deleted", args.name),
+        )?;
+    }
+    out.flush()
 }
 
 async fn create(args: CreateArgs) -> Result<(), Failure> {

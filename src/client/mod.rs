@@ -784,6 +784,18 @@ impl Client {
         expect_response!(response, Response::CreateTopic => ())
     }
 
+    /// Deletes a topic with its data, leases and every group's committed offsets for it. Fails
+    /// with `UNKNOWN_TOPIC` if there is none. Not repeated after a lost connection (a repeat would
+    /// answer `UNKNOWN_TOPIC` for the topic the first attempt deleted).
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ClientError> {
+        let response = self
+            .call(Request::DeleteTopic {
+                name: name.to_owned(),
+            })
+            .await?;
+        expect_response!(response, Response::DeleteTopic => ())
+    }
+
     /// Describes the named topics, in the order asked; an empty list means all topics (sorted
     /// by name). Fails with `UNKNOWN_TOPIC` if any named topic does not exist.
     pub async fn metadata<S: AsRef<str>>(

@@ -25,7 +25,7 @@ use crate::protocol::{ApiKey, ErrorCode};
 ///   wanted; `OffsetFetch` reads; `OffsetCommit` of the same offset twice stores it once;
 ///   `InitProducerId` twice only leaves an id unused.
 /// * Not retried: `CreateTopic` a second time would answer `TOPIC_EXISTS` for a topic the first
-///   attempt created, hiding the success; `AcquireLease` a second time is refused with
+///   attempt created, hiding the success (`DeleteTopic` likewise, with `UNKNOWN_TOPIC`); `AcquireLease` a second time is refused with
 ///   `LEASE_HELD` by the very lease the first attempt obtained (whose id the caller never
 ///   learnt), locking the caller out for a TTL; `Produce` a second time appends the batch twice
 ///   (the producer's sequence numbers, not this layer, make produce retries safe).
@@ -40,7 +40,7 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::OffsetFetch
         | ApiKey::OffsetCommit
         | ApiKey::InitProducerId => true,
-        ApiKey::CreateTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
+        ApiKey::CreateTopic | ApiKey::DeleteTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
     }
 }
 

@@ -80,4 +80,9 @@ pub trait LeaseAuthority: Send + Sync + Debug {
         target: LeaseTarget,
         lease_id: u128,
     ) -> BoxFuture<'static, Result<(), AuthorityError>>;
+
+    /// Forgets every lease and grant record of `topic`, which was deleted (its partitions were
+    /// retired first, so an acquire still in flight fails to install its epoch). A topic
+    /// re-created under the name starts from its partitions' creation epochs, not from here.
+    fn forget_topic(&self, topic: &str);
 }

@@ -113,6 +113,11 @@ fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
 }
 
 impl LeaseAuthority for LocalLeaseAuthority {
+    fn forget_topic(&self, topic: &str) {
+        let forgotten = self.table.remove_topic(topic);
+        tracing::debug!(topic, forgotten, "forgot the deleted topic's lease slots");
+    }
+
     fn acquire(
         &self,
         target: LeaseTarget,

@@ -11,6 +11,7 @@ use std::fmt;
 pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod create_topic;
+pub(in crate::protocol) mod delete_topic;
 pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod init_producer_id;
 pub(in crate::protocol) mod list_offsets;
@@ -50,12 +51,14 @@ pub enum ApiKey {
     OffsetCommit = 10,
     /// Read a consumer group's committed position in a partition.
     OffsetFetch = 11,
+    /// Delete a topic with its data, leases and committed offsets.
+    DeleteTopic = 12,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 12] = [
+    pub const ALL: [ApiKey; 13] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -68,6 +71,7 @@ impl ApiKey {
         ApiKey::InitProducerId,
         ApiKey::OffsetCommit,
         ApiKey::OffsetFetch,
+        ApiKey::DeleteTopic,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -95,6 +99,7 @@ impl ApiKey {
             ApiKey::InitProducerId => "InitProducerId",
             ApiKey::OffsetCommit => "OffsetCommit",
             ApiKey::OffsetFetch => "OffsetFetch",
+            ApiKey::DeleteTopic => "DeleteTopic",
         }
     }
 
@@ -164,7 +169,8 @@ mod tests {
         assert!(ApiKey::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ApiKey::OffsetCommit.as_u16(), 10);
         assert_eq!(ApiKey::OffsetFetch.as_u16(), 11);
-        assert_eq!(ApiKey::from_u16(12), None);
+        assert_eq!(ApiKey::DeleteTopic.as_u16(), 12);
+        assert_eq!(ApiKey::from_u16(13), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

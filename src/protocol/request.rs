@@ -6,8 +6,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, delete_topic, fetch, init_producer_id, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};
@@ -27,6 +27,11 @@ pub enum Request {
         partitions: u32,
         /// Topic configuration.
         config: TopicConfig,
+    },
+    /// Delete a topic.
+    DeleteTopic {
+        /// Topic name.
+        name: String,
     },
     /// Describe topics.
     Metadata {
@@ -127,6 +132,7 @@ impl Request {
         match self {
             Request::ApiVersions => ApiKey::ApiVersions,
             Request::CreateTopic { .. } => ApiKey::CreateTopic,
+            Request::DeleteTopic { .. } => ApiKey::DeleteTopic,
             Request::Metadata { .. } => ApiKey::Metadata,
             Request::AcquireLease { .. } => ApiKey::AcquireLease,
             Request::RenewLease { .. } => ApiKey::RenewLease,
@@ -153,6 +159,7 @@ impl Request {
         match self {
             Request::ApiVersions => api_versions::request_body_len(),
             Request::CreateTopic { name, .. } => create_topic::request_body_len(name),
+            Request::DeleteTopic { name } => delete_topic::request_body_len(name),
             Request::Metadata { topics } => metadata::request_body_len(topics),
             Request::AcquireLease { topic, holder, .. } => {
                 acquire_lease::request_body_len(topic, holder)
@@ -186,6 +193,7 @@ impl Request {
                 partitions,
                 config,
             } => create_topic::encode_request(dst, name, *partitions, config),
+            Request::DeleteTopic { name } => delete_topic::encode_request(dst, name),
             Request::Metadata { topics } => metadata::encode_request(dst, topics),
             Request::AcquireLease {
                 topic,
@@ -246,6 +254,7 @@ impl Request {
         match api_key {
             ApiKey::ApiVersions => api_versions::decode_request(r),
             ApiKey::CreateTopic => create_topic::decode_request(r),
+            ApiKey::DeleteTopic => delete_topic::decode_request(r),
             ApiKey::Metadata => metadata::decode_request(r),
             ApiKey::AcquireLease => acquire_lease::decode_request(r),
             ApiKey::RenewLease => renew_lease::decode_request(r),

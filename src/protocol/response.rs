@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, create_topic, delete_topic, fetch, init_producer_id, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -25,6 +25,8 @@ pub enum Response {
     },
     /// The topic was created. Empty body.
     CreateTopic,
+    /// The topic was deleted. Empty body.
+    DeleteTopic,
     /// Topic descriptions.
     Metadata {
         /// The requested topics (or all of them).
@@ -114,6 +116,7 @@ impl Response {
         match self {
             Response::ApiVersions { .. } => ApiKey::ApiVersions,
             Response::CreateTopic => ApiKey::CreateTopic,
+            Response::DeleteTopic => ApiKey::DeleteTopic,
             Response::Metadata { .. } => ApiKey::Metadata,
             Response::AcquireLease { .. } => ApiKey::AcquireLease,
             Response::RenewLease { .. } => ApiKey::RenewLease,
@@ -132,6 +135,7 @@ impl Response {
         match self {
             Response::ApiVersions { server, apis } => api_versions::response_body_len(server, apis),
             Response::CreateTopic => create_topic::response_body_len(),
+            Response::DeleteTopic => delete_topic::response_body_len(),
             Response::Metadata { topics } => metadata::response_body_len(topics),
             Response::AcquireLease { .. } => acquire_lease::response_body_len(),
             Response::RenewLease { .. } => renew_lease::response_body_len(),
@@ -155,6 +159,7 @@ impl Response {
                 api_versions::encode_response(dst, server, apis)
             }
             Response::CreateTopic => create_topic::encode_response(dst),
+            Response::DeleteTopic => delete_topic::encode_response(dst),
             Response::Metadata { topics } => metadata::encode_response(dst, topics),
             Response::AcquireLease {
                 epoch,
@@ -208,6 +213,7 @@ impl Response {
         match api_key {
             ApiKey::ApiVersions => api_versions::decode_response(r),
             ApiKey::CreateTopic => create_topic::decode_response(r),
+            ApiKey::DeleteTopic => delete_topic::decode_response(r),
             ApiKey::Metadata => metadata::decode_response(r),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),
             ApiKey::RenewLease => renew_lease::decode_response(r),

@@ -8,6 +8,13 @@
 //! current. So once `install_epoch(e)` has returned, no append with an epoch below `e` can start
 //! or be in progress: the lock orders them all.
 //!
+//! A partition re-created under the name of a deleted one starts at a *creation epoch*: an
+//! epoch above every epoch the old partition ever installed, installed by the creation itself
+//! and never granted to anyone (a brand-new partition's creation epoch is 0, which is never
+//! granted either). Holders of the old partition's epochs are fenced (they are below it),
+//! writers without a lease are accepted until the first grant, and the first grant is above it:
+//! the fence floor never goes down, across deletes too (see `docs/fencing.md`).
+//!
 //! The fence does not know where epochs come from (the lease table today, perhaps an external lock
 //! service later): issuance and enforcement are kept apart. It is generic over the log it guards
 //! so that loom can model the real code with an in-memory log.
@@ -63,7 +70,15 @@ pub enum FenceError {
 /// Epoch 0 is never granted (grants start at 1): it is unknown, whatever the current epoch, so
 /// a writer that never acquired a lease is told so rather than told it lost one.
 pub fn check_epoch(epoch: u64, current: u64) -> Result<(), FenceError> {
-    if epoch == 0 || epoch > current {
+    check_epoch_since(epoch, current, 0)
+}
+
+/// [`check_epoch`] on a partition created at `creation_epoch` (see the module docs): that
+/// epoch was never granted, so it is unknown like 0 is, and every epoch below it belongs to a
+/// deleted incarnation of the partition and is fenced.
+pub fn check_epoch_since(epoch: u64, current: u64, creation_epoch: u64) -> Result<(), FenceError> {
+    debug_assert!(creation_epoch <= current, "the creation epoch is installed");
+    if epoch == 0 || epoch == creation_epoch || epoch > current {
         Err(FenceError::UnknownEpoch { epoch, current })
     } else if epoch < current {
         Err(FenceError::Fenced { epoch, current })
@@ -78,9 +93,10 @@ pub enum WriteCredential {
     /// A fencing token from a lease grant: accepted while it is the current epoch.
     Epoch(u64),
     /// No lease at all: a writer that has no notion of one (a Kafka producer through the Kafka
-    /// listener). Accepted only while the partition has never granted a lease (current epoch
-    /// 0); its batches carry epoch 0. The first grant fences every such writer, exactly as it
-    /// fences a stale holder, so a leased partition has one writer whatever the listener.
+    /// listener). Accepted only while the partition has never granted a lease (its current
+    /// epoch is still its creation epoch: 0, or the floor of a re-created partition); its
+    /// batches carry epoch 0. The first grant fences every such writer, exactly as it fences a
+    /// stale holder, so a leased partition has one writer whatever the listener.
     Unleased,
 }
 
@@ -94,11 +110,22 @@ impl WriteCredential {
     }
 }
 
-/// The fence check of any credential (see [`check_epoch`] for a lease's epoch).
+/// The fence check of any credential on a partition created at epoch 0 (see
+/// [`check_credential_since`]).
 pub fn check_credential(credential: WriteCredential, current: u64) -> Result<(), FenceError> {
+    check_credential_since(credential, current, 0)
+}
+
+/// The fence check of any credential on a partition created at `creation_epoch`: a lease's
+/// epoch as [`check_epoch_since`] says; no lease only while no grant happened since creation.
+pub fn check_credential_since(
+    credential: WriteCredential,
+    current: u64,
+    creation_epoch: u64,
+) -> Result<(), FenceError> {
     match credential {
-        WriteCredential::Epoch(epoch) => check_epoch(epoch, current),
-        WriteCredential::Unleased if current == 0 => Ok(()),
+        WriteCredential::Epoch(epoch) => check_epoch_since(epoch, current, creation_epoch),
+        WriteCredential::Unleased if current == creation_epoch => Ok(()),
         WriteCredential::Unleased => Err(FenceError::Leased { current }),
     }
 }
@@ -110,6 +137,9 @@ pub struct Fence<L> {
     /// Mirror of `Guarded::current` for lock-free reads (metadata, lease grants). Written only
     /// under the lock; never used for the check itself.
     current_mirror: AtomicU64,
+    /// The epoch the partition was created at (0, or above every epoch of a deleted partition
+    /// of the same name): never granted, fixed for the fence's life.
+    creation_epoch: u64,
 }
 
 #[derive(Debug)]
@@ -119,12 +149,25 @@ struct Guarded<L> {
 }
 
 impl<L> Fence<L> {
-    /// Guards `log` starting at epoch `current`.
+    /// Guards `log` starting at epoch `current`, on a partition created at epoch 0.
     pub fn new(current: u64, log: L) -> Self {
+        Self::with_creation_epoch(current, 0, log)
+    }
+
+    /// Guards `log` starting at epoch `current`, on a partition created at `creation_epoch`
+    /// (see the module docs). The current epoch is at least the creation epoch.
+    pub fn with_creation_epoch(current: u64, creation_epoch: u64, log: L) -> Self {
+        let current = current.max(creation_epoch);
         Self {
             state: Mutex::new(Guarded { current, log }),
             current_mirror: AtomicU64::new(current),
+            creation_epoch,
         }
+    }
+
+    /// The epoch the partition was created at (0 unless it re-created a deleted one).
+    pub fn creation_epoch(&self) -> u64 {
+        self.creation_epoch
     }
 
     fn lock(&self) -> MutexGuard<'_, Guarded<L>> {
@@ -162,7 +205,7 @@ impl<L> Fence<L> {
         E: From<FenceError>,
     {
         let mut guarded = self.lock();
-        check_credential(credential, guarded.current)?;
+        check_credential_since(credential, guarded.current, self.creation_epoch)?;
         write(&mut guarded.log)
     }
 
@@ -203,10 +246,16 @@ pub const CHECKPOINT_FILE: &str = "epoch-checkpoint";
 /// How many `epoch start_offset` lines the checkpoint keeps; older history is dropped.
 pub const CHECKPOINT_HISTORY_MAX: usize = 64;
 
-/// The durable record of installed epochs: lines of `epoch start_offset`, newest last.
+/// First word of the checkpoint line that records a re-created partition's creation epoch.
+pub const CREATION_EPOCH_KEYWORD: &str = "created";
+
+/// The durable record of installed epochs: lines of `epoch start_offset`, newest last, after an
+/// optional first line `created EPOCH` on a partition re-created under a deleted one's name (its
+/// creation epoch, see the module docs; absent means 0).
 #[derive(Debug)]
 pub struct EpochCheckpoint {
     directory: PathBuf,
+    creation_epoch: u64,
     history: Vec<(u64, u64)>,
 }
 
@@ -215,22 +264,31 @@ impl EpochCheckpoint {
     pub fn load(directory: &Path) -> io::Result<Self> {
         let path = directory.join(CHECKPOINT_FILE);
         let mut history = Vec::new();
+        let mut creation_epoch = 0;
         match fs::read_to_string(&path) {
             Ok(text) => {
                 for (number, line) in text.lines().enumerate() {
+                    let invalid = || {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{}: line {} is not `epoch start_offset` (nor a first line `{CREATION_EPOCH_KEYWORD} epoch`)",
+                                path.display(),
+                                number + 1
+                            ),
+                        )
+                    };
+                    if let Some(rest) = line.strip_prefix(CREATION_EPOCH_KEYWORD) {
+                        if number != 0 {
+                            return Err(invalid());
+                        }
+                        creation_epoch = rest.trim().parse::<u64>().map_err(|_| invalid())?;
+                        continue;
+                    }
                     let mut fields = line.split_whitespace().map(str::parse::<u64>);
                     match (fields.next(), fields.next(), fields.next()) {
                         (Some(Ok(epoch)), Some(Ok(start)), None) => history.push((epoch, start)),
-                        _ => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!(
-                                    "{}: line {} is not `epoch start_offset`",
-                                    path.display(),
-                                    number + 1
-                                ),
-                            ))
-                        }
+                        _ => return Err(invalid()),
                     }
                 }
             }
@@ -239,17 +297,24 @@ impl EpochCheckpoint {
         }
         Ok(Self {
             directory: directory.to_path_buf(),
+            creation_epoch,
             history,
         })
     }
 
-    /// The highest epoch recorded (0 if none).
+    /// The highest epoch recorded, the creation epoch included (0 if none).
     pub fn latest_epoch(&self) -> u64 {
         self.history
             .iter()
             .map(|(epoch, _)| *epoch)
             .max()
             .unwrap_or(0)
+            .max(self.creation_epoch)
+    }
+
+    /// The epoch the partition was created at (0 unless it re-created a deleted one).
+    pub fn creation_epoch(&self) -> u64 {
+        self.creation_epoch
     }
 
     /// The recorded `(epoch, start_offset)` pairs, oldest first.
@@ -265,13 +330,38 @@ impl EpochCheckpoint {
         history.push((epoch, start_offset));
         let excess = history.len().saturating_sub(CHECKPOINT_HISTORY_MAX);
         history.drain(..excess);
-        let mut text = String::new();
-        for (epoch, start) in &history {
-            text.push_str(&format!("{epoch} {start}\n"));
-        }
-        write_durably(&self.directory, CHECKPOINT_FILE, text.as_bytes())?;
+        self.write(self.creation_epoch, &history)?;
         self.history = history;
         Ok(())
+    }
+
+    /// Records the partition's creation epoch, durably, before the partition is opened (a
+    /// partition re-created under the name of a deleted one; see the module docs). Refuses to
+    /// lower one already recorded.
+    pub fn record_creation(&mut self, creation_epoch: u64) -> io::Result<()> {
+        if creation_epoch < self.creation_epoch {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "creation epoch {creation_epoch} is below the recorded {}",
+                    self.creation_epoch
+                ),
+            ));
+        }
+        self.write(creation_epoch, &self.history)?;
+        self.creation_epoch = creation_epoch;
+        Ok(())
+    }
+
+    fn write(&self, creation_epoch: u64, history: &[(u64, u64)]) -> io::Result<()> {
+        let mut text = String::new();
+        if creation_epoch > 0 {
+            text.push_str(&format!("{CREATION_EPOCH_KEYWORD} {creation_epoch}\n"));
+        }
+        for (epoch, start) in history {
+            text.push_str(&format!("{epoch} {start}\n"));
+        }
+        write_durably(&self.directory, CHECKPOINT_FILE, text.as_bytes())
     }
 }
 
@@ -340,6 +430,73 @@ mod tests {
         fn from(error: FenceError) -> Self {
             io::Error::other(error)
         }
+    }
+
+    /// A partition re-created at creation epoch 6 (its deleted predecessor reached 5): every
+    /// old epoch is fenced with both epochs named, 6 itself was never granted, writers without
+    /// a lease pass until the first grant (7), which then fences them.
+    #[test]
+    fn a_recreated_partition_fences_every_old_epoch() {
+        assert_eq!(
+            check_credential_since(WriteCredential::Epoch(5), 6, 6),
+            Err(FenceError::Fenced {
+                epoch: 5,
+                current: 6
+            })
+        );
+        assert_eq!(
+            check_credential_since(WriteCredential::Epoch(1), 6, 6),
+            Err(FenceError::Fenced {
+                epoch: 1,
+                current: 6
+            })
+        );
+        assert_eq!(
+            check_credential_since(WriteCredential::Epoch(6), 6, 6),
+            Err(FenceError::UnknownEpoch {
+                epoch: 6,
+                current: 6
+            })
+        );
+        assert_eq!(
+            check_credential_since(WriteCredential::Unleased, 6, 6),
+            Ok(())
+        );
+        assert_eq!(
+            check_credential_since(WriteCredential::Epoch(7), 7, 6),
+            Ok(())
+        );
+        assert_eq!(
+            check_credential_since(WriteCredential::Unleased, 7, 6),
+            Err(FenceError::Leased { current: 7 })
+        );
+        let fence = Fence::with_creation_epoch(0, 6, ());
+        assert_eq!(
+            fence.current_epoch(),
+            6,
+            "current starts at the creation epoch"
+        );
+    }
+
+    /// The creation epoch survives a reload beside the history, counts as the latest epoch, and
+    /// is never lowered.
+    #[test]
+    fn creation_epoch_round_trips_and_is_never_lowered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut checkpoint = EpochCheckpoint::load(dir.path()).unwrap();
+        checkpoint.record_creation(6).unwrap();
+        assert_eq!(checkpoint.latest_epoch(), 6);
+        checkpoint.record(7, 0).unwrap();
+        let reloaded = EpochCheckpoint::load(dir.path()).unwrap();
+        assert_eq!(reloaded.creation_epoch(), 6);
+        assert_eq!(reloaded.latest_epoch(), 7);
+        assert_eq!(reloaded.history(), &[(7, 0)]);
+        let mut reloaded = reloaded;
+        assert!(reloaded.record_creation(5).is_err());
+        assert_eq!(
+            fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap(),
+            "created 6\n7 0\n"
+        );
     }
 
     /// The checkpoint survives a reload and keeps a bounded history.
@@ -461,6 +618,51 @@ mod loom_models {
                 match result {
                     Ok(position) => assert!(position < length_at_install),
                     Err(error) => assert_eq!(error, FenceError::Leased { current: 1 }),
+                }
+            });
+        });
+    }
+
+    /// A partition re-created at creation epoch 6 (its deleted predecessor's holder had 5):
+    /// the old holder, a writer without a lease and the first grant (7) race. The old holder is
+    /// always fenced with both epochs named; the unleased batch lands only before the grant.
+    #[test]
+    fn loom_recreated_partition_fences_old_holders_and_first_grant_fences_unleased() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::with_creation_epoch(6, 6, Vec::new()));
+            let old_holder = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || append(&fence, 5))
+            };
+            let unleased = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(0);
+                        Ok::<_, FenceError>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .install_epoch(7, |_, log: &mut Vec<u64>| {
+                    length_at_install = log.len();
+                    Ok::<_, FenceError>(())
+                })
+                .unwrap();
+            append(&fence, 7).unwrap();
+            let old_result = old_holder.join().unwrap();
+            let unleased_result = unleased.join().unwrap();
+            assert!(matches!(
+                old_result,
+                Err(FenceError::Fenced { epoch: 5, current }) if current >= 6
+            ));
+            fence.with_log(|log| {
+                assert!(!log.contains(&5), "an old holder's batch landed: {log:?}");
+                assert!(log[length_at_install..].iter().all(|epoch| *epoch == 7));
+                match unleased_result {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert_eq!(error, FenceError::Leased { current: 7 }),
                 }
             });
         });

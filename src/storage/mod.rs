@@ -109,6 +109,14 @@ pub enum StorageError {
     /// Settings out of bounds.
     #[error("invalid partition config: {0}")]
     InvalidConfig(String),
+    /// The partition's topic was deleted while the request was in flight; nothing was written.
+    #[error(
+        "partition {partition} was deleted with its topic; create the topic again to write to it"
+    )]
+    Deleted {
+        /// `topic/partition`.
+        partition: String,
+    },
 }
 
 /// Wraps an OS error with what storage was doing when it happened.

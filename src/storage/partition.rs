@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
-use super::fence::{check_credential, EpochCheckpoint, Fence, FenceError, WriteCredential};
+use super::fence::{check_credential_since, EpochCheckpoint, Fence, FenceError, WriteCredential};
 use super::flush::GroupCommit;
 use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
@@ -89,6 +89,9 @@ struct Shared {
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
     failed: AtomicBool,
+    /// Set (under the writer lock) when the partition's topic is deleted: nothing is appended,
+    /// installed or read any more (see [`Partition::retire`]).
+    retired: AtomicBool,
     /// Found at recovery; fixed for the life of the partition.
     damaged: Vec<DamagedRange>,
     /// Offsets below it are in segments synced whole (see [`super::seal`]).
@@ -267,7 +270,13 @@ impl Writer {
             next_base: base_offset,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
-            after_seal: snapshot.map(|write| Box::new(write) as Box<dyn FnOnce() + Send>),
+            after_seal: snapshot.map(|write| {
+                // Not into a deleted partition's path, which a re-created topic may own.
+                let recovery_point = Arc::clone(&self.shared.recovery_point);
+                Box::new(move || {
+                    recovery_point.unless_retired(write);
+                }) as Box<dyn FnOnce() + Send>
+            }),
         });
         Ok(())
     }
@@ -395,9 +404,11 @@ impl Partition {
             high_watermark: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             damaged: report.damaged.clone(),
             recovery_point,
         });
+        let creation_epoch = checkpoint.creation_epoch();
         let writer = Writer {
             directory: directory.to_path_buf(),
             options,
@@ -415,7 +426,7 @@ impl Partition {
                 name: name.to_string(),
                 directory: directory.to_path_buf(),
                 config,
-                fence: Fence::new(epoch, writer),
+                fence: Fence::with_creation_epoch(epoch, creation_epoch, writer),
                 shared,
                 commit: GroupCommit::new(log_end),
                 sync_observer: ObserverSlot::default(),
@@ -474,6 +485,11 @@ impl Partition {
     pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
         self.fence
             .install_epoch(epoch, |epoch, writer: &mut Writer| {
+                if writer.shared.retired.load(Ordering::Acquire) {
+                    return Err(StorageError::Deleted {
+                        partition: self.name.clone(),
+                    });
+                }
                 let start_offset = writer.active.next_offset();
                 writer
                     .checkpoint
@@ -522,7 +538,12 @@ impl Partition {
     ) -> Result<PendingAppend, StorageError> {
         let epoch = credential.epoch();
         // Early answer for a stale holder; the authoritative check is inside the fence.
-        check_credential(credential, self.fence.current_epoch()).map_err(StorageError::Fence)?;
+        check_credential_since(
+            credential,
+            self.fence.current_epoch(),
+            self.fence.creation_epoch(),
+        )
+        .map_err(StorageError::Fence)?;
         if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
@@ -542,6 +563,11 @@ impl Partition {
         }
         let stamp = ProducerStamp::parse(batch_bytes);
         self.fence.append_as(credential, |writer: &mut Writer| {
+            if writer.shared.retired.load(Ordering::Acquire) {
+                return Err(StorageError::Deleted {
+                    partition: self.name.clone(),
+                });
+            }
             writer.append_batch(batch_bytes, &header, stamp)
         })
     }
@@ -628,6 +654,11 @@ impl Partition {
     /// Offsets outside `[log start, high watermark]` are an error; the high watermark itself
     /// returns no batches (nothing is there yet).
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult, StorageError> {
+        if self.is_retired() {
+            return Err(StorageError::Deleted {
+                partition: self.name.clone(),
+            });
+        }
         let high_watermark = self.high_watermark();
         let log_start_offset = self.log_start_offset();
         if offset < log_start_offset || offset > high_watermark {
@@ -686,7 +717,7 @@ impl Partition {
     /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
     /// The active segment is never deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {
-        if !self.retention_due(now_ms) {
+        if self.is_retired() || !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }
         let victims = self.fence.with_log(|writer| {
@@ -711,16 +742,23 @@ impl Partition {
                 .store(segments[0].base_offset(), Ordering::Release);
             victims
         });
-        let mut report = RetentionReport::default();
-        for victim in &victims {
-            victim.mark_deleted();
-            segment::delete_files(&self.directory, victim.base_offset())
-                .map_err(io_error("delete segment"))?;
-            report.segments += 1;
-            report.bytes += victim.written_bytes() as u64;
-        }
+        // Not in a deleted partition's path, which a re-created topic may own by now.
+        let deleted = self.shared.recovery_point.unless_retired(|| {
+            let mut report = RetentionReport::default();
+            for victim in &victims {
+                victim.mark_deleted();
+                segment::delete_files(&self.directory, victim.base_offset())
+                    .map_err(io_error("delete segment"))?;
+                report.segments += 1;
+                report.bytes += victim.written_bytes() as u64;
+            }
+            if report.segments > 0 {
+                sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
+            }
+            Ok::<_, StorageError>(report)
+        });
+        let report = deleted.transpose()?.unwrap_or_default();
         if report.segments > 0 {
-            sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
             info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
         }
         Ok(report)
@@ -748,6 +786,39 @@ impl Partition {
             oldest_max_ms < now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))
         });
         too_big || too_old
+    }
+
+    /// The epoch the partition was created at: 0, or above every epoch of the deleted partition
+    /// whose name it took (see [`super::fence`]).
+    pub fn creation_epoch(&self) -> u64 {
+        self.fence.creation_epoch()
+    }
+
+    /// Stops the partition for good because its topic is being deleted, and returns its final
+    /// epoch. Taken under the writer lock, so appends and epoch installs already inside it
+    /// finish first and none starts after: the returned epoch is the highest this partition
+    /// will ever have installed. Later appends, installs and reads fail with
+    /// [`StorageError::Deleted`]; long polls waiting on it wake up and learn the same. Closing
+    /// it no longer syncs (its files are about to go).
+    pub fn retire(&self) -> u64 {
+        self.fence
+            .with_log(|writer| writer.shared.retired.store(true, Ordering::Release));
+        self.shared.recovery_point.retire();
+        self.shared.high_watermark.send_modify(|_| {});
+        self.fence.current_epoch()
+    }
+
+    /// Undoes [`Partition::retire`] when the delete could not be carried out (its files are
+    /// still in place): the partition serves again.
+    pub fn reinstate(&self) {
+        self.fence
+            .with_log(|writer| writer.shared.retired.store(false, Ordering::Release));
+        self.shared.recovery_point.reinstate();
+    }
+
+    /// Whether [`Partition::retire`] stopped the partition.
+    pub fn is_retired(&self) -> bool {
+        self.shared.retired.load(Ordering::Acquire)
     }
 
     /// The recorded epoch history `(epoch, start_offset)`, oldest first.
@@ -780,7 +851,7 @@ impl Drop for Partition {
     /// point reaches the active one) and scans only the last. A failed sync is logged: the next
     /// open then recovers from what is on disk.
     fn drop(&mut self) {
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.failed.load(Ordering::Acquire) || self.is_retired() {
             return;
         }
         if let Err(error) = self.sync() {

@@ -43,6 +43,10 @@ pub const SEAL_DEFERRED_MAX: usize = 4096;
 pub struct RecoveryPoint {
     directory: PathBuf,
     offset: Mutex<u64>,
+    /// Set under the `offset` lock when the partition's topic is deleted: from then on nothing
+    /// is written into its directory's path any more (a topic re-created under the same name
+    /// will own that path).
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl RecoveryPoint {
@@ -64,6 +68,7 @@ impl RecoveryPoint {
         Ok(Self {
             directory: directory.to_path_buf(),
             offset: Mutex::new(offset),
+            retired: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -75,7 +80,7 @@ impl RecoveryPoint {
     /// Records durably that every segment below `offset` is synced. Never moves backwards.
     pub fn advance(&self, offset: u64) -> io::Result<()> {
         let mut current = self.offset.lock().expect("recovery point lock poisoned");
-        if offset <= *current {
+        if offset <= *current || self.is_retired() {
             return Ok(());
         }
         write_durably(
@@ -85,6 +90,36 @@ impl RecoveryPoint {
         )?;
         *current = offset;
         Ok(())
+    }
+}
+
+impl RecoveryPoint {
+    /// Stops every later write into the partition's directory by the seal thread (the
+    /// recovery point, and through [`RecoveryPoint::unless_retired`] the producer snapshot):
+    /// its topic was deleted. Once this returns, no such write is in progress either.
+    pub fn retire(&self) {
+        let _current = self.offset.lock().expect("recovery point lock poisoned");
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Undoes [`RecoveryPoint::retire`] (a delete that could not be carried out).
+    pub fn reinstate(&self) {
+        let _current = self.offset.lock().expect("recovery point lock poisoned");
+        self.retired
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Runs `write` (a change in the partition's directory) unless the partition was retired,
+    /// holding the lock [`RecoveryPoint::retire`] takes, so a retire waits for it; `None` when
+    /// it did not run.
+    pub fn unless_retired<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
+        let _current = self.offset.lock().expect("recovery point lock poisoned");
+        (!self.is_retired()).then(write)
     }
 }
 

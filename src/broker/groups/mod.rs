@@ -222,6 +222,58 @@ impl GroupOffsets {
         Ok(())
     }
 
+    /// Forgets every group's committed offsets of each topic for which `is_gone` says so (a
+    /// deleted topic, as Kafka does), rewriting each bucket file that held one, durably; a group
+    /// left with no offsets is forgotten too. Returns how many offsets were forgotten. Damaged
+    /// buckets are left as they are (they refuse every request until repaired anyway). Blocking
+    /// (fsyncs): call it off the async runtime.
+    pub fn forget_topics(
+        &self,
+        is_gone: impl Fn(&str) -> bool,
+    ) -> Result<usize, GroupOffsetsError> {
+        let buckets: Vec<(u64, Arc<Mutex<Bucket>>)> = self
+            .buckets
+            .lock()
+            .expect("group offsets buckets lock poisoned")
+            .iter()
+            .map(|(number, bucket)| (*number, Arc::clone(bucket)))
+            .collect();
+        let mut forgotten = 0;
+        for (bucket_number, bucket) in buckets {
+            let mut bucket = bucket.lock().expect("group offsets bucket lock poisoned");
+            if bucket.damaged.is_some() {
+                continue;
+            }
+            let mut groups = bucket.groups.clone();
+            let mut removed_here = 0;
+            for entries in groups.values_mut() {
+                let before = entries.len();
+                entries.retain(|(topic, _), _| !is_gone(topic));
+                removed_here += before - entries.len();
+            }
+            if removed_here == 0 {
+                continue;
+            }
+            let groups_before = groups.len();
+            groups.retain(|_, entries| !entries.is_empty());
+            let emptied = groups_before - groups.len();
+            let name = bucket_file::file_name(bucket_number);
+            write_durably(&self.directory, &name, &bucket_file::encode(&groups)).map_err(
+                |source| GroupOffsetsError::Io {
+                    context: format!(
+                        "write committed offsets {}",
+                        self.directory.join(&name).display()
+                    ),
+                    source,
+                },
+            )?;
+            bucket.groups = groups;
+            self.group_count.fetch_sub(emptied, Ordering::AcqRel);
+            forgotten += removed_here;
+        }
+        Ok(forgotten)
+    }
+
     /// The offset `group` committed for `topic/partition`, if any.
     pub fn committed(
         &self,

@@ -80,5 +80,6 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
         StorageError::Failed { .. } | StorageError::Io { .. } => ResponseError::KafkaStorageError,
         StorageError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,
     }
 }

@@ -20,10 +20,10 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -60,6 +60,8 @@ pub enum RequestBody {
     ListOffsets(ListOffsetsRequest),
     /// CreateTopics (19).
     CreateTopics(CreateTopicsRequest),
+    /// DeleteTopics (20).
+    DeleteTopics(DeleteTopicsRequest),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdRequest),
     /// OffsetCommit (8).
@@ -97,6 +99,9 @@ impl RequestBody {
             }
             ApiKey::CreateTopics => {
                 CreateTopicsRequest::decode(frame, version).map(Self::CreateTopics)
+            }
+            ApiKey::DeleteTopics => {
+                DeleteTopicsRequest::decode(frame, version).map(Self::DeleteTopics)
             }
             ApiKey::InitProducerId => {
                 InitProducerIdRequest::decode(frame, version).map(Self::InitProducerId)

@@ -4,10 +4,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DescribeGroupsResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetFetchResponse, ProduceResponse, ResponseHeader, SyncGroupResponse,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
+    ProduceResponse, ResponseHeader, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -42,6 +43,8 @@ pub enum ResponseBody {
     ListOffsets(ListOffsetsResponse),
     /// CreateTopics (19).
     CreateTopics(CreateTopicsResponse),
+    /// DeleteTopics (20).
+    DeleteTopics(DeleteTopicsResponse),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdResponse),
     /// OffsetCommit (8).
@@ -73,6 +76,7 @@ impl ResponseBody {
             Self::Metadata(body) => body.encode(out, version),
             Self::ListOffsets(body) => body.encode(out, version),
             Self::CreateTopics(body) => body.encode(out, version),
+            Self::DeleteTopics(body) => body.encode(out, version),
             Self::InitProducerId(body) => body.encode(out, version),
             Self::OffsetCommit(body) => body.encode(out, version),
             Self::OffsetFetch(body) => body.encode(out, version),

@@ -4,8 +4,8 @@
 //! The id is derived from the name (FNV-1a 128 of the UTF-8 bytes, stamped as a version-8
 //! "custom" UUID), so it is the same on every request and across restarts without a disk format
 //! change, and never the all-zero UUID Kafka reads as "no id". The cost: a topic deleted and
-//! re-created under the same name would get the same id (fencelog cannot delete topics yet);
-//! once it can, a stored random id belongs in `topic.json`.
+//! re-created under the same name gets the same id (DeleteTopics v6 deletes by this id); a
+//! stored random id in `topic.json` would tell the two apart.
 
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;

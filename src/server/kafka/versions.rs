@@ -95,6 +95,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 7,
     },
     SupportedApi {
+        key: ApiKey::DeleteTopics,
+        min_version: 1,
+        max_version: 6,
+    },
+    SupportedApi {
         key: ApiKey::InitProducerId,
         min_version: 0,
         max_version: 4,

@@ -97,6 +97,7 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
         StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
+        StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
     }
 }
 

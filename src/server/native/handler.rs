@@ -108,6 +108,10 @@ fn answer(
             service.create_topic(name, partitions, config).await?;
             Ok(Response::CreateTopic)
         }),
+        Request::DeleteTopic { name } => Box::pin(async move {
+            service.delete_topic(name).await?;
+            Ok(Response::DeleteTopic)
+        }),
         Request::AcquireLease {
             topic,
             partition,

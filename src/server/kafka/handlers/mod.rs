@@ -10,6 +10,7 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_topics;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
@@ -66,6 +67,12 @@ pub fn start(
         RequestBody::CreateTopics(body) => Started {
             response: Some(
                 create_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::DeleteTopics(body) => Started {
+            response: Some(
+                delete_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
             ),
             close: false,
         },
