@@ -2,8 +2,9 @@
 //!
 //! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`],
 //! and [`kafka`], the Kafka record batch conversion for the Kafka listener),
-//! the async [`client`], [`testing`] (an in-process server for integration tests) and
-//! [`testing_proxy`] (a TCP proxy that cuts connections on cue). The
+//! the async [`client`], [`testing`] (an in-process server for integration tests),
+//! [`testing_proxy`] (a TCP proxy that cuts connections on cue) and [`tls`] (certificates and
+//! keys read from PEM files, for the server and the client). The
 //! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
 //! `fencelog bench` load generator (`bench`), with the dependencies only they need (clap,
 //! indicatif, hdrhistogram, humantime, tracing-subscriber, jemalloc); an application that embeds
@@ -28,3 +29,4 @@ pub mod storage;
 pub mod sync;
 pub mod testing;
 pub mod testing_proxy;
+pub mod tls;

@@ -9,6 +9,8 @@
 //! a [`ManualClock`] that only [`TestServer::advance`] moves, so a test can let a holder's lease
 //! lapse without sleeping past its TTL.
 //!
+//! [`TestServer::start_with_tls`] serves TLS with the certificate it is given.
+//!
 //! [`TestServer::start_with_kafka`] also serves Kafka's wire protocol on a second ephemeral
 //! port ([`TestServer::kafka_addr`]), advertised as itself, so a Kafka client can be pointed at
 //! it.
@@ -31,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig};
+use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig, ServerTls};
 
 /// A running in-process server on a temporary directory.
 #[derive(Debug)]
@@ -61,6 +63,17 @@ impl TestServer {
         broker_config: BrokerConfig,
     ) -> Result<Self, BrokerError> {
         Self::start_temporary(config, broker_config, None, None).await
+    }
+
+    /// Starts a server with default limits whose listener serves TLS with `tls` (for a Kafka
+    /// listener over TLS as well, give [`ServerConfig::tls`] to
+    /// [`TestServer::start_with_kafka_config`]).
+    pub async fn start_with_tls(tls: ServerTls) -> Result<Self, BrokerError> {
+        let config = ServerConfig {
+            tls: Some(tls),
+            ..ServerConfig::default()
+        };
+        Self::start_with(config, BrokerConfig::default()).await
     }
 
     /// Starts a server with default limits that also serves Kafka's protocol on an ephemeral

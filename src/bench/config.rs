@@ -158,6 +158,8 @@ pub struct BenchConfig {
     /// ignored otherwise, so one command line serves both protocols; an in-process server gets
     /// a Kafka listener of its own).
     pub kafka_addr: Option<String>,
+    /// TLS to the server at `addr` (native protocol only).
+    pub tls: Option<crate::client::TlsClientConfig>,
 }
 
 impl Default for BenchConfig {
@@ -180,6 +182,7 @@ impl Default for BenchConfig {
             retention_bytes: Some(DEFAULT_RETENTION_BYTES),
             addr: None,
             kafka_addr: None,
+            tls: None,
         }
     }
 }
@@ -290,6 +293,16 @@ impl BenchConfig {
             return Err(invalid("--flush interval must be at least 1 ms"));
         }
         self.validate_protocol()?;
+        if self.tls.is_some() && self.addr.is_none() {
+            return Err(invalid(
+                "the --tls flags need --addr: the in-process server serves plain TCP",
+            ));
+        }
+        if self.tls.is_some() && self.protocol == Protocol::Kafka {
+            return Err(invalid(
+                "--protocol kafka does not speak TLS; use --protocol native with the --tls flags",
+            ));
+        }
         if self.mode == Mode::Failover {
             if self.failover_interval < MIN_FAILOVER_INTERVAL {
                 return Err(invalid(format!(

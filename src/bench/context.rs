@@ -29,12 +29,17 @@ pub struct RunContext {
 impl RunContext {
     /// A new connection to the server.
     pub async fn connect(&self) -> Result<Client, BenchError> {
-        Client::connect(self.addr.as_str())
-            .await
-            .map_err(|source| BenchError::Client {
-                context: format!("connect to {}", self.addr),
-                source,
-            })
+        let connected = match &self.config.tls {
+            None => Client::connect(self.addr.as_str()).await,
+            Some(tls) => {
+                let builder = Client::builder().addr(self.addr.as_str());
+                builder.tls(tls.clone()).connect().await
+            }
+        };
+        connected.map_err(|source| BenchError::Client {
+            context: format!("connect to {}", self.addr),
+            source,
+        })
     }
 
     /// A new connection to the server's Kafka listener.

@@ -111,6 +111,9 @@ pub struct BenchArgs {
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// TLS to the server at --addr (native protocol).
+    #[command(flatten)]
+    pub tls: super::tls::ClientTlsArgs,
 }
 
 impl BenchArgs {
@@ -137,6 +140,7 @@ impl BenchArgs {
             retention_bytes: (self.retention_bytes > 0).then_some(self.retention_bytes),
             addr: self.addr.clone(),
             kafka_addr: self.kafka_addr.clone(),
+            tls: None,
         }
     }
 }
@@ -144,7 +148,8 @@ impl BenchArgs {
 /// Runs `fencelog bench`.
 pub fn run(args: BenchArgs) -> Result<(), CliError> {
     super::init_tracing("off");
-    let config = args.config();
+    let mut config = args.config();
+    config.tls = args.tls.client_tls()?;
     config
         .validate()
         .map_err(|error| CliError::new(one_line(&error.to_string())))?;

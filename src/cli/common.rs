@@ -1,6 +1,6 @@
-//! What the client commands share: the `--addr` / `--json` flags, the runtime, the connection,
-//! output to stdout (plain or one JSON object per line), and the mapping of client errors to
-//! exit statuses.
+//! What the client commands share: the `--addr` / `--json` / `--tls*` flags, the runtime, the
+//! connection, output to stdout (plain or one JSON object per line), and the mapping of client
+//! errors to exit statuses.
 
 use std::fmt::Display;
 use std::io::{BufWriter, Stdout, Write};
@@ -22,6 +22,9 @@ pub struct ClientArgs {
     /// Print results as JSON, one object per line.
     #[arg(long)]
     pub json: bool,
+    /// TLS to the server.
+    #[command(flatten)]
+    pub tls: super::tls::ClientTlsArgs,
 }
 
 /// Why a command stopped early.
@@ -88,8 +91,8 @@ where
 
 /// Connects to `--addr` (a comma-separated list: the first that accepts; reconnects go to any).
 pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
-    Client::builder()
-        .addr_list(&args.addr)
+    args.tls
+        .apply(Client::builder().addr_list(&args.addr))?
         .connect()
         .await
         .map_err(|error| match error {

@@ -25,6 +25,9 @@ pub struct DemoArgs {
     /// The lease TTL holder A is granted (it pauses for 1.5 times this).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
+    /// TLS to the server at --addr.
+    #[command(flatten)]
+    pub tls: super::tls::ClientTlsArgs,
 }
 
 struct Timeline {
@@ -74,7 +77,22 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
             (Some(server), addr)
         }
     };
-    let client = Client::connect(addr.as_str()).await.map_err(fail)?;
+    let client = match args.tls.client_tls()? {
+        Some(_) if args.addr.is_none() => {
+            return Err(CliError::new(
+                "the --tls flags need --addr: the in-process server serves plain TCP",
+            ))
+        }
+        Some(tls) => {
+            Client::builder()
+                .addr(addr.as_str())
+                .tls(tls)
+                .connect()
+                .await
+        }
+        None => Client::connect(addr.as_str()).await,
+    }
+    .map_err(fail)?;
     let topic = format!("demo-{:08x}", rand::random::<u32>());
     let config = TopicConfig {
         flush: FlushPolicy::Always,

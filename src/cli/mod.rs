@@ -10,6 +10,7 @@ pub mod demo;
 pub mod lease;
 pub mod produce;
 pub mod serve;
+pub mod tls;
 pub mod topic;
 
 use clap::{Parser, Subcommand};

@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
+    /// TLS on every listener.
+    #[command(flatten)]
+    pub tls: super::tls::ServeTlsArgs,
 }
 
 /// Runs the server.
@@ -55,6 +58,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         std::env::set_var("RUST_LOG", filter);
     }
     super::init_tracing("info");
+    let tls = args.tls.server_tls()?;
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
@@ -70,6 +74,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_connections: args.max_connections,
             max_in_flight: args.max_in_flight.max(1),
             max_frame_bytes: args.max_frame_bytes,
+            tls,
             ..ServerConfig::default()
         };
         let kafka = kafka_listener(&args).await?;

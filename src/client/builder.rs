@@ -1,12 +1,12 @@
 //! [`ClientBuilder`]: the bootstrap addresses and every limit of a [`Client`], set by name.
 //!
 //! A builder rather than more `connect_*` functions because a client now has many knobs
-//! (timeouts, in-flight limit, frame limit, reconnect backoff) and several addresses, and most
+//! (timeouts, in-flight limit, frame limit, reconnect backoff, TLS) and several addresses, and most
 //! callers change one or two of them.
 
 use std::time::Duration;
 
-use super::{Client, ClientConfig, ClientError};
+use super::{Client, ClientConfig, ClientError, TlsClientConfig};
 
 /// Builds a [`Client`]: `Client::builder().addrs(["a:1", "b:2"]).connect().await`.
 ///
@@ -17,6 +17,9 @@ use super::{Client, ClientConfig, ClientError};
 pub struct ClientBuilder {
     addrs: Vec<String>,
     config: ClientConfig,
+    /// Set by [`ClientBuilder::tls_server_name`], applied at `connect` so that the order of
+    /// the calls does not matter.
+    tls_server_name: Option<String>,
 }
 
 impl ClientBuilder {
@@ -84,10 +87,53 @@ impl ClientBuilder {
         self
     }
 
+    /// Connects with TLS to every address: the server's certificate must be signed by a CA
+    /// that `tls` trusts and be valid for the host of the address dialled (or for
+    /// [`ClientBuilder::tls_server_name`]).
+    ///
+    /// ```no_run
+    /// use fencelog::client::{Client, TlsClientConfig};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tls = TlsClientConfig::ca_file("ca.pem")?
+    ///     .with_client_certificate("client.pem", "client.key")?; // for mutual TLS only
+    /// let client = Client::builder()
+    ///     .addr_list("broker-1.example:7171,broker-2.example:7171")
+    ///     .tls(tls)
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls(mut self, tls: TlsClientConfig) -> Self {
+        self.config.tls = Some(tls);
+        self
+    }
+
+    /// Checks every server's certificate against `name` instead of the host of the address
+    /// dialled (connecting by IP address to a certificate that names a host, say). Needs
+    /// [`ClientBuilder::tls`].
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls_server_name = Some(name.into());
+        self
+    }
+
     /// Connects to the first address that accepts (each tried once). Fails with
     /// [`ClientError::InvalidArgument`] without addresses or with an invalid configuration, and
     /// with the last address's connect error if none accepts.
-    pub async fn connect(self) -> Result<Client, ClientError> {
+    pub async fn connect(mut self) -> Result<Client, ClientError> {
+        if let Some(name) = self.tls_server_name.take() {
+            let Some(tls) = self.config.tls.take() else {
+                return Err(ClientError::InvalidArgument(
+                    "a TLS server name was given without TLS settings (ClientBuilder::tls)"
+                        .to_owned(),
+                ));
+            };
+            let tls = tls
+                .with_server_name(&name)
+                .map_err(|error| ClientError::InvalidArgument(error.to_string()))?;
+            self.config.tls = Some(tls);
+        }
         Client::connect_to(self.addrs, self.config).await
     }
 }

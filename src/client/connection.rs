@@ -14,6 +14,10 @@
 //! one vectored write with the encoded headers around it, rather than being copied into a
 //! write buffer first.
 //!
+//! Over TLS ([`ClientConfig::tls`]) the handshake follows the TCP connect, checked against
+//! the host of the address dialled (`super::tls`), and the TLS stream is split with
+//! `tokio::io::split`; over plain TCP the socket's owned halves are used as they are.
+//!
 //! A connection that failed stays failed: [`Connection::is_failed`] tells the client's
 //! `Endpoint` (in `reconnect`) to open a new one for the next request.
 //!
@@ -28,20 +32,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 
-use super::{ClientConfig, ClientError};
+use super::{tls, ClientConfig, ClientError};
 use crate::protocol::{
     ApiKey, Chunks, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
     FRAME_LENGTH_BYTES,
 };
 
-type Stream = FramedRead<OwnedReadHalf, FrameCodec>;
 type Reply = oneshot::Sender<Result<Response, ClientError>>;
 
 /// A request on its way to the writer task.
@@ -143,14 +145,20 @@ impl Drop for Connection {
 
 impl Connection {
     /// Connects to the first address of `addrs` that accepts, within the connect timeout each.
+    /// `host` is the address as given (`host:port`): over TLS, its host is the name the
+    /// server's certificate is checked against.
     pub(crate) async fn open(
         addrs: Vec<SocketAddr>,
+        host: &str,
         config: &ClientConfig,
     ) -> Result<Connection, ClientError> {
         let mut last_error = None;
         for addr in addrs {
             match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
-                Ok(Ok(socket)) => return Ok(Self::start(socket, addr, config)),
+                Ok(Ok(socket)) => match Self::secure(socket, addr, host, config).await {
+                    Ok(connection) => return Ok(connection),
+                    Err(error) => last_error = Some(error),
+                },
                 Ok(Err(source)) => last_error = Some(ClientError::Connect { addr, source }),
                 Err(_) => {
                     last_error = Some(ClientError::Connect {
@@ -171,17 +179,45 @@ impl Connection {
         }))
     }
 
-    fn start(socket: TcpStream, peer: SocketAddr, config: &ClientConfig) -> Connection {
+    /// Starts the connection on a connected socket, after the TLS handshake when the config
+    /// asks for TLS.
+    async fn secure(
+        socket: TcpStream,
+        peer: SocketAddr,
+        host: &str,
+        config: &ClientConfig,
+    ) -> Result<Connection, ClientError> {
         let _ = socket.set_nodelay(true);
+        let Some(tls) = &config.tls else {
+            let (read_half, write_half) = socket.into_split();
+            return Ok(Self::start(read_half, write_half, peer, config));
+        };
+        let server_name = tls.server_name_for(host)?;
+        let stream = tls
+            .handshake(socket, peer, server_name, config.connect_timeout)
+            .await?;
+        let (read_half, write_half) = tokio::io::split(stream);
+        Ok(Self::start(read_half, write_half, peer, config))
+    }
+
+    fn start<R, W>(
+        read_half: R,
+        write_half: W,
+        peer: SocketAddr,
+        config: &ClientConfig,
+    ) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let max_in_flight = config.max_in_flight.max(1);
         let codec = FrameCodec::new(config.max_frame_bytes);
-        let (read_half, write_half) = socket.into_split();
         let sink = RequestWriter::new(write_half, config.max_frame_bytes);
         let stream = FramedRead::new(read_half, codec);
         let (requests, queue) = mpsc::channel(max_in_flight);
         let shared = Arc::new(Shared::default());
-        let writer = tokio::spawn(write_loop(sink, queue, Arc::clone(&shared)));
-        let reader = tokio::spawn(read_loop(stream, Arc::clone(&shared)));
+        let writer = tokio::spawn(write_loop(sink, queue, Arc::clone(&shared), peer));
+        let reader = tokio::spawn(read_loop(stream, Arc::clone(&shared), peer));
         Connection {
             requests,
             permits: Arc::new(Semaphore::new(max_in_flight)),
@@ -253,8 +289,8 @@ pub(crate) struct NotSent {
 pub(crate) struct ResponseSlot(oneshot::Receiver<Result<Response, ClientError>>);
 
 /// Encodes request frames and writes them with vectored writes.
-struct RequestWriter {
-    socket: OwnedWriteHalf,
+struct RequestWriter<W> {
+    socket: W,
     max_frame_bytes: usize,
     /// Where headers and small requests are encoded; split off into `queue` after each frame.
     scratch: BytesMut,
@@ -262,8 +298,8 @@ struct RequestWriter {
     queue: Chunks,
 }
 
-impl RequestWriter {
-    fn new(socket: OwnedWriteHalf, max_frame_bytes: usize) -> Self {
+impl<W: AsyncWrite + Unpin> RequestWriter<W> {
+    fn new(socket: W, max_frame_bytes: usize) -> Self {
         Self {
             socket,
             max_frame_bytes,
@@ -303,10 +339,11 @@ impl RequestWriter {
 
 /// Takes queued requests, gives each a correlation id, registers it as pending, and writes it.
 /// Frames queued together are written with one vectored write.
-async fn write_loop(
-    mut sink: RequestWriter,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut sink: RequestWriter<W>,
     mut queue: mpsc::Receiver<Outgoing>,
     shared: Arc<Shared>,
+    peer: SocketAddr,
 ) {
     let mut ids = CorrelationIds::default();
     while let Some(first) = queue.recv().await {
@@ -343,7 +380,7 @@ async fn write_loop(
             next = queue.try_recv().ok();
         }
         if let Err(error) = sink.flush().await {
-            shared.fail(ClientError::Io(error));
+            shared.fail(tls::transport_error(error, peer));
             return;
         }
     }
@@ -352,11 +389,23 @@ async fn write_loop(
 }
 
 /// Reads response frames and hands each to the request it answers.
-async fn read_loop(mut stream: Stream, shared: Arc<Shared>) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut stream: FramedRead<R, FrameCodec>,
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+) {
     let reason = loop {
         let frame = match stream.next().await {
             None => break ClientError::Disconnected,
-            Some(Err(ProtocolError::Io(error))) => break ClientError::Io(error),
+            Some(Err(ProtocolError::Io(error))) => break tls::transport_error(error, peer),
+            Some(Err(ProtocolError::FrameTooLarge { declared, .. }))
+                if tls::is_tls_record_start(declared) =>
+            {
+                break ClientError::Tls {
+                    addr: peer,
+                    reason: "the server speaks TLS on this port: connect with TLS (--tls-ca FILE, or --tls for the system's CAs)".to_owned(),
+                };
+            }
             Some(Err(error)) => break ClientError::Protocol(error),
             Some(Ok(frame)) => frame,
         };

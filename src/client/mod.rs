@@ -6,6 +6,9 @@
 //! callers can act on them: above all [`ClientError::Fenced`], which means a newer writer exists
 //! and this one must stop.
 //!
+//! With [`ClientBuilder::tls`] ([`TlsClientConfig`]) every connection, reconnects included, is
+//! TLS, each server's certificate checked against the host of the address dialled.
+//!
 //! # Connection failures and reconnection
 //!
 //! A client knows a list of bootstrap addresses ([`ClientBuilder::addrs`]) and keeps one
@@ -42,6 +45,7 @@ mod producer;
 mod producer_id;
 mod reconnect;
 mod retry;
+mod tls;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -68,6 +72,7 @@ pub use producer::{
     Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
 };
 pub use producer_id::ProducerId;
+pub use tls::TlsClientConfig;
 
 use reconnect::Endpoint;
 use retry::RetryDelay;
@@ -183,6 +188,16 @@ pub enum ClientError {
     /// The connection is closed; requests in flight have an unknown outcome.
     #[error("connection closed by the server")]
     Disconnected,
+    /// TLS failed with the server: a certificate this client does not trust, a server that
+    /// does not speak TLS (or speaks it to a client without TLS), a client certificate the
+    /// server refused. Not retriable as it is: the reason says what to change.
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls {
+        /// The server's address.
+        addr: SocketAddr,
+        /// What went wrong, and what to do about it.
+        reason: String,
+    },
     /// A fetched batch failed its integrity check on the client.
     #[error("corrupt batch in fetch response: {0}")]
     CorruptBatch(#[from] BatchError),
@@ -377,6 +392,10 @@ impl Clone for ClientError {
             },
             ClientError::Timeout { after } => ClientError::Timeout { after: *after },
             ClientError::Disconnected => ClientError::Disconnected,
+            ClientError::Tls { addr, reason } => ClientError::Tls {
+                addr: *addr,
+                reason: reason.clone(),
+            },
             ClientError::CorruptBatch(error) => ClientError::CorruptBatch(error.clone()),
             ClientError::Closed => ClientError::Closed,
             ClientError::InvalidArgument(message) => ClientError::InvalidArgument(message.clone()),
@@ -393,7 +412,8 @@ impl Clone for ClientError {
 /// Limits and timeouts of a [`Client`].
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// Time allowed to establish the TCP connection (per resolved address).
+    /// Time allowed to establish the TCP connection (per resolved address), and as much again
+    /// for the TLS handshake when [`tls`](Self::tls) is set.
     pub connect_timeout: Duration,
     /// Time allowed for a request, from queueing to its response.
     pub request_timeout: Duration,
@@ -409,6 +429,9 @@ pub struct ClientConfig {
     pub reconnect_backoff_max: Duration,
     /// Most time one call spends reconnecting before it fails with the last connect error.
     pub reconnect_timeout: Duration,
+    /// TLS with every server connected to when set (the handshake is part of connecting, within
+    /// `connect_timeout`); plain TCP otherwise.
+    pub tls: Option<TlsClientConfig>,
 }
 
 impl Default for ClientConfig {
@@ -422,6 +445,7 @@ impl Default for ClientConfig {
             reconnect_backoff_initial: DEFAULT_RECONNECT_BACKOFF_INITIAL,
             reconnect_backoff_max: DEFAULT_RECONNECT_BACKOFF_MAX,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+            tls: None,
         }
     }
 }

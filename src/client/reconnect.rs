@@ -225,5 +225,5 @@ async fn open_one(addr: &str, config: &ClientConfig) -> Result<Connection, Clien
             })?
             .map_err(|source| ClientError::Resolve { source })?
             .collect();
-    Connection::open(resolved, config).await
+    Connection::open(resolved, addr, config).await
 }

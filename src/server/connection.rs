@@ -12,6 +12,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::broadcast;
 use tokio_util::codec::FramedRead;
@@ -23,17 +25,39 @@ use super::ServerConfig;
 use crate::broker::BrokerService;
 use crate::protocol::FrameCodec;
 
+/// A byte stream the connection loop reads and writes at the same time, cut into a read half
+/// and a write half. A TCP socket gives its owned halves (no lock, vectored writes kept); a TLS
+/// stream is split with `tokio::io::split` (`super::tls`).
+pub trait SplitStream: Send + 'static {
+    /// The read half.
+    type Read: AsyncRead + Unpin + Send + 'static;
+    /// The write half.
+    type Write: AsyncWrite + Unpin + Send + 'static;
+
+    /// Cuts the stream in two.
+    fn into_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl SplitStream for TcpStream {
+    type Read = OwnedReadHalf;
+    type Write = OwnedWriteHalf;
+
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
 /// Serves one connection until the client closes it, a fatal protocol error, or shutdown.
-pub async fn serve<P: Protocol>(
+pub async fn serve<P: Protocol, S: SplitStream>(
     protocol: Arc<P>,
-    socket: TcpStream,
+    socket: S,
     peer: SocketAddr,
     service: Arc<BrokerService>,
     config: Arc<ServerConfig>,
     mut stop: broadcast::Receiver<()>,
 ) {
     debug!(%peer, protocol = protocol.name(), "connection opened");
-    let (read_half, write_half) = socket.into_split();
+    let (read_half, write_half) = socket.into_halves();
     let mut frames = FramedRead::new(read_half, FrameCodec::new(config.max_frame_bytes));
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
@@ -112,9 +136,9 @@ pub async fn serve<P: Protocol>(
 }
 
 /// Answers a connection beyond the limit (when the protocol has an answer for it) and closes it.
-pub async fn refuse<P: Protocol>(
+pub async fn refuse<P: Protocol, S: AsyncWrite + Unpin>(
     protocol: Arc<P>,
-    mut socket: TcpStream,
+    mut socket: S,
     peer: SocketAddr,
     max_connections: usize,
 ) {

@@ -7,6 +7,8 @@
 //! * [`connection`]: the connection loop every protocol shares (limits, backpressure, timeouts,
 //!   response order, drain).
 //! * [`writer`]: vectored response writes.
+//! * [`tls`]: TLS on every listener ([`ServerConfig::tls`]), the handshake in the connection's
+//!   own task.
 //! * [`native`]: fencelog's own protocol, translated into broker service calls.
 //! * [`kafka`]: Kafka's protocol, a second listener started only when asked for
 //!   ([`run_with_kafka`]).
@@ -15,6 +17,7 @@ mod connection;
 pub mod kafka;
 pub mod native;
 pub mod protocol;
+pub mod tls;
 mod writer;
 
 use std::net::SocketAddr;
@@ -29,6 +32,7 @@ use tracing::{info, warn};
 pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
 pub use protocol::{AfterEncode, Protocol, Started};
+pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
 
 use crate::broker::BrokerService;
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
@@ -65,6 +69,8 @@ pub struct ServerConfig {
     pub write_timeout: Duration,
     /// A connection that sends no complete frame for this long is closed.
     pub idle_timeout: Duration,
+    /// TLS on every listener (native and Kafka) when set; plain TCP otherwise.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +83,7 @@ impl Default for ServerConfig {
             max_fetch_bytes: DEFAULT_MAX_FETCH_BYTES,
             write_timeout: Duration::from_millis(DEFAULT_WRITE_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
+            tls: None,
         }
     }
 }
@@ -120,7 +127,7 @@ pub async fn run_with_kafka(
     }
     let config = Arc::new(config);
     let local: SocketAddr = listener.local_addr()?;
-    info!(addr = %local, data_dir = %service.broker().data_dir().display(), "fencelog listening");
+    info!(addr = %local, data_dir = %service.broker().data_dir().display(), tls = config.tls.is_some(), "fencelog listening");
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();
@@ -201,7 +208,7 @@ pub async fn accept_loop<P: Protocol>(
                 }
                 match Arc::clone(&connections).try_acquire_owned() {
                     Ok(permit) => {
-                        let serve = connection::serve(
+                        let serve = tls::serve_socket(
                             Arc::clone(&protocol),
                             socket,
                             peer,
@@ -215,11 +222,12 @@ pub async fn accept_loop<P: Protocol>(
                         });
                     }
                     Err(_) => {
-                        tasks.spawn(connection::refuse(
+                        tasks.spawn(tls::refuse_socket(
                             Arc::clone(&protocol),
                             socket,
                             peer,
-                            config.max_connections,
+                            Arc::clone(&config),
+                            stop.resubscribe(),
                         ));
                     }
                 }
