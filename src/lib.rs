@@ -3,8 +3,8 @@
 //! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`],
 //! and [`kafka`], the Kafka record batch conversion for the Kafka listener),
 //! the async [`client`], [`testing`] (an in-process server for integration tests) and
-//! [`testing_proxy`] (a TCP proxy that cuts connections on cue). The
-//! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
+//! [`testing_proxy`] (a TCP proxy that cuts connections on cue); [`metrics`] counts what the
+//! server does and serves it to Prometheus. The `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
 //! `fencelog bench` load generator (`bench`), with the dependencies only they need (clap,
 //! indicatif, hdrhistogram, humantime, tracing-subscriber, jemalloc); an application that embeds
 //! the server or the client turns it off with `default-features = false`.
@@ -22,6 +22,7 @@ pub mod clock;
 pub mod domain;
 pub mod kafka;
 pub mod lease;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod storage;

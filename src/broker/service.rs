@@ -24,6 +24,7 @@ use super::{Broker, BrokerError, CommittedOffset, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::TopicConfig;
 use crate::lease::{Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed};
+use crate::metrics::Metrics;
 use crate::storage::{Appended, Partition, ReadResult, WriteCredential};
 
 /// One batch to append.
@@ -75,6 +76,8 @@ pub struct BrokerService {
     coordinator_config: CoordinatorConfig,
     /// Started by the first group request (inside the runtime, as its ticker task needs).
     coordinator: OnceLock<Arc<GroupCoordinator>>,
+    /// Server-wide metrics (listeners); partitions count their own.
+    metrics: Arc<Metrics>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -97,6 +100,7 @@ impl BrokerService {
             leases,
             coordinator_config: CoordinatorConfig::default(),
             coordinator: OnceLock::new(),
+            metrics: Arc::default(),
         }
     }
 
@@ -126,6 +130,11 @@ impl BrokerService {
     /// The lease authority.
     pub fn leases(&self) -> &Arc<dyn LeaseAuthority> {
         &self.leases
+    }
+
+    /// The server-wide metrics (what the metrics endpoint exposes besides each partition's).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The consumer-group coordinator (membership and generations of Kafka's classic group
@@ -175,8 +184,19 @@ impl BrokerService {
     }
 
     /// Reads from `offset`; when nothing there is visible yet, waits (long poll) until the high
-    /// watermark moves past it or `max_wait` passes, then answers with what there is.
+    /// watermark moves past it or `max_wait` passes, then answers with what there is. What it
+    /// returns is counted as fetched.
     pub async fn fetch(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        let target = self.broker.partition(&request.topic, request.partition)?;
+        let result = self.wait_for_data(request).await?;
+        target.metrics().fetched_batches(&result.batches);
+        Ok(result)
+    }
+
+    /// The long poll of [`BrokerService::fetch`], without counting what it returns as fetched:
+    /// for a listener that only waits for data here and reads it with
+    /// [`BrokerService::read_now`] (Kafka's fetch of several partitions).
+    pub async fn wait_for_data(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
         let target = self.broker.partition(&request.topic, request.partition)?;
         let mut changes = target.subscribe();
         let deadline = tokio::time::Instant::now() + request.max_wait;
@@ -196,7 +216,9 @@ impl BrokerService {
     /// poll): listeners that wait on several partitions at a time read each with this.
     pub fn read_now(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
         let target = self.broker.partition(&request.topic, request.partition)?;
-        Ok(target.read(request.offset, request.max_bytes)?)
+        let result = target.read(request.offset, request.max_bytes)?;
+        target.metrics().fetched_batches(&result.batches);
+        Ok(result)
     }
 
     /// Where a partition's log starts and ends, and its epoch.
@@ -343,7 +365,10 @@ impl BrokerService {
         ttl_ms: u64,
     ) -> Result<Grant, BrokerError> {
         let target = self.lease_target(topic, partition)?;
-        Ok(self.leases.acquire(target, holder, ttl_ms).await?)
+        let log = Arc::clone(&target.log);
+        let grant = self.leases.acquire(target, holder, ttl_ms).await?;
+        log.metrics().lease_granted();
+        Ok(grant)
     }
 
     /// Extends a live lease.
@@ -354,7 +379,10 @@ impl BrokerService {
         lease_id: u128,
     ) -> Result<Renewed, BrokerError> {
         let target = self.lease_target(topic, partition)?;
-        Ok(self.leases.renew(target, lease_id).await?)
+        let log = Arc::clone(&target.log);
+        let renewed = self.leases.renew(target, lease_id).await?;
+        log.metrics().lease_renewed();
+        Ok(renewed)
     }
 
     /// Ends a live lease at once.

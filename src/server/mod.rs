@@ -183,6 +183,7 @@ pub async fn accept_loop<P: Protocol>(
     mut stop: broadcast::Receiver<()>,
 ) {
     let mut tasks = JoinSet::new();
+    let metrics = service.metrics().listener(protocol.name(), P::api_name);
     loop {
         tokio::select! {
             _ = stop.recv() => break,
@@ -201,6 +202,7 @@ pub async fn accept_loop<P: Protocol>(
                 }
                 match Arc::clone(&connections).try_acquire_owned() {
                     Ok(permit) => {
+                        let open = metrics.connection_opened();
                         let serve = connection::serve(
                             Arc::clone(&protocol),
                             socket,
@@ -211,10 +213,11 @@ pub async fn accept_loop<P: Protocol>(
                         );
                         tasks.spawn(async move {
                             serve.await;
-                            drop(permit);
+                            drop((permit, open));
                         });
                     }
                     Err(_) => {
+                        metrics.connection_refused();
                         tasks.spawn(connection::refuse(
                             Arc::clone(&protocol),
                             socket,
