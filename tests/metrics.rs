@@ -247,6 +247,53 @@ async fn other_paths_are_not_found_and_oversized_requests_are_refused() {
     assert!(text.contains("# TYPE fencelog_connections gauge"));
 }
 
+/// The docs keep up with the code: every family a scrape exposes is listed in
+/// docs/operations.md, and every series the Grafana dashboard queries is one a scrape exposes.
+#[tokio::test]
+async fn operations_doc_and_dashboard_name_the_exposed_series() {
+    let server = TestServer::start().await.unwrap();
+    let metrics = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client.create_topic(TOPIC, 1, topic_config()).await.unwrap();
+    let (_, _, text) = http_get(metrics.addr(), "/metrics").await;
+    let families: HashSet<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let operations = std::fs::read_to_string(format!("{root}/docs/operations.md")).unwrap();
+    for family in &families {
+        assert!(
+            operations.contains(&format!("| `{family}` |")),
+            "docs/operations.md has no row for {family}"
+        );
+    }
+    let dashboard = std::fs::read_to_string(format!("{root}/docs/grafana-dashboard.json")).unwrap();
+    let parsed: serde_json::Value =
+        serde_json::from_str(&dashboard).expect("the dashboard is JSON");
+    assert!(parsed["panels"]
+        .as_array()
+        .is_some_and(|panels| !panels.is_empty()));
+    let mut rest = dashboard.as_str();
+    while let Some(start) = rest.find("fencelog_") {
+        let name: String = rest[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[start + name.len()..];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| families.contains(base))
+            .unwrap_or(&name);
+        assert!(
+            families.contains(family),
+            "the dashboard queries {name}, which no scrape exposes"
+        );
+    }
+}
+
 /// `fencelog serve` run as a service runs it: stderr is a pipe, not a terminal.
 #[cfg(feature = "cli")]
 mod cli {
