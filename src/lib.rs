@@ -3,8 +3,9 @@
 //! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`],
 //! and [`kafka`], the Kafka record batch conversion for the Kafka listener),
 //! the async [`client`], [`testing`] (an in-process server for integration tests),
-//! [`testing_proxy`] (a TCP proxy that cuts connections on cue) and [`tls`] (certificates and
-//! keys read from PEM files, for the server and the client). The
+//! [`testing_proxy`] (a TCP proxy that cuts connections on cue), [`tls`] (certificates and
+//! keys read from PEM files, for the server and the client) and [`metrics`] (what the server
+//! does, counted and served to Prometheus). The
 //! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
 //! `fencelog bench` load generator (`bench`), with the dependencies only they need (clap,
 //! indicatif, hdrhistogram, humantime, tracing-subscriber, jemalloc); an application that embeds
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod domain;
 pub mod kafka;
 pub mod lease;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod storage;

@@ -10,6 +10,7 @@
 //! lapse without sleeping past its TTL.
 //!
 //! [`TestServer::start_with_tls`] serves TLS with the certificate it is given.
+//! [`TestServer::serve_metrics`] adds a Prometheus endpoint on another ephemeral port.
 //!
 //! [`TestServer::start_with_kafka`] also serves Kafka's wire protocol on a second ephemeral
 //! port ([`TestServer::kafka_addr`]), advertised as itself, so a Kafka client can be pointed at
@@ -33,6 +34,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::metrics::{MetricsEndpoint, MetricsEndpointConfig};
 use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig, ServerTls};
 
 /// A running in-process server on a temporary directory.
@@ -240,6 +242,18 @@ impl TestServer {
     /// The broker service behind the server.
     pub fn service(&self) -> &Arc<BrokerService> {
         &self.service
+    }
+
+    /// Starts a Prometheus endpoint for this server on an ephemeral loopback port
+    /// ([`MetricsEndpoint::addr`]`/metrics`); it stops when the returned handle is dropped.
+    pub async fn serve_metrics(&self) -> Result<MetricsEndpoint, BrokerError> {
+        let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        MetricsEndpoint::start(listener, &self.service, MetricsEndpointConfig::default()).map_err(
+            |error| BrokerError::Io {
+                context: "start the metrics endpoint".into(),
+                source: std::io::Error::other(error),
+            },
+        )
     }
 
     /// Stops the server gracefully: connections drain, partitions are synced.

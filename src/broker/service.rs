@@ -26,6 +26,7 @@ use crate::domain::TopicConfig;
 use crate::lease::{
     AuthorityError, Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed,
 };
+use crate::metrics::Metrics;
 use crate::storage::{Appended, Partition, ReadResult, StorageError, WriteCredential};
 
 /// One batch to append.
@@ -77,6 +78,8 @@ pub struct BrokerService {
     coordinator_config: CoordinatorConfig,
     /// Started by the first group request (inside the runtime, as its ticker task needs).
     coordinator: OnceLock<Arc<GroupCoordinator>>,
+    /// Server-wide metrics (listeners); partitions count their own.
+    metrics: Arc<Metrics>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -99,6 +102,7 @@ impl BrokerService {
             leases,
             coordinator_config: CoordinatorConfig::default(),
             coordinator: OnceLock::new(),
+            metrics: Arc::default(),
         }
     }
 
@@ -128,6 +132,11 @@ impl BrokerService {
     /// The lease authority.
     pub fn leases(&self) -> &Arc<dyn LeaseAuthority> {
         &self.leases
+    }
+
+    /// The server-wide metrics (what the metrics endpoint exposes besides each partition's).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The consumer-group coordinator (membership and generations of Kafka's classic group
@@ -177,8 +186,19 @@ impl BrokerService {
     }
 
     /// Reads from `offset`; when nothing there is visible yet, waits (long poll) until the high
-    /// watermark moves past it or `max_wait` passes, then answers with what there is.
+    /// watermark moves past it or `max_wait` passes, then answers with what there is. What it
+    /// returns is counted as fetched.
     pub async fn fetch(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        let target = self.broker.partition(&request.topic, request.partition)?;
+        let result = self.wait_for_data(request).await?;
+        target.metrics().fetched_batches(&result.batches);
+        Ok(result)
+    }
+
+    /// The long poll of [`BrokerService::fetch`], without counting what it returns as fetched:
+    /// for a listener that only waits for data here and reads it with
+    /// [`BrokerService::read_now`] (Kafka's fetch of several partitions).
+    pub async fn wait_for_data(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
         let target = self.broker.partition(&request.topic, request.partition)?;
         let mut changes = target.subscribe();
         let deadline = tokio::time::Instant::now() + request.max_wait;
@@ -198,7 +218,9 @@ impl BrokerService {
     /// poll): listeners that wait on several partitions at a time read each with this.
     pub fn read_now(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
         let target = self.broker.partition(&request.topic, request.partition)?;
-        Ok(target.read(request.offset, request.max_bytes)?)
+        let result = target.read(request.offset, request.max_bytes)?;
+        target.metrics().fetched_batches(&result.batches);
+        Ok(result)
     }
 
     /// Where a partition's log starts and ends, and its epoch.
@@ -345,6 +367,7 @@ impl BrokerService {
         ttl_ms: u64,
     ) -> Result<Grant, BrokerError> {
         let target = self.lease_target(topic, partition)?;
+        let log = Arc::clone(&target.log);
         match self.leases.acquire(target, holder, ttl_ms).await {
             // The topic was deleted while the grant was being installed.
             Err(AuthorityError::Install { source, .. })
@@ -352,7 +375,11 @@ impl BrokerService {
             {
                 Err(BrokerError::UnknownTopic(topic.to_string()))
             }
-            granted => Ok(granted?),
+            granted => {
+                let grant = granted?;
+                log.metrics().lease_granted();
+                Ok(grant)
+            }
         }
     }
 
@@ -364,7 +391,10 @@ impl BrokerService {
         lease_id: u128,
     ) -> Result<Renewed, BrokerError> {
         let target = self.lease_target(topic, partition)?;
-        Ok(self.leases.renew(target, lease_id).await?)
+        let log = Arc::clone(&target.log);
+        let renewed = self.leases.renew(target, lease_id).await?;
+        log.metrics().lease_renewed();
+        Ok(renewed)
     }
 
     /// Ends a live lease at once.

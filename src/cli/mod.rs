@@ -8,6 +8,7 @@ pub mod common;
 pub mod consume;
 pub mod demo;
 pub mod lease;
+pub mod logging;
 pub mod produce;
 pub mod serve;
 pub mod tls;
@@ -29,6 +30,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Log line format on stderr: `text` for people, `json` (one object per line) for log
+    /// shippers.
+    #[arg(long, global = true, env = "FENCELOG_LOG_FORMAT", value_enum, default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 /// Subcommands.
@@ -71,6 +76,7 @@ impl CliError {
 
 /// Runs a parsed command line and returns the exit status.
 pub fn run(cli: Cli) -> i32 {
+    logging::choose_format(cli.log_format);
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Topic(args) => topic::run(args),
@@ -89,12 +95,8 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-/// Sets up tracing to stderr: `RUST_LOG` if set, else `default_filter`.
+/// Sets up tracing to stderr in the `--log-format` chosen (colour only for a terminal, see
+/// [`logging`]): `RUST_LOG` if set, else `default_filter`.
 pub fn init_tracing(default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    logging::init(default_filter);
 }

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::broker::{Broker, BrokerConfig, BrokerService};
+use crate::metrics::{MetricsEndpoint, MetricsEndpointConfig};
 use crate::server::kafka::{KafkaConfig, KafkaConfigError};
 use crate::server::{self, KafkaListener, ServerConfig, DEFAULT_LISTEN};
 
@@ -44,6 +45,10 @@ pub struct ServeArgs {
     /// Largest Kafka request frame accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, default_value_t = server::kafka::DEFAULT_KAFKA_MAX_FRAME_BYTES)]
     pub kafka_max_frame_bytes: usize,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off unless given), e.g.
+    /// `127.0.0.1:9464`.
+    #[arg(long, env = "FENCELOG_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -82,9 +87,21 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             Arc::new(broker),
             BrokerConfig::default().lease,
         ));
-        server::run_with_kafka(listener, kafka, service, config, shutdown_signal())
+        let metrics = match &args.metrics_listen {
+            Some(addr) => Some(
+                MetricsEndpoint::bind(addr, &service, MetricsEndpointConfig::default())
+                    .await
+                    .map_err(|error| CliError::new(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let served = server::run_with_kafka(listener, kafka, service, config, shutdown_signal())
             .await
-            .map_err(|error| CliError::new(format!("server: {error}")))
+            .map_err(|error| CliError::new(format!("server: {error}")));
+        if let Some(metrics) = metrics {
+            metrics.stop().await;
+        }
+        served
     })
 }
 

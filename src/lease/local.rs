@@ -45,6 +45,9 @@ impl EpochInstaller for PartitionInstaller<'_> {
             InstallFailed
         })
     }
+    fn lease_expired(&self) {
+        self.log.metrics().lease_expired();
+    }
 }
 
 impl LocalLeaseAuthority {
@@ -143,7 +146,9 @@ impl LeaseAuthority for LocalLeaseAuthority {
         let now = self.clock.now();
         ready(
             self.table
-                .renew(&target.topic, target.partition, lease_id, now)
+                .renew_observed(&target.topic, target.partition, lease_id, now, || {
+                    target.log.metrics().lease_expired()
+                })
                 .map_err(|error| with_partition_epoch(error, &target.log)),
         )
     }
@@ -156,7 +161,9 @@ impl LeaseAuthority for LocalLeaseAuthority {
         let now = self.clock.now();
         ready(
             self.table
-                .release(&target.topic, target.partition, lease_id, now)
+                .release_observed(&target.topic, target.partition, lease_id, now, || {
+                    target.log.metrics().lease_expired()
+                })
                 .map_err(|error| with_partition_epoch(error, &target.log)),
         )
     }

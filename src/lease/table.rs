@@ -64,6 +64,10 @@ pub trait EpochInstaller {
     /// [`LeaseTable::acquire`] on a blocking thread. On error no lease is
     /// granted and the table's state is unchanged.
     fn install_epoch(&self, epoch: u64) -> Result<(), Self::Error>;
+
+    /// Called when the acquire finds the partition's previous lease expired (it ran out
+    /// unrenewed and unreleased), before the new grant; for metrics. Does nothing by default.
+    fn lease_expired(&self) {}
 }
 
 /// Tunables of a [`LeaseTable`].
@@ -264,10 +268,17 @@ impl Slot {
     /// here, because once expired it is gone for good: even if nobody else
     /// took the partition, its holder must re-acquire and get a new epoch.
     fn live_lease(&mut self, now: Instant) -> Option<&mut Lease> {
-        if self.lease.as_ref().is_some_and(|l| now >= l.expires_at) {
+        self.drop_if_expired(now);
+        self.lease.as_mut()
+    }
+
+    /// Drops the lease if it has expired by `now`; true if it did (an expiry to count).
+    fn drop_if_expired(&mut self, now: Instant) -> bool {
+        let expired = self.lease.as_ref().is_some_and(|l| now >= l.expires_at);
+        if expired {
             self.lease = None;
         }
-        self.lease.as_mut()
+        expired
     }
 }
 
@@ -347,6 +358,9 @@ impl LeaseTable {
 
         let slot = self.slot_or_create(topic, partition)?;
         let mut slot = lock(&slot);
+        if slot.drop_if_expired(now) {
+            installer.lease_expired();
+        }
         if let Some(lease) = slot.live_lease(now) {
             return Err(LeaseError::Held {
                 topic: topic.to_owned(),
@@ -417,10 +431,26 @@ impl LeaseTable {
         lease_id: u128,
         now: Instant,
     ) -> Result<Renewed, LeaseError> {
+        self.renew_observed(topic, partition, lease_id, now, || {})
+    }
+
+    /// [`LeaseTable::renew`], calling `on_expiry` if it finds the partition's lease expired
+    /// (for metrics).
+    pub fn renew_observed(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+        now: Instant,
+        on_expiry: impl FnOnce(),
+    ) -> Result<Renewed, LeaseError> {
         let Some(slot) = self.slot(topic, partition) else {
             return Err(lost(topic, partition, 0));
         };
         let mut slot = lock(&slot);
+        if slot.drop_if_expired(now) {
+            on_expiry();
+        }
         let last_epoch = slot.last_epoch;
         match slot.live_lease(now) {
             Some(lease) if lease.id == lease_id => {
@@ -453,10 +483,26 @@ impl LeaseTable {
         lease_id: u128,
         now: Instant,
     ) -> Result<(), LeaseError> {
+        self.release_observed(topic, partition, lease_id, now, || {})
+    }
+
+    /// [`LeaseTable::release`], calling `on_expiry` if it finds the partition's lease expired
+    /// (for metrics).
+    pub fn release_observed(
+        &self,
+        topic: &str,
+        partition: u32,
+        lease_id: u128,
+        now: Instant,
+        on_expiry: impl FnOnce(),
+    ) -> Result<(), LeaseError> {
         let Some(slot) = self.slot(topic, partition) else {
             return Err(lost(topic, partition, 0));
         };
         let mut slot = lock(&slot);
+        if slot.drop_if_expired(now) {
+            on_expiry();
+        }
         let last_epoch = slot.last_epoch;
         match slot.live_lease(now) {
             Some(lease) if lease.id == lease_id => {

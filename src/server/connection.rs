@@ -23,6 +23,7 @@ use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
 use super::ServerConfig;
 use crate::broker::BrokerService;
+use crate::metrics::RequestTimers;
 use crate::protocol::FrameCodec;
 
 /// A byte stream the connection loop reads and writes at the same time, cut into a read half
@@ -62,6 +63,8 @@ pub async fn serve<P: Protocol, S: SplitStream>(
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
     let mut session = protocol.open_session(&service, peer);
+    let listener_metrics = service.metrics().listener(protocol.name(), P::api_name);
+    let mut timers = RequestTimers::new(listener_metrics, config.max_in_flight);
     let mut closing = false;
     loop {
         if closing && pending.is_empty() {
@@ -79,9 +82,11 @@ pub async fn serve<P: Protocol, S: SplitStream>(
                     Err(_) => {}
                     Ok(None) => closing = true,
                     Ok(Some(Ok(bytes))) => {
+                        let timer = timers.start(&bytes);
                         let started = protocol.start(&service, &mut session, bytes);
                         closing |= started.close;
                         if let Some(response) = started.response {
+                            timers.push(timer);
                             pending.push_back(response);
                         }
                     }
@@ -91,6 +96,7 @@ pub async fn serve<P: Protocol, S: SplitStream>(
                         warn!(%peer, %error, "protocol error; closing connection");
                         closing = true;
                         if let Some(response) = protocol.framing_error(&error) {
+                            timers.push_untimed();
                             pending.push_back(Box::pin(futures::future::ready(response)));
                         }
                     }
@@ -98,18 +104,21 @@ pub async fn serve<P: Protocol, S: SplitStream>(
             }
             Some(response) = pending.next(), if !pending.is_empty() => {
                 let mut after = writer.push(&*protocol, response);
+                timers.finish();
                 // Write every response that is already done in the same burst.
                 while after == AfterEncode::Continue {
                     let Some(Some(response)) = pending.next().now_or_never() else {
                         break;
                     };
                     after = writer.push(&*protocol, response);
+                    timers.finish();
                 }
                 if after == AfterEncode::Close {
                     // Nothing after the unencodable response may be written: the client would
                     // take the next response for the missing one.
                     warn!(%peer, "a response could not be encoded; closing connection");
                     pending = FuturesOrdered::new();
+                    timers.clear();
                     closing = true;
                 }
                 match tokio::time::timeout(config.write_timeout, writer.flush()).await {

@@ -190,6 +190,7 @@ pub async fn accept_loop<P: Protocol>(
     mut stop: broadcast::Receiver<()>,
 ) {
     let mut tasks = JoinSet::new();
+    let metrics = service.metrics().listener(protocol.name(), P::api_name);
     loop {
         tokio::select! {
             _ = stop.recv() => break,
@@ -208,6 +209,7 @@ pub async fn accept_loop<P: Protocol>(
                 }
                 match Arc::clone(&connections).try_acquire_owned() {
                     Ok(permit) => {
+                        let open = metrics.connection_opened();
                         let serve = tls::serve_socket(
                             Arc::clone(&protocol),
                             socket,
@@ -218,10 +220,11 @@ pub async fn accept_loop<P: Protocol>(
                         );
                         tasks.spawn(async move {
                             serve.await;
-                            drop(permit);
+                            drop((permit, open));
                         });
                     }
                     Err(_) => {
+                        metrics.connection_refused();
                         tasks.spawn(tls::refuse_socket(
                             Arc::clone(&protocol),
                             socket,

@@ -54,8 +54,18 @@ pub trait Protocol: Send + Sync + 'static {
     /// A response, before encoding.
     type Response: Send + 'static;
 
-    /// The protocol's name, for logs.
+    /// The protocol's name, for logs (and the `listener` label of the metrics).
     fn name(&self) -> &'static str;
+
+    /// The name of the API with this key (a request frame's first two bytes), for the `api`
+    /// label of the request latency metric; `None` for a key the protocol does not know.
+    fn api_name(api_key: u16) -> Option<String>
+    where
+        Self: Sized,
+    {
+        let _ = api_key;
+        None
+    }
 
     /// State for a new connection from `peer`.
     fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> Self::Session;

@@ -30,6 +30,7 @@ use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader, ProducerStamp};
+use crate::metrics::PartitionMetrics;
 
 /// What an append returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct PendingAppend {
     /// The offset up to which the log must be durable before the batch is acknowledged (for a
     /// duplicate, the end of the original batch, which may still await its sync).
     durable_at: u64,
+    /// Size of the batch, for the produce metrics once it is acknowledged.
+    batch_bytes: u64,
 }
 
 impl PendingAppend {
@@ -151,6 +154,7 @@ impl Writer {
                         duplicate: true,
                     },
                     durable_at: last_offset + 1,
+                    batch_bytes: batch_bytes.len() as u64,
                 });
             }
         }
@@ -162,6 +166,7 @@ impl Writer {
         Ok(PendingAppend {
             appended,
             durable_at: appended.log_end_offset,
+            batch_bytes: batch_bytes.len() as u64,
         })
     }
 
@@ -344,6 +349,8 @@ pub struct Partition {
     shared: Arc<Shared>,
     commit: GroupCommit,
     sync_observer: ObserverSlot,
+    /// What the partition counts for the metrics endpoint (atomics; see `crate::metrics`).
+    metrics: PartitionMetrics,
 }
 
 impl Partition {
@@ -430,6 +437,7 @@ impl Partition {
                 shared,
                 commit: GroupCommit::new(log_end),
                 sync_observer: ObserverSlot::default(),
+                metrics: PartitionMetrics::default(),
             },
             report,
         ))
@@ -453,6 +461,17 @@ impl Partition {
     /// The partition's settings.
     pub fn config(&self) -> &PartitionConfig {
         &self.config
+    }
+
+    /// What the partition counts: produce, fetch, fence refusals, lease events, sync latency.
+    pub fn metrics(&self) -> &PartitionMetrics {
+        &self.metrics
+    }
+
+    /// The offset the next appended batch will get (acknowledged or not: under flush `always`
+    /// it runs ahead of the high watermark until the sync). Takes the writer lock briefly.
+    pub fn log_end_offset(&self) -> u64 {
+        self.fence.with_log(|writer| writer.active.next_offset())
     }
 
     /// The current epoch.
@@ -536,6 +555,25 @@ impl Partition {
         credential: WriteCredential,
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
+        let result = self.append_checked(credential, batch_bytes);
+        match &result {
+            Err(StorageError::Fence(FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
+                self.metrics.fenced()
+            }
+            Err(StorageError::Fence(FenceError::UnknownEpoch { .. })) => {
+                self.metrics.unknown_epoch()
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// [`append_pending_as`](Self::append_pending_as) before its refusals are counted.
+    fn append_checked(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
         let epoch = credential.epoch();
         // Early answer for a stale holder; the authoritative check is inside the fence.
         check_credential_since(
@@ -584,7 +622,12 @@ impl Partition {
             self.commit
                 .wait_durable(pending.durable_at, || self.sync_everything())?;
         }
-        Ok(pending.appended)
+        let appended = pending.appended;
+        if !appended.duplicate {
+            let records = appended.last_offset - appended.base_offset + 1;
+            self.metrics.produced(records, pending.batch_bytes);
+        }
+        Ok(appended)
     }
 
     fn failed_error(&self) -> StorageError {
@@ -600,6 +643,7 @@ impl Partition {
             return Err(self.failed_error());
         }
         let (target, ranges) = self.fence.with_log(|writer| writer.sync_plan());
+        let started = std::time::Instant::now();
         for (segment, start, end) in &ranges {
             if let Err(source) = segment.map().sync_range(*start, *end) {
                 // After a failed fsync the kernel may have dropped the dirty pages: what is on
@@ -611,6 +655,9 @@ impl Partition {
                     source,
                 });
             }
+        }
+        if !ranges.is_empty() {
+            self.metrics.synced(started.elapsed());
         }
         self.fence.with_log(|writer| writer.mark_synced(&ranges));
         for (segment, start, end) in &ranges {

@@ -75,6 +75,11 @@ impl Protocol for KafkaProtocol {
         "kafka"
     }
 
+    fn api_name(api_key: u16) -> Option<String> {
+        let key = kafka_protocol::messages::ApiKey::try_from(i16::try_from(api_key).ok()?).ok()?;
+        Some(format!("{key:?}"))
+    }
+
     fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> KafkaSession {
         KafkaSession {
             peer,

@@ -39,6 +39,10 @@ impl Protocol for NativeProtocol {
         "native"
     }
 
+    fn api_name(api_key: u16) -> Option<String> {
+        crate::protocol::ApiKey::from_u16(api_key).map(|key| key.name().to_string())
+    }
+
     fn open_session(&self, service: &Arc<BrokerService>, _peer: SocketAddr) -> ProduceQueue {
         service.produce_queue()
     }

@@ -210,7 +210,7 @@ async fn wait_for_data(
                 max_wait,
             };
             Some(Box::pin(async move {
-                let _ = service.fetch(read).await;
+                let _ = service.wait_for_data(read).await;
             }))
         })
         .collect();

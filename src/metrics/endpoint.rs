@@ -1,0 +1,287 @@
+//! `GET /metrics` over HTTP/1: the Prometheus scrape endpoint (`serve --metrics-listen ADDR`).
+//!
+//! hyper serves the HTTP; this file bounds it like every other listener of the server: at most
+//! `max_connections` scrapers at once (more are closed at accept), a request head of at most
+//! [`MAX_METRICS_REQUEST_BYTES`], `read_timeout` to send it, `connection_timeout` for the whole
+//! exchange, and one request per connection (no keep-alive to hold a slot). Any other path is a
+//! 404, any other method a 405. The text is rendered on the blocking pool: with thousands of
+//! partitions it takes a moment, and the async workers keep serving clients meanwhile.
+//!
+//! The endpoint holds the service weakly, so it never keeps a stopped broker (and its data
+//! directory lock) alive; once the service is gone it answers 503.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{debug, info, warn};
+
+use super::exposition::{render, CONTENT_TYPE as EXPOSITION_CONTENT_TYPE};
+use crate::broker::BrokerService;
+
+/// The one path served.
+pub const METRICS_PATH: &str = "/metrics";
+/// Default most scrapers connected at once.
+pub const DEFAULT_METRICS_MAX_CONNECTIONS: usize = 16;
+/// Largest request head (request line and headers) accepted, in bytes: hyper's smallest buffer.
+pub const MAX_METRICS_REQUEST_BYTES: usize = 8 * 1024;
+/// Default longest a scraper may take to send its request head.
+pub const DEFAULT_METRICS_READ_TIMEOUT_MS: u64 = 5_000;
+/// Default longest one connection may last, answer included.
+pub const DEFAULT_METRICS_CONNECTION_TIMEOUT_MS: u64 = 30_000;
+
+/// Limits of the metrics endpoint.
+#[derive(Debug, Clone)]
+pub struct MetricsEndpointConfig {
+    /// Most connections at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// A request head not received within this is answered 408 and the connection closed.
+    pub read_timeout: Duration,
+    /// A connection still open after this is closed.
+    pub connection_timeout: Duration,
+}
+
+impl Default for MetricsEndpointConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_METRICS_MAX_CONNECTIONS,
+            read_timeout: Duration::from_millis(DEFAULT_METRICS_READ_TIMEOUT_MS),
+            connection_timeout: Duration::from_millis(DEFAULT_METRICS_CONNECTION_TIMEOUT_MS),
+        }
+    }
+}
+
+/// Why the metrics endpoint did not start.
+#[derive(Debug, Error)]
+pub enum MetricsEndpointError {
+    /// The address could not be bound (in use, not local, no permission).
+    #[error("metrics listener: cannot listen on {addr}: {source}; pick another --metrics-listen address")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A limit is out of range.
+    #[error("metrics listener: {0}")]
+    InvalidConfig(String),
+}
+
+impl MetricsEndpointConfig {
+    /// Checks the limits.
+    pub fn validate(&self) -> Result<(), MetricsEndpointError> {
+        if self.max_connections == 0 {
+            return Err(MetricsEndpointError::InvalidConfig(
+                "max_connections must be at least 1".into(),
+            ));
+        }
+        if self.read_timeout.is_zero() || self.connection_timeout.is_zero() {
+            return Err(MetricsEndpointError::InvalidConfig(
+                "read_timeout and connection_timeout must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A running metrics endpoint; dropping it (or [`MetricsEndpoint::stop`]) stops it.
+#[derive(Debug)]
+pub struct MetricsEndpoint {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MetricsEndpoint {
+    /// Binds `addr` and serves the metrics of `service` there.
+    pub async fn bind(
+        addr: &str,
+        service: &Arc<BrokerService>,
+        config: MetricsEndpointConfig,
+    ) -> Result<Self, MetricsEndpointError> {
+        let listener =
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| MetricsEndpointError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+        Self::start(listener, service, config)
+    }
+
+    /// Serves the metrics of `service` on an already bound `listener`.
+    pub fn start(
+        listener: TcpListener,
+        service: &Arc<BrokerService>,
+        config: MetricsEndpointConfig,
+    ) -> Result<Self, MetricsEndpointError> {
+        config.validate()?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| MetricsEndpointError::Bind {
+                addr: "the given listener".into(),
+                source,
+            })?;
+        info!(%addr, path = METRICS_PATH, "metrics listening");
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(
+            listener,
+            Arc::downgrade(service),
+            config,
+            stopped,
+        ));
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The address scrapers connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, and waits for the scrapes in progress to end.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            if let Err(error) = task.await {
+                warn!(%error, "metrics endpoint failed");
+            }
+        }
+    }
+}
+
+impl Drop for MetricsEndpoint {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    service: Weak<BrokerService>,
+    config: MetricsEndpointConfig,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let connections = Arc::new(Semaphore::new(config.max_connections));
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            accepted = listener.accept() => {
+                let (socket, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        warn!(%error, "metrics accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+                    warn!(%peer, max_connections = config.max_connections, "metrics connection limit reached; closing");
+                    continue;
+                };
+                let service = service.clone();
+                let config = config.clone();
+                tasks.spawn(async move {
+                    serve_connection(socket, peer, service, &config).await;
+                    drop(permit);
+                });
+                while tasks.try_join_next().is_some() {}
+            }
+        }
+    }
+    drop(listener);
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn serve_connection(
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    service: Weak<BrokerService>,
+    config: &MetricsEndpointConfig,
+) {
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.read_timeout)
+        .max_buf_size(MAX_METRICS_REQUEST_BYTES)
+        .keep_alive(false)
+        .serve_connection(
+            TokioIo::new(socket),
+            hyper::service::service_fn(move |request| answer(request, service.clone())),
+        );
+    match tokio::time::timeout(config.connection_timeout, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => debug!(%peer, %error, "metrics connection ended with an error"),
+        Err(_) => debug!(%peer, "metrics connection timed out; closed"),
+    }
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    service: Weak<BrokerService>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if request.uri().path() != METRICS_PATH {
+        return Ok(plain(
+            StatusCode::NOT_FOUND,
+            "not found; metrics are at /metrics\n",
+        ));
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Ok(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET is served at /metrics\n",
+        ));
+    }
+    let rendered =
+        tokio::task::spawn_blocking(move || service.upgrade().map(|service| render(&service)))
+            .await;
+    Ok(match rendered {
+        Ok(Some(text)) => {
+            let mut response = Response::new(Full::new(Bytes::from(text)));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(EXPOSITION_CONTENT_TYPE),
+            );
+            response
+        }
+        Ok(None) => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down\n",
+        ),
+        Err(error) => {
+            warn!(%error, "rendering metrics failed");
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rendering metrics failed\n",
+            )
+        }
+    })
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

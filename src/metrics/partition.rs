@@ -1,0 +1,162 @@
+//! What one partition counts: produce and fetch traffic, fence refusals, lease events, batch
+//! sizes and sync latency.
+//!
+//! Every partition owns one [`PartitionMetrics`], created when the partition opens, so counting
+//! is a relaxed atomic add on memory no other partition touches: no lock, no lookup by name and
+//! no allocation on the append path. Nothing here is exposed until a scrape reads it
+//! ([`super::exposition`] walks the broker's live topics), so a deleted partition's series
+//! disappear with it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::batch::BatchHeader;
+
+use super::histogram::{AtomicHistogram, BATCH_BYTES_BOUNDS, SYNC_DURATION_BOUNDS_NANOS};
+
+/// A partition's counters. All are monotonic for the life of the partition (a restart starts
+/// them again at zero, which Prometheus reads as a counter reset).
+#[derive(Debug)]
+pub struct PartitionMetrics {
+    produce_records: AtomicU64,
+    produce_bytes: AtomicU64,
+    fetch_records: AtomicU64,
+    fetch_bytes: AtomicU64,
+    fenced: AtomicU64,
+    unknown_epoch: AtomicU64,
+    lease_grants: AtomicU64,
+    lease_renewals: AtomicU64,
+    lease_expiries: AtomicU64,
+    batch_bytes: AtomicHistogram,
+    sync_duration: AtomicHistogram,
+}
+
+impl Default for PartitionMetrics {
+    fn default() -> Self {
+        Self {
+            produce_records: AtomicU64::new(0),
+            produce_bytes: AtomicU64::new(0),
+            fetch_records: AtomicU64::new(0),
+            fetch_bytes: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
+            unknown_epoch: AtomicU64::new(0),
+            lease_grants: AtomicU64::new(0),
+            lease_renewals: AtomicU64::new(0),
+            lease_expiries: AtomicU64::new(0),
+            batch_bytes: AtomicHistogram::new(BATCH_BYTES_BOUNDS),
+            sync_duration: AtomicHistogram::new(SYNC_DURATION_BOUNDS_NANOS),
+        }
+    }
+}
+
+/// The counters of a [`PartitionMetrics`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionCounts {
+    /// Records appended and acknowledged (a producer's retry of a batch already in the log is
+    /// not counted again).
+    pub produce_records: u64,
+    /// Bytes of those batches, in the stored format.
+    pub produce_bytes: u64,
+    /// Records returned to fetches (whole batches, so the first may start before the offset
+    /// asked for).
+    pub fetch_records: u64,
+    /// Bytes of those batches.
+    pub fetch_bytes: u64,
+    /// Appends the fence refused: a stale epoch, or a writer without a lease on a leased
+    /// partition.
+    pub fenced: u64,
+    /// Appends refused for carrying an epoch that was never granted.
+    pub unknown_epoch: u64,
+    /// Leases granted (each one installed a new epoch).
+    pub lease_grants: u64,
+    /// Leases renewed.
+    pub lease_renewals: u64,
+    /// Leases found expired (counted when the lease table notices: at the next acquire, renew
+    /// or release of the partition).
+    pub lease_expiries: u64,
+}
+
+impl PartitionMetrics {
+    /// Counts an acknowledged append of `records` records in a batch of `bytes` bytes.
+    pub fn produced(&self, records: u64, bytes: u64) {
+        self.produce_records.fetch_add(records, Ordering::Relaxed);
+        self.produce_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.batch_bytes.observe(bytes);
+    }
+
+    /// Counts `records` records in `bytes` bytes returned to a fetch.
+    pub fn fetched(&self, records: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.fetch_records.fetch_add(records, Ordering::Relaxed);
+        self.fetch_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts the batches returned to a fetch (whole stored batches).
+    pub fn fetched_batches(&self, batches: &[bytes::Bytes]) {
+        let mut records = 0u64;
+        let mut bytes = 0u64;
+        for batch in batches {
+            records += BatchHeader::parse(batch).map_or(0, |header| u64::from(header.record_count));
+            bytes += batch.len() as u64;
+        }
+        self.fetched(records, bytes);
+    }
+
+    /// Counts an append the fence refused as stale (or unleased on a leased partition).
+    pub fn fenced(&self) {
+        self.fenced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an append refused for an epoch never granted.
+    pub fn unknown_epoch(&self) {
+        self.unknown_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a lease grant.
+    pub fn lease_granted(&self) {
+        self.lease_grants.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a lease renewal.
+    pub fn lease_renewed(&self) {
+        self.lease_renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a lease that ran out without being renewed or released.
+    pub fn lease_expired(&self) {
+        self.lease_expiries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one sync (fsync of the written ranges) that took `duration`.
+    pub fn synced(&self, duration: Duration) {
+        self.sync_duration.observe_duration(duration);
+    }
+
+    /// The counters now.
+    pub fn counts(&self) -> PartitionCounts {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        PartitionCounts {
+            produce_records: load(&self.produce_records),
+            produce_bytes: load(&self.produce_bytes),
+            fetch_records: load(&self.fetch_records),
+            fetch_bytes: load(&self.fetch_bytes),
+            fenced: load(&self.fenced),
+            unknown_epoch: load(&self.unknown_epoch),
+            lease_grants: load(&self.lease_grants),
+            lease_renewals: load(&self.lease_renewals),
+            lease_expiries: load(&self.lease_expiries),
+        }
+    }
+
+    /// Sizes of the batches appended, in bytes.
+    pub fn batch_bytes(&self) -> &AtomicHistogram {
+        &self.batch_bytes
+    }
+
+    /// Durations of the syncs, in nanoseconds.
+    pub fn sync_duration(&self) -> &AtomicHistogram {
+        &self.sync_duration
+    }
+}
