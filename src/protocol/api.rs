@@ -10,6 +10,7 @@ use std::fmt;
 
 pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod api_versions;
+pub(in crate::protocol) mod authenticate;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod init_producer_id;
@@ -50,12 +51,16 @@ pub enum ApiKey {
     OffsetCommit = 10,
     /// Read a consumer group's committed position in a partition.
     OffsetFetch = 11,
+    /// Start authenticating: the mechanism and the client's first SCRAM message.
+    AuthenticateStart = 13,
+    /// Finish authenticating: the client's final SCRAM message (the proof).
+    AuthenticateContinue = 14,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 12] = [
+    pub const ALL: [ApiKey; 14] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -68,6 +73,8 @@ impl ApiKey {
         ApiKey::InitProducerId,
         ApiKey::OffsetCommit,
         ApiKey::OffsetFetch,
+        ApiKey::AuthenticateStart,
+        ApiKey::AuthenticateContinue,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -95,6 +102,8 @@ impl ApiKey {
             ApiKey::InitProducerId => "InitProducerId",
             ApiKey::OffsetCommit => "OffsetCommit",
             ApiKey::OffsetFetch => "OffsetFetch",
+            ApiKey::AuthenticateStart => "AuthenticateStart",
+            ApiKey::AuthenticateContinue => "AuthenticateContinue",
         }
     }
 
@@ -164,7 +173,9 @@ mod tests {
         assert!(ApiKey::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ApiKey::OffsetCommit.as_u16(), 10);
         assert_eq!(ApiKey::OffsetFetch.as_u16(), 11);
-        assert_eq!(ApiKey::from_u16(12), None);
+        assert_eq!(ApiKey::AuthenticateStart.as_u16(), 13);
+        assert_eq!(ApiKey::AuthenticateContinue.as_u16(), 14);
+        assert_eq!(ApiKey::from_u16(15), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

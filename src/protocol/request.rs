@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, fetch, init_producer_id, list_offsets, metadata,
+    acquire_lease, api_versions, authenticate, create_topic, fetch, init_producer_id, list_offsets, metadata,
     offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
@@ -119,6 +119,18 @@ pub enum Request {
         /// Partition index.
         partition: u32,
     },
+    /// Start authenticating (SCRAM-SHA-256).
+    AuthenticateStart {
+        /// The SASL mechanism name; `SCRAM-SHA-256`.
+        mechanism: String,
+        /// The client-first message (`n,,n=USER,r=NONCE`).
+        message: Bytes,
+    },
+    /// Finish authenticating.
+    AuthenticateContinue {
+        /// The client-final message (`c=...,r=...,p=PROOF`).
+        message: Bytes,
+    },
 }
 
 impl Request {
@@ -137,6 +149,8 @@ impl Request {
             Request::InitProducerId => ApiKey::InitProducerId,
             Request::OffsetCommit { .. } => ApiKey::OffsetCommit,
             Request::OffsetFetch { .. } => ApiKey::OffsetFetch,
+            Request::AuthenticateStart { .. } => ApiKey::AuthenticateStart,
+            Request::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
         }
     }
 
@@ -174,6 +188,10 @@ impl Request {
             Request::OffsetFetch { group, topic, .. } => {
                 offset_fetch::request_body_len(group, topic)
             }
+            Request::AuthenticateStart { mechanism, message } => {
+                authenticate::start_request_body_len(mechanism, message)
+            }
+            Request::AuthenticateContinue { message } => authenticate::message_body_len(message),
         }
     }
 
@@ -233,6 +251,12 @@ impl Request {
                 topic,
                 partition,
             } => offset_fetch::encode_request(dst, group, topic, *partition),
+            Request::AuthenticateStart { mechanism, message } => {
+                authenticate::encode_start_request(dst, mechanism, message)
+            }
+            Request::AuthenticateContinue { message } => {
+                authenticate::encode_message(dst, "message", message)
+            }
         }
     }
 
@@ -256,6 +280,8 @@ impl Request {
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
             ApiKey::OffsetCommit => offset_commit::decode_request(r),
             ApiKey::OffsetFetch => offset_fetch::decode_request(r),
+            ApiKey::AuthenticateStart => authenticate::decode_start_request(r),
+            ApiKey::AuthenticateContinue => authenticate::decode_continue_request(r),
         }
     }
 }

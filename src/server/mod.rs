@@ -65,6 +65,8 @@ pub struct ServerConfig {
     pub write_timeout: Duration,
     /// A connection that sends no complete frame for this long is closed.
     pub idle_timeout: Duration,
+    /// Authentication and ACLs (`serve --auth`); `None` serves every connection unchecked.
+    pub security: Option<Arc<crate::auth::Security>>,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +79,7 @@ impl Default for ServerConfig {
             max_fetch_bytes: DEFAULT_MAX_FETCH_BYTES,
             write_timeout: Duration::from_millis(DEFAULT_WRITE_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
+            security: None,
         }
     }
 }
@@ -146,7 +149,7 @@ pub async fn run_with_kafka(
         });
         accepting.push(tokio::spawn(accept_loop(
             kafka.listener,
-            Arc::new(KafkaProtocol::new(Arc::new(kafka.config))),
+            Arc::new(KafkaProtocol::new(Arc::new(kafka.config)).with_security(config.security.clone())),
             Arc::clone(&service),
             kafka_server,
             connections,

@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
     HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -76,6 +76,10 @@ pub enum RequestBody {
     LeaveGroup(LeaveGroupRequest),
     /// SyncGroup (14).
     SyncGroup(SyncGroupRequest),
+    /// SaslHandshake (17).
+    SaslHandshake(SaslHandshakeRequest),
+    /// SaslAuthenticate (36).
+    SaslAuthenticate(SaslAuthenticateRequest),
 }
 
 impl RequestBody {
@@ -110,6 +114,12 @@ impl RequestBody {
             ApiKey::Heartbeat => HeartbeatRequest::decode(frame, version).map(Self::Heartbeat),
             ApiKey::LeaveGroup => LeaveGroupRequest::decode(frame, version).map(Self::LeaveGroup),
             ApiKey::SyncGroup => SyncGroupRequest::decode(frame, version).map(Self::SyncGroup),
+            ApiKey::SaslHandshake => {
+                SaslHandshakeRequest::decode(frame, version).map(Self::SaslHandshake)
+            }
+            ApiKey::SaslAuthenticate => {
+                SaslAuthenticateRequest::decode(frame, version).map(Self::SaslAuthenticate)
+            }
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

@@ -7,7 +7,8 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, FindCoordinatorResponse,
     HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
     ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    ProduceResponse, ResponseHeader, SyncGroupResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -58,6 +59,10 @@ pub enum ResponseBody {
     LeaveGroup(LeaveGroupResponse),
     /// SyncGroup (14).
     SyncGroup(SyncGroupResponse),
+    /// SaslHandshake (17).
+    SaslHandshake(SaslHandshakeResponse),
+    /// SaslAuthenticate (36).
+    SaslAuthenticate(SaslAuthenticateResponse),
 }
 
 impl ResponseBody {
@@ -77,6 +82,8 @@ impl ResponseBody {
             Self::Heartbeat(body) => body.encode(out, version),
             Self::LeaveGroup(body) => body.encode(out, version),
             Self::SyncGroup(body) => body.encode(out, version),
+            Self::SaslHandshake(body) => body.encode(out, version),
+            Self::SaslAuthenticate(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }
