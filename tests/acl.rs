@@ -3,6 +3,8 @@
 //! `payments`: refused, nothing changes), grants picked up live, Metadata filtering, and Kafka
 //! clients with SASL/SCRAM producing and consuming (skipped with a note where not installed).
 
+mod kafka_support;
+
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,7 +153,10 @@ async fn metadata_lists_only_the_topics_a_principal_may_use() {
     // a user with no grant at all sees nothing and may do nothing (deny by default).
     let (security, server, admin, alice) = orders_and_payments().await;
     let names = |topics: Vec<fencelog::protocol::TopicMetadata>| {
-        topics.into_iter().map(|topic| topic.name).collect::<Vec<_>>()
+        topics
+            .into_iter()
+            .map(|topic| topic.name)
+            .collect::<Vec<_>>()
     };
     assert_eq!(names(alice.list_topics().await.unwrap()), ["orders-eu"]);
     assert_eq!(names(admin.list_topics().await.unwrap()).len(), 2);
@@ -232,7 +237,10 @@ async fn kafka_sasl(client_name: &'static str, module: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(admin.list_offsets("orders-kafka", 0).await.unwrap().latest, 20);
+    assert_eq!(
+        admin.list_offsets("orders-kafka", 0).await.unwrap().latest,
+        20
+    );
 
     let output = run("wrong-pw").await.unwrap();
     assert!(
@@ -254,4 +262,72 @@ async fn confluent_kafka_authenticates_with_scram_and_fails_with_a_wrong_passwor
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_authenticates_with_scram_and_fails_with_a_wrong_password() {
     kafka_sasl("kafka-python", "kafka").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_sasl_versions_run_the_scram_exchange() {
+    // Proves: every advertised SASL version works on the wire. SaslHandshake v1 then
+    // SaslAuthenticate at each of v0..=2 completes a SCRAM exchange; a request before
+    // authentication closes the connection; a wrong proof is SASL_AUTHENTICATION_FAILED and
+    // closes it; an unsupported mechanism is UNSUPPORTED_SASL_MECHANISM.
+    use fencelog::auth::ClientExchange;
+    use kafka_protocol::messages::{
+        MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::ResponseError;
+    use kafka_support::KafkaConnection;
+
+    let security = tempfile::tempdir().unwrap();
+    users::add_user(security.path(), "alice", "alice-pw").unwrap();
+    let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = TestServer::start_with_kafka_config(
+        security_config(security.path()),
+        BrokerConfig::default(),
+        kafka,
+    )
+    .await
+    .unwrap();
+    let handshake = |mechanism: &'static str| {
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism))
+    };
+    let authenticate =
+        |bytes: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+
+    for version in 0..=2 {
+        let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+        let answer = connection.call(1, &handshake("SCRAM-SHA-256")).await;
+        assert_eq!(answer.error_code, 0);
+        let (mut exchange, first) = ClientExchange::start("alice", "alice-pw");
+        let answer = connection.call(version, &authenticate(first)).await;
+        assert_eq!(answer.error_code, 0, "v{version}");
+        let last = exchange.respond(&answer.auth_bytes).unwrap();
+        let answer = connection.call(version, &authenticate(last)).await;
+        assert_eq!(answer.error_code, 0, "v{version}");
+        exchange.verify(&answer.auth_bytes).unwrap();
+        // Authenticated: ordinary requests are answered.
+        connection.call(1, &MetadataRequest::default()).await;
+    }
+
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    connection.send(1, &MetadataRequest::default()).await;
+    connection.assert_closed().await;
+
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let answer = connection.call(1, &handshake("PLAIN")).await;
+    assert_eq!(
+        answer.error_code,
+        ResponseError::UnsupportedSaslMechanism.code()
+    );
+    let answer = connection.call(1, &handshake("SCRAM-SHA-256")).await;
+    assert_eq!(answer.error_code, 0);
+    let (mut exchange, first) = ClientExchange::start("alice", "wrong-pw");
+    let answer = connection.call(2, &authenticate(first)).await;
+    let last = exchange.respond(&answer.auth_bytes).unwrap();
+    let answer = connection.call(2, &authenticate(last)).await;
+    assert_eq!(
+        answer.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    connection.assert_closed().await;
 }

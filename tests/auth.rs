@@ -80,7 +80,10 @@ async fn without_credentials_or_with_a_wrong_password_nothing_is_acquired_or_wri
         .unwrap_err();
     assert!(refused.is_authentication_failure(), "{refused}");
     assert!(!refused.is_retriable());
-    assert!(refused.to_string().contains("AUTHENTICATION_REQUIRED"), "{refused}");
+    assert!(
+        refused.to_string().contains("AUTHENTICATION_REQUIRED"),
+        "{refused}"
+    );
     let refused = anonymous
         .produce("payments", 0, batch(lease.epoch, "forged"))
         .await
@@ -89,7 +92,10 @@ async fn without_credentials_or_with_a_wrong_password_nothing_is_acquired_or_wri
 
     for (user, password) in [("admin", "wrong"), ("nobody", "admin-pw")] {
         let error = client_as(&server, user, password).await.unwrap_err();
-        assert!(matches!(error, ClientError::AuthenticationFailed { .. }), "{error}");
+        assert!(
+            matches!(error, ClientError::AuthenticationFailed { .. }),
+            "{error}"
+        );
         // The message is the same whether or not the user exists.
         assert!(
             error.to_string().contains("invalid user name or password"),

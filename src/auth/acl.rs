@@ -75,7 +75,9 @@ impl FromStr for Operation {
             .into_iter()
             .find(|operation| operation.name() == text.trim())
             .ok_or_else(|| {
-                format!("unknown operation {text:?}: use create, lease, produce, consume, admin or all")
+                format!(
+                    "unknown operation {text:?}: use create, lease, produce, consume, admin or all"
+                )
             })
     }
 }
@@ -246,7 +248,9 @@ pub fn remove_acl(
             .filter(|entry| entry.principal == principal && entry.topic == *pattern)
         {
             let before = entry.operations.len();
-            entry.operations.retain(|operation| !operations.contains(operation));
+            entry
+                .operations
+                .retain(|operation| !operations.contains(operation));
             changed |= entry.operations.len() != before;
         }
         file.acls.retain(|entry| !entry.operations.is_empty());
@@ -308,8 +312,13 @@ mod tests {
     fn acls_are_added_merged_and_removed() {
         let directory = tempfile::tempdir().unwrap();
         let pattern = TopicPattern::parse("orders-*").unwrap();
-        add_acl(directory.path(), "alice", &pattern, &parse_operations("produce").unwrap())
-            .unwrap();
+        add_acl(
+            directory.path(),
+            "alice",
+            &pattern,
+            &parse_operations("produce").unwrap(),
+        )
+        .unwrap();
         let entry = add_acl(
             directory.path(),
             "alice",
@@ -317,7 +326,10 @@ mod tests {
             &parse_operations("consume").unwrap(),
         )
         .unwrap();
-        assert_eq!(entry.operations, parse_operations("produce,consume").unwrap());
+        assert_eq!(
+            entry.operations,
+            parse_operations("produce,consume").unwrap()
+        );
         assert_eq!(list_acls(directory.path()).unwrap().len(), 1);
         assert!(remove_acl(
             directory.path(),

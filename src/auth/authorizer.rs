@@ -45,7 +45,10 @@ impl NotAuthorized {
         Self {
             principal: principal.to_owned(),
             operation,
-            resource: topic.map_or_else(|| "any topic".to_owned(), |topic| format!("topic {topic:?}")),
+            resource: topic.map_or_else(
+                || "any topic".to_owned(),
+                |topic| format!("topic {topic:?}"),
+            ),
             pattern: topic.unwrap_or("'*'").to_owned(),
         }
     }

@@ -107,7 +107,9 @@ impl ConnectionAuthentication {
             return Err(AuthenticationError::AlreadyAuthenticated);
         }
         if mechanism != MECHANISM {
-            return Err(AuthenticationError::UnsupportedMechanism(mechanism.to_owned()));
+            return Err(AuthenticationError::UnsupportedMechanism(
+                mechanism.to_owned(),
+            ));
         }
         Ok(())
     }

@@ -116,9 +116,8 @@ where
     let path = data_dir.join(name);
     let mut value: T = read(&path)?;
     let result = change(&mut value)?;
-    let mut contents = serde_json::to_vec_pretty(&value).map_err(|error| {
-        SecurityFileError::Refused(format!("cannot encode {name}: {error}"))
-    })?;
+    let mut contents = serde_json::to_vec_pretty(&value)
+        .map_err(|error| SecurityFileError::Refused(format!("cannot encode {name}: {error}")))?;
     contents.push(b'\n');
     write_durably(data_dir, name, &contents).map_err(io_error("write", &path))?;
     drop(lock);
@@ -209,4 +208,3 @@ pub fn open_read<T: DeserializeOwned + Default>(
 ) -> Result<T, SecurityFileError> {
     read(&data_dir.join(name))
 }
-

@@ -158,14 +158,17 @@ fn text(message: &[u8]) -> Result<&str, ScramError> {
 }
 
 /// The value of attribute `name` (`name=value`) of `part`.
-fn attribute<'a>(part: Option<&'a str>, name: char) -> Result<&'a str, ScramError> {
+fn attribute(part: Option<&str>, name: char) -> Result<&str, ScramError> {
     part.and_then(|part| part.strip_prefix(name))
         .and_then(|part| part.strip_prefix('='))
         .ok_or_else(|| ScramError::Malformed(format!("expected attribute '{name}='")))
 }
 
 fn valid_nonce(nonce: &str) -> bool {
-    !nonce.is_empty() && nonce.bytes().all(|byte| (0x21..=0x7e).contains(&byte) && byte != b',')
+    !nonce.is_empty()
+        && nonce
+            .bytes()
+            .all(|byte| (0x21..=0x7e).contains(&byte) && byte != b',')
 }
 
 /// The client's first message, parsed by the server.
@@ -191,12 +194,16 @@ impl ClientFirst {
         match binding {
             "n" | "y" => {}
             _ if binding.starts_with("p=") => {
-                return Err(malformed("channel binding is not supported; use SCRAM-SHA-256, not -PLUS"))
+                return Err(malformed(
+                    "channel binding is not supported; use SCRAM-SHA-256, not -PLUS",
+                ))
             }
             _ => return Err(malformed("the message must start with 'n,' or 'y,'")),
         }
         let authorization = parts.next().ok_or_else(|| malformed("no GS2 header"))?;
-        let bare = parts.next().ok_or_else(|| malformed("no client-first-message-bare"))?;
+        let bare = parts
+            .next()
+            .ok_or_else(|| malformed("no client-first-message-bare"))?;
         let gs2_header = format!("{binding},{authorization},");
         let mut fields = bare.split(',');
         let first = fields.next();
@@ -287,7 +294,9 @@ impl ServerExchange {
             .decode(binding)
             .map_err(|_| malformed("channel binding is not base64"))?;
         if binding != self.client_first.gs2_header.as_bytes() {
-            return Err(malformed("channel binding does not match the first message"));
+            return Err(malformed(
+                "channel binding does not match the first message",
+            ));
         }
         if nonce != self.nonce {
             return Err(malformed("the nonce does not match the exchange"));
@@ -486,7 +495,9 @@ mod tests {
         let parsed = ClientFirst::parse(b"n,,n=a=2Cb=3Dc,r=xyz").unwrap();
         assert_eq!(parsed.user, "a,b=c");
         assert_eq!(
-            ClientFirst::parse(b"n,a=a=2Cb=3Dc,n=a=2Cb=3Dc,r=xyz").unwrap().gs2_header,
+            ClientFirst::parse(b"n,a=a=2Cb=3Dc,n=a=2Cb=3Dc,r=xyz")
+                .unwrap()
+                .gs2_header,
             "n,a=a=2Cb=3Dc,"
         );
         // Kafka clients may add extensions after the nonce.

@@ -147,8 +147,7 @@ mod tests {
         assert!(!text.contains("other-pw"));
         let file: UserFile = serde_json::from_str(&text).unwrap();
         let credential = file.users["alice"].credential().unwrap();
-        let derived =
-            ScramCredential::derive("other-pw", &credential.salt, credential.iterations);
+        let derived = ScramCredential::derive("other-pw", &credential.salt, credential.iterations);
         assert_eq!(derived, credential);
         assert!(add_user(directory.path(), "carol", "").is_err());
         assert!(add_user(directory.path(), "bad name", "x").is_err());

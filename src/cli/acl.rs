@@ -115,7 +115,12 @@ pub fn run(args: AclArgs) -> Result<(), CliError> {
                 topic: pattern.as_str(),
                 ops: operations.iter().map(|op| op.name()).collect(),
             };
-            let plain = format!("removed {} from {} on {}", change.ops, change.principal, pattern.as_str());
+            let plain = format!(
+                "removed {} from {} on {}",
+                change.ops,
+                change.principal,
+                pattern.as_str()
+            );
             conclude(out.emit(&removed, plain).and_then(|()| out.flush()))
         }
         AclCommand::List { data_dir, json } => {
@@ -136,7 +141,13 @@ pub fn run(args: AclArgs) -> Result<(), CliError> {
 
 fn parse(
     change: &AclChange,
-) -> Result<(TopicPattern, std::collections::BTreeSet<crate::auth::Operation>), CliError> {
+) -> Result<
+    (
+        TopicPattern,
+        std::collections::BTreeSet<crate::auth::Operation>,
+    ),
+    CliError,
+> {
     crate::auth::users::validate_user_name(&change.principal)
         .map_err(|error| CliError::new(error.to_string()))?;
     let pattern = TopicPattern::parse(&change.topic).map_err(CliError::new)?;

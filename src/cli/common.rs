@@ -127,16 +127,13 @@ pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
         let password = read_password(args.password_file.as_deref())?;
         builder = builder.credentials(user, password);
     }
-    builder
-        .connect()
-        .await
-        .map_err(|error| match error {
-            ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
-                "cannot resolve address {:?}: {source}",
-                args.addr
-            )))),
-            other => other.into(),
-        })
+    builder.connect().await.map_err(|error| match error {
+        ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
+            "cannot resolve address {:?}: {source}",
+            args.addr
+        )))),
+        other => other.into(),
+    })
 }
 
 /// Parses a duration such as `30s`, `250ms`, `7d` or `1h 30m`.

@@ -86,8 +86,14 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
             let action = if existed { "updated" } else { "added" };
             let mut out = Output::new(json);
             conclude(
-                out.emit(&Changed { user: &name, action }, format!("{action} user {name}"))
-                    .and_then(|()| out.flush()),
+                out.emit(
+                    &Changed {
+                        user: &name,
+                        action,
+                    },
+                    format!("{action} user {name}"),
+                )
+                .and_then(|()| out.flush()),
             )
         }
         UserCommand::Remove {
@@ -96,7 +102,10 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
             json,
         } => {
             if !users::remove_user(&data_dir, &name).map_err(failed)? {
-                return Err(CliError::new(format!("no user {name:?} in {}", data_dir.display())));
+                return Err(CliError::new(format!(
+                    "no user {name:?} in {}",
+                    data_dir.display()
+                )));
             }
             let mut out = Output::new(json);
             conclude(

@@ -74,7 +74,7 @@ async fn call(connection: &Connection, request: Request) -> Result<Response, Cli
 
 fn failed(error: crate::auth::ScramError) -> ClientError {
     ClientError::AuthenticationFailed {
-        message: error.to_string(),
+        message: format!("authentication failed: {error}"),
     }
 }
 

@@ -210,7 +210,7 @@ pub enum ClientError {
     },
     /// The server refused the credentials (wrong user name or password: it does not say which),
     /// or, with `--auth`, no credentials were given. Not retriable: fix the credentials.
-    #[error("authentication failed: {message}")]
+    #[error("{message}")]
     AuthenticationFailed {
         /// The server's (or the client's own) explanation.
         message: String,

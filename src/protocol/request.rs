@@ -6,8 +6,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, authenticate, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, authenticate, create_topic, fetch, init_producer_id, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};

@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, authenticate, create_topic, fetch, init_producer_id, list_offsets, metadata,
-    offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, authenticate, create_topic, fetch, init_producer_id, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -157,9 +157,8 @@ impl Response {
             Response::InitProducerId { .. } => init_producer_id::response_body_len(),
             Response::OffsetCommit => offset_commit::response_body_len(),
             Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
-            Response::AuthenticateStart { message } | Response::AuthenticateContinue { message } => {
-                authenticate::message_body_len(message)
-            }
+            Response::AuthenticateStart { message }
+            | Response::AuthenticateContinue { message } => authenticate::message_body_len(message),
         }
     }
 
@@ -210,7 +209,8 @@ impl Response {
             Response::OffsetFetch { offset, metadata } => {
                 offset_fetch::encode_response(dst, *offset, metadata)
             }
-            Response::AuthenticateStart { message } | Response::AuthenticateContinue { message } => {
+            Response::AuthenticateStart { message }
+            | Response::AuthenticateContinue { message } => {
                 authenticate::encode_message(dst, "message", message)
             }
         }

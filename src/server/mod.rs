@@ -149,7 +149,9 @@ pub async fn run_with_kafka(
         });
         accepting.push(tokio::spawn(accept_loop(
             kafka.listener,
-            Arc::new(KafkaProtocol::new(Arc::new(kafka.config)).with_security(config.security.clone())),
+            Arc::new(
+                KafkaProtocol::new(Arc::new(kafka.config)).with_security(config.security.clone()),
+            ),
             Arc::clone(&service),
             kafka_server,
             connections,

@@ -66,9 +66,7 @@ pub(in crate::protocol) fn decode_start_response(r: &mut Reader) -> Result<Respo
 }
 
 /// Reads an AuthenticateContinue response body.
-pub(in crate::protocol) fn decode_continue_response(
-    r: &mut Reader,
-) -> Result<Response, WireError> {
+pub(in crate::protocol) fn decode_continue_response(r: &mut Reader) -> Result<Response, WireError> {
     Ok(Response::AuthenticateContinue {
         message: message(r)?,
     })

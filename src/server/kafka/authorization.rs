@@ -335,7 +335,11 @@ pub fn lists_all_topics(request: &MetadataRequest) -> bool {
 
 /// Leaves out of (all topics) or refuses in (named topics) a Metadata answer the topics the
 /// connection may not see.
-pub fn filter_metadata(access: &Access, all_topics: bool, mut response: KafkaResponse) -> KafkaResponse {
+pub fn filter_metadata(
+    access: &Access,
+    all_topics: bool,
+    mut response: KafkaResponse,
+) -> KafkaResponse {
     if access.principal().is_none() {
         return response;
     }

@@ -75,7 +75,10 @@ pub fn handshake(
     version: i16,
     request: &SaslHandshakeRequest,
 ) -> Started<KafkaResponse> {
-    let error = match session.authentication.check_mechanism(request.mechanism.as_str()) {
+    let error = match session
+        .authentication
+        .check_mechanism(request.mechanism.as_str())
+    {
         Ok(()) => {
             session.handshaken = true;
             None

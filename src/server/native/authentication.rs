@@ -11,7 +11,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::super::protocol::Started;
-use crate::auth::{Access, AuthenticationError, ConnectionAuthentication, NotAuthorized, Operation};
+use crate::auth::{
+    Access, AuthenticationError, ConnectionAuthentication, NotAuthorized, Operation,
+};
 use crate::protocol::{ErrorCode, ErrorResponse, Request, RequestFrame, Response, ResponseFrame};
 
 /// Answers the frame here if it is an authentication step or must be refused before
