@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod batch;
 #[cfg(feature = "cli")]
 pub mod bench;

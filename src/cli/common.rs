@@ -25,6 +25,40 @@ pub struct ClientArgs {
     /// TLS to the server.
     #[command(flatten)]
     pub tls: super::tls::ClientTlsArgs,
+    /// User to authenticate as (servers started with `--auth`); the password comes from
+    /// FENCELOG_PASSWORD or --password-file.
+    #[arg(long, env = "FENCELOG_USER")]
+    pub user: Option<String>,
+    /// File whose first line is the password (instead of FENCELOG_PASSWORD).
+    #[arg(long, requires = "user")]
+    pub password_file: Option<std::path::PathBuf>,
+}
+
+/// Environment variable holding a password (for `--user` and `fencelog user add`).
+pub const PASSWORD_ENV: &str = "FENCELOG_PASSWORD";
+
+/// The password from `--password-file` (its first line) or FENCELOG_PASSWORD; an empty one is
+/// refused.
+pub fn read_password(password_file: Option<&std::path::Path>) -> Result<String, CliError> {
+    let password = match password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                CliError::new(format!("read password file {}: {error}", path.display()))
+            })?;
+            text.lines().next().unwrap_or_default().to_owned()
+        }
+        None => std::env::var(PASSWORD_ENV).map_err(|_| {
+            CliError::new(format!(
+                "no password: set {PASSWORD_ENV} or give --password-file FILE"
+            ))
+        })?,
+    };
+    if password.is_empty() {
+        return Err(CliError::new(
+            "the password is empty: set FENCELOG_PASSWORD or give --password-file FILE",
+        ));
+    }
+    Ok(password)
 }
 
 /// Why a command stopped early.
@@ -91,17 +125,18 @@ where
 
 /// Connects to `--addr` (a comma-separated list: the first that accepts; reconnects go to any).
 pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
-    args.tls
-        .apply(Client::builder().addr_list(&args.addr))?
-        .connect()
-        .await
-        .map_err(|error| match error {
-            ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
-                "cannot resolve address {:?}: {source}",
-                args.addr
-            )))),
-            other => other.into(),
-        })
+    let mut builder = args.tls.apply(Client::builder().addr_list(&args.addr))?;
+    if let Some(user) = &args.user {
+        let password = read_password(args.password_file.as_deref())?;
+        builder = builder.credentials(user, password);
+    }
+    builder.connect().await.map_err(|error| match error {
+        ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
+            "cannot resolve address {:?}: {source}",
+            args.addr
+        )))),
+        other => other.into(),
+    })
 }
 
 /// Parses a duration such as `30s`, `250ms`, `7d` or `1h 30m`.

@@ -3,6 +3,7 @@
 //! Exit statuses are a contract: 0 on success, 3 when a write was rejected as fenced, 1 for any
 //! other error (printed as one line on stderr).
 
+pub mod acl;
 pub mod bench;
 pub mod common;
 pub mod consume;
@@ -13,6 +14,7 @@ pub mod produce;
 pub mod serve;
 pub mod tls;
 pub mod topic;
+pub mod user;
 
 use clap::{Parser, Subcommand};
 
@@ -53,6 +55,10 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure throughput and latency (produce, consume, both, lease failover).
     Bench(bench::BenchArgs),
+    /// Add, remove and list the users a server with `--auth` accepts (SCRAM-SHA-256).
+    User(user::UserArgs),
+    /// Grant, revoke and list what each user may do on which topics.
+    Acl(acl::AclArgs),
 }
 
 /// An error of a CLI command: its exit status and a one-line message.
@@ -85,6 +91,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Consume(args) => consume::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::User(args) => user::run(args),
+        Command::Acl(args) => acl::run(args),
     };
     match result {
         Ok(()) => EXIT_OK,

@@ -49,6 +49,13 @@ pub struct ServeArgs {
     /// `127.0.0.1:9464`.
     #[arg(long, env = "FENCELOG_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Require authentication (SCRAM-SHA-256, users from `fencelog user add`) and enforce the
+    /// ACLs of `fencelog acl add` on every listener. Off by default.
+    #[arg(long)]
+    pub auth: bool,
+    /// A user the ACLs do not restrict (repeatable), like Kafka's super.users.
+    #[arg(long = "super-user", value_name = "NAME", requires = "auth")]
+    pub super_users: Vec<String>,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -75,7 +82,15 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
+        let security = if args.auth {
+            let security = crate::auth::Security::open(&args.data_dir, args.super_users.clone())
+                .map_err(|error| CliError::new(format!("--auth: {error}")))?;
+            Some(Arc::new(security))
+        } else {
+            None
+        };
         let config = ServerConfig {
+            security,
             max_connections: args.max_connections,
             max_in_flight: args.max_in_flight.max(1),
             max_frame_bytes: args.max_frame_bytes,

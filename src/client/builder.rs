@@ -118,6 +118,16 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection as `user` with `password` (SCRAM-SHA-256), for servers
+    /// started with `--auth`. A refusal is [`ClientError::AuthenticationFailed`], never retried.
+    pub fn credentials(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.config.credentials = Some(super::Credentials {
+            user: user.into(),
+            password: password.into(),
+        });
+        self
+    }
+
     /// Connects to the first address that accepts (each tried once). Fails with
     /// [`ClientError::InvalidArgument`] without addresses or with an invalid configuration, and
     /// with the last address's connect error if none accepts.

@@ -37,6 +37,7 @@
 //! long-polling fetch delays the responses queued behind it. Give a long-polling [`Consumer`] its
 //! own [`Client`] when the latency of other requests matters.
 
+mod authenticate;
 mod builder;
 mod connection;
 mod consumer;
@@ -63,6 +64,7 @@ use crate::protocol::{
 };
 
 pub use crate::batch::{BatchBuilder, Record};
+pub use authenticate::Credentials;
 pub use builder::ClientBuilder;
 pub use consumer::{
     Consumer, ConsumerBuilder, StartAt, DEFAULT_CONSUMER_MAX_BYTES, DEFAULT_CONSUMER_MAX_WAIT,
@@ -221,6 +223,13 @@ pub enum ClientError {
         /// How long since the lease was last confirmed.
         unconfirmed_for: Duration,
     },
+    /// The server refused the credentials (wrong user name or password: it does not say which),
+    /// or, with `--auth`, no credentials were given. Not retriable: fix the credentials.
+    #[error("{message}")]
+    AuthenticationFailed {
+        /// The server's (or the client's own) explanation.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -269,11 +278,21 @@ impl ClientError {
                     message: error.message,
                 },
             },
+            ErrorCode::AuthenticationFailed | ErrorCode::AuthenticationRequired => {
+                ClientError::AuthenticationFailed {
+                    message: format!("{}: {}", error.code, error.message),
+                }
+            }
             code => ClientError::Server {
                 code,
                 message: error.message,
             },
         }
+    }
+
+    /// True when the server refused the credentials (or asked for some): not retriable.
+    pub fn is_authentication_failure(&self) -> bool {
+        matches!(self, ClientError::AuthenticationFailed { .. })
     }
 
     /// True when a write was rejected because a newer writer exists.
@@ -405,6 +424,9 @@ impl Clone for ClientError {
             ClientError::LeaseExpired { unconfirmed_for } => ClientError::LeaseExpired {
                 unconfirmed_for: *unconfirmed_for,
             },
+            ClientError::AuthenticationFailed { message } => ClientError::AuthenticationFailed {
+                message: message.clone(),
+            },
         }
     }
 }
@@ -432,6 +454,9 @@ pub struct ClientConfig {
     /// TLS with every server connected to when set (the handshake is part of connecting, within
     /// `connect_timeout`); plain TCP otherwise.
     pub tls: Option<TlsClientConfig>,
+    /// User name and password for servers with `--auth`: the client authenticates (SCRAM-SHA-256)
+    /// on every new connection before using it. `None` connects without authenticating.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -446,6 +471,7 @@ impl Default for ClientConfig {
             reconnect_backoff_max: DEFAULT_RECONNECT_BACKOFF_MAX,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
             tls: None,
+            credentials: None,
         }
     }
 }

@@ -152,6 +152,8 @@ impl Endpoint {
                     backoff.succeeded(&self.config);
                     return Ok(connection);
                 }
+                // Wrong credentials stay wrong: no backoff loop.
+                Err(error) if error.is_authentication_failure() => return Err(error),
                 Err(error) => {
                     tracing::debug!(%error, "client reconnect failed");
                     backoff.failed(&self.config, error.clone());
@@ -206,13 +208,15 @@ async fn open_any(
                 *next = (index + 1) % addrs.len();
                 return Ok(connection);
             }
+            Err(error) if error.is_authentication_failure() => return Err(error),
             Err(error) => last_error = Some(error),
         }
     }
     Err(last_error.unwrap_or(ClientError::Disconnected))
 }
 
-/// Resolves one address (again at every attempt: a name may move) and connects to it.
+/// Resolves one address (again at every attempt: a name may move), connects to it, and
+/// authenticates when the configuration has credentials.
 async fn open_one(addr: &str, config: &ClientConfig) -> Result<Connection, ClientError> {
     let resolved: Vec<SocketAddr> =
         tokio::time::timeout(config.connect_timeout, tokio::net::lookup_host(addr))
@@ -225,5 +229,14 @@ async fn open_one(addr: &str, config: &ClientConfig) -> Result<Connection, Clien
             })?
             .map_err(|source| ClientError::Resolve { source })?
             .collect();
-    Connection::open(resolved, addr, config).await
+    let connection = Connection::open(resolved, addr, config).await?;
+    if let Some(credentials) = &config.credentials {
+        let exchange = super::authenticate::authenticate(&connection, credentials);
+        tokio::time::timeout(config.request_timeout, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                after: config.request_timeout,
+            })??;
+    }
+    Ok(connection)
 }

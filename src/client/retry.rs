@@ -41,6 +41,8 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::OffsetCommit
         | ApiKey::InitProducerId => true,
         ApiKey::CreateTopic | ApiKey::DeleteTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
+        // An exchange belongs to its connection: on a new one it must start over.
+        ApiKey::AuthenticateStart | ApiKey::AuthenticateContinue => false,
     }
 }
 

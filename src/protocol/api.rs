@@ -10,6 +10,7 @@ use std::fmt;
 
 pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod api_versions;
+pub(in crate::protocol) mod authenticate;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod delete_topic;
 pub(in crate::protocol) mod fetch;
@@ -53,12 +54,16 @@ pub enum ApiKey {
     OffsetFetch = 11,
     /// Delete a topic with its data, leases and committed offsets.
     DeleteTopic = 12,
+    /// Start authenticating: the mechanism and the client's first SCRAM message.
+    AuthenticateStart = 13,
+    /// Finish authenticating: the client's final SCRAM message (the proof).
+    AuthenticateContinue = 14,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 13] = [
+    pub const ALL: [ApiKey; 15] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -72,6 +77,8 @@ impl ApiKey {
         ApiKey::OffsetCommit,
         ApiKey::OffsetFetch,
         ApiKey::DeleteTopic,
+        ApiKey::AuthenticateStart,
+        ApiKey::AuthenticateContinue,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -100,6 +107,8 @@ impl ApiKey {
             ApiKey::OffsetCommit => "OffsetCommit",
             ApiKey::OffsetFetch => "OffsetFetch",
             ApiKey::DeleteTopic => "DeleteTopic",
+            ApiKey::AuthenticateStart => "AuthenticateStart",
+            ApiKey::AuthenticateContinue => "AuthenticateContinue",
         }
     }
 
@@ -170,7 +179,9 @@ mod tests {
         assert_eq!(ApiKey::OffsetCommit.as_u16(), 10);
         assert_eq!(ApiKey::OffsetFetch.as_u16(), 11);
         assert_eq!(ApiKey::DeleteTopic.as_u16(), 12);
-        assert_eq!(ApiKey::from_u16(13), None);
+        assert_eq!(ApiKey::AuthenticateStart.as_u16(), 13);
+        assert_eq!(ApiKey::AuthenticateContinue.as_u16(), 14);
+        assert_eq!(ApiKey::from_u16(15), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

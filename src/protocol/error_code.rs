@@ -82,12 +82,25 @@ pub enum ErrorCode {
     /// The server holds committed offsets of its maximum of groups, or the group of its maximum
     /// of partitions.
     GroupLimitReached = 27,
+    /// The server runs with authentication on and this connection has not authenticated: only
+    /// ApiVersions, AuthenticateStart and AuthenticateContinue are answered. The connection
+    /// closes after a few such refusals.
+    AuthenticationRequired = 29,
+    /// The user name or password is wrong (the message does not say which), or the client's
+    /// SCRAM message is malformed.
+    AuthenticationFailed = 30,
+    /// The authenticated principal's ACLs do not allow the operation on the resource; the
+    /// message names the principal, the operation and the resource. Nothing was changed.
+    NotAuthorized = 31,
+    /// An authentication step out of order: AuthenticateContinue without a start, a second
+    /// authentication, or authentication on a server that runs without it.
+    IllegalAuthenticationState = 32,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -116,6 +129,10 @@ impl ErrorCode {
         ErrorCode::InvalidGroup,
         ErrorCode::OffsetMetadataTooLarge,
         ErrorCode::GroupLimitReached,
+        ErrorCode::AuthenticationRequired,
+        ErrorCode::AuthenticationFailed,
+        ErrorCode::NotAuthorized,
+        ErrorCode::IllegalAuthenticationState,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -186,6 +203,10 @@ impl ErrorCode {
             ErrorCode::InvalidGroup => "INVALID_GROUP",
             ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
             ErrorCode::GroupLimitReached => "GROUP_LIMIT_REACHED",
+            ErrorCode::AuthenticationRequired => "AUTHENTICATION_REQUIRED",
+            ErrorCode::AuthenticationFailed => "AUTHENTICATION_FAILED",
+            ErrorCode::NotAuthorized => "NOT_AUTHORIZED",
+            ErrorCode::IllegalAuthenticationState => "ILLEGAL_AUTHENTICATION_STATE",
         }
     }
 }
@@ -205,7 +226,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(ErrorCode::ALL.len() as u16), None);
+        assert_eq!(ErrorCode::from_u16(33), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -223,6 +244,10 @@ mod tests {
         assert_eq!(ErrorCode::InvalidGroup.as_u16(), 25);
         assert_eq!(ErrorCode::OffsetMetadataTooLarge.as_u16(), 26);
         assert_eq!(ErrorCode::GroupLimitReached.as_u16(), 27);
+        assert_eq!(ErrorCode::AuthenticationRequired.as_u16(), 29);
+        assert_eq!(ErrorCode::AuthenticationFailed.as_u16(), 30);
+        assert_eq!(ErrorCode::NotAuthorized.as_u16(), 31);
+        assert_eq!(ErrorCode::IllegalAuthenticationState.as_u16(), 32);
     }
 
     #[test]

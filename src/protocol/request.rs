@@ -6,8 +6,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, delete_topic, fetch, init_producer_id, list_offsets,
-    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
+    list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ProtocolError};
@@ -124,6 +124,18 @@ pub enum Request {
         /// Partition index.
         partition: u32,
     },
+    /// Start authenticating (SCRAM-SHA-256).
+    AuthenticateStart {
+        /// The SASL mechanism name; `SCRAM-SHA-256`.
+        mechanism: String,
+        /// The client-first message (`n,,n=USER,r=NONCE`).
+        message: Bytes,
+    },
+    /// Finish authenticating.
+    AuthenticateContinue {
+        /// The client-final message (`c=...,r=...,p=PROOF`).
+        message: Bytes,
+    },
 }
 
 impl Request {
@@ -143,6 +155,8 @@ impl Request {
             Request::InitProducerId => ApiKey::InitProducerId,
             Request::OffsetCommit { .. } => ApiKey::OffsetCommit,
             Request::OffsetFetch { .. } => ApiKey::OffsetFetch,
+            Request::AuthenticateStart { .. } => ApiKey::AuthenticateStart,
+            Request::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
         }
     }
 
@@ -181,6 +195,10 @@ impl Request {
             Request::OffsetFetch { group, topic, .. } => {
                 offset_fetch::request_body_len(group, topic)
             }
+            Request::AuthenticateStart { mechanism, message } => {
+                authenticate::start_request_body_len(mechanism, message)
+            }
+            Request::AuthenticateContinue { message } => authenticate::message_body_len(message),
         }
     }
 
@@ -241,6 +259,12 @@ impl Request {
                 topic,
                 partition,
             } => offset_fetch::encode_request(dst, group, topic, *partition),
+            Request::AuthenticateStart { mechanism, message } => {
+                authenticate::encode_start_request(dst, mechanism, message)
+            }
+            Request::AuthenticateContinue { message } => {
+                authenticate::encode_message(dst, "message", message)
+            }
         }
     }
 
@@ -265,6 +289,8 @@ impl Request {
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
             ApiKey::OffsetCommit => offset_commit::decode_request(r),
             ApiKey::OffsetFetch => offset_fetch::decode_request(r),
+            ApiKey::AuthenticateStart => authenticate::decode_start_request(r),
+            ApiKey::AuthenticateContinue => authenticate::decode_continue_request(r),
         }
     }
 }

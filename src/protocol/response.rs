@@ -7,8 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, create_topic, delete_topic, fetch, init_producer_id, list_offsets,
-    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
+    list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
 };
 use super::wire::{Reader, WireError};
 use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
@@ -100,6 +100,16 @@ pub enum Response {
         /// The text stored with the offset (empty when nothing is committed).
         metadata: String,
     },
+    /// The server-first SCRAM message (salt, iterations, nonce).
+    AuthenticateStart {
+        /// `r=NONCE,s=SALT,i=ITERATIONS`.
+        message: Bytes,
+    },
+    /// The connection is authenticated; the server proves it knows the credential.
+    AuthenticateContinue {
+        /// `v=SERVER_SIGNATURE`.
+        message: Bytes,
+    },
 }
 
 impl Response {
@@ -127,6 +137,8 @@ impl Response {
             Response::InitProducerId { .. } => ApiKey::InitProducerId,
             Response::OffsetCommit => ApiKey::OffsetCommit,
             Response::OffsetFetch { .. } => ApiKey::OffsetFetch,
+            Response::AuthenticateStart { .. } => ApiKey::AuthenticateStart,
+            Response::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
         }
     }
 
@@ -149,6 +161,8 @@ impl Response {
             Response::InitProducerId { .. } => init_producer_id::response_body_len(),
             Response::OffsetCommit => offset_commit::response_body_len(),
             Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
+            Response::AuthenticateStart { message }
+            | Response::AuthenticateContinue { message } => authenticate::message_body_len(message),
         }
     }
 
@@ -200,6 +214,10 @@ impl Response {
             Response::OffsetFetch { offset, metadata } => {
                 offset_fetch::encode_response(dst, *offset, metadata)
             }
+            Response::AuthenticateStart { message }
+            | Response::AuthenticateContinue { message } => {
+                authenticate::encode_message(dst, "message", message)
+            }
         }
     }
 
@@ -224,6 +242,8 @@ impl Response {
             ApiKey::InitProducerId => init_producer_id::decode_response(r),
             ApiKey::OffsetCommit => offset_commit::decode_response(r),
             ApiKey::OffsetFetch => offset_fetch::decode_response(r),
+            ApiKey::AuthenticateStart => authenticate::decode_start_response(r),
+            ApiKey::AuthenticateContinue => authenticate::decode_continue_response(r),
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// TLS on every listener (native and Kafka) when set; plain TCP otherwise.
     pub tls: Option<ServerTls>,
+    /// Authentication and ACLs (`serve --auth`); `None` serves every connection unchecked.
+    pub security: Option<Arc<crate::auth::Security>>,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +86,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_millis(DEFAULT_WRITE_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
             tls: None,
+            security: None,
         }
     }
 }
@@ -153,7 +156,9 @@ pub async fn run_with_kafka(
         });
         accepting.push(tokio::spawn(accept_loop(
             kafka.listener,
-            Arc::new(KafkaProtocol::new(Arc::new(kafka.config))),
+            Arc::new(
+                KafkaProtocol::new(Arc::new(kafka.config)).with_security(config.security.clone()),
+            ),
             Arc::clone(&service),
             kafka_server,
             connections,

@@ -20,11 +20,13 @@
 //! * [`errors`]: broker errors as Kafka error codes.
 //! * [`topic_id`]: topic UUIDs derived from names.
 
+pub mod authorization;
 pub mod config;
 pub mod errors;
 pub mod handlers;
 pub mod request;
 pub mod response;
+pub mod sasl;
 pub mod topic_id;
 pub mod versions;
 
@@ -39,6 +41,7 @@ pub use request::KafkaRequestError;
 pub use response::KafkaResponse;
 
 use super::protocol::{AfterEncode, Protocol, Started};
+use crate::auth::{ConnectionAuthentication, Security};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::BrokerService;
 use crate::protocol::ProtocolError;
@@ -47,12 +50,22 @@ use crate::protocol::ProtocolError;
 #[derive(Debug)]
 pub struct KafkaProtocol {
     config: Arc<KafkaConfig>,
+    security: Option<Arc<Security>>,
 }
 
 impl KafkaProtocol {
     /// The protocol advertising what `config` says.
     pub fn new(config: Arc<KafkaConfig>) -> Self {
-        Self { config }
+        Self {
+            config,
+            security: None,
+        }
+    }
+
+    /// With SASL authentication and ACLs (`serve --auth`) when `security` is set.
+    pub fn with_security(mut self, security: Option<Arc<Security>>) -> Self {
+        self.security = security;
+        self
     }
 }
 
@@ -65,6 +78,8 @@ pub struct KafkaSession {
     pub client_id: Option<String>,
     /// The connection's produces, appended in request order (for the Produce handler).
     pub produce_queue: ProduceQueue,
+    /// SASL authentication state and, once authenticated, the principal.
+    pub sasl: sasl::SaslSession,
 }
 
 impl Protocol for KafkaProtocol {
@@ -85,6 +100,7 @@ impl Protocol for KafkaProtocol {
             peer,
             client_id: None,
             produce_queue: service.produce_queue(),
+            sasl: sasl::SaslSession::new(ConnectionAuthentication::new(self.security.clone())),
         }
     }
 

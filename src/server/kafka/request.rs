@@ -23,7 +23,8 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -82,6 +83,10 @@ pub enum RequestBody {
     DescribeGroups(DescribeGroupsRequest),
     /// ListGroups (16).
     ListGroups(ListGroupsRequest),
+    /// SaslHandshake (17).
+    SaslHandshake(SaslHandshakeRequest),
+    /// SaslAuthenticate (36).
+    SaslAuthenticate(SaslAuthenticateRequest),
 }
 
 impl RequestBody {
@@ -123,6 +128,12 @@ impl RequestBody {
                 DescribeGroupsRequest::decode(frame, version).map(Self::DescribeGroups)
             }
             ApiKey::ListGroups => ListGroupsRequest::decode(frame, version).map(Self::ListGroups),
+            ApiKey::SaslHandshake => {
+                SaslHandshakeRequest::decode(frame, version).map(Self::SaslHandshake)
+            }
+            ApiKey::SaslAuthenticate => {
+                SaslAuthenticateRequest::decode(frame, version).map(Self::SaslAuthenticate)
+            }
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

@@ -8,7 +8,8 @@ use kafka_protocol::messages::{
     DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
     ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    ProduceResponse, ResponseHeader, SyncGroupResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -65,6 +66,10 @@ pub enum ResponseBody {
     DescribeGroups(DescribeGroupsResponse),
     /// ListGroups (16).
     ListGroups(ListGroupsResponse),
+    /// SaslHandshake (17).
+    SaslHandshake(SaslHandshakeResponse),
+    /// SaslAuthenticate (36).
+    SaslAuthenticate(SaslAuthenticateResponse),
 }
 
 impl ResponseBody {
@@ -87,6 +92,8 @@ impl ResponseBody {
             Self::SyncGroup(body) => body.encode(out, version),
             Self::DescribeGroups(body) => body.encode(out, version),
             Self::ListGroups(body) => body.encode(out, version),
+            Self::SaslHandshake(body) => body.encode(out, version),
+            Self::SaslAuthenticate(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

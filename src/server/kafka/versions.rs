@@ -85,6 +85,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 5,
     },
     SupportedApi {
+        key: ApiKey::SaslHandshake,
+        min_version: 1,
+        max_version: 1,
+    },
+    SupportedApi {
         key: ApiKey::ApiVersions,
         min_version: 0,
         max_version: 4,
@@ -103,6 +108,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         key: ApiKey::InitProducerId,
         min_version: 0,
         max_version: 4,
+    },
+    SupportedApi {
+        key: ApiKey::SaslAuthenticate,
+        min_version: 0,
+        max_version: 2,
     },
 ];
 

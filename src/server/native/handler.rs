@@ -31,6 +31,17 @@ pub fn start(
     frame: RequestFrame,
 ) -> BoxFuture<'static, ResponseFrame> {
     let correlation_id = frame.correlation_id;
+    if let Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } = frame.request
+    {
+        // The connection's authentication state answers these (`super::authentication`).
+        return Box::pin(future::ready(ResponseFrame::error(
+            correlation_id,
+            crate::protocol::ErrorResponse::new(
+                crate::protocol::ErrorCode::IllegalAuthenticationState,
+                "authentication requests are answered by the connection, not dispatched",
+            ),
+        )));
+    }
     let answer = answer(service, config, produce_queue, frame.request);
     Box::pin(answer.map(move |result| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
@@ -173,6 +184,12 @@ fn answer(
                         .unwrap_or_default(),
                 }
             })))
+        }
+        // Answered in `start` before dispatch; never reaches the broker.
+        Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } => {
+            Box::pin(future::ready(Err(BrokerError::InvalidConfig(
+                "authentication requests are answered by the connection".into(),
+            ))))
         }
     }
 }

@@ -2,6 +2,7 @@
 //! each to [`handler`], which translates it into a [`BrokerService`] call, and encoding the
 //! [`ResponseFrame`]s (`docs/protocol.md` is the byte-level contract).
 
+mod authentication;
 mod errors;
 mod handler;
 
@@ -14,6 +15,7 @@ pub use errors::to_error_response;
 
 use super::protocol::{AfterEncode, Protocol, Started};
 use super::ServerConfig;
+use crate::auth::{ConnectionAuthentication, Security};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::BrokerService;
 use crate::protocol::{ErrorCode, ErrorResponse, ProtocolError, RequestFrame, ResponseFrame};
@@ -25,14 +27,28 @@ pub struct NativeProtocol {
 }
 
 impl NativeProtocol {
-    /// The protocol under these limits (fetch sizes and waits are clamped to them).
+    /// The protocol under these limits (fetch sizes and waits are clamped to them), with
+    /// authentication when `config.security` is set.
     pub fn new(config: Arc<ServerConfig>) -> Self {
         Self { config }
     }
+
+    fn security(&self) -> Option<Arc<Security>> {
+        self.config.security.clone()
+    }
+}
+
+/// What the native listener keeps per connection.
+#[derive(Debug)]
+pub struct NativeSession {
+    /// The connection's produces, appended in request order.
+    pub produce_queue: ProduceQueue,
+    /// Who the connection is (with `--auth`), and its SCRAM exchange.
+    pub authentication: ConnectionAuthentication,
 }
 
 impl Protocol for NativeProtocol {
-    type Session = ProduceQueue;
+    type Session = NativeSession;
     type Response = ResponseFrame;
 
     fn name(&self) -> &'static str {
@@ -43,21 +59,37 @@ impl Protocol for NativeProtocol {
         crate::protocol::ApiKey::from_u16(api_key).map(|key| key.name().to_string())
     }
 
-    fn open_session(&self, service: &Arc<BrokerService>, _peer: SocketAddr) -> ProduceQueue {
-        service.produce_queue()
+    fn open_session(&self, service: &Arc<BrokerService>, _peer: SocketAddr) -> NativeSession {
+        NativeSession {
+            produce_queue: service.produce_queue(),
+            authentication: ConnectionAuthentication::new(self.security()),
+        }
     }
 
     fn start(
         &self,
         service: &Arc<BrokerService>,
-        session: &mut ProduceQueue,
+        session: &mut NativeSession,
         frame: Bytes,
     ) -> Started<ResponseFrame> {
         match RequestFrame::decode(frame) {
-            Ok(request) => Started {
-                response: Some(handler::start(service, &self.config, session, request)),
-                close: false,
-            },
+            Ok(request) => {
+                if let Some(answered) =
+                    authentication::intercept(&mut session.authentication, &request)
+                {
+                    return answered;
+                }
+                let access = session.authentication.access();
+                if let Err(refused) = authentication::authorize(&access, &request.request) {
+                    return authentication::refusal(request.correlation_id, &refused);
+                }
+                let response =
+                    handler::start(service, &self.config, &session.produce_queue, request);
+                Started {
+                    response: Some(authentication::filter_metadata(access, response)),
+                    close: false,
+                }
+            }
             Err(error) => {
                 tracing::debug!(%error, "malformed request");
                 Started {

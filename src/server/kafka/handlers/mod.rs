@@ -47,16 +47,23 @@ pub fn start(
 ) -> Started<KafkaResponse> {
     let correlation_id = request.header.correlation_id;
     let version = request.header.request_api_version;
+    if let Some(closed) = super::sasl::gate(&session.sasl, request.api_key) {
+        return closed;
+    }
+    let access = session.sasl.authentication.access();
+    if let Some(refused) =
+        super::authorization::refuse(&access, correlation_id, version, &request.body)
+    {
+        return refused;
+    }
     match request.body {
         RequestBody::ApiVersions(body) => {
             Started::ready(api_versions::handle(correlation_id, version, &body))
         }
-        RequestBody::Metadata(body) => Started::ready(metadata::handle(
-            service,
-            config,
-            correlation_id,
-            version,
-            &body,
+        RequestBody::Metadata(body) => Started::ready(super::authorization::filter_metadata(
+            &access,
+            super::authorization::lists_all_topics(&body),
+            metadata::handle(service, config, correlation_id, version, &body),
         )),
         RequestBody::ListOffsets(body) => Started::ready(list_offsets::handle(
             service,
@@ -145,5 +152,11 @@ pub fn start(
             version,
             &body,
         )),
+        RequestBody::SaslHandshake(body) => {
+            super::sasl::handshake(&mut session.sasl, correlation_id, version, &body)
+        }
+        RequestBody::SaslAuthenticate(body) => {
+            super::sasl::authenticate(&mut session.sasl, correlation_id, version, &body)
+        }
     }
 }

@@ -1,0 +1,178 @@
+//! [`Security`]: what a server with `--auth` checks, in one place both listeners call, so the
+//! native and Kafka listeners cannot drift apart. It knows the users (for authentication), the
+//! ACLs and the super users, and answers "may principal P do operation O on topic T?".
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngCore;
+
+use super::acl::{AclFile, Operation};
+use super::files::{LiveFile, SecurityFileError, ACLS_FILE, RELOAD_INTERVAL, USERS_FILE};
+use super::scram::{decoy_credential, ScramCredential};
+use super::users::UserFile;
+
+/// The server's authentication and authorization state (present only with `--auth`).
+#[derive(Debug)]
+pub struct Security {
+    users: LiveFile<UserFile>,
+    acls: LiveFile<AclFile>,
+    super_users: BTreeSet<String>,
+    /// Derives decoy credentials for unknown users; random per server process.
+    decoy_secret: [u8; 32],
+}
+
+/// A refused request: who, what, on which resource, and how to grant it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "principal {principal:?} is not authorized to {operation} on {resource}; an administrator can grant it with `fencelog acl add --principal {principal} --topic {pattern} --ops {operation} --data-dir DIR`"
+)]
+pub struct NotAuthorized {
+    /// The authenticated user.
+    pub principal: String,
+    /// What it tried.
+    pub operation: Operation,
+    /// `topic "NAME"`, or `any topic` for requests without one (InitProducerId, groups).
+    pub resource: String,
+    /// The pattern the suggested grant uses.
+    pattern: String,
+}
+
+impl NotAuthorized {
+    fn new(principal: &str, operation: Operation, topic: Option<&str>) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            operation,
+            resource: topic.map_or_else(
+                || "any topic".to_owned(),
+                |topic| format!("topic {topic:?}"),
+            ),
+            pattern: topic.unwrap_or("'*'").to_owned(),
+        }
+    }
+}
+
+impl Security {
+    /// Reads `users.json` and `acls.json` of `data_dir` (missing files are empty: nobody can log
+    /// in, and only super users may act). A file that does not parse is an error.
+    pub fn open(
+        data_dir: &Path,
+        super_users: impl IntoIterator<Item = String>,
+    ) -> Result<Self, SecurityFileError> {
+        let mut decoy_secret = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut decoy_secret);
+        Ok(Self {
+            users: LiveFile::open(data_dir.join(USERS_FILE))?,
+            acls: LiveFile::open(data_dir.join(ACLS_FILE))?,
+            super_users: super_users.into_iter().collect(),
+            decoy_secret,
+        })
+    }
+
+    /// The credential to run an exchange against: the user's (re-reading the users file if it
+    /// changed, so a user added a moment ago can log in), or a decoy that no password matches.
+    pub fn credential(&self, user: &str) -> ScramCredential {
+        self.users
+            .current(Duration::ZERO)
+            .users
+            .get(user)
+            .and_then(|stored| stored.credential())
+            .unwrap_or_else(|| decoy_credential(&self.decoy_secret, user))
+    }
+
+    fn acls(&self) -> Arc<AclFile> {
+        self.acls.current(RELOAD_INTERVAL)
+    }
+
+    fn is_super_user(&self, principal: &str) -> bool {
+        self.super_users.contains(principal)
+    }
+
+    /// Whether `principal` may do `operation` on `topic`.
+    pub fn authorize(
+        &self,
+        principal: &str,
+        operation: Operation,
+        topic: &str,
+    ) -> Result<(), NotAuthorized> {
+        if self.is_super_user(principal) || self.acls().allows(principal, operation, topic) {
+            return Ok(());
+        }
+        Err(NotAuthorized::new(principal, operation, Some(topic)))
+    }
+
+    /// Whether `principal` may do `operation` on some topic (for requests that name none:
+    /// InitProducerId, group membership).
+    pub fn authorize_somewhere(
+        &self,
+        principal: &str,
+        operation: Operation,
+    ) -> Result<(), NotAuthorized> {
+        if self.is_super_user(principal) || self.acls().allows_somewhere(principal, operation) {
+            return Ok(());
+        }
+        Err(NotAuthorized::new(principal, operation, None))
+    }
+
+    /// Whether `principal` may see `topic` in Metadata (any operation on it).
+    pub fn may_see(&self, principal: &str, topic: &str) -> bool {
+        self.is_super_user(principal) || self.acls().allows_any(principal, topic)
+    }
+}
+
+/// What one connection may do: everything when the server runs without `--auth`, else what its
+/// authenticated principal's ACLs allow. Cheap to clone into a request's future.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    checked: Option<(Arc<Security>, Arc<str>)>,
+}
+
+impl Access {
+    /// No checks: the server runs without `--auth`.
+    pub fn open() -> Self {
+        Self::default()
+    }
+
+    /// Checks against `security` as `principal`.
+    pub fn as_principal(security: Arc<Security>, principal: Arc<str>) -> Self {
+        Self {
+            checked: Some((security, principal)),
+        }
+    }
+
+    /// The authenticated principal, if authentication is on.
+    pub fn principal(&self) -> Option<&str> {
+        self.checked.as_ref().map(|(_, principal)| &**principal)
+    }
+
+    /// Whether this connection may do `operation` on `topic`.
+    pub fn check(&self, operation: Operation, topic: &str) -> Result<(), NotAuthorized> {
+        match &self.checked {
+            None => Ok(()),
+            Some((security, principal)) => security.authorize(principal, operation, topic),
+        }
+    }
+
+    /// Whether this connection may do `operation` on some topic.
+    pub fn check_somewhere(&self, operation: Operation) -> Result<(), NotAuthorized> {
+        match &self.checked {
+            None => Ok(()),
+            Some((security, principal)) => security.authorize_somewhere(principal, operation),
+        }
+    }
+
+    /// Deleting a topic: the `admin` operation (for the DeleteTopic APIs).
+    pub fn check_delete_topic(&self, topic: &str) -> Result<(), NotAuthorized> {
+        self.check(Operation::Admin, topic)
+    }
+
+    /// Whether Metadata shows `topic` to this connection.
+    pub fn may_see(&self, topic: &str) -> bool {
+        match &self.checked {
+            None => true,
+            Some((security, principal)) => security.may_see(principal, topic),
+        }
+    }
+}

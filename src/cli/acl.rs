@@ -1,0 +1,156 @@
+//! `fencelog acl add|remove|list`: which user may do which operations on which topics. Works
+//! while a server runs on the directory (the server picks changes up within
+//! [`RELOAD_INTERVAL`](crate::auth::files::RELOAD_INTERVAL)).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::common::{conclude, Output};
+use super::serve::DEFAULT_DATA_DIR;
+use super::CliError;
+use crate::auth::acl::{self, parse_operations, AclEntry, TopicPattern};
+
+/// Arguments of `fencelog acl`.
+#[derive(Debug, Args)]
+pub struct AclArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AclCommand,
+}
+
+/// The flags `acl add` and `acl remove` share.
+#[derive(Debug, Args)]
+pub struct AclChange {
+    /// The user the grant is for.
+    #[arg(long)]
+    pub principal: String,
+    /// Topics: `*`, a name, or a prefix ending in `*` (e.g. `orders-*`).
+    #[arg(long)]
+    pub topic: String,
+    /// Comma-separated operations: create, lease, produce, consume, admin; or `all`.
+    #[arg(long)]
+    pub ops: String,
+    /// Data directory.
+    #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fencelog acl` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AclCommand {
+    /// Grant operations on topics to a user.
+    Add(AclChange),
+    /// Take operations on topics away from a user.
+    Remove(AclChange),
+    /// List every grant.
+    List {
+        /// Data directory.
+        #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+        data_dir: PathBuf,
+        /// One JSON object per grant.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A grant as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct Printed<'a> {
+    principal: &'a str,
+    topic: &'a str,
+    ops: Vec<&'static str>,
+}
+
+fn printed(entry: &AclEntry) -> (Printed<'_>, String) {
+    let ops: Vec<&'static str> = entry.operations.iter().map(|op| op.name()).collect();
+    let plain = format!(
+        "{} {} {}",
+        entry.principal,
+        entry.topic.as_str(),
+        ops.join(",")
+    );
+    (
+        Printed {
+            principal: &entry.principal,
+            topic: entry.topic.as_str(),
+            ops,
+        },
+        plain,
+    )
+}
+
+/// Runs a `fencelog acl` command.
+pub fn run(args: AclArgs) -> Result<(), CliError> {
+    let failed = |error: crate::auth::SecurityFileError| CliError::new(error.to_string());
+    match args.command {
+        AclCommand::Add(change) => {
+            let (pattern, operations) = parse(&change)?;
+            let entry = acl::add_acl(&change.data_dir, &change.principal, &pattern, &operations)
+                .map_err(failed)?;
+            let (json, plain) = printed(&entry);
+            let mut out = Output::new(change.json);
+            conclude(out.emit(&json, plain).and_then(|()| out.flush()))
+        }
+        AclCommand::Remove(change) => {
+            let (pattern, operations) = parse(&change)?;
+            let changed =
+                acl::remove_acl(&change.data_dir, &change.principal, &pattern, &operations)
+                    .map_err(failed)?;
+            if !changed {
+                return Err(CliError::new(format!(
+                    "no such grant: {} has none of {} on {}",
+                    change.principal,
+                    change.ops,
+                    pattern.as_str()
+                )));
+            }
+            let mut out = Output::new(change.json);
+            let removed = Printed {
+                principal: &change.principal,
+                topic: pattern.as_str(),
+                ops: operations.iter().map(|op| op.name()).collect(),
+            };
+            let plain = format!(
+                "removed {} from {} on {}",
+                change.ops,
+                change.principal,
+                pattern.as_str()
+            );
+            conclude(out.emit(&removed, plain).and_then(|()| out.flush()))
+        }
+        AclCommand::List { data_dir, json } => {
+            let entries = acl::list_acls(&data_dir).map_err(failed)?;
+            let mut out = Output::new(json);
+            conclude(
+                entries
+                    .iter()
+                    .try_for_each(|entry| {
+                        let (json, plain) = printed(entry);
+                        out.emit(&json, plain)
+                    })
+                    .and_then(|()| out.flush()),
+            )
+        }
+    }
+}
+
+fn parse(
+    change: &AclChange,
+) -> Result<
+    (
+        TopicPattern,
+        std::collections::BTreeSet<crate::auth::Operation>,
+    ),
+    CliError,
+> {
+    crate::auth::users::validate_user_name(&change.principal)
+        .map_err(|error| CliError::new(error.to_string()))?;
+    let pattern = TopicPattern::parse(&change.topic).map_err(CliError::new)?;
+    let operations = parse_operations(&change.ops).map_err(CliError::new)?;
+    Ok((pattern, operations))
+}

@@ -1,0 +1,153 @@
+//! The native protocol's authentication gate and ACL checks, before any request reaches the
+//! handler: AuthenticateStart/AuthenticateContinue drive the connection's SCRAM exchange; with
+//! `--auth` on, anything but ApiVersions before authentication is refused with
+//! `AUTHENTICATION_REQUIRED` (the connection closes after
+//! [`MAX_AUTHENTICATION_FAILURES`](crate::auth::MAX_AUTHENTICATION_FAILURES) refusals); after
+//! it, each request is checked against the principal's ACLs (one operation per API, see
+//! [`operation`]) and a refusal is `NOT_AUTHORIZED`, with nothing changed.
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::super::protocol::Started;
+use crate::auth::{
+    Access, AuthenticationError, ConnectionAuthentication, NotAuthorized, Operation,
+};
+use crate::protocol::{ErrorCode, ErrorResponse, Request, RequestFrame, Response, ResponseFrame};
+
+/// Answers the frame here if it is an authentication step or must be refused before
+/// authentication; `None` lets it through to authorization and the handler.
+pub fn intercept(
+    authentication: &mut ConnectionAuthentication,
+    frame: &RequestFrame,
+) -> Option<Started<ResponseFrame>> {
+    let correlation_id = frame.correlation_id;
+    match &frame.request {
+        Request::AuthenticateStart { mechanism, message } => {
+            let result = authentication
+                .check_mechanism(mechanism)
+                .and_then(|()| authentication.start(message));
+            Some(step(authentication, correlation_id, result, |message| {
+                Response::AuthenticateStart { message }
+            }))
+        }
+        Request::AuthenticateContinue { message } => {
+            let result = authentication.finish(message);
+            Some(step(authentication, correlation_id, result, |message| {
+                Response::AuthenticateContinue { message }
+            }))
+        }
+        Request::ApiVersions => None,
+        request if authentication.is_required() => {
+            let close = authentication.refused();
+            let message = format!(
+                "{} needs an authenticated connection: this server runs with --auth; authenticate with SCRAM-SHA-256 first (AuthenticateStart, AuthenticateContinue){}",
+                request.api_key(),
+                if close { "; closing the connection" } else { "" }
+            );
+            Some(Started {
+                close,
+                ..Started::ready(ResponseFrame::error(
+                    correlation_id,
+                    ErrorResponse::new(ErrorCode::AuthenticationRequired, message),
+                ))
+            })
+        }
+        _ => None,
+    }
+}
+
+fn step(
+    authentication: &mut ConnectionAuthentication,
+    correlation_id: u32,
+    result: Result<Vec<u8>, AuthenticationError>,
+    response: impl FnOnce(Bytes) -> Response,
+) -> Started<ResponseFrame> {
+    match result {
+        Ok(message) => Started::ready(ResponseFrame::ok(correlation_id, response(message.into()))),
+        Err(error) => {
+            let code = if error.is_state_error() {
+                ErrorCode::IllegalAuthenticationState
+            } else {
+                ErrorCode::AuthenticationFailed
+            };
+            // A server without --auth answers, but never closes for it.
+            let close = authentication.is_enabled() && authentication.refused();
+            Started {
+                close,
+                ..Started::ready(ResponseFrame::error(
+                    correlation_id,
+                    ErrorResponse::new(code, error.to_string()),
+                ))
+            }
+        }
+    }
+}
+
+/// The operation a request needs, and on which topic (`None`: on some topic).
+pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
+    match request {
+        Request::ApiVersions
+        | Request::Metadata { .. }
+        | Request::AuthenticateStart { .. }
+        | Request::AuthenticateContinue { .. } => None,
+        Request::CreateTopic { name, .. } => Some((Operation::Create, Some(name))),
+        Request::DeleteTopic { name } => Some((Operation::Admin, Some(name))),
+        Request::AcquireLease { topic, .. }
+        | Request::RenewLease { topic, .. }
+        | Request::ReleaseLease { topic, .. } => Some((Operation::Lease, Some(topic))),
+        Request::Produce { topic, .. } => Some((Operation::Produce, Some(topic))),
+        Request::InitProducerId => Some((Operation::Produce, None)),
+        Request::Fetch { topic, .. }
+        | Request::ListOffsets { topic, .. }
+        | Request::OffsetCommit { topic, .. }
+        | Request::OffsetFetch { topic, .. } => Some((Operation::Consume, Some(topic))),
+    }
+}
+
+/// Checks a request against the connection's rights before anything is done. Metadata naming
+/// topics the principal may not see is refused whole; Metadata of all topics is filtered by
+/// [`filter_metadata`].
+pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized> {
+    if let Request::Metadata { topics } = request {
+        for topic in topics {
+            if !access.may_see(topic) {
+                return access.check(Operation::Consume, topic);
+            }
+        }
+        return Ok(());
+    }
+    match operation(request) {
+        None => Ok(()),
+        Some((operation, Some(topic))) => access.check(operation, topic),
+        Some((operation, None)) => access.check_somewhere(operation),
+    }
+}
+
+/// The refusal of a request the principal may not make.
+pub fn refusal(correlation_id: u32, refused: &NotAuthorized) -> Started<ResponseFrame> {
+    tracing::info!(%refused, "request refused by ACL");
+    Started::ready(ResponseFrame::error(
+        correlation_id,
+        ErrorResponse::new(ErrorCode::NotAuthorized, refused.to_string()),
+    ))
+}
+
+/// Leaves out of a Metadata answer the topics the principal may not see.
+pub fn filter_metadata(
+    access: Access,
+    response: BoxFuture<'static, ResponseFrame>,
+) -> BoxFuture<'static, ResponseFrame> {
+    if access.principal().is_none() {
+        return response;
+    }
+    response
+        .map(move |mut frame| {
+            if let Ok(Response::Metadata { topics }) = &mut frame.result {
+                topics.retain(|topic| access.may_see(&topic.name));
+            }
+            frame
+        })
+        .boxed()
+}
