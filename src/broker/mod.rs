@@ -47,7 +47,6 @@ use std::time::Instant;
 use tracing::info;
 
 pub use error::BrokerError;
-
 pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
 pub use service::{
     BrokerService, FetchRequest, OffsetCommits, OffsetToCommit, PartitionOffsets, ProduceRequest,
