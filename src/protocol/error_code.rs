@@ -82,12 +82,19 @@ pub enum ErrorCode {
     /// The server holds committed offsets of its maximum of groups, or the group of its maximum
     /// of partitions.
     GroupLimitReached = 27,
+    /// The partition could not be opened when the server started (damaged files, permissions);
+    /// the server's other partitions are served. An operator must fix the cause and restart
+    /// the server: retrying as is cannot succeed.
+    PartitionUnavailable = 33,
+    /// The server ran out of a resource for this request (file descriptors, disk space, its
+    /// request memory budget); nothing changed. Retriable: it may succeed once the resource frees.
+    ResourceExhausted = 34,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -116,6 +123,8 @@ impl ErrorCode {
         ErrorCode::InvalidGroup,
         ErrorCode::OffsetMetadataTooLarge,
         ErrorCode::GroupLimitReached,
+        ErrorCode::PartitionUnavailable,
+        ErrorCode::ResourceExhausted,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -143,6 +152,7 @@ impl ErrorCode {
                 | ErrorCode::StorageError
                 | ErrorCode::ShuttingDown
                 | ErrorCode::TooManyConnections
+                | ErrorCode::ResourceExhausted
         )
     }
 
@@ -186,6 +196,8 @@ impl ErrorCode {
             ErrorCode::InvalidGroup => "INVALID_GROUP",
             ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
             ErrorCode::GroupLimitReached => "GROUP_LIMIT_REACHED",
+            ErrorCode::PartitionUnavailable => "PARTITION_UNAVAILABLE",
+            ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
         }
     }
 }
@@ -205,7 +217,6 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(ErrorCode::ALL.len() as u16), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -223,6 +234,10 @@ mod tests {
         assert_eq!(ErrorCode::InvalidGroup.as_u16(), 25);
         assert_eq!(ErrorCode::OffsetMetadataTooLarge.as_u16(), 26);
         assert_eq!(ErrorCode::GroupLimitReached.as_u16(), 27);
+        assert_eq!(ErrorCode::PartitionUnavailable.as_u16(), 33);
+        assert_eq!(ErrorCode::ResourceExhausted.as_u16(), 34);
+        assert!(ErrorCode::ResourceExhausted.is_retriable());
+        assert!(!ErrorCode::PartitionUnavailable.is_retriable());
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!   ([`run_with_kafka`]).
 
 mod connection;
+pub mod descriptors;
 pub mod kafka;
+pub mod memory_budget;
 pub mod native;
 pub mod protocol;
 mod writer;
@@ -24,7 +26,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Semaphore};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
@@ -65,6 +67,13 @@ pub struct ServerConfig {
     pub write_timeout: Duration,
     /// A connection that sends no complete frame for this long is closed.
     pub idle_timeout: Duration,
+    /// The memory request frames are read into, all connections of all listeners together
+    /// (`serve --max-buffer-bytes`; clones of this config share it). A frame waits for its
+    /// share (the connection stops reading) and is refused with `RESOURCE_EXHAUSTED` after
+    /// `buffer_wait`, or at once when it is larger than the whole budget.
+    pub memory_budget: memory_budget::MemoryBudget,
+    /// Longest a frame waits for its share of `memory_budget`.
+    pub buffer_wait: Duration,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +86,10 @@ impl Default for ServerConfig {
             max_fetch_bytes: DEFAULT_MAX_FETCH_BYTES,
             write_timeout: Duration::from_millis(DEFAULT_WRITE_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
+            memory_budget: memory_budget::MemoryBudget::new(
+                memory_budget::DEFAULT_MAX_BUFFER_BYTES,
+            ),
+            buffer_wait: Duration::from_millis(memory_budget::DEFAULT_BUFFER_WAIT_MS),
         }
     }
 }
@@ -155,6 +168,8 @@ pub async fn run_with_kafka(
     }
     shutdown.await;
     info!("shutting down: draining connections");
+    // Pending long polls answer now, so draining does not wait for their max_wait.
+    service.begin_shutdown();
     // Every accept loop and connection sees the signal; a send error only means none is left.
     let _ = stop.send(());
     for accept in accepting {
@@ -183,12 +198,24 @@ pub async fn accept_loop<P: Protocol>(
     mut stop: broadcast::Receiver<()>,
 ) {
     let mut tasks = JoinSet::new();
+    let mut spare = descriptors::SpareDescriptor::new();
     loop {
         tokio::select! {
             _ = stop.recv() => break,
             accepted = listener.accept() => {
                 let (socket, peer) = match accepted {
                     Ok(pair) => pair,
+                    Err(error) if descriptors::is_out_of_descriptors(&error) && spare.release() => {
+                        // Out of descriptors: refuse the waiting client with the spare's.
+                        debug!(%error, protocol = protocol.name(), "out of file descriptors; refusing a connection if one waits");
+                        // EMFILE says nothing about the backlog: take a waiting client if there
+                        // is one, never wait for one without the spare.
+                        if let Some(Ok((socket, peer))) = futures::FutureExt::now_or_never(listener.accept()) {
+                            connection::refuse(Arc::clone(&protocol), socket, peer, config.max_connections).await;
+                        }
+                        spare.restore();
+                        continue;
+                    }
                     Err(error) => {
                         // Out of descriptors and the like: back off instead of spinning.
                         warn!(%error, protocol = protocol.name(), "accept failed");
