@@ -604,6 +604,25 @@ fn doc_example_list_offsets() {
 }
 
 #[test]
+fn doc_example_resource_exhausted() {
+    let response = ResponseFrame::error(
+        9,
+        ErrorResponse::new(ErrorCode::ResourceExhausted, "disk full"),
+    );
+    let body = check_doc_example(
+        "RESOURCE_EXHAUSTED response",
+        encode_response(&response),
+        "00 00 00 21 00 00 00 09 00 22 00 09 64 69 73 6b\n\
+         20 66 75 6c 6c 00 00 00 00 00 00 00 00 00 00 00\n\
+         00 00 00 00 00",
+    );
+    assert_eq!(
+        ResponseFrame::decode(ApiKey::AcquireLease, body).unwrap(),
+        response
+    );
+}
+
+#[test]
 fn doc_example_acquire_lease() {
     let request = RequestFrame::new(
         8,

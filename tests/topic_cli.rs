@@ -111,7 +111,7 @@ fn help_says_what_zero_and_the_limits_mean() {
         text.contains("`30s`; 0 means unlimited"),
         "--retention: {text}"
     );
-    assert!(text.contains("1 to 1024"), "--partitions: {text}");
+    assert!(text.contains("1 to 10000"), "--partitions: {text}");
     assert!(
         text.contains("4096 to 1073741824"),
         "--segment-bytes: {text}"

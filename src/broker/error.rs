@@ -25,6 +25,17 @@ pub enum BrokerError {
         /// Partitions the topic has.
         count: u32,
     },
+    /// The partition failed to open at startup (damaged files, permissions, a full disk); the
+    /// other partitions are served.
+    #[error("partition {topic}/{partition} is unavailable: it could not be opened at startup ({reason}); fix the cause and restart the server")]
+    PartitionUnavailable {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: u32,
+        /// Why it could not be opened.
+        reason: String,
+    },
     /// A topic of that name exists.
     #[error("topic {0:?} already exists")]
     TopicExists(String),

@@ -33,10 +33,12 @@ pub mod epoch_floors;
 pub mod error;
 pub mod groups;
 pub mod maintenance;
+pub mod partition_opener;
 pub mod produce_queue;
 pub mod producer_ids;
 pub mod service;
 pub mod topic_file;
+pub mod verifier;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -60,8 +62,9 @@ use crate::storage::durable_file::write_durably;
 use crate::storage::{Partition, PartitionConfig, SealWorker};
 use error::io_error;
 
-/// Most partitions a topic may have.
-pub const MAX_PARTITIONS_PER_TOPIC: u32 = 1024;
+/// Most partitions a topic may have. Empty partitions cost no disk and no open descriptor, and
+/// a restart opens them in parallel without reading their data.
+pub const MAX_PARTITIONS_PER_TOPIC: u32 = 10_000;
 /// Most topics a broker holds.
 pub const MAX_TOPICS: usize = 10_000;
 /// Longest topic name, in bytes.
@@ -72,12 +75,32 @@ pub const LOCK_FILE: &str = "fencelog.lock";
 pub const DELETED_DIRECTORY: &str = "deleted";
 use topic_file::{TopicFile, TOPIC_FILE};
 
+/// One partition of a topic as the broker holds it.
+#[derive(Debug, Clone)]
+pub enum PartitionSlot {
+    /// Open and served.
+    Open(Arc<Partition>),
+    /// It failed to open at startup (the reason); its requests are answered with
+    /// [`BrokerError::PartitionUnavailable`] while the others are served.
+    Unavailable(Arc<str>),
+}
+
+impl PartitionSlot {
+    /// The partition, if it is open.
+    pub fn open(&self) -> Option<&Arc<Partition>> {
+        match self {
+            PartitionSlot::Open(partition) => Some(partition),
+            PartitionSlot::Unavailable(_) => None,
+        }
+    }
+}
+
 /// One topic: its settings and partitions.
 #[derive(Debug)]
 pub struct Topic {
     name: String,
     config: TopicConfig,
-    partitions: Vec<Arc<Partition>>,
+    partitions: Vec<PartitionSlot>,
 }
 
 impl Topic {
@@ -89,9 +112,13 @@ impl Topic {
     pub fn config(&self) -> &TopicConfig {
         &self.config
     }
-    /// Its partitions, by index.
-    pub fn partitions(&self) -> &[Arc<Partition>] {
+    /// Its partitions, by index (open or unavailable).
+    pub fn partitions(&self) -> &[PartitionSlot] {
         &self.partitions
+    }
+    /// Its open partitions.
+    pub fn open_partitions(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.partitions.iter().filter_map(PartitionSlot::open)
     }
 }
 
@@ -107,6 +134,9 @@ pub struct BrokerConfig {
 /// Topics and partitions of one data directory.
 #[derive(Debug)]
 pub struct Broker {
+    /// Checks unscanned sealed segments in the background; first, so that it stops (and lets
+    /// go of its partitions) before anything else of the broker is dropped.
+    _verifier: verifier::Verifier,
     data_dir: PathBuf,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serializes topic creation so two creates of one name cannot both write files.
@@ -172,6 +202,23 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     }
 }
 
+/// The partitions of topic `name` to open.
+fn open_jobs(
+    topics_dir: &Path,
+    name: &str,
+    partitions: u32,
+    config: &TopicConfig,
+) -> Vec<partition_opener::OpenJob> {
+    let storage = partition_config(config);
+    (0..partitions)
+        .map(|index| partition_opener::OpenJob {
+            name: format!("{name}/{index}"),
+            directory: topics_dir.join(name).join(index.to_string()),
+            config: storage,
+        })
+        .collect()
+}
+
 /// The storage settings a topic's partitions get.
 pub fn partition_config(config: &TopicConfig) -> PartitionConfig {
     PartitionConfig {
@@ -207,7 +254,7 @@ impl Broker {
         let seal_worker = SealWorker::start().map_err(io_error("start the seal thread"))?;
         let producer_ids = producer_ids::ProducerIds::open(data_dir)
             .map_err(io_error("read producer id block"))?;
-        let mut topics = HashMap::new();
+        let mut found = Vec::new();
         let topics_dir = data_dir.join("topics");
         for entry in fs::read_dir(&topics_dir).map_err(io_error("list topics"))? {
             let entry = entry.map_err(io_error("list topics"))?;
@@ -223,15 +270,49 @@ impl Broker {
             let file = TopicFile::parse(&text).map_err(|error| {
                 BrokerError::InvalidConfig(format!("{}: {error}", path.display()))
             })?;
-            let topic = Self::open_topic(
-                &topics_dir,
-                &name,
-                file.partitions,
-                file.config(),
-                &seal_worker,
-            )?;
+            found.push((name, file.partitions, file.config()));
+        }
+        let started = Instant::now();
+        let jobs: Vec<_> = found
+            .iter()
+            .flat_map(|(name, partitions, config)| {
+                open_jobs(&topics_dir, name, *partitions, config)
+            })
+            .collect();
+        let mut opened = partition_opener::open_all(&jobs, &seal_worker).into_iter();
+        let mut topics = HashMap::new();
+        let mut unscanned = Vec::new();
+        let mut unavailable = 0;
+        for (name, partitions, config) in found {
+            let slots = (0..partitions)
+                .map(|index| match opened.next().expect("one result per job") {
+                    Ok((partition, report)) => {
+                        if report.segments_opened_lazily > 0 {
+                            unscanned.push(Arc::downgrade(&partition));
+                        }
+                        PartitionSlot::Open(partition)
+                    }
+                    Err(error) => {
+                        unavailable += 1;
+                        tracing::error!(partition = %format!("{name}/{index}"), %error, "partition could not be opened; it answers PARTITION_UNAVAILABLE until the cause is fixed and the server restarted");
+                        PartitionSlot::Unavailable(error.to_string().into())
+                    }
+                })
+                .collect();
+            let topic = Topic {
+                name: name.clone(),
+                config,
+                partitions: slots,
+            };
             topics.insert(name, Arc::new(topic));
         }
+        info!(
+            partitions = jobs.len(),
+            unavailable,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "opened partitions"
+        );
+        let verifier = verifier::Verifier::start(unscanned);
         let group_offsets = GroupOffsets::open(
             &data_dir.join(groups::GROUPS_DIRECTORY),
             GroupOffsetsConfig::default(),
@@ -245,6 +326,7 @@ impl Broker {
         }
         info!(data_dir = %data_dir.display(), topics = topics.len(), "broker opened");
         Ok(Self {
+            _verifier: verifier,
             data_dir: data_dir.to_path_buf(),
             topics: RwLock::new(topics),
             create_lock: std::sync::Mutex::new(()),
@@ -288,6 +370,7 @@ impl Broker {
             .map_err(io_error("reserve producer ids"))
     }
 
+    /// Opens every partition of a new topic (in parallel); any failure fails the creation.
     fn open_topic(
         topics_dir: &Path,
         name: &str,
@@ -295,13 +378,10 @@ impl Broker {
         config: TopicConfig,
         seal_worker: &SealWorker,
     ) -> Result<Topic, BrokerError> {
-        let storage = partition_config(&config);
-        let partitions = (0..partitions)
-            .map(|index| {
-                let directory = topics_dir.join(name).join(index.to_string());
-                Partition::open(&format!("{name}/{index}"), &directory, storage, seal_worker)
-                    .map(Arc::new)
-            })
+        let jobs = open_jobs(topics_dir, name, partitions, &config);
+        let partitions = partition_opener::open_all(&jobs, seal_worker)
+            .into_iter()
+            .map(|opened| opened.map(|(partition, _)| PartitionSlot::Open(partition)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
             name: name.to_string(),
@@ -411,16 +491,29 @@ impl Broker {
         validate_topic_name(name)?;
         let _serialized = self.create_lock.lock().expect("create lock poisoned");
         let topic = self.topic(name)?;
+        // A partition that could not be opened has an epoch nobody could read: deleting it would
+        // lose its part of the name's fence floor, so the topic stays until it opens again.
+        for (index, slot) in topic.partitions.iter().enumerate() {
+            if let PartitionSlot::Unavailable(reason) = slot {
+                return Err(BrokerError::PartitionUnavailable {
+                    topic: name.to_string(),
+                    partition: u32::try_from(index).expect("partition indexes fit u32"),
+                    reason: format!(
+                        "{reason}; a topic is deleted only once every partition opens, so that \
+                         no epoch it issued is forgotten: repair it and restart first"
+                    ),
+                });
+            }
+        }
         let floor = topic
-            .partitions
-            .iter()
+            .open_partitions()
             .map(|partition| partition.retire())
             .max()
             .unwrap_or(0);
         let files = match self.record_floor_and_move(name, floor) {
             Ok(files) => files,
             Err(error) => {
-                for partition in &topic.partitions {
+                for partition in topic.open_partitions() {
                     partition.reinstate();
                 }
                 return Err(error);
@@ -507,22 +600,26 @@ impl Broker {
     /// One partition of a topic.
     pub fn partition(&self, topic: &str, partition: u32) -> Result<Arc<Partition>, BrokerError> {
         let found = self.topic(topic)?;
-        found
-            .partitions
-            .get(partition as usize)
-            .cloned()
-            .ok_or(BrokerError::UnknownPartition {
+        match found.partitions.get(partition as usize) {
+            Some(PartitionSlot::Open(open)) => Ok(Arc::clone(open)),
+            Some(PartitionSlot::Unavailable(reason)) => Err(BrokerError::PartitionUnavailable {
+                topic: topic.to_string(),
+                partition,
+                reason: reason.to_string(),
+            }),
+            None => Err(BrokerError::UnknownPartition {
                 topic: topic.to_string(),
                 partition,
                 count: found.partitions.len() as u32,
-            })
+            }),
+        }
     }
 
     /// Syncs every partition (shutdown). Returns the first error after trying them all.
     pub fn sync_all(&self) -> Result<(), BrokerError> {
         let mut first_error = None;
         for topic in self.topics() {
-            for partition in &topic.partitions {
+            for partition in topic.open_partitions() {
                 if let Err(error) = partition.sync() {
                     tracing::error!(partition = partition.name(), %error, "sync failed");
                     first_error.get_or_insert(error);
@@ -540,7 +637,7 @@ impl Broker {
             let FlushPolicy::Interval { interval_ms } = topic.config.flush else {
                 continue;
             };
-            for partition in &topic.partitions {
+            for partition in topic.open_partitions() {
                 let last = last_syncs
                     .entry(partition.name().to_string())
                     .or_insert(now);
@@ -558,7 +655,7 @@ impl Broker {
     /// Applies retention to every partition.
     pub fn enforce_retention(&self, now_ms: i64) {
         for topic in self.topics() {
-            for partition in &topic.partitions {
+            for partition in topic.open_partitions() {
                 if let Err(error) = partition.enforce_retention(now_ms) {
                     tracing::error!(partition = partition.name(), %error, "retention failed");
                 }

@@ -80,6 +80,8 @@ pub struct BrokerService {
     coordinator: OnceLock<Arc<GroupCoordinator>>,
     /// Server-wide metrics (listeners); partitions count their own.
     metrics: Arc<Metrics>,
+    /// Set when the server shuts down: pending long polls answer at once.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -103,7 +105,22 @@ impl BrokerService {
             coordinator_config: CoordinatorConfig::default(),
             coordinator: OnceLock::new(),
             metrics: Arc::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Tells the service that the server is shutting down: every pending long poll (and every
+    /// later one) answers at once with what it has, so a graceful shutdown does not wait for
+    /// fetches' `max_wait`.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Completes once [`BrokerService::begin_shutdown`] was called (at once if it was).
+    pub async fn shutting_down(&self) {
+        let mut stopping = self.stopping.subscribe();
+        // An error means the sender is gone, which cannot happen while `self` lives.
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 
     /// The same service whose group coordinator, once started, has these settings.
@@ -207,7 +224,11 @@ impl BrokerService {
             if !result.batches.is_empty() || request.offset < result.high_watermark {
                 return Ok(result);
             }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
+            let changed = tokio::select! {
+                changed = tokio::time::timeout_at(deadline, changes.changed()) => changed,
+                () = self.shutting_down() => return Ok(target.read(request.offset, request.max_bytes)?),
+            };
+            match changed {
                 Ok(Ok(())) => continue,
                 _ => return Ok(target.read(request.offset, request.max_bytes)?),
             }
@@ -434,9 +455,11 @@ impl BrokerService {
     /// files are removed afterwards on the blocking pool, so deleting a big topic holds up
     /// neither the runtime nor the answer.
     pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
+        let topic = self.broker.topic(&name)?;
         let broker = Arc::clone(&self.broker);
         let deleted: DeletedTopic = blocking(move || broker.delete_topic(&name)).await?;
         self.leases.forget_topic(&deleted.name);
+        self.metrics.forget_topic(&topic);
         tokio::task::spawn_blocking(move || deleted.remove_files());
         Ok(())
     }

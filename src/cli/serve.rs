@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// Largest frame accepted, in bytes.
     #[arg(long, default_value_t = crate::protocol::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
+    /// Memory for request frames, all connections together, in bytes: a frame waits for its
+    /// share (up to 10 s) and is then refused with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = server::memory_budget::DEFAULT_MAX_BUFFER_BYTES)]
+    pub max_buffer_bytes: usize,
     /// Also serve Kafka's wire protocol on this address (off unless given), e.g. `127.0.0.1:9092`.
     #[arg(long, env = "FENCELOG_KAFKA_LISTEN")]
     pub kafka_listen: Option<String>,
@@ -95,6 +99,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_in_flight: args.max_in_flight.max(1),
             max_frame_bytes: args.max_frame_bytes,
             tls,
+            memory_budget: server::memory_budget::MemoryBudget::new(args.max_buffer_bytes),
             ..ServerConfig::default()
         };
         let kafka = kafka_listener(&args).await?;

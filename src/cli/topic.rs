@@ -42,7 +42,7 @@ pub enum TopicCommand {
 pub struct CreateArgs {
     /// Topic name: 1 to 200 ASCII letters, digits, `.`, `_` and `-`.
     pub name: String,
-    /// Number of partitions, numbered 0..N: 1 to 1024.
+    /// Number of partitions, numbered 0..N: 1 to 10000.
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
     /// When appends are fsynced: `always` (before each ack), `never` (left to the OS),

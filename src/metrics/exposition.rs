@@ -193,7 +193,11 @@ impl Scrape {
     fn partition_samples(&self) -> Vec<PartitionSample<'_>> {
         let mut samples = Vec::new();
         for topic in &self.topics {
-            for (index, partition) in topic.partitions().iter().enumerate() {
+            for (index, slot) in topic.partitions().iter().enumerate() {
+                // A partition that could not be opened has nothing to count.
+                let Some(partition) = slot.open() else {
+                    continue;
+                };
                 samples.push(PartitionSample {
                     labels: PartitionLabels {
                         topic: topic.name(),
@@ -215,7 +219,7 @@ impl Scrape {
         let retired = self.metrics.retired();
         let (mut batch_bytes, mut sync_duration) = (retired.batch_bytes, retired.sync_duration);
         for topic in &self.topics {
-            for partition in topic.partitions() {
+            for partition in topic.open_partitions() {
                 batch_bytes.add(partition.metrics().batch_bytes());
                 sync_duration.add(partition.metrics().sync_duration());
             }

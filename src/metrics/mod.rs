@@ -89,7 +89,7 @@ impl Metrics {
     /// those stay monotonic.
     pub fn forget_topic(&self, topic: &Topic) {
         let mut retired = self.retired.lock().expect("metrics lock poisoned");
-        for partition in topic.partitions() {
+        for partition in topic.open_partitions() {
             retired.batch_bytes.add(partition.metrics().batch_bytes());
             retired
                 .sync_duration

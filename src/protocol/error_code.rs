@@ -95,12 +95,19 @@ pub enum ErrorCode {
     /// An authentication step out of order: AuthenticateContinue without a start, a second
     /// authentication, or authentication on a server that runs without it.
     IllegalAuthenticationState = 32,
+    /// The partition could not be opened when the server started (damaged files, permissions);
+    /// the server's other partitions are served. An operator must fix the cause and restart
+    /// the server: retrying as is cannot succeed.
+    PartitionUnavailable = 33,
+    /// The server ran out of a resource for this request (file descriptors, disk space, its
+    /// request memory budget); nothing changed. Retriable: it may succeed once the resource frees.
+    ResourceExhausted = 34,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -133,6 +140,8 @@ impl ErrorCode {
         ErrorCode::AuthenticationFailed,
         ErrorCode::NotAuthorized,
         ErrorCode::IllegalAuthenticationState,
+        ErrorCode::PartitionUnavailable,
+        ErrorCode::ResourceExhausted,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -160,6 +169,7 @@ impl ErrorCode {
                 | ErrorCode::StorageError
                 | ErrorCode::ShuttingDown
                 | ErrorCode::TooManyConnections
+                | ErrorCode::ResourceExhausted
         )
     }
 
@@ -207,6 +217,8 @@ impl ErrorCode {
             ErrorCode::AuthenticationFailed => "AUTHENTICATION_FAILED",
             ErrorCode::NotAuthorized => "NOT_AUTHORIZED",
             ErrorCode::IllegalAuthenticationState => "ILLEGAL_AUTHENTICATION_STATE",
+            ErrorCode::PartitionUnavailable => "PARTITION_UNAVAILABLE",
+            ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
         }
     }
 }
@@ -226,7 +238,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(33), None);
+        assert_eq!(ErrorCode::from_u16(35), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -248,6 +260,10 @@ mod tests {
         assert_eq!(ErrorCode::AuthenticationFailed.as_u16(), 30);
         assert_eq!(ErrorCode::NotAuthorized.as_u16(), 31);
         assert_eq!(ErrorCode::IllegalAuthenticationState.as_u16(), 32);
+        assert_eq!(ErrorCode::PartitionUnavailable.as_u16(), 33);
+        assert_eq!(ErrorCode::ResourceExhausted.as_u16(), 34);
+        assert!(ErrorCode::ResourceExhausted.is_retriable());
+        assert!(!ErrorCode::PartitionUnavailable.is_retriable());
     }
 
     #[test]

@@ -19,12 +19,12 @@ use tokio::sync::broadcast;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
+use super::memory_budget::{BudgetError, BudgetedCodec, BudgetedFrame, Reservation};
 use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
 use super::ServerConfig;
 use crate::broker::BrokerService;
 use crate::metrics::RequestTimers;
-use crate::protocol::FrameCodec;
 
 /// A byte stream the connection loop reads and writes at the same time, cut into a read half
 /// and a write half. A TCP socket gives its owned halves (no lock, vectored writes kept); a TLS
@@ -59,7 +59,13 @@ pub async fn serve<P: Protocol, S: SplitStream>(
 ) {
     debug!(%peer, protocol = protocol.name(), "connection opened");
     let (read_half, write_half) = socket.into_halves();
-    let mut frames = FramedRead::new(read_half, FrameCodec::new(config.max_frame_bytes));
+    let budget = config.memory_budget.clone();
+    let mut frames = FramedRead::new(
+        read_half,
+        BudgetedCodec::new(config.max_frame_bytes, budget.clone()),
+    );
+    // The wait for the next frame's share of the memory budget, while there is one.
+    let mut budget_wait: Option<BoxFuture<'static, Result<Reservation, BudgetError>>> = None;
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
     let mut session = protocol.open_session(&service, peer);
@@ -70,9 +76,23 @@ pub async fn serve<P: Protocol, S: SplitStream>(
         if closing && pending.is_empty() {
             break;
         }
-        let can_read = !closing && pending.len() < config.max_in_flight;
+        let can_read = !closing && pending.len() < config.max_in_flight && budget_wait.is_none();
         tokio::select! {
             _ = stop.recv(), if !closing => closing = true,
+            Some(reserved) = futures::future::OptionFuture::from(budget_wait.as_mut()), if !closing => {
+                budget_wait = None;
+                match reserved {
+                    Ok(reservation) => frames.decoder_mut().grant(reservation),
+                    Err(error) => {
+                        warn!(%peer, %error, "request memory budget exhausted; refusing and closing");
+                        closing = true;
+                        if let Some(response) = protocol.resource_exhausted(&error.to_string()) {
+                            timers.push_untimed();
+                            pending.push_back(Box::pin(futures::future::ready(response)));
+                        }
+                    }
+                }
+            }
             frame = tokio::time::timeout(config.idle_timeout, frames.next()), if can_read => {
                 match frame {
                     Err(_) if pending.is_empty() => {
@@ -81,13 +101,22 @@ pub async fn serve<P: Protocol, S: SplitStream>(
                     }
                     Err(_) => {}
                     Ok(None) => closing = true,
-                    Ok(Some(Ok(bytes))) => {
+                    Ok(Some(Ok(BudgetedFrame::NeedBudget(bytes)))) => {
+                        let budget = budget.clone();
+                        let wait = config.buffer_wait;
+                        budget_wait = Some(Box::pin(async move { budget.reserve(bytes, wait).await }));
+                    }
+                    Ok(Some(Ok(BudgetedFrame::Frame(bytes, reservation)))) => {
                         let timer = timers.start(&bytes);
                         let started = protocol.start(&service, &mut session, bytes);
                         closing |= started.close;
                         if let Some(response) = started.response {
                             timers.push(timer);
-                            pending.push_back(response);
+                            // The frame's share of the budget is given back with its answer.
+                            pending.push_back(Box::pin(response.map(move |response| {
+                                drop(reservation);
+                                response
+                            })));
                         }
                     }
                     Ok(Some(Err(error))) => {

@@ -14,7 +14,9 @@
 //!   ([`run_with_kafka`]).
 
 mod connection;
+pub mod descriptors;
 pub mod kafka;
+pub mod memory_budget;
 pub mod native;
 pub mod protocol;
 pub mod tls;
@@ -27,7 +29,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Semaphore};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
@@ -73,6 +75,13 @@ pub struct ServerConfig {
     pub tls: Option<ServerTls>,
     /// Authentication and ACLs (`serve --auth`); `None` serves every connection unchecked.
     pub security: Option<Arc<crate::auth::Security>>,
+    /// The memory request frames are read into, all connections of all listeners together
+    /// (`serve --max-buffer-bytes`; clones of this config share it). A frame waits for its
+    /// share (the connection stops reading) and is refused with `RESOURCE_EXHAUSTED` after
+    /// `buffer_wait`, or at once when it is larger than the whole budget.
+    pub memory_budget: memory_budget::MemoryBudget,
+    /// Longest a frame waits for its share of `memory_budget`.
+    pub buffer_wait: Duration,
 }
 
 impl Default for ServerConfig {
@@ -87,6 +96,10 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
             tls: None,
             security: None,
+            memory_budget: memory_budget::MemoryBudget::new(
+                memory_budget::DEFAULT_MAX_BUFFER_BYTES,
+            ),
+            buffer_wait: Duration::from_millis(memory_budget::DEFAULT_BUFFER_WAIT_MS),
         }
     }
 }
@@ -167,6 +180,8 @@ pub async fn run_with_kafka(
     }
     shutdown.await;
     info!("shutting down: draining connections");
+    // Pending long polls answer now, so draining does not wait for their max_wait.
+    service.begin_shutdown();
     // Every accept loop and connection sees the signal; a send error only means none is left.
     let _ = stop.send(());
     for accept in accepting {
@@ -196,12 +211,25 @@ pub async fn accept_loop<P: Protocol>(
 ) {
     let mut tasks = JoinSet::new();
     let metrics = service.metrics().listener(protocol.name(), P::api_name);
+    let mut spare = descriptors::SpareDescriptor::new();
     loop {
         tokio::select! {
             _ = stop.recv() => break,
             accepted = listener.accept() => {
                 let (socket, peer) = match accepted {
                     Ok(pair) => pair,
+                    Err(error) if descriptors::is_out_of_descriptors(&error) && spare.release() => {
+                        // Out of descriptors: refuse the waiting client with the spare's.
+                        debug!(%error, protocol = protocol.name(), "out of file descriptors; refusing a connection if one waits");
+                        // EMFILE says nothing about the backlog: take a waiting client if there
+                        // is one, never wait for one without the spare.
+                        if let Some(Ok((socket, peer))) = futures::FutureExt::now_or_never(listener.accept()) {
+                            metrics.connection_refused();
+                            connection::refuse(Arc::clone(&protocol), socket, peer, config.max_connections).await;
+                        }
+                        spare.restore();
+                        continue;
+                    }
                     Err(error) => {
                         // Out of descriptors and the like: back off instead of spinning.
                         warn!(%error, protocol = protocol.name(), "accept failed");

@@ -85,6 +85,13 @@ pub trait Protocol: Send + Sync + 'static {
     /// The answer to a connection beyond the server's limit, if the protocol has one.
     fn too_many_connections(&self, max_connections: usize) -> Option<Self::Response>;
 
+    /// The answer to a request frame the server's memory budget cannot take (see
+    /// [`super::memory_budget`]; the connection closes after it), if the protocol has one.
+    fn resource_exhausted(&self, message: &str) -> Option<Self::Response> {
+        let _ = message;
+        None
+    }
+
     /// Encodes a response as a list of byte chunks (written with one vectored write), small
     /// parts built in `scratch`. A response that cannot be encoded within `max_frame_bytes` is
     /// replaced by an error the client can read, or, where the protocol has none, nothing is

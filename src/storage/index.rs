@@ -63,7 +63,8 @@ fn encode(entries: &[IndexEntry]) -> Vec<u8> {
 #[derive(Debug)]
 pub struct IndexWriter {
     path: PathBuf,
-    file: File,
+    /// Opened on the first entry written, so an idle partition holds no descriptor.
+    file: Option<File>,
     entries: SharedEntries,
     interval_bytes: usize,
     bytes_since_entry: usize,
@@ -83,11 +84,10 @@ impl IndexWriter {
         if rewritten {
             std::fs::write(path, encode(&entries))?;
         }
-        let file = OpenOptions::new().append(true).open(path)?;
         Ok((
             Self {
                 path: path.to_path_buf(),
-                file,
+                file: None,
                 entries: Arc::new(RwLock::new(entries)),
                 interval_bytes: interval_bytes.max(1),
                 bytes_since_entry,
@@ -118,7 +118,10 @@ impl IndexWriter {
                 .write()
                 .expect("index lock poisoned")
                 .push(entry);
-            if let Err(error) = self.file.write_all(&encode(&[entry])) {
+            if let Err(error) = self
+                .file()
+                .and_then(|file| file.write_all(&encode(&[entry])))
+            {
                 tracing::warn!(index = %self.path.display(), %error, "could not write index entry; the index file will be rebuilt on the next open");
             }
             self.bytes_since_entry = 0;
@@ -126,9 +129,21 @@ impl IndexWriter {
         self.bytes_since_entry += batch_bytes;
     }
 
-    /// Makes the index file durable (on seal and close; recovery rebuilds it otherwise).
+    /// The index file, opened for appending on first use.
+    fn file(&mut self) -> io::Result<&mut File> {
+        if self.file.is_none() {
+            self.file = Some(OpenOptions::new().append(true).open(&self.path)?);
+        }
+        Ok(self.file.as_mut().expect("opened above"))
+    }
+
+    /// Makes the index file durable (on seal and close; recovery rebuilds it otherwise). Nothing
+    /// to do when no entry was written through this writer.
     pub fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
+        match &self.file {
+            Some(file) => file.sync_data(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -17,38 +17,82 @@
 //! see is ever written again: a shared slice never aliases a write. The writer may *rewind*
 //! `written` (recovery cuts a torn tail) only down to `visible`, never below it.
 //!
+//! # Reserved space: why a write can never meet a hole
+//!
+//! A segment's map is `capacity` bytes long (the segment size), but its file is not: the file
+//! holds only the bytes *reserved* so far, `[0, reserved)`, allocated with `fallocate` in chunks
+//! of [`RESERVE_CHUNK_BYTES`] as the writer crosses into unreserved space (so an empty partition
+//! costs no disk, and a topic of thousands of partitions does not claim `partitions x
+//! segment_bytes` at once). Three more invariants keep that sound:
+//!
+//! * `written <= reserved <= file length`: [`MapWriter::append`] reserves first (a full disk is
+//!   an `ENOSPC` of that `fallocate`, returned as an error of the append that needed it, with
+//!   nothing written) and only then writes, so every written byte lies in allocated blocks and a
+//!   later `msync` never has to allocate one. Nothing is ever written through the map itself,
+//!   which is what turns a hole on a full disk into `SIGBUS` elsewhere.
+//! * Readers only touch `[0, visible)`, and `visible <= written`: no access of the map reaches
+//!   a page past the end of the file (which would be `SIGBUS`); the mapping's length beyond the
+//!   file is address space only.
+//! * Recovery may shorten the file (a cut) only before the map exists.
+//!
 //! What we cannot enforce in code: another process truncating the file while it is mapped would
-//! turn reads into SIGBUS. The server owns its data directory exclusively (a lock file), and the
-//! files are preallocated to full length before they are mapped, so the mapping never extends past
-//! the end of the file.
+//! turn reads into SIGBUS. The server owns its data directory exclusively (a lock file).
+//!
+//! # Descriptors
+//!
+//! The map does not need its file open. A [`MapWriter`] opens the file on its first append
+//! (and keeps it for the next ones), so a partition at rest holds no descriptor: ten thousand
+//! idle partitions do not need ten thousand open files.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
-/// Allocates real disk blocks for `[0, len)` of `file`, so appends never hit a sparse hole (and a
-/// full disk is reported when the segment is created, not as SIGBUS on a later write to the map).
+/// How much disk a segment reserves at a time, ahead of its write position (see the module
+/// documentation). Large enough that an append rarely waits for a `fallocate` (one per MiB of
+/// log), small enough that an empty or barely used partition costs almost nothing.
+pub const RESERVE_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Allocates real disk blocks for `[from, to)` of `file` (growing the file to at least `to`),
+/// so appends never hit a sparse hole (and a full disk is reported by this call, not as SIGBUS
+/// on a later access).
 #[allow(unsafe_code)]
-pub fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    let len = libc::off_t::try_from(len).map_err(|_| io::Error::other("segment too large"))?;
+pub fn reserve(file: &File, from: u64, to: u64) -> io::Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    let offset = libc::off_t::try_from(from).map_err(|_| io::Error::other("segment too large"))?;
+    let len =
+        libc::off_t::try_from(to - from).map_err(|_| io::Error::other("segment too large"))?;
     // SAFETY: `fallocate` only reads its integer arguments; the descriptor is valid for the life
     // of `file`, which outlives the call.
-    let result = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    let result = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
     if result == 0 {
         return Ok(());
     }
     let error = io::Error::last_os_error();
     match error.raw_os_error() {
         // Filesystems without fallocate (tmpfs on old kernels, some overlays): fall back to
-        // extending the file; the writes fault in pages anyway.
-        Some(libc::EOPNOTSUPP) => file.set_len(len as u64),
+        // extending the file; the writes allocate their pages anyway.
+        Some(libc::EOPNOTSUPP) if file.metadata()?.len() < to => file.set_len(to),
+        Some(libc::EOPNOTSUPP) => Ok(()),
         _ => Err(error),
     }
+}
+
+/// Where the reservation must reach for a write ending at `end`: the next chunk boundary,
+/// never past `capacity`.
+fn reservation_for(end: usize, capacity: usize) -> usize {
+    end.div_ceil(RESERVE_CHUNK_BYTES)
+        .saturating_mul(RESERVE_CHUNK_BYTES)
+        .min(capacity)
+        .max(end)
 }
 
 /// State shared by the writer and all readers of one segment's map.
@@ -63,8 +107,12 @@ pub struct MapInner {
 #[derive(Debug)]
 pub struct MapWriter {
     inner: Arc<MapInner>,
-    /// The segment file, for `pwritev`.
-    file: File,
+    /// The segment file's path, to open it on the first append.
+    path: PathBuf,
+    /// The segment file, for `pwritev` and `fallocate`: opened on the first append.
+    file: Option<File>,
+    /// Bytes `[0, reserved)` of the file are allocated (the file is at least this long).
+    reserved: usize,
 }
 
 /// A reader of a segment map: reads only the published prefix.
@@ -91,12 +139,20 @@ impl AsRef<[u8]> for MapSlice {
 }
 
 impl MapWriter {
-    /// Maps `len` bytes of `file` (which must already be at least that long) for writing.
-    /// `written` and `visible` start at `valid_len`: the recovered data is readable at once.
-    pub fn map(file: &File, len: usize, valid_len: usize) -> io::Result<Self> {
+    /// Maps `len` bytes of the segment file at `path` for writing (the file may be shorter: see
+    /// the module documentation). `reserved` is the file's length (every byte of it allocated),
+    /// `written` and `visible` start at `valid_len`: the recovered data is readable at once. The
+    /// file is opened again on the first append; `file` is not kept.
+    pub fn map(
+        file: &File,
+        path: &Path,
+        len: usize,
+        reserved: usize,
+        valid_len: usize,
+    ) -> io::Result<Self> {
         assert!(
-            valid_len <= len,
-            "valid length {valid_len} beyond map length {len}"
+            valid_len <= reserved.min(len),
+            "valid length {valid_len} beyond the reserved {reserved} or mapped {len} bytes"
         );
         let raw = MmapOptions::new().len(len).map_raw(file)?;
         Ok(Self {
@@ -105,8 +161,36 @@ impl MapWriter {
                 written: AtomicUsize::new(valid_len),
                 visible: AtomicUsize::new(valid_len),
             }),
-            file: file.try_clone()?,
+            path: path.to_path_buf(),
+            file: None,
+            reserved,
         })
+    }
+
+    /// The segment file, opened on first use.
+    fn file(&mut self) -> io::Result<&File> {
+        if self.file.is_none() {
+            self.file = Some(OpenOptions::new().read(true).write(true).open(&self.path)?);
+        }
+        Ok(self.file.as_ref().expect("opened above"))
+    }
+
+    /// Makes sure `[0, end)` is reserved, growing the reservation by whole chunks.
+    fn reserve_up_to(&mut self, end: usize) -> io::Result<()> {
+        if end <= self.reserved {
+            return Ok(());
+        }
+        let target = reservation_for(end, self.capacity());
+        let from = self.reserved as u64;
+        reserve(self.file()?, from, target as u64)?;
+        self.reserved = target;
+        Ok(())
+    }
+
+    /// Bytes of the file reserved so far.
+    #[cfg(test)]
+    pub fn reserved(&self) -> usize {
+        self.reserved
     }
 
     /// A new reader handle.
@@ -143,6 +227,9 @@ impl MapWriter {
         else {
             return Ok(None);
         };
+        // Reserve before writing: a full disk fails here, with nothing written.
+        self.reserve_up_to(end)?;
+        let descriptor = self.file()?.as_raw_fd();
         let mut done = 0;
         while done < total {
             let (first, second) = if done < head.len() {
@@ -162,12 +249,11 @@ impl MapWriter {
             ];
             let offset = libc::off_t::try_from(position + done).map_err(io::Error::other)?;
             // SAFETY: both iovecs point into live slices of the stated lengths, which the kernel
-            // only reads; the descriptor is valid for the life of `self.file`. The file range
+            // only reads; the descriptor is `self.file`'s, which lives as long as `self`. The file range
             // written, `[position, end)`, is at or beyond `written >= visible`, so no reader holds
             // a slice of the mapped bytes it changes, and `&mut self` on the only writer means no
             // other write to the segment is in progress.
-            let written =
-                unsafe { libc::pwritev(self.file.as_raw_fd(), vectors.as_ptr(), 2, offset) };
+            let written = unsafe { libc::pwritev(descriptor, vectors.as_ptr(), 2, offset) };
             if written < 0 {
                 let error = io::Error::last_os_error();
                 if error.kind() == io::ErrorKind::Interrupted {
@@ -211,8 +297,9 @@ impl MapReader {
         if start > end || end > self.visible() {
             return None;
         }
-        // SAFETY: `[start, end)` is inside `[0, visible)`, which is never written again, and the
-        // returned borrow keeps `self` (and so the mapping) alive.
+        // SAFETY: `[start, end)` is inside `[0, visible)`, which is never written again and lies
+        // inside the file (`visible <= written <= reserved <= file length`, so no page past its
+        // end is touched), and the returned borrow keeps `self` (and so the mapping) alive.
         Some(unsafe { std::slice::from_raw_parts(self.inner.raw.as_ptr().add(start), end - start) })
     }
 
@@ -255,4 +342,47 @@ pub fn with_file_bytes<T>(file: &File, len: usize, f: impl FnOnce(&[u8]) -> T) -
     // has a writer, and the data directory is locked against other processes).
     let bytes = unsafe { std::slice::from_raw_parts(raw.as_ptr(), len) };
     Ok(f(bytes))
+}
+
+#[cfg(all(test, not(fencelog_loom)))]
+mod tests {
+    use super::*;
+
+    /// The reservation reaches the next chunk boundary, never beyond the map, never short of the
+    /// write.
+    #[test]
+    fn reservation_grows_by_chunks_within_the_capacity() {
+        let chunk = RESERVE_CHUNK_BYTES;
+        assert_eq!(reservation_for(1, 64 * chunk), chunk);
+        assert_eq!(reservation_for(chunk, 64 * chunk), chunk);
+        assert_eq!(reservation_for(chunk + 1, 64 * chunk), 2 * chunk);
+        assert_eq!(reservation_for(4000, 4096), 4096);
+        assert_eq!(reservation_for(5000, 4096), 5000);
+    }
+
+    /// An append into a file shorter than its map reserves a chunk first, then writes: the file
+    /// grows by whole chunks, the bytes read back through the map.
+    #[test]
+    fn appends_reserve_ahead_of_the_write_position() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("segment");
+        let file = File::create_new(&path).unwrap();
+        let capacity = 4 * RESERVE_CHUNK_BYTES;
+        let mut writer = MapWriter::map(&file, &path, capacity, 0, 0).unwrap();
+        drop(file);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        assert_eq!(writer.append(b"head", b"tail").unwrap(), Some(0));
+        assert_eq!(writer.reserved(), RESERVE_CHUNK_BYTES);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            RESERVE_CHUNK_BYTES as u64
+        );
+        let big = vec![7u8; RESERVE_CHUNK_BYTES];
+        assert_eq!(writer.append(&big, &[]).unwrap(), Some(8));
+        assert_eq!(writer.reserved(), 2 * RESERVE_CHUNK_BYTES);
+        let reader = writer.reader();
+        reader.publish(writer.written());
+        assert_eq!(reader.bytes(0, 8).unwrap(), b"headtail");
+        assert_eq!(reader.bytes(8, 9).unwrap(), [7]);
+    }
 }

@@ -119,6 +119,30 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// What ran out, when the error is the operating system refusing for lack of a resource
+    /// (descriptors, disk space, memory) rather than anything wrong with the data: such a failure
+    /// changed nothing and may pass, so it is answered as retriable.
+    pub fn exhausted_resource(&self) -> Option<&'static str> {
+        let StorageError::Io { source, .. } = self else {
+            return None;
+        };
+        exhausted_resource(source)
+    }
+}
+
+/// The resource an OS error says is exhausted, if it says so.
+pub fn exhausted_resource(error: &std::io::Error) -> Option<&'static str> {
+    match error.raw_os_error()? {
+        libc::EMFILE => Some("the server's open-file limit (ulimit -n) is reached"),
+        libc::ENFILE => Some("the system's open-file table is full"),
+        libc::ENOSPC => Some("the disk is full"),
+        libc::EDQUOT => Some("the disk quota is exceeded"),
+        libc::ENOMEM => Some("the server is out of memory"),
+        _ => None,
+    }
+}
+
 /// Wraps an OS error with what storage was doing when it happened.
 pub(crate) fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> StorageError {
     move |source| StorageError::Io {

@@ -761,6 +761,30 @@ impl Partition {
         Ok(result)
     }
 
+    /// Checks the batches of the segments opened at startup without a scan (below the recovery
+    /// point: see `recovery`), one segment at a time, while `keep_going` says so; returns how
+    /// many segments it checked. Reads never wait for this: they check every unchecked batch they
+    /// serve. A corrupt batch found here is logged and stays refused on read.
+    pub fn verify_unscanned_segments(&self, keep_going: impl Fn() -> bool) -> usize {
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .expect("segments lock poisoned")
+            .clone();
+        let mut checked = 0;
+        for segment in segments.iter().filter(|segment| !segment.is_verified()) {
+            if !keep_going() {
+                break;
+            }
+            checked += 1;
+            if let Err(corruption) = segment.verify() {
+                tracing::error!(partition = %self.name, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch in a sealed segment: refused on read; restore the file from a backup");
+            }
+        }
+        checked
+    }
+
     /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
     /// The active segment is never deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {

@@ -1,6 +1,11 @@
 //! Recovery: turning the segment files found in a partition directory back into a log.
 //!
-//! Every open recovers; there is no clean-shutdown marker to trust instead. Recovery walks the
+//! Every open recovers; there is no clean-shutdown marker to trust instead, but the recovery
+//! point is one for the segments below it: those were synced whole, so they are opened without
+//! reading their data ([`ActiveSegment::open_sealed`]: the end of the data from the index, the
+//! batches checked on first read or in the background) and only the segments after it are
+//! scanned. Startup time so grows with the data written since the last sync, not with the data
+//! kept. Recovery walks the
 //! segments in base offset order and keeps the longest prefix that can be the log that was
 //! written, so that an acknowledged record is never lost and a corrupt batch is never served.
 //! What it may do to a damaged segment depends on the recovery point (see [`super::seal`]): a
@@ -33,6 +38,8 @@ pub struct RecoveryReport {
     pub segments_deleted: usize,
     /// Index files rebuilt.
     pub indexes_rebuilt: usize,
+    /// Segments below the recovery point opened without a scan (checked later).
+    pub segments_opened_lazily: usize,
     /// The epoch installed: max of the checkpoint and the log.
     pub epoch: u64,
     /// Offsets of sealed segments that failed their checks: refused on read, nothing cut.
@@ -124,6 +131,8 @@ struct SegmentEnd {
     segment: PathBuf,
     position: usize,
     invalid: Option<String>,
+    /// Opened without a scan: what follows its data was not looked at.
+    lazily: bool,
 }
 
 impl SegmentEnd {
@@ -131,6 +140,7 @@ impl SegmentEnd {
         Self {
             next_offset: recovered.scan.next_offset,
             trusted,
+            lazily: recovered.lazily,
             segment: recovered.segment.reader().path().to_path_buf(),
             position: recovered.scan.valid_bytes,
             invalid: recovered
@@ -193,7 +203,9 @@ impl Recovery<'_> {
                 );
                 return Ok(index);
             }
-            let recovered = recover_segment(self.directory, base, self.options, trusted)?;
+            let next_base = bases.get(index + 1).copied();
+            let recovered =
+                recover_segment(self.directory, base, self.options, trusted, next_base)?;
             self.count_segment(&recovered);
             let goes_backwards = first_epoch_goes_backwards(&recovered, self.epoch_in_log);
             self.record_invalid_batch(&recovered, trusted);
@@ -227,6 +239,7 @@ impl Recovery<'_> {
         self.report.segments += 1;
         self.report.batches += recovered.scan.batches;
         self.report.indexes_rebuilt += usize::from(recovered.index_rebuilt);
+        self.report.segments_opened_lazily += usize::from(recovered.lazily);
     }
 
     /// An invalid batch is logged where it was found. In a segment the recovery point does not
@@ -310,15 +323,25 @@ fn segment_overlaps_previous(previous: Option<&SegmentEnd>, base: u64) -> Option
     previous.filter(|end| base < end.next_offset)
 }
 
-/// Opens and scans a segment. One the recovery point does not cover may end in a torn write:
-/// it is cut at its first invalid batch (the tail zeroed, so no old byte is adopted later). A
-/// trusted one is left exactly as found: damage there is corruption, refused rather than cut.
+/// Opens a segment. One the recovery point does not cover is scanned and may end in a torn
+/// write: it is cut at its first invalid batch (the tail zeroed, so no old byte is adopted
+/// later). A trusted one is opened without a scan when its index leads to exactly where the next
+/// segment begins, and scanned otherwise; it is left exactly as found either way: damage there is
+/// corruption, refused rather than cut.
 fn recover_segment(
     directory: &Path,
     base: u64,
     options: SegmentOptions,
     trusted: bool,
+    next_base: Option<u64>,
 ) -> Result<Recovered, StorageError> {
+    if let (true, Some(next_base)) = (trusted, next_base) {
+        if let Some(opened) = ActiveSegment::open_sealed(directory, base, options, next_base)
+            .map_err(io_error("open sealed segment"))?
+        {
+            return Ok(opened);
+        }
+    }
     ActiveSegment::recover(directory, base, options, !trusted).map_err(io_error("recover segment"))
 }
 
@@ -352,13 +375,15 @@ fn torn_segment_ends_log(recovered: &Recovered, trusted: bool) -> bool {
 }
 
 /// When the walk stopped before the last segment (`segments_refused`) and the last kept segment
-/// is a trusted one with damage, that damaged sealed segment is now the last one of the log, and
-/// must be treated as such (see [`Recovery::recut_damaged_last_segment`]).
+/// is a trusted one with damage, or one opened without a scan (what follows its data was never
+/// looked at), that sealed segment is now the last one of the log, and must be scanned and
+/// treated as such (see [`Recovery::recut_damaged_last_segment`]).
 fn damaged_sealed_segment_became_last(
     segments_refused: bool,
     last_kept: Option<&SegmentEnd>,
 ) -> bool {
-    segments_refused && last_kept.is_some_and(|end| end.trusted && end.invalid.is_some())
+    segments_refused
+        && last_kept.is_some_and(|end| end.trusted && (end.invalid.is_some() || end.lazily))
 }
 
 /// Segments after a cut (or refused by a rule) are deleted, files and all, and the directory is
@@ -410,6 +435,7 @@ fn log_outcome(name: &str, report: &RecoveryReport) {
         info!(
             partition = name,
             segments = report.segments,
+            unscanned = report.segments_opened_lazily,
             batches = report.batches,
             epoch = report.epoch,
             "opened partition"
@@ -455,6 +481,7 @@ mod tests {
             segment: PathBuf::from("00000000000000000000.log"),
             position: 100,
             invalid: invalid.map(str::to_string),
+            lazily: false,
         }
     }
 
@@ -508,6 +535,12 @@ mod tests {
             Some(&end(10, false, Some("torn")))
         ));
         assert!(!damaged_sealed_segment_became_last(true, None));
+        let unscanned = SegmentEnd {
+            lazily: true,
+            ..end(10, true, None)
+        };
+        assert!(damaged_sealed_segment_became_last(true, Some(&unscanned)));
+        assert!(!damaged_sealed_segment_became_last(false, Some(&unscanned)));
     }
 
     /// The installed epoch never goes below the checkpoint's or the log's.

@@ -1,9 +1,13 @@
-//! One segment: a preallocated, memory-mapped file of whole batches, named by its base offset,
-//! with its sparse index beside it.
+//! One segment: a memory-mapped file of whole batches, reserved on disk in chunks as it fills
+//! (see [`super::mmap`]), named by its base offset, with its sparse index beside it.
 //!
 //! The writer side ([`ActiveSegment`]) copies validated batches at the tail; the reader side
 //! ([`SegmentReader`]) serves zero-copy slices of the published prefix. [`ActiveSegment::recover`] finds the
 //! valid prefix of a segment file after a crash by walking and CRC-checking every batch.
+//! [`ActiveSegment::open_sealed`] opens a segment that was synced whole without reading it: it
+//! finds the end of the data from the index's last entry, and the batches are checked later
+//! (on first read, as every read of unchecked bytes is, or by [`SegmentReader::verify`] in the
+//! background), so a restart does not read the data it keeps.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -70,7 +74,7 @@ pub fn scan(bytes: &[u8], base_offset: u64, index_interval_bytes: usize) -> Scan
         max_timestamp: i64::MIN,
         index: IndexBuilder::new(index_interval_bytes),
         invalid: None,
-        data_end: bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1),
+        data_end: data_end(bytes),
     };
     let mut position = 0;
     while position < result.data_end {
@@ -119,6 +123,29 @@ pub fn scan(bytes: &[u8], base_offset: u64, index_interval_bytes: usize) -> Scan
     }
     result
 }
+
+/// Position after the last non-zero byte of `bytes` (0 if all are zero). Reads the tail a block
+/// at a time with a branch-free OR per block (which the compiler vectorizes): a zero tail of a
+/// reserved chunk, or of a segment preallocated whole by an older version, costs a memory read
+/// rather than a byte-by-byte search.
+pub fn data_end(bytes: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let mut end = bytes.len();
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let block = &bytes[start..end];
+        if block.iter().fold(0u8, |acc, byte| acc | byte) != 0 {
+            return start + block.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+        }
+        end = start;
+    }
+    0
+}
+
+/// `max_timestamp` of a segment opened without reading its batches, until verification finds
+/// the real one: the largest value, so that retention by age never deletes a segment whose age
+/// it does not know, and timestamp lookups never skip it.
+const UNKNOWN_MAX_TIMESTAMP: i64 = i64::MAX;
 
 /// The read side of a segment, shared by fetches.
 #[derive(Debug)]
@@ -239,6 +266,45 @@ impl SegmentReader {
     }
 }
 
+impl SegmentReader {
+    /// Whether every published batch was checked by this process (written after validation, or
+    /// scanned at open or by [`SegmentReader::verify`]).
+    pub fn is_verified(&self) -> bool {
+        self.verified.load(Ordering::Acquire) >= self.map.visible()
+    }
+
+    /// Checks every published batch not yet checked (length, CRC, structure, offsets, epochs),
+    /// as the recovery scan does, and learns the segment's largest timestamp. For segments
+    /// opened without a scan ([`ActiveSegment::open_sealed`]); reads check unverified bytes
+    /// themselves, so this only moves the cost off the first reads and lets retention by age
+    /// see the segment's real age. A corrupt batch is reported, and stays refused on read.
+    pub fn verify(&self) -> Result<(), ReadCorruption> {
+        if self.is_verified() {
+            return Ok(());
+        }
+        let visible = self.map.visible();
+        let bytes = self.map.bytes(0, visible).expect("visible");
+        let scan = scan(bytes, self.base_offset, usize::MAX);
+        if let Some((position, reason)) = scan.invalid {
+            return Err(ReadCorruption {
+                path: self.path.clone(),
+                position,
+                offset: scan.next_offset,
+                reason,
+            });
+        }
+        self.verified.fetch_max(scan.valid_bytes, Ordering::AcqRel);
+        // Only the placeholder is replaced: a known timestamp is never lowered.
+        let _ = self.max_timestamp.compare_exchange(
+            UNKNOWN_MAX_TIMESTAMP,
+            scan.max_timestamp,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        Ok(())
+    }
+}
+
 /// The write side of the partition's newest segment.
 #[derive(Debug)]
 pub struct ActiveSegment {
@@ -251,7 +317,7 @@ pub struct ActiveSegment {
 /// Options a segment is opened with.
 #[derive(Debug, Clone, Copy)]
 pub struct SegmentOptions {
-    /// Size to preallocate and map.
+    /// Size to map (disk is reserved in chunks as the segment fills).
     pub segment_bytes: u64,
     /// Index spacing.
     pub index_interval_bytes: usize,
@@ -266,11 +332,13 @@ pub struct Recovered {
     pub scan: ScanResult,
     /// Whether the index file had to be rebuilt.
     pub index_rebuilt: bool,
+    /// Opened without a scan ([`ActiveSegment::open_sealed`]): its batches are checked later.
+    pub lazily: bool,
 }
 
 impl ActiveSegment {
-    /// Creates a new, empty segment file at `base_offset` in `directory`: preallocated, mapped.
-    /// The caller fsyncs the directory.
+    /// Creates a new, empty segment file at `base_offset` in `directory`, mapped; it reserves
+    /// disk as it fills. The caller fsyncs the directory.
     pub fn create(directory: &Path, base_offset: u64, options: SegmentOptions) -> io::Result<Self> {
         let path = directory.join(log_file_name(base_offset));
         let file = OpenOptions::new()
@@ -279,7 +347,6 @@ impl ActiveSegment {
             .create_new(true)
             .open(&path)?;
         let finish = || {
-            mmap::preallocate(&file, options.segment_bytes)?;
             let (index, _) = IndexWriter::open(
                 &directory.join(index_file_name(base_offset)),
                 Vec::new(),
@@ -289,10 +356,14 @@ impl ActiveSegment {
             Self::from_parts(
                 path.clone(),
                 &file,
-                options.segment_bytes,
+                Layout {
+                    map_len: options.segment_bytes,
+                    reserved: 0,
+                    valid_bytes: 0,
+                    verified: 0,
+                },
                 base_offset,
                 index,
-                0,
                 base_offset,
                 i64::MIN,
             )
@@ -325,15 +396,17 @@ impl ActiveSegment {
         let scan = mmap::with_file_bytes(&file, file_len, |bytes| {
             scan(bytes, base_offset, options.index_interval_bytes)
         })?;
-        let map_len = (file_len as u64).max(options.segment_bytes);
+        let mut file_len = file_len;
         if cut_tail && scan.data_end > scan.valid_bytes {
-            // Cut: drop the blocks after the valid prefix, then allocate them again (as zeros).
+            // Cut: drop the blocks after the valid prefix; appends reserve (zeroed) space again
+            // as they need it, so no old byte can be adopted by a later scan.
             file.set_len(scan.valid_bytes as u64)?;
             file.sync_all()?;
+            file_len = scan.valid_bytes;
         }
-        if file.metadata()?.len() < map_len {
-            mmap::preallocate(&file, map_len)?;
-        }
+        // Files of older versions were preallocated whole, and may be longer than the setting
+        // now: map what is there, or the segment size, whichever is larger.
+        let map_len = (file_len as u64).max(options.segment_bytes);
         let (index, index_rebuilt) = IndexWriter::open(
             &directory.join(index_file_name(base_offset)),
             scan.index.entries.clone(),
@@ -343,10 +416,14 @@ impl ActiveSegment {
         let segment = Self::from_parts(
             path,
             &file,
-            map_len,
+            Layout {
+                map_len,
+                reserved: file_len,
+                valid_bytes: scan.valid_bytes,
+                verified: scan.valid_bytes,
+            },
             base_offset,
             index,
-            scan.valid_bytes,
             scan.next_offset,
             scan.max_timestamp,
         )?;
@@ -354,29 +431,104 @@ impl ActiveSegment {
             segment,
             scan,
             index_rebuilt,
+            lazily: false,
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Opens a segment that was synced whole (below the recovery point) without reading its
+    /// batches: the end of its data is found by walking batch headers from the index's last
+    /// entry, and must be exactly where the next segment, at `next_base`, begins. `Ok(None)` when
+    /// that cannot be established (no or damaged index, a header out of line, another end): the
+    /// caller then scans the segment whole, as before. The batches' CRCs are checked later (see
+    /// [`SegmentReader::verify`]); until then reads check each batch they serve.
+    pub fn open_sealed(
+        directory: &Path,
+        base_offset: u64,
+        options: SegmentOptions,
+        next_base: u64,
+    ) -> io::Result<Option<Recovered>> {
+        let index_path = directory.join(index_file_name(base_offset));
+        let Some(entries) = fs::read(&index_path)
+            .ok()
+            .and_then(|bytes| index::decode(&bytes))
+        else {
+            return Ok(None);
+        };
+        let path = directory.join(log_file_name(base_offset));
+        // Read and write: the segment's map is shared and writable (see `mmap`).
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file_len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+        let start = entries.last().copied().unwrap_or(index::IndexEntry {
+            relative_offset: 0,
+            position: 0,
+        });
+        let Some(walk) = mmap::with_file_bytes(&file, file_len, |bytes| {
+            walk_headers(bytes, base_offset, start)
+        })?
+        .filter(|walk| walk.next_offset == next_base) else {
+            return Ok(None);
+        };
+        let map_len = (file_len as u64).max(options.segment_bytes);
+        let bytes_since_entry = walk.end - start.position as usize;
+        let (index, index_rebuilt) = IndexWriter::open(
+            &index_path,
+            entries.clone(),
+            options.index_interval_bytes,
+            bytes_since_entry,
+        )?;
+        let segment = Self::from_parts(
+            path,
+            &file,
+            Layout {
+                map_len,
+                reserved: file_len,
+                valid_bytes: walk.end,
+                verified: 0,
+            },
+            base_offset,
+            index,
+            walk.next_offset,
+            UNKNOWN_MAX_TIMESTAMP,
+        )?;
+        let mut index_entries = IndexBuilder::new(options.index_interval_bytes);
+        index_entries.entries = entries;
+        index_entries.bytes_since_entry = bytes_since_entry;
+        let scan = ScanResult {
+            valid_bytes: walk.end,
+            next_offset: walk.next_offset,
+            batches: walk.batches,
+            last_epoch: walk.last_epoch,
+            max_timestamp: UNKNOWN_MAX_TIMESTAMP,
+            index: index_entries,
+            invalid: None,
+            data_end: walk.end,
+        };
+        Ok(Some(Recovered {
+            segment,
+            scan,
+            index_rebuilt,
+            lazily: true,
+        }))
+    }
+
     fn from_parts(
         path: PathBuf,
         file: &File,
-        map_len: u64,
+        layout: Layout,
         base_offset: u64,
         index: IndexWriter,
-        valid_bytes: usize,
         next_offset: u64,
         max_timestamp: i64,
     ) -> io::Result<Self> {
-        let map_len = usize::try_from(map_len).map_err(io::Error::other)?;
-        let map = MapWriter::map(file, map_len, valid_bytes)?;
+        let map_len = usize::try_from(layout.map_len).map_err(io::Error::other)?;
+        let map = MapWriter::map(file, &path, map_len, layout.reserved, layout.valid_bytes)?;
         let reader = std::sync::Arc::new(SegmentReader {
             base_offset,
             path,
             map: map.reader(),
             index: index.shared(),
             max_timestamp: AtomicI64::new(max_timestamp),
-            verified: AtomicUsize::new(valid_bytes),
+            verified: AtomicUsize::new(layout.verified),
             deleted: AtomicBool::new(false),
         });
         Ok(Self {
@@ -435,6 +587,62 @@ impl ActiveSegment {
     pub fn sync_index(&self) -> io::Result<()> {
         self.index.sync()
     }
+}
+
+/// How a segment's file and map are laid out when it is opened.
+struct Layout {
+    /// Bytes to map (at least the file's length).
+    map_len: u64,
+    /// The file's length: bytes already reserved on disk.
+    reserved: usize,
+    /// Bytes of whole batches from the start.
+    valid_bytes: usize,
+    /// Bytes already checked by this process (reads check the rest).
+    verified: usize,
+}
+
+/// Where a header walk ended.
+struct HeaderWalk {
+    /// Position after the last batch.
+    end: usize,
+    /// Offset after the last batch.
+    next_offset: u64,
+    /// Epoch of the last batch (the highest: epochs never decrease with offset).
+    last_epoch: u64,
+    /// Batches walked (from the start entry on).
+    batches: u64,
+}
+
+/// Walks batch headers (not their CRCs) from an index entry to the end of the data: each batch
+/// must start where the previous one ends with the next offset, fit in the file, and not lower
+/// the epoch. `None` if one does not: the caller scans the segment whole instead.
+fn walk_headers(bytes: &[u8], base_offset: u64, start: index::IndexEntry) -> Option<HeaderWalk> {
+    let mut position = start.position as usize;
+    let mut walk = HeaderWalk {
+        end: position,
+        next_offset: base_offset.checked_add(u64::from(start.relative_offset))?,
+        last_epoch: 0,
+        batches: 0,
+    };
+    if position > bytes.len() {
+        return None;
+    }
+    while let Some(header) = BatchHeader::parse(&bytes[position..]) {
+        if header.batch_length == 0 {
+            break;
+        }
+        let length = header.batch_length as usize;
+        let fits = length >= HEADER_BYTES && position + length <= bytes.len();
+        if !fits || header.base_offset != walk.next_offset || header.epoch < walk.last_epoch {
+            return None;
+        }
+        walk.next_offset = header.next_offset();
+        walk.last_epoch = header.epoch;
+        walk.batches += 1;
+        position += length;
+        walk.end = position;
+    }
+    Some(walk)
 }
 
 /// Removes a segment's files (retention, or a cut during recovery).

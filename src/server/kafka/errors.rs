@@ -23,6 +23,7 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
         BrokerError::TopicExists(_) => ResponseError::TopicAlreadyExists,
         BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         BrokerError::Locked(_) | BrokerError::Io { .. } => ResponseError::KafkaStorageError,
+        BrokerError::PartitionUnavailable { .. } => ResponseError::KafkaStorageError,
         BrokerError::Storage(storage) => storage_error(storage),
         BrokerError::Lease(AuthorityError::Install { source, .. }) => storage_error(source),
         BrokerError::Lease(AuthorityError::Refused(_)) => ResponseError::ProducerFenced,

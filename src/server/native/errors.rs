@@ -15,6 +15,7 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
     match error {
         BrokerError::UnknownTopic(_) => plain(ErrorCode::UnknownTopic),
         BrokerError::UnknownPartition { .. } => plain(ErrorCode::UnknownPartition),
+        BrokerError::PartitionUnavailable { .. } => plain(ErrorCode::PartitionUnavailable),
         BrokerError::TopicExists(_) => plain(ErrorCode::TopicExists),
         BrokerError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
         BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
@@ -67,6 +68,12 @@ fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
 }
 
 fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
+    if let Some(resource) = error.exhausted_resource() {
+        return ErrorResponse::new(
+            ErrorCode::ResourceExhausted,
+            format!("{resource}; nothing was changed, retry later: {message}"),
+        );
+    }
     let plain = |code| ErrorResponse::new(code, message.clone());
     match error {
         StorageError::Fence(FenceError::Fenced { epoch, current }) => {

@@ -124,6 +124,13 @@ impl Protocol for NativeProtocol {
         ))
     }
 
+    fn resource_exhausted(&self, message: &str) -> Option<ResponseFrame> {
+        Some(ResponseFrame::error(
+            0,
+            ErrorResponse::new(ErrorCode::ResourceExhausted, message.to_string()),
+        ))
+    }
+
     fn encode(
         &self,
         response: ResponseFrame,
