@@ -160,6 +160,10 @@ pub struct SegmentReader {
     verified: AtomicUsize,
     /// Retention removed the segment: nothing is gained by syncing it any more.
     deleted: AtomicBool,
+    /// The first corrupt batch found by a read or a check of unchecked bytes (offset, position,
+    /// reason): offsets from it to the end of the segment are refused from then on, as recovery
+    /// refuses the damaged range of a segment it scanned.
+    corrupt: std::sync::Mutex<Option<(u64, usize, String)>>,
 }
 
 /// A corrupt batch found while reading.
@@ -219,6 +223,18 @@ impl SegmentReader {
         max_bytes: usize,
         high_watermark: u64,
     ) -> Result<Vec<Bytes>, ReadCorruption> {
+        if let Some((from, position, reason)) =
+            self.corrupt_from().filter(|(from, ..)| offset >= *from)
+        {
+            return Err(ReadCorruption {
+                path: self.path.clone(),
+                position,
+                offset,
+                reason: format!(
+                    "{reason}; offsets from {from} to the end of the segment are unreadable"
+                ),
+            });
+        }
         let relative = u32::try_from(offset.saturating_sub(self.base_offset)).unwrap_or(u32::MAX);
         let mut position = index::lookup(&self.index, relative);
         let visible = self.map.visible();
@@ -253,7 +269,14 @@ impl SegmentReader {
             let end = position + length;
             if end > self.verified.load(Ordering::Acquire) {
                 let bytes = self.map.bytes(position, end).expect("visible");
-                batch::validate(bytes, usize::MAX).map_err(|error| corrupt(error.to_string()))?;
+                if let Err(error) = batch::validate(bytes, usize::MAX) {
+                    self.record_corruption(header.base_offset, position, error.to_string());
+                    // The batches before it are served; the next read starts at the bad one.
+                    if !batches.is_empty() {
+                        break;
+                    }
+                    return Err(corrupt(error.to_string()));
+                }
                 if position <= self.verified.load(Ordering::Acquire) {
                     self.verified.fetch_max(end, Ordering::AcqRel);
                 }
@@ -267,6 +290,19 @@ impl SegmentReader {
 }
 
 impl SegmentReader {
+    /// Where the first corrupt batch found after open is, if one was.
+    fn corrupt_from(&self) -> Option<(u64, usize, String)> {
+        self.corrupt.lock().expect("corrupt lock poisoned").clone()
+    }
+
+    /// Records a corrupt batch at `offset` (the lowest found is kept).
+    fn record_corruption(&self, offset: u64, position: usize, reason: String) {
+        let mut corrupt = self.corrupt.lock().expect("corrupt lock poisoned");
+        if corrupt.as_ref().is_none_or(|(known, ..)| offset < *known) {
+            *corrupt = Some((offset, position, reason));
+        }
+    }
+
     /// Whether every published batch was checked by this process (written after validation, or
     /// scanned at open or by [`SegmentReader::verify`]).
     pub fn is_verified(&self) -> bool {
@@ -286,6 +322,7 @@ impl SegmentReader {
         let bytes = self.map.bytes(0, visible).expect("visible");
         let scan = scan(bytes, self.base_offset, usize::MAX);
         if let Some((position, reason)) = scan.invalid {
+            self.record_corruption(scan.next_offset, position, reason.clone());
             return Err(ReadCorruption {
                 path: self.path.clone(),
                 position,
@@ -530,6 +567,7 @@ impl ActiveSegment {
             max_timestamp: AtomicI64::new(max_timestamp),
             verified: AtomicUsize::new(layout.verified),
             deleted: AtomicBool::new(false),
+            corrupt: std::sync::Mutex::new(None),
         });
         Ok(Self {
             reader,
