@@ -137,6 +137,13 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
     }
     let epoch = client.acquire("full", 0).await.unwrap();
     let calm_epoch = client.acquire("calm", 0).await.unwrap();
+    // Segments reserve disk as they fill: calm's first write reserves its room while there is
+    // disk to reserve.
+    let first_calm = client
+        .produce("calm", 0, batch(calm_epoch, &[b"calm".to_vec()]))
+        .await
+        .unwrap();
+    assert_eq!(first_calm, 0);
     let ballast: PathBuf = tmpfs.path().join("ballast");
     std::fs::write(&ballast, vec![1u8; 256 * 1024]).unwrap();
 
@@ -148,7 +155,7 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
         refused.code,
         refused.message
     );
-    assert_code(&refused, ErrorCode::StorageError);
+    assert_code(&refused, ErrorCode::ResourceExhausted);
     assert!(
         error_names(
             &refused.message,
@@ -166,19 +173,19 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
         .produce("full", 0, batch(epoch, &[value("retry", 1024)]))
         .await
         .unwrap_err();
-    assert_code(&again, ErrorCode::StorageError);
+    assert_code(&again, ErrorCode::ResourceExhausted);
     assert_eq!(client.list_offsets("full", 0).await.1, acked.len() as u64);
     // Take the last free pages too, so that not even a small file can be written.
     let rest = tmpfs.path().join("rest");
     fill_until_full(&rest);
     let calm = client
-        .produce("calm", 0, batch(calm_epoch, &[b"calm".to_vec()]))
+        .produce("calm", 0, batch(calm_epoch, &[b"calm 2".to_vec()]))
         .await
-        .expect("a preallocated segment with room left takes writes on a full disk");
-    assert_eq!(calm, 0);
+        .expect("a segment with reserved room left takes writes on a full disk");
+    assert_eq!(calm, 1);
     // More of them, until an index entry is due and its file needs a page the disk lacks: a
     // produce answered with an error must not be in the log.
-    let mut calm_acked = vec![(0, b"calm".to_vec())];
+    let mut calm_acked = vec![(0, b"calm".to_vec()), (1, b"calm 2".to_vec())];
     let mut calm_refused = 0;
     for index in 0..20 {
         let payload = value(&format!("calm {index}"), 1024);
@@ -188,7 +195,7 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
         {
             Ok(offset) => calm_acked.push((offset, payload)),
             Err(error) => {
-                assert_code(&error, ErrorCode::StorageError);
+                assert_code(&error, ErrorCode::ResourceExhausted);
                 calm_refused += 1;
             }
         }
@@ -203,7 +210,7 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
         calm_acked.len() as u64
     );
     let grant = client.acquire("later", 0).await.unwrap_err();
-    assert_code(&grant, ErrorCode::StorageError);
+    assert_code(&grant, ErrorCode::ResourceExhausted);
     assert_eq!(
         client.list_offsets("later", 0).await.2,
         0,
@@ -240,7 +247,7 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
 
     // Fill it again, then restart on the full disk.
     let refused = produce_until_refused(&mut client, "full", epoch, &mut acked).await;
-    assert_code(&refused, ErrorCode::StorageError);
+    assert_code(&refused, ErrorCode::ResourceExhausted);
     drop(client);
     let server = server.restart().await.expect("restart on a full disk");
     let mut client = RawClient::connect(server.addr()).await;
@@ -322,29 +329,33 @@ async fn segment_beyond_the_file_size_limit_fails_cleanly() {
     let mut acked = Vec::new();
     produce_small(&mut client, epoch, 0..150, &mut acked).await;
 
-    let refused = client
+    // Segments reserve their disk as they fill (in chunks), so a topic whose segments are
+    // larger than the limit is created; the append that needs disk beyond the limit fails.
+    client
         .create_topic("huge", 1, topic_config(1 << 20, FlushPolicy::Always))
         .await
-        .unwrap_err();
-    println!("{:?} {}", refused.code, refused.message);
-    assert_code(&refused, ErrorCode::StorageError);
+        .expect("an empty segment reserves no disk yet");
+    let huge_epoch = client.acquire("huge", 0).await.unwrap();
+    let mut huge_acked = Vec::new();
+    let refused = produce_until_refused(&mut client, "huge", huge_epoch, &mut huge_acked).await;
+    println!(
+        "huge: {} acknowledged, then {:?} {}",
+        huge_acked.len(),
+        refused.code,
+        refused.message
+    );
     assert!(
         error_names(&refused.message, &["File too large", "os error 27"]),
         "the message does not name the problem: {}",
         refused.message
     );
     assert!(server.is_running(), "server died: {}", server.log_text());
-    let unknown = client
-        .call(Request::Metadata {
-            topics: vec!["huge".into()],
-        })
-        .await
-        .unwrap_err();
-    assert_code(&unknown, ErrorCode::UnknownTopic);
-    client
-        .create_topic("huge", 1, topic_config(64 * 1024, FlushPolicy::Always))
-        .await
-        .expect("the failed create left nothing in the way");
+    assert_readable(&mut client, "huge", &huge_acked).await;
+    assert_eq!(
+        client.list_offsets("huge", 0).await.1,
+        huge_acked.len() as u64,
+        "the refused append left nothing in the log"
+    );
 
     produce_small(&mut client, epoch, 150..200, &mut acked).await;
     assert_readable(&mut client, "small", &acked).await;

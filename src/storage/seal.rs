@@ -300,9 +300,16 @@ fn run(job: SealJob) {
         Some(segment) => segment.map().sync_range(0, segment.written_bytes()),
         None => Ok(()),
     };
-    let synced = synced.and_then(|()| job.recovery_point.advance(job.next_base));
     match synced {
         Ok(()) => {
+            // The segment is durable. Recording that is an optimisation (recovery scans less and
+            // trusts more): a record that cannot be written, on a full disk say, leaves the
+            // recovery point where it was, which recovery handles as it handles data written
+            // since; the next seal moves it past this segment too. It is no reason to stop the
+            // partition's writes, which would outlast the full disk until a restart.
+            if let Err(error) = job.recovery_point.advance(job.next_base) {
+                tracing::warn!(next_base = job.next_base, %error, "could not record the recovery point after sealing a segment; the next seal retries");
+            }
             if let Some(after_seal) = job.after_seal {
                 after_seal();
             }

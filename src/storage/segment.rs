@@ -499,8 +499,15 @@ impl ActiveSegment {
             relative_offset: 0,
             position: 0,
         });
+        // The walk reads headers only, but the last batch's epoch becomes the log's highest
+        // (recovery deletes later segments whose epochs go below it, and the fence starts above
+        // it): that one batch is CRC-checked, so a flipped bit there cannot pose as a new epoch.
         let Some(walk) = mmap::with_file_bytes(&file, file_len, |bytes| {
-            walk_headers(bytes, base_offset, start)
+            walk_headers(bytes, base_offset, start, options.index_interval_bytes).filter(|walk| {
+                walk.last_start.is_none_or(|last| {
+                    crate::batch::validate(&bytes[last..walk.end], usize::MAX).is_ok()
+                })
+            })
         })?
         .filter(|walk| walk.next_offset == next_base) else {
             return Ok(None);
@@ -649,18 +656,34 @@ struct HeaderWalk {
     last_epoch: u64,
     /// Batches walked (from the start entry on).
     batches: u64,
+    /// Where the last batch walked starts, if any.
+    last_start: Option<usize>,
 }
 
 /// Walks batch headers (not their CRCs) from an index entry to the end of the data: each batch
 /// must start where the previous one ends with the next offset, fit in the file, and not lower
 /// the epoch. `None` if one does not: the caller scans the segment whole instead.
-fn walk_headers(bytes: &[u8], base_offset: u64, start: index::IndexEntry) -> Option<HeaderWalk> {
+///
+/// `None` too when the index is short: the walk applies the index's spacing rule (an entry at
+/// the first batch after `interval_bytes`, as [`IndexBuilder::on_batch`] does), and an entry
+/// that rule would have written but the index lacks (an index emptied or cut short by a crash
+/// or by hand) means the index does not cover the segment; the whole scan then rebuilds it,
+/// rather than leaving every read to walk from the segment's start.
+fn walk_headers(
+    bytes: &[u8],
+    base_offset: u64,
+    start: index::IndexEntry,
+    interval_bytes: usize,
+) -> Option<HeaderWalk> {
+    let interval_bytes = interval_bytes.max(1);
+    let mut bytes_since_entry = 0usize;
     let mut position = start.position as usize;
     let mut walk = HeaderWalk {
         end: position,
         next_offset: base_offset.checked_add(u64::from(start.relative_offset))?,
         last_epoch: 0,
         batches: 0,
+        last_start: None,
     };
     if position > bytes.len() {
         return None;
@@ -674,9 +697,14 @@ fn walk_headers(bytes: &[u8], base_offset: u64, start: index::IndexEntry) -> Opt
         if !fits || header.base_offset != walk.next_offset || header.epoch < walk.last_epoch {
             return None;
         }
+        if bytes_since_entry >= interval_bytes {
+            return None;
+        }
+        bytes_since_entry += length;
         walk.next_offset = header.next_offset();
         walk.last_epoch = header.epoch;
         walk.batches += 1;
+        walk.last_start = Some(position);
         position += length;
         walk.end = position;
     }
