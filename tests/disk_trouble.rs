@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fencelog::broker::BrokerConfig;
-use fencelog::protocol::{ErrorCode, FlushPolicy, Request};
+use fencelog::protocol::{ErrorCode, FlushPolicy};
 use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
 use raw_protocol::*;
