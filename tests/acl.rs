@@ -5,6 +5,8 @@
 
 mod kafka_support;
 
+mod python_support;
+use python_support::python_module_missing as module_missing;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,17 +175,6 @@ async fn metadata_lists_only_the_topics_a_principal_may_use() {
         .await
         .unwrap_err();
     assert_not_authorized(&refused, "carol", "create", "carols");
-}
-
-fn module_missing(module: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        eprintln!("python3 module {module} not found: skipping (pip install it)");
-    }
-    !found
 }
 
 const SASL_SCRIPT: &str = concat!(

@@ -9,6 +9,8 @@
 //! can: pip for the Python clients, `npm ci` in `tools/kafka-clients/kafkajs/`). Servers here
 //! complete a new group's first rebalance after 200 ms instead of Kafka's 3 s.
 
+mod python_support;
+use python_support::python_module_missing;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -40,17 +42,6 @@ async fn kafka_server() -> TestServer {
 }
 
 /// True (with a note) where python3 cannot import `module`: the test is then skipped.
-fn python_module_missing(module: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        eprintln!("python3 module {module} not found: skipping (pip install it)");
-    }
-    !found
-}
-
 /// True (with a note) where node or the kafkajs package is missing.
 fn kafkajs_missing() -> bool {
     let node = Command::new("node").arg("--version").output().is_ok();

@@ -4,6 +4,8 @@
 //! Skipped, with a note, where python3 or the client module is not installed (`.ci/run` installs
 //! both with pip where it can).
 
+mod python_support;
+use python_support::python_module_missing as module_missing;
 use std::process::Command;
 
 use fencelog::client::Client;
@@ -15,17 +17,6 @@ const SCRIPT: &str = concat!(
     "/tools/kafka-clients/produce_consume.py"
 );
 const RECORDS: usize = 200;
-
-fn module_missing(module: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        eprintln!("python3 module {module} not found: skipping (pip install it)");
-    }
-    !found
-}
 
 async fn round_trip(client_name: &'static str, module: &str) {
     if module_missing(module) {

@@ -6,6 +6,8 @@
 
 mod kafka_support;
 
+mod python_support;
+use python_support::python_module_missing as module_missing;
 use std::process::Command;
 
 use fencelog::client::Client;
@@ -149,17 +151,6 @@ async fn a_topic_deleted_through_kafka_can_be_created_again_empty() {
     let offsets = native.list_offsets("again", 0).await.unwrap();
     assert_eq!(offsets.latest, 0);
     assert!(offsets.epoch > lease.epoch, "{offsets:?}");
-}
-
-fn module_missing(module: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !found {
-        eprintln!("python3 module {module} not found: skipping (pip install it)");
-    }
-    !found
 }
 
 async fn admin_round_trip(client_name: &'static str, module: &str) {

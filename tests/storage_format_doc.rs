@@ -138,6 +138,7 @@ fn data_directory_topic_file_and_recovery_point_are_as_documented() {
         segment("0", "187", "index"),
         "topics/orders/0/epoch-checkpoint".to_owned(),
         "topics/orders/0/recovery-point".to_owned(),
+        "topics/orders/0/producer-state".to_owned(),
         "topics/orders/1".to_owned(),
         segment("1", "0", "log"),
         segment("1", "0", "index"),

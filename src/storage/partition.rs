@@ -180,13 +180,18 @@ impl Writer {
     }
 
     /// The write of the producer-state snapshot as of the log end, encoded now (under the
-    /// lock, where the state is consistent with the log) and written by whoever runs it:
-    /// `None` when there are no producers.
+    /// lock, where the state is consistent with the log) and written by whoever runs it. Written
+    /// with no producers too: an empty snapshot is what tells the next open that nothing before
+    /// its offset needs replaying, so a restart reads only the log written since, however much
+    /// is kept.
     fn producer_snapshot_writer(&self) -> Option<impl FnOnce() + Send + 'static> {
-        if self.producers.is_empty() {
+        let offset = self.active.next_offset();
+        // An empty log has nothing to replay: no file (and no fsync) for an unused partition.
+        if self.producers.is_empty()
+            && offset == self.shared.log_start_offset.load(Ordering::Acquire)
+        {
             return None;
         }
-        let offset = self.active.next_offset();
         let snapshot = self.producers.encode_snapshot(offset);
         let directory = self.directory.clone();
         Some(move || {
