@@ -92,9 +92,6 @@ struct Shared {
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
     failed: AtomicBool,
-    /// Set (under the writer lock) when the partition's topic is deleted: nothing is appended,
-    /// installed or read any more (see [`Partition::retire`]).
-    retired: AtomicBool,
     /// Found at recovery; fixed for the life of the partition.
     damaged: Vec<DamagedRange>,
     /// Offsets below it are in segments synced whole (see [`super::seal`]).
@@ -416,7 +413,6 @@ impl Partition {
             high_watermark: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
-            retired: AtomicBool::new(false),
             damaged: report.damaged.clone(),
             recovery_point,
         });
@@ -509,7 +505,7 @@ impl Partition {
     pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
         self.fence
             .install_epoch(epoch, |epoch, writer: &mut Writer| {
-                if writer.shared.retired.load(Ordering::Acquire) {
+                if writer.shared.recovery_point.is_retired() {
                     return Err(StorageError::Deleted {
                         partition: self.name.clone(),
                     });
@@ -606,7 +602,7 @@ impl Partition {
         }
         let stamp = ProducerStamp::parse(batch_bytes);
         self.fence.append_as(credential, |writer: &mut Writer| {
-            if writer.shared.retired.load(Ordering::Acquire) {
+            if writer.shared.recovery_point.is_retired() {
                 return Err(StorageError::Deleted {
                     partition: self.name.clone(),
                 });
@@ -877,9 +873,10 @@ impl Partition {
     /// [`StorageError::Deleted`]; long polls waiting on it wake up and learn the same. Closing
     /// it no longer syncs (its files are about to go).
     pub fn retire(&self) -> u64 {
+        // One flag for the writer and the seal thread: the recovery point's, set under the
+        // writer lock so that no append or install starts after it.
         self.fence
-            .with_log(|writer| writer.shared.retired.store(true, Ordering::Release));
-        self.shared.recovery_point.retire();
+            .with_log(|writer| writer.shared.recovery_point.retire());
         self.shared.high_watermark.send_modify(|_| {});
         self.fence.current_epoch()
     }
@@ -888,13 +885,12 @@ impl Partition {
     /// still in place): the partition serves again.
     pub fn reinstate(&self) {
         self.fence
-            .with_log(|writer| writer.shared.retired.store(false, Ordering::Release));
-        self.shared.recovery_point.reinstate();
+            .with_log(|writer| writer.shared.recovery_point.reinstate());
     }
 
     /// Whether [`Partition::retire`] stopped the partition.
     pub fn is_retired(&self) -> bool {
-        self.shared.retired.load(Ordering::Acquire)
+        self.shared.recovery_point.is_retired()
     }
 
     /// The recorded epoch history `(epoch, start_offset)`, oldest first.

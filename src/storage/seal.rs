@@ -110,7 +110,8 @@ impl RecoveryPoint {
             .store(false, std::sync::atomic::Ordering::Release);
     }
 
-    fn is_retired(&self) -> bool {
+    /// Whether [`RecoveryPoint::retire`] stopped the partition (its topic was deleted).
+    pub fn is_retired(&self) -> bool {
         self.retired.load(std::sync::atomic::Ordering::Acquire)
     }
 
