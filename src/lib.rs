@@ -22,6 +22,7 @@ pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod domain;
 pub mod kafka;
 pub mod lease;

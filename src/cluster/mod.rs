@@ -1,0 +1,84 @@
+//! The cluster: partitions replicated over several brokers, coordinated by etcd.
+//!
+//! Standalone (`fencelog serve` without `--etcd`) none of this runs. In a cluster, etcd is the
+//! one component that agrees on anything: which brokers are alive (a registration key under an
+//! etcd lease) and, per partition, `{replicas, leader, leader_epoch, isr}`, changed only by
+//! compare-and-swap on the key's revision. etcd's leases are a liveness tool only; safety comes
+//! from the *leader epoch*, checked in each follower's segment writer exactly as the producer
+//! epoch is checked in the leader's (see `docs/replication.md`).
+//!
+//! This module holds the vocabulary every part of the cluster shares; the parts live in
+//! submodules:
+//! - `meta`: the metadata store (etcd, and an in-memory stand-in for the simulation);
+//! - `replication`: the replication and election logic, sans I/O (driven by the broker in a
+//!   cluster and by the deterministic simulation in tests);
+//! - [`replica_log`]: what the replication logic needs from a partition's log.
+
+pub mod replica_log;
+
+use serde::{Deserialize, Serialize};
+
+/// A broker's identity in the cluster (`serve --node-id N`), stable across restarts.
+pub type NodeId = u32;
+
+/// The leader epoch of a partition: raised by one (by etcd compare-and-swap) on every change of
+/// leader. It fences a deposed leader at the followers, as the producer epoch fences a deposed
+/// producer at the leader.
+pub type LeaderEpoch = u32;
+
+/// The producer epoch a partition's leader installs when it takes over in `leader_epoch`, before
+/// it serves anything: `leader_epoch << 32`. Every lease grant by this leader is above it (a
+/// grant is `current + 1`) and below every grant of any later leader, so grants by a deposed
+/// leader and by its successor can never collide, without an etcd round trip per grant. Like a
+/// creation epoch it is installed, never granted.
+pub fn producer_epoch_base(leader_epoch: LeaderEpoch) -> u64 {
+    u64::from(leader_epoch) << 32
+}
+
+/// The leader epoch a producer epoch was granted under (the inverse of
+/// [`producer_epoch_base`]).
+pub fn leader_epoch_of_producer_epoch(producer_epoch: u64) -> LeaderEpoch {
+    (producer_epoch >> 32) as LeaderEpoch
+}
+
+/// A live broker, as registered in etcd under the broker's lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    /// `serve --node-id`.
+    pub node_id: NodeId,
+    /// Where clients and other brokers reach its native listener (`--advertise`, else
+    /// `--listen`).
+    pub native_addr: String,
+    /// Where Kafka clients reach it, when its Kafka listener is on.
+    pub kafka_addr: Option<String>,
+    /// Random per process start. A broker that restarted (perhaps with an empty disk) is not the
+    /// replica it was: it re-enters an ISR only by catching up again (KIP-903).
+    pub incarnation: u64,
+}
+
+/// One partition's replication state, the value of its key in etcd. Changed only by
+/// compare-and-swap against the revision it was read at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The brokers that hold a copy, in preference order (the first is the preferred leader).
+    pub replicas: Vec<NodeId>,
+    /// The broker that leads, or `None` while no in-sync replica is alive (the partition is
+    /// offline; no unclean election).
+    pub leader: Option<NodeId>,
+    /// Raised by one on every change of `leader` (including to and from `None`).
+    pub leader_epoch: LeaderEpoch,
+    /// In-sync replicas: the leader and the followers caught up with it. Only these may become
+    /// leader.
+    pub isr: Vec<NodeId>,
+    /// The smallest ISR with which the leader accepts `acks=all` writes.
+    pub min_insync: u16,
+}
+
+/// A value read from the metadata store with the revision a compare-and-swap must present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The value.
+    pub value: T,
+    /// etcd's `mod_revision` of the key (or the stand-in's equivalent).
+    pub revision: i64,
+}
