@@ -3,7 +3,8 @@
 //! The crate is a library first: the server ([`server`], [`broker`], [`storage`], [`lease`],
 //! and [`kafka`], the Kafka record batch conversion for the Kafka listener),
 //! the async [`client`], [`testing`] (an in-process server for integration tests),
-//! [`testing_proxy`] (a TCP proxy that cuts connections on cue), [`tls`] (certificates and
+//! [`testing_proxy`] (a TCP proxy that cuts connections on cue), [`testing_link`] (a byte-level
+//! link that partitions, delays or resets on cue), [`tls`] (certificates and
 //! keys read from PEM files, for the server and the client) and [`metrics`] (what the server
 //! does, counted and served to Prometheus). The
 //! `cli` feature, on by default, adds the `fencelog` binary's command line (`cli`) and the
@@ -32,5 +33,6 @@ pub mod server;
 pub mod storage;
 pub mod sync;
 pub mod testing;
+pub mod testing_link;
 pub mod testing_proxy;
 pub mod tls;
