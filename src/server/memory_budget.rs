@@ -12,9 +12,12 @@
 //! frame larger than the whole budget, the client is answered `RESOURCE_EXHAUSTED` and the
 //! connection is closed (its frame cannot be skipped without reading it).
 //!
-//! Fetch responses are not counted: the native listener sends batches as slices of the
+//! Native fetch responses are not counted: the native listener sends batches as slices of the
 //! memory-mapped segments (page cache the kernel can reclaim, not heap), bounded per request by
-//! `max_fetch_bytes`.
+//! `max_fetch_bytes`. Kafka fetch responses are: their batches are converted into heap buffers,
+//! up to 64 MiB per request, so a Kafka fetch reserves its byte limit from the same pool after
+//! its long poll (a waiting consumer holds nothing), keeps what its answer really uses until the
+//! answer is encoded, and gives the rest back at once ([`FetchMemory`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,6 +126,41 @@ impl MemoryBudget {
     }
 }
 
+/// The budget a listener's fetch answers are counted against, and how long one waits for it.
+#[derive(Debug, Clone)]
+pub struct FetchMemory {
+    /// The server-wide pool (the same one request frames come from).
+    pub budget: MemoryBudget,
+    /// Longest a fetch waits for its share before it is answered without records.
+    pub wait: Duration,
+}
+
+impl Reservation {
+    /// Gives back all but `keep` bytes of the reservation now (all of it when it holds less).
+    pub fn shrink_to(&mut self, keep: usize) {
+        let Some(permit) = self._permit.as_mut() else {
+            return;
+        };
+        let held = permit.num_permits();
+        if keep >= held {
+            return;
+        }
+        if keep == 0 {
+            self._permit = None;
+            return;
+        }
+        // The split-off part is dropped at once: those bytes go back to the pool.
+        drop(permit.split(held - keep));
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self._permit
+            .as_ref()
+            .map_or(0, |permit| permit.num_permits())
+    }
+}
+
 /// What the budgeted codec yields.
 #[derive(Debug)]
 pub enum BudgetedFrame {
@@ -226,5 +264,18 @@ mod tests {
             budget.reserve(11, Duration::from_secs(60)).await,
             Err(BudgetError::LargerThanBudget { .. })
         ));
+    }
+
+    /// A reservation shrunk to what its holder uses gives the rest back at once.
+    #[test]
+    fn shrinking_a_reservation_gives_the_rest_back() {
+        let budget = MemoryBudget::new(100);
+        let mut held = budget.try_reserve(80).unwrap();
+        held.shrink_to(30);
+        assert_eq!((held.bytes(), budget.available()), (30, 70));
+        held.shrink_to(50);
+        assert_eq!(held.bytes(), 30, "shrinking never grows");
+        held.shrink_to(0);
+        assert_eq!(budget.available(), 100);
     }
 }

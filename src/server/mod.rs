@@ -170,7 +170,12 @@ pub async fn run_with_kafka(
         accepting.push(tokio::spawn(accept_loop(
             kafka.listener,
             Arc::new(
-                KafkaProtocol::new(Arc::new(kafka.config)).with_security(config.security.clone()),
+                KafkaProtocol::new(Arc::new(kafka.config))
+                    .with_security(config.security.clone())
+                    .with_fetch_memory(memory_budget::FetchMemory {
+                        budget: config.memory_budget.clone(),
+                        wait: config.buffer_wait,
+                    }),
             ),
             Arc::clone(&service),
             kafka_server,

@@ -114,7 +114,7 @@ pub fn refuse(
                 })
                 .collect();
             let body = FetchResponse::default().with_responses(responses);
-            (ApiKey::Fetch, ResponseBody::Fetch(body))
+            (ApiKey::Fetch, ResponseBody::Fetch(body, None))
         }
         RequestBody::ListOffsets(request) => {
             let topics = request

@@ -45,12 +45,14 @@ use crate::auth::{ConnectionAuthentication, Security};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::BrokerService;
 use crate::protocol::ProtocolError;
+use crate::server::memory_budget::FetchMemory;
 
 /// Kafka's protocol, served by the generic connection loop.
 #[derive(Debug)]
 pub struct KafkaProtocol {
     config: Arc<KafkaConfig>,
     security: Option<Arc<Security>>,
+    fetch_memory: Option<FetchMemory>,
 }
 
 impl KafkaProtocol {
@@ -59,12 +61,20 @@ impl KafkaProtocol {
         Self {
             config,
             security: None,
+            fetch_memory: None,
         }
     }
 
     /// With SASL authentication and ACLs (`serve --auth`) when `security` is set.
     pub fn with_security(mut self, security: Option<Arc<Security>>) -> Self {
         self.security = security;
+        self
+    }
+
+    /// Counts the Kafka fetch answers' record buffers (heap, unlike the native listener's
+    /// slices of mapped segments) against the server's memory budget.
+    pub fn with_fetch_memory(mut self, fetch_memory: FetchMemory) -> Self {
+        self.fetch_memory = Some(fetch_memory);
         self
     }
 }
@@ -80,6 +90,8 @@ pub struct KafkaSession {
     pub produce_queue: ProduceQueue,
     /// SASL authentication state and, once authenticated, the principal.
     pub sasl: sasl::SaslSession,
+    /// The budget fetch answers' record buffers are counted against, if any.
+    pub fetch_memory: Option<FetchMemory>,
 }
 
 impl Protocol for KafkaProtocol {
@@ -101,6 +113,7 @@ impl Protocol for KafkaProtocol {
             client_id: None,
             produce_queue: service.produce_queue(),
             sasl: sasl::SaslSession::new(ConnectionAuthentication::new(self.security.clone())),
+            fetch_memory: self.fetch_memory.clone(),
         }
     }
 

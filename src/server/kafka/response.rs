@@ -15,6 +15,7 @@ use kafka_protocol::protocol::Encodable;
 
 use super::super::protocol::AfterEncode;
 use crate::protocol::FRAME_LENGTH_BYTES;
+use crate::server::memory_budget::Reservation;
 
 /// A response before encoding.
 #[derive(Debug)]
@@ -34,8 +35,8 @@ pub struct KafkaResponse {
 pub enum ResponseBody {
     /// Produce (0).
     Produce(ProduceResponse),
-    /// Fetch (1).
-    Fetch(FetchResponse),
+    /// Fetch (1), with the memory-budget share its record buffers hold until it is encoded.
+    Fetch(FetchResponse, Option<Reservation>),
     /// ApiVersions (18).
     ApiVersions(ApiVersionsResponse),
     /// Metadata (3).
@@ -76,7 +77,7 @@ impl ResponseBody {
     fn encode(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
         let encoded = match self {
             Self::Produce(body) => body.encode(out, version),
-            Self::Fetch(body) => body.encode(out, version),
+            Self::Fetch(body, _) => body.encode(out, version),
             Self::ApiVersions(body) => body.encode(out, version),
             Self::Metadata(body) => body.encode(out, version),
             Self::ListOffsets(body) => body.encode(out, version),

@@ -17,6 +17,11 @@
 //!   partition with data is returned whole (KIP-74), so a consumer always progresses.
 //! - An offset outside the log is `OFFSET_OUT_OF_RANGE` for that partition, with the log start
 //!   and high watermark so the client can reset.
+//! - Memory: the converted batches are heap buffers, so each read first reserves its byte limit
+//!   from the server's memory budget (after the long poll: a waiting consumer holds nothing) and
+//!   keeps only what the answer uses until it is encoded. A fetch that cannot get its share
+//!   within the budget's wait is answered with offsets and no records (the client fetches
+//!   again), never with an unbounded allocation.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +35,7 @@ use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::{BrokerService, FetchRequest as Read};
 use crate::kafka::records::to_kafka_batches;
+use crate::server::memory_budget::{FetchMemory, Reservation};
 
 /// Longest a Kafka fetch may wait for data.
 pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);
@@ -47,6 +53,7 @@ struct Wanted {
 /// Answers a fetch, waiting up to `max_wait_ms` when nothing is there yet.
 pub async fn handle(
     service: Arc<BrokerService>,
+    fetch_memory: Option<FetchMemory>,
     correlation_id: i32,
     version: i16,
     request: FetchRequest,
@@ -73,18 +80,16 @@ pub async fn handle(
             })
         })
         .collect();
-    let mut answers = read_all(&service, &names, &wanted, max_bytes);
-    let has_data = |answers: &[PartitionData]| {
-        answers.iter().any(|answer| {
-            answer
-                .records
-                .as_ref()
-                .is_some_and(|records| !records.is_empty())
-        })
-    };
-    if !has_data(&answers) && !max_wait.is_zero() && !wanted.is_empty() {
+    let (mut answers, mut held) =
+        budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
+    if records_bytes(&answers) == 0 && !max_wait.is_zero() && !wanted.is_empty() {
+        drop(held);
         wait_for_data(&service, &names, &wanted, max_wait).await;
-        answers = read_all(&service, &names, &wanted, max_bytes);
+        (answers, held) =
+            budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
+    }
+    if let Some(held) = held.as_mut() {
+        held.shrink_to(records_bytes(&answers));
     }
     let mut topics: Vec<FetchableTopicResponse> = names
         .iter()
@@ -101,8 +106,69 @@ pub async fn handle(
             FetchResponse::default()
                 .with_session_id(0)
                 .with_responses(topics),
+            held,
         ),
     }
+}
+
+/// Bytes of records in the answers.
+fn records_bytes(answers: &[PartitionData]) -> usize {
+    answers
+        .iter()
+        .filter_map(|answer| answer.records.as_ref())
+        .map(|records| records.len())
+        .sum()
+}
+
+/// The largest share of the memory budget one fetch reserves, as a divisor of the budget: a
+/// consumer asking for more than a quarter of it reads a quarter, so one fetch never waits on
+/// its own request frame's share, nor starves every other connection's frames.
+pub const FETCH_SHARE_OF_BUDGET_DIVISOR: usize = 4;
+
+/// [`read_all`] within a share of the memory budget, reserved first (`max_bytes`, at most
+/// [`FETCH_SHARE_OF_BUDGET_DIVISOR`]th of the budget); without a share in time, the offsets
+/// alone.
+async fn budgeted_read_all(
+    service: &BrokerService,
+    fetch_memory: Option<&FetchMemory>,
+    names: &[kafka_protocol::messages::TopicName],
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> (Vec<PartitionData>, Option<Reservation>) {
+    let Some(memory) = fetch_memory else {
+        return (read_all(service, names, wanted, max_bytes), None);
+    };
+    let share = max_bytes.min(memory.budget.total() / FETCH_SHARE_OF_BUDGET_DIVISOR);
+    match memory.budget.reserve(share, memory.wait).await {
+        Ok(reservation) => (read_all(service, names, wanted, share), Some(reservation)),
+        Err(error) => {
+            tracing::warn!(%error, "Kafka fetch answered without records: memory budget exhausted");
+            (offsets_only(service, names, wanted), None)
+        }
+    }
+}
+
+/// Every wanted partition's offsets, without records.
+fn offsets_only(
+    service: &BrokerService,
+    names: &[kafka_protocol::messages::TopicName],
+    wanted: &[Wanted],
+) -> Vec<PartitionData> {
+    wanted
+        .iter()
+        .map(|want| {
+            let answer = PartitionData::default()
+                .with_partition_index(want.partition)
+                .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
+                .with_aborted_transactions(Some(Vec::new()))
+                .with_records(Some(Default::default()));
+            let (log_start, high_watermark) = u32::try_from(want.partition)
+                .map_or((-1, -1), |partition| {
+                    current_offsets(service, &names[want.topic].0, partition)
+                });
+            with_offsets(answer, log_start, high_watermark)
+        })
+        .collect()
 }
 
 /// Reads every wanted partition once, without waiting, within the byte budget.

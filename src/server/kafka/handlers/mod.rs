@@ -95,7 +95,14 @@ pub fn start(
         }
         RequestBody::Fetch(body) => Started {
             response: Some(
-                fetch::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+                fetch::handle(
+                    Arc::clone(service),
+                    session.fetch_memory.clone(),
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
             ),
             close: false,
         },
