@@ -42,6 +42,15 @@ impl GroupCommit {
             .durable_offset
     }
 
+    /// A truncation cut the log at `offset`: nothing at or above it is durable any more (the
+    /// offsets will be given to other records). A sync already running when this is called
+    /// must not raise the durable offset again with what it planned before; the partition
+    /// makes such a sync report nothing new.
+    pub fn lower_to(&self, offset: u64) {
+        let mut state = self.state.lock().expect("group commit lock poisoned");
+        state.durable_offset = state.durable_offset.min(offset);
+    }
+
     /// Syncs performed so far (for benchmarks and tests of the batching).
     pub fn syncs(&self) -> u64 {
         self.state.lock().expect("group commit lock poisoned").syncs
