@@ -1037,7 +1037,9 @@ mod loom_models {
                 assert_epochs_never_decrease(log);
                 match result {
                     Ok(position) => assert!(position < length_at_install),
-                    Err(error) => assert_eq!(error, Refused::Fence(FenceError::Leased { current: 1 })),
+                    Err(error) => {
+                        assert_eq!(error, Refused::Fence(FenceError::Leased { current: 1 }))
+                    }
                 }
             });
         });
@@ -1082,7 +1084,9 @@ mod loom_models {
                 assert!(log[length_at_install..].iter().all(|epoch| *epoch == 7));
                 match unleased_result {
                     Ok(position) => assert!(position < length_at_install),
-                    Err(error) => assert_eq!(error, Refused::Fence(FenceError::Leased { current: 7 })),
+                    Err(error) => {
+                        assert_eq!(error, Refused::Fence(FenceError::Leased { current: 7 }))
+                    }
                 }
             });
         });
@@ -1121,6 +1125,126 @@ mod loom_models {
         });
     }
 
+    /// A replicated append from the leader of epoch 1 races `become_follower(2)` on a follower
+    /// (the leader was deposed while its fetch response was in flight), through the real fence
+    /// code: once the install returns, no append of leader epoch 1 can land after the point
+    /// where it happened, and the racing append either landed before it or was fenced with both
+    /// epochs named. A later append from the new leader (epoch 2) is accepted.
+    #[test]
+    fn loom_become_follower_fences_the_deposed_leaders_appends() {
+        loom::model(|| {
+            let replica = ReplicaState {
+                role: Role::Follower,
+                leader_epoch: 1,
+                leased: false,
+            };
+            let fence = Arc::new(Fence::with_replica_state(0, 0, replica, Vec::new()));
+            let deposed = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_replicated(1, |log: &mut Vec<u64>, _| {
+                        log.push(1);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .become_follower(2, |change, log: &mut Vec<u64>| {
+                    assert_eq!(change.producer_epoch, None);
+                    length_at_install = log.len();
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            fence
+                .append_replicated(2, |log: &mut Vec<u64>, _| {
+                    log.push(2);
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            let result = deposed.join().unwrap();
+            fence.with_log(|log| {
+                assert!(
+                    log[length_at_install..].iter().all(|epoch| *epoch == 2),
+                    "a leader-epoch-1 batch landed after epoch 2 was installed: {log:?}"
+                );
+                match result {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert_eq!(
+                        error,
+                        Refused::Replica(ReplicaError::FencedLeaderEpoch {
+                            epoch: 1,
+                            current: 2
+                        })
+                    ),
+                }
+            });
+            assert_eq!(fence.leader_epoch(), 2);
+        });
+    }
+
+    /// A follower of leader epoch 1 takes over (`become_leader(2)`) while a replicated append of
+    /// epoch 1 and a producer append race it: once the takeover returns, no replicated append
+    /// can land (a leader takes none), the producer epoch base `2 << 32` is installed, and a
+    /// producer append lands only after it, never under an older producer epoch.
+    #[test]
+    fn loom_become_leader_stops_replicated_appends_and_installs_the_base() {
+        loom::model(|| {
+            let replica = ReplicaState {
+                role: Role::Follower,
+                leader_epoch: 1,
+                leased: false,
+            };
+            let fence = Arc::new(Fence::with_replica_state(7, 0, replica, Vec::new()));
+            let replicated = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_replicated(1, |log: &mut Vec<u64>, _| {
+                        log.push(1);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let producer = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(0);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .become_leader(2, |change, log: &mut Vec<u64>| {
+                    assert_eq!(change.producer_epoch, Some(producer_epoch_base(2)));
+                    length_at_install = log.len();
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            assert_eq!(fence.current_epoch(), producer_epoch_base(2));
+            let replicated = replicated.join().unwrap();
+            let produced = producer.join().unwrap();
+            fence.with_log(|log| match replicated {
+                Ok(position) => {
+                    assert!(position < length_at_install);
+                    assert!(!log[length_at_install..].contains(&1));
+                }
+                Err(error) => assert!(matches!(
+                    error,
+                    Refused::Replica(ReplicaError::NotFollower { .. })
+                )),
+            });
+            match produced {
+                Ok(position) => assert!(position >= length_at_install),
+                Err(error) => assert_eq!(
+                    error,
+                    Refused::Replica(ReplicaError::NotLeader { leader_epoch: 1 })
+                ),
+            }
+        });
+    }
+
     /// Two installs race: each epoch is installed at most once and the current epoch ends at the
     /// highest one installed; it never goes backwards.
     #[test]
@@ -1132,8 +1256,8 @@ mod loom_models {
                 .map(|epoch| {
                     let fence = Arc::clone(&fence);
                     thread::spawn(move || {
-                        let result = fence
-                            .install_epoch(epoch, |_, _: &mut Vec<u64>| Ok::<_, Refused>(()));
+                        let result =
+                            fence.install_epoch(epoch, |_, _: &mut Vec<u64>| Ok::<_, Refused>(()));
                         let seen = fence.current_epoch();
                         assert!(seen >= epoch || result.is_err());
                         result.is_ok()

@@ -63,7 +63,12 @@ impl LeaderEpochs {
     /// `start_offset` had no records (it is the log end) and go, as Kafka's history does, so
     /// start offsets strictly increase. Entries wholly below `log_start` (retention deleted their
     /// records) make room when the history is full; if none can go, the history is full: error.
-    pub fn push(&mut self, epoch: LeaderEpoch, start_offset: u64, log_start: u64) -> io::Result<()> {
+    pub fn push(
+        &mut self,
+        epoch: LeaderEpoch,
+        start_offset: u64,
+        log_start: u64,
+    ) -> io::Result<()> {
         self.history.retain(|(_, start)| *start < start_offset);
         if let Some((latest, _)) = self.latest() {
             if epoch <= latest {
@@ -224,7 +229,11 @@ impl LeaderEpochFile {
         if let Some(current) = &self.epochs {
             debug_assert!(epochs.floor >= current.floor, "the floor never goes down");
         }
-        write_durably(&self.directory, LEADER_EPOCHS_FILE, epochs.encode().as_bytes())?;
+        write_durably(
+            &self.directory,
+            LEADER_EPOCHS_FILE,
+            epochs.encode().as_bytes(),
+        )?;
         self.epochs = Some(epochs);
         Ok(())
     }

@@ -28,11 +28,10 @@ use tracing::{info, warn};
 use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
 use super::fence::{
-    check_credential_since, EpochCheckpoint, Fence, FenceError, ReplicaState, Role,
-    WriteCredential,
+    check_credential_since, EpochCheckpoint, Fence, FenceError, ReplicaState, Role, WriteCredential,
 };
-use super::leader_epochs::LeaderEpochFile;
 use super::flush::GroupCommit;
+use super::leader_epochs::LeaderEpochFile;
 use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
@@ -713,7 +712,11 @@ impl Partition {
         }
         let (target, ranges, truncations) = self.fence.with_log(|writer| {
             let (target, ranges) = writer.sync_plan();
-            (target, ranges, writer.shared.truncations.load(Ordering::Acquire))
+            (
+                target,
+                ranges,
+                writer.shared.truncations.load(Ordering::Acquire),
+            )
         });
         let started = std::time::Instant::now();
         for (segment, start, end) in &ranges {

@@ -354,10 +354,7 @@ fn run(job: SealJob) {
             // recovery point where it was, which recovery handles as it handles data written
             // since; the next seal moves it past this segment too. It is no reason to stop the
             // partition's writes, which would outlast the full disk until a restart.
-            if let Err(error) = job
-                .recovery_point
-                .advance_in(job.generation, job.next_base)
-            {
+            if let Err(error) = job.recovery_point.advance_in(job.generation, job.next_base) {
                 tracing::warn!(next_base = job.next_base, %error, "could not record the recovery point after sealing a segment; the next seal retries");
             }
             if let Some(after_seal) = job.after_seal {

@@ -83,7 +83,9 @@ impl Shared {
 
     /// The replication logic says offsets below `offset` are committed.
     pub(super) fn commit_up_to(&self, offset: u64) {
-        self.watermarks.committed.fetch_max(offset, Ordering::AcqRel);
+        self.watermarks
+            .committed
+            .fetch_max(offset, Ordering::AcqRel);
         self.republish();
     }
 

@@ -72,12 +72,8 @@ impl Partition {
 
     /// The newest entry of the leader-epoch history.
     pub fn latest_leader_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
-        self.fence.with_log(|writer| {
-            writer
-                .leader_epochs
-                .epochs()
-                .and_then(LeaderEpochs::latest)
-        })
+        self.fence
+            .with_log(|writer| writer.leader_epochs.epochs().and_then(LeaderEpochs::latest))
     }
 
     /// Kafka's OffsetsForLeaderEpoch: the largest epoch `<= epoch` in the history and the offset
@@ -192,7 +188,7 @@ impl Partition {
                 "records of leader epoch {records_epoch} sent by the leader of the older epoch {leader_epoch}"
             )));
         }
-        let log_end = self.fence.append_replicated(
+        let (log_end, truncations) = self.fence.append_replicated(
             leader_epoch,
             |writer: &mut Writer, evidence: &mut LeaseEvidence<'_>| {
                 self.refuse_if_retired(writer)?;
@@ -208,12 +204,20 @@ impl Partition {
                         );
                     }
                 }
-                Ok::<_, StorageError>(writer.active.next_offset())
+                Ok::<_, StorageError>((
+                    writer.active.next_offset(),
+                    writer.shared.truncations.load(Ordering::Acquire),
+                ))
             },
         )?;
         if self.acknowledge_blocks() {
             self.commit
                 .wait_durable(log_end, || self.sync_everything())?;
+        }
+        if self.shared.truncations.load(Ordering::Acquire) != truncations {
+            return Err(self.diverged(
+                "the log was truncated while the batches were being synced; fetch again from the log end".into(),
+            ));
         }
         Ok(log_end)
     }
@@ -273,11 +277,10 @@ impl Partition {
         let mut batches: Vec<ReplicatedBatch> = Vec::new();
         let mut position = 0;
         while position < bytes.len() {
-            let header = BatchHeader::parse(&bytes[position..]).ok_or(
-                batch::BatchError::TooShort {
+            let header =
+                BatchHeader::parse(&bytes[position..]).ok_or(batch::BatchError::TooShort {
                     len: bytes.len() - position,
-                },
-            )?;
+                })?;
             let length = header.batch_length as usize;
             let end = position
                 .checked_add(length)

@@ -131,7 +131,9 @@ impl Partition {
             .read()
             .expect("segments lock poisoned")
             .clone();
-        let last_base = cut.keep.map_or(cut.offset, |(index, _)| segments[index].base_offset());
+        let last_base = cut
+            .keep
+            .map_or(cut.offset, |(index, _)| segments[index].base_offset());
         writer
             .shared
             .recovery_point
