@@ -618,3 +618,93 @@ fn rebase(batches: &[Bytes], base: u64) -> Vec<u8> {
     }
     out
 }
+
+/// One step of the follower model test.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Copy up to this many batches from the leader.
+    Copy(usize),
+    /// Truncate to the start of batch `index % (copied + 1)`.
+    Truncate(usize),
+    /// The leader says the first `index % (copied + 1)` batches are committed.
+    Advance(usize),
+    /// Close and reopen the follower.
+    Reopen,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (1usize..8).prop_map(Step::Copy),
+        2 => any::<usize>().prop_map(Step::Truncate),
+        1 => any::<usize>().prop_map(Step::Advance),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Proves: whatever sequence of copies, truncations, high-watermark advances and restarts
+    /// a follower goes through, its log is exactly a prefix of the leader's (byte for byte),
+    /// its high watermark is what the model says (never down, never past its log), a
+    /// truncation below it is refused with nothing cut, and its history and floor agree.
+    #[test]
+    fn a_follower_matches_a_simple_model(steps in proptest::collection::vec(step(), 1..24)) {
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let leader = open(leader_dir.path(), small(FlushPolicy::Never));
+        leader.become_leader(1).unwrap();
+        let epoch = grant(&leader, 1);
+        for tag in 0..30 {
+            leader.append(&batch(epoch, tag, 1 + (tag % 3) as u32, 50 + tag as usize * 13)).unwrap();
+        }
+        let expected = all_batches(&leader);
+        let offset_of = |index: usize| {
+            expected.get(index).map_or(leader.log_end_offset(), |batch| {
+                BatchHeader::parse(batch).unwrap().base_offset
+            })
+        };
+        let mut follower = open(follower_dir.path(), small(FlushPolicy::Never));
+        follower.become_follower(1).unwrap();
+        let (mut copied, mut high_watermark) = (0usize, 0u64);
+        for step in steps {
+            match step {
+                Step::Copy(count) => {
+                    for _ in 0..count.min(expected.len() - copied) {
+                        let read = leader.read_for_replication(offset_of(copied), 1).unwrap();
+                        follower.append_replicated(&read.batches.concat(), read.records_epoch, 1).unwrap();
+                        copied += 1;
+                    }
+                }
+                Step::Truncate(index) => {
+                    let index = index % (copied + 1);
+                    let result = follower.truncate_to(offset_of(index));
+                    if offset_of(index) < high_watermark {
+                        let refused = matches!(result, Err(StorageError::BelowHighWatermark { .. }));
+                        proptest::prop_assert!(refused);
+                    } else {
+                        result.unwrap();
+                        copied = index;
+                    }
+                }
+                Step::Advance(index) => {
+                    let offset = offset_of(index % (copied + 1));
+                    follower.advance_high_watermark(offset);
+                    high_watermark = high_watermark.max(offset);
+                }
+                Step::Reopen => {
+                    drop(follower);
+                    follower = open(follower_dir.path(), small(FlushPolicy::Never));
+                    follower.become_follower(1).unwrap();
+                }
+            }
+            proptest::prop_assert_eq!(&all_batches(&follower), &expected[..copied]);
+            proptest::prop_assert_eq!(follower.log_end_offset(), offset_of(copied));
+            proptest::prop_assert_eq!(follower.high_watermark(), high_watermark);
+            proptest::prop_assert_eq!(follower.leader_epoch_floor(), 1);
+            let history = if copied > 0 { vec![(1, 0)] } else { vec![] };
+            proptest::prop_assert_eq!(follower.leader_epoch_history(), history);
+        }
+    }
+}
