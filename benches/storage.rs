@@ -13,8 +13,8 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use fencelog::batch::BatchBuilder;
 use fencelog::batch::{decode_batches, validate};
-use fencelog::storage::fence::{check_epoch, Fence, FenceError};
-use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SealWorker};
+use fencelog::storage::fence::{check_epoch, Fence};
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig, SealWorker, StorageError};
 
 /// Size of each record's value.
 const RECORD_BYTES: usize = 1024;
@@ -124,10 +124,10 @@ fn fence(c: &mut Criterion) {
     });
     let guarded = Fence::new(7, ());
     group.bench_function("append_noop_write", |b| {
-        b.iter(|| guarded.append(black_box(7), |_log| Ok::<_, FenceError>(())))
+        b.iter(|| guarded.append(black_box(7), |_log| Ok::<_, StorageError>(())))
     });
     group.bench_function("append_stale_epoch", |b| {
-        b.iter(|| guarded.append(black_box(6), |_log| Ok::<_, FenceError>(())))
+        b.iter(|| guarded.append(black_box(6), |_log| Ok::<_, StorageError>(())))
     });
     group.finish();
 }

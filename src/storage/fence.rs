@@ -15,6 +15,16 @@
 //! writers without a lease are accepted until the first grant, and the first grant is above it:
 //! the fence floor never goes down, across deletes too (see `docs/fencing.md`).
 //!
+//! In a cluster the same lock also guards the partition's replication state ([`ReplicaState`]):
+//! its role (standalone, leader, follower) and its leader-epoch floor. A follower's replicated
+//! append is checked against the leader epoch ([`Fence::append_replicated`]: lower fenced,
+//! equal fine, higher unknown) in the same critical section as its write, and
+//! [`Fence::become_leader`] / [`Fence::become_follower`] take the lock too, so a role change
+//! orders against every append of the old role exactly as an epoch install does. A new leader
+//! installs the producer epoch base of its leader epoch (`cluster::producer_epoch_base`), which
+//! fences every producer epoch granted by an earlier leader and, like a creation epoch, is never
+//! granted itself.
+//!
 //! The fence does not know where epochs come from (the lease table today, perhaps an external lock
 //! service later): issuance and enforcement are kept apart. It is generic over the log it guards
 //! so that loom can model the real code with an in-memory log.
@@ -26,6 +36,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::durable_file::write_durably;
+use crate::cluster::{leader_epoch_of_producer_epoch, producer_epoch_base, LeaderEpoch};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Why the fence refused an append or an install.
@@ -78,12 +89,13 @@ pub fn check_epoch(epoch: u64, current: u64) -> Result<(), FenceError> {
 /// deleted incarnation of the partition and is fenced.
 pub fn check_epoch_since(epoch: u64, current: u64, creation_epoch: u64) -> Result<(), FenceError> {
     debug_assert!(creation_epoch <= current, "the creation epoch is installed");
-    if epoch == 0 || epoch == creation_epoch || epoch > current {
-        Err(FenceError::UnknownEpoch { epoch, current })
-    } else if epoch < current {
-        Err(FenceError::Fenced { epoch, current })
-    } else {
-        Ok(())
+    if epoch == 0 || epoch == creation_epoch {
+        return Err(FenceError::UnknownEpoch { epoch, current });
+    }
+    match epoch_standing(epoch, current) {
+        EpochStanding::Stale => Err(FenceError::Fenced { epoch, current }),
+        EpochStanding::Current => Ok(()),
+        EpochStanding::Ahead => Err(FenceError::UnknownEpoch { epoch, current }),
     }
 }
 
@@ -130,6 +142,168 @@ pub fn check_credential_since(
     }
 }
 
+/// Where an epoch stands against the installed one: the one comparison both fences make (the
+/// producer-epoch check adds its never-granted epochs on top; the leader-epoch check is exactly
+/// this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpochStanding {
+    /// Below the installed epoch: its holder was superseded (fenced).
+    Stale,
+    /// The installed epoch itself.
+    Current,
+    /// Above the installed epoch: never installed here (unknown), never adopted.
+    Ahead,
+}
+
+/// Compares `epoch` with the installed `current`.
+pub fn epoch_standing<T: Ord>(epoch: T, current: T) -> EpochStanding {
+    match epoch.cmp(&current) {
+        std::cmp::Ordering::Less => EpochStanding::Stale,
+        std::cmp::Ordering::Equal => EpochStanding::Current,
+        std::cmp::Ordering::Greater => EpochStanding::Ahead,
+    }
+}
+
+/// The leader-epoch check of a replicated append: lower fenced, equal fine, higher unknown.
+pub fn check_leader_epoch(epoch: LeaderEpoch, current: LeaderEpoch) -> Result<(), ReplicaError> {
+    match epoch_standing(epoch, current) {
+        EpochStanding::Stale => Err(ReplicaError::FencedLeaderEpoch { epoch, current }),
+        EpochStanding::Current => Ok(()),
+        EpochStanding::Ahead => Err(ReplicaError::UnknownLeaderEpoch { epoch, current }),
+    }
+}
+
+/// A partition's place in replication, kept in the fence beside the producer epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Not replicated (no `leader-epochs` file): producers write as they always did.
+    Standalone,
+    /// Leads the partition in the installed leader epoch: producer appends are accepted.
+    Leader,
+    /// Follows the leader of the installed leader epoch: only replicated appends are accepted.
+    Follower,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Standalone => "standalone",
+            Role::Leader => "a leader",
+            Role::Follower => "a follower",
+        })
+    }
+}
+
+/// Why the fence refused a replication step (a replicated append, a role change) or a
+/// producer append on a follower. Nothing was written.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaError {
+    /// A producer append (or a lease grant) on a follower. Storage turns it into
+    /// `StorageError::NotLeader`.
+    #[error("this replica follows the leader of leader epoch {leader_epoch}; send writes to the partition's leader (fetch the cluster metadata to find it)")]
+    NotLeader {
+        /// The leader epoch this replica follows.
+        leader_epoch: LeaderEpoch,
+    },
+    /// A replicated append on a replica that is not a follower.
+    #[error("only a follower takes replicated batches; this replica is {role} (leader epoch {leader_epoch})")]
+    NotFollower {
+        /// What the replica is.
+        role: Role,
+        /// Its installed leader epoch.
+        leader_epoch: LeaderEpoch,
+    },
+    /// The batches came from a leader of an older epoch than the installed one.
+    #[error("fenced leader epoch: epoch {epoch} < current {current}; the sender was deposed")]
+    FencedLeaderEpoch {
+        /// Leader epoch the append carried.
+        epoch: LeaderEpoch,
+        /// Leader epoch installed here.
+        current: LeaderEpoch,
+    },
+    /// The batches came from a leader epoch not installed here yet (learn it from the metadata
+    /// store first). Never adopted.
+    #[error("unknown leader epoch: epoch {epoch} > current {current}; install it (become_follower) before appending its batches")]
+    UnknownLeaderEpoch {
+        /// Leader epoch the append carried.
+        epoch: LeaderEpoch,
+        /// Leader epoch installed here.
+        current: LeaderEpoch,
+    },
+    /// `become_leader`/`become_follower` with a leader epoch below the installed one.
+    #[error("leader epoch {epoch} is older than the installed {current}; the caller's view of the partition is stale")]
+    LeaderEpochNotNewer {
+        /// Leader epoch asked for.
+        epoch: LeaderEpoch,
+        /// Leader epoch installed here.
+        current: LeaderEpoch,
+    },
+}
+
+/// The replication state the fence guards, under the same lock as the producer epoch and the
+/// log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// Standalone, leader or follower.
+    pub role: Role,
+    /// The highest leader epoch installed (the leader-epoch floor; 0 when standalone).
+    pub leader_epoch: LeaderEpoch,
+    /// Whether a lease was granted since the partition's creation: writers without a lease are
+    /// refused from then on, whoever leads.
+    pub leased: bool,
+}
+
+impl ReplicaState {
+    /// A standalone partition at producer epoch `current`, created at `creation_epoch`: leased
+    /// once anything above the creation epoch was installed (only grants install there).
+    pub fn standalone(current: u64, creation_epoch: u64) -> Self {
+        Self {
+            role: Role::Standalone,
+            leader_epoch: 0,
+            leased: current > creation_epoch,
+        }
+    }
+}
+
+/// What a role change asks its persist step to make durable before it takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleChange {
+    /// The role taken.
+    pub role: Role,
+    /// The leader epoch installed (the new floor; at least the old one).
+    pub leader_epoch: LeaderEpoch,
+    /// The producer epoch base to install (`producer_epoch_base(leader_epoch)`), when it is
+    /// above the current producer epoch (a leader taking over); `None` otherwise.
+    pub producer_epoch: Option<u64>,
+    /// Whether a lease was ever granted (to record beside the floor).
+    pub leased: bool,
+}
+
+/// Lets a replicated append record that the leader granted a lease (its batches carry a granted
+/// epoch): the partition stays leased from then on. Only ever moves from false to true.
+#[derive(Debug)]
+pub struct LeaseEvidence<'a> {
+    leased: &'a mut bool,
+}
+
+impl LeaseEvidence<'_> {
+    /// Whether a grant is known already.
+    pub fn is_leased(&self) -> bool {
+        *self.leased
+    }
+
+    /// Records that a grant happened (after the caller made that durable).
+    pub fn record_grant(&mut self) {
+        *self.leased = true;
+    }
+}
+
+/// The never-granted producer epoch at `current`: the creation epoch, or the base installed by
+/// the leader epoch `current` belongs to (a leader's base is installed, never granted).
+fn ungranted_epoch(current: u64, creation_epoch: u64) -> u64 {
+    creation_epoch.max(producer_epoch_base(leader_epoch_of_producer_epoch(current)))
+}
+
 /// A log guarded by an epoch: the check and the write share one lock.
 #[derive(Debug)]
 pub struct Fence<L> {
@@ -137,6 +311,8 @@ pub struct Fence<L> {
     /// Mirror of `Guarded::current` for lock-free reads (metadata, lease grants). Written only
     /// under the lock; never used for the check itself.
     current_mirror: AtomicU64,
+    /// Mirror of `Guarded::replica.leader_epoch`, for lock-free reads; never used for a check.
+    leader_epoch_mirror: AtomicU64,
     /// The epoch the partition was created at (0, or above every epoch of a deleted partition
     /// of the same name): never granted, fixed for the fence's life.
     creation_epoch: u64,
@@ -145,6 +321,7 @@ pub struct Fence<L> {
 #[derive(Debug)]
 struct Guarded<L> {
     current: u64,
+    replica: ReplicaState,
     log: L,
 }
 
@@ -158,9 +335,26 @@ impl<L> Fence<L> {
     /// (see the module docs). The current epoch is at least the creation epoch.
     pub fn with_creation_epoch(current: u64, creation_epoch: u64, log: L) -> Self {
         let current = current.max(creation_epoch);
+        let replica = ReplicaState::standalone(current, creation_epoch);
+        Self::with_replica_state(current, creation_epoch, replica, log)
+    }
+
+    /// Guards `log` of a partition that has a replication state (see [`ReplicaState`]).
+    pub fn with_replica_state(
+        current: u64,
+        creation_epoch: u64,
+        replica: ReplicaState,
+        log: L,
+    ) -> Self {
+        let current = current.max(creation_epoch);
         Self {
-            state: Mutex::new(Guarded { current, log }),
+            state: Mutex::new(Guarded {
+                current,
+                replica,
+                log,
+            }),
             current_mirror: AtomicU64::new(current),
+            leader_epoch_mirror: AtomicU64::new(u64::from(replica.leader_epoch)),
             creation_epoch,
         }
     }
@@ -181,6 +375,17 @@ impl<L> Fence<L> {
         self.current_mirror.load(Ordering::Acquire)
     }
 
+    /// The installed leader epoch (a snapshot: it may change right after).
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch::try_from(self.leader_epoch_mirror.load(Ordering::Acquire))
+            .expect("the mirror holds a leader epoch")
+    }
+
+    /// The replication state (taken under the lock; it may change right after).
+    pub fn replica_state(&self) -> ReplicaState {
+        self.lock().replica
+    }
+
     /// Checks `epoch` and, if it is the current one, runs `write` on the log while still holding
     /// the lock. This is the only way to reach the log for writing.
     pub fn append<T, E>(
@@ -189,38 +394,62 @@ impl<L> Fence<L> {
         write: impl FnOnce(&mut L) -> Result<T, E>,
     ) -> Result<T, E>
     where
-        E: From<FenceError>,
+        E: From<FenceError> + From<ReplicaError>,
     {
         self.append_as(WriteCredential::Epoch(epoch), write)
     }
 
     /// [`append`](Self::append) for any [`WriteCredential`]: the check and the write under one
-    /// lock.
+    /// lock. A follower refuses every producer append ([`ReplicaError::NotLeader`]); on a leader
+    /// the producer epoch its takeover installed is never granted (unknown, like a creation
+    /// epoch), and writers without a lease pass only while no lease was ever granted.
     pub fn append_as<T, E>(
         &self,
         credential: WriteCredential,
         write: impl FnOnce(&mut L) -> Result<T, E>,
     ) -> Result<T, E>
     where
-        E: From<FenceError>,
+        E: From<FenceError> + From<ReplicaError>,
     {
         let mut guarded = self.lock();
-        check_credential_since(credential, guarded.current, self.creation_epoch)?;
+        check_producer(credential, &guarded, self.creation_epoch)
+            .map_err(ProducerRefusal::into_error::<E>)?;
         write(&mut guarded.log)
     }
 
-    /// Makes `epoch` current. Refuses an epoch not above the current one. `persist` runs under the
-    /// lock, before the epoch becomes current, and must make it durable (on failure nothing
-    /// changes). It gets the log to read the offset where the epoch starts.
+    /// Makes `epoch` current: a lease grant. Refuses an epoch not above the current one, and any
+    /// grant on a follower. `persist` runs under the lock, before the epoch becomes current, and
+    /// must make it durable (on failure nothing changes). It gets the log to read the offset
+    /// where the epoch starts, and whether this is the first grant since creation (which a
+    /// replicated partition records beside its leader-epoch floor).
     pub fn install_epoch<E>(
         &self,
         epoch: u64,
         persist: impl FnOnce(u64, &mut L) -> Result<(), E>,
     ) -> Result<(), E>
     where
-        E: From<FenceError>,
+        E: From<FenceError> + From<ReplicaError>,
+    {
+        self.install_grant(epoch, |epoch, _first_grant, log| persist(epoch, log))
+    }
+
+    /// [`install_epoch`](Self::install_epoch), telling `persist` whether this is the first grant
+    /// since the partition's creation.
+    pub fn install_grant<E>(
+        &self,
+        epoch: u64,
+        persist: impl FnOnce(u64, bool, &mut L) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<FenceError> + From<ReplicaError>,
     {
         let mut guarded = self.lock();
+        if guarded.replica.role == Role::Follower {
+            return Err(ReplicaError::NotLeader {
+                leader_epoch: guarded.replica.leader_epoch,
+            }
+            .into());
+        }
         if epoch <= guarded.current {
             return Err(FenceError::EpochNotNewer {
                 epoch,
@@ -228,16 +457,182 @@ impl<L> Fence<L> {
             }
             .into());
         }
-        persist(epoch, &mut guarded.log)?;
+        let first_grant = !guarded.replica.leased;
+        persist(epoch, first_grant, &mut guarded.log)?;
         guarded.current = epoch;
+        guarded.replica.leased = true;
         self.current_mirror.store(epoch, Ordering::Release);
         Ok(())
+    }
+
+    /// Takes over as leader in `leader_epoch` (refused below the installed leader epoch). Under
+    /// the lock, so no append of the old role is in progress when it returns: `persist` makes
+    /// the [`RoleChange`] durable (history entry, floor, producer epoch base), then the role,
+    /// the floor and the producer epoch base (when it is above the current producer epoch) take
+    /// effect. The base fences every producer epoch granted before, and is itself never
+    /// granted.
+    pub fn become_leader<E>(
+        &self,
+        leader_epoch: LeaderEpoch,
+        persist: impl FnOnce(RoleChange, &mut L) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<ReplicaError>,
+    {
+        self.change_role(Role::Leader, leader_epoch, persist)
+    }
+
+    /// Follows the leader of `leader_epoch` (refused below the installed leader epoch): after
+    /// `persist` made the floor durable, replicated appends of older leaders are fenced and
+    /// producer appends refused. Under the lock, like [`become_leader`](Self::become_leader).
+    pub fn become_follower<E>(
+        &self,
+        leader_epoch: LeaderEpoch,
+        persist: impl FnOnce(RoleChange, &mut L) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<ReplicaError>,
+    {
+        self.change_role(Role::Follower, leader_epoch, persist)
+    }
+
+    fn change_role<E>(
+        &self,
+        role: Role,
+        leader_epoch: LeaderEpoch,
+        persist: impl FnOnce(RoleChange, &mut L) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<ReplicaError>,
+    {
+        let mut guarded = self.lock();
+        let installed = guarded.replica.leader_epoch;
+        if epoch_standing(leader_epoch, installed) == EpochStanding::Stale {
+            return Err(ReplicaError::LeaderEpochNotNewer {
+                epoch: leader_epoch,
+                current: installed,
+            }
+            .into());
+        }
+        let base = producer_epoch_base(leader_epoch);
+        let change = RoleChange {
+            role,
+            leader_epoch,
+            producer_epoch: (role == Role::Leader && base > guarded.current).then_some(base),
+            leased: guarded.replica.leased,
+        };
+        persist(change, &mut guarded.log)?;
+        guarded.replica.role = role;
+        guarded.replica.leader_epoch = leader_epoch;
+        self.leader_epoch_mirror
+            .store(u64::from(leader_epoch), Ordering::Release);
+        if let Some(base) = change.producer_epoch {
+            guarded.current = base;
+            self.current_mirror.store(base, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Checks a replicated append's `leader_epoch` (lower fenced, equal fine, higher unknown; a
+    /// replica that is not a follower refuses) and, if it passes, runs `write` on the log while
+    /// still holding the lock: the same lock that orders producer appends and installs, so once
+    /// `become_follower(e + 1)` or `become_leader` returned, no append of epoch `e` is in
+    /// progress or can start. `write` may record that the batches show a lease was granted.
+    pub fn append_replicated<T, E>(
+        &self,
+        leader_epoch: LeaderEpoch,
+        write: impl FnOnce(&mut L, &mut LeaseEvidence<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<ReplicaError>,
+    {
+        let mut guarded = self.lock();
+        let Guarded { replica, log, .. } = &mut *guarded;
+        if replica.role != Role::Follower {
+            return Err(ReplicaError::NotFollower {
+                role: replica.role,
+                leader_epoch: replica.leader_epoch,
+            }
+            .into());
+        }
+        check_leader_epoch(leader_epoch, replica.leader_epoch)?;
+        let mut evidence = LeaseEvidence {
+            leased: &mut replica.leased,
+        };
+        write(log, &mut evidence)
+    }
+
+    /// Runs `f` on the log under the lock, only on a follower (truncation: a leader never cuts
+    /// its own log). `f` gets the installed leader epoch.
+    pub fn with_follower_log<T, E>(
+        &self,
+        f: impl FnOnce(&mut L, LeaderEpoch) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<ReplicaError>,
+    {
+        let mut guarded = self.lock();
+        let Guarded { replica, log, .. } = &mut *guarded;
+        if replica.role != Role::Follower {
+            return Err(ReplicaError::NotFollower {
+                role: replica.role,
+                leader_epoch: replica.leader_epoch,
+            }
+            .into());
+        }
+        f(log, replica.leader_epoch)
     }
 
     /// Runs `f` on the log under the lock without an epoch check, for operations that do not
     /// write batches (reading the tail position, sealing segments on close, retention).
     pub fn with_log<T>(&self, f: impl FnOnce(&mut L) -> T) -> T {
         f(&mut self.lock().log)
+    }
+
+    /// [`with_log`](Self::with_log), also showing the replication state.
+    pub fn with_log_and_state<T>(&self, f: impl FnOnce(&mut L, &ReplicaState) -> T) -> T {
+        let mut guarded = self.lock();
+        let Guarded { replica, log, .. } = &mut *guarded;
+        f(log, replica)
+    }
+}
+
+/// The producer check under the lock: a follower refuses; otherwise the credential is checked
+/// against the current producer epoch, whose never-granted epoch is the creation epoch or the
+/// base a leader installed, and a writer without a lease passes only while none was granted.
+fn check_producer<L>(
+    credential: WriteCredential,
+    guarded: &Guarded<L>,
+    creation_epoch: u64,
+) -> Result<(), ProducerRefusal> {
+    if guarded.replica.role == Role::Follower {
+        return Err(ProducerRefusal::Replica(ReplicaError::NotLeader {
+            leader_epoch: guarded.replica.leader_epoch,
+        }));
+    }
+    let current = guarded.current;
+    match credential {
+        WriteCredential::Epoch(epoch) => {
+            check_epoch_since(epoch, current, ungranted_epoch(current, creation_epoch))
+        }
+        WriteCredential::Unleased if !guarded.replica.leased => Ok(()),
+        WriteCredential::Unleased => Err(FenceError::Leased { current }),
+    }
+    .map_err(ProducerRefusal::Fence)
+}
+
+/// Either refusal of a producer append.
+enum ProducerRefusal {
+    Fence(FenceError),
+    Replica(ReplicaError),
+}
+
+impl ProducerRefusal {
+    fn into_error<E: From<FenceError> + From<ReplicaError>>(self) -> E {
+        match self {
+            ProducerRefusal::Fence(error) => error.into(),
+            ProducerRefusal::Replica(error) => error.into(),
+        }
     }
 }
 
@@ -432,6 +827,12 @@ mod tests {
         }
     }
 
+    impl From<ReplicaError> for io::Error {
+        fn from(error: ReplicaError) -> Self {
+            io::Error::other(error)
+        }
+    }
+
     /// A partition re-created at creation epoch 6 (its deleted predecessor reached 5): every
     /// old epoch is fenced with both epochs named, 6 itself was never granted, writers without
     /// a lease pass until the first grant (7), which then fences them.
@@ -524,7 +925,26 @@ mod loom_models {
     use loom::sync::Arc;
     use loom::thread;
 
-    fn append(fence: &Fence<Vec<u64>>, epoch: u64) -> Result<usize, FenceError> {
+    /// Either refusal the fence gives, for the models' results.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Refused {
+        Fence(FenceError),
+        Replica(ReplicaError),
+    }
+
+    impl From<FenceError> for Refused {
+        fn from(error: FenceError) -> Self {
+            Refused::Fence(error)
+        }
+    }
+
+    impl From<ReplicaError> for Refused {
+        fn from(error: ReplicaError) -> Self {
+            Refused::Replica(error)
+        }
+    }
+
+    fn append(fence: &Fence<Vec<u64>>, epoch: u64) -> Result<usize, Refused> {
         fence.append(epoch, |log| {
             log.push(epoch);
             Ok(log.len() - 1)
@@ -557,7 +977,7 @@ mod loom_models {
                     fence
                         .install_epoch(2, |_, log: &mut Vec<u64>| {
                             length_at_install = log.len();
-                            Ok::<_, FenceError>(())
+                            Ok::<_, Refused>(())
                         })
                         .unwrap();
                     append(&fence, 2).unwrap();
@@ -576,10 +996,10 @@ mod loom_models {
                     Ok(position) => assert!(position < length_at_install),
                     Err(error) => assert_eq!(
                         error,
-                        FenceError::Fenced {
+                        Refused::Fence(FenceError::Fenced {
                             epoch: 1,
                             current: 2
-                        }
+                        })
                     ),
                 }
             });
@@ -599,7 +1019,7 @@ mod loom_models {
                 thread::spawn(move || {
                     fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
                         log.push(0);
-                        Ok::<_, FenceError>(log.len() - 1)
+                        Ok::<_, Refused>(log.len() - 1)
                     })
                 })
             };
@@ -607,7 +1027,7 @@ mod loom_models {
             fence
                 .install_epoch(1, |_, log: &mut Vec<u64>| {
                     length_at_install = log.len();
-                    Ok::<_, FenceError>(())
+                    Ok::<_, Refused>(())
                 })
                 .unwrap();
             append(&fence, 1).unwrap();
@@ -617,7 +1037,9 @@ mod loom_models {
                 assert_epochs_never_decrease(log);
                 match result {
                     Ok(position) => assert!(position < length_at_install),
-                    Err(error) => assert_eq!(error, FenceError::Leased { current: 1 }),
+                    Err(error) => {
+                        assert_eq!(error, Refused::Fence(FenceError::Leased { current: 1 }))
+                    }
                 }
             });
         });
@@ -639,7 +1061,7 @@ mod loom_models {
                 thread::spawn(move || {
                     fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
                         log.push(0);
-                        Ok::<_, FenceError>(log.len() - 1)
+                        Ok::<_, Refused>(log.len() - 1)
                     })
                 })
             };
@@ -647,7 +1069,7 @@ mod loom_models {
             fence
                 .install_epoch(7, |_, log: &mut Vec<u64>| {
                     length_at_install = log.len();
-                    Ok::<_, FenceError>(())
+                    Ok::<_, Refused>(())
                 })
                 .unwrap();
             append(&fence, 7).unwrap();
@@ -655,14 +1077,16 @@ mod loom_models {
             let unleased_result = unleased.join().unwrap();
             assert!(matches!(
                 old_result,
-                Err(FenceError::Fenced { epoch: 5, current }) if current >= 6
+                Err(Refused::Fence(FenceError::Fenced { epoch: 5, current })) if current >= 6
             ));
             fence.with_log(|log| {
                 assert!(!log.contains(&5), "an old holder's batch landed: {log:?}");
                 assert!(log[length_at_install..].iter().all(|epoch| *epoch == 7));
                 match unleased_result {
                     Ok(position) => assert!(position < length_at_install),
-                    Err(error) => assert_eq!(error, FenceError::Leased { current: 7 }),
+                    Err(error) => {
+                        assert_eq!(error, Refused::Fence(FenceError::Leased { current: 7 }))
+                    }
                 }
             });
         });
@@ -684,7 +1108,7 @@ mod loom_models {
                 let fence = Arc::clone(&fence);
                 thread::spawn(move || {
                     fence
-                        .install_epoch(2, |_, _: &mut Vec<u64>| Ok::<_, FenceError>(()))
+                        .install_epoch(2, |_, _: &mut Vec<u64>| Ok::<_, Refused>(()))
                         .unwrap()
                 })
             };
@@ -701,6 +1125,126 @@ mod loom_models {
         });
     }
 
+    /// A replicated append from the leader of epoch 1 races `become_follower(2)` on a follower
+    /// (the leader was deposed while its fetch response was in flight), through the real fence
+    /// code: once the install returns, no append of leader epoch 1 can land after the point
+    /// where it happened, and the racing append either landed before it or was fenced with both
+    /// epochs named. A later append from the new leader (epoch 2) is accepted.
+    #[test]
+    fn loom_become_follower_fences_the_deposed_leaders_appends() {
+        loom::model(|| {
+            let replica = ReplicaState {
+                role: Role::Follower,
+                leader_epoch: 1,
+                leased: false,
+            };
+            let fence = Arc::new(Fence::with_replica_state(0, 0, replica, Vec::new()));
+            let deposed = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_replicated(1, |log: &mut Vec<u64>, _| {
+                        log.push(1);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .become_follower(2, |change, log: &mut Vec<u64>| {
+                    assert_eq!(change.producer_epoch, None);
+                    length_at_install = log.len();
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            fence
+                .append_replicated(2, |log: &mut Vec<u64>, _| {
+                    log.push(2);
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            let result = deposed.join().unwrap();
+            fence.with_log(|log| {
+                assert!(
+                    log[length_at_install..].iter().all(|epoch| *epoch == 2),
+                    "a leader-epoch-1 batch landed after epoch 2 was installed: {log:?}"
+                );
+                match result {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert_eq!(
+                        error,
+                        Refused::Replica(ReplicaError::FencedLeaderEpoch {
+                            epoch: 1,
+                            current: 2
+                        })
+                    ),
+                }
+            });
+            assert_eq!(fence.leader_epoch(), 2);
+        });
+    }
+
+    /// A follower of leader epoch 1 takes over (`become_leader(2)`) while a replicated append of
+    /// epoch 1 and a producer append race it: once the takeover returns, no replicated append
+    /// can land (a leader takes none), the producer epoch base `2 << 32` is installed, and a
+    /// producer append lands only after it, never under an older producer epoch.
+    #[test]
+    fn loom_become_leader_stops_replicated_appends_and_installs_the_base() {
+        loom::model(|| {
+            let replica = ReplicaState {
+                role: Role::Follower,
+                leader_epoch: 1,
+                leased: false,
+            };
+            let fence = Arc::new(Fence::with_replica_state(7, 0, replica, Vec::new()));
+            let replicated = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_replicated(1, |log: &mut Vec<u64>, _| {
+                        log.push(1);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let producer = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(0);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .become_leader(2, |change, log: &mut Vec<u64>| {
+                    assert_eq!(change.producer_epoch, Some(producer_epoch_base(2)));
+                    length_at_install = log.len();
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            assert_eq!(fence.current_epoch(), producer_epoch_base(2));
+            let replicated = replicated.join().unwrap();
+            let produced = producer.join().unwrap();
+            fence.with_log(|log| match replicated {
+                Ok(position) => {
+                    assert!(position < length_at_install);
+                    assert!(!log[length_at_install..].contains(&1));
+                }
+                Err(error) => assert!(matches!(
+                    error,
+                    Refused::Replica(ReplicaError::NotFollower { .. })
+                )),
+            });
+            match produced {
+                Ok(position) => assert!(position >= length_at_install),
+                Err(error) => assert_eq!(
+                    error,
+                    Refused::Replica(ReplicaError::NotLeader { leader_epoch: 1 })
+                ),
+            }
+        });
+    }
+
     /// Two installs race: each epoch is installed at most once and the current epoch ends at the
     /// highest one installed; it never goes backwards.
     #[test]
@@ -712,8 +1256,8 @@ mod loom_models {
                 .map(|epoch| {
                     let fence = Arc::clone(&fence);
                     thread::spawn(move || {
-                        let result = fence
-                            .install_epoch(epoch, |_, _: &mut Vec<u64>| Ok::<_, FenceError>(()));
+                        let result =
+                            fence.install_epoch(epoch, |_, _: &mut Vec<u64>| Ok::<_, Refused>(()));
                         let seen = fence.current_epoch();
                         assert!(seen >= epoch || result.is_err());
                         result.is_ok()

@@ -13,6 +13,8 @@ struct State {
     durable_offset: u64,
     in_progress: bool,
     syncs: u64,
+    /// Truncations so far (see [`GroupCommit::lower_to`]).
+    truncations: u64,
 }
 
 /// Coordinates syncs for one partition.
@@ -42,19 +44,35 @@ impl GroupCommit {
             .durable_offset
     }
 
+    /// A truncation cut the log at `offset`: nothing at or above it is durable any more (the
+    /// offsets will be given to other records). A sync already running when this is called
+    /// must not raise the durable offset again with what it planned before; the partition
+    /// makes such a sync report nothing new.
+    ///
+    /// Every wait in progress returns: the offset it waits for may have been cut, so the caller
+    /// must check what became of its records (the partition does).
+    pub fn lower_to(&self, offset: u64) {
+        let mut state = self.state.lock().expect("group commit lock poisoned");
+        state.durable_offset = state.durable_offset.min(offset);
+        state.truncations += 1;
+        self.done.notify_all();
+    }
+
     /// Syncs performed so far (for benchmarks and tests of the batching).
     pub fn syncs(&self) -> u64 {
         self.state.lock().expect("group commit lock poisoned").syncs
     }
 
-    /// Returns once every offset below `target` is durable. `sync` syncs all that is written and
-    /// returns the offset it made durable; it is called by at most one thread at a time. A failed
-    /// sync is returned to the leader; waiters then try again themselves (and meet the same
-    /// failure, which the partition makes sticky).
+    /// Returns once every offset below `target` is durable, or once a truncation came (see
+    /// [`GroupCommit::lower_to`]). `sync` syncs all that is written and returns the offset it
+    /// made durable; it is called by at most one thread at a time. A failed sync is returned to
+    /// the leader; waiters then try again themselves (and meet the same failure, which the
+    /// partition makes sticky).
     pub fn wait_durable<E>(&self, target: u64, sync: impl Fn() -> Result<u64, E>) -> Result<(), E> {
         let mut state = self.state.lock().expect("group commit lock poisoned");
+        let truncations = state.truncations;
         loop {
-            if state.durable_offset >= target {
+            if state.durable_offset >= target || state.truncations != truncations {
                 return Ok(());
             }
             if state.in_progress {

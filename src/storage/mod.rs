@@ -8,12 +8,15 @@
 //! * `recovery` (crate-private): turning the segment files found on open back into a log, one
 //!   function per rule.
 //! * [`durable_file`]: small files replaced atomically and durably; directory syncs.
-//! * [`fence`]: the epoch check and its durable checkpoint (what loom models).
+//! * [`fence`]: the epoch check and its durable checkpoint (what loom models); in a cluster
+//!   also the leader-epoch check and the partition's role.
+//! * [`leader_epochs`]: the leader-epoch history and floor of a replicated partition.
 //! * [`flush`]: group commit.
 //! * [`seal`]: syncing full segments in the background ([`SealWorker`]); the recovery point.
 //! * [`producer_state`]: each idempotent producer's recent batches, so that retries are appended
 //!   once and a failed batch stops the ones behind it.
-//! * [`partition`]: the segments of one partition, the append and read paths, retention.
+//! * [`partition`]: the segments of one partition, the append and read paths, retention; in a
+//!   cluster also roles, replicated appends, truncation and the replicated high watermark.
 //! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
 //!   batch-header timestamps.
 
@@ -22,6 +25,7 @@ pub mod durable_file;
 pub mod fence;
 pub mod flush;
 pub(crate) mod index;
+pub mod leader_epochs;
 pub(crate) mod mmap;
 pub mod partition;
 pub mod producer_state;
@@ -34,9 +38,10 @@ use thiserror::Error;
 
 pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
-pub use fence::{FenceError, WriteCredential};
+pub use fence::{FenceError, ReplicaError, Role, WriteCredential};
 pub use partition::{
-    Appended, Partition, PendingAppend, ReadResult, RetentionReport, SyncObserver, SyncedRange,
+    Appended, Partition, PendingAppend, ReadResult, ReplicaRead, RetentionReport, SyncObserver,
+    SyncedRange,
 };
 pub use producer_state::SequenceError;
 pub use recovery::{DamagedRange, RecoveryReport};
@@ -109,6 +114,44 @@ pub enum StorageError {
     /// Settings out of bounds.
     #[error("invalid partition config: {0}")]
     InvalidConfig(String),
+    /// A producer append (or a lease grant) on a follower replica; nothing was written.
+    #[error("this replica follows the leader of leader epoch {leader_epoch}; send writes to the partition's leader (fetch the cluster metadata to find it)")]
+    NotLeader {
+        /// The leader epoch this replica follows.
+        leader_epoch: crate::cluster::LeaderEpoch,
+    },
+    /// A replication step the fence refused (a fenced or unknown leader epoch, an older leader
+    /// epoch than installed, a replicated append on a replica that is not a follower); nothing
+    /// was written.
+    #[error(transparent)]
+    Replica(ReplicaError),
+    /// Replicated batches that do not start at this replica's log end; nothing was written.
+    #[error("replicated batches start at offset {base_offset} but this replica's log ends at {log_end_offset}; fetch from the log end")]
+    ReplicaOffsetMismatch {
+        /// First offset of the batches.
+        base_offset: u64,
+        /// This replica's log end offset.
+        log_end_offset: u64,
+    },
+    /// Replicated batches that cannot follow this replica's log (their epochs go backwards):
+    /// its log diverged from the leader's; nothing was written.
+    #[error("replicated batches do not fit partition {partition}: {reason}; truncate by leader epoch before fetching again")]
+    ReplicaDiverged {
+        /// `topic/partition`.
+        partition: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// A truncation below the high watermark would cut committed records; nothing was cut.
+    #[error("refusing to truncate partition {partition} to offset {offset}: its high watermark is {high_watermark} and committed records are never cut; the caller's view of the leader is stale")]
+    BelowHighWatermark {
+        /// `topic/partition`.
+        partition: String,
+        /// Where the truncation was asked to cut.
+        offset: u64,
+        /// The partition's high watermark.
+        high_watermark: u64,
+    },
     /// The partition's topic was deleted while the request was in flight; nothing was written.
     #[error(
         "partition {partition} was deleted with its topic; create the topic again to write to it"
@@ -140,6 +183,17 @@ pub fn exhausted_resource(error: &std::io::Error) -> Option<&'static str> {
         libc::EDQUOT => Some("the disk quota is exceeded"),
         libc::ENOMEM => Some("the server is out of memory"),
         _ => None,
+    }
+}
+
+impl From<ReplicaError> for StorageError {
+    /// A follower's refusal of a producer append is [`StorageError::NotLeader`]; every other
+    /// replication refusal keeps its type.
+    fn from(error: ReplicaError) -> Self {
+        match error {
+            ReplicaError::NotLeader { leader_epoch } => StorageError::NotLeader { leader_epoch },
+            other => StorageError::Replica(other),
+        }
     }
 }
 

@@ -9,6 +9,11 @@
 //! An idempotent producer's batch (magic 3) also passes the producer sequence check
 //! ([`super::producer_state`]) in that same critical section: a retry of a batch already in the
 //! log is answered with its original offsets instead of being appended twice.
+//!
+//! In a cluster a partition also has a replication role (see `docs/replication.md`); what that
+//! adds lives in the child modules: `replicate` (roles, replicated appends, the leader-side read
+//! for followers, OffsetsForLeaderEpoch), `truncate` (cutting the log to a follower's divergence
+//! point) and `high_watermark` (what readers may see once the partition is replicated).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,8 +27,11 @@ use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
 use super::durable_file::sync_directory;
-use super::fence::{check_credential_since, EpochCheckpoint, Fence, FenceError, WriteCredential};
+use super::fence::{
+    check_credential_since, EpochCheckpoint, Fence, FenceError, ReplicaState, Role, WriteCredential,
+};
 use super::flush::GroupCommit;
+use super::leader_epochs::LeaderEpochFile;
 use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
@@ -31,6 +39,13 @@ use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
+use high_watermark::Watermarks;
+
+mod high_watermark;
+mod replicate;
+mod truncate;
+
+pub use replicate::ReplicaRead;
 
 /// What an append returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +71,8 @@ pub struct PendingAppend {
     durable_at: u64,
     /// Size of the batch, for the produce metrics once it is acknowledged.
     batch_bytes: u64,
+    /// Truncations of the log before the append (see [`Partition::acknowledge`]).
+    truncations: u64,
 }
 
 impl PendingAppend {
@@ -92,20 +109,15 @@ struct Shared {
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
     failed: AtomicBool,
-    /// Found at recovery; fixed for the life of the partition.
-    damaged: Vec<DamagedRange>,
+    /// Found at recovery; only a truncation changes it (it drops the ranges it cut).
+    damaged: RwLock<Vec<DamagedRange>>,
     /// Offsets below it are in segments synced whole (see [`super::seal`]).
     recovery_point: Arc<RecoveryPoint>,
-}
-
-impl Shared {
-    fn publish_high_watermark(&self, offset: u64) {
-        self.high_watermark.send_if_modified(|current| {
-            let advanced = offset > *current;
-            *current = (*current).max(offset);
-            advanced
-        });
-    }
+    /// What the published high watermark is made of (see `high_watermark`).
+    watermarks: Watermarks,
+    /// Truncations so far: a sync or an acknowledgement planned before one must not count
+    /// offsets the truncation cut.
+    truncations: AtomicU64,
 }
 
 /// The writer's state: everything behind the fence lock.
@@ -125,6 +137,10 @@ pub struct Writer {
     seal_worker: SealWorker,
     /// Each idempotent producer's recent batches.
     producers: ProducerStates,
+    /// The leader-epoch history and floor (no file: a standalone partition).
+    leader_epochs: LeaderEpochFile,
+    /// Epoch of the last batch in the log (epochs never decrease with offset).
+    last_epoch: u64,
 }
 
 impl Writer {
@@ -152,6 +168,7 @@ impl Writer {
                     },
                     durable_at: last_offset + 1,
                     batch_bytes: batch_bytes.len() as u64,
+                    truncations: self.shared.truncations.load(Ordering::Acquire),
                 });
             }
         }
@@ -164,6 +181,7 @@ impl Writer {
             appended,
             durable_at: appended.log_end_offset,
             batch_bytes: batch_bytes.len() as u64,
+            truncations: self.shared.truncations.load(Ordering::Acquire),
         })
     }
 
@@ -225,6 +243,7 @@ impl Writer {
             slot.insert((Arc::clone(self.active.reader()), 0));
         }
         let log_end_offset = self.active.next_offset();
+        self.last_epoch = header.epoch;
         if self.publish_on_append {
             self.active.reader().map().publish(end);
             self.shared.publish_high_watermark(log_end_offset);
@@ -258,6 +277,7 @@ impl Writer {
         // segment is durable (no fsync under the append lock, and never ahead of the durable
         // log): a restart then replays the active segment only.
         let snapshot = self.producer_snapshot_writer();
+        let generation = self.shared.recovery_point.generation();
         let sealed = std::mem::replace(&mut self.active, next);
         self.shared
             .segments
@@ -275,13 +295,14 @@ impl Writer {
             segment: Arc::downgrade(sealed.reader()),
             recovery_point: Arc::clone(&self.shared.recovery_point),
             next_base: base_offset,
+            generation,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
             after_seal: snapshot.map(|write| {
                 // Not into a deleted partition's path, which a re-created topic may own.
                 let recovery_point = Arc::clone(&self.shared.recovery_point);
                 Box::new(move || {
-                    recovery_point.unless_retired(write);
+                    recovery_point.unless_retired_in(generation, write);
                 }) as Box<dyn FnOnce() + Send>
             }),
         });
@@ -390,6 +411,7 @@ impl Partition {
             readers,
             active,
             report,
+            epoch_in_log,
         } = recovery::recover_log(
             name,
             directory,
@@ -408,15 +430,39 @@ impl Partition {
             log_end,
             config.max_producers,
         )?;
+        let mut leader_epochs =
+            LeaderEpochFile::load(directory).map_err(io_error("load leader-epoch history"))?;
+        let recovery_cut = report.bytes_cut > 0 || report.segments_deleted > 0;
+        leader_epochs
+            .fit_to_log(log_end, recovery_cut)
+            .map_err(io_error("write leader-epoch history"))?;
+        let creation_epoch = checkpoint.creation_epoch();
+        // A replicated partition opens as a follower: it serves no producer until the broker,
+        // having read the partition's state, makes it leader again.
+        let (replica, high_watermark) = match leader_epochs.epochs() {
+            Some(epochs) => (
+                ReplicaState {
+                    role: Role::Follower,
+                    leader_epoch: epochs.floor,
+                    leased: epochs.leased,
+                },
+                epochs.high_watermark.min(log_end),
+            ),
+            None => (
+                ReplicaState::standalone(epoch.max(creation_epoch), creation_epoch),
+                log_end,
+            ),
+        };
         let shared = Arc::new(Shared {
             segments: RwLock::new(readers),
-            high_watermark: watch::Sender::new(log_end),
+            high_watermark: watch::Sender::new(high_watermark),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
-            damaged: report.damaged.clone(),
+            damaged: RwLock::new(report.damaged.clone()),
             recovery_point,
+            watermarks: Watermarks::new(leader_epochs.is_replicated(), log_end, high_watermark),
+            truncations: AtomicU64::new(0),
         });
-        let creation_epoch = checkpoint.creation_epoch();
         let writer = Writer {
             directory: directory.to_path_buf(),
             options,
@@ -428,13 +474,15 @@ impl Partition {
             seal_delay: config.seal_delay,
             seal_worker: seal_worker.clone(),
             producers,
+            leader_epochs,
+            last_epoch: epoch_in_log,
         };
         Ok((
             Self {
                 name: name.to_string(),
                 directory: directory.to_path_buf(),
                 config,
-                fence: Fence::with_creation_epoch(epoch, creation_epoch, writer),
+                fence: Fence::with_replica_state(epoch, creation_epoch, replica, writer),
                 shared,
                 commit: GroupCommit::new(log_end),
                 sync_observer: ObserverSlot::default(),
@@ -502,13 +550,20 @@ impl Partition {
 
     /// Makes `epoch` current: refuses `epoch <= current`, records it durably in the checkpoint
     /// (temp file, fsync, rename, directory fsync) and only then installs it in the writer.
+    ///
+    /// On a follower it is refused ([`StorageError::NotLeader`]); on a replicated partition the
+    /// first grant since creation is also recorded in the leader-epoch file, so the partition
+    /// stays leased whoever leads it later.
     pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
         self.fence
-            .install_epoch(epoch, |epoch, writer: &mut Writer| {
+            .install_grant(epoch, |epoch, first_grant, writer: &mut Writer| {
                 if writer.shared.recovery_point.is_retired() {
                     return Err(StorageError::Deleted {
                         partition: self.name.clone(),
                     });
+                }
+                if first_grant {
+                    replicate::record_lease_granted(writer)?;
                 }
                 let start_offset = writer.active.next_offset();
                 writer
@@ -576,13 +631,18 @@ impl Partition {
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
         let epoch = credential.epoch();
-        // Early answer for a stale holder; the authoritative check is inside the fence.
-        check_credential_since(
-            credential,
-            self.fence.current_epoch(),
-            self.fence.creation_epoch(),
-        )
-        .map_err(StorageError::Fence)?;
+        // Early answer for a stale holder; the authoritative check is inside the fence. A
+        // replicated partition answers only staleness early (its never-granted epoch and its
+        // lease state are the fence's to judge).
+        let current = self.fence.current_epoch();
+        if !self.shared.watermarks.is_replicated() {
+            check_credential_since(credential, current, self.fence.creation_epoch())
+                .map_err(StorageError::Fence)?;
+        } else if let WriteCredential::Epoch(epoch) = credential {
+            if epoch != 0 && epoch < current {
+                return Err(StorageError::Fence(FenceError::Fenced { epoch, current }));
+            }
+        }
         if batch_bytes.len() > self.config.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
@@ -623,6 +683,13 @@ impl Partition {
             self.commit
                 .wait_durable(pending.durable_at, || self.sync_everything())?;
         }
+        // A truncation since the append may have cut it (the partition became a follower
+        // meanwhile): never acknowledge what the log may no longer hold.
+        if self.shared.truncations.load(Ordering::Acquire) != pending.truncations {
+            return Err(StorageError::NotLeader {
+                leader_epoch: self.fence.leader_epoch(),
+            });
+        }
         let appended = pending.appended;
         if !appended.duplicate {
             let records = appended.last_offset - appended.base_offset + 1;
@@ -643,7 +710,14 @@ impl Partition {
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }
-        let (target, ranges) = self.fence.with_log(|writer| writer.sync_plan());
+        let (target, ranges, truncations) = self.fence.with_log(|writer| {
+            let (target, ranges) = writer.sync_plan();
+            (
+                target,
+                ranges,
+                writer.shared.truncations.load(Ordering::Acquire),
+            )
+        });
         let started = std::time::Instant::now();
         for (segment, start, end) in &ranges {
             if let Err(source) = segment.map().sync_range(*start, *end) {
@@ -660,7 +734,19 @@ impl Partition {
         if !ranges.is_empty() {
             self.metrics.synced(started.elapsed());
         }
-        self.fence.with_log(|writer| writer.mark_synced(&ranges));
+        // A truncation since the plan cut (some of) what was synced: report nothing new.
+        let current = self.fence.with_log(|writer| {
+            writer.mark_synced(&ranges);
+            let current = writer.shared.truncations.load(Ordering::Acquire) == truncations;
+            if current {
+                // Under the writer lock, so no truncation can come between the check and this.
+                writer.shared.publish_high_watermark(target);
+            }
+            current
+        });
+        if !current {
+            return Ok(0);
+        }
         for (segment, start, end) in &ranges {
             segment.map().publish(*end);
             if let (Some(observer), Some(bytes)) = (
@@ -674,24 +760,25 @@ impl Partition {
                 });
             }
         }
-        self.shared.publish_high_watermark(target);
         Ok(target)
     }
 
     /// Makes everything appended so far durable (the interval flusher and shutdown call this).
     pub fn sync(&self) -> Result<(), StorageError> {
-        let (target, active_base) = self.fence.with_log(|writer| {
+        let (target, active_base, generation) = self.fence.with_log(|writer| {
             (
                 writer.active.next_offset(),
                 writer.active.reader().base_offset(),
+                writer.shared.recovery_point.generation(),
             )
         });
         self.commit
             .wait_durable(target, || self.sync_everything())?;
-        // Every segment before the active one is synced now: trust them at the next recovery.
+        // Every segment before the active one is synced now: trust them at the next recovery
+        // (unless a truncation came meanwhile: then they may not be the log any more).
         self.shared
             .recovery_point
-            .advance(active_base)
+            .advance_in(generation, active_base)
             .map_err(io_error("write recovery point"))?;
         self.fence
             .with_log(|writer| writer.active.sync_index())
@@ -725,9 +812,23 @@ impl Partition {
         if offset == high_watermark {
             return Ok(result);
         }
+        result.batches = self.read_batches(offset, max_bytes, high_watermark)?;
+        Ok(result)
+    }
+
+    /// Whole batches of the segment holding `offset`, from the one holding it, up to
+    /// `max_bytes` (at least one), none at or past `limit`; damaged or corrupt data refused.
+    fn read_batches(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        limit: u64,
+    ) -> Result<Vec<Bytes>, StorageError> {
         if let Some(damage) = self
             .shared
             .damaged
+            .read()
+            .expect("damaged ranges lock poisoned")
             .iter()
             .find(|damage| (damage.start_offset..damage.end_offset).contains(&offset))
         {
@@ -747,8 +848,8 @@ impl Partition {
             let at = segments.partition_point(|segment| segment.base_offset() <= offset);
             Arc::clone(&segments[at.saturating_sub(1)])
         };
-        result.batches = segment
-            .read(offset, max_bytes, high_watermark)
+        segment
+            .read(offset, max_bytes, limit)
             .map_err(|corruption| {
                 tracing::error!(partition = %self.name, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch: not served");
                 StorageError::Corrupt {
@@ -758,8 +859,7 @@ impl Partition {
                     offset: corruption.offset,
                     reason: corruption.reason,
                 }
-            })?;
-        Ok(result)
+            })
     }
 
     /// Checks the batches of the segments opened at startup without a scan (below the recovery
@@ -932,6 +1032,10 @@ impl Drop for Partition {
         }
         // Everything is durable: a snapshot at the log end spares the next open any replay.
         self.fence.with_log(|writer| writer.snapshot_producers());
+        // A replicated partition reopens with the high watermark it had (see `high_watermark`).
+        if let Err(error) = self.checkpoint_high_watermark() {
+            warn!(partition = %self.name, %error, "could not record the high watermark on close");
+        }
     }
 }
 

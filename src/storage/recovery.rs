@@ -74,6 +74,9 @@ pub(crate) struct RecoveredLog {
     pub(crate) active: ActiveSegment,
     /// What was found and done; its `epoch` is the epoch to install.
     pub(crate) report: RecoveryReport,
+    /// The highest epoch of a batch kept (the last batch's: epochs never decrease with
+    /// offset); 0 for an empty log.
+    pub(crate) epoch_in_log: u64,
 }
 
 /// Recovers the log of the partition `name` in `directory`: keeps the valid prefix of its
@@ -120,6 +123,7 @@ pub(crate) fn recover_log(
         readers,
         active,
         report,
+        epoch_in_log,
     })
 }
 

@@ -43,6 +43,10 @@ pub const SEAL_DEFERRED_MAX: usize = 4096;
 pub struct RecoveryPoint {
     directory: PathBuf,
     offset: Mutex<u64>,
+    /// Raised (under the `offset` lock) by every truncation that lowers the recovery point, so
+    /// that seals and syncs planned before it cannot move the point over the cut log again (nor
+    /// write a producer-state snapshot of the log that was cut).
+    generation: std::sync::atomic::AtomicU64,
     /// Set under the `offset` lock when the partition's topic is deleted: from then on nothing
     /// is written into its directory's path any more (a topic re-created under the same name
     /// will own that path).
@@ -68,6 +72,7 @@ impl RecoveryPoint {
         Ok(Self {
             directory: directory.to_path_buf(),
             offset: Mutex::new(offset),
+            generation: std::sync::atomic::AtomicU64::new(0),
             retired: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -79,8 +84,20 @@ impl RecoveryPoint {
 
     /// Records durably that every segment below `offset` is synced. Never moves backwards.
     pub fn advance(&self, offset: u64) -> io::Result<()> {
+        self.advance_in(self.generation(), offset)
+    }
+
+    /// The truncation generation: a seal or sync planned now passes it to
+    /// [`advance_in`](Self::advance_in).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// [`advance`](Self::advance) for a seal or sync planned in `generation`: nothing happens if
+    /// a truncation came since (the segments it synced may no longer be the log).
+    pub fn advance_in(&self, generation: u64, offset: u64) -> io::Result<()> {
         let mut current = self.offset.lock().expect("recovery point lock poisoned");
-        if offset <= *current || self.is_retired() {
+        if offset <= *current || self.is_retired() || generation != self.generation() {
             return Ok(());
         }
         write_durably(
@@ -101,6 +118,33 @@ impl RecoveryPoint {
         let _current = self.offset.lock().expect("recovery point lock poisoned");
         self.retired
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A truncation: the log is cut inside the segment at `segment_base`, which becomes the
+    /// active segment again, so the point moves down to it (durably) if it was above; and
+    /// every seal or sync planned before is disowned (see [`advance_in`](Self::advance_in)),
+    /// whether or not the point moved.
+    pub fn lower_to(&self, segment_base: u64) -> io::Result<()> {
+        let mut current = self.offset.lock().expect("recovery point lock poisoned");
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if *current <= segment_base || self.is_retired() {
+            return Ok(());
+        }
+        write_durably(
+            &self.directory,
+            RECOVERY_POINT_FILE,
+            format!("{segment_base}\n").as_bytes(),
+        )?;
+        *current = segment_base;
+        Ok(())
+    }
+
+    /// [`unless_retired`](Self::unless_retired), and only if no truncation came since
+    /// `generation` (a producer-state snapshot of a log that was cut must not be written).
+    pub fn unless_retired_in<T>(&self, generation: u64, write: impl FnOnce() -> T) -> Option<T> {
+        let _current = self.offset.lock().expect("recovery point lock poisoned");
+        (!self.is_retired() && generation == self.generation()).then(write)
     }
 
     /// Undoes [`RecoveryPoint::retire`] (a delete that could not be carried out).
@@ -133,6 +177,8 @@ pub(crate) struct SealJob {
     pub(crate) recovery_point: Arc<RecoveryPoint>,
     /// Base offset of the segment after it.
     pub(crate) next_base: u64,
+    /// The recovery point's truncation generation when the segment was rolled.
+    pub(crate) generation: u64,
     /// Not sealed before this (the partition's `seal_delay` after the roll).
     pub(crate) not_before: Instant,
     /// Called if the sync fails (the partition stops accepting writes).
@@ -308,7 +354,7 @@ fn run(job: SealJob) {
             // recovery point where it was, which recovery handles as it handles data written
             // since; the next seal moves it past this segment too. It is no reason to stop the
             // partition's writes, which would outlast the full disk until a restart.
-            if let Err(error) = job.recovery_point.advance(job.next_base) {
+            if let Err(error) = job.recovery_point.advance_in(job.generation, job.next_base) {
                 tracing::warn!(next_base = job.next_base, %error, "could not record the recovery point after sealing a segment; the next seal retries");
             }
             if let Some(after_seal) = job.after_seal {
@@ -340,6 +386,7 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(&recovery_point),
             next_base: 42,
+            generation: 0,
             not_before: Instant::now() + Duration::from_secs(3600),
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
             after_seal: None,
@@ -365,6 +412,7 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(recovery_point),
             next_base: 7,
+            generation: 0,
             not_before: Instant::now() + delay,
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
             after_seal: None,

@@ -81,6 +81,12 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
         StorageError::Failed { .. } | StorageError::Io { .. } => ResponseError::KafkaStorageError,
         StorageError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        // cluster: mapped to the nearest Kafka codes; the lead maps them properly after merging.
+        StorageError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
+        StorageError::Replica(_)
+        | StorageError::ReplicaOffsetMismatch { .. }
+        | StorageError::ReplicaDiverged { .. }
+        | StorageError::BelowHighWatermark { .. } => ResponseError::UnknownServerError,
         StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,
     }
 }

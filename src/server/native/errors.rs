@@ -104,6 +104,12 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
         StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
+        // cluster: mapped to the nearest existing codes until the cluster's own (35..=41) land.
+        StorageError::NotLeader { .. } => plain(ErrorCode::PartitionUnavailable),
+        StorageError::Replica(_)
+        | StorageError::ReplicaOffsetMismatch { .. }
+        | StorageError::ReplicaDiverged { .. }
+        | StorageError::BelowHighWatermark { .. } => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
     }
 }
