@@ -14,6 +14,7 @@
 //! * [`producer_state`]: each idempotent producer's recent batches, so that retries are appended
 //!   once and a failed batch stops the ones behind it.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention.
+//! * [`open_segments`]: the bound on sealed segments opened on demand and kept open.
 //! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
 //!   batch-header timestamps.
 
@@ -23,6 +24,7 @@ pub mod fence;
 pub mod flush;
 pub(crate) mod index;
 pub(crate) mod mmap;
+pub mod open_segments;
 pub mod partition;
 pub mod producer_state;
 mod recovery;
@@ -40,6 +42,7 @@ pub use partition::{
 };
 pub use producer_state::SequenceError;
 pub use recovery::{DamagedRange, RecoveryReport};
+pub use open_segments::{open_sealed_segments, OPEN_SEALED_SEGMENTS_MAX};
 pub use seal::SealWorker;
 /// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
 /// byte 0 with recovery's checks and says where the valid prefix ends and why.
