@@ -40,7 +40,10 @@ fn batches_in(path: &Path) -> Vec<(usize, BatchHeader)> {
     found
 }
 
-fn reopen(directory: &Path, config: PartitionConfig) -> (Partition, fencelog::storage::RecoveryReport) {
+fn reopen(
+    directory: &Path,
+    config: PartitionConfig,
+) -> (Partition, fencelog::storage::RecoveryReport) {
     Partition::open_with_report("t/0", directory, config, &common::seal_worker()).unwrap()
 }
 
@@ -74,7 +77,9 @@ fn older_sealed_segments_are_not_opened_at_start_and_their_first_read_serves_the
         }
     }
     assert_eq!(common::read_all_records(&partition), written);
-    assert!(fencelog::storage::open_sealed_segments() <= fencelog::storage::OPEN_SEALED_SEGMENTS_MAX);
+    assert!(
+        fencelog::storage::open_sealed_segments() <= fencelog::storage::OPEN_SEALED_SEGMENTS_MAX
+    );
 }
 
 /// A sealed segment damaged while the server was down, in a way only its first use can see
@@ -112,7 +117,10 @@ fn damage_found_at_first_use_is_refused_and_reported_like_recovery_does() {
                 assert!(segment.ends_with(&common::log_name(bases[1])), "{segment}");
                 assert_eq!(at, position as u64);
                 assert_eq!(read_at, offset);
-                let range = format!("offsets {}..{} are unreadable", header.base_offset, bases[2]);
+                let range = format!(
+                    "offsets {}..{} are unreadable",
+                    header.base_offset, bases[2]
+                );
                 assert!(reason.contains(&range), "{reason}");
             }
             other => panic!("damaged offset {offset}: {}", common::describe(&other)),
@@ -121,12 +129,22 @@ fn damage_found_at_first_use_is_refused_and_reported_like_recovery_does() {
     let before = partition.read(bases[1], 1 << 20).unwrap();
     let records = common::decode_concatenated(&before.batches);
     assert_eq!(records.first().unwrap().offset, bases[1]);
-    assert!(records.iter().all(|record| record.offset < header.base_offset));
-    assert!(!partition.read(bases[2], 1 << 20).unwrap().batches.is_empty());
+    assert!(records
+        .iter()
+        .all(|record| record.offset < header.base_offset));
+    assert!(!partition
+        .read(bases[2], 1 << 20)
+        .unwrap()
+        .batches
+        .is_empty());
     assert!(!partition.read(0, 1 << 20).unwrap().batches.is_empty());
     let appended = partition.append(&common::batch(1, 999, 1, 10)).unwrap();
     assert_eq!(appended.base_offset, 240);
-    assert_eq!(std::fs::read(&path).unwrap(), damaged_file, "the file is left as found");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        damaged_file,
+        "the file is left as found"
+    );
 }
 
 /// A flipped bit inside a batch of an unopened segment is found by the first read of it (its
@@ -191,18 +209,23 @@ fn retention_by_size_deletes_unopened_segments_by_their_real_size() {
     };
     let (partition, report) = reopen(directory.path(), limited);
     assert!(report.segments_not_opened > expected_deleted, "{report:?}");
-    let deleted = partition.enforce_retention(fencelog::batch::now_ms()).unwrap();
+    let deleted = partition
+        .enforce_retention(fencelog::batch::now_ms())
+        .unwrap();
     assert_eq!(deleted.segments, expected_deleted);
-    assert_eq!(
-        deleted.bytes,
-        sizes[..expected_deleted].iter().sum::<u64>()
-    );
+    assert_eq!(deleted.bytes, sizes[..expected_deleted].iter().sum::<u64>());
     assert_eq!(partition.log_start_offset(), bases[expected_deleted]);
     assert_eq!(
         common::segment_bases(directory.path()),
         bases[expected_deleted..]
     );
-    assert_eq!(partition.enforce_retention(fencelog::batch::now_ms()).unwrap().segments, 0);
+    assert_eq!(
+        partition
+            .enforce_retention(fencelog::batch::now_ms())
+            .unwrap()
+            .segments,
+        0
+    );
 }
 
 /// Retention by age deletes unopened segments whose records are all older than the limit
@@ -261,6 +284,12 @@ fn timestamp_lookup_opens_what_it_needs() {
     let (partition, report) = reopen(directory.path(), config());
     assert!(report.segments_not_opened > 3, "{report:?}");
     assert_eq!(partition.offset_for_timestamp(0).unwrap(), Some(0));
-    assert_eq!(partition.offset_for_timestamp(10_000 + 25 * 100).unwrap(), Some(100));
-    assert_eq!(partition.offset_for_timestamp(10_000 + 60 * 100).unwrap(), None);
+    assert_eq!(
+        partition.offset_for_timestamp(10_000 + 25 * 100).unwrap(),
+        Some(100)
+    );
+    assert_eq!(
+        partition.offset_for_timestamp(10_000 + 60 * 100).unwrap(),
+        None
+    );
 }

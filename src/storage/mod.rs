@@ -37,12 +37,12 @@ use thiserror::Error;
 pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::{FenceError, WriteCredential};
+pub use open_segments::{open_sealed_segments, OPEN_SEALED_SEGMENTS_MAX};
 pub use partition::{
     Appended, Partition, PendingAppend, ReadResult, RetentionReport, SyncObserver, SyncedRange,
 };
 pub use producer_state::SequenceError;
 pub use recovery::{DamagedRange, RecoveryReport};
-pub use open_segments::{open_sealed_segments, OPEN_SEALED_SEGMENTS_MAX};
 pub use seal::SealWorker;
 /// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
 /// byte 0 with recovery's checks and says where the valid prefix ends and why.

@@ -857,7 +857,9 @@ impl Partition {
             age_limit_ms.is_some_and(|limit| {
                 segments[..segments.len().saturating_sub(1)]
                     .iter()
-                    .find(|segment| !segment.max_timestamp_known() || segment.max_timestamp() >= limit)
+                    .find(|segment| {
+                        !segment.max_timestamp_known() || segment.max_timestamp() >= limit
+                    })
                     .is_some_and(|segment| !segment.max_timestamp_known())
             })
         };

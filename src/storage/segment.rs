@@ -346,7 +346,8 @@ impl SegmentReader {
     }
 
     /// Whether the segment is opened on demand and open now.
-    pub fn is_open_on_demand(&self) -> bool {
+    #[cfg(all(test, not(fencelog_loom)))]
+    pub(crate) fn is_open_on_demand(&self) -> bool {
         match &self.contents {
             Contents::Resident(_) => false,
             Contents::OnDemand(on_demand) => on_demand.is_mapped(),
@@ -721,7 +722,13 @@ impl ActiveSegment {
         let file_len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
         let start = last_entry(&entries);
         let Some(walk) = mmap::with_file_bytes(&file, file_len, |bytes| {
-            locate_end(bytes, base_offset, &entries, options.index_interval_bytes, next_base)
+            locate_end(
+                bytes,
+                base_offset,
+                &entries,
+                options.index_interval_bytes,
+                next_base,
+            )
         })?
         else {
             return Ok(None);
