@@ -5,7 +5,10 @@
 //! written since the last sync. Their batches are still checked before anyone relies on them:
 //! every read checks the batches it serves that were not checked yet, and this thread checks the
 //! rest, one segment at a time, so that the first reads do not pay for it and retention by age
-//! learns each segment's real age. A broker owns its verifier; dropping the broker stops it.
+//! learns each segment's real age. Segments a restart did not open at all (see
+//! `storage::segment::on_demand`) are opened for the check and closed again, so the check neither
+//! keeps one map per segment nor pushes the segments readers use out of the cache of open ones.
+//! A broker owns its verifier; dropping the broker stops it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};

@@ -38,6 +38,13 @@
 //! What we cannot enforce in code: another process truncating the file while it is mapped would
 //! turn reads into SIGBUS. The server owns its data directory exclusively (a lock file).
 //!
+//! # Sealed segments mapped read-only
+//!
+//! A sealed segment opened on demand after a restart ([`MapReader::map_sealed`]) has no
+//! [`MapWriter`] at all: nothing in the process ever writes its file again. It is mapped
+//! read-only, only as far as its data reaches (which is inside the file), with `written` and
+//! `visible` both at that length from the start, so every invariant above holds trivially.
+//!
 //! # Descriptors
 //!
 //! The map does not need its file open. A [`MapWriter`] opens the file on its first append
@@ -275,6 +282,27 @@ impl MapWriter {
 }
 
 impl MapReader {
+    /// Maps the first `len` bytes of a sealed segment's `file` read-only, all of them readable
+    /// at once (see "Sealed segments mapped read-only" above). `len` must not exceed the file's
+    /// length: the caller found the data's end inside the file. The file is not kept.
+    pub fn map_sealed(file: &File, len: usize) -> io::Result<Self> {
+        let file_len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+        if len == 0 || len > file_len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot map {len} bytes of a {file_len}-byte sealed segment"),
+            ));
+        }
+        let raw = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        Ok(Self {
+            inner: Arc::new(MapInner {
+                raw,
+                written: AtomicUsize::new(len),
+                visible: AtomicUsize::new(len),
+            }),
+        })
+    }
+
     /// Bytes readers may see.
     pub fn visible(&self) -> usize {
         self.inner.visible.load(Ordering::Acquire)

@@ -17,6 +17,7 @@
 //!   once and a failed batch stops the ones behind it.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention; in a
 //!   cluster also roles, replicated appends, truncation and the replicated high watermark.
+//! * [`open_segments`]: the bound on sealed segments opened on demand and kept open.
 //! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
 //!   batch-header timestamps.
 
@@ -27,6 +28,7 @@ pub mod flush;
 pub(crate) mod index;
 pub mod leader_epochs;
 pub(crate) mod mmap;
+pub mod open_segments;
 pub mod partition;
 pub mod producer_state;
 mod recovery;
@@ -39,6 +41,7 @@ use thiserror::Error;
 pub use crate::batch::{BatchError, BatchHeader};
 pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::{FenceError, ReplicaError, Role, WriteCredential};
+pub use open_segments::{open_sealed_segments, OPEN_SEALED_SEGMENTS_MAX};
 pub use partition::{
     Appended, Partition, PendingAppend, ReadResult, ReplicaRead, RetentionReport, SyncObserver,
     SyncedRange,

@@ -850,16 +850,7 @@ impl Partition {
         };
         segment
             .read(offset, max_bytes, limit)
-            .map_err(|corruption| {
-                tracing::error!(partition = %self.name, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch: not served");
-                StorageError::Corrupt {
-                    partition: self.name.clone(),
-                    segment: corruption.path.display().to_string(),
-                    position: corruption.position as u64,
-                    offset: corruption.offset,
-                    reason: corruption.reason,
-                }
-            })
+            .map_err(|error| error.into_storage_error(&self.name))
     }
 
     /// Checks the batches of the segments opened at startup without a scan (below the recovery
@@ -879,8 +870,8 @@ impl Partition {
                 break;
             }
             checked += 1;
-            if let Err(corruption) = segment.verify() {
-                tracing::error!(partition = %self.name, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch in a sealed segment: refused on read; restore the file from a backup");
+            if let Err(error) = segment.verify() {
+                tracing::error!(partition = %self.name, segment = %error.path().display(), %error, "a sealed segment failed its check: what it cannot serve is refused on read; restore the file from a backup");
             }
         }
         checked
@@ -942,12 +933,63 @@ impl Partition {
         if self.config.retention_bytes.is_none() && self.config.retention_ms.is_none() {
             return false;
         }
+        self.learn_retention_facts(now_ms);
         let segments = self.shared.segments.read().expect("segments lock poisoned");
         let Some(oldest) = segments.first().filter(|_| segments.len() > 1) else {
             return false;
         };
         let total: u64 = segments.iter().map(|s| s.written_bytes() as u64).sum();
         self.exceeds_retention(total, oldest.max_timestamp(), now_ms)
+    }
+
+    /// What retention needs to know of sealed segments opened on demand, learned outside every
+    /// lock (see `segment::on_demand`): by size, where each one's data ends (found once, from
+    /// its index, as a restart used to); by age, the largest timestamp of the oldest ones, up to
+    /// the first that is not expired (found by checking those segments whole, once). Nothing
+    /// is looked at when everything needed is known, so frequent passes stay cheap.
+    fn learn_retention_facts(&self, now_ms: i64) {
+        let age_limit_ms = self
+            .config
+            .retention_ms
+            .map(|ms| now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)));
+        let by_bytes = self.config.retention_bytes.is_some();
+        let age_unknown = |segments: &[Arc<SegmentReader>]| {
+            age_limit_ms.is_some_and(|limit| {
+                segments[..segments.len().saturating_sub(1)]
+                    .iter()
+                    .find(|segment| {
+                        !segment.max_timestamp_known() || segment.max_timestamp() >= limit
+                    })
+                    .is_some_and(|segment| !segment.max_timestamp_known())
+            })
+        };
+        let segments = {
+            let segments = self.shared.segments.read().expect("segments lock poisoned");
+            let size_unknown = by_bytes && segments.iter().any(|segment| !segment.size_known());
+            if !size_unknown && !age_unknown(&segments) {
+                return;
+            }
+            segments.clone()
+        };
+        if by_bytes {
+            for segment in &segments {
+                if let Err(error) = segment.learn_size() {
+                    warn!(partition = %self.name, segment = %error.path().display(), %error, "retention could not learn a sealed segment's size; it counts as empty");
+                }
+            }
+        }
+        if let Some(limit) = age_limit_ms {
+            for segment in &segments[..segments.len().saturating_sub(1)] {
+                if !segment.max_timestamp_known() {
+                    if let Err(error) = segment.verify() {
+                        warn!(partition = %self.name, segment = %error.path().display(), %error, "retention could not learn a sealed segment's age; it is kept");
+                    }
+                }
+                if !segment.max_timestamp_known() || segment.max_timestamp() >= limit {
+                    break;
+                }
+            }
+        }
     }
 
     /// Whether a log of `total` bytes whose oldest segment's newest record is `oldest_max_ms`
@@ -1111,8 +1153,8 @@ fn rebuild_producer_states(
         };
         let read = match segment.read(offset, REPLAY_READ_BYTES, log_end) {
             Ok(read) => read,
-            Err(corruption) => {
-                warn!(partition = name, segment = %corruption.path.display(), reason = %corruption.reason, "producer-state replay stopped at unreadable data");
+            Err(error) => {
+                warn!(partition = name, segment = %error.path().display(), %error, "producer-state replay stopped at unreadable data");
                 break;
             }
         };

@@ -38,8 +38,13 @@ pub struct RecoveryReport {
     pub segments_deleted: usize,
     /// Index files rebuilt.
     pub indexes_rebuilt: usize,
-    /// Segments below the recovery point opened without a scan (checked later).
+    /// Segments below the recovery point opened without a scan (checked later), those not
+    /// opened at all included.
     pub segments_opened_lazily: usize,
+    /// Segments below the recovery point not even opened: only the directory listing was read
+    /// for them; they are opened on first use (a read, a timestamp lookup, retention, the
+    /// background check). Their batches are not counted in `batches`.
+    pub segments_not_opened: usize,
     /// The epoch installed: max of the checkpoint and the log.
     pub epoch: u64,
     /// Offsets of sealed segments that failed their checks: refused on read, nothing cut.
@@ -208,6 +213,12 @@ impl Recovery<'_> {
                 return Ok(index);
             }
             let next_base = bases.get(index + 1).copied();
+            if let Some(next_base) =
+                opens_on_demand(next_base, bases.get(index + 2).copied(), recovery_point)
+            {
+                self.keep_on_demand(base, next_base);
+                continue;
+            }
             let recovered =
                 recover_segment(self.directory, base, self.options, trusted, next_base)?;
             self.count_segment(&recovered);
@@ -285,6 +296,28 @@ impl Recovery<'_> {
         self.report.damaged.push(damage);
     }
 
+    /// Keeps a segment without opening it (see [`opens_on_demand`]): it ends where the next
+    /// one begins until its first use shows otherwise.
+    fn keep_on_demand(&mut self, base: u64, next_base: u64) {
+        debug_assert!(
+            self.active.is_none(),
+            "segments opened on demand come before every other"
+        );
+        let reader = SegmentReader::on_demand(self.directory, base, self.options, next_base);
+        self.report.segments += 1;
+        self.report.segments_opened_lazily += 1;
+        self.report.segments_not_opened += 1;
+        self.previous_end = Some(SegmentEnd {
+            next_offset: next_base,
+            trusted: true,
+            segment: reader.path().to_path_buf(),
+            position: 0,
+            invalid: None,
+            lazily: true,
+        });
+        self.readers.push(reader);
+    }
+
     /// Keeps a segment: it joins the log, and only a kept segment contributes its epochs.
     fn keep(&mut self, recovered: Recovered, trusted: bool) {
         self.epoch_in_log = self.epoch_in_log.max(recovered.scan.last_epoch);
@@ -319,6 +352,24 @@ impl Recovery<'_> {
 /// segment is never trusted (appends were still landing in it).
 fn is_trusted_below_recovery_point(next_base: Option<u64>, recovery_point: u64) -> bool {
     next_base.is_some_and(|next| next <= recovery_point)
+}
+
+/// A segment is not opened at all at start (only listed; opened on first use) when the segment
+/// after it is trusted too: then it is neither the newest trusted segment, whose last epoch
+/// recovery needs (the highest of the trusted part of the log: the next segment's first epoch
+/// is checked against it, and it bounds the installed epoch when the newer segments are empty)
+/// and which becomes the last one if the newer segments are refused, nor one a rule of the walk
+/// can stop at: it ends at `next_base` by assumption, so it cannot overlap the next segment or
+/// leave a gap, and epochs are only compared against segments that were opened. Returns the
+/// next segment's base, where its offsets end. So the segments opened at start are the newest
+/// trusted one and those after the recovery point: a restart reads the data written since the
+/// last sync, however much is kept.
+fn opens_on_demand(
+    next_base: Option<u64>,
+    base_after_next: Option<u64>,
+    recovery_point: u64,
+) -> Option<u64> {
+    next_base.filter(|_| is_trusted_below_recovery_point(base_after_next, recovery_point))
 }
 
 /// A segment that starts before the previous kept segment's data ends would give offsets out
@@ -440,6 +491,7 @@ fn log_outcome(name: &str, report: &RecoveryReport) {
             partition = name,
             segments = report.segments,
             unscanned = report.segments_opened_lazily,
+            not_opened = report.segments_not_opened,
             batches = report.batches,
             epoch = report.epoch,
             "opened partition"
@@ -487,6 +539,17 @@ mod tests {
             invalid: invalid.map(str::to_string),
             lazily: false,
         }
+    }
+
+    /// Only a segment whose successor is trusted too is left unopened: the newest trusted
+    /// segment and the untrusted ones are opened at start.
+    #[test]
+    fn only_segments_before_the_newest_trusted_one_open_on_demand() {
+        assert_eq!(opens_on_demand(Some(10), Some(20), 20), Some(10));
+        assert_eq!(opens_on_demand(Some(10), Some(20), 25), Some(10));
+        assert_eq!(opens_on_demand(Some(10), Some(20), 19), None);
+        assert_eq!(opens_on_demand(Some(10), None, u64::MAX), None);
+        assert_eq!(opens_on_demand(None, None, u64::MAX), None);
     }
 
     /// Trusted means the recovery point reaches the next segment; the last one never is.

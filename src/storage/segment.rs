@@ -7,18 +7,29 @@
 //! [`ActiveSegment::open_sealed`] opens a segment that was synced whole without reading it: it
 //! finds the end of the data from the index's last entry, and the batches are checked later
 //! (on first read, as every read of unchecked bytes is, or by [`SegmentReader::verify`] in the
-//! background), so a restart does not read the data it keeps.
+//! background), so a restart does not read the data it keeps. Older sealed segments are not
+//! even opened at start: [`SegmentReader::on_demand`] knows only their base offset and where the
+//! next segment begins, and opens them ([`on_demand`]) the first time a read, a timestamp
+//! lookup, retention or the background check needs them, with the same checks and the same
+//! corruption reports; a bounded cache ([`super::open_segments`]) closes the least recently used
+//! again.
 
+mod on_demand;
+
+use std::borrow::Cow;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::index::{self, IndexBuilder, IndexWriter, SharedEntries};
 use super::mmap::{self, MapReader, MapWriter};
+use super::StorageError;
 use crate::batch::{self, BatchHeader, HEADER_BYTES};
+use on_demand::OnDemand;
 
 /// Digits in a segment file name: `u64::MAX` has 20.
 const NAME_DIGITS: usize = 20;
@@ -152,8 +163,7 @@ const UNKNOWN_MAX_TIMESTAMP: i64 = i64::MAX;
 pub struct SegmentReader {
     base_offset: u64,
     path: PathBuf,
-    map: MapReader,
-    index: SharedEntries,
+    contents: Contents,
     max_timestamp: AtomicI64,
     /// Bytes `[0, verified)` were checked (CRC) by this process: written after validation, or
     /// scanned at recovery. Reads re-check anything beyond.
@@ -164,6 +174,92 @@ pub struct SegmentReader {
     /// reason): offsets from it to the end of the segment are refused from then on, as recovery
     /// refuses the damaged range of a segment it scanned.
     corrupt: std::sync::Mutex<Option<(u64, usize, String)>>,
+}
+
+/// Where a segment's bytes and index come from.
+#[derive(Debug)]
+enum Contents {
+    /// Mapped for the life of the segment: the active segment (the map is shared with its
+    /// writer), and every segment recovery opened or that was written by this process.
+    Resident(Mapped),
+    /// A sealed segment below the recovery point, opened on first use and closed again by the
+    /// cache of open sealed segments.
+    OnDemand(Arc<OnDemand>),
+}
+
+/// A segment's map and index, as a read needs them.
+#[derive(Debug, Clone)]
+struct Mapped {
+    map: MapReader,
+    index: SharedEntries,
+}
+
+/// Why a segment could not be read.
+#[derive(Debug)]
+pub enum SegmentReadError {
+    /// A batch (or the segment's shape) failed its checks: refused, never served.
+    Corrupt(ReadCorruption),
+    /// A sealed segment could not be opened on first use (descriptors, a missing file, ...).
+    Open {
+        /// File of the segment.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl From<ReadCorruption> for SegmentReadError {
+    fn from(corruption: ReadCorruption) -> Self {
+        Self::Corrupt(corruption)
+    }
+}
+
+impl SegmentReadError {
+    /// The storage error for partition `partition` (`topic/partition`), logged as it is made: a
+    /// corrupt batch as an error (it is refused until the file is restored), a failed open as a
+    /// warning (it may pass: descriptors free up).
+    pub fn into_storage_error(self, partition: &str) -> StorageError {
+        match self {
+            Self::Corrupt(corruption) => {
+                tracing::error!(partition, segment = %corruption.path.display(), position = corruption.position, reason = %corruption.reason, "corrupt batch: not served");
+                StorageError::Corrupt {
+                    partition: partition.to_owned(),
+                    segment: corruption.path.display().to_string(),
+                    position: corruption.position as u64,
+                    offset: corruption.offset,
+                    reason: corruption.reason,
+                }
+            }
+            Self::Open { path, source } => {
+                tracing::warn!(partition, segment = %path.display(), error = %source, "could not open a sealed segment");
+                StorageError::Io {
+                    context: format!("open sealed segment {}", path.display()),
+                    source,
+                }
+            }
+        }
+    }
+
+    /// The segment file concerned.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Corrupt(corruption) => &corruption.path,
+            Self::Open { path, .. } => path,
+        }
+    }
+}
+
+impl std::fmt::Display for SegmentReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Corrupt(corruption) => write!(
+                f,
+                "corrupt batch at byte {} (offset {}): {}",
+                corruption.position, corruption.offset, corruption.reason
+            ),
+            Self::Open { source, .. } => write!(f, "could not open the segment: {source}"),
+        }
+    }
 }
 
 /// A corrupt batch found while reading.
@@ -180,6 +276,31 @@ pub struct ReadCorruption {
 }
 
 impl SegmentReader {
+    /// A sealed segment of `directory` (below the recovery point, so synced whole) that is not
+    /// opened now: only its base offset and the next segment's, `next_base`, are known. It is
+    /// opened on first use (see [`on_demand`]); until then its size and largest timestamp are
+    /// unknown and its batches unchecked.
+    pub fn on_demand(
+        directory: &Path,
+        base_offset: u64,
+        options: SegmentOptions,
+        next_base: u64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            base_offset,
+            path: directory.join(log_file_name(base_offset)),
+            contents: Contents::OnDemand(Arc::new(OnDemand::new(
+                directory.join(index_file_name(base_offset)),
+                options,
+                next_base,
+            ))),
+            max_timestamp: AtomicI64::new(UNKNOWN_MAX_TIMESTAMP),
+            verified: AtomicUsize::new(0),
+            deleted: AtomicBool::new(false),
+            corrupt: std::sync::Mutex::new(None),
+        })
+    }
+
     /// Offset of the segment's first record.
     pub fn base_offset(&self) -> u64 {
         self.base_offset
@@ -190,9 +311,71 @@ impl SegmentReader {
         &self.path
     }
 
-    /// Bytes written to the segment so far.
+    /// Bytes written to the segment so far. For a sealed segment opened on demand: its data's
+    /// length once it was opened once ([`SegmentReader::learn_size`]), 0 before.
     pub fn written_bytes(&self) -> usize {
-        self.map.written()
+        match &self.contents {
+            Contents::Resident(mapped) => mapped.map.written(),
+            Contents::OnDemand(on_demand) => on_demand.data_bytes().unwrap_or(0),
+        }
+    }
+
+    /// Whether [`SegmentReader::written_bytes`] is the real length (always, except for a sealed
+    /// segment opened on demand that was never opened).
+    pub fn size_known(&self) -> bool {
+        match &self.contents {
+            Contents::Resident(_) => true,
+            Contents::OnDemand(on_demand) => on_demand.data_bytes().is_some(),
+        }
+    }
+
+    /// Finds where the data of a segment opened on demand ends, if not known yet (opening it
+    /// for a moment: the end of the data, from the index, checked as at a restart), without
+    /// keeping it open.
+    pub fn learn_size(&self) -> Result<(), SegmentReadError> {
+        if self.size_known() {
+            return Ok(());
+        }
+        self.mapped(false).map(drop)
+    }
+
+    /// Whether the largest timestamp is known ([`SegmentReader::max_timestamp`] is a
+    /// placeholder, the largest value, until the batches are checked).
+    pub fn max_timestamp_known(&self) -> bool {
+        self.max_timestamp() != UNKNOWN_MAX_TIMESTAMP
+    }
+
+    /// Whether the segment is opened on demand and open now.
+    #[cfg(all(test, not(fencelog_loom)))]
+    pub(crate) fn is_open_on_demand(&self) -> bool {
+        match &self.contents {
+            Contents::Resident(_) => false,
+            Contents::OnDemand(on_demand) => on_demand.is_mapped(),
+        }
+    }
+
+    /// The segment's map and index: at hand for a resident segment, opened if needed for one
+    /// opened on demand (kept open when `keep`, under the cache's bound).
+    fn mapped(&self, keep: bool) -> Result<Cow<'_, Mapped>, SegmentReadError> {
+        match &self.contents {
+            Contents::Resident(mapped) => Ok(Cow::Borrowed(mapped)),
+            Contents::OnDemand(on_demand) => on_demand.mapped(self, keep).map(Cow::Owned),
+        }
+    }
+
+    /// Where the offsets this segment may serve end: the next segment's base for one opened on
+    /// demand (its data must end there; past it a read stops), unbounded otherwise.
+    fn offset_limit(&self) -> u64 {
+        match &self.contents {
+            Contents::Resident(_) => u64::MAX,
+            Contents::OnDemand(on_demand) => on_demand.next_base(),
+        }
+    }
+
+    /// The map of the segment, opened if it is opened on demand and kept open (under the
+    /// cache's bound), for walks over its bytes (timestamp lookups).
+    pub fn open_map(&self) -> Result<MapReader, SegmentReadError> {
+        Ok(self.mapped(true)?.map.clone())
     }
 
     /// Largest record timestamp in the segment (ms), `i64::MIN` if empty.
@@ -210,9 +393,27 @@ impl SegmentReader {
         self.deleted.load(Ordering::Acquire)
     }
 
-    /// The map, for syncing and publishing.
+    /// The map, for syncing and publishing: of a resident segment (the active one, and those
+    /// recovery opened or this process wrote), which are the only ones ever written or synced.
+    ///
+    /// # Panics
+    ///
+    /// For a sealed segment opened on demand (use [`SegmentReader::open_map`]).
     pub fn map(&self) -> &MapReader {
-        &self.map
+        match &self.contents {
+            Contents::Resident(mapped) => &mapped.map,
+            Contents::OnDemand(_) => {
+                panic!("a sealed segment opened on demand is never written or synced")
+            }
+        }
+    }
+
+    /// Publishes every written byte of a resident segment (so walks over its map see what was
+    /// written but not synced yet); nothing to do for one opened on demand (sealed, synced whole).
+    pub fn publish_written(&self) {
+        if let Contents::Resident(mapped) = &self.contents {
+            mapped.map.publish(mapped.map.written());
+        }
     }
 
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one batch, so
@@ -222,22 +423,16 @@ impl SegmentReader {
         offset: u64,
         max_bytes: usize,
         high_watermark: u64,
-    ) -> Result<Vec<Bytes>, ReadCorruption> {
-        if let Some((from, position, reason)) =
-            self.corrupt_from().filter(|(from, ..)| offset >= *from)
-        {
-            return Err(ReadCorruption {
-                path: self.path.clone(),
-                position,
-                offset,
-                reason: format!(
-                    "{reason}; offsets from {from} to the end of the segment are unreadable"
-                ),
-            });
-        }
+    ) -> Result<Vec<Bytes>, SegmentReadError> {
+        self.refuse_if_corrupt(offset)?;
+        let mapped = self.mapped(true)?;
+        // Opening may have found the damage.
+        self.refuse_if_corrupt(offset)?;
+        let Mapped { map, index } = mapped.as_ref();
+        let offset_limit = self.offset_limit();
         let relative = u32::try_from(offset.saturating_sub(self.base_offset)).unwrap_or(u32::MAX);
-        let mut position = index::lookup(&self.index, relative);
-        let visible = self.map.visible();
+        let mut position = index::lookup(index, relative);
+        let visible = map.visible();
         let mut batches = Vec::new();
         let mut total = 0usize;
         while position + HEADER_BYTES <= visible {
@@ -247,17 +442,16 @@ impl SegmentReader {
                 offset,
                 reason,
             };
-            let header_bytes = self
-                .map
+            let header_bytes = map
                 .bytes(position, position + HEADER_BYTES)
                 .expect("visible");
             let header = BatchHeader::parse(header_bytes).expect("header length");
             let length = header.batch_length as usize;
-            if header.base_offset >= high_watermark {
+            if header.base_offset >= high_watermark || header.base_offset >= offset_limit {
                 break;
             }
             if length < HEADER_BYTES || position + length > visible {
-                return Err(corrupt(format!("batch length {length} runs past the data")));
+                return Err(corrupt(format!("batch length {length} runs past the data")).into());
             }
             if header.next_offset() <= offset {
                 position += length;
@@ -268,20 +462,20 @@ impl SegmentReader {
             }
             let end = position + length;
             if end > self.verified.load(Ordering::Acquire) {
-                let bytes = self.map.bytes(position, end).expect("visible");
+                let bytes = map.bytes(position, end).expect("visible");
                 if let Err(error) = batch::validate(bytes, usize::MAX) {
                     self.record_corruption(header.base_offset, position, error.to_string());
                     // The batches before it are served; the next read starts at the bad one.
                     if !batches.is_empty() {
                         break;
                     }
-                    return Err(corrupt(error.to_string()));
+                    return Err(corrupt(error.to_string()).into());
                 }
                 if position <= self.verified.load(Ordering::Acquire) {
                     self.verified.fetch_max(end, Ordering::AcqRel);
                 }
             }
-            batches.push(self.map.slice(position, end).expect("visible"));
+            batches.push(map.slice(position, end).expect("visible"));
             total += length;
             position = end;
         }
@@ -295,6 +489,30 @@ impl SegmentReader {
         self.corrupt.lock().expect("corrupt lock poisoned").clone()
     }
 
+    /// Refuses `offset` when it is at or after the first corrupt batch found: as recovery
+    /// refuses a damaged range, up to the next segment.
+    fn refuse_if_corrupt(&self, offset: u64) -> Result<(), ReadCorruption> {
+        let Some((from, position, reason)) =
+            self.corrupt_from().filter(|(from, ..)| offset >= *from)
+        else {
+            return Ok(());
+        };
+        let reason = match self.offset_limit() {
+            u64::MAX => {
+                format!("{reason}; offsets from {from} to the end of the segment are unreadable")
+            }
+            next => format!(
+                "{reason}; offsets {from}..{next} are unreadable, the next readable offset is {next}"
+            ),
+        };
+        Err(ReadCorruption {
+            path: self.path.clone(),
+            position,
+            offset,
+            reason,
+        })
+    }
+
     /// Records a corrupt batch at `offset` (the lowest found is kept).
     fn record_corruption(&self, offset: u64, position: usize, reason: String) {
         let mut corrupt = self.corrupt.lock().expect("corrupt lock poisoned");
@@ -306,7 +524,13 @@ impl SegmentReader {
     /// Whether every published batch was checked by this process (written after validation, or
     /// scanned at open or by [`SegmentReader::verify`]).
     pub fn is_verified(&self) -> bool {
-        self.verified.load(Ordering::Acquire) >= self.map.visible()
+        let checked = self.verified.load(Ordering::Acquire);
+        match &self.contents {
+            Contents::Resident(mapped) => checked >= mapped.map.visible(),
+            Contents::OnDemand(on_demand) => on_demand
+                .data_bytes()
+                .is_some_and(|data_bytes| checked >= data_bytes),
+        }
     }
 
     /// Checks every published batch not yet checked (length, CRC, structure, offsets, epochs),
@@ -314,12 +538,20 @@ impl SegmentReader {
     /// opened without a scan ([`ActiveSegment::open_sealed`]); reads check unverified bytes
     /// themselves, so this only moves the cost off the first reads and lets retention by age
     /// see the segment's real age. A corrupt batch is reported, and stays refused on read.
-    pub fn verify(&self) -> Result<(), ReadCorruption> {
+    ///
+    /// A sealed segment opened on demand is opened for the check and closed again after it,
+    /// unless it was open already (the check does not push hot segments out of the cache).
+    pub fn verify(&self) -> Result<(), SegmentReadError> {
         if self.is_verified() {
             return Ok(());
         }
-        let visible = self.map.visible();
-        let bytes = self.map.bytes(0, visible).expect("visible");
+        let mapped = self.mapped(false)?;
+        if self.is_verified() {
+            // Opening it scanned it whole.
+            return Ok(());
+        }
+        let visible = mapped.map.visible();
+        let bytes = mapped.map.bytes(0, visible).expect("visible");
         let scan = scan(bytes, self.base_offset, usize::MAX);
         if let Some((position, reason)) = scan.invalid {
             self.record_corruption(scan.next_offset, position, reason.clone());
@@ -328,7 +560,8 @@ impl SegmentReader {
                 position,
                 offset: scan.next_offset,
                 reason,
-            });
+            }
+            .into());
         }
         self.verified.fetch_max(scan.valid_bytes, Ordering::AcqRel);
         // Only the placeholder is replaced: a known timestamp is never lowered.
@@ -495,21 +728,17 @@ impl ActiveSegment {
         // Read and write: the segment's map is shared and writable (see `mmap`).
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let file_len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
-        let start = entries.last().copied().unwrap_or(index::IndexEntry {
-            relative_offset: 0,
-            position: 0,
-        });
-        // The walk reads headers only, but the last batch's epoch becomes the log's highest
-        // (recovery deletes later segments whose epochs go below it, and the fence starts above
-        // it): that one batch is CRC-checked, so a flipped bit there cannot pose as a new epoch.
+        let start = last_entry(&entries);
         let Some(walk) = mmap::with_file_bytes(&file, file_len, |bytes| {
-            walk_headers(bytes, base_offset, start, options.index_interval_bytes).filter(|walk| {
-                walk.last_start.is_none_or(|last| {
-                    crate::batch::validate(&bytes[last..walk.end], usize::MAX).is_ok()
-                })
-            })
+            locate_end(
+                bytes,
+                base_offset,
+                &entries,
+                options.index_interval_bytes,
+                next_base,
+            )
         })?
-        .filter(|walk| walk.next_offset == next_base) else {
+        else {
             return Ok(None);
         };
         let map_len = (file_len as u64).max(options.segment_bytes);
@@ -569,8 +798,10 @@ impl ActiveSegment {
         let reader = std::sync::Arc::new(SegmentReader {
             base_offset,
             path,
-            map: map.reader(),
-            index: index.shared(),
+            contents: Contents::Resident(Mapped {
+                map: map.reader(),
+                index: index.shared(),
+            }),
             max_timestamp: AtomicI64::new(max_timestamp),
             verified: AtomicUsize::new(layout.verified),
             deleted: AtomicBool::new(false),
@@ -644,6 +875,37 @@ struct Layout {
     valid_bytes: usize,
     /// Bytes already checked by this process (reads check the rest).
     verified: usize,
+}
+
+/// The index's last entry: where a walk to the end of the data starts.
+fn last_entry(entries: &[index::IndexEntry]) -> index::IndexEntry {
+    entries.last().copied().unwrap_or(index::IndexEntry {
+        relative_offset: 0,
+        position: 0,
+    })
+}
+
+/// Finds the end of a sealed segment's data without reading its batches: a walk of batch
+/// headers from the index's last entry, which must end exactly at `next_base` (where the next
+/// segment begins). `None` when that cannot be established: the caller scans the segment whole.
+///
+/// The walk reads headers only, but the last batch's epoch becomes the log's highest (recovery
+/// deletes later segments whose epochs go below it, and the fence starts above it): that one
+/// batch is CRC-checked, so a flipped bit there cannot pose as a new epoch.
+fn locate_end(
+    bytes: &[u8],
+    base_offset: u64,
+    entries: &[index::IndexEntry],
+    interval_bytes: usize,
+    next_base: u64,
+) -> Option<HeaderWalk> {
+    walk_headers(bytes, base_offset, last_entry(entries), interval_bytes)
+        .filter(|walk| {
+            walk.last_start.is_none_or(|last| {
+                crate::batch::validate(&bytes[last..walk.end], usize::MAX).is_ok()
+            })
+        })
+        .filter(|walk| walk.next_offset == next_base)
 }
 
 /// Where a header walk ended.

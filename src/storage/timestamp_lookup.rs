@@ -53,7 +53,9 @@ fn search_segment(
     high_watermark: u64,
     timestamp: i64,
 ) -> Result<Option<u64>, StorageError> {
-    let map = segment.map();
+    let map = segment
+        .open_map()
+        .map_err(|error| error.into_storage_error(partition))?;
     let visible = map.visible();
     let mut position = 0usize;
     while position + HEADER_BYTES <= visible {

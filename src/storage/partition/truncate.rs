@@ -99,7 +99,7 @@ impl Partition {
                 if offset >= log_end {
                     return Ok(());
                 }
-                let cut = find_cut(writer, offset);
+                let cut = find_cut(writer, offset, &self.name)?;
                 writer.shared.begin_truncation(cut.offset).map_err(|high_watermark| {
                     StorageError::BelowHighWatermark {
                         partition: self.name.clone(),
@@ -225,7 +225,7 @@ impl Partition {
 /// Where a truncation to `offset` cuts. Every segment's written bytes are published first
 /// (written bytes are whole batches; publishing lets this walk, and the producer-state replay
 /// after it, read what a flush `always` partition has not synced yet).
-fn find_cut(writer: &Writer, offset: u64) -> Cut {
+fn find_cut(writer: &Writer, offset: u64, partition: &str) -> Result<Cut, StorageError> {
     let segments = writer
         .shared
         .segments
@@ -233,40 +233,53 @@ fn find_cut(writer: &Writer, offset: u64) -> Cut {
         .expect("segments lock poisoned")
         .clone();
     for segment in &segments {
-        segment.map().publish(segment.written_bytes());
+        segment.publish_written();
     }
     let Some(index) = segments
         .partition_point(|segment| segment.base_offset() <= offset)
         .checked_sub(1)
     else {
-        return Cut { offset, keep: None };
+        return Ok(Cut { offset, keep: None });
     };
     let holder = &segments[index];
-    let (kept_bytes, end) = batches_before(holder, offset);
+    let (kept_bytes, end) = batches_before(holder, offset, partition)?;
     if kept_bytes > 0 {
-        return Cut {
+        return Ok(Cut {
             offset: end,
             keep: Some((index, kept_bytes)),
-        };
+        });
     }
     // The cut falls before the holder's first batch: the segment before it stays whole.
     match index.checked_sub(1) {
-        Some(previous) => Cut {
-            offset: holder.base_offset(),
-            keep: Some((previous, segments[previous].written_bytes())),
-        },
-        None => Cut {
+        Some(previous) => {
+            // A sealed segment opened on demand and never opened yet: learn its size first.
+            segments[previous]
+                .learn_size()
+                .map_err(|error| error.into_storage_error(partition))?;
+            Ok(Cut {
+                offset: holder.base_offset(),
+                keep: Some((previous, segments[previous].written_bytes())),
+            })
+        }
+        None => Ok(Cut {
             offset: holder.base_offset().min(offset),
             keep: None,
-        },
+        }),
     }
 }
 
-/// The bytes of `segment`'s batches that end at or before `offset`, and the offset after them.
-fn batches_before(segment: &SegmentReader, offset: u64) -> (usize, u64) {
+/// The bytes of `segment`'s batches that end at or before `offset`, and the offset after them
+/// (a sealed segment opened on demand is opened for it).
+fn batches_before(
+    segment: &SegmentReader,
+    offset: u64,
+    partition: &str,
+) -> Result<(usize, u64), StorageError> {
+    let map = segment
+        .open_map()
+        .map_err(|error| error.into_storage_error(partition))?;
     let written = segment.written_bytes();
-    let bytes = segment
-        .map()
+    let bytes = map
         .bytes(0, written)
         .expect("the written bytes were published");
     let mut position = 0;
@@ -279,7 +292,7 @@ fn batches_before(segment: &SegmentReader, offset: u64) -> (usize, u64) {
         position += length;
         end = header.next_offset();
     }
-    (position, end)
+    Ok((position, end))
 }
 
 /// Replaces the file of `kept` by a copy of its first `kept_bytes` (fsynced, renamed over it,
