@@ -708,3 +708,40 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn truncation_into_a_sealed_segment_not_opened_since_the_restart() {
+    // Proves: after a restart, sealed segments are opened on first use (not at open); a
+    // truncation that cuts into one of them, with later segments to delete, opens it, cuts at
+    // the batch boundary, and the follower then copies the leader again byte for byte.
+    let directories = [(); 2].map(|_| tempfile::tempdir().unwrap());
+    let (leader_dir, follower_dir) = (directories[0].path(), directories[1].path());
+    let leader = open(leader_dir, small(FlushPolicy::Always));
+    leader.become_leader(1).unwrap();
+    let epoch = grant(&leader, 1);
+    for tag in 0..40 {
+        leader.append(&batch(epoch, tag, 2, 200)).unwrap();
+    }
+    {
+        let follower = open(follower_dir, small(FlushPolicy::Always));
+        follower.become_follower(1).unwrap();
+        replicate(&leader, &follower, 1);
+        assert_eq!(follower.log_end_offset(), 80);
+    }
+    assert!(
+        segment_files(follower_dir).len() > 4,
+        "the log spans several segments"
+    );
+    let follower = open(follower_dir, small(FlushPolicy::Always));
+    follower.become_follower(2).unwrap();
+    // Offset 11 is inside a batch of an early, sealed segment: the cut is before that batch.
+    follower.truncate_to(11).unwrap();
+    assert_eq!(follower.log_end_offset(), 10);
+    assert_eq!(all_batches(&follower), all_batches(&leader)[..5].to_vec());
+    drop(leader);
+    let leader = open(leader_dir, small(FlushPolicy::Always));
+    follower.become_follower(3).unwrap();
+    leader.become_leader(3).unwrap();
+    replicate(&leader, &follower, 3);
+    assert_eq!(all_batches(&follower), all_batches(&leader));
+}
