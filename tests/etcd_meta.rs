@@ -77,8 +77,10 @@ impl Backend {
     /// Lets the store act on time: etcd expires leases by itself; the memory store does it on
     /// its next operation, or here.
     fn tick(&self) {
-        if let Backend::Memory(store) = self {
-            store.expire_leases();
+        match self {
+            Backend::Memory(store) => store.expire_leases(),
+            #[cfg(feature = "etcd")]
+            Backend::Etcd { .. } => {}
         }
     }
 
@@ -124,7 +126,9 @@ fn registration(node_id: NodeId) -> BrokerRegistration {
     BrokerRegistration {
         node_id,
         native_addr: format!("127.0.0.1:{}", 9100 + node_id),
-        kafka_addr: (node_id % 2 == 0).then(|| format!("127.0.0.1:{}", 9200 + node_id)),
+        kafka_addr: node_id
+            .is_multiple_of(2)
+            .then(|| format!("127.0.0.1:{}", 9200 + node_id)),
         incarnation: 1000 + u64::from(node_id),
     }
 }

@@ -334,6 +334,7 @@ pub(crate) fn validate_watch_capacity(capacity: usize) -> Result<(), MetaError> 
 }
 
 /// Decodes a JSON value stored at `key`.
+#[cfg(feature = "etcd")]
 pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(
     key: &str,
     value: &[u8],
@@ -345,6 +346,7 @@ pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(
 }
 
 /// Encodes a value as JSON (it cannot fail for these types: no maps with non-string keys).
+#[cfg(feature = "etcd")]
 pub(crate) fn encode_value<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("metadata values serialize to JSON")
 }

@@ -79,7 +79,7 @@ pub fn place_replicas_from(
     let mut shift = 0usize;
     let mut states = Vec::with_capacity(partition_count as usize);
     for partition in 0..partition_count as usize {
-        if partition > 0 && partition % count == 0 {
+        if partition > 0 && partition.is_multiple_of(count) {
             shift += 1;
         }
         let first = (start + partition) % count;
