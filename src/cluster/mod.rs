@@ -15,6 +15,7 @@
 //! - [`replica_log`]: what the replication logic needs from a partition's log.
 
 pub mod partition_log;
+pub mod meta;
 pub mod replica_log;
 
 use serde::{Deserialize, Serialize};

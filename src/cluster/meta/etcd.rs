@@ -1,0 +1,693 @@
+//! The metadata store on etcd v3, through the `etcd-client` crate (gRPC).
+//!
+//! Every write that must not race is one etcd transaction: a registration is put only if the
+//! broker's key is absent (`create_revision == 0`) and under its lease; a topic and all its
+//! partition keys are put only if the topic key is absent; a partition state is replaced only if
+//! its `mod_revision` is the one the caller read (and the key still exists). A lost comparison
+//! reads the current value in the same transaction, so a `Conflict` carries what won.
+//!
+//! Each unary request is bounded by the request timeout (a named const, overridable in
+//! [`EtcdConfig`]); a failure says which endpoints were tried. The client reconnects by itself
+//! (tonic's channel); the lease keeper and the watch re-open their streams after an etcd
+//! restart or a change of etcd leader (`require_leader` makes a member without a leader refuse
+//! rather than serve stale data).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, GetResponse, KeyValue,
+    PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
+};
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use super::layout::{prefix_range_end, KeyLayout, ParsedKey, DEFAULT_CLUSTER_NAME};
+use super::registration::LeaseKeepAlive;
+use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
+use super::{
+    decode_value, encode_value, validate_new_topic, validate_ttl, validate_watch_capacity,
+    BrokerLease, MetaError, MetaStore, PartitionId, PartitionStates, TopicRecord,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::{BrokerRegistration, PartitionState, Versioned};
+
+/// How long connecting to an etcd endpoint may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long one etcd request may take before it counts as unavailable.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// HTTP/2 ping interval on the connection to etcd, so that a dead connection (a paused or
+/// partitioned etcd) is noticed by a watch or a keep-alive stream that is otherwise idle.
+pub const TRANSPORT_PING_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How long an HTTP/2 ping may go unanswered before the connection is dropped.
+pub const TRANSPORT_PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Keys read per request when taking a snapshot (pages at one revision).
+pub const SNAPSHOT_PAGE_KEYS: i64 = 500;
+
+/// Where the etcd store connects and how patient it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// etcd client URLs (`http://host:port` or `host:port`), any member of the cluster.
+    pub endpoints: Vec<String>,
+    /// The cluster's name: every key lives under `/fencelog/<cluster_name>/`.
+    pub cluster_name: String,
+    /// [`CONNECT_TIMEOUT`] by default.
+    pub connect_timeout: Duration,
+    /// [`REQUEST_TIMEOUT`] by default.
+    pub request_timeout: Duration,
+}
+
+impl EtcdConfig {
+    /// Defaults for `endpoints`, cluster name [`DEFAULT_CLUSTER_NAME`].
+    pub fn new<S: Into<String>>(endpoints: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
+            connect_timeout: CONNECT_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+
+    /// The same, for cluster `name`.
+    pub fn with_cluster_name(mut self, name: impl Into<String>) -> Self {
+        self.cluster_name = name.into();
+        self
+    }
+}
+
+/// The metadata store on etcd; cheap to clone (clones share the connection).
+#[derive(Clone)]
+pub struct EtcdMetaStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    layout: KeyLayout,
+    config: EtcdConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for EtcdMetaStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdMetaStore")
+            .field("endpoints", &self.inner.config.endpoints)
+            .field("prefix", &self.inner.layout.prefix())
+            .finish()
+    }
+}
+
+impl EtcdMetaStore {
+    /// Connects to etcd and checks that it answers (a read of the cluster's prefix).
+    pub async fn connect(config: EtcdConfig) -> Result<Self, MetaError> {
+        if config.endpoints.is_empty() {
+            return Err(MetaError::Invalid(
+                "no etcd endpoints given (--etcd host:port,...)".into(),
+            ));
+        }
+        let layout = KeyLayout::new(&config.cluster_name)?;
+        let options = ConnectOptions::new()
+            .with_connect_timeout(config.connect_timeout)
+            .with_keep_alive(TRANSPORT_PING_INTERVAL, TRANSPORT_PING_TIMEOUT)
+            .with_keep_alive_while_idle(true)
+            .with_require_leader(true);
+        let endpoints = config.endpoints.join(",");
+        let client = match tokio::time::timeout(
+            config.connect_timeout,
+            Client::connect(&config.endpoints, Some(options)),
+        )
+        .await
+        {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => {
+                return Err(MetaError::Unavailable {
+                    endpoints,
+                    reason: format!("connect: {error}"),
+                })
+            }
+            Err(_elapsed) => {
+                return Err(MetaError::Unavailable {
+                    endpoints,
+                    reason: format!("connect took longer than {:?}", config.connect_timeout),
+                })
+            }
+        };
+        let store = Self {
+            inner: Arc::new(Inner {
+                client,
+                layout,
+                config,
+                clock: Arc::new(SystemClock),
+            }),
+        };
+        let prefix = store.inner.layout.prefix().to_owned();
+        let mut client = store.client();
+        store
+            .request("read the cluster prefix", async move {
+                client
+                    .get(
+                        prefix,
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// The changes after `revision` (exclusive of it), without a snapshot: for a consumer that
+    /// kept its state and the revision it was current at. If etcd compacted that history away,
+    /// the first event is a `Resync`.
+    pub fn watch_after(
+        &self,
+        revision: i64,
+        capacity: usize,
+    ) -> Result<mpsc::Receiver<MetaEvent>, MetaError> {
+        validate_watch_capacity(capacity)?;
+        let (sender, events) = mpsc::channel(capacity);
+        super::etcd_watch::spawn(self.clone(), sender, revision + 1);
+        Ok(events)
+    }
+
+    /// The key layout in use.
+    pub fn layout(&self) -> &KeyLayout {
+        &self.inner.layout
+    }
+
+    /// A handle on the client (cheap: it shares the channel).
+    pub(super) fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    pub(super) fn config(&self) -> &EtcdConfig {
+        &self.inner.config
+    }
+
+    /// `Unavailable` for `reason`, naming the endpoints.
+    pub(super) fn unavailable(&self, reason: String) -> MetaError {
+        MetaError::Unavailable {
+            endpoints: self.inner.config.endpoints.join(","),
+            reason,
+        }
+    }
+
+    /// Runs one etcd request within the request timeout, mapping its failure.
+    pub(super) async fn request<T>(
+        &self,
+        what: &str,
+        request: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, MetaError> {
+        match tokio::time::timeout(self.inner.config.request_timeout, request).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) => Err(self.map_error(what, error)),
+            Err(_elapsed) => Err(self.unavailable(format!(
+                "{what}: no answer within {:?}",
+                self.inner.config.request_timeout
+            ))),
+        }
+    }
+
+    /// etcd refusing the request itself (too many operations, a request too large) is
+    /// `Invalid`; anything else (transport, no leader, timeouts) is `Unavailable`.
+    fn map_error(&self, what: &str, error: etcd_client::Error) -> MetaError {
+        if let etcd_client::Error::GRpcStatus(status) = &error {
+            if matches!(
+                status.code(),
+                tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition
+            ) {
+                return MetaError::Invalid(format!("{what}: etcd refused: {}", status.message()));
+            }
+        }
+        self.unavailable(format!("{what}: {error}"))
+    }
+
+    async fn txn(&self, what: &str, txn: Txn) -> Result<TxnResponse, MetaError> {
+        let mut client = self.client();
+        self.request(what, async move { client.txn(txn).await })
+            .await
+    }
+
+    async fn get_prefix(&self, what: &str, prefix: String) -> Result<GetResponse, MetaError> {
+        let mut client = self.client();
+        self.request(what, async move {
+            client
+                .get(prefix, Some(GetOptions::new().with_prefix()))
+                .await
+        })
+        .await
+    }
+
+    /// Everything under the cluster's prefix at one revision, read in pages.
+    pub(super) async fn snapshot(&self) -> Result<MetaSnapshot, MetaError> {
+        let prefix = self.inner.layout.prefix().to_owned();
+        let range_end = prefix_range_end(&prefix);
+        let mut from = prefix.into_bytes();
+        let mut revision = 0;
+        let mut snapshot = MetaSnapshot::default();
+        loop {
+            let mut client = self.client();
+            let options = GetOptions::new()
+                .with_range(range_end.clone())
+                .with_limit(SNAPSHOT_PAGE_KEYS)
+                .with_revision(revision);
+            let key = from.clone();
+            let page = self
+                .request("read a snapshot", async move {
+                    client.get(key, Some(options)).await
+                })
+                .await?;
+            if revision == 0 {
+                revision = page.header().map_or(0, |header| header.revision());
+            }
+            for kv in page.kvs() {
+                self.add_to_snapshot(&mut snapshot, kv)?;
+            }
+            match page.kvs().last() {
+                Some(last) if page.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        snapshot.revision = revision;
+        snapshot.brokers.sort_by_key(|broker| broker.node_id);
+        snapshot.topics.sort_by(|a, b| a.name.cmp(&b.name));
+        snapshot.partitions.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(snapshot)
+    }
+
+    fn add_to_snapshot(&self, snapshot: &mut MetaSnapshot, kv: &KeyValue) -> Result<(), MetaError> {
+        let key = String::from_utf8_lossy(kv.key());
+        match self.inner.layout.parse(&key) {
+            Some(ParsedKey::Broker(_)) => snapshot.brokers.push(decode_value(&key, kv.value())?),
+            Some(ParsedKey::Topic(_)) => snapshot.topics.push(decode_value(&key, kv.value())?),
+            Some(ParsedKey::Partition(id)) => snapshot.partitions.push((
+                id,
+                Versioned {
+                    value: decode_value(&key, kv.value())?,
+                    revision: kv.mod_revision(),
+                },
+            )),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// The revision a transaction was applied at.
+fn txn_revision(response: &TxnResponse) -> i64 {
+    response.header().map_or(0, |header| header.revision())
+}
+
+/// The key-values a transaction's `get` branch read.
+fn txn_read(response: &TxnResponse) -> Vec<KeyValue> {
+    response
+        .op_responses()
+        .into_iter()
+        .filter_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get.kvs().to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Renews and revokes one etcd lease over a keep-alive stream, re-opened when it breaks.
+struct EtcdKeeper {
+    store: EtcdMetaStore,
+    lease_id: i64,
+    granted_ttl: Duration,
+    stream: Option<(etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)>,
+    /// A keep-alive was cancelled before its answer arrived: the stream's next message would
+    /// answer the old request (sent earlier than the new one), so the stream is replaced.
+    in_flight: bool,
+}
+
+impl EtcdKeeper {
+    async fn renew(&mut self) -> Result<Option<Duration>, MetaError> {
+        if std::mem::replace(&mut self.in_flight, true) {
+            self.stream = None;
+        }
+        let result = self.renew_once().await;
+        self.in_flight = false;
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn renew_once(&mut self) -> Result<Option<Duration>, MetaError> {
+        let Some((keeper, stream)) = self.stream.as_mut() else {
+            // Opening the stream sends one keep-alive and reads its answer.
+            let mut client = self.store.client();
+            let lease_id = self.lease_id;
+            let opened = tokio::time::timeout(
+                self.store.config().request_timeout,
+                client.lease_keep_alive(lease_id),
+            )
+            .await;
+            return match opened {
+                Ok(Ok(stream)) => {
+                    self.stream = Some(stream);
+                    Ok(Some(self.granted_ttl))
+                }
+                // etcd-client's words for a keep-alive answered with TTL 0.
+                Ok(Err(etcd_client::Error::LeaseKeepAliveError(message)))
+                    if message == "lease not found" =>
+                {
+                    Ok(None)
+                }
+                Ok(Err(error)) => Err(self.store.unavailable(format!("keep-alive: {error}"))),
+                Err(_elapsed) => Err(self.store.unavailable("keep-alive: no answer".into())),
+            };
+        };
+        keeper
+            .keep_alive()
+            .await
+            .map_err(|error| self.store.unavailable(format!("keep-alive: {error}")))?;
+        match stream.message().await {
+            Ok(Some(answer)) if answer.ttl() > 0 => {
+                Ok(Some(Duration::from_secs(answer.ttl().unsigned_abs())))
+            }
+            Ok(Some(_)) => Ok(None),
+            Ok(None) => Err(self
+                .store
+                .unavailable("keep-alive: the stream ended".into())),
+            Err(error) => Err(self.store.unavailable(format!("keep-alive: {error}"))),
+        }
+    }
+}
+
+impl LeaseKeepAlive for EtcdKeeper {
+    fn keep_alive(&mut self) -> BoxFuture<'_, Result<Option<Duration>, MetaError>> {
+        Box::pin(self.renew())
+    }
+
+    fn revoke(&mut self) -> BoxFuture<'_, Result<(), MetaError>> {
+        Box::pin(async move {
+            self.stream = None;
+            let mut client = self.store.client();
+            let lease_id = self.lease_id;
+            match self
+                .store
+                .request("revoke the registration lease", async move {
+                    client.lease_revoke(lease_id).await
+                })
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Already gone (expired): what revoking wanted.
+                Err(MetaError::Unavailable { reason, .. })
+                    if reason.contains("lease not found") =>
+                {
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            }
+        })
+    }
+}
+
+impl MetaStore for EtcdMetaStore {
+    fn register_broker(
+        &self,
+        registration: BrokerRegistration,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<BrokerLease, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            validate_ttl(ttl)?;
+            let ttl_seconds = i64::try_from(ttl.as_millis().div_ceil(1000)).unwrap_or(i64::MAX);
+            let granted_at = store.inner.clock.now();
+            let mut client = store.client();
+            let grant = store
+                .request("grant a registration lease", async move {
+                    client.lease_grant(ttl_seconds, None).await
+                })
+                .await?;
+            let lease_id = grant.id();
+            let granted_ttl = Duration::from_secs(grant.ttl().unsigned_abs());
+            let mut keeper = EtcdKeeper {
+                store: store.clone(),
+                lease_id,
+                granted_ttl,
+                stream: None,
+                in_flight: false,
+            };
+            let key = store.inner.layout.broker_key(registration.node_id);
+            let txn = Txn::new()
+                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(
+                    key.clone(),
+                    encode_value(&registration),
+                    Some(PutOptions::new().with_lease(lease_id)),
+                )])
+                .or_else([TxnOp::get(key.clone(), None)]);
+            let response = match store.txn("register the broker", txn).await {
+                Ok(response) => response,
+                Err(error) => {
+                    let _best_effort = keeper.revoke().await;
+                    return Err(error);
+                }
+            };
+            if !response.succeeded() {
+                let _best_effort = keeper.revoke().await;
+                let holder = match txn_read(&response).first() {
+                    Some(kv) => match decode_value::<BrokerRegistration>(&key, kv.value()) {
+                        Ok(current) => format!(
+                            " (registered by incarnation {} at {})",
+                            current.incarnation, current.native_addr
+                        ),
+                        Err(_) => String::new(),
+                    },
+                    None => String::new(),
+                };
+                return Err(MetaError::AlreadyExists {
+                    what: format!("broker {}{holder}", registration.node_id),
+                });
+            }
+            Ok(BrokerLease::start(
+                registration,
+                lease_id,
+                store.inner.clock.clone(),
+                ttl,
+                granted_at,
+                granted_ttl,
+                keeper,
+            ))
+        })
+    }
+
+    fn live_brokers(&self) -> BoxFuture<'static, Result<Vec<BrokerRegistration>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let prefix = store.inner.layout.brokers_prefix();
+            let response = store.get_prefix("list the brokers", prefix).await?;
+            let mut brokers = Vec::with_capacity(response.kvs().len());
+            for kv in response.kvs() {
+                let key = String::from_utf8_lossy(kv.key());
+                if let Some(ParsedKey::Broker(_)) = store.inner.layout.parse(&key) {
+                    brokers.push(decode_value::<BrokerRegistration>(&key, kv.value())?);
+                }
+            }
+            brokers.sort_by_key(|broker| broker.node_id);
+            Ok(brokers)
+        })
+    }
+
+    fn create_topic(
+        &self,
+        topic: TopicRecord,
+        partitions: Vec<PartitionState>,
+    ) -> BoxFuture<'static, Result<Vec<Versioned<PartitionState>>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            validate_new_topic(&topic, &partitions)?;
+            let layout = &store.inner.layout;
+            let topic_key = layout.topic_key(&topic.name);
+            let mut puts = Vec::with_capacity(partitions.len() + 1);
+            puts.push(TxnOp::put(topic_key.clone(), encode_value(&topic), None));
+            for (index, state) in partitions.iter().enumerate() {
+                let id = PartitionId::new(&topic.name, index as u32);
+                puts.push(TxnOp::put(
+                    layout.partition_key(&id),
+                    encode_value(state),
+                    None,
+                ));
+            }
+            let txn = Txn::new()
+                .when([Compare::create_revision(topic_key, CompareOp::Equal, 0)])
+                .and_then(puts);
+            let response = store.txn("create the topic", txn).await?;
+            if !response.succeeded() {
+                return Err(MetaError::AlreadyExists {
+                    what: format!("topic {}", topic.name),
+                });
+            }
+            let revision = txn_revision(&response);
+            Ok(partitions
+                .into_iter()
+                .map(|value| Versioned { value, revision })
+                .collect())
+        })
+    }
+
+    fn topics(&self) -> BoxFuture<'static, Result<Vec<TopicRecord>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let prefix = store.inner.layout.topics_prefix();
+            let response = store.get_prefix("list the topics", prefix).await?;
+            let mut topics = Vec::with_capacity(response.kvs().len());
+            for kv in response.kvs() {
+                let key = String::from_utf8_lossy(kv.key());
+                if let Some(ParsedKey::Topic(_)) = store.inner.layout.parse(&key) {
+                    topics.push(decode_value::<TopicRecord>(&key, kv.value())?);
+                }
+            }
+            topics.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(topics)
+        })
+    }
+
+    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<(), MetaError>> {
+        let store = self.clone();
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            super::layout::validate_name("topic name", &topic)?;
+            let layout = &store.inner.layout;
+            let topic_key = layout.topic_key(&topic);
+            // Partitions first, the record last: a watcher sees the topic go as one event.
+            let txn = Txn::new()
+                .when([Compare::create_revision(
+                    topic_key.clone(),
+                    CompareOp::Greater,
+                    0,
+                )])
+                .and_then([
+                    TxnOp::delete(
+                        layout.topic_partitions_prefix(&topic),
+                        Some(DeleteOptions::new().with_prefix()),
+                    ),
+                    TxnOp::delete(topic_key, None),
+                ]);
+            let response = store.txn("delete the topic", txn).await?;
+            if !response.succeeded() {
+                return Err(MetaError::NotFound {
+                    what: format!("topic {topic}"),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn partition_state(
+        &self,
+        partition: PartitionId,
+    ) -> BoxFuture<'static, Result<Versioned<PartitionState>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let key = store.inner.layout.partition_key(&partition);
+            let mut client = store.client();
+            let request_key = key.clone();
+            let response = store
+                .request("read the partition state", async move {
+                    client.get(request_key, None).await
+                })
+                .await?;
+            let kv = response.kvs().first().ok_or_else(|| MetaError::NotFound {
+                what: format!("partition {partition}"),
+            })?;
+            Ok(Versioned {
+                value: decode_value(&key, kv.value())?,
+                revision: kv.mod_revision(),
+            })
+        })
+    }
+
+    fn partition_states(&self) -> BoxFuture<'static, Result<PartitionStates, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let prefix = store.inner.layout.partitions_prefix();
+            let response = store
+                .get_prefix("list the partition states", prefix)
+                .await?;
+            let mut states = Vec::with_capacity(response.kvs().len());
+            for kv in response.kvs() {
+                let key = String::from_utf8_lossy(kv.key());
+                if let Some(ParsedKey::Partition(id)) = store.inner.layout.parse(&key) {
+                    let value = decode_value(&key, kv.value())?;
+                    states.push((
+                        id,
+                        Versioned {
+                            value,
+                            revision: kv.mod_revision(),
+                        },
+                    ));
+                }
+            }
+            states.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(states)
+        })
+    }
+
+    fn compare_and_swap_partition(
+        &self,
+        partition: PartitionId,
+        expected_revision: i64,
+        state: PartitionState,
+    ) -> BoxFuture<'static, Result<Versioned<PartitionState>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let key = store.inner.layout.partition_key(&partition);
+            // `version > 0` too: a deleted key has mod_revision 0, and a CAS must never
+            // re-create the partition of a deleted topic.
+            let txn = Txn::new()
+                .when([
+                    Compare::version(key.clone(), CompareOp::Greater, 0),
+                    Compare::mod_revision(key.clone(), CompareOp::Equal, expected_revision),
+                ])
+                .and_then([TxnOp::put(key.clone(), encode_value(&state), None)])
+                .or_else([TxnOp::get(key.clone(), None)]);
+            let response = store
+                .txn("compare-and-swap the partition state", txn)
+                .await?;
+            if response.succeeded() {
+                return Ok(Versioned {
+                    value: state,
+                    revision: txn_revision(&response),
+                });
+            }
+            match txn_read(&response).first() {
+                None => Err(MetaError::NotFound {
+                    what: format!("partition {partition}"),
+                }),
+                Some(kv) => Err(MetaError::Conflict {
+                    partition,
+                    expected_revision,
+                    current: Box::new(Versioned {
+                        value: decode_value(&key, kv.value())?,
+                        revision: kv.mod_revision(),
+                    }),
+                }),
+            }
+        })
+    }
+
+    fn watch(&self, capacity: usize) -> BoxFuture<'static, Result<MetaWatch, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            validate_watch_capacity(capacity)?;
+            let snapshot = store.snapshot().await?;
+            let (sender, events) = mpsc::channel(capacity);
+            super::etcd_watch::spawn(store, sender, snapshot.revision + 1);
+            Ok(MetaWatch { snapshot, events })
+        })
+    }
+}

@@ -1,0 +1,407 @@
+//! The cluster's metadata store: which brokers are alive, which topics exist, and each
+//! partition's `{replicas, leader, leader_epoch, isr}`, kept in etcd (or, for in-process tests
+//! and the simulation, in memory with the same semantics).
+//!
+//! Why a trait: the broker, the election logic and the tests should not care whether the store is
+//! a real etcd cluster or a map in memory, only that it keeps etcd's promises: every change to a
+//! partition state is a compare-and-swap against the revision it was read at (so two brokers
+//! can never both win a leadership change), a topic and all its partition states appear in one
+//! transaction, a broker's registration disappears when its lease lapses, and a watch delivers
+//! every change after a snapshot, in order, or says `Resync` when it cannot.
+//!
+//! The keys and values follow `docs/replication.md` ("etcd layout"; see [`layout`]); values are
+//! JSON. A broker registration is held by a [`BrokerLease`], which keeps it alive in the
+//! background and tells, by a conservative local deadline, whether it still holds: etcd's lease
+//! is a liveness tool, never a safety one.
+
+pub mod layout;
+pub mod memory;
+pub mod placement;
+pub mod registration;
+pub mod watch;
+
+#[cfg(feature = "etcd")]
+pub mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_watch;
+
+use std::fmt::{self, Debug};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::{BrokerRegistration, NodeId, PartitionState, Versioned};
+use crate::domain::TopicConfig;
+
+pub use layout::KeyLayout;
+pub use memory::MemoryMetaStore;
+pub use placement::{place_replicas, PlacementError, INITIAL_LEADER_EPOCH};
+pub use registration::{BrokerLease, RegistrationLoss};
+pub use watch::{MetaEvent, MetaSnapshot, MetaWatch};
+
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdConfig, EtcdMetaStore};
+
+/// Shortest registration TTL a broker may ask for. etcd itself refuses leases shorter than about
+/// one and a half election timeouts (and rounds up to whole seconds).
+pub const REGISTRATION_TTL_MIN: Duration = Duration::from_secs(1);
+
+/// Longest registration TTL a broker may ask for: a crashed broker's partitions wait this long
+/// before anyone may take them over.
+pub const REGISTRATION_TTL_MAX: Duration = Duration::from_secs(300);
+
+/// Most keys written by one transaction: etcd's default `--max-txn-ops` (128). Creating a topic
+/// writes its record and one key per partition in one transaction, so a topic has at most
+/// `TRANSACTION_OPERATIONS_MAX - 1` partitions in a cluster.
+pub const TRANSACTION_OPERATIONS_MAX: usize = 128;
+
+/// Most partitions a topic of the cluster may have (see [`TRANSACTION_OPERATIONS_MAX`]).
+pub const CLUSTER_PARTITIONS_PER_TOPIC_MAX: u32 = (TRANSACTION_OPERATIONS_MAX - 1) as u32;
+
+/// Most replicas a partition may have.
+pub const REPLICATION_FACTOR_MAX: u16 = 16;
+
+/// Default capacity of a watch's event channel; past it the watch sends a `Resync`.
+pub const WATCH_EVENTS_CAPACITY_DEFAULT: usize = 1024;
+
+/// Every partition state, by topic and index, with the revisions a compare-and-swap needs.
+pub type PartitionStates = Vec<(PartitionId, Versioned<PartitionState>)>;
+
+/// A topic as recorded in the metadata store (`topics/<name>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// The topic name (the same rule as standalone: 1 to 200 bytes of `[A-Za-z0-9._-]`).
+    pub name: String,
+    /// How many partitions it has (numbered from 0).
+    pub partition_count: u32,
+    /// How many replicas each partition has.
+    pub replication_factor: u16,
+    /// The smallest ISR with which a leader accepts `acks=all` writes (copied into each
+    /// partition state at creation).
+    pub min_insync: u16,
+    /// Segment size, flush policy and retention, as for a standalone topic.
+    pub config: TopicConfig,
+}
+
+impl TopicRecord {
+    /// A topic record with `min_insync` at its default, `min(2, replication_factor)`
+    /// (`docs/replication.md`, "Defaults decided where the issue is silent").
+    pub fn new(
+        name: impl Into<String>,
+        partition_count: u32,
+        replication_factor: u16,
+        config: TopicConfig,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            partition_count,
+            replication_factor,
+            min_insync: replication_factor.min(2),
+            config,
+        }
+    }
+}
+
+/// One partition of one topic: the address of a partition state.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartitionId {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+}
+
+impl PartitionId {
+    /// Partition `partition` of `topic`.
+    pub fn new(topic: impl Into<String>, partition: u32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for PartitionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.topic, self.partition)
+    }
+}
+
+/// Why a metadata operation failed. Each says what happened and what to do.
+#[derive(Debug, Error)]
+pub enum MetaError {
+    /// The store could not be reached (or did not answer in time). Nothing is known to have
+    /// changed; retrying may succeed once it is back.
+    #[error(
+        "metadata store unavailable (tried {endpoints}): {reason}; check that etcd is running \
+         and reachable at those addresses"
+    )]
+    Unavailable {
+        /// The endpoints tried, comma-separated.
+        endpoints: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// A compare-and-swap lost: the partition state changed since it was read. Nothing was
+    /// written; `current` is the state now, to decide again from.
+    #[error(
+        "partition {partition} changed since revision {expected_revision} (now revision {}); \
+         nothing was written: decide again from the current state",
+        current.revision
+    )]
+    Conflict {
+        /// The partition.
+        partition: PartitionId,
+        /// The revision the caller read.
+        expected_revision: i64,
+        /// The state and revision now.
+        current: Box<Versioned<PartitionState>>,
+    },
+    /// The thing to create exists already. Nothing was written.
+    #[error("{what} already exists; nothing was written")]
+    AlreadyExists {
+        /// What exists (`topic orders`, `broker 3 registered by ...`).
+        what: String,
+    },
+    /// The thing asked for does not exist (never created, deleted, or its lease lapsed).
+    #[error("{what} does not exist")]
+    NotFound {
+        /// What is missing (`topic orders`, `partition orders/3`).
+        what: String,
+    },
+    /// A stored value could not be decoded: something other than fencelog wrote it, or a newer
+    /// version did. The key names what to inspect.
+    #[error(
+        "corrupt metadata at key {key}: {reason}; inspect it with `etcdctl get {key}` and \
+         rewrite or delete it"
+    )]
+    Corrupt {
+        /// The etcd key (or the in-memory equivalent).
+        key: String,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The request itself is invalid (a TTL out of range, partition states that do not match
+    /// the topic record...). Nothing was sent.
+    #[error("invalid metadata request: {0}")]
+    Invalid(String),
+    /// Too few live brokers to place a topic's replicas.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
+
+/// The metadata store: registrations, topics and partition states, with compare-and-swap and
+/// watches. See the module docs for the promises every implementation keeps.
+pub trait MetaStore: Send + Sync + Debug {
+    /// Registers this broker under a lease of `ttl` (between [`REGISTRATION_TTL_MIN`] and
+    /// [`REGISTRATION_TTL_MAX`]), kept alive in the background by the returned handle. Fails
+    /// with `AlreadyExists` while another registration of the same node id is live (another
+    /// broker with this id runs, or a previous process died less than its TTL ago).
+    fn register_broker(
+        &self,
+        registration: BrokerRegistration,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<BrokerLease, MetaError>>;
+
+    /// The brokers whose registration is live, by node id.
+    fn live_brokers(&self) -> BoxFuture<'static, Result<Vec<BrokerRegistration>, MetaError>>;
+
+    /// Creates `topic` and its partition states (`partitions[i]` is partition `i`) in one
+    /// transaction, only if the topic does not exist (else `AlreadyExists`, nothing written).
+    /// Returns the partition states with their revisions.
+    fn create_topic(
+        &self,
+        topic: TopicRecord,
+        partitions: Vec<PartitionState>,
+    ) -> BoxFuture<'static, Result<Vec<Versioned<PartitionState>>, MetaError>>;
+
+    /// Every topic, by name.
+    fn topics(&self) -> BoxFuture<'static, Result<Vec<TopicRecord>, MetaError>>;
+
+    /// Deletes `topic` and all its partition states in one transaction (`NotFound` if absent).
+    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<(), MetaError>>;
+
+    /// One partition's state and the revision a compare-and-swap must present.
+    fn partition_state(
+        &self,
+        partition: PartitionId,
+    ) -> BoxFuture<'static, Result<Versioned<PartitionState>, MetaError>>;
+
+    /// Every partition state, by topic and index.
+    fn partition_states(&self) -> BoxFuture<'static, Result<PartitionStates, MetaError>>;
+
+    /// Replaces a partition's state with `state` if its revision is still `expected_revision`
+    /// (else `Conflict` with the current state, or `NotFound` if the topic was deleted). Returns
+    /// the new state with its new revision.
+    fn compare_and_swap_partition(
+        &self,
+        partition: PartitionId,
+        expected_revision: i64,
+        state: PartitionState,
+    ) -> BoxFuture<'static, Result<Versioned<PartitionState>, MetaError>>;
+
+    /// A snapshot of everything, then every change after it on a channel of `capacity` events
+    /// (at least 1); see [`MetaWatch`].
+    fn watch(&self, capacity: usize) -> BoxFuture<'static, Result<MetaWatch, MetaError>>;
+}
+
+/// Reads the live brokers, places the topic's replicas over them ([`place_replicas`]) and
+/// creates the topic with those partition states.
+pub async fn create_topic_placed(
+    store: &dyn MetaStore,
+    topic: TopicRecord,
+) -> Result<Vec<Versioned<PartitionState>>, MetaError> {
+    let brokers = store.live_brokers().await?;
+    let node_ids: Vec<NodeId> = brokers.iter().map(|broker| broker.node_id).collect();
+    let states = place_replicas(
+        &node_ids,
+        &topic.name,
+        topic.partition_count,
+        topic.replication_factor,
+        topic.min_insync,
+    )?;
+    store.create_topic(topic, states).await
+}
+
+/// Checks a registration TTL against its bounds.
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), MetaError> {
+    if (REGISTRATION_TTL_MIN..=REGISTRATION_TTL_MAX).contains(&ttl) {
+        Ok(())
+    } else {
+        Err(MetaError::Invalid(format!(
+            "registration TTL {ttl:?} must be between {REGISTRATION_TTL_MIN:?} and \
+             {REGISTRATION_TTL_MAX:?}"
+        )))
+    }
+}
+
+/// Checks a topic record and the partition states that go with it, before anything is sent.
+pub(crate) fn validate_new_topic(
+    topic: &TopicRecord,
+    partitions: &[PartitionState],
+) -> Result<(), MetaError> {
+    layout::validate_name("topic name", &topic.name)?;
+    if topic.partition_count == 0 || topic.partition_count > CLUSTER_PARTITIONS_PER_TOPIC_MAX {
+        return Err(MetaError::Invalid(format!(
+            "topic {} has {} partitions; a cluster topic has 1 to \
+             {CLUSTER_PARTITIONS_PER_TOPIC_MAX} (one etcd transaction writes them all)",
+            topic.name, topic.partition_count
+        )));
+    }
+    if topic.replication_factor == 0 || topic.replication_factor > REPLICATION_FACTOR_MAX {
+        return Err(MetaError::Invalid(format!(
+            "replication factor {} must be 1 to {REPLICATION_FACTOR_MAX}",
+            topic.replication_factor
+        )));
+    }
+    if topic.min_insync == 0 || topic.min_insync > topic.replication_factor {
+        return Err(MetaError::Invalid(format!(
+            "min_insync {} must be 1 to the replication factor {}",
+            topic.min_insync, topic.replication_factor
+        )));
+    }
+    if partitions.len() != topic.partition_count as usize {
+        return Err(MetaError::Invalid(format!(
+            "topic {} has {} partitions but {} partition states were given",
+            topic.name,
+            topic.partition_count,
+            partitions.len()
+        )));
+    }
+    for (index, state) in partitions.iter().enumerate() {
+        if state.replicas.len() != usize::from(topic.replication_factor) {
+            return Err(MetaError::Invalid(format!(
+                "partition {}/{index} has {} replicas, the replication factor is {}",
+                topic.name,
+                state.replicas.len(),
+                topic.replication_factor
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a watch's channel capacity.
+pub(crate) fn validate_watch_capacity(capacity: usize) -> Result<(), MetaError> {
+    if capacity == 0 {
+        return Err(MetaError::Invalid(
+            "a watch needs room for at least one event".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes a JSON value stored at `key`.
+#[cfg(feature = "etcd")]
+pub(crate) fn decode_value<T: serde::de::DeserializeOwned>(
+    key: &str,
+    value: &[u8],
+) -> Result<T, MetaError> {
+    serde_json::from_slice(value).map_err(|error| MetaError::Corrupt {
+        key: key.to_owned(),
+        reason: error.to_string(),
+    })
+}
+
+/// Encodes a value as JSON (it cannot fail for these types: no maps with non-string keys).
+#[cfg(feature = "etcd")]
+pub(crate) fn encode_value<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("metadata values serialize to JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(replicas: Vec<NodeId>) -> PartitionState {
+        PartitionState {
+            leader: replicas.first().copied(),
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 1,
+            min_insync: 1,
+        }
+    }
+
+    /// A topic whose partition states do not match its record is refused before anything is
+    /// written.
+    #[test]
+    fn mismatched_topic_and_states_are_refused() {
+        let topic = TopicRecord::new("orders", 2, 2, TopicConfig::default());
+        assert!(validate_new_topic(&topic, &[state(vec![1, 2])]).is_err());
+        assert!(validate_new_topic(&topic, &[state(vec![1, 2]), state(vec![1])]).is_err());
+        assert!(validate_new_topic(&topic, &[state(vec![1, 2]), state(vec![2, 1])]).is_ok());
+        let bad_name = TopicRecord::new("a/b", 1, 1, TopicConfig::default());
+        assert!(validate_new_topic(&bad_name, &[state(vec![1])]).is_err());
+        let too_many = TopicRecord::new(
+            "big",
+            CLUSTER_PARTITIONS_PER_TOPIC_MAX + 1,
+            1,
+            TopicConfig::default(),
+        );
+        assert!(validate_new_topic(&too_many, &[]).is_err());
+    }
+
+    /// `min_insync` defaults to `min(2, replication_factor)`.
+    #[test]
+    fn min_insync_defaults_to_two_at_most() {
+        assert_eq!(
+            TopicRecord::new("t", 1, 1, TopicConfig::default()).min_insync,
+            1
+        );
+        assert_eq!(
+            TopicRecord::new("t", 1, 3, TopicConfig::default()).min_insync,
+            2
+        );
+    }
+
+    /// Registration TTLs outside their bounds are refused.
+    #[test]
+    fn ttl_bounds_are_checked() {
+        assert!(validate_ttl(Duration::from_millis(999)).is_err());
+        assert!(validate_ttl(REGISTRATION_TTL_MIN).is_ok());
+        assert!(validate_ttl(REGISTRATION_TTL_MAX + Duration::from_secs(1)).is_err());
+    }
+}
