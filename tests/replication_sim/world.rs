@@ -33,7 +33,6 @@ const TICK_MS: u64 = 50;
 const FETCH_RETRY_MS: u64 = 250;
 const FETCH_IDLE_MS: u64 = 20;
 const FETCH_RECORDS_MAX: u64 = 16;
-const SYNC_DELAY_MS: u64 = 3;
 const CAS_TIMEOUT_MS: u64 = 600;
 const PRODUCE_TIMEOUT_MS: u64 = 4_000;
 const CONSUMER_MS: u64 = 40;
@@ -70,6 +69,9 @@ pub struct Plan {
     /// Message drops (per mille) and slow messages (per mille) during the fault phase.
     pub drop_per_mille: u32,
     pub slow_per_mille: u32,
+    /// The leader's group-commit delay: its own appends are durable (and count toward the high
+    /// watermark) this long after they are written; a crash loses what is not.
+    pub sync_delay_ms: u64,
     pub trace: bool,
 }
 
@@ -87,6 +89,7 @@ impl Plan {
             end_ms: 20_000,
             drop_per_mille: rng.gen_range(0..30),
             slow_per_mille: rng.gen_range(0..80),
+            sync_delay_ms: rng.gen_range(1..=40),
             trace: false,
         }
     }
@@ -103,6 +106,7 @@ impl Plan {
             end_ms: heal_ms + 10_000,
             drop_per_mille: 0,
             slow_per_mille: 20,
+            sync_delay_ms: 10,
             trace: false,
         }
     }
@@ -184,6 +188,8 @@ pub struct World {
     pub events: u64,
     pub clamped_truncations: u64,
     pub acks_by_time: Vec<(u64, usize)>,
+    /// What happened, counted (printed over many seeds to show what the runs exercise).
+    pub stats: BTreeMap<&'static str, u64>,
     healed: bool,
 }
 
@@ -261,6 +267,7 @@ impl World {
             events: 0,
             clamped_truncations: 0,
             acks_by_time: Vec::new(),
+            stats: BTreeMap::new(),
             healed: false,
             plan,
         };
@@ -293,6 +300,10 @@ impl World {
             let now = self.now;
             self.trace.push(format!("{now:>6} {}", line()));
         }
+    }
+
+    fn count(&mut self, what: &'static str, by: u64) {
+        *self.stats.entry(what).or_default() += by;
     }
 
     fn violation(&mut self, what: String) {
@@ -417,6 +428,10 @@ impl World {
         }
         broker.up = false;
         broker.paused_until = 0;
+        let lost: u64 = self.logs[node as usize]
+            .iter()
+            .map(|log| log.log_end_offset() - log.durable_end())
+            .sum();
         broker.generation += 1;
         broker.lease = None;
         broker.valid_until = 0;
@@ -437,6 +452,8 @@ impl World {
         for log in &self.logs[node as usize] {
             log.crash();
         }
+        self.count("crashes", 1);
+        self.count("unsynced records lost in crashes", lost);
         self.trace_line(|| format!("CRASH broker {node}"));
     }
 
@@ -833,6 +850,7 @@ impl World {
             now_ms: now,
             registration_valid_until_ms: valid_until,
         };
+        self.count("leaders elected", 1);
         let leader = Leader::new(node, self.config.clone(), start)
             .expect("a won election names this broker");
         self.trace_line(|| {
@@ -869,6 +887,11 @@ impl World {
             let Some((client, request, base_offset)) = part.waiters.remove(&completion.id) else {
                 continue;
             };
+            if completion.result.is_ok() && !self.registered(node) {
+                self.violation(format!(
+                    "broker {node} acknowledged with its registration lapsed"
+                ));
+            }
             let answer = match completion.result {
                 Ok(()) => ProduceAnswer::Acked {
                     base_offset,
@@ -909,6 +932,7 @@ impl World {
             );
         }
         if deposed {
+            self.count("leaders deposed", 1);
             self.trace_line(|| format!("broker {node} p{partition}: DEPOSED in epoch {epoch}"));
             let part = &mut self.brokers[node as usize].parts[partition];
             part.role = Role::Idle;
@@ -950,6 +974,10 @@ impl World {
                     let before = log.log_end_offset();
                     let result = log.truncate_to(offset);
                     let next = follower.on_truncated(log, result.clone());
+                    self.count(
+                        "records truncated by leader epoch",
+                        before.saturating_sub(offset),
+                    );
                     self.trace_line(|| {
                         format!(
                             "broker {node} p{partition}: truncate {before} -> {offset}: {result:?}"
@@ -1219,7 +1247,11 @@ impl World {
         let output = leader.on_appended(now, id, last);
         if !part.sync_scheduled {
             part.sync_scheduled = true;
-            self.timer(node, now + SYNC_DELAY_MS, Timer::Sync { partition });
+            self.timer(
+                node,
+                now + self.plan.sync_delay_ms,
+                Timer::Sync { partition },
+            );
         }
         self.trace_line(|| {
             format!("broker {node} p{partition}: appended {values:?} at {base_offset}")
@@ -1313,9 +1345,13 @@ impl World {
                         .insert(*value, (client, partition, outcome));
                 }
                 self.acks_by_time.push((now, partition));
+                self.count("acknowledged values", values.len() as u64);
             }
             ProduceAnswer::Refused(name) => {
                 *self.observed.refusals.entry(name.clone()).or_default() += 1;
+                if name == "NOT_ENOUGH_REPLICAS" {
+                    self.count("NOT_ENOUGH_REPLICAS refusals", 1);
+                }
                 for value in &values {
                     self.observed
                         .values
@@ -1329,6 +1365,7 @@ impl World {
                     .refusals
                     .entry(format!("failed: {why}"))
                     .or_default() += 1;
+                self.count("written but not acknowledged", values.len() as u64);
                 for value in &values {
                     self.observed
                         .values

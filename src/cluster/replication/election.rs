@@ -115,3 +115,84 @@ impl Elector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(leader: Option<NodeId>, isr: Vec<NodeId>) -> Versioned<PartitionState> {
+        Versioned {
+            value: PartitionState {
+                replicas: vec![2, 0, 1],
+                leader,
+                leader_epoch: 4,
+                isr,
+                min_insync: 2,
+            },
+            revision: 9,
+        }
+    }
+
+    /// With the leader's registration gone, the first live ISR member in replica order proposes
+    /// at once, the next after one back-off; a replica outside the ISR never stands.
+    #[test]
+    fn the_first_live_isr_member_in_replica_order_proposes_first() {
+        let state = state(Some(2), vec![2, 1, 0]);
+        let live: LiveBrokers = [(0, 1), (1, 1)].into_iter().collect();
+        let mut first = Elector::new(0, 100);
+        let ElectionDecision::Propose(proposal) = first.decide(50, &state, &live, None, true)
+        else {
+            panic!("broker 0 is first among the live ISR");
+        };
+        assert_eq!(proposal.expected_revision, 9);
+        assert_eq!(proposal.state.leader, Some(0));
+        assert_eq!(proposal.state.leader_epoch, 5);
+        assert_eq!(proposal.state.isr, vec![1, 0]);
+        let mut second = Elector::new(1, 100);
+        assert_eq!(
+            second.decide(50, &state, &live, None, true),
+            ElectionDecision::Wait { until_ms: 150 }
+        );
+        assert!(matches!(
+            second.decide(150, &state, &live, None, true),
+            ElectionDecision::Propose(_)
+        ));
+        let outside = state_without(1);
+        assert_eq!(
+            Elector::new(1, 100).decide(50, &outside, &live, None, true),
+            ElectionDecision::Nothing
+        );
+    }
+
+    fn state_without(node: NodeId) -> Versioned<PartitionState> {
+        state(
+            Some(2),
+            vec![2, 0, 1].into_iter().filter(|n| *n != node).collect(),
+        )
+    }
+
+    /// A live leader is left alone; a broker named leader that does not lead re-elects itself
+    /// with a new epoch; an unregistered broker never stands.
+    #[test]
+    fn live_leaders_stay_and_a_named_leader_not_leading_bumps_the_epoch() {
+        let live: LiveBrokers = [(0, 1), (1, 1), (2, 1)].into_iter().collect();
+        let alive = state(Some(2), vec![2, 0, 1]);
+        assert_eq!(
+            Elector::new(0, 100).decide(0, &alive, &live, None, true),
+            ElectionDecision::Nothing
+        );
+        let mut named = Elector::new(2, 100);
+        assert_eq!(
+            named.decide(0, &alive, &live, Some(4), true),
+            ElectionDecision::Nothing
+        );
+        let ElectionDecision::Propose(bump) = named.decide(0, &alive, &live, None, true) else {
+            panic!("named but not leading");
+        };
+        assert_eq!((bump.state.leader, bump.state.leader_epoch), (Some(2), 5));
+        assert_eq!(
+            named.decide(0, &alive, &live, None, false),
+            ElectionDecision::Nothing
+        );
+    }
+}

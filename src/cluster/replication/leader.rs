@@ -650,3 +650,224 @@ impl Leader {
         output
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::replica_log::ReplicaLogError;
+
+    /// A log that is only a leader-epoch history and an end: what the leader reads.
+    struct HistoryLog {
+        history: Vec<(LeaderEpoch, u64)>,
+        end: u64,
+    }
+
+    impl ReplicaLog for HistoryLog {
+        fn log_end_offset(&self) -> u64 {
+            self.end
+        }
+        fn high_watermark(&self) -> u64 {
+            0
+        }
+        fn leader_epoch_floor(&self) -> LeaderEpoch {
+            self.history.last().map_or(0, |(epoch, _)| *epoch)
+        }
+        fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
+            self.history.last().copied()
+        }
+        fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
+            let index = self.history.iter().rposition(|(e, _)| *e <= epoch)?;
+            let end = self
+                .history
+                .get(index + 1)
+                .map_or(self.end, |(_, start)| *start);
+            Some((self.history[index].0, end))
+        }
+        fn become_leader(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn become_follower(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn append_replicated(
+            &self,
+            _: &[u8],
+            _: LeaderEpoch,
+            _: LeaderEpoch,
+        ) -> Result<u64, ReplicaLogError> {
+            unreachable!()
+        }
+        fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn advance_high_watermark(&self, _: u64) {}
+    }
+
+    const EPOCH: LeaderEpoch = 5;
+
+    fn leader(isr: Vec<NodeId>, log_end_offset: u64) -> Leader {
+        let partition = Versioned {
+            value: PartitionState {
+                replicas: vec![0, 1, 2],
+                leader: Some(0),
+                leader_epoch: EPOCH,
+                isr,
+                min_insync: 2,
+            },
+            revision: 10,
+        };
+        let start = LeaderStart {
+            partition,
+            log_end_offset,
+            durable_end_offset: log_end_offset,
+            high_watermark: 0,
+            now_ms: 0,
+            registration_valid_until_ms: 1_000,
+        };
+        Leader::new(0, ReplicationConfig::default(), start).unwrap()
+    }
+
+    fn log(end: u64) -> HistoryLog {
+        HistoryLog {
+            history: vec![(3, 0), (EPOCH, 4)],
+            end,
+        }
+    }
+
+    fn fetch(follower: NodeId, leader_epoch: LeaderEpoch, fetch_offset: u64) -> FetchRequest {
+        FetchRequest {
+            follower,
+            incarnation: 7,
+            leader_epoch,
+            fetch_offset,
+        }
+    }
+
+    /// The high watermark is the lowest log end over the ISR, waits for every member, and
+    /// answers the `acks=all` waiters it passes.
+    #[test]
+    fn high_watermark_is_the_lowest_log_end_over_the_isr() {
+        let mut leader = leader(vec![0, 1, 2], 4);
+        let log = log(10);
+        leader.check_produce(1).unwrap();
+        assert!(leader.on_appended(1, 42, 6).completions.is_empty());
+        let output = leader.on_local_durable(2, 10);
+        assert_eq!(output.high_watermark, None, "no follower has fetched yet");
+        let (_, output) = leader.on_fetch(3, &fetch(1, EPOCH, 8), &log);
+        assert_eq!(
+            output.high_watermark, None,
+            "follower 2 has not fetched yet"
+        );
+        let (served, output) = leader.on_fetch(4, &fetch(2, EPOCH, 7), &log);
+        assert_eq!(output.high_watermark, Some(7));
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 42,
+                result: Ok(())
+            }]
+        );
+        let served = served.unwrap();
+        assert_eq!(
+            (served.from_offset, served.to_offset, served.records_epoch),
+            (7, 10, EPOCH)
+        );
+    }
+
+    /// A fetch of an older epoch is fenced and not counted; one of a newer epoch deposes the
+    /// leader, which fails its waiters.
+    #[test]
+    fn fetches_of_other_epochs_are_fenced_or_depose() {
+        let mut leader = leader(vec![0, 1], 4);
+        let log = log(10);
+        leader.on_local_durable(1, 10);
+        let (answer, output) = leader.on_fetch(2, &fetch(1, EPOCH - 1, 10), &log);
+        assert_eq!(
+            answer,
+            Err(FetchError::FencedLeaderEpoch {
+                epoch: EPOCH - 1,
+                current: EPOCH
+            })
+        );
+        assert_eq!(output.high_watermark, None);
+        leader.on_appended(3, 1, 9);
+        let (answer, output) = leader.on_fetch(4, &fetch(1, EPOCH + 1, 10), &log);
+        assert_eq!(answer, Err(FetchError::NotLeader));
+        assert!(output.deposed && leader.is_deposed());
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 1,
+                result: Err(AcksAllError::Deposed)
+            }]
+        );
+    }
+
+    /// A leader whose registration lapsed by its own clock acknowledges nothing, even a write
+    /// every replica holds.
+    #[test]
+    fn a_lapsed_registration_acknowledges_nothing() {
+        let mut leader = leader(vec![0, 1], 4);
+        let log = log(10);
+        leader.on_appended(1, 1, 9);
+        leader.on_local_durable(2, 10);
+        let (answer, output) = leader.on_fetch(1_000, &fetch(1, EPOCH, 10), &log);
+        assert_eq!(answer, Err(FetchError::NotLeader));
+        assert!(output.deposed);
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 1,
+                result: Err(AcksAllError::Deposed)
+            }]
+        );
+        assert_eq!(leader.consumer_high_watermark(1_000), None);
+    }
+
+    /// `min_insync` refuses produces when the ISR is smaller, before anything is written.
+    #[test]
+    fn an_isr_below_min_insync_refuses_produces() {
+        let mut leader = leader(vec![0], 4);
+        assert_eq!(
+            leader.check_produce(1),
+            Err(ProduceRefusal::NotEnoughReplicas {
+                isr: 1,
+                min_insync: 2
+            })
+        );
+    }
+
+    /// A follower that stopped fetching is proposed out after `replica_lag_max_ms`; the
+    /// proposal's outcome unknown, nothing more is proposed until a read; a read showing a
+    /// newer epoch deposes the leader.
+    #[test]
+    fn a_lagging_follower_is_proposed_out_and_a_newer_epoch_deposes() {
+        let mut leader = leader(vec![0, 1, 2], 4);
+        let log = log(10);
+        let live: LiveBrokers = [(0, 1), (1, 7), (2, 7)].into_iter().collect();
+        leader.on_registration_renewed(60_000);
+        leader.on_fetch(1, &fetch(1, EPOCH, 10), &log).0.unwrap();
+        leader.on_fetch(1, &fetch(2, EPOCH, 10), &log).0.unwrap();
+        assert_eq!(leader.on_tick(5_000, &live).proposal, None);
+        leader
+            .on_fetch(11_000, &fetch(1, EPOCH, 10), &log)
+            .0
+            .unwrap();
+        let proposal = leader
+            .on_tick(11_000, &live)
+            .proposal
+            .expect("follower 2 lags");
+        assert_eq!(
+            (proposal.expected_revision, proposal.state.isr.clone()),
+            (10, vec![0, 1])
+        );
+        let output = leader.on_cas_outcome(11_001, CasOutcome::Unknown);
+        assert!(output.reread);
+        assert_eq!(leader.on_tick(11_002, &live).proposal, None);
+        let mut newer = leader.partition().clone();
+        newer.value.leader = Some(1);
+        newer.value.leader_epoch = EPOCH + 1;
+        newer.revision = 12;
+        assert!(leader.on_partition_read(11_003, &newer).deposed);
+    }
+}
