@@ -77,7 +77,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn random(seed: u64) -> Plan {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f_fa17);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_fa17);
         Plan {
             seed,
             partitions: rng.gen_range(1..=2),
@@ -489,7 +489,7 @@ impl World {
                         sent_ms: self.now,
                     },
                 };
-                self.to_store(node, op);
+                self.send_to_store(node, op);
                 self.timer(node, self.now + KEEP_ALIVE_MS, Timer::KeepAlive);
             }
             Timer::Poll => {
@@ -555,7 +555,7 @@ impl World {
         }
     }
 
-    fn to_store(&mut self, node: NodeId, op: StoreOp) {
+    fn send_to_store(&mut self, node: NodeId, op: StoreOp) {
         let generation = self.brokers[node as usize].generation;
         let msg = Msg::StoreRequest {
             from: node,
@@ -573,7 +573,7 @@ impl World {
 
     fn read(&mut self, node: NodeId) {
         self.brokers[node as usize].read_sent = Some(self.now);
-        self.to_store(node, StoreOp::Read);
+        self.send_to_store(node, StoreOp::Read);
     }
 
     fn send(&mut self, from: NodeId, to: Addr, msg: Msg) {
@@ -762,7 +762,7 @@ impl World {
                     self.trace_line(|| {
                         format!("broker {node} p{partition}: proposes {proposal:?}")
                     });
-                    self.to_store(
+                    self.send_to_store(
                         node,
                         StoreOp::Cas {
                             partition,
@@ -916,7 +916,7 @@ impl World {
                     proposal.state.isr
                 )
             });
-            self.to_store(
+            self.send_to_store(
                 node,
                 StoreOp::Cas {
                     partition,
