@@ -84,3 +84,5 @@ pub struct Versioned<T> {
     /// etcd's `mod_revision` of the key (or the stand-in's equivalent).
     pub revision: i64,
 }
+
+pub mod replication;

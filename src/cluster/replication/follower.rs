@@ -1,0 +1,289 @@
+//! The follower's steps for one partition in one leader epoch: install the epoch in the log's
+//! fence, truncate by leader epoch, then fetch in a loop.
+//!
+//! Truncation asks the leader where the follower's latest history epoch ended in the leader's log
+//! (Kafka's OffsetsForLeaderEpoch) and cuts there, never at a high watermark (truncating to a
+//! stale high watermark lost acknowledged records in Kafka: KIP-101). When the leader answers
+//! with an older epoch than the one asked (the follower holds an epoch the leader never saw), the
+//! follower cuts at the end of that older epoch in *both* logs and asks again, until the leader
+//! answers the epoch asked: after that the follower's log is a prefix of the leader's (KIP-279).
+//! A cut never goes below the follower's own high watermark (committed records are on every ISR
+//! member, so the leader holds them). Only then does the follower fetch, so every fetch offset
+//! the leader counts describes a log that agrees with its own.
+
+use super::{
+    EpochEndRequest, FetchError, FetchRequest, FetchResponse, ReplicaLog, ReplicationConfig,
+};
+use crate::cluster::replica_log::ReplicaLogError;
+use crate::cluster::{LeaderEpoch, NodeId};
+
+/// What the driver must do next for this follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerAction {
+    /// Call [`ReplicaLog::become_follower`] with this epoch, then
+    /// [`Follower::on_became_follower`].
+    BecomeFollower {
+        /// The leader epoch to install.
+        leader_epoch: LeaderEpoch,
+    },
+    /// Send this question to the leader, then [`Follower::on_epoch_end`] with its answer.
+    AskEpochEnd(EpochEndRequest),
+    /// Call [`ReplicaLog::truncate_to`] with this offset, then [`Follower::on_truncated`].
+    Truncate {
+        /// The new log end.
+        offset: u64,
+    },
+    /// Send this fetch to the leader, then [`Follower::on_fetch_response`] with its answer.
+    Fetch(FetchRequest),
+    /// Append the records of the fetch response ([`ReplicaLog::append_replicated`] with these
+    /// epochs; nothing when it carried none), raise the log's high watermark to
+    /// `high_watermark` ([`ReplicaLog::advance_high_watermark`] caps it at the log end), then
+    /// call [`Follower::on_appended`]. When the response carried no records, wait a little before
+    /// the next fetch (or let the leader hold the fetch until records arrive).
+    Append {
+        /// The epoch that wrote the records.
+        records_epoch: LeaderEpoch,
+        /// The epoch of the leader that sent them.
+        leader_epoch: LeaderEpoch,
+        /// The leader's high watermark.
+        high_watermark: u64,
+        /// How many records the response carried.
+        record_count: u64,
+    },
+    /// Re-read the partition state from the metadata store and start over from it (a new
+    /// follower, or an election): this leader or epoch is no longer the right one, or the log
+    /// refused a step.
+    RereadMetadata,
+    /// The input did not belong to the current step (a late or duplicate answer): keep waiting.
+    Nothing,
+}
+
+/// Where the follower is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Becoming,
+    Asking { asked_epoch: LeaderEpoch },
+    Truncating { consistent: bool },
+    Fetching { fetch_offset: u64 },
+    Appending,
+    Stopped,
+}
+
+/// One partition's follower of `leader` in `leader_epoch`.
+#[derive(Debug, Clone)]
+pub struct Follower {
+    node_id: NodeId,
+    incarnation: u64,
+    leader: NodeId,
+    leader_epoch: LeaderEpoch,
+    phase: Phase,
+    rounds: u32,
+    rounds_max: u32,
+    clamped_truncations: u64,
+}
+
+impl Follower {
+    /// Starts following `leader` in `leader_epoch`; the first action installs the epoch.
+    pub fn new(
+        node_id: NodeId,
+        incarnation: u64,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+        config: &ReplicationConfig,
+    ) -> (Self, FollowerAction) {
+        let follower = Follower {
+            node_id,
+            incarnation,
+            leader,
+            leader_epoch,
+            phase: Phase::Becoming,
+            rounds: 0,
+            rounds_max: config.epoch_end_rounds_max,
+            clamped_truncations: 0,
+        };
+        (follower, FollowerAction::BecomeFollower { leader_epoch })
+    }
+
+    /// The leader followed.
+    pub fn leader(&self) -> NodeId {
+        self.leader
+    }
+
+    /// The leader epoch followed.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    /// Whether the follower is fetching (it has truncated and its log agrees with the leader's).
+    pub fn is_fetching(&self) -> bool {
+        matches!(self.phase, Phase::Fetching { .. } | Phase::Appending)
+    }
+
+    /// How many truncations the follower's high watermark stopped short of the leader's answer.
+    /// Always zero unless an invariant broke (the simulation checks it).
+    pub fn clamped_truncations(&self) -> u64 {
+        self.clamped_truncations
+    }
+
+    /// The log installed the epoch (or refused it).
+    pub fn on_became_follower(
+        &mut self,
+        log: &dyn ReplicaLog,
+        result: Result<(), ReplicaLogError>,
+    ) -> FollowerAction {
+        if self.phase != Phase::Becoming {
+            return FollowerAction::Nothing;
+        }
+        match result {
+            Ok(()) => self.start_truncation(log),
+            Err(_) => self.stop(),
+        }
+    }
+
+    /// The leader's answer to [`FollowerAction::AskEpochEnd`]: the largest epoch `<=` the one
+    /// asked in its history and where it ended, or `None` if it has none.
+    pub fn on_epoch_end(
+        &mut self,
+        log: &dyn ReplicaLog,
+        response: Result<Option<(LeaderEpoch, u64)>, FetchError>,
+    ) -> FollowerAction {
+        let Phase::Asking { asked_epoch } = self.phase else {
+            return FollowerAction::Nothing;
+        };
+        let answer = match response {
+            Ok(answer) => answer,
+            Err(_) => return self.stop(),
+        };
+        let (target, consistent) = match answer {
+            // The leader holds nothing of any epoch this log has: keep only what is committed.
+            None => (0, true),
+            Some((epoch, end)) if epoch >= asked_epoch => (end.min(log.log_end_offset()), true),
+            Some((epoch, end)) => {
+                // This log holds epochs the leader never had: cut at the end of `epoch` in both
+                // logs, then ask again about what is left.
+                let own_end = log.end_offset_for_epoch(epoch).map_or(0, |(_, own)| own);
+                (end.min(own_end), false)
+            }
+        };
+        let high_watermark = log.high_watermark();
+        let offset = if target < high_watermark {
+            self.clamped_truncations += 1;
+            high_watermark
+        } else {
+            target
+        };
+        self.phase = Phase::Truncating { consistent };
+        FollowerAction::Truncate { offset }
+    }
+
+    /// The log was truncated as asked (or refused).
+    pub fn on_truncated(
+        &mut self,
+        log: &dyn ReplicaLog,
+        result: Result<(), ReplicaLogError>,
+    ) -> FollowerAction {
+        let Phase::Truncating { consistent } = self.phase else {
+            return FollowerAction::Nothing;
+        };
+        match result {
+            Err(_) => self.stop(),
+            Ok(()) if consistent => self.fetch(log),
+            Ok(()) => self.start_truncation(log),
+        }
+    }
+
+    /// The leader's answer to [`FollowerAction::Fetch`].
+    pub fn on_fetch_response(
+        &mut self,
+        log: &dyn ReplicaLog,
+        response: Result<FetchResponse, FetchError>,
+    ) -> FollowerAction {
+        let Phase::Fetching { fetch_offset } = self.phase else {
+            return FollowerAction::Nothing;
+        };
+        match response {
+            Err(FetchError::OffsetOutOfRange { .. }) => {
+                self.rounds = 0;
+                self.start_truncation(log)
+            }
+            Err(_) => self.stop(),
+            Ok(response) if response.base_offset != fetch_offset => FollowerAction::Nothing,
+            Ok(response) if response.records_epoch > self.leader_epoch => self.stop(),
+            Ok(response) => {
+                self.phase = Phase::Appending;
+                FollowerAction::Append {
+                    records_epoch: response.records_epoch,
+                    leader_epoch: self.leader_epoch,
+                    high_watermark: response.high_watermark,
+                    record_count: response.record_count,
+                }
+            }
+        }
+    }
+
+    /// The records were appended (or refused) and the high watermark raised.
+    pub fn on_appended(
+        &mut self,
+        log: &dyn ReplicaLog,
+        result: Result<u64, ReplicaLogError>,
+    ) -> FollowerAction {
+        if self.phase != Phase::Appending {
+            return FollowerAction::Nothing;
+        }
+        match result {
+            Ok(_) => self.fetch(log),
+            Err(_) => self.stop(),
+        }
+    }
+
+    /// The request of the current step, to send again after its answer was lost.
+    pub fn retry(&self, log: &dyn ReplicaLog) -> FollowerAction {
+        match self.phase {
+            Phase::Asking { asked_epoch } => FollowerAction::AskEpochEnd(EpochEndRequest {
+                follower: self.node_id,
+                leader_epoch: self.leader_epoch,
+                epoch: asked_epoch,
+            }),
+            Phase::Fetching { .. } => FollowerAction::Fetch(self.fetch_request(log)),
+            _ => FollowerAction::Nothing,
+        }
+    }
+
+    fn start_truncation(&mut self, log: &dyn ReplicaLog) -> FollowerAction {
+        let Some((asked_epoch, _)) = log.latest_epoch_entry() else {
+            return self.fetch(log);
+        };
+        self.rounds += 1;
+        if self.rounds > self.rounds_max {
+            return self.stop();
+        }
+        self.phase = Phase::Asking { asked_epoch };
+        FollowerAction::AskEpochEnd(EpochEndRequest {
+            follower: self.node_id,
+            leader_epoch: self.leader_epoch,
+            epoch: asked_epoch,
+        })
+    }
+
+    fn fetch(&mut self, log: &dyn ReplicaLog) -> FollowerAction {
+        let request = self.fetch_request(log);
+        self.phase = Phase::Fetching {
+            fetch_offset: request.fetch_offset,
+        };
+        FollowerAction::Fetch(request)
+    }
+
+    fn fetch_request(&self, log: &dyn ReplicaLog) -> FetchRequest {
+        FetchRequest {
+            follower: self.node_id,
+            incarnation: self.incarnation,
+            leader_epoch: self.leader_epoch,
+            fetch_offset: log.log_end_offset(),
+        }
+    }
+
+    fn stop(&mut self) -> FollowerAction {
+        self.phase = Phase::Stopped;
+        FollowerAction::RereadMetadata
+    }
+}

@@ -1,0 +1,873 @@
+//! The leader's view of one partition: how far each follower has replicated, the in-sync replica
+//! set as last read from the metadata store, the high watermark, the `acks=all` produces waiting
+//! for it, and the ISR changes to propose.
+//!
+//! Safety rests on three rules kept here. The high watermark is the lowest log end over the ISR
+//! (the leader's own counted only as far as its flush policy made it durable, followers only from
+//! fetches that carried this leader epoch), so a committed record is on every replica that may
+//! become leader; while an ISR change is in flight the ISR counted is the union of the old and
+//! the proposed one. A leader that cannot prove it still leads (its own registration lapsed by
+//! its own conservative clock, a fetch or a read showed a newer epoch, a compare-and-swap
+//! discovered a newer state) is deposed for good: it fails its waiters, advances nothing and
+//! answers nothing; the broker re-reads the partition state and, if still named leader,
+//! re-elects itself with a new epoch. And the high watermark consumers see is withheld until it
+//! reaches the start of this leader's epoch, so a new leader never shows them less than its
+//! predecessor did.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use thiserror::Error;
+
+use super::epoch_range::epoch_containing;
+use super::{
+    CasOutcome, EpochEndRequest, FetchError, FetchRequest, FetchServe, LiveBrokers, Proposal,
+    ReplicaLog, ReplicationConfig,
+};
+use crate::cluster::{LeaderEpoch, NodeId, PartitionState, Versioned};
+
+/// How far one follower has replicated, from its fetches in this leader epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// The follower's log end, from its latest fetch.
+    pub fetch_offset: u64,
+    /// The last time the follower had everything the leader had (Kafka's `lastCaughtUpTime`).
+    pub last_caught_up_ms: u64,
+    /// The incarnation its fetches carried.
+    pub incarnation: u64,
+    /// The leader's log end when it answered the follower's previous fetch.
+    last_fetch_leader_end: u64,
+    /// When it answered the follower's previous fetch.
+    last_fetch_ms: u64,
+}
+
+/// Why a produce was refused before anything was written (a definite "not written").
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum ProduceRefusal {
+    /// This broker no longer leads the partition (or cannot prove it does).
+    #[error("not the leader of this partition; refresh metadata and send to the current leader")]
+    NotLeader,
+    /// The ISR is smaller than `min_insync`: an `acks=all` write could not be made safe.
+    #[error("not enough in-sync replicas: {isr} in sync, {min_insync} required; wait for followers to catch up")]
+    NotEnoughReplicas {
+        /// Size of the ISR.
+        isr: usize,
+        /// The partition's `min_insync`.
+        min_insync: u16,
+    },
+    /// Too many `acks=all` produces are already waiting.
+    #[error("{waiting} acks=all produces are already waiting for replication (limit acks_all_waiters_max); retry later")]
+    TooManyWaiters {
+        /// How many wait.
+        waiting: usize,
+    },
+}
+
+/// Why an `acks=all` produce written to the leader's log was not acknowledged. Its records may
+/// or may not survive: the producer must treat the outcome as unknown.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum AcksAllError {
+    /// The leader was deposed (or could not prove it still led) before the records committed.
+    #[error("the leader was deposed before the write committed; its outcome is unknown")]
+    Deposed,
+    /// The records did not commit within `acks_all_timeout_ms`.
+    #[error("the write did not replicate within acks_all_timeout_ms; its outcome is unknown")]
+    TimedOut,
+    /// The records committed while the ISR was smaller than `min_insync`.
+    #[error("the write committed with {isr} in-sync replicas, below min_insync {min_insync}")]
+    NotEnoughReplicasAfterAppend {
+        /// Size of the ISR.
+        isr: usize,
+        /// The partition's `min_insync`.
+        min_insync: u16,
+    },
+}
+
+/// An `acks=all` produce answered: `id` is the driver's, given to [`Leader::on_appended`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaiterCompletion {
+    /// The driver's id of the produce.
+    pub id: u64,
+    /// Acknowledged (`Ok`), or why not.
+    pub result: Result<(), AcksAllError>,
+}
+
+/// What the driver must do after a leader input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaderOutput {
+    /// Answer these `acks=all` produces.
+    pub completions: Vec<WaiterCompletion>,
+    /// Raise the log's high watermark to this ([`ReplicaLog::advance_high_watermark`]).
+    pub high_watermark: Option<u64>,
+    /// Send this compare-and-swap to the metadata store, then call [`Leader::on_cas_outcome`].
+    pub proposal: Option<Proposal>,
+    /// Re-read the partition state and call [`Leader::on_partition_read`] (a compare-and-swap
+    /// failed or its outcome is unknown).
+    pub reread: bool,
+    /// The leader was deposed by this input: drop it, re-read the partition state and follow
+    /// (or re-elect itself) from there.
+    pub deposed: bool,
+}
+
+/// Why the leader could not be started.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum LeaderStartError {
+    /// The partition state read does not name this broker as leader.
+    #[error("the partition state names {leader:?} as leader, not broker {node_id}")]
+    NotNamedLeader {
+        /// This broker.
+        node_id: NodeId,
+        /// The leader named.
+        leader: Option<NodeId>,
+    },
+    /// The partition state names this broker leader but not in its ISR (a corrupt state).
+    #[error("the partition state names broker {node_id} leader but not in its ISR")]
+    LeaderNotInIsr {
+        /// This broker.
+        node_id: NodeId,
+    },
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] super::ReplicationConfigError),
+}
+
+/// What a new leader starts from: the partition state that names it and its log's figures after
+/// [`ReplicaLog::become_leader`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderStart {
+    /// The partition state (naming this broker leader) with its revision.
+    pub partition: Versioned<PartitionState>,
+    /// The log end offset (the start of this leader's epoch).
+    pub log_end_offset: u64,
+    /// How far the log is durable under its flush policy.
+    pub durable_end_offset: u64,
+    /// The log's high watermark.
+    pub high_watermark: u64,
+    /// Now.
+    pub now_ms: u64,
+    /// When this broker's registration lapses by its own clock (see
+    /// [`Leader::on_registration_renewed`]).
+    pub registration_valid_until_ms: u64,
+}
+
+/// One `acks=all` produce waiting for the high watermark.
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    id: u64,
+    last_offset: u64,
+    deadline_ms: u64,
+}
+
+/// The leader of one partition in one leader epoch. Created after the log's
+/// [`ReplicaLog::become_leader`] returned; dropped once deposed.
+#[derive(Debug)]
+pub struct Leader {
+    node_id: NodeId,
+    config: ReplicationConfig,
+    partition: Versioned<PartitionState>,
+    epoch_start_offset: u64,
+    leader_since_ms: u64,
+    followers: BTreeMap<NodeId, FollowerProgress>,
+    durable_end_offset: u64,
+    high_watermark: u64,
+    registration_valid_until_ms: u64,
+    deposed: bool,
+    waiters: VecDeque<Waiter>,
+    /// The compare-and-swap sent and not yet settled, and the members it adds (counted in the
+    /// high watermark until a read shows the key moved past the expected revision).
+    in_flight: Option<Proposal>,
+    /// A compare-and-swap failed or its outcome is unknown: no new proposal until a read.
+    awaiting_read: bool,
+}
+
+impl Leader {
+    /// Starts leading `start.partition`, which must name `node_id` leader.
+    pub fn new(
+        node_id: NodeId,
+        config: ReplicationConfig,
+        start: LeaderStart,
+    ) -> Result<Self, LeaderStartError> {
+        config.validate()?;
+        let LeaderStart {
+            partition,
+            log_end_offset,
+            durable_end_offset,
+            high_watermark,
+            now_ms,
+            registration_valid_until_ms,
+        } = start;
+        if partition.value.leader != Some(node_id) {
+            return Err(LeaderStartError::NotNamedLeader {
+                node_id,
+                leader: partition.value.leader,
+            });
+        }
+        if !partition.value.isr.contains(&node_id) {
+            return Err(LeaderStartError::LeaderNotInIsr { node_id });
+        }
+        Ok(Leader {
+            node_id,
+            config,
+            partition,
+            epoch_start_offset: log_end_offset,
+            leader_since_ms: now_ms,
+            followers: BTreeMap::new(),
+            durable_end_offset,
+            high_watermark,
+            registration_valid_until_ms,
+            deposed: false,
+            waiters: VecDeque::new(),
+            in_flight: None,
+            awaiting_read: false,
+        })
+    }
+
+    /// The leader epoch this leader serves.
+    pub fn epoch(&self) -> LeaderEpoch {
+        self.partition.value.leader_epoch
+    }
+
+    /// The partition state as last read or written, with its revision.
+    pub fn partition(&self) -> &Versioned<PartitionState> {
+        &self.partition
+    }
+
+    /// The high watermark (never goes down).
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark
+    }
+
+    /// The offset of this leader's first record (its log end when it took over).
+    pub fn epoch_start_offset(&self) -> u64 {
+        self.epoch_start_offset
+    }
+
+    /// Each follower's progress in this epoch.
+    pub fn followers(&self) -> &BTreeMap<NodeId, FollowerProgress> {
+        &self.followers
+    }
+
+    /// Whether this leader was deposed (it then does nothing).
+    pub fn is_deposed(&self) -> bool {
+        self.deposed
+    }
+
+    /// How many `acks=all` produces wait.
+    pub fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// Whether this leader may acknowledge anything at `now_ms`: not deposed and its registration
+    /// valid by its own clock.
+    pub fn can_acknowledge(&self, now_ms: u64) -> bool {
+        !self.deposed && now_ms < self.registration_valid_until_ms
+    }
+
+    /// The high watermark consumers may see at `now_ms`, or `None` while this leader cannot
+    /// acknowledge or its high watermark is still below the start of its epoch (the predecessor
+    /// may have shown consumers up to there).
+    pub fn consumer_high_watermark(&self, now_ms: u64) -> Option<u64> {
+        (self.can_acknowledge(now_ms) && self.high_watermark >= self.epoch_start_offset)
+            .then_some(self.high_watermark)
+    }
+
+    /// This broker's registration was renewed: a keep-alive *sent* at `sent_ms` succeeded on a
+    /// lease of `ttl_ms`, so the store cannot expire it before `sent_ms + ttl_ms`. A lapse already
+    /// observed is not undone (the leader is deposed).
+    pub fn on_registration_renewed(&mut self, valid_until_ms: u64) {
+        self.registration_valid_until_ms = self.registration_valid_until_ms.max(valid_until_ms);
+    }
+
+    /// Checks whether a produce may be written now (before the driver appends anything).
+    pub fn check_produce(&mut self, now_ms: u64) -> Result<(), ProduceRefusal> {
+        if !self.observe_time(now_ms) {
+            return Err(ProduceRefusal::NotLeader);
+        }
+        let isr = self.partition.value.isr.len();
+        let min_insync = self.partition.value.min_insync;
+        if isr < usize::from(min_insync) {
+            return Err(ProduceRefusal::NotEnoughReplicas { isr, min_insync });
+        }
+        if self.waiters.len() >= self.config.acks_all_waiters_max {
+            return Err(ProduceRefusal::TooManyWaiters {
+                waiting: self.waiters.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A produce accepted by [`Leader::check_produce`] was appended; its last record is at
+    /// `last_offset`. It is answered through a later [`LeaderOutput::completions`].
+    pub fn on_appended(&mut self, now_ms: u64, id: u64, last_offset: u64) -> LeaderOutput {
+        let mut output = LeaderOutput::default();
+        if !self.observe_time(now_ms) {
+            output.completions.push(WaiterCompletion {
+                id,
+                result: Err(AcksAllError::Deposed),
+            });
+            output.deposed = true;
+            return output;
+        }
+        self.waiters.push_back(Waiter {
+            id,
+            last_offset,
+            deadline_ms: now_ms.saturating_add(self.config.acks_all_timeout_ms),
+        });
+        output
+    }
+
+    /// The leader's own log is durable up to `durable_end_offset` (its flush policy synced it).
+    pub fn on_local_durable(&mut self, now_ms: u64, durable_end_offset: u64) -> LeaderOutput {
+        let mut output = LeaderOutput::default();
+        if !self.observe_time(now_ms) {
+            return self.deposed_output(output);
+        }
+        self.durable_end_offset = self.durable_end_offset.max(durable_end_offset);
+        self.advance(&mut output);
+        output
+    }
+
+    /// Answers a follower's fetch. `log` is this leader's log (read only).
+    pub fn on_fetch(
+        &mut self,
+        now_ms: u64,
+        request: &FetchRequest,
+        log: &dyn ReplicaLog,
+    ) -> (Result<FetchServe, FetchError>, LeaderOutput) {
+        let mut output = LeaderOutput::default();
+        if let Err(error) = self.check_asker(now_ms, request.follower, request.leader_epoch) {
+            if self.deposed {
+                output = self.deposed_output(output);
+            }
+            return (Err(error), output);
+        }
+        let log_end_offset = log.log_end_offset();
+        if request.fetch_offset > log_end_offset {
+            return (
+                Err(FetchError::OffsetOutOfRange {
+                    fetch_offset: request.fetch_offset,
+                    log_end_offset,
+                }),
+                output,
+            );
+        }
+        self.record_progress(now_ms, request, log_end_offset);
+        self.advance(&mut output);
+        let serve = match epoch_containing(log, request.fetch_offset) {
+            Some((records_epoch, to_offset)) => FetchServe {
+                from_offset: request.fetch_offset,
+                to_offset,
+                records_epoch,
+                high_watermark: self.high_watermark,
+            },
+            None => FetchServe {
+                from_offset: request.fetch_offset,
+                to_offset: request.fetch_offset,
+                records_epoch: self.epoch(),
+                high_watermark: self.high_watermark,
+            },
+        };
+        (Ok(serve), output)
+    }
+
+    /// Answers a follower's epoch-end question (OffsetsForLeaderEpoch) from this leader's log:
+    /// the largest epoch `<=` the one asked and where it ended.
+    pub fn on_epoch_end(
+        &mut self,
+        now_ms: u64,
+        request: &EpochEndRequest,
+        log: &dyn ReplicaLog,
+    ) -> (Result<Option<(LeaderEpoch, u64)>, FetchError>, LeaderOutput) {
+        let mut output = LeaderOutput::default();
+        if let Err(error) = self.check_asker(now_ms, request.follower, request.leader_epoch) {
+            if self.deposed {
+                output = self.deposed_output(output);
+            }
+            return (Err(error), output);
+        }
+        (Ok(log.end_offset_for_epoch(request.epoch)), output)
+    }
+
+    /// A timer: fails produces past their deadline and proposes ISR changes (a follower lagging
+    /// more than `replica_lag_max_ms` or whose registration is gone leaves; one caught up with
+    /// the high watermark and this epoch's start, whose incarnation matches its live
+    /// registration, joins). `live` is the registrations as last read.
+    pub fn on_tick(&mut self, now_ms: u64, live: &LiveBrokers) -> LeaderOutput {
+        let mut output = LeaderOutput::default();
+        if !self.observe_time(now_ms) {
+            return self.deposed_output(output);
+        }
+        while let Some(position) = self.waiters.iter().position(|w| w.deadline_ms <= now_ms) {
+            let waiter = self.waiters.remove(position).expect("position is in range");
+            output.completions.push(WaiterCompletion {
+                id: waiter.id,
+                result: Err(AcksAllError::TimedOut),
+            });
+        }
+        if self.in_flight.is_none() && !self.awaiting_read {
+            if let Some(isr) = self.desired_isr(now_ms, live) {
+                let mut state = self.partition.value.clone();
+                state.isr = isr;
+                let proposal = Proposal {
+                    expected_revision: self.partition.revision,
+                    state,
+                };
+                self.in_flight = Some(proposal.clone());
+                output.proposal = Some(proposal);
+            }
+        }
+        output
+    }
+
+    /// The store answered the proposal from [`LeaderOutput::proposal`].
+    pub fn on_cas_outcome(&mut self, now_ms: u64, outcome: CasOutcome) -> LeaderOutput {
+        let mut output = LeaderOutput::default();
+        if !self.observe_time(now_ms) {
+            return self.deposed_output(output);
+        }
+        match outcome {
+            CasOutcome::Applied { revision } => {
+                if let Some(proposal) = self.in_flight.take() {
+                    if revision > self.partition.revision {
+                        self.partition = Versioned {
+                            value: proposal.state,
+                            revision,
+                        };
+                    }
+                }
+                self.advance(&mut output);
+            }
+            CasOutcome::Conflict | CasOutcome::Unknown => {
+                // The proposal stays counted (if it adds members) until a read shows the key
+                // moved past its expected revision: only then can it no longer apply.
+                self.awaiting_read = true;
+                output.reread = true;
+            }
+        }
+        output
+    }
+
+    /// The partition state read from the store (a periodic read, a watch, or the re-read asked
+    /// for). A newer leader epoch or another leader deposes this one.
+    pub fn on_partition_read(
+        &mut self,
+        now_ms: u64,
+        read: &Versioned<PartitionState>,
+    ) -> LeaderOutput {
+        let mut output = LeaderOutput::default();
+        if !self.observe_time(now_ms) {
+            return self.deposed_output(output);
+        }
+        if read.revision < self.partition.revision {
+            return output;
+        }
+        if read.value.leader != Some(self.node_id) || read.value.leader_epoch != self.epoch() {
+            self.depose();
+            return self.deposed_output(output);
+        }
+        self.partition = read.clone();
+        if let Some(proposal) = &self.in_flight {
+            if read.revision > proposal.expected_revision {
+                self.in_flight = None;
+            }
+        }
+        match &self.in_flight {
+            None => self.awaiting_read = false,
+            Some(proposal) if self.awaiting_read => {
+                // The key has not moved since the proposal whose answer was lost: it may still
+                // apply, so it stays counted; sending it again settles it either way.
+                output.proposal = Some(proposal.clone());
+                self.awaiting_read = false;
+            }
+            Some(_) => {}
+        }
+        self.advance(&mut output);
+        output
+    }
+
+    /// Deposes this leader now (the broker learned from elsewhere that it no longer leads, or is
+    /// shutting the partition down): every waiter fails.
+    pub fn depose_now(&mut self) -> LeaderOutput {
+        self.depose();
+        self.deposed_output(LeaderOutput::default())
+    }
+
+    /// Checks the asker of a fetch or epoch-end question: a replica, this epoch.
+    fn check_asker(
+        &mut self,
+        now_ms: u64,
+        follower: NodeId,
+        epoch: LeaderEpoch,
+    ) -> Result<(), FetchError> {
+        if !self.observe_time(now_ms) {
+            return Err(FetchError::NotLeader);
+        }
+        if follower == self.node_id || !self.partition.value.replicas.contains(&follower) {
+            return Err(FetchError::NotAReplica { follower });
+        }
+        if epoch < self.epoch() {
+            return Err(FetchError::FencedLeaderEpoch {
+                epoch,
+                current: self.epoch(),
+            });
+        }
+        if epoch > self.epoch() {
+            // The follower saw a newer leader epoch in the store: this broker was deposed.
+            self.depose();
+            return Err(FetchError::NotLeader);
+        }
+        Ok(())
+    }
+
+    /// Records a fetch as the follower's progress (Kafka's caught-up rule: a follower that asked
+    /// for everything up to the leader's log end at its previous fetch was caught up then).
+    fn record_progress(&mut self, now_ms: u64, request: &FetchRequest, log_end_offset: u64) {
+        let fresh = FollowerProgress {
+            fetch_offset: request.fetch_offset,
+            last_caught_up_ms: self.leader_since_ms,
+            incarnation: request.incarnation,
+            last_fetch_leader_end: 0,
+            last_fetch_ms: now_ms,
+        };
+        let progress = self.followers.entry(request.follower).or_insert(fresh);
+        if progress.incarnation != request.incarnation {
+            // A restarted follower: what the old process reported says nothing about this one.
+            *progress = fresh;
+        }
+        progress.fetch_offset = progress.fetch_offset.max(request.fetch_offset);
+        if request.fetch_offset >= log_end_offset {
+            progress.last_caught_up_ms = now_ms;
+        } else if request.fetch_offset >= progress.last_fetch_leader_end {
+            progress.last_caught_up_ms = progress.last_caught_up_ms.max(progress.last_fetch_ms);
+        }
+        progress.last_fetch_leader_end = log_end_offset;
+        progress.last_fetch_ms = now_ms;
+    }
+
+    /// The ISR this leader wants, if it differs from the one read.
+    fn desired_isr(&self, now_ms: u64, live: &LiveBrokers) -> Option<Vec<NodeId>> {
+        let state = &self.partition.value;
+        let lag_max = self.config.replica_lag_max_ms;
+        let keep = |node: &NodeId| -> bool {
+            if *node == self.node_id {
+                return true;
+            }
+            let Some(incarnation) = live.get(node) else {
+                return false;
+            };
+            match self.followers.get(node) {
+                Some(progress) => {
+                    progress.incarnation == *incarnation
+                        && now_ms.saturating_sub(progress.last_caught_up_ms) <= lag_max
+                }
+                None => now_ms.saturating_sub(self.leader_since_ms) <= lag_max,
+            }
+        };
+        let join = |node: &NodeId| -> bool {
+            match (self.followers.get(node), live.get(node)) {
+                (Some(progress), Some(incarnation)) => {
+                    progress.incarnation == *incarnation
+                        && progress.fetch_offset >= self.high_watermark
+                        && progress.fetch_offset >= self.epoch_start_offset
+                }
+                _ => false,
+            }
+        };
+        let isr: Vec<NodeId> = state
+            .replicas
+            .iter()
+            .copied()
+            .filter(|node| {
+                if state.isr.contains(node) {
+                    keep(node)
+                } else {
+                    join(node)
+                }
+            })
+            .collect();
+        let same = isr.len() == state.isr.len() && isr.iter().all(|n| state.isr.contains(n));
+        (!same).then_some(isr)
+    }
+
+    /// Raises the high watermark as far as the ISR (and any member an in-flight proposal adds)
+    /// allows, and answers the waiters it passed.
+    fn advance(&mut self, output: &mut LeaderOutput) {
+        let mut members: BTreeSet<NodeId> = self.partition.value.isr.iter().copied().collect();
+        if let Some(proposal) = &self.in_flight {
+            members.extend(proposal.state.isr.iter().copied());
+        }
+        let mut candidate = self.durable_end_offset;
+        for member in members.iter().filter(|m| **m != self.node_id) {
+            match self.followers.get(member) {
+                Some(progress) => candidate = candidate.min(progress.fetch_offset),
+                None => return,
+            }
+        }
+        if candidate <= self.high_watermark {
+            return;
+        }
+        self.high_watermark = candidate;
+        output.high_watermark = Some(candidate);
+        let isr = self.partition.value.isr.len();
+        let min_insync = self.partition.value.min_insync;
+        while let Some(waiter) = self.waiters.front() {
+            if waiter.last_offset >= candidate {
+                break;
+            }
+            let waiter = self.waiters.pop_front().expect("front exists");
+            let result = if isr >= usize::from(min_insync) {
+                Ok(())
+            } else {
+                Err(AcksAllError::NotEnoughReplicasAfterAppend { isr, min_insync })
+            };
+            output.completions.push(WaiterCompletion {
+                id: waiter.id,
+                result,
+            });
+        }
+    }
+
+    /// Deposes the leader if its registration lapsed; returns whether it may still act.
+    fn observe_time(&mut self, now_ms: u64) -> bool {
+        if !self.deposed && now_ms >= self.registration_valid_until_ms {
+            self.depose();
+        }
+        !self.deposed
+    }
+
+    fn depose(&mut self) {
+        self.deposed = true;
+    }
+
+    /// Fails every waiter and says the leader is deposed.
+    fn deposed_output(&mut self, mut output: LeaderOutput) -> LeaderOutput {
+        output.deposed = true;
+        output
+            .completions
+            .extend(self.waiters.drain(..).map(|waiter| WaiterCompletion {
+                id: waiter.id,
+                result: Err(AcksAllError::Deposed),
+            }));
+        output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::replica_log::ReplicaLogError;
+
+    /// A log that is only a leader-epoch history and an end: what the leader reads.
+    struct HistoryLog {
+        history: Vec<(LeaderEpoch, u64)>,
+        end: u64,
+    }
+
+    impl ReplicaLog for HistoryLog {
+        fn log_end_offset(&self) -> u64 {
+            self.end
+        }
+        fn high_watermark(&self) -> u64 {
+            0
+        }
+        fn leader_epoch_floor(&self) -> LeaderEpoch {
+            self.history.last().map_or(0, |(epoch, _)| *epoch)
+        }
+        fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
+            self.history.last().copied()
+        }
+        fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
+            let index = self.history.iter().rposition(|(e, _)| *e <= epoch)?;
+            let end = self
+                .history
+                .get(index + 1)
+                .map_or(self.end, |(_, start)| *start);
+            Some((self.history[index].0, end))
+        }
+        fn become_leader(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn become_follower(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn append_replicated(
+            &self,
+            _: &[u8],
+            _: LeaderEpoch,
+            _: LeaderEpoch,
+        ) -> Result<u64, ReplicaLogError> {
+            unreachable!()
+        }
+        fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn advance_high_watermark(&self, _: u64) {}
+    }
+
+    const EPOCH: LeaderEpoch = 5;
+
+    fn leader(isr: Vec<NodeId>, log_end_offset: u64) -> Leader {
+        let partition = Versioned {
+            value: PartitionState {
+                replicas: vec![0, 1, 2],
+                leader: Some(0),
+                leader_epoch: EPOCH,
+                isr,
+                min_insync: 2,
+            },
+            revision: 10,
+        };
+        let start = LeaderStart {
+            partition,
+            log_end_offset,
+            durable_end_offset: log_end_offset,
+            high_watermark: 0,
+            now_ms: 0,
+            registration_valid_until_ms: 1_000,
+        };
+        Leader::new(0, ReplicationConfig::default(), start).unwrap()
+    }
+
+    fn log(end: u64) -> HistoryLog {
+        HistoryLog {
+            history: vec![(3, 0), (EPOCH, 4)],
+            end,
+        }
+    }
+
+    fn fetch(follower: NodeId, leader_epoch: LeaderEpoch, fetch_offset: u64) -> FetchRequest {
+        FetchRequest {
+            follower,
+            incarnation: 7,
+            leader_epoch,
+            fetch_offset,
+        }
+    }
+
+    /// The high watermark is the lowest log end over the ISR, waits for every member, and
+    /// answers the `acks=all` waiters it passes.
+    #[test]
+    fn high_watermark_is_the_lowest_log_end_over_the_isr() {
+        let mut leader = leader(vec![0, 1, 2], 4);
+        let log = log(10);
+        leader.check_produce(1).unwrap();
+        assert!(leader.on_appended(1, 42, 6).completions.is_empty());
+        let output = leader.on_local_durable(2, 10);
+        assert_eq!(output.high_watermark, None, "no follower has fetched yet");
+        let (_, output) = leader.on_fetch(3, &fetch(1, EPOCH, 8), &log);
+        assert_eq!(
+            output.high_watermark, None,
+            "follower 2 has not fetched yet"
+        );
+        let (served, output) = leader.on_fetch(4, &fetch(2, EPOCH, 7), &log);
+        assert_eq!(output.high_watermark, Some(7));
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 42,
+                result: Ok(())
+            }]
+        );
+        let served = served.unwrap();
+        assert_eq!(
+            (served.from_offset, served.to_offset, served.records_epoch),
+            (7, 10, EPOCH)
+        );
+    }
+
+    /// A fetch of an older epoch is fenced and not counted; one of a newer epoch deposes the
+    /// leader, which fails its waiters.
+    #[test]
+    fn fetches_of_other_epochs_are_fenced_or_depose() {
+        let mut leader = leader(vec![0, 1], 4);
+        let log = log(10);
+        leader.on_local_durable(1, 10);
+        let (answer, output) = leader.on_fetch(2, &fetch(1, EPOCH - 1, 10), &log);
+        assert_eq!(
+            answer,
+            Err(FetchError::FencedLeaderEpoch {
+                epoch: EPOCH - 1,
+                current: EPOCH
+            })
+        );
+        assert_eq!(output.high_watermark, None);
+        leader.on_appended(3, 1, 9);
+        let (answer, output) = leader.on_fetch(4, &fetch(1, EPOCH + 1, 10), &log);
+        assert_eq!(answer, Err(FetchError::NotLeader));
+        assert!(output.deposed && leader.is_deposed());
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 1,
+                result: Err(AcksAllError::Deposed)
+            }]
+        );
+    }
+
+    /// A leader whose registration lapsed by its own clock acknowledges nothing, even a write
+    /// every replica holds.
+    #[test]
+    fn a_lapsed_registration_acknowledges_nothing() {
+        let mut leader = leader(vec![0, 1], 4);
+        let log = log(10);
+        leader.on_appended(1, 1, 9);
+        leader.on_local_durable(2, 10);
+        let (answer, output) = leader.on_fetch(1_000, &fetch(1, EPOCH, 10), &log);
+        assert_eq!(answer, Err(FetchError::NotLeader));
+        assert!(output.deposed);
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 1,
+                result: Err(AcksAllError::Deposed)
+            }]
+        );
+        assert_eq!(leader.consumer_high_watermark(1_000), None);
+    }
+
+    /// `min_insync` refuses produces when the ISR is smaller, before anything is written.
+    #[test]
+    fn an_isr_below_min_insync_refuses_produces() {
+        let mut leader = leader(vec![0], 4);
+        assert_eq!(
+            leader.check_produce(1),
+            Err(ProduceRefusal::NotEnoughReplicas {
+                isr: 1,
+                min_insync: 2
+            })
+        );
+    }
+
+    /// A follower that stopped fetching is proposed out after `replica_lag_max_ms`; the
+    /// proposal's outcome unknown, nothing more is proposed until a read; a read showing a
+    /// newer epoch deposes the leader.
+    #[test]
+    fn a_lagging_follower_is_proposed_out_and_a_newer_epoch_deposes() {
+        let mut leader = leader(vec![0, 1, 2], 4);
+        let log = log(10);
+        let live: LiveBrokers = [(0, 1), (1, 7), (2, 7)].into_iter().collect();
+        leader.on_registration_renewed(60_000);
+        leader.on_fetch(1, &fetch(1, EPOCH, 10), &log).0.unwrap();
+        leader.on_fetch(1, &fetch(2, EPOCH, 10), &log).0.unwrap();
+        assert_eq!(leader.on_tick(5_000, &live).proposal, None);
+        leader
+            .on_fetch(11_000, &fetch(1, EPOCH, 10), &log)
+            .0
+            .unwrap();
+        let proposal = leader
+            .on_tick(11_000, &live)
+            .proposal
+            .expect("follower 2 lags");
+        assert_eq!(
+            (proposal.expected_revision, proposal.state.isr.clone()),
+            (10, vec![0, 1])
+        );
+        let output = leader.on_cas_outcome(11_001, CasOutcome::Unknown);
+        assert!(output.reread);
+        assert_eq!(leader.on_tick(11_002, &live).proposal, None);
+        let mut newer = leader.partition().clone();
+        newer.value.leader = Some(1);
+        newer.value.leader_epoch = EPOCH + 1;
+        newer.revision = 12;
+        assert!(leader.on_partition_read(11_003, &newer).deposed);
+    }
+}

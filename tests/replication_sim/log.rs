@@ -1,0 +1,302 @@
+//! An in-memory `ReplicaLog` that keeps the trait's contract faithfully, for the simulation.
+//!
+//! A record is a `u64` value stamped with the leader epoch that wrote it. The leader-epoch fence
+//! (lower fenced, equal fine, higher unknown) runs inside `append_replicated` under the same lock
+//! as the write; the fence floor never goes down (not on truncation, not on a crash). Durability
+//! follows a flush policy: replicated appends are synced before they return (`flush always` on a
+//! follower, which must sync before it reports an offset), a leader's own appends become durable
+//! only at its next group-commit sync, and a crash loses everything past the durable end.
+//! `become_leader`/`become_follower` are durable at once (the epoch checkpoint is fsynced).
+
+use std::sync::Mutex;
+
+use fencelog::cluster::replica_log::{ReplicaLog, ReplicaLogError};
+use fencelog::cluster::LeaderEpoch;
+
+/// One stored record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub value: u64,
+    pub epoch: LeaderEpoch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Follower,
+    Leader(LeaderEpoch),
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    records: Vec<Record>,
+    history: Vec<(LeaderEpoch, u64)>,
+    floor: LeaderEpoch,
+    high_watermark: u64,
+    durable_end: u64,
+    role: Role,
+}
+
+/// The in-memory log of one replica.
+#[derive(Debug)]
+pub struct SimLog {
+    state: Mutex<State>,
+}
+
+/// Encodes replicated batches: base offset, count, then the values (the records' epoch travels
+/// as `records_epoch`).
+pub fn encode_batches(base_offset: u64, values: &[u64]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(16 + 8 * values.len());
+    bytes.extend_from_slice(&base_offset.to_be_bytes());
+    bytes.extend_from_slice(&(values.len() as u64).to_be_bytes());
+    for value in values {
+        bytes.extend_from_slice(&value.to_be_bytes());
+    }
+    bytes
+}
+
+fn decode_batches(bytes: &[u8]) -> Result<(u64, Vec<u64>), ReplicaLogError> {
+    let word = |index: usize| -> Option<u64> {
+        let slice = bytes.get(index * 8..index * 8 + 8)?;
+        Some(u64::from_be_bytes(slice.try_into().ok()?))
+    };
+    let corrupt = || ReplicaLogError::Corrupt("short batch".to_string());
+    let base = word(0).ok_or_else(corrupt)?;
+    let count = word(1).ok_or_else(corrupt)? as usize;
+    if bytes.len() != 16 + 8 * count {
+        return Err(corrupt());
+    }
+    let values = (0..count)
+        .map(|i| word(2 + i).expect("length checked"))
+        .collect();
+    Ok((base, values))
+}
+
+impl SimLog {
+    pub fn new() -> Self {
+        SimLog {
+            state: Mutex::new(State {
+                records: Vec::new(),
+                history: Vec::new(),
+                floor: 0,
+                high_watermark: 0,
+                durable_end: 0,
+                role: Role::Follower,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("sim log lock")
+    }
+
+    /// A producer append on the leader of `epoch`: the fence check and the write under one lock.
+    /// Returns the first offset.
+    pub fn append_as_leader(&self, values: &[u64], epoch: LeaderEpoch) -> Result<u64, String> {
+        let mut state = self.lock();
+        if state.role != Role::Leader(epoch) || state.floor != epoch {
+            return Err(format!(
+                "not leader of epoch {epoch} (role {:?}, floor {})",
+                state.role, state.floor
+            ));
+        }
+        let base = state.records.len() as u64;
+        state
+            .records
+            .extend(values.iter().map(|&value| Record { value, epoch }));
+        Ok(base)
+    }
+
+    /// The group-commit sync: everything written is durable.
+    pub fn sync(&self) -> u64 {
+        let mut state = self.lock();
+        state.durable_end = state.records.len() as u64;
+        state.durable_end
+    }
+
+    pub fn durable_end(&self) -> u64 {
+        self.lock().durable_end
+    }
+
+    /// A crash: the unsynced suffix is lost, the history entries past the new end with it; the
+    /// fence floor and the (durable, capped) high watermark survive; the restarted replica is no
+    /// one's leader until `become_leader`.
+    pub fn crash(&self) {
+        let mut state = self.lock();
+        let durable_end = state.durable_end;
+        state.records.truncate(durable_end as usize);
+        state.history.retain(|(_, start)| *start <= durable_end);
+        state.high_watermark = state.high_watermark.min(durable_end);
+        state.role = Role::Follower;
+    }
+
+    pub fn records(&self) -> Vec<Record> {
+        self.lock().records.clone()
+    }
+
+    pub fn history(&self) -> Vec<(LeaderEpoch, u64)> {
+        self.lock().history.clone()
+    }
+
+    /// Up to `max` records from `from` to `to` (exclusive).
+    pub fn read(&self, from: u64, to: u64, max: u64) -> Vec<u64> {
+        let state = self.lock();
+        let end = to.min(from + max).min(state.records.len() as u64);
+        (from..end)
+            .map(|o| state.records[o as usize].value)
+            .collect()
+    }
+
+    pub fn value_at(&self, offset: u64) -> Option<u64> {
+        self.lock().records.get(offset as usize).map(|r| r.value)
+    }
+}
+
+impl ReplicaLog for SimLog {
+    fn log_end_offset(&self) -> u64 {
+        self.lock().records.len() as u64
+    }
+
+    fn high_watermark(&self) -> u64 {
+        self.lock().high_watermark
+    }
+
+    fn leader_epoch_floor(&self) -> LeaderEpoch {
+        self.lock().floor
+    }
+
+    fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
+        self.lock().history.last().copied()
+    }
+
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
+        let state = self.lock();
+        let index = state.history.iter().rposition(|(e, _)| *e <= epoch)?;
+        let end = match state.history.get(index + 1) {
+            Some((_, next_start)) => *next_start,
+            None => state.records.len() as u64,
+        };
+        Some((state.history[index].0, end))
+    }
+
+    fn become_leader(&self, epoch: LeaderEpoch) -> Result<(), ReplicaLogError> {
+        let mut state = self.lock();
+        if epoch < state.floor {
+            return Err(ReplicaLogError::EpochNotNewer {
+                epoch,
+                current: state.floor,
+            });
+        }
+        // The checkpoint write syncs the log too, so the history never names a start past it.
+        state.durable_end = state.records.len() as u64;
+        state.floor = epoch;
+        let end = state.records.len() as u64;
+        if state
+            .history
+            .last()
+            .is_none_or(|(latest, _)| *latest < epoch)
+        {
+            state.history.push((epoch, end));
+        }
+        state.role = Role::Leader(epoch);
+        Ok(())
+    }
+
+    fn become_follower(&self, epoch: LeaderEpoch) -> Result<(), ReplicaLogError> {
+        let mut state = self.lock();
+        if epoch < state.floor {
+            return Err(ReplicaLogError::EpochNotNewer {
+                epoch,
+                current: state.floor,
+            });
+        }
+        state.floor = epoch;
+        state.role = Role::Follower;
+        Ok(())
+    }
+
+    fn append_replicated(
+        &self,
+        batches: &[u8],
+        records_epoch: LeaderEpoch,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<u64, ReplicaLogError> {
+        let mut state = self.lock();
+        // The fence first, in the same critical section as the write.
+        if leader_epoch < state.floor {
+            return Err(ReplicaLogError::FencedLeaderEpoch {
+                epoch: leader_epoch,
+                current: state.floor,
+            });
+        }
+        if leader_epoch > state.floor {
+            return Err(ReplicaLogError::UnknownLeaderEpoch {
+                epoch: leader_epoch,
+                current: state.floor,
+            });
+        }
+        if state.role != Role::Follower {
+            return Err(ReplicaLogError::Storage(
+                "a leader does not append replicated records".into(),
+            ));
+        }
+        let (base_offset, values) = decode_batches(batches)?;
+        let log_end_offset = state.records.len() as u64;
+        if base_offset != log_end_offset {
+            return Err(ReplicaLogError::OffsetMismatch {
+                base_offset,
+                log_end_offset,
+            });
+        }
+        if records_epoch > leader_epoch {
+            return Err(ReplicaLogError::Corrupt(format!(
+                "records of epoch {records_epoch} from the leader of {leader_epoch}"
+            )));
+        }
+        if values.is_empty() {
+            return Ok(log_end_offset);
+        }
+        match state.history.last() {
+            Some((latest, _)) if *latest > records_epoch => {
+                return Err(ReplicaLogError::Corrupt(format!(
+                    "records of epoch {records_epoch} after epoch {latest}"
+                )));
+            }
+            Some((latest, _)) if *latest == records_epoch => {}
+            _ => state.history.push((records_epoch, base_offset)),
+        }
+        state.records.extend(values.iter().map(|&value| Record {
+            value,
+            epoch: records_epoch,
+        }));
+        // flush always on a follower: synced before the offset is reported.
+        state.durable_end = state.records.len() as u64;
+        Ok(state.durable_end)
+    }
+
+    fn truncate_to(&self, offset: u64) -> Result<(), ReplicaLogError> {
+        let mut state = self.lock();
+        if offset < state.high_watermark {
+            return Err(ReplicaLogError::BelowHighWatermark {
+                offset,
+                high_watermark: state.high_watermark,
+            });
+        }
+        if offset > state.records.len() as u64 {
+            return Ok(());
+        }
+        // At the log end this still drops epochs that wrote nothing (an ex-leader's last one),
+        // which the follower's epoch-end rounds need to get past.
+        state.records.truncate(offset as usize);
+        state.durable_end = state.durable_end.min(offset);
+        state.history.retain(|(_, start)| *start < offset);
+        Ok(())
+    }
+
+    fn advance_high_watermark(&self, offset: u64) {
+        let mut state = self.lock();
+        let capped = offset.min(state.durable_end);
+        if capped > state.high_watermark {
+            state.high_watermark = capped;
+        }
+    }
+}

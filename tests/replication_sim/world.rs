@@ -1,0 +1,1657 @@
+//! The simulated cluster: three brokers driving the sans-I/O replication logic with simulated
+//! I/O (the network of `net.rs`, the store of `store.rs`, the logs of `log.rs`), producers
+//! sending `acks=all` writes with unique values, a consumer watching every self-believed leader,
+//! and faults (pauses past the lease TTL, crashes and restarts, cuts between any pair and to the
+//! store). Everything random comes from one seeded RNG; the event queue breaks ties by insertion
+//! order, so a seed replays exactly.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use fencelog::cluster::replica_log::ReplicaLog;
+use fencelog::cluster::replication::election::{ElectionDecision, Elector};
+use fencelog::cluster::replication::follower::{Follower, FollowerAction};
+use fencelog::cluster::replication::leader::{Leader, LeaderOutput, LeaderStart};
+use fencelog::cluster::replication::{
+    CasOutcome, FetchError, FetchResponse, LiveBrokers, ReplicationConfig,
+};
+use fencelog::cluster::{NodeId, PartitionState, Versioned};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::log::{encode_batches, SimLog};
+use super::net::{
+    Addr, Event, Fault, Msg, Net, ProduceAnswer, StoreAnswer, StoreOp, Target, Timer,
+};
+use super::store::Store;
+
+pub const BROKERS: u32 = 3;
+pub const LEASE_TTL_MS: u64 = 1_500;
+const KEEP_ALIVE_MS: u64 = 400;
+const POLL_MS: u64 = 150;
+const TICK_MS: u64 = 50;
+const FETCH_RETRY_MS: u64 = 250;
+const FETCH_IDLE_MS: u64 = 20;
+const FETCH_RECORDS_MAX: u64 = 16;
+const CAS_TIMEOUT_MS: u64 = 600;
+const PRODUCE_TIMEOUT_MS: u64 = 4_000;
+const CONSUMER_MS: u64 = 40;
+const CHECK_MS: u64 = 500;
+const TRACE_LINES_MAX: usize = 20_000;
+
+/// The replication settings of the simulated brokers (milliseconds of simulated time).
+pub fn replication_config() -> ReplicationConfig {
+    ReplicationConfig {
+        replica_lag_max_ms: 1_000,
+        acks_all_timeout_ms: 3_000,
+        acks_all_waiters_max: 64,
+        election_backoff_ms: 300,
+        epoch_end_rounds_max: 64,
+    }
+}
+
+/// One run's shape.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub seed: u64,
+    pub partitions: usize,
+    pub producers: usize,
+    /// Random faults until `heal_ms` (none when false: only the script).
+    pub random_faults: bool,
+    /// Scripted faults: (at, fault).
+    pub script: Vec<(u64, Fault)>,
+    /// Faults stop and everything heals here.
+    pub heal_ms: u64,
+    /// Producers stop here.
+    pub producers_stop_ms: u64,
+    /// The run ends here.
+    pub end_ms: u64,
+    /// Message drops (per mille) and slow messages (per mille) during the fault phase.
+    pub drop_per_mille: u32,
+    pub slow_per_mille: u32,
+    /// The leader's group-commit delay: its own appends are durable (and count toward the high
+    /// watermark) this long after they are written; a crash loses what is not.
+    pub sync_delay_ms: u64,
+    pub trace: bool,
+}
+
+impl Plan {
+    pub fn random(seed: u64) -> Plan {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_fa17);
+        Plan {
+            seed,
+            partitions: rng.gen_range(1..=2),
+            producers: rng.gen_range(1..=3),
+            random_faults: true,
+            script: Vec::new(),
+            heal_ms: 10_000,
+            producers_stop_ms: 17_000,
+            end_ms: 20_000,
+            drop_per_mille: rng.gen_range(0..30),
+            slow_per_mille: rng.gen_range(0..80),
+            sync_delay_ms: rng.gen_range(1..=40),
+            trace: false,
+        }
+    }
+
+    pub fn scripted(seed: u64, script: Vec<(u64, Fault)>, heal_ms: u64) -> Plan {
+        Plan {
+            seed,
+            partitions: 1,
+            producers: 2,
+            random_faults: false,
+            script,
+            heal_ms,
+            producers_stop_ms: heal_ms + 7_000,
+            end_ms: heal_ms + 10_000,
+            drop_per_mille: 0,
+            slow_per_mille: 20,
+            sync_delay_ms: 10,
+            trace: false,
+        }
+    }
+}
+
+enum Role {
+    Idle,
+    Leader(Box<Leader>),
+    Follower(Follower),
+}
+
+struct Part {
+    role: Role,
+    elector: Elector,
+    view: Option<Versioned<PartitionState>>,
+    tag: u64,
+    cas: Option<u64>,
+    sync_scheduled: bool,
+    /// waiter id -> (client, request, base offset)
+    waiters: BTreeMap<u64, (usize, u64, u64)>,
+    election_turn_scheduled: bool,
+}
+
+struct Broker {
+    up: bool,
+    generation: u64,
+    incarnation: u64,
+    paused_until: u64,
+    lease: Option<u64>,
+    valid_until: u64,
+    live: LiveBrokers,
+    read_sent: Option<u64>,
+    parts: Vec<Part>,
+}
+
+/// What one producer was told, per value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Pending,
+    Acked { offset: u64, at_ms: u64 },
+    Refused,
+    Unknown,
+}
+
+struct Producer {
+    target: Option<NodeId>,
+    outstanding: Option<(u64, usize, Vec<u64>, u64)>,
+    sequence: u64,
+}
+
+/// Everything a run observed, for the checker.
+pub struct Observed {
+    /// value -> (producer, partition, outcome)
+    pub values: BTreeMap<u64, (usize, usize, Outcome)>,
+    /// Each producer's values in send order.
+    pub sent: Vec<Vec<u64>>,
+    /// (partition, offset, value) a consumer read below a high watermark.
+    pub consumer_reads: Vec<(usize, u64, u64)>,
+    pub refusals: BTreeMap<String, u64>,
+    pub violations: Vec<String>,
+}
+
+pub struct World {
+    pub plan: Plan,
+    pub now: u64,
+    rng: StdRng,
+    pub net: Net,
+    pub store: Store,
+    brokers: Vec<Broker>,
+    /// logs[node][partition]
+    pub logs: Vec<Vec<SimLog>>,
+    producers: Vec<Producer>,
+    next_request: u64,
+    next_id: u64,
+    pub observed: Observed,
+    consumer_high: Vec<u64>,
+    config: ReplicationConfig,
+    pub trace: Vec<String>,
+    pub events: u64,
+    pub clamped_truncations: u64,
+    pub acks_by_time: Vec<(u64, usize)>,
+    /// What happened, counted (printed over many seeds to show what the runs exercise).
+    pub stats: BTreeMap<&'static str, u64>,
+    healed: bool,
+}
+
+impl World {
+    pub fn new(plan: Plan) -> World {
+        let mut rng = StdRng::seed_from_u64(plan.seed);
+        let replicas: Vec<NodeId> = (0..BROKERS).collect();
+        let partitions = (0..plan.partitions)
+            .map(|p| {
+                let mut order = replicas.clone();
+                order.rotate_left(p % replicas.len());
+                PartitionState {
+                    replicas: order.clone(),
+                    leader: Some(order[0]),
+                    leader_epoch: 0,
+                    isr: order,
+                    min_insync: 2,
+                }
+            })
+            .collect();
+        let config = replication_config();
+        let brokers = (0..BROKERS)
+            .map(|id| Broker {
+                up: true,
+                generation: 0,
+                incarnation: rng.gen(),
+                paused_until: 0,
+                lease: None,
+                valid_until: 0,
+                live: LiveBrokers::new(),
+                read_sent: None,
+                parts: (0..plan.partitions)
+                    .map(|_| Part {
+                        role: Role::Idle,
+                        elector: Elector::new(id, config.election_backoff_ms),
+                        view: None,
+                        tag: 0,
+                        cas: None,
+                        sync_scheduled: false,
+                        waiters: BTreeMap::new(),
+                        election_turn_scheduled: false,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let logs = (0..BROKERS)
+            .map(|_| (0..plan.partitions).map(|_| SimLog::new()).collect())
+            .collect();
+        let mut world = World {
+            now: 0,
+            rng,
+            net: Net::new(),
+            store: Store::new(partitions),
+            brokers,
+            logs,
+            producers: (0..plan.producers)
+                .map(|_| Producer {
+                    target: None,
+                    outstanding: None,
+                    sequence: 0,
+                })
+                .collect(),
+            next_request: 0,
+            next_id: 0,
+            observed: Observed {
+                values: BTreeMap::new(),
+                sent: vec![Vec::new(); plan.producers],
+                consumer_reads: Vec::new(),
+                refusals: BTreeMap::new(),
+                violations: Vec::new(),
+            },
+            consumer_high: vec![0; plan.partitions],
+            config,
+            trace: Vec::new(),
+            events: 0,
+            clamped_truncations: 0,
+            acks_by_time: Vec::new(),
+            stats: BTreeMap::new(),
+            healed: false,
+            plan,
+        };
+        world.net.drop_per_mille = world.plan.drop_per_mille;
+        world.net.slow_per_mille = world.plan.slow_per_mille;
+        for id in 0..BROKERS {
+            world.start_broker(id);
+        }
+        for client in 0..world.plan.producers {
+            world.net.schedule(100, Event::ClientTick(client));
+        }
+        world.net.schedule(CONSUMER_MS, Event::ConsumerTick);
+        world.net.schedule(CHECK_MS, Event::CheckTick);
+        for (at, fault) in world.plan.script.clone() {
+            world.net.schedule(at, Event::Fault(fault));
+        }
+        if world.plan.random_faults {
+            let first = world.rng.gen_range(300..1_500);
+            world
+                .net
+                .schedule(first, Event::Fault(Fault::Resume { node: u32::MAX }));
+        }
+        let heal = world.plan.heal_ms;
+        world.net.schedule(heal, Event::Fault(Fault::HealAll));
+        world
+    }
+
+    fn trace_line(&mut self, line: impl FnOnce() -> String) {
+        if self.plan.trace && self.trace.len() < TRACE_LINES_MAX {
+            let now = self.now;
+            self.trace.push(format!("{now:>6} {}", line()));
+        }
+    }
+
+    fn count(&mut self, what: &'static str, by: u64) {
+        *self.stats.entry(what).or_default() += by;
+    }
+
+    fn violation(&mut self, what: String) {
+        let now = self.now;
+        self.trace_line(|| format!("VIOLATION {what}"));
+        self.observed
+            .violations
+            .push(format!("at {now} ms: {what}"));
+    }
+
+    /// Runs to the end of the plan.
+    pub fn run(&mut self) {
+        while let Some((at, event)) = self.net.next() {
+            if at > self.plan.end_ms {
+                break;
+            }
+            self.now = at;
+            self.events += 1;
+            self.handle(event);
+        }
+        self.now = self.plan.end_ms;
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Deliver { to, from, msg } => {
+                if self.net.is_cut(from, to) {
+                    self.net.dropped += 1;
+                    return;
+                }
+                match to {
+                    Addr::Broker(node) => {
+                        let broker = &self.brokers[node as usize];
+                        if !broker.up {
+                            return;
+                        }
+                        if broker.paused_until > self.now {
+                            let until = broker.paused_until;
+                            self.net.schedule(until, Event::Deliver { to, from, msg });
+                            return;
+                        }
+                        self.net.delivered += 1;
+                        self.broker_message(node, msg);
+                    }
+                    Addr::Store => self.store_message(msg),
+                    Addr::Client(client) => self.client_message(client, msg),
+                }
+            }
+            Event::Timer {
+                broker,
+                generation,
+                timer,
+            } => {
+                let state = &self.brokers[broker as usize];
+                if !state.up || state.generation != generation {
+                    return;
+                }
+                if state.paused_until > self.now {
+                    let until = state.paused_until;
+                    self.net.schedule(
+                        until,
+                        Event::Timer {
+                            broker,
+                            generation,
+                            timer,
+                        },
+                    );
+                    return;
+                }
+                self.broker_timer(broker, timer);
+            }
+            Event::Fault(fault) => self.fault(fault),
+            Event::ClientTick(client) => self.client_tick(client),
+            Event::ConsumerTick => {
+                self.consume();
+                self.net
+                    .schedule(self.now + CONSUMER_MS, Event::ConsumerTick);
+            }
+            Event::CheckTick => {
+                self.check_replicas();
+                self.net.schedule(self.now + CHECK_MS, Event::CheckTick);
+            }
+        }
+    }
+
+    // ----- brokers: lifecycle -----
+
+    fn start_broker(&mut self, id: NodeId) {
+        let generation = self.brokers[id as usize].generation;
+        for (timer, at) in [
+            (Timer::KeepAlive, 0),
+            (Timer::Poll, 1),
+            (Timer::Tick, TICK_MS),
+        ] {
+            self.net.schedule(
+                self.now + at,
+                Event::Timer {
+                    broker: id,
+                    generation,
+                    timer,
+                },
+            );
+        }
+    }
+
+    fn timer(&mut self, broker: NodeId, at_ms: u64, timer: Timer) {
+        let generation = self.brokers[broker as usize].generation;
+        self.net.schedule(
+            at_ms,
+            Event::Timer {
+                broker,
+                generation,
+                timer,
+            },
+        );
+    }
+
+    fn crash(&mut self, node: NodeId) {
+        let broker = &mut self.brokers[node as usize];
+        if !broker.up {
+            return;
+        }
+        broker.up = false;
+        broker.paused_until = 0;
+        let lost: u64 = self.logs[node as usize]
+            .iter()
+            .map(|log| log.log_end_offset() - log.durable_end())
+            .sum();
+        broker.generation += 1;
+        broker.lease = None;
+        broker.valid_until = 0;
+        broker.read_sent = None;
+        let mut clamped = 0;
+        for part in &mut broker.parts {
+            if let Role::Follower(follower) = &part.role {
+                clamped += follower.clamped_truncations();
+            }
+            part.role = Role::Idle;
+            part.view = None;
+            part.cas = None;
+            part.sync_scheduled = false;
+            part.waiters.clear();
+            part.election_turn_scheduled = false;
+        }
+        self.clamped_truncations += clamped;
+        for log in &self.logs[node as usize] {
+            log.crash();
+        }
+        self.count("crashes", 1);
+        self.count("unsynced records lost in crashes", lost);
+        self.trace_line(|| format!("CRASH broker {node}"));
+    }
+
+    fn restart(&mut self, node: NodeId) {
+        if self.brokers[node as usize].up {
+            return;
+        }
+        let incarnation = self.rng.gen();
+        let broker = &mut self.brokers[node as usize];
+        broker.up = true;
+        broker.incarnation = incarnation;
+        self.trace_line(|| format!("RESTART broker {node} incarnation {incarnation:x}"));
+        self.start_broker(node);
+    }
+
+    fn registered(&self, node: NodeId) -> bool {
+        self.now < self.brokers[node as usize].valid_until
+    }
+
+    // ----- brokers: timers -----
+
+    fn broker_timer(&mut self, node: NodeId, timer: Timer) {
+        match timer {
+            Timer::KeepAlive => {
+                let broker = &self.brokers[node as usize];
+                let op = match broker.lease {
+                    Some(lease) => StoreOp::KeepAlive {
+                        lease,
+                        sent_ms: self.now,
+                    },
+                    None => StoreOp::Register {
+                        incarnation: broker.incarnation,
+                        sent_ms: self.now,
+                    },
+                };
+                self.send_to_store(node, op);
+                self.timer(node, self.now + KEEP_ALIVE_MS, Timer::KeepAlive);
+            }
+            Timer::Poll => {
+                let stale = self.brokers[node as usize]
+                    .read_sent
+                    .is_none_or(|sent| sent + CAS_TIMEOUT_MS <= self.now);
+                if stale {
+                    self.read(node);
+                }
+                self.timer(node, self.now + POLL_MS, Timer::Poll);
+            }
+            Timer::Tick => {
+                for partition in 0..self.plan.partitions {
+                    let live = self.brokers[node as usize].live.clone();
+                    let now = self.now;
+                    if let Role::Leader(leader) =
+                        &mut self.brokers[node as usize].parts[partition].role
+                    {
+                        let output = leader.on_tick(now, &live);
+                        self.leader_output(node, partition, output);
+                    }
+                }
+                self.timer(node, self.now + TICK_MS, Timer::Tick);
+            }
+            Timer::FollowerRetry { partition, tag } => {
+                let part = &self.brokers[node as usize].parts[partition];
+                if part.tag != tag {
+                    return;
+                }
+                if let Role::Follower(follower) = &part.role {
+                    let action = follower.retry(&self.logs[node as usize][partition]);
+                    self.drive_follower(node, partition, action, None);
+                }
+            }
+            Timer::Sync { partition } => {
+                self.brokers[node as usize].parts[partition].sync_scheduled = false;
+                let durable = self.logs[node as usize][partition].sync();
+                let now = self.now;
+                if let Role::Leader(leader) = &mut self.brokers[node as usize].parts[partition].role
+                {
+                    let output = leader.on_local_durable(now, durable);
+                    self.leader_output(node, partition, output);
+                }
+            }
+            Timer::CasTimeout { partition, id } => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                if part.cas != Some(id) {
+                    return;
+                }
+                part.cas = None;
+                let now = self.now;
+                if let Role::Leader(leader) = &mut part.role {
+                    let output = leader.on_cas_outcome(now, CasOutcome::Unknown);
+                    self.leader_output(node, partition, output);
+                } else {
+                    self.read(node);
+                }
+            }
+            Timer::ElectionTurn { partition } => {
+                self.brokers[node as usize].parts[partition].election_turn_scheduled = false;
+                self.reconcile(node, partition);
+            }
+        }
+    }
+
+    fn send_to_store(&mut self, node: NodeId, op: StoreOp) {
+        let generation = self.brokers[node as usize].generation;
+        let msg = Msg::StoreRequest {
+            from: node,
+            generation,
+            op,
+        };
+        self.net.send(
+            &mut self.rng,
+            self.now,
+            Addr::Broker(node),
+            Addr::Store,
+            msg,
+        );
+    }
+
+    fn read(&mut self, node: NodeId) {
+        self.brokers[node as usize].read_sent = Some(self.now);
+        self.send_to_store(node, StoreOp::Read);
+    }
+
+    fn send(&mut self, from: NodeId, to: Addr, msg: Msg) {
+        self.net
+            .send(&mut self.rng, self.now, Addr::Broker(from), to, msg);
+    }
+
+    // ----- the store -----
+
+    fn store_message(&mut self, msg: Msg) {
+        let Msg::StoreRequest {
+            from,
+            generation,
+            op,
+        } = msg
+        else {
+            return;
+        };
+        let now = self.now;
+        let answer = match &op {
+            StoreOp::Register { incarnation, .. } => StoreAnswer::Registered {
+                lease: self.store.register(now, from, *incarnation, LEASE_TTL_MS),
+            },
+            StoreOp::KeepAlive { lease, .. } => {
+                StoreAnswer::KeptAlive(self.store.keep_alive(now, from, *lease, LEASE_TTL_MS))
+            }
+            StoreOp::Read => StoreAnswer::Read {
+                partitions: self.store.read(now),
+                live: self.store.live(now),
+            },
+            StoreOp::Cas {
+                partition,
+                proposal,
+                ..
+            } => {
+                let result = self.store.compare_and_swap(
+                    now,
+                    *partition,
+                    proposal.expected_revision,
+                    proposal.state.clone(),
+                );
+                if let Some(revision) = result {
+                    let state = proposal.state.clone();
+                    self.trace_line(|| {
+                        format!("STORE p{partition} rev {revision} <- {state:?} (from {from})")
+                    });
+                }
+                StoreAnswer::Cas(result)
+            }
+        };
+        let msg = Msg::StoreResponse {
+            generation,
+            op,
+            answer,
+        };
+        self.net
+            .send(&mut self.rng, now, Addr::Store, Addr::Broker(from), msg);
+    }
+
+    fn store_response(&mut self, node: NodeId, op: StoreOp, answer: StoreAnswer) {
+        match (op, answer) {
+            (StoreOp::Register { sent_ms, .. }, StoreAnswer::Registered { lease }) => {
+                self.brokers[node as usize].lease = Some(lease);
+                self.renewed(node, sent_ms + LEASE_TTL_MS);
+            }
+            (StoreOp::KeepAlive { lease, sent_ms }, StoreAnswer::KeptAlive(alive)) => {
+                let broker = &mut self.brokers[node as usize];
+                if broker.lease != Some(lease) {
+                    return;
+                }
+                if alive {
+                    self.renewed(node, sent_ms + LEASE_TTL_MS);
+                } else {
+                    broker.lease = None;
+                    self.trace_line(|| format!("broker {node}: lease {lease} lost"));
+                }
+            }
+            (StoreOp::Read, StoreAnswer::Read { partitions, live }) => {
+                let broker = &mut self.brokers[node as usize];
+                broker.read_sent = None;
+                broker.live = live;
+                for (partition, state) in partitions.into_iter().enumerate() {
+                    let part = &mut broker.parts[partition];
+                    if part
+                        .view
+                        .as_ref()
+                        .is_none_or(|v| v.revision <= state.revision)
+                    {
+                        part.view = Some(state);
+                    }
+                }
+                for partition in 0..self.plan.partitions {
+                    self.reconcile(node, partition);
+                }
+            }
+            (
+                StoreOp::Cas {
+                    partition,
+                    proposal,
+                    election,
+                    id,
+                },
+                StoreAnswer::Cas(result),
+            ) => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                if part.cas == Some(id) {
+                    part.cas = None;
+                }
+                if election {
+                    match result {
+                        Some(revision) => {
+                            self.won_election(node, partition, proposal.state, revision)
+                        }
+                        None => self.read(node),
+                    }
+                    return;
+                }
+                let now = self.now;
+                if let Role::Leader(leader) = &mut part.role {
+                    if leader.epoch() != proposal.state.leader_epoch {
+                        return;
+                    }
+                    let outcome = match result {
+                        Some(revision) => CasOutcome::Applied { revision },
+                        None => CasOutcome::Conflict,
+                    };
+                    let output = leader.on_cas_outcome(now, outcome);
+                    self.leader_output(node, partition, output);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn renewed(&mut self, node: NodeId, valid_until: u64) {
+        let broker = &mut self.brokers[node as usize];
+        broker.valid_until = broker.valid_until.max(valid_until);
+        let valid_until = broker.valid_until;
+        for part in &mut broker.parts {
+            if let Role::Leader(leader) = &mut part.role {
+                leader.on_registration_renewed(valid_until);
+            }
+        }
+    }
+
+    // ----- roles -----
+
+    /// Brings a partition's role in line with the state last read.
+    fn reconcile(&mut self, node: NodeId, partition: usize) {
+        let now = self.now;
+        let registered = self.registered(node);
+        let broker = &mut self.brokers[node as usize];
+        let live = broker.live.clone();
+        let part = &mut broker.parts[partition];
+        let Some(view) = part.view.clone() else {
+            return;
+        };
+        match &mut part.role {
+            Role::Leader(leader) => {
+                let output = leader.on_partition_read(now, &view);
+                self.leader_output(node, partition, output);
+            }
+            Role::Follower(follower) => {
+                if view.value.leader != Some(follower.leader())
+                    || view.value.leader_epoch != follower.leader_epoch()
+                {
+                    let clamped = follower.clamped_truncations();
+                    self.clamped_truncations += clamped;
+                    part.role = Role::Idle;
+                }
+            }
+            Role::Idle => {}
+        }
+        let part = &mut self.brokers[node as usize].parts[partition];
+        let leading = match &part.role {
+            Role::Leader(leader) => Some(leader.epoch()),
+            _ => None,
+        };
+        let decision = part.elector.decide(now, &view, &live, leading, registered);
+        match decision {
+            ElectionDecision::Propose(proposal) => {
+                if part.cas.is_none() {
+                    self.next_id += 1;
+                    let id = self.next_id;
+                    part.cas = Some(id);
+                    self.trace_line(|| {
+                        format!("broker {node} p{partition}: proposes {proposal:?}")
+                    });
+                    self.send_to_store(
+                        node,
+                        StoreOp::Cas {
+                            partition,
+                            proposal,
+                            election: true,
+                            id,
+                        },
+                    );
+                    self.timer(
+                        node,
+                        now + CAS_TIMEOUT_MS,
+                        Timer::CasTimeout { partition, id },
+                    );
+                }
+                return;
+            }
+            ElectionDecision::Wait { until_ms } => {
+                if !part.election_turn_scheduled {
+                    part.election_turn_scheduled = true;
+                    self.timer(node, until_ms, Timer::ElectionTurn { partition });
+                }
+            }
+            ElectionDecision::Nothing => {}
+        }
+        let part = &mut self.brokers[node as usize].parts[partition];
+        if let (Role::Idle, Some(leader)) = (&part.role, view.value.leader) {
+            if leader != node {
+                let incarnation = self.brokers[node as usize].incarnation;
+                let (follower, action) = Follower::new(
+                    node,
+                    incarnation,
+                    leader,
+                    view.value.leader_epoch,
+                    &self.config,
+                );
+                self.trace_line(|| {
+                    format!(
+                        "broker {node} p{partition}: follows {leader} in epoch {}",
+                        view.value.leader_epoch
+                    )
+                });
+                self.brokers[node as usize].parts[partition].role = Role::Follower(follower);
+                self.drive_follower(node, partition, action, None);
+            }
+        }
+    }
+
+    fn won_election(
+        &mut self,
+        node: NodeId,
+        partition: usize,
+        state: PartitionState,
+        revision: i64,
+    ) {
+        let now = self.now;
+        let valid_until = self.brokers[node as usize].valid_until;
+        let part = &mut self.brokers[node as usize].parts[partition];
+        if part.view.as_ref().is_some_and(|v| v.revision > revision) {
+            return;
+        }
+        let versioned = Versioned {
+            value: state,
+            revision,
+        };
+        part.view = Some(versioned.clone());
+        if let Role::Leader(old) = &mut part.role {
+            let output = old.depose_now();
+            self.leader_output(node, partition, output);
+        }
+        let log = &self.logs[node as usize][partition];
+        let epoch = versioned.value.leader_epoch;
+        if let Err(error) = log.become_leader(epoch) {
+            self.trace_line(|| {
+                format!("broker {node} p{partition}: become_leader({epoch}) refused: {error}")
+            });
+            self.brokers[node as usize].parts[partition].role = Role::Idle;
+            self.read(node);
+            return;
+        }
+        let start = LeaderStart {
+            partition: versioned,
+            log_end_offset: log.log_end_offset(),
+            durable_end_offset: log.durable_end(),
+            high_watermark: log.high_watermark(),
+            now_ms: now,
+            registration_valid_until_ms: valid_until,
+        };
+        self.count("leaders elected", 1);
+        let leader = Leader::new(node, self.config.clone(), start)
+            .expect("a won election names this broker");
+        self.trace_line(|| {
+            format!(
+                "broker {node} p{partition}: LEADS epoch {epoch} from offset {} (hw {})",
+                leader.epoch_start_offset(),
+                leader.high_watermark()
+            )
+        });
+        let part = &mut self.brokers[node as usize].parts[partition];
+        if let Role::Follower(follower) = &part.role {
+            self.clamped_truncations += follower.clamped_truncations();
+        }
+        part.role = Role::Leader(Box::new(leader));
+    }
+
+    fn leader_output(&mut self, node: NodeId, partition: usize, output: LeaderOutput) {
+        let LeaderOutput {
+            completions,
+            high_watermark,
+            proposal,
+            reread,
+            deposed,
+        } = output;
+        let epoch = match &self.brokers[node as usize].parts[partition].role {
+            Role::Leader(leader) => leader.epoch(),
+            _ => 0,
+        };
+        if let Some(high_watermark) = high_watermark {
+            self.logs[node as usize][partition].advance_high_watermark(high_watermark);
+        }
+        for completion in completions {
+            let part = &mut self.brokers[node as usize].parts[partition];
+            let Some((client, request, base_offset)) = part.waiters.remove(&completion.id) else {
+                continue;
+            };
+            if completion.result.is_ok() && !self.registered(node) {
+                self.violation(format!(
+                    "broker {node} acknowledged with its registration lapsed"
+                ));
+            }
+            let answer = match completion.result {
+                Ok(()) => ProduceAnswer::Acked {
+                    base_offset,
+                    broker: node,
+                    epoch,
+                },
+                Err(error) => ProduceAnswer::Failed(error.to_string()),
+            };
+            self.send(
+                node,
+                Addr::Client(client),
+                Msg::ProduceResponse { request, answer },
+            );
+        }
+        if let Some(proposal) = proposal {
+            self.next_id += 1;
+            let id = self.next_id;
+            self.brokers[node as usize].parts[partition].cas = Some(id);
+            self.trace_line(|| {
+                format!(
+                    "broker {node} p{partition}: proposes ISR {:?}",
+                    proposal.state.isr
+                )
+            });
+            self.send_to_store(
+                node,
+                StoreOp::Cas {
+                    partition,
+                    proposal,
+                    election: false,
+                    id,
+                },
+            );
+            self.timer(
+                node,
+                self.now + CAS_TIMEOUT_MS,
+                Timer::CasTimeout { partition, id },
+            );
+        }
+        if deposed {
+            self.count("leaders deposed", 1);
+            self.trace_line(|| format!("broker {node} p{partition}: DEPOSED in epoch {epoch}"));
+            let part = &mut self.brokers[node as usize].parts[partition];
+            part.role = Role::Idle;
+            for (_, (client, request, _)) in std::mem::take(&mut part.waiters) {
+                let answer = ProduceAnswer::Failed("deposed".into());
+                self.send(
+                    node,
+                    Addr::Client(client),
+                    Msg::ProduceResponse { request, answer },
+                );
+            }
+        }
+        if reread || deposed {
+            self.read(node);
+        }
+    }
+
+    fn drive_follower(
+        &mut self,
+        node: NodeId,
+        partition: usize,
+        mut action: FollowerAction,
+        mut batches: Option<Vec<u8>>,
+    ) {
+        let mut idle = false;
+        loop {
+            let log = &self.logs[node as usize][partition];
+            let part = &mut self.brokers[node as usize].parts[partition];
+            let Role::Follower(follower) = &mut part.role else {
+                return;
+            };
+            let leader = follower.leader();
+            action = match action {
+                FollowerAction::BecomeFollower { leader_epoch } => {
+                    let result = log.become_follower(leader_epoch);
+                    follower.on_became_follower(log, result)
+                }
+                FollowerAction::Truncate { offset } => {
+                    let before = log.log_end_offset();
+                    let result = log.truncate_to(offset);
+                    let next = follower.on_truncated(log, result.clone());
+                    self.count(
+                        "records truncated by leader epoch",
+                        before.saturating_sub(offset),
+                    );
+                    self.trace_line(|| {
+                        format!(
+                            "broker {node} p{partition}: truncate {before} -> {offset}: {result:?}"
+                        )
+                    });
+                    next
+                }
+                FollowerAction::Append {
+                    records_epoch,
+                    leader_epoch,
+                    high_watermark,
+                    record_count,
+                } => {
+                    let result = match batches.take() {
+                        Some(bytes) if record_count > 0 => {
+                            log.append_replicated(&bytes, records_epoch, leader_epoch)
+                        }
+                        _ => {
+                            idle = true;
+                            Ok(log.log_end_offset())
+                        }
+                    };
+                    if result.is_ok() {
+                        log.advance_high_watermark(high_watermark);
+                    }
+                    follower.on_appended(log, result)
+                }
+                FollowerAction::AskEpochEnd(request) => {
+                    part.tag += 1;
+                    let tag = part.tag;
+                    let msg = Msg::EpochEnd {
+                        partition,
+                        request,
+                        tag,
+                    };
+                    self.send(node, Addr::Broker(leader), msg);
+                    self.timer(
+                        node,
+                        self.now + FETCH_RETRY_MS,
+                        Timer::FollowerRetry { partition, tag },
+                    );
+                    return;
+                }
+                FollowerAction::Fetch(request) => {
+                    part.tag += 1;
+                    let tag = part.tag;
+                    if idle {
+                        self.timer(
+                            node,
+                            self.now + FETCH_IDLE_MS,
+                            Timer::FollowerRetry { partition, tag },
+                        );
+                        return;
+                    }
+                    let msg = Msg::Fetch {
+                        partition,
+                        request,
+                        tag,
+                    };
+                    self.send(node, Addr::Broker(leader), msg);
+                    self.timer(
+                        node,
+                        self.now + FETCH_RETRY_MS,
+                        Timer::FollowerRetry { partition, tag },
+                    );
+                    return;
+                }
+                FollowerAction::RereadMetadata => {
+                    self.clamped_truncations += follower.clamped_truncations();
+                    part.role = Role::Idle;
+                    self.trace_line(|| {
+                        format!("broker {node} p{partition}: follower re-reads metadata")
+                    });
+                    self.read(node);
+                    return;
+                }
+                FollowerAction::Nothing => return,
+            };
+        }
+    }
+
+    // ----- brokers: messages -----
+
+    fn broker_message(&mut self, node: NodeId, msg: Msg) {
+        let now = self.now;
+        match msg {
+            Msg::Fetch {
+                partition,
+                request,
+                tag,
+            } => {
+                let log = &self.logs[node as usize][partition];
+                let (result, output) = match &mut self.brokers[node as usize].parts[partition].role
+                {
+                    Role::Leader(leader) => {
+                        let (result, output) = leader.on_fetch(now, &request, log);
+                        (result, Some(output))
+                    }
+                    _ => (Err(FetchError::NotLeader), None),
+                };
+                let result = result.map(|serve| {
+                    let values = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
+                    let response = FetchResponse {
+                        base_offset: serve.from_offset,
+                        record_count: values.len() as u64,
+                        records_epoch: serve.records_epoch,
+                        high_watermark: serve.high_watermark,
+                    };
+                    (response, encode_batches(serve.from_offset, &values))
+                });
+                if let Some(output) = output {
+                    self.leader_output(node, partition, output);
+                }
+                let msg = Msg::FetchAnswer {
+                    partition,
+                    tag,
+                    result,
+                };
+                self.send(node, Addr::Broker(request.follower), msg);
+            }
+            Msg::EpochEnd {
+                partition,
+                request,
+                tag,
+            } => {
+                let log = &self.logs[node as usize][partition];
+                let (result, output) = match &mut self.brokers[node as usize].parts[partition].role
+                {
+                    Role::Leader(leader) => {
+                        let (result, output) = leader.on_epoch_end(now, &request, log);
+                        (result, Some(output))
+                    }
+                    _ => (Err(FetchError::NotLeader), None),
+                };
+                if let Some(output) = output {
+                    self.leader_output(node, partition, output);
+                }
+                let msg = Msg::EpochEndAnswer {
+                    partition,
+                    tag,
+                    result,
+                };
+                self.send(node, Addr::Broker(request.follower), msg);
+            }
+            Msg::FetchAnswer {
+                partition,
+                tag,
+                result,
+            } => {
+                let log = &self.logs[node as usize][partition];
+                let part = &mut self.brokers[node as usize].parts[partition];
+                if part.tag != tag {
+                    return;
+                }
+                let Role::Follower(follower) = &mut part.role else {
+                    return;
+                };
+                let (response, batches) = match result {
+                    Ok((response, batches)) => (Ok(response), Some(batches)),
+                    Err(error) => (Err(error), None),
+                };
+                let action = follower.on_fetch_response(log, response);
+                self.drive_follower(node, partition, action, batches);
+            }
+            Msg::EpochEndAnswer {
+                partition,
+                tag,
+                result,
+            } => {
+                self.trace_line(|| {
+                    format!("broker {node} p{partition}: epoch end answer {result:?}")
+                });
+                let log = &self.logs[node as usize][partition];
+                let part = &mut self.brokers[node as usize].parts[partition];
+                if part.tag != tag {
+                    return;
+                }
+                let Role::Follower(follower) = &mut part.role else {
+                    return;
+                };
+                let action = follower.on_epoch_end(log, result);
+                self.drive_follower(node, partition, action, None);
+            }
+            Msg::StoreResponse {
+                generation,
+                op,
+                answer,
+            } => {
+                if generation == self.brokers[node as usize].generation {
+                    self.store_response(node, op, answer);
+                }
+            }
+            Msg::Produce {
+                client,
+                request,
+                partition,
+                values,
+            } => self.produce(node, client, request, partition, values),
+            Msg::StoreRequest { .. } | Msg::ProduceResponse { .. } => {}
+        }
+    }
+
+    fn produce(
+        &mut self,
+        node: NodeId,
+        client: usize,
+        request: u64,
+        partition: usize,
+        values: Vec<u64>,
+    ) {
+        let now = self.now;
+        let log = &self.logs[node as usize][partition];
+        let part = &mut self.brokers[node as usize].parts[partition];
+        let Role::Leader(leader) = &mut part.role else {
+            let answer = ProduceAnswer::Refused("NOT_LEADER".into());
+            self.send(
+                node,
+                Addr::Client(client),
+                Msg::ProduceResponse { request, answer },
+            );
+            return;
+        };
+        if let Err(refusal) = leader.check_produce(now) {
+            let name = match refusal {
+                fencelog::cluster::replication::leader::ProduceRefusal::NotLeader => "NOT_LEADER",
+                fencelog::cluster::replication::leader::ProduceRefusal::NotEnoughReplicas {
+                    ..
+                } => "NOT_ENOUGH_REPLICAS",
+                fencelog::cluster::replication::leader::ProduceRefusal::TooManyWaiters {
+                    ..
+                } => "TOO_MANY_WAITERS",
+            };
+            let deposed = leader.is_deposed();
+            let answer = ProduceAnswer::Refused(name.into());
+            self.send(
+                node,
+                Addr::Client(client),
+                Msg::ProduceResponse { request, answer },
+            );
+            if deposed {
+                let output = match &mut self.brokers[node as usize].parts[partition].role {
+                    Role::Leader(leader) => leader.depose_now(),
+                    _ => LeaderOutput::default(),
+                };
+                self.leader_output(node, partition, output);
+            }
+            return;
+        }
+        let base_offset = match log.append_as_leader(&values, leader.epoch()) {
+            Ok(base) => base,
+            Err(error) => {
+                let message = format!("leader's log refused the append: {error}");
+                self.violation(message.clone());
+                let answer = ProduceAnswer::Refused(message);
+                self.send(
+                    node,
+                    Addr::Client(client),
+                    Msg::ProduceResponse { request, answer },
+                );
+                return;
+            }
+        };
+        let last = base_offset + values.len() as u64 - 1;
+        self.next_id += 1;
+        let id = self.next_id;
+        part.waiters.insert(id, (client, request, base_offset));
+        let output = leader.on_appended(now, id, last);
+        if !part.sync_scheduled {
+            part.sync_scheduled = true;
+            self.timer(
+                node,
+                now + self.plan.sync_delay_ms,
+                Timer::Sync { partition },
+            );
+        }
+        self.trace_line(|| {
+            format!("broker {node} p{partition}: appended {values:?} at {base_offset}")
+        });
+        self.leader_output(node, partition, output);
+    }
+
+    // ----- clients -----
+
+    fn client_tick(&mut self, client: usize) {
+        if let Some((request, partition, values, sent)) = self.producers[client].outstanding.clone()
+        {
+            if self.now >= sent + PRODUCE_TIMEOUT_MS {
+                self.trace_line(|| format!("client {client}: request {request} timed out"));
+                for value in values {
+                    self.observed
+                        .values
+                        .insert(value, (client, partition, Outcome::Unknown));
+                }
+                self.producers[client].outstanding = None;
+                self.producers[client].target = None;
+            }
+        }
+        if self.producers[client].outstanding.is_none() && self.now < self.plan.producers_stop_ms {
+            let partition = self.rng.gen_range(0..self.plan.partitions);
+            let target = match self.producers[client].target {
+                Some(target) => Some(target),
+                None => self.store.partition(partition).value.leader,
+            };
+            if let Some(target) = target {
+                self.producers[client].target = Some(target);
+                let count = self.rng.gen_range(1..=3);
+                let producer = &mut self.producers[client];
+                let values: Vec<u64> = (0..count)
+                    .map(|_| {
+                        producer.sequence += 1;
+                        ((client as u64 + 1) << 32) | producer.sequence
+                    })
+                    .collect();
+                for value in &values {
+                    self.observed
+                        .values
+                        .insert(*value, (client, partition, Outcome::Pending));
+                    self.observed.sent[client].push(*value);
+                }
+                self.next_request += 1;
+                let request = self.next_request;
+                self.producers[client].outstanding =
+                    Some((request, partition, values.clone(), self.now));
+                let msg = Msg::Produce {
+                    client,
+                    request,
+                    partition,
+                    values,
+                };
+                self.net.send(
+                    &mut self.rng,
+                    self.now,
+                    Addr::Client(client),
+                    Addr::Broker(target),
+                    msg,
+                );
+            }
+        }
+        let next = self.now + self.rng.gen_range(5..40);
+        self.net.schedule(next, Event::ClientTick(client));
+    }
+
+    fn client_message(&mut self, client: usize, msg: Msg) {
+        let Msg::ProduceResponse { request, answer } = msg else {
+            return;
+        };
+        let Some((outstanding, partition, values, _)) = self.producers[client].outstanding.clone()
+        else {
+            return;
+        };
+        if outstanding != request {
+            return;
+        }
+        self.producers[client].outstanding = None;
+        let now = self.now;
+        match &answer {
+            ProduceAnswer::Acked { base_offset, .. } => {
+                for (i, value) in values.iter().enumerate() {
+                    let outcome = Outcome::Acked {
+                        offset: base_offset + i as u64,
+                        at_ms: now,
+                    };
+                    self.observed
+                        .values
+                        .insert(*value, (client, partition, outcome));
+                }
+                self.acks_by_time.push((now, partition));
+                self.count("acknowledged values", values.len() as u64);
+            }
+            ProduceAnswer::Refused(name) => {
+                *self.observed.refusals.entry(name.clone()).or_default() += 1;
+                if name == "NOT_ENOUGH_REPLICAS" {
+                    self.count("NOT_ENOUGH_REPLICAS refusals", 1);
+                }
+                for value in &values {
+                    self.observed
+                        .values
+                        .insert(*value, (client, partition, Outcome::Refused));
+                }
+                self.producers[client].target = None;
+            }
+            ProduceAnswer::Failed(why) => {
+                *self
+                    .observed
+                    .refusals
+                    .entry(format!("failed: {why}"))
+                    .or_default() += 1;
+                self.count("written but not acknowledged", values.len() as u64);
+                for value in &values {
+                    self.observed
+                        .values
+                        .insert(*value, (client, partition, Outcome::Unknown));
+                }
+                self.producers[client].target = None;
+            }
+        }
+        self.trace_line(|| format!("client {client}: request {request} {values:?} -> {answer:?}"));
+    }
+
+    // ----- the consumer and the online checks -----
+
+    fn consume(&mut self) {
+        let mut seen = Vec::new();
+        for node in 0..BROKERS {
+            let broker = &self.brokers[node as usize];
+            if !broker.up || broker.paused_until > self.now {
+                continue;
+            }
+            for partition in 0..self.plan.partitions {
+                if let Role::Leader(leader) = &broker.parts[partition].role {
+                    if let Some(high_watermark) = leader.consumer_high_watermark(self.now) {
+                        seen.push((node, partition, high_watermark));
+                    }
+                }
+            }
+        }
+        for (node, partition, high_watermark) in seen {
+            if high_watermark < self.consumer_high[partition] {
+                let before = self.consumer_high[partition];
+                self.violation(format!(
+                    "p{partition}: a consumer saw the high watermark go back from {before} to {high_watermark} (leader {node})"
+                ));
+            }
+            self.consumer_high[partition] = self.consumer_high[partition].max(high_watermark);
+            if high_watermark > 0 {
+                let offset = self.rng.gen_range(0..high_watermark);
+                match self.logs[node as usize][partition].value_at(offset) {
+                    Some(value) => self.observed.consumer_reads.push((partition, offset, value)),
+                    None => self.violation(format!(
+                        "p{partition}: leader {node} has no record at {offset} below its high watermark {high_watermark}"
+                    )),
+                }
+            }
+        }
+    }
+
+    /// No two replicas hold different records below a high watermark; epochs never decrease
+    /// along a log.
+    pub fn check_replicas(&mut self) {
+        let mut found = Vec::new();
+        for partition in 0..self.plan.partitions {
+            let logs: Vec<_> = (0..BROKERS as usize)
+                .map(|node| {
+                    let log = &self.logs[node][partition];
+                    (log.records(), log.high_watermark())
+                })
+                .collect();
+            for (node, (records, high_watermark)) in logs.iter().enumerate() {
+                if let Some(at) = records.windows(2).position(|w| w[1].epoch < w[0].epoch) {
+                    found.push(format!(
+                        "p{partition}: broker {node}'s log has epochs going down at offset {}",
+                        at + 1
+                    ));
+                }
+                if *high_watermark > records.len() as u64 {
+                    found.push(format!("p{partition}: broker {node}'s high watermark {high_watermark} is past its log end {}", records.len()));
+                }
+                for (other, (other_records, other_high_watermark)) in logs.iter().enumerate() {
+                    if other == node {
+                        continue;
+                    }
+                    // Committed on both: a replica not yet truncated may hold a diverging
+                    // suffix above its own high watermark.
+                    let end = (*high_watermark).min(*other_high_watermark) as usize;
+                    let end = end.min(other_records.len()).min(records.len());
+                    if let Some(at) = (0..end).find(|&o| records[o] != other_records[o]) {
+                        found.push(format!(
+                            "p{partition}: brokers {node} and {other} differ at offset {at}, below both high watermarks: {:?} vs {:?}",
+                            records[at], other_records[at]
+                        ));
+                    }
+                }
+            }
+        }
+        for what in found {
+            self.violation(what);
+        }
+    }
+
+    // ----- faults -----
+
+    fn resolve(&self, target: Target) -> Option<NodeId> {
+        match target {
+            Target::Node(node) => Some(node),
+            Target::Leader(partition) => self.store.partition(partition).value.leader,
+            Target::Follower(partition, k) => {
+                let state = &self.store.partition(partition).value;
+                state
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|node| Some(*node) != state.leader)
+                    .nth(k)
+            }
+        }
+    }
+
+    fn cut_both(&mut self, a: Addr, b: Addr, ms: u64) {
+        self.net.cut(a, b);
+        self.net.cut(b, a);
+        let at = self.now + ms;
+        self.net.schedule(at, Event::Fault(Fault::Heal { a, b }));
+        self.net
+            .schedule(at, Event::Fault(Fault::Heal { a: b, b: a }));
+    }
+
+    fn fault(&mut self, fault: Fault) {
+        if self.healed && !matches!(fault, Fault::HealAll) {
+            return;
+        }
+        let description = format!("{fault:?}");
+        self.trace_line(|| format!("FAULT {description}"));
+        match fault {
+            Fault::Pause { target, ms } => {
+                if let Some(node) = self.resolve(target) {
+                    let broker = &mut self.brokers[node as usize];
+                    if broker.up {
+                        broker.paused_until = self.now + ms;
+                    }
+                }
+            }
+            Fault::Crash { target } => {
+                if let Some(node) = self.resolve(target) {
+                    self.crash(node);
+                }
+            }
+            Fault::Restart { node, target } => {
+                if let Some(node) = node.or_else(|| self.resolve(target)) {
+                    self.restart(node);
+                }
+            }
+            Fault::IsolateFromBrokers { target, ms } => {
+                if let Some(node) = self.resolve(target) {
+                    for other in (0..BROKERS).filter(|o| *o != node) {
+                        self.cut_both(Addr::Broker(node), Addr::Broker(other), ms);
+                    }
+                }
+            }
+            Fault::CutFromStore { target, ms } => {
+                if let Some(node) = self.resolve(target) {
+                    self.cut_both(Addr::Broker(node), Addr::Store, ms);
+                }
+            }
+            Fault::CutLink { a, b, one_way, ms } => {
+                if let (Some(a), Some(b)) = (self.resolve(a), self.resolve(b)) {
+                    if a != b {
+                        let (a, b) = (Addr::Broker(a), Addr::Broker(b));
+                        if one_way {
+                            self.net.cut(a, b);
+                            self.net
+                                .schedule(self.now + ms, Event::Fault(Fault::Heal { a, b }));
+                        } else {
+                            self.cut_both(a, b, ms);
+                        }
+                    }
+                }
+            }
+            Fault::StoreUnreachable { ms } => {
+                for node in 0..BROKERS {
+                    self.cut_both(Addr::Broker(node), Addr::Store, ms);
+                }
+            }
+            Fault::Heal { a, b } => self.net.heal(a, b),
+            Fault::Resume { node } => {
+                if node == u32::MAX {
+                    self.random_fault();
+                } else {
+                    self.brokers[node as usize].paused_until = 0;
+                }
+            }
+            Fault::HealAll => {
+                self.healed = true;
+                self.net.heal_all();
+                self.net.drop_per_mille = 0;
+                self.net.slow_per_mille = 0;
+                for node in 0..BROKERS {
+                    self.brokers[node as usize].paused_until = 0;
+                    self.restart(node);
+                }
+            }
+        }
+    }
+
+    /// Draws the next random fault and schedules the one after.
+    fn random_fault(&mut self) {
+        let node = self.rng.gen_range(0..BROKERS);
+        let target = match self.rng.gen_range(0..3) {
+            0 => Target::Node(node),
+            1 => Target::Leader(self.rng.gen_range(0..self.plan.partitions)),
+            _ => Target::Follower(
+                self.rng.gen_range(0..self.plan.partitions),
+                self.rng.gen_range(0..2),
+            ),
+        };
+        let ms = match self.rng.gen_range(0..3) {
+            0 => self.rng.gen_range(50..600),
+            1 => self.rng.gen_range(600..2_500),
+            _ => self.rng.gen_range(2_500..5_000),
+        };
+        let fault = match self.rng.gen_range(0..100) {
+            0..=19 => Fault::Pause { target, ms },
+            20..=39 => {
+                if let Some(node) = self.resolve(target) {
+                    self.net.schedule(
+                        self.now + ms,
+                        Event::Fault(Fault::Restart {
+                            node: Some(node),
+                            target,
+                        }),
+                    );
+                }
+                Fault::Crash { target }
+            }
+            40..=54 => Fault::IsolateFromBrokers { target, ms },
+            55..=69 => Fault::CutFromStore { target, ms },
+            70..=89 => {
+                let other = Target::Node(self.rng.gen_range(0..BROKERS));
+                let one_way = self.rng.gen_bool(0.5);
+                Fault::CutLink {
+                    a: target,
+                    b: other,
+                    one_way,
+                    ms,
+                }
+            }
+            _ => Fault::StoreUnreachable { ms },
+        };
+        self.fault(fault);
+        let next = self.now + self.rng.gen_range(100..1_500);
+        if next < self.plan.heal_ms {
+            self.net
+                .schedule(next, Event::Fault(Fault::Resume { node: u32::MAX }));
+        }
+    }
+
+    // ----- the end -----
+
+    pub fn log_summary(&self) -> String {
+        let mut out = String::new();
+        for partition in 0..self.plan.partitions {
+            let state = self.store.partition(partition);
+            let _ = writeln!(
+                out,
+                "p{partition}: store {:?} rev {}",
+                state.value, state.revision
+            );
+            for node in 0..BROKERS as usize {
+                let log = &self.logs[node][partition];
+                let _ = writeln!(
+                    out,
+                    "  broker {node}: end {} hw {} floor {} history {:?}",
+                    log.log_end_offset(),
+                    log.high_watermark(),
+                    log.leader_epoch_floor(),
+                    log.history()
+                );
+            }
+        }
+        out
+    }
+}
+
+impl World {
+    /// Truncations stopped by a high watermark, over every follower that ever ran.
+    pub fn clamped_total(&self) -> u64 {
+        let running: u64 = self
+            .brokers
+            .iter()
+            .flat_map(|b| b.parts.iter())
+            .map(|part| match &part.role {
+                Role::Follower(follower) => follower.clamped_truncations(),
+                _ => 0,
+            })
+            .sum();
+        self.clamped_truncations + running
+    }
+}
