@@ -38,6 +38,7 @@ fn produce_frame(records: usize) -> RequestFrame {
             topic: "bench-topic".into(),
             partition: 3,
             batch: batch_of(records),
+            acks: None,
         },
     )
 }

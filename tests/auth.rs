@@ -123,7 +123,10 @@ async fn an_unauthenticated_connection_is_closed_after_a_few_refusals() {
     for correlation_id in 1..=fencelog::auth::MAX_AUTHENTICATION_FAILURES {
         let frame = encode_request(&RequestFrame::new(
             correlation_id,
-            Request::Metadata { topics: vec![] },
+            Request::Metadata {
+                topics: vec![],
+                cluster: false,
+            },
         ));
         socket.write_all(&frame).await.unwrap();
         let mut length = [0u8; 4];

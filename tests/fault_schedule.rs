@@ -258,6 +258,7 @@ fn is_transport(error: &ClientError) -> bool {
             | ClientError::Io(_)
             | ClientError::Connect { .. }
             | ClientError::Protocol(_)
+            | ClientError::OutcomeUnknown { .. }
     )
 }
 

@@ -254,6 +254,7 @@ async fn stale_produce_sent_before_the_grant_but_delivered_after_is_fenced() {
             topic: TOPIC.into(),
             partition: 0,
             batch: late.clone(),
+            acks: None,
         },
     )
     .encoded_len();

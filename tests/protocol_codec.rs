@@ -87,7 +87,10 @@ fn arb_response() -> impl Strategy<Value = Response> {
         (arb_string(), proptest::collection::vec(range, 0..12))
             .prop_map(|(server, apis)| Response::ApiVersions { server, apis }),
         Just(Response::CreateTopic),
-        proptest::collection::vec(topic, 0..5).prop_map(|topics| Response::Metadata { topics }),
+        proptest::collection::vec(topic, 0..5).prop_map(|topics| Response::Metadata {
+            topics,
+            cluster: None,
+        }),
         (any::<u64>(), any::<u128>(), any::<u64>()).prop_map(|(epoch, lease_id, ttl_ms)| {
             Response::AcquireLease {
                 epoch,
@@ -335,6 +338,7 @@ fn partial_frames_return_none_until_complete() {
             topic: "orders".into(),
             partition: 3,
             batch: Bytes::from_static(b"0123456789abcdef"),
+            acks: None,
         },
     );
     let encoded = encode_request(&frame);
@@ -385,6 +389,7 @@ fn produce_batch_is_a_zero_copy_slice_of_the_frame() {
             topic: "t".into(),
             partition: 0,
             batch: Bytes::from_static(&[0xAB; 64]),
+            acks: None,
         },
     );
     let body = single_frame(encode_request(&frame));
@@ -537,9 +542,17 @@ fn api_versions_lists_every_api_from_version_zero() {
     let expected: Vec<u16> = ApiKey::ALL.iter().map(|key| key.as_u16()).collect();
     assert_eq!(keys, expected);
     assert!(keys.starts_with(&(0..=11).collect::<Vec<u16>>()));
-    // Every API starts at version 0; ListOffsets has reached version 1 (timestamp lookup).
+    // Every API starts at version 0; ListOffsets has reached version 1 (timestamp lookup),
+    // CreateTopic, Metadata and Produce too (replication factor, cluster metadata, acks).
+    let at_version_one = [
+        ApiKey::ListOffsets,
+        ApiKey::CreateTopic,
+        ApiKey::Metadata,
+        ApiKey::Produce,
+    ]
+    .map(ApiKey::as_u16);
     for api in &apis {
-        let max = if api.api_key == ApiKey::ListOffsets.as_u16() {
+        let max = if at_version_one.contains(&api.api_key) {
             1
         } else {
             0
@@ -730,9 +743,11 @@ fn golden_frames() -> (Vec<RequestFrame>, Vec<(ApiKey, ResponseFrame)>) {
             name: "t".into(),
             partitions: 3,
             config,
+            replication: None,
         },
         Request::Metadata {
             topics: vec!["a".into(), "bc".into()],
+            cluster: false,
         },
         Request::AcquireLease {
             topic: "t".into(),
@@ -754,6 +769,7 @@ fn golden_frames() -> (Vec<RequestFrame>, Vec<(ApiKey, ResponseFrame)>) {
             topic: "t".into(),
             partition: 0,
             batch: Bytes::from_static(b"BATCH"),
+            acks: None,
         },
         Request::Fetch {
             topic: "t".into(),
@@ -794,6 +810,7 @@ fn golden_frames() -> (Vec<RequestFrame>, Vec<(ApiKey, ResponseFrame)>) {
                     config: TopicConfig::default(),
                 },
             ],
+            cluster: None,
         },
         Response::AcquireLease {
             epoch: 4,

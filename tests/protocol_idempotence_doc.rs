@@ -82,6 +82,7 @@ fn doc_example_magic_3_produce() {
             topic: "orders".into(),
             partition: 0,
             batch,
+            acks: None,
         },
     );
     let body = check_doc_example(

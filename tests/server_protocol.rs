@@ -72,6 +72,7 @@ async fn create(client: &mut RawClient, name: &str, flush: FlushPolicy) {
             name: name.into(),
             partitions: 2,
             config: topic_config(flush),
+            replication: None,
         })
         .await
         .unwrap();
@@ -105,6 +106,7 @@ async fn produce(
             topic: topic.into(),
             partition: 0,
             batch,
+            acks: None,
         })
         .await
 }
@@ -231,11 +233,14 @@ async fn topics_data_and_epochs_survive_a_restart() {
     let server = server.restart().await.unwrap();
     let mut client = RawClient::connect(&server).await;
     match client
-        .call(Request::Metadata { topics: vec![] })
+        .call(Request::Metadata {
+            topics: vec![],
+            cluster: false,
+        })
         .await
         .unwrap()
     {
-        Response::Metadata { topics } => {
+        Response::Metadata { topics, .. } => {
             assert_eq!(topics.len(), 1);
             assert_eq!((topics[0].name.as_str(), topics[0].partitions), ("kept", 2));
         }
@@ -323,6 +328,7 @@ async fn errors_carry_codes_and_messages() {
             name: "e".into(),
             partitions: 1,
             config: topic_config(FlushPolicy::Never),
+            replication: None,
         })
         .await
         .unwrap_err();
@@ -353,6 +359,7 @@ async fn errors_carry_codes_and_messages() {
             name: "../x".into(),
             partitions: 1,
             config: topic_config(FlushPolicy::Never),
+            replication: None,
         })
         .await
         .unwrap_err();
@@ -486,6 +493,7 @@ async fn pipelined_requests_are_answered_in_order() {
                     topic: "pipe".into(),
                     partition: 0,
                     batch: batch(epoch, &["p"]),
+                    acks: None,
                 },
             ))
             .await

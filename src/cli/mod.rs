@@ -5,6 +5,7 @@
 
 pub mod acl;
 pub mod bench;
+pub mod cluster;
 pub mod common;
 pub mod consume;
 pub mod demo;
@@ -59,6 +60,8 @@ pub enum Command {
     User(user::UserArgs),
     /// Grant, revoke and list what each user may do on which topics.
     Acl(acl::AclArgs),
+    /// Show the cluster: brokers, and each partition's leader, replicas and ISR.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// An error of a CLI command: its exit status and a one-line message.
@@ -93,6 +96,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Bench(args) => bench::run(args),
         Command::User(args) => user::run(args),
         Command::Acl(args) => acl::run(args),
+        Command::Cluster(args) => cluster::run(args),
     };
     match result {
         Ok(()) => EXIT_OK,

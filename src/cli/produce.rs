@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::common::{self, ClientArgs, Failure, Output};
 use super::CliError;
 use crate::client::{ClientError, Producer, ProducerStats};
+use crate::protocol::Acks;
 
 /// Arguments of `fencelog produce`.
 #[derive(Debug, Args)]
@@ -71,6 +72,11 @@ pub struct ProduceArgs {
     /// included, e.g. `2m`.
     #[arg(long, default_value = "2m", value_parser = common::parse_duration)]
     pub delivery_timeout: Duration,
+    /// When a batch counts as appended: `all` (every in-sync replica has it) or `leader` (the
+    /// partition's leader has it). Default: `all` on a replicated partition, else `leader`.
+    /// A standalone server treats both alike.
+    #[arg(long)]
+    pub acks: Option<Acks>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
@@ -121,7 +127,11 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
         .batch_records
         .saturating_mul(args.max_in_flight.max(1) + 2)
         .clamp(64, 1 << 20);
-    let producer = Producer::builder(client, args.topic, args.partition)
+    let mut builder = Producer::builder(client, args.topic, args.partition);
+    if let Some(acks) = args.acks {
+        builder = builder.acks(acks);
+    }
+    let producer = builder
         .epoch(args.epoch)
         .linger(args.linger)
         .batch_records(args.batch_records)

@@ -60,6 +60,15 @@ pub struct ServeArgs {
     /// A user the ACLs do not restrict (repeatable), like Kafka's super.users.
     #[arg(long = "super-user", value_name = "NAME", requires = "auth")]
     pub super_users: Vec<String>,
+    /// This broker's node id in a cluster, stable across restarts (`fencelog cluster status`
+    /// and cluster metadata show it); standalone it only labels the one broker.
+    #[arg(long, env = "FENCELOG_NODE_ID", default_value_t = 0, value_parser = clap::value_parser!(u32).range(..u32::MAX as i64))]
+    pub node_id: u32,
+    /// HOST:PORT clients are told to reach this broker's native listener at (cluster
+    /// metadata); defaults to the --listen address, and must be set when that is 0.0.0.0 or
+    /// [::] in a cluster.
+    #[arg(long, env = "FENCELOG_ADVERTISE")]
+    pub advertise: Option<String>,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -100,6 +109,8 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_frame_bytes: args.max_frame_bytes,
             tls,
             memory_budget: server::memory_budget::MemoryBudget::new(args.max_buffer_bytes),
+            node_id: args.node_id,
+            advertised_addr: args.advertise.clone(),
             ..ServerConfig::default()
         };
         let kafka = kafka_listener(&args).await?;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::common::{self, ClientArgs, Failure, Output};
 use super::CliError;
 use crate::client::ClientError;
-use crate::protocol::{ErrorCode, FlushPolicy, TopicConfig, TopicMetadata};
+use crate::protocol::{ErrorCode, FlushPolicy, Replication, TopicConfig, TopicMetadata};
 
 /// Arguments of `fencelog topic`.
 #[derive(Debug, Args)]
@@ -61,6 +61,14 @@ pub struct CreateArgs {
     /// unlimited, as on the wire, and anything else must be at least 1ms (default: unlimited).
     #[arg(long, value_parser = parse_retention)]
     pub retention: Option<Duration>,
+    /// How many brokers hold a copy of each partition (default: 1, no replication). Above 1
+    /// needs a cluster (brokers started with --etcd); a standalone server refuses it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub replication_factor: Option<u16>,
+    /// The fewest in-sync replicas with which `acks=all` produces are accepted, at most the
+    /// replication factor (default: min(2, replication factor)).
+    #[arg(long, requires = "replication_factor", value_parser = clap::value_parser!(u16).range(1..))]
+    pub min_insync: Option<u16>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
@@ -198,9 +206,23 @@ async fn delete(args: DeleteArgs) -> Result<(), Failure> {
 async fn create(args: CreateArgs) -> Result<(), Failure> {
     let config = topic_config(&args);
     let client = common::connect(&args.client).await?;
-    client
-        .create_topic(&args.name, args.partitions, config)
-        .await?;
+    match args.replication_factor {
+        // Without the flag, CreateTopic version 0: servers from before replication accept it.
+        None => {
+            client
+                .create_topic(&args.name, args.partitions, config)
+                .await?
+        }
+        Some(factor) => {
+            let replication = Replication {
+                factor,
+                min_insync: args.min_insync,
+            };
+            client
+                .create_replicated_topic(&args.name, args.partitions, config, replication)
+                .await?
+        }
+    }
     let mut out = Output::new(args.client.json);
     out.emit(
         &TopicJson::new(&args.name, args.partitions, &config),

@@ -41,11 +41,13 @@ mod authenticate;
 mod builder;
 mod connection;
 mod consumer;
+mod metadata_cache;
 mod offsets;
 mod producer;
 mod producer_id;
 mod reconnect;
 mod retry;
+mod routing;
 mod tls;
 
 use std::fmt;
@@ -58,9 +60,11 @@ use tokio::net::ToSocketAddrs;
 use tokio::time::Instant;
 
 use crate::batch::{decode_batches_into, BatchError};
+use crate::cluster::{LeaderEpoch, NodeId};
 use crate::protocol::{
-    ApiVersionRange, ErrorCode, ErrorDetails, ErrorResponse, ProtocolError, Request, Response,
-    TopicConfig, TopicMetadata, DEFAULT_MAX_FRAME_BYTES, NO_OFFSET_FOR_TIMESTAMP,
+    Acks, ApiVersionRange, BrokerMetadata, ErrorCode, ErrorDetails, ErrorResponse,
+    PartitionMetadata, ProtocolError, Replication, Request, Response, TopicConfig, TopicMetadata,
+    DEFAULT_MAX_FRAME_BYTES, NO_OFFSET_FOR_TIMESTAMP,
 };
 
 pub use crate::batch::{BatchBuilder, Record};
@@ -69,15 +73,18 @@ pub use builder::ClientBuilder;
 pub use consumer::{
     Consumer, ConsumerBuilder, StartAt, DEFAULT_CONSUMER_MAX_BYTES, DEFAULT_CONSUMER_MAX_WAIT,
 };
+pub use metadata_cache::{MAX_CACHED_PARTITIONS, METADATA_MAX_AGE};
 pub use offsets::CommittedOffset;
 pub use producer::{
     Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
 };
 pub use producer_id::ProducerId;
+pub use routing::{MAX_BROKER_CONNECTIONS, MAX_ROUTING_ATTEMPTS};
 pub use tls::TlsClientConfig;
 
 use reconnect::Endpoint;
 use retry::RetryDelay;
+use routing::Routing;
 
 /// Default most requests in flight on one connection.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
@@ -151,6 +158,28 @@ pub enum ClientError {
         earliest: u64,
         /// The high watermark: the next offset to be readable.
         latest: u64,
+    },
+    /// The broker asked does not lead the partition. `leader` and `address` name the leader it
+    /// knows (`None` and empty when it knows none); the client sends the request there by
+    /// itself, so a caller sees this only when the leader kept moving for every attempt.
+    #[error("NOT_LEADER: {message}")]
+    NotLeader {
+        /// The server's explanation, naming the leader.
+        message: String,
+        /// The leader's node id, if known.
+        leader: Option<NodeId>,
+        /// `host:port` of the leader (empty when not known).
+        address: String,
+        /// The leader epoch the broker knows the leader by.
+        leader_epoch: LeaderEpoch,
+    },
+    /// A produce (not from an idempotent producer) lost its connection after it was sent: the
+    /// server may or may not have appended it, and sending it again could append it twice. Read
+    /// the partition (or use an idempotent [`Producer`], whose resends are safe) to find out.
+    #[error("outcome unknown: the produce was sent but its connection failed before the answer ({cause}); it may or may not have been appended")]
+    OutcomeUnknown {
+        /// The transport failure.
+        cause: Box<ClientError>,
     },
     /// Any other error answered by the server.
     #[error("{code}: {message}")]
@@ -278,6 +307,22 @@ impl ClientError {
                     message: error.message,
                 },
             },
+            ErrorCode::NotLeader => {
+                let (leader, address, leader_epoch) = match error.details {
+                    Some(ErrorDetails::NotLeader {
+                        leader,
+                        address,
+                        leader_epoch,
+                    }) => (leader, address, leader_epoch),
+                    _ => (None, String::new(), 0),
+                };
+                ClientError::NotLeader {
+                    message: error.message,
+                    leader,
+                    address,
+                    leader_epoch,
+                }
+            }
             ErrorCode::AuthenticationFailed | ErrorCode::AuthenticationRequired => {
                 ClientError::AuthenticationFailed {
                     message: format!("{}: {}", error.code, error.message),
@@ -320,9 +365,16 @@ impl ClientError {
             ClientError::LeaseLost { .. } => Some(ErrorCode::LeaseLost),
             ClientError::LeaseHeld { .. } => Some(ErrorCode::LeaseHeld),
             ClientError::OffsetOutOfRange { .. } => Some(ErrorCode::OffsetOutOfRange),
+            ClientError::NotLeader { .. } => Some(ErrorCode::NotLeader),
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// True when a produce's outcome is unknown: it was sent, and its connection failed before
+    /// the answer ([`ClientError::OutcomeUnknown`]).
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, ClientError::OutcomeUnknown { .. })
     }
 
     /// Whether the same request may succeed later without changes: retriable server codes
@@ -399,6 +451,20 @@ impl Clone for ClientError {
             ClientError::Server { code, message } => ClientError::Server {
                 code: *code,
                 message: message.clone(),
+            },
+            ClientError::NotLeader {
+                message,
+                leader,
+                address,
+                leader_epoch,
+            } => ClientError::NotLeader {
+                message: message.clone(),
+                leader: *leader,
+                address: address.clone(),
+                leader_epoch: *leader_epoch,
+            },
+            ClientError::OutcomeUnknown { cause } => ClientError::OutcomeUnknown {
+                cause: cause.clone(),
             },
             ClientError::Protocol(error) => ClientError::Protocol(copy_protocol(error)),
             ClientError::Io(error) => ClientError::Io(copy_io(error)),
@@ -601,6 +667,17 @@ pub struct ServerInfo {
     pub apis: Vec<ApiVersionRange>,
 }
 
+/// The answer to [`Client::cluster_metadata`]: the cluster as the answering broker sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// The topics described.
+    pub topics: Vec<TopicMetadata>,
+    /// The live brokers (a standalone server: itself).
+    pub brokers: Vec<BrokerMetadata>,
+    /// Each partition of those topics: leader, leader epoch, replicas, ISR, high watermark.
+    pub partitions: Vec<PartitionMetadata>,
+}
+
 /// An async fencelog client: one pipelined TCP connection at a time, shared by all its clones,
 /// replaced when it fails (see the [module documentation](self) for what is retried).
 ///
@@ -646,6 +723,9 @@ pub struct ServerInfo {
 #[derive(Clone)]
 pub struct Client {
     endpoint: Arc<Endpoint>,
+    /// Where each partition's requests go (its leader, in a cluster), and what the client knows
+    /// of the cluster.
+    routing: Arc<Routing>,
 }
 
 impl fmt::Debug for Client {
@@ -734,9 +814,10 @@ impl Client {
         config: ClientConfig,
     ) -> Result<Client, ClientError> {
         config.validate()?;
-        let endpoint = Endpoint::connect(addrs, config).await?;
+        let endpoint = Arc::new(Endpoint::connect(addrs, config).await?);
         Ok(Client {
-            endpoint: Arc::new(endpoint),
+            routing: Arc::new(Routing::new(Arc::clone(&endpoint))),
+            endpoint,
         })
     }
 
@@ -760,54 +841,63 @@ impl Client {
             .await
     }
 
-    /// Sends `request` on a live connection (reconnecting if needed) and waits for its response,
-    /// all within `timeout`. A request refused unsent by a dead connection is sent on the next;
-    /// one that failed with its connection is sent again only if its API is safe to repeat.
+    /// Sends `request` on the bootstrap connection (see [`call_on`]).
     async fn call_within(
         &self,
         request: Request,
         timeout: Duration,
     ) -> Result<Response, ClientError> {
+        call_on(&self.endpoint, request, timeout).await
+    }
+
+    /// Sends a request about `topic`/`partition` to the partition's leader as the client knows
+    /// it (the bootstrap connection until it knows better), following `NOT_LEADER` hints and
+    /// sending the request again when that is safe (`retry::may_resend`), at most
+    /// [`MAX_ROUTING_ATTEMPTS`] times within `timeout`. A produce that is not idempotent and
+    /// lost its connection after being sent fails with [`ClientError::OutcomeUnknown`].
+    async fn call_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
         let deadline = Instant::now() + timeout;
-        let timed_out = || ClientError::Timeout { after: timeout };
-        let repeatable = retry::safe_to_retry(request.api_key());
+        let idempotent = retry::is_idempotent(&request);
+        let is_produce = request.api_key() == crate::protocol::ApiKey::Produce;
         let mut delay = RetryDelay::new(self.config());
-        let mut request = Some(request);
+        let mut attempt = 0;
         loop {
-            let connection = self.endpoint.connection(deadline).await?;
-            let Some(unsent) = request.take() else {
-                return Err(ClientError::Disconnected);
-            };
-            let outgoing = if repeatable {
-                let copy = unsent.clone();
-                request = Some(unsent);
-                copy
-            } else {
-                unsent
-            };
-            let slot = match tokio::time::timeout_at(deadline, connection.enqueue(outgoing)).await {
-                Err(_) => return Err(timed_out()),
-                Ok(Ok(slot)) => slot,
-                Ok(Err(not_sent)) => {
-                    request = Some(not_sent.request);
-                    if !delay.wait(deadline).await {
-                        return Err(not_sent.error);
-                    }
-                    continue;
+            attempt += 1;
+            let sent = match self.routing.endpoint_for(topic, partition, deadline).await {
+                // Nothing was sent: any request may go again once the view is refreshed.
+                Err(error) => Err((error, false)),
+                Ok(endpoint) => {
+                    let remaining = routing::remaining(deadline);
+                    call_on(&endpoint, request.clone(), remaining)
+                        .await
+                        .map_err(|error| (error, true))
                 }
             };
-            let error = match tokio::time::timeout_at(deadline, connection.response(slot)).await {
-                Err(_) => return Err(timed_out()),
-                Ok(Ok(response)) => return Ok(response),
-                Ok(Err(error)) => error,
+            let (error, was_sent) = match sent {
+                Ok(response) => return Ok(response),
+                Err(failed) => failed,
             };
-            if !(repeatable && retry::is_transport_failure(&error)) {
+            self.routing.learn(topic, partition, &error);
+            let again = if was_sent {
+                retry::may_resend(&error, idempotent)
+            } else {
+                self.routing.routes()
+            };
+            if !again || attempt >= MAX_ROUTING_ATTEMPTS || !delay.wait(deadline).await {
+                if was_sent && is_produce && !idempotent && retry::is_transport_failure(&error) {
+                    return Err(ClientError::OutcomeUnknown {
+                        cause: Box::new(error),
+                    });
+                }
                 return Err(error);
             }
-            tracing::debug!(%error, "request failed with its connection; retrying");
-            if !delay.wait(deadline).await {
-                return Err(error);
-            }
+            tracing::debug!(%error, topic, partition, attempt, "sending the request again");
         }
     }
 
@@ -829,6 +919,29 @@ impl Client {
                 name: name.to_owned(),
                 partitions,
                 config,
+                replication: None,
+            })
+            .await?;
+        expect_response!(response, Response::CreateTopic => ())
+    }
+
+    /// Creates a topic whose partitions are each held by `replication.factor` brokers
+    /// (`CreateTopic` version 1). A standalone server accepts only a factor of 1 and refuses
+    /// more with `CLUSTER_REQUIRED` ("replication needs a cluster: start the brokers with
+    /// --etcd").
+    pub async fn create_replicated_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        config: TopicConfig,
+        replication: Replication,
+    ) -> Result<(), ClientError> {
+        let response = self
+            .call(Request::CreateTopic {
+                name: name.to_owned(),
+                partitions,
+                config,
+                replication: Some(replication),
             })
             .await?;
         expect_response!(response, Response::CreateTopic => ())
@@ -853,8 +966,31 @@ impl Client {
         topics: &[S],
     ) -> Result<Vec<TopicMetadata>, ClientError> {
         let topics = topics.iter().map(|t| t.as_ref().to_owned()).collect();
-        let response = self.call(Request::Metadata { topics }).await?;
-        expect_response!(response, Response::Metadata { topics } => topics)
+        let response = self
+            .call(Request::Metadata {
+                topics,
+                cluster: false,
+            })
+            .await?;
+        expect_response!(response, Response::Metadata { topics, .. } => topics)
+    }
+
+    /// Describes the cluster (`Metadata` version 1), as the bootstrap server that answers sees
+    /// it: the brokers, and each partition of the named topics (all when empty) with its leader,
+    /// leader epoch, replicas, in-sync replicas and high watermark. A standalone server is one
+    /// broker leading everything in leader epoch 0. The client's routing learns from the answer.
+    pub async fn cluster_metadata<S: AsRef<str>>(
+        &self,
+        topics: &[S],
+    ) -> Result<ClusterInfo, ClientError> {
+        let topics = topics.iter().map(|t| t.as_ref().to_owned()).collect();
+        let deadline = Instant::now() + self.config().request_timeout;
+        let answer = self.routing.describe(topics, deadline).await?;
+        Ok(ClusterInfo {
+            topics: answer.topics,
+            brokers: answer.cluster.brokers,
+            partitions: answer.cluster.partitions,
+        })
     }
 
     /// Describes every topic, sorted by name.
@@ -871,14 +1007,13 @@ impl Client {
         holder: &str,
         ttl: Duration,
     ) -> Result<Lease, ClientError> {
-        let response = self
-            .call(Request::AcquireLease {
-                topic: topic.to_owned(),
-                partition,
-                holder: holder.to_owned(),
-                ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
-            })
-            .await?;
+        let request = Request::AcquireLease {
+            topic: topic.to_owned(),
+            partition,
+            holder: holder.to_owned(),
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         expect_response!(response, Response::AcquireLease { epoch, lease_id, ttl_ms } => Lease { epoch, lease_id, ttl_ms })
     }
 
@@ -889,13 +1024,12 @@ impl Client {
         partition: u32,
         lease_id: u128,
     ) -> Result<RenewedLease, ClientError> {
-        let response = self
-            .call(Request::RenewLease {
-                topic: topic.to_owned(),
-                partition,
-                lease_id,
-            })
-            .await?;
+        let request = Request::RenewLease {
+            topic: topic.to_owned(),
+            partition,
+            lease_id,
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         expect_response!(response, Response::RenewLease { epoch, ttl_ms } => RenewedLease { epoch, ttl_ms })
     }
 
@@ -906,32 +1040,71 @@ impl Client {
         partition: u32,
         lease_id: u128,
     ) -> Result<(), ClientError> {
-        let response = self
-            .call(Request::ReleaseLease {
-                topic: topic.to_owned(),
-                partition,
-                lease_id,
-            })
-            .await?;
+        let request = Request::ReleaseLease {
+            topic: topic.to_owned(),
+            partition,
+            lease_id,
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         expect_response!(response, Response::ReleaseLease => ())
     }
 
-    /// Appends one record batch (built with [`BatchBuilder`], epoch in its header).
+    /// Sends a request about `topic`/`partition` to its leader within the request timeout.
+    async fn call_routed(
+        &self,
+        topic: &str,
+        partition: u32,
+        request: Request,
+    ) -> Result<Response, ClientError> {
+        let timeout = self.config().request_timeout;
+        self.call_partition(topic, partition, request, timeout)
+            .await
+    }
+
+    /// Appends one record batch (built with [`BatchBuilder`], epoch in its header), sent to the
+    /// partition's leader, acknowledged with the default `acks`: `all` on a partition the client
+    /// knows is replicated, else the broker's default (the same rule, decided by the broker).
     ///
     /// Fails with [`ClientError::Fenced`] if a newer epoch exists; the batch was not written.
+    /// A batch of an idempotent producer (magic 3) is sent again after a lost connection; any
+    /// other batch then fails with [`ClientError::OutcomeUnknown`].
     pub async fn produce(
         &self,
         topic: &str,
         partition: u32,
         batch: Bytes,
     ) -> Result<ProduceAck, ClientError> {
-        let response = self
-            .call(Request::Produce {
-                topic: topic.to_owned(),
-                partition,
-                batch,
-            })
-            .await?;
+        let acks = self.routing.default_acks(topic, partition);
+        self.produce_acks(topic, partition, batch, acks).await
+    }
+
+    /// [`produce`](Self::produce) acknowledged as `acks` says (`Produce` version 1): `Leader`
+    /// once the leader has the batch, `All` once every in-sync replica has it. A standalone
+    /// server treats both alike (it is the only replica).
+    pub async fn produce_with_acks(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: Bytes,
+        acks: Acks,
+    ) -> Result<ProduceAck, ClientError> {
+        self.produce_acks(topic, partition, batch, Some(acks)).await
+    }
+
+    async fn produce_acks(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: Bytes,
+        acks: Option<Acks>,
+    ) -> Result<ProduceAck, ClientError> {
+        let request = Request::Produce {
+            topic: topic.to_owned(),
+            partition,
+            batch,
+            acks,
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         expect_response!(response, Response::Produce { base_offset, last_offset, log_end_offset } => ProduceAck { base_offset, last_offset, log_end_offset })
     }
 
@@ -950,6 +1123,7 @@ impl Client {
         topic: &str,
         partition: u32,
         batch: Bytes,
+        acks: Option<Acks>,
     ) -> Result<
         impl std::future::Future<Output = Result<ProduceAck, ClientError>> + Send + 'static,
         ClientError,
@@ -957,13 +1131,19 @@ impl Client {
         let timeout = self.config().request_timeout;
         let deadline = Instant::now() + timeout;
         let mut delay = RetryDelay::new(self.config());
+        let acks = acks.or_else(|| self.routing.default_acks(topic, partition));
         let mut request = Request::Produce {
             topic: topic.to_owned(),
             partition,
             batch,
+            acks,
         };
+        let endpoint = self
+            .routing
+            .endpoint_for(topic, partition, deadline)
+            .await?;
         let (connection, slot) = loop {
-            let connection = self.endpoint.connection(deadline).await?;
+            let connection = endpoint.connection(deadline).await?;
             match tokio::time::timeout_at(deadline, connection.enqueue(request)).await {
                 Err(_) => return Err(ClientError::Timeout { after: timeout }),
                 Ok(Ok(slot)) => break (connection, slot),
@@ -976,10 +1156,14 @@ impl Client {
                 }
             }
         };
+        let routing = Arc::clone(&self.routing);
+        let topic = topic.to_owned();
         Ok(async move {
             let response = tokio::time::timeout(timeout, connection.response(slot))
                 .await
-                .map_err(|_| ClientError::Timeout { after: timeout })??;
+                .map_err(|_| ClientError::Timeout { after: timeout })?
+                // A new leader, or a lost connection to one: the next batch goes where it leads.
+                .inspect_err(|error| routing.learn(&topic, partition, error))?;
             expect_response!(response, Response::Produce { base_offset, last_offset, log_end_offset } => ProduceAck { base_offset, last_offset, log_end_offset })
         })
     }
@@ -1003,17 +1187,15 @@ impl Client {
         let timeout = config
             .request_timeout
             .max(Duration::from_millis(max_wait_ms.into()) + config.fetch_slack);
+        let request = Request::Fetch {
+            topic: topic.to_owned(),
+            partition,
+            offset,
+            max_bytes,
+            max_wait_ms,
+        };
         let response = self
-            .call_within(
-                Request::Fetch {
-                    topic: topic.to_owned(),
-                    partition,
-                    offset,
-                    max_bytes,
-                    max_wait_ms,
-                },
-                timeout,
-            )
+            .call_partition(topic, partition, request, timeout)
             .await?;
         let (high_watermark, log_start_offset, batches) = expect_response!(response,
             Response::Fetch { high_watermark, log_start_offset, batches } => (high_watermark, log_start_offset, batches))?;
@@ -1031,13 +1213,12 @@ impl Client {
 
     /// A partition's offset range and current epoch.
     pub async fn list_offsets(&self, topic: &str, partition: u32) -> Result<Offsets, ClientError> {
-        let response = self
-            .call(Request::ListOffsets {
-                topic: topic.to_owned(),
-                partition,
-                timestamp: None,
-            })
-            .await?;
+        let request = Request::ListOffsets {
+            topic: topic.to_owned(),
+            partition,
+            timestamp: None,
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         expect_response!(response, Response::ListOffsets { earliest, latest, epoch, .. } => Offsets { earliest, latest, epoch })
     }
 
@@ -1053,13 +1234,12 @@ impl Client {
         partition: u32,
         timestamp: i64,
     ) -> Result<Option<u64>, ClientError> {
-        let response = self
-            .call(Request::ListOffsets {
-                topic: topic.to_owned(),
-                partition,
-                timestamp: Some(timestamp),
-            })
-            .await?;
+        let request = Request::ListOffsets {
+            topic: topic.to_owned(),
+            partition,
+            timestamp: Some(timestamp),
+        };
+        let response = self.call_routed(topic, partition, request).await?;
         let found = expect_response!(response,
             Response::ListOffsets { offset_for_timestamp: Some(found), .. } => found)?;
         if found == NO_OFFSET_FOR_TIMESTAMP {
@@ -1070,5 +1250,56 @@ impl Client {
                 "ListOffsets offset_for_timestamp {found} is neither an offset nor -1"
             )))
         })
+    }
+}
+
+/// Sends `request` on a live connection of `endpoint` (reconnecting if needed) and waits for its
+/// response, all within `timeout`. A request refused unsent by a dead connection is sent on the
+/// next; one that failed with its connection is sent again only if its API is safe to repeat.
+pub(crate) async fn call_on(
+    endpoint: &Endpoint,
+    request: Request,
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    let deadline = Instant::now() + timeout;
+    let timed_out = || ClientError::Timeout { after: timeout };
+    let repeatable = retry::safe_to_retry(request.api_key());
+    let mut delay = RetryDelay::new(endpoint.config());
+    let mut request = Some(request);
+    loop {
+        let connection = endpoint.connection(deadline).await?;
+        let Some(unsent) = request.take() else {
+            return Err(ClientError::Disconnected);
+        };
+        let outgoing = if repeatable {
+            let copy = unsent.clone();
+            request = Some(unsent);
+            copy
+        } else {
+            unsent
+        };
+        let slot = match tokio::time::timeout_at(deadline, connection.enqueue(outgoing)).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Ok(slot)) => slot,
+            Ok(Err(not_sent)) => {
+                request = Some(not_sent.request);
+                if !delay.wait(deadline).await {
+                    return Err(not_sent.error);
+                }
+                continue;
+            }
+        };
+        let error = match tokio::time::timeout_at(deadline, connection.response(slot)).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Ok(response)) => return Ok(response),
+            Ok(Err(error)) => error,
+        };
+        if !(repeatable && retry::is_transport_failure(&error)) {
+            return Err(error);
+        }
+        tracing::debug!(%error, "request failed with its connection; retrying");
+        if !delay.wait(deadline).await {
+            return Err(error);
+        }
     }
 }

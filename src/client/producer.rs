@@ -58,6 +58,9 @@ pub struct ProducerConfig {
     /// How long a record may take from its batch's closing to its acknowledgement, resends
     /// included; then it fails with the last error.
     pub delivery_timeout: Duration,
+    /// When a batch counts as acknowledged; `None` (the default): `all` on a partition the
+    /// client knows is replicated, else the broker's default (the same rule).
+    pub acks: Option<crate::protocol::Acks>,
 }
 
 impl Default for ProducerConfig {
@@ -70,6 +73,7 @@ impl Default for ProducerConfig {
             max_pending_records: 100_000,
             idempotent: true,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
+            acks: None,
         }
     }
 }
@@ -282,6 +286,12 @@ impl ProducerBuilder {
     /// See [`ProducerConfig::delivery_timeout`].
     pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
         self.config.delivery_timeout = timeout;
+        self
+    }
+
+    /// See [`ProducerConfig::acks`].
+    pub fn acks(mut self, acks: crate::protocol::Acks) -> Self {
+        self.config.acks = Some(acks);
         self
     }
 
@@ -944,6 +954,7 @@ impl Batcher {
                     &self.shared.topic,
                     self.shared.partition,
                     batch.bytes.clone(),
+                    self.config.acks,
                 )
                 .await;
             let ack: Acknowledgement = match started {

@@ -14,7 +14,8 @@ use tokio::time::Instant;
 
 use super::reconnect::jittered;
 use super::{ClientConfig, ClientError};
-use crate::protocol::{ApiKey, ErrorCode};
+use crate::batch::{CRC_START, MAGIC_WITH_PRODUCER};
+use crate::protocol::{ApiKey, ErrorCode, Request};
 
 /// Whether a request of `api` may be sent again after a transport failure left its outcome
 /// unknown.
@@ -39,11 +40,42 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::ReleaseLease
         | ApiKey::OffsetFetch
         | ApiKey::OffsetCommit
-        | ApiKey::InitProducerId => true,
+        | ApiKey::InitProducerId
+        | ApiKey::ReplicaFetch
+        | ApiKey::LeaderEpochEnd => true,
         ApiKey::CreateTopic | ApiKey::DeleteTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
         // An exchange belongs to its connection: on a new one it must start over.
         ApiKey::AuthenticateStart | ApiKey::AuthenticateContinue => false,
     }
+}
+
+/// Whether sending `request` twice has the effect of sending it once: the APIs of
+/// [`safe_to_retry`], and the produce of an idempotent producer (a magic-3 batch: the partition
+/// recognises a batch it already has by its producer id and sequence, and answers it with its
+/// first offsets).
+pub(crate) fn is_idempotent(request: &Request) -> bool {
+    match request {
+        Request::Produce { batch, .. } => batch.get(CRC_START) == Some(&MAGIC_WITH_PRODUCER),
+        other => safe_to_retry(other.api_key()),
+    }
+}
+
+/// Whether a request that failed with `error` may be sent again (to the partition's leader, as
+/// the client now knows it): always when the server certainly did not apply it (`NOT_LEADER`,
+/// `LEADER_NOT_AVAILABLE`, `NOT_ENOUGH_REPLICAS`); for an idempotent request also after a
+/// stale leader epoch, a write not yet replicated enough (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`),
+/// or a lost connection.
+pub(crate) fn may_resend(error: &ClientError, idempotent: bool) -> bool {
+    if let Some(code) = error.code() {
+        if code.nothing_applied() {
+            return true;
+        }
+        let transient = code.needs_metadata_refresh()
+            || code == ErrorCode::NotEnoughReplicasAfterAppend
+            || is_transport_failure(error);
+        return idempotent && transient;
+    }
+    idempotent && (is_transport_failure(error) || matches!(error, ClientError::Connect { .. }))
 }
 
 /// Whether `error` means the request's connection failed (rather than the server answering the
@@ -86,5 +118,44 @@ impl RetryDelay {
         }
         tokio::time::sleep_until(until).await;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(code: ErrorCode) -> ClientError {
+        ClientError::Server {
+            code,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_what_was_not_applied_or_is_idempotent_is_sent_again() {
+        for code in [ErrorCode::LeaderNotAvailable, ErrorCode::NotEnoughReplicas] {
+            assert!(may_resend(&server(code), false), "{code}");
+        }
+        let written = server(ErrorCode::NotEnoughReplicasAfterAppend);
+        assert!(!may_resend(&written, false));
+        assert!(may_resend(&written, true));
+        assert!(!may_resend(&ClientError::Disconnected, false));
+        assert!(may_resend(&ClientError::Disconnected, true));
+        assert!(!may_resend(&server(ErrorCode::Fenced), true));
+        let mut plain = crate::batch::BatchBuilder::new(1);
+        plain.push(0, None, Some(b"x"));
+        let plain = plain.finish();
+        let produce = |batch| Request::Produce {
+            topic: "t".into(),
+            partition: 0,
+            batch,
+            acks: None,
+        };
+        assert!(!is_idempotent(&produce(plain)));
+        let mut idempotent = crate::batch::BatchBuilder::with_producer(1, 7, 0);
+        idempotent.push(0, None, Some(b"x"));
+        let idempotent = idempotent.finish_with_sequence(0);
+        assert!(is_idempotent(&produce(idempotent)));
     }
 }

@@ -15,6 +15,7 @@ pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod delete_topic;
 pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod init_producer_id;
+pub(in crate::protocol) mod leader_epoch_end;
 pub(in crate::protocol) mod list_offsets;
 pub(in crate::protocol) mod metadata;
 pub(in crate::protocol) mod offset_commit;
@@ -22,6 +23,7 @@ pub(in crate::protocol) mod offset_fetch;
 pub(in crate::protocol) mod produce;
 pub(in crate::protocol) mod release_lease;
 pub(in crate::protocol) mod renew_lease;
+pub(in crate::protocol) mod replica_fetch;
 
 /// Which operation a request asks for; the first field of every request
 /// header. The discriminants are the wire values.
@@ -58,12 +60,16 @@ pub enum ApiKey {
     AuthenticateStart = 13,
     /// Finish authenticating: the client's final SCRAM message (the proof).
     AuthenticateContinue = 14,
+    /// A follower pulls batches from the leader of the partitions it replicates (cluster only).
+    ReplicaFetch = 15,
+    /// Where a leader epoch ended in the leader's log, for truncation (cluster only).
+    LeaderEpochEnd = 16,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 15] = [
+    pub const ALL: [ApiKey; 17] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -79,6 +85,8 @@ impl ApiKey {
         ApiKey::DeleteTopic,
         ApiKey::AuthenticateStart,
         ApiKey::AuthenticateContinue,
+        ApiKey::ReplicaFetch,
+        ApiKey::LeaderEpochEnd,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -109,6 +117,8 @@ impl ApiKey {
             ApiKey::DeleteTopic => "DeleteTopic",
             ApiKey::AuthenticateStart => "AuthenticateStart",
             ApiKey::AuthenticateContinue => "AuthenticateContinue",
+            ApiKey::ReplicaFetch => "ReplicaFetch",
+            ApiKey::LeaderEpochEnd => "LeaderEpochEnd",
         }
     }
 
@@ -122,6 +132,12 @@ impl ApiKey {
         match self {
             // Version 1 adds the timestamp lookup.
             ApiKey::ListOffsets => 1,
+            // Version 1 adds the brokers and each partition's leader, replicas and ISR.
+            ApiKey::Metadata => 1,
+            // Version 1 adds `acks`.
+            ApiKey::Produce => 1,
+            // Version 1 adds the replication factor and `min_insync`.
+            ApiKey::CreateTopic => 1,
             _ => 0,
         }
     }
@@ -181,7 +197,9 @@ mod tests {
         assert_eq!(ApiKey::DeleteTopic.as_u16(), 12);
         assert_eq!(ApiKey::AuthenticateStart.as_u16(), 13);
         assert_eq!(ApiKey::AuthenticateContinue.as_u16(), 14);
-        assert_eq!(ApiKey::from_u16(15), None);
+        assert_eq!(ApiKey::ReplicaFetch.as_u16(), 15);
+        assert_eq!(ApiKey::LeaderEpochEnd.as_u16(), 16);
+        assert_eq!(ApiKey::from_u16(17), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

@@ -102,12 +102,37 @@ pub enum ErrorCode {
     /// The server ran out of a resource for this request (file descriptors, disk space, its
     /// request memory budget); nothing changed. Retriable: it may succeed once the resource frees.
     ResourceExhausted = 34,
+    /// This broker does not lead the partition. Nothing was done. The error body's details name
+    /// the leader this broker knows (node id, address, leader epoch), so the client can go
+    /// there at once; retriable there (after refreshing its metadata if no leader is named).
+    NotLeader = 35,
+    /// A replication request carried a leader epoch older than the partition's current one: the
+    /// sender's view of the partition is stale (a follower behind on metadata, or a deposed
+    /// leader). Nothing was done. Error body: the rejected and the current leader epoch.
+    FencedLeaderEpoch = 36,
+    /// A replication request carried a leader epoch newer than any this broker installed: this
+    /// broker is behind on metadata. Nothing was done. Error body: both leader epochs.
+    UnknownLeaderEpoch = 37,
+    /// The partition's in-sync replicas are fewer than its `min_insync`: an `acks=all` produce
+    /// was refused and **nothing was written**. Retriable once followers catch up.
+    NotEnoughReplicas = 38,
+    /// The batch **was written** on the leader, but not replicated to enough in-sync replicas
+    /// in time; it may still become committed, or be truncated by a failover. Only an
+    /// idempotent producer may resend it (the sequence makes the resend harmless).
+    NotEnoughReplicasAfterAppend = 39,
+    /// The partition has no leader right now (an election is in progress, or no in-sync replica
+    /// is alive). Nothing was done. Retriable after a metadata refresh and a back-off.
+    LeaderNotAvailable = 40,
+    /// The request needs a broker that is part of a cluster (started with `--etcd`): replica
+    /// fetches, leader-epoch queries, a replication factor above 1. This broker runs
+    /// standalone; not retriable against it.
+    ClusterRequired = 41,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 34] = [
+    pub const ALL: [ErrorCode; 41] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -142,6 +167,13 @@ impl ErrorCode {
         ErrorCode::IllegalAuthenticationState,
         ErrorCode::PartitionUnavailable,
         ErrorCode::ResourceExhausted,
+        ErrorCode::NotLeader,
+        ErrorCode::FencedLeaderEpoch,
+        ErrorCode::UnknownLeaderEpoch,
+        ErrorCode::NotEnoughReplicas,
+        ErrorCode::NotEnoughReplicasAfterAppend,
+        ErrorCode::LeaderNotAvailable,
+        ErrorCode::ClusterRequired,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -170,6 +202,31 @@ impl ErrorCode {
                 | ErrorCode::ShuttingDown
                 | ErrorCode::TooManyConnections
                 | ErrorCode::ResourceExhausted
+                | ErrorCode::NotLeader
+                | ErrorCode::NotEnoughReplicas
+                | ErrorCode::LeaderNotAvailable
+        )
+    }
+
+    /// Whether the client's view of the cluster is stale when this code comes back: it should
+    /// refresh its metadata (leaders, leader epochs) before it sends the request again.
+    pub fn needs_metadata_refresh(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::NotLeader
+                | ErrorCode::LeaderNotAvailable
+                | ErrorCode::FencedLeaderEpoch
+                | ErrorCode::UnknownLeaderEpoch
+        )
+    }
+
+    /// Whether the server certainly did not apply the request (so any request, a produce that
+    /// is not idempotent included, may be sent again): the broker was not the leader, had no
+    /// leader, or refused before writing for lack of in-sync replicas.
+    pub fn nothing_applied(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::NotLeader | ErrorCode::LeaderNotAvailable | ErrorCode::NotEnoughReplicas
         )
     }
 
@@ -178,7 +235,11 @@ impl ErrorCode {
     pub fn carries_epochs(self) -> bool {
         matches!(
             self,
-            ErrorCode::Fenced | ErrorCode::UnknownEpoch | ErrorCode::LeaseLost
+            ErrorCode::Fenced
+                | ErrorCode::UnknownEpoch
+                | ErrorCode::LeaseLost
+                | ErrorCode::FencedLeaderEpoch
+                | ErrorCode::UnknownLeaderEpoch
         )
     }
 
@@ -219,6 +280,13 @@ impl ErrorCode {
             ErrorCode::IllegalAuthenticationState => "ILLEGAL_AUTHENTICATION_STATE",
             ErrorCode::PartitionUnavailable => "PARTITION_UNAVAILABLE",
             ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorCode::NotLeader => "NOT_LEADER",
+            ErrorCode::FencedLeaderEpoch => "FENCED_LEADER_EPOCH",
+            ErrorCode::UnknownLeaderEpoch => "UNKNOWN_LEADER_EPOCH",
+            ErrorCode::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
+            ErrorCode::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+            ErrorCode::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
+            ErrorCode::ClusterRequired => "CLUSTER_REQUIRED",
         }
     }
 }
@@ -238,7 +306,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(35), None);
+        assert_eq!(ErrorCode::from_u16(42), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -263,7 +331,32 @@ mod tests {
         assert_eq!(ErrorCode::PartitionUnavailable.as_u16(), 33);
         assert_eq!(ErrorCode::ResourceExhausted.as_u16(), 34);
         assert!(ErrorCode::ResourceExhausted.is_retriable());
+        assert_eq!(ErrorCode::NotLeader.as_u16(), 35);
+        assert_eq!(ErrorCode::FencedLeaderEpoch.as_u16(), 36);
+        assert_eq!(ErrorCode::UnknownLeaderEpoch.as_u16(), 37);
+        assert_eq!(ErrorCode::NotEnoughReplicas.as_u16(), 38);
+        assert_eq!(ErrorCode::NotEnoughReplicasAfterAppend.as_u16(), 39);
+        assert_eq!(ErrorCode::LeaderNotAvailable.as_u16(), 40);
+        assert_eq!(ErrorCode::ClusterRequired.as_u16(), 41);
         assert!(!ErrorCode::PartitionUnavailable.is_retriable());
+    }
+
+    #[test]
+    fn cluster_codes_say_what_a_client_may_do() {
+        for code in [
+            ErrorCode::NotLeader,
+            ErrorCode::LeaderNotAvailable,
+            ErrorCode::NotEnoughReplicas,
+        ] {
+            assert!(code.is_retriable() && code.nothing_applied(), "{code}");
+        }
+        // Written but not replicated: a blind resend would append the batch twice.
+        assert!(!ErrorCode::NotEnoughReplicasAfterAppend.is_retriable());
+        assert!(!ErrorCode::NotEnoughReplicasAfterAppend.nothing_applied());
+        assert!(!ErrorCode::ClusterRequired.is_retriable());
+        assert!(ErrorCode::FencedLeaderEpoch.needs_metadata_refresh());
+        assert!(ErrorCode::FencedLeaderEpoch.carries_epochs());
+        assert!(!ErrorCode::NotEnoughReplicas.needs_metadata_refresh());
     }
 
     #[test]

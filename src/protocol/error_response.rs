@@ -16,8 +16,10 @@ use std::fmt;
 
 use bytes::{BufMut, BytesMut};
 
+use super::node::{put_node, read_node};
 use super::wire::{put_str16, str16_len, Reader, WireError};
 use super::{ApiKey, ErrorCode, ProtocolError, ResponseFrame};
+use crate::cluster::{LeaderEpoch, NodeId};
 
 /// The body of a failed response.
 ///
@@ -61,6 +63,17 @@ pub enum ErrorDetails {
         /// The high watermark: the largest offset a fetch may ask for.
         latest: u64,
     },
+    /// For `NOT_LEADER`: `leader u32` (`0xffffffff`: not known), `leader_address string16`
+    /// (empty when not known), `leader_epoch u32`: the leader the answering broker knows, so
+    /// the client can send the request there without asking for metadata first.
+    NotLeader {
+        /// The leader's node id, if the broker knows one.
+        leader: Option<NodeId>,
+        /// `host:port` of the leader's native listener (empty when `leader` is `None`).
+        address: String,
+        /// The leader epoch the broker knows the leader by.
+        leader_epoch: LeaderEpoch,
+    },
 }
 
 impl ErrorDetails {
@@ -69,6 +82,7 @@ impl ErrorDetails {
         match self {
             ErrorDetails::LeaseHeld { .. } => ErrorCode::LeaseHeld,
             ErrorDetails::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            ErrorDetails::NotLeader { .. } => ErrorCode::NotLeader,
         }
     }
 
@@ -78,6 +92,9 @@ impl ErrorDetails {
                 str16_len(truncate_to_char_boundary(holder, usize::from(u16::MAX))) + 8
             }
             ErrorDetails::OffsetOutOfRange { .. } => 8 + 8 + 8,
+            ErrorDetails::NotLeader { address, .. } => {
+                4 + str16_len(truncate_to_char_boundary(address, usize::from(u16::MAX))) + 4
+            }
         }
     }
 
@@ -103,6 +120,19 @@ impl ErrorDetails {
                 dst.put_u64(*earliest);
                 dst.put_u64(*latest);
             }
+            ErrorDetails::NotLeader {
+                leader,
+                address,
+                leader_epoch,
+            } => {
+                put_node(dst, *leader);
+                put_str16(
+                    dst,
+                    "leader_address",
+                    truncate_to_char_boundary(address, usize::from(u16::MAX)),
+                )?;
+                dst.put_u32(*leader_epoch);
+            }
         }
         Ok(())
     }
@@ -122,6 +152,11 @@ impl ErrorDetails {
                 offset: r.u64("offset")?,
                 earliest: r.u64("earliest")?,
                 latest: r.u64("latest")?,
+            },
+            ErrorCode::NotLeader => ErrorDetails::NotLeader {
+                leader: read_node(r, "leader")?,
+                address: r.string16("leader_address")?,
+                leader_epoch: r.u32("leader_epoch")?,
             },
             _ => return Ok(None),
         };
@@ -190,6 +225,37 @@ impl ErrorResponse {
                 latest,
             }),
             ..ErrorResponse::new(ErrorCode::OffsetOutOfRange, message)
+        }
+    }
+
+    /// `NOT_LEADER` for `topic`/`partition`, naming the leader this broker knows (if any) in
+    /// the details and in the message, e.g. "not the leader of orders/3: node 2 at
+    /// 127.0.0.1:7002 leads (leader epoch 5)".
+    pub fn not_leader(
+        topic: &str,
+        partition: u32,
+        leader: Option<(NodeId, String)>,
+        leader_epoch: LeaderEpoch,
+    ) -> ErrorResponse {
+        let message = match &leader {
+            Some((node, address)) => format!(
+                "not the leader of {topic}/{partition}: node {node} at {address} leads (leader epoch {leader_epoch})"
+            ),
+            None => format!(
+                "not the leader of {topic}/{partition}, and no leader is known (leader epoch {leader_epoch}); refresh the metadata and retry"
+            ),
+        };
+        let (leader, address) = match leader {
+            Some((node, address)) => (Some(node), address),
+            None => (None, String::new()),
+        };
+        ErrorResponse {
+            details: Some(ErrorDetails::NotLeader {
+                leader,
+                address,
+                leader_epoch,
+            }),
+            ..ErrorResponse::new(ErrorCode::NotLeader, message)
         }
     }
 

@@ -102,6 +102,7 @@ impl RequestFrame {
             topic,
             partition,
             batch,
+            acks,
         } = &self.request
         else {
             self.encode(dst)?;
@@ -117,6 +118,10 @@ impl RequestFrame {
         }
         out.push(dst.split().freeze());
         out.push(batch.clone());
+        produce::encode_request_trailer(dst, *acks);
+        if !dst.is_empty() {
+            out.push(dst.split().freeze());
+        }
         Ok(())
     }
 
@@ -399,6 +404,7 @@ mod tests {
                 topic: long,
                 partition: 0,
                 batch: Bytes::from_static(b"batch"),
+                acks: None,
             },
         );
         let mut out = Vec::new();

@@ -15,7 +15,8 @@
 //! one file per API with its request and response bodies; `request` and
 //! `response` the enums that dispatch to those files; `frame` the headers and
 //! whole frames; `error_response` the failure bodies; `topic_config` the wire
-//! form of the domain's topic configuration. The topic configuration and
+//! form of the domain's topic configuration; `node` the cluster's node ids and lists (leaders,
+//! replicas) as the cluster APIs carry them. The topic configuration and
 //! flush policy themselves are domain types (`crate::domain`), re-exported
 //! here because they travel in `CreateTopic` and `Metadata`.
 #![warn(missing_docs)]
@@ -26,20 +27,26 @@ mod codec;
 mod error_code;
 mod error_response;
 mod frame;
+mod node;
 mod request;
 mod response;
 mod topic_config;
 mod wire;
 
 pub use api::api_versions::SERVER_SOFTWARE;
+pub use api::create_topic::Replication;
+pub use api::leader_epoch_end::{EpochEnd, LeaderEpochEndPartition, LeaderEpochQuery};
 pub use api::list_offsets::NO_OFFSET_FOR_TIMESTAMP;
-pub use api::metadata::TopicMetadata;
+pub use api::metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};
+pub use api::produce::Acks;
+pub use api::replica_fetch::{ReplicaFetch, ReplicaFetchPartition, ReplicaFetchedPartition};
 pub use api::{ApiKey, ApiVersionRange};
 pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
 pub use error_code::ErrorCode;
 pub use error_response::{ErrorDetails, ErrorResponse, RequestDecodeError, RequestDecodeErrorKind};
 pub use frame::{RequestFrame, ResponseFrame, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES};
+pub use node::{MAX_PARTITIONS_PER_REQUEST, MAX_REPLICA_LIST, NO_LEADER_EPOCH, NO_NODE};
 pub use request::Request;
 pub use response::Response;
 

@@ -7,10 +7,11 @@ use bytes::{Bytes, BytesMut};
 
 use super::api::{
     acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
-    list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease,
+    renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
-use super::{ApiKey, ProtocolError};
+use super::{Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication};
 use crate::domain::TopicConfig;
 
 /// A request body, one variant per API (see `docs/protocol.md` for the
@@ -27,6 +28,9 @@ pub enum Request {
         partitions: u32,
         /// Topic configuration.
         config: TopicConfig,
+        /// How the partitions are replicated; `Some` makes the request version 1 (`None`: one
+        /// copy, as version 0).
+        replication: Option<Replication>,
     },
     /// Delete a topic.
     DeleteTopic {
@@ -37,6 +41,9 @@ pub enum Request {
     Metadata {
         /// Topics to describe; empty means all topics.
         topics: Vec<String>,
+        /// Also describe the cluster (brokers, leaders, replicas, ISR, high watermarks): makes
+        /// the request version 1.
+        cluster: bool,
     },
     /// Acquire the write lease of a partition.
     AcquireLease {
@@ -76,6 +83,9 @@ pub enum Request {
         /// One record batch in its stored format (epoch inside its header).
         /// When decoded, this is a zero-copy slice of the received frame.
         batch: Bytes,
+        /// When the produce is acknowledged; `Some` makes the request version 1 (`None`: the
+        /// broker's default, `all` on a replicated partition, `leader` otherwise).
+        acks: Option<Acks>,
     },
     /// Read batches.
     Fetch {
@@ -136,6 +146,13 @@ pub enum Request {
         /// The client-final message (`c=...,r=...,p=PROOF`).
         message: Bytes,
     },
+    /// A follower's fetch from the leader (cluster only).
+    ReplicaFetch(ReplicaFetch),
+    /// Where leader epochs ended in the leader's log (cluster only).
+    LeaderEpochEnd {
+        /// One question per partition.
+        partitions: Vec<LeaderEpochQuery>,
+    },
 }
 
 impl Request {
@@ -157,6 +174,8 @@ impl Request {
             Request::OffsetFetch { .. } => ApiKey::OffsetFetch,
             Request::AuthenticateStart { .. } => ApiKey::AuthenticateStart,
             Request::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
+            Request::ReplicaFetch(_) => ApiKey::ReplicaFetch,
+            Request::LeaderEpochEnd { .. } => ApiKey::LeaderEpochEnd,
         }
     }
 
@@ -164,6 +183,9 @@ impl Request {
     pub fn api_version(&self) -> u16 {
         match self {
             Request::ListOffsets { timestamp, .. } => list_offsets::request_version(*timestamp),
+            Request::Metadata { cluster, .. } => metadata::request_version(*cluster),
+            Request::Produce { acks, .. } => produce::request_version(*acks),
+            Request::CreateTopic { replication, .. } => create_topic::request_version(*replication),
             _ => 0,
         }
     }
@@ -172,15 +194,19 @@ impl Request {
     pub(in crate::protocol) fn body_len(&self) -> usize {
         match self {
             Request::ApiVersions => api_versions::request_body_len(),
-            Request::CreateTopic { name, .. } => create_topic::request_body_len(name),
+            Request::CreateTopic {
+                name, replication, ..
+            } => create_topic::request_body_len(name, *replication),
             Request::DeleteTopic { name } => delete_topic::request_body_len(name),
-            Request::Metadata { topics } => metadata::request_body_len(topics),
+            Request::Metadata { topics, .. } => metadata::request_body_len(topics),
             Request::AcquireLease { topic, holder, .. } => {
                 acquire_lease::request_body_len(topic, holder)
             }
             Request::RenewLease { topic, .. } => renew_lease::request_body_len(topic),
             Request::ReleaseLease { topic, .. } => release_lease::request_body_len(topic),
-            Request::Produce { topic, batch, .. } => produce::request_body_len(topic, batch),
+            Request::Produce {
+                topic, batch, acks, ..
+            } => produce::request_body_len(topic, batch, *acks),
             Request::Fetch { topic, .. } => fetch::request_body_len(topic),
             Request::ListOffsets {
                 topic, timestamp, ..
@@ -199,6 +225,10 @@ impl Request {
                 authenticate::start_request_body_len(mechanism, message)
             }
             Request::AuthenticateContinue { message } => authenticate::message_body_len(message),
+            Request::ReplicaFetch(fetch) => replica_fetch::request_body_len(fetch),
+            Request::LeaderEpochEnd { partitions } => {
+                leader_epoch_end::request_body_len(partitions)
+            }
         }
     }
 
@@ -210,9 +240,10 @@ impl Request {
                 name,
                 partitions,
                 config,
-            } => create_topic::encode_request(dst, name, *partitions, config),
+                replication,
+            } => create_topic::encode_request(dst, name, *partitions, config, *replication),
             Request::DeleteTopic { name } => delete_topic::encode_request(dst, name),
-            Request::Metadata { topics } => metadata::encode_request(dst, topics),
+            Request::Metadata { topics, .. } => metadata::encode_request(dst, topics),
             Request::AcquireLease {
                 topic,
                 partition,
@@ -233,7 +264,8 @@ impl Request {
                 topic,
                 partition,
                 batch,
-            } => produce::encode_request(dst, topic, *partition, batch),
+                acks,
+            } => produce::encode_request(dst, topic, *partition, batch, *acks),
             Request::Fetch {
                 topic,
                 partition,
@@ -265,6 +297,10 @@ impl Request {
             Request::AuthenticateContinue { message } => {
                 authenticate::encode_message(dst, "message", message)
             }
+            Request::ReplicaFetch(fetch) => replica_fetch::encode_request(dst, fetch),
+            Request::LeaderEpochEnd { partitions } => {
+                leader_epoch_end::encode_request(dst, partitions)
+            }
         }
     }
 
@@ -277,13 +313,13 @@ impl Request {
     ) -> Result<Request, WireError> {
         match api_key {
             ApiKey::ApiVersions => api_versions::decode_request(r),
-            ApiKey::CreateTopic => create_topic::decode_request(r),
+            ApiKey::CreateTopic => create_topic::decode_request(r, version),
             ApiKey::DeleteTopic => delete_topic::decode_request(r),
-            ApiKey::Metadata => metadata::decode_request(r),
+            ApiKey::Metadata => metadata::decode_request(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_request(r),
             ApiKey::RenewLease => renew_lease::decode_request(r),
             ApiKey::ReleaseLease => release_lease::decode_request(r),
-            ApiKey::Produce => produce::decode_request(r),
+            ApiKey::Produce => produce::decode_request(r, version),
             ApiKey::Fetch => fetch::decode_request(r),
             ApiKey::ListOffsets => list_offsets::decode_request(r, version),
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
@@ -291,6 +327,8 @@ impl Request {
             ApiKey::OffsetFetch => offset_fetch::decode_request(r),
             ApiKey::AuthenticateStart => authenticate::decode_start_request(r),
             ApiKey::AuthenticateContinue => authenticate::decode_continue_request(r),
+            ApiKey::ReplicaFetch => replica_fetch::decode_request(r),
+            ApiKey::LeaderEpochEnd => leader_epoch_end::decode_request(r),
         }
     }
 }

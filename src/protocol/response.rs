@@ -8,10 +8,14 @@ use bytes::{Bytes, BytesMut};
 
 use super::api::{
     acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
-    list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease,
+    leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease,
+    renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
-use super::{ApiKey, ApiVersionRange, ProtocolError, TopicMetadata, SERVER_SOFTWARE};
+use super::{
+    ApiKey, ApiVersionRange, ClusterMetadata, LeaderEpochEndPartition, ProtocolError,
+    ReplicaFetchedPartition, TopicMetadata, SERVER_SOFTWARE,
+};
 
 /// A successful response body, one variant per API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +35,8 @@ pub enum Response {
     Metadata {
         /// The requested topics (or all of them).
         topics: Vec<TopicMetadata>,
+        /// Version 1: the brokers and the partitions' replication state; `None` in version 0.
+        cluster: Option<ClusterMetadata>,
     },
     /// A lease was granted.
     AcquireLease {
@@ -110,6 +116,16 @@ pub enum Response {
         /// `v=SERVER_SIGNATURE`.
         message: Bytes,
     },
+    /// The leader's answer to a follower's fetch, per partition.
+    ReplicaFetch {
+        /// One entry per partition asked for.
+        partitions: Vec<ReplicaFetchedPartition>,
+    },
+    /// Where the asked leader epochs ended, per partition.
+    LeaderEpochEnd {
+        /// One entry per partition asked about.
+        partitions: Vec<LeaderEpochEndPartition>,
+    },
 }
 
 impl Response {
@@ -139,6 +155,8 @@ impl Response {
             Response::OffsetFetch { .. } => ApiKey::OffsetFetch,
             Response::AuthenticateStart { .. } => ApiKey::AuthenticateStart,
             Response::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
+            Response::ReplicaFetch { .. } => ApiKey::ReplicaFetch,
+            Response::LeaderEpochEnd { .. } => ApiKey::LeaderEpochEnd,
         }
     }
 
@@ -148,7 +166,9 @@ impl Response {
             Response::ApiVersions { server, apis } => api_versions::response_body_len(server, apis),
             Response::CreateTopic => create_topic::response_body_len(),
             Response::DeleteTopic => delete_topic::response_body_len(),
-            Response::Metadata { topics } => metadata::response_body_len(topics),
+            Response::Metadata { topics, cluster } => {
+                metadata::response_body_len(topics, cluster.as_ref())
+            }
             Response::AcquireLease { .. } => acquire_lease::response_body_len(),
             Response::RenewLease { .. } => renew_lease::response_body_len(),
             Response::ReleaseLease => release_lease::response_body_len(),
@@ -163,6 +183,10 @@ impl Response {
             Response::OffsetFetch { metadata, .. } => offset_fetch::response_body_len(metadata),
             Response::AuthenticateStart { message }
             | Response::AuthenticateContinue { message } => authenticate::message_body_len(message),
+            Response::ReplicaFetch { partitions } => replica_fetch::response_body_len(partitions),
+            Response::LeaderEpochEnd { partitions } => {
+                leader_epoch_end::response_body_len(partitions)
+            }
         }
     }
 
@@ -174,7 +198,9 @@ impl Response {
             }
             Response::CreateTopic => create_topic::encode_response(dst),
             Response::DeleteTopic => delete_topic::encode_response(dst),
-            Response::Metadata { topics } => metadata::encode_response(dst, topics),
+            Response::Metadata { topics, cluster } => {
+                metadata::encode_response(dst, topics, cluster.as_ref())
+            }
             Response::AcquireLease {
                 epoch,
                 lease_id,
@@ -218,6 +244,12 @@ impl Response {
             | Response::AuthenticateContinue { message } => {
                 authenticate::encode_message(dst, "message", message)
             }
+            Response::ReplicaFetch { partitions } => {
+                replica_fetch::encode_response(dst, partitions)
+            }
+            Response::LeaderEpochEnd { partitions } => {
+                leader_epoch_end::encode_response(dst, partitions)
+            }
         }
     }
 
@@ -232,7 +264,7 @@ impl Response {
             ApiKey::ApiVersions => api_versions::decode_response(r),
             ApiKey::CreateTopic => create_topic::decode_response(r),
             ApiKey::DeleteTopic => delete_topic::decode_response(r),
-            ApiKey::Metadata => metadata::decode_response(r),
+            ApiKey::Metadata => metadata::decode_response(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),
             ApiKey::RenewLease => renew_lease::decode_response(r),
             ApiKey::ReleaseLease => release_lease::decode_response(r),
@@ -244,6 +276,8 @@ impl Response {
             ApiKey::OffsetFetch => offset_fetch::decode_response(r),
             ApiKey::AuthenticateStart => authenticate::decode_start_response(r),
             ApiKey::AuthenticateContinue => authenticate::decode_continue_response(r),
+            ApiKey::ReplicaFetch => replica_fetch::decode_response(r),
+            ApiKey::LeaderEpochEnd => leader_epoch_end::decode_response(r),
         }
     }
 }

@@ -82,6 +82,14 @@ pub struct ServerConfig {
     pub memory_budget: memory_budget::MemoryBudget,
     /// Longest a frame waits for its share of `memory_budget`.
     pub buffer_wait: Duration,
+    /// This broker's node id (`serve --node-id`), reported in `Metadata` version 1.
+    pub node_id: crate::cluster::NodeId,
+    /// The `host:port` clients are told to reach this broker at (`serve --advertise`); `None`:
+    /// the native listener's bound address.
+    pub advertised_addr: Option<String>,
+    /// Where the native listener learns the brokers and each partition's leader; `None`:
+    /// standalone (this broker alone, leading everything; see `native::StandaloneView`).
+    pub cluster_view: Option<Arc<dyn native::ClusterView>>,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +108,9 @@ impl Default for ServerConfig {
                 memory_budget::DEFAULT_MAX_BUFFER_BYTES,
             ),
             buffer_wait: Duration::from_millis(memory_budget::DEFAULT_BUFFER_WAIT_MS),
+            node_id: 0,
+            advertised_addr: None,
+            cluster_view: None,
         }
     }
 }
@@ -147,7 +158,7 @@ pub async fn run_with_kafka(
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();
-    let native = Arc::new(NativeProtocol::new(Arc::clone(&config)));
+    let native = Arc::new(NativeProtocol::new(Arc::clone(&config)).listening_on(local));
     let mut accepting = vec![tokio::spawn(accept_loop(
         listener,
         native,

@@ -3,7 +3,10 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use fencelog::protocol::{FlushPolicy, Request, TopicConfig};
+use fencelog::protocol::{
+    Acks, FlushPolicy, LeaderEpochQuery, ReplicaFetch, ReplicaFetchPartition, Replication, Request,
+    TopicConfig,
+};
 use proptest::prelude::*;
 
 /// Short names, including empty and non-ASCII ones.
@@ -45,15 +48,22 @@ pub fn arb_config() -> impl Strategy<Value = TopicConfig> {
 pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Request> {
     prop_oneof![
         Just(Request::ApiVersions),
-        (arb_string(), any::<u32>(), arb_config()).prop_map(|(name, partitions, config)| {
-            Request::CreateTopic {
-                name,
-                partitions,
-                config,
-            }
-        }),
-        proptest::collection::vec(arb_string(), 0..5)
-            .prop_map(|topics| Request::Metadata { topics }),
+        (
+            arb_string(),
+            any::<u32>(),
+            arb_config(),
+            proptest::option::of(arb_replication())
+        )
+            .prop_map(|(name, partitions, config, replication)| {
+                Request::CreateTopic {
+                    name,
+                    partitions,
+                    config,
+                    replication,
+                }
+            }),
+        (proptest::collection::vec(arb_string(), 0..5), any::<bool>())
+            .prop_map(|(topics, cluster)| Request::Metadata { topics, cluster }),
         (arb_string(), any::<u32>(), arb_string(), any::<u64>()).prop_map(
             |(topic, partition, holder, ttl_ms)| Request::AcquireLease {
                 topic,
@@ -76,13 +86,18 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
                 lease_id,
             }
         }),
-        (arb_string(), any::<u32>(), batch).prop_map(|(topic, partition, batch)| {
-            Request::Produce {
+        (
+            arb_string(),
+            any::<u32>(),
+            batch,
+            proptest::option::of(arb_acks())
+        )
+            .prop_map(|(topic, partition, batch, acks)| Request::Produce {
                 topic,
                 partition,
                 batch,
-            }
-        }),
+                acks,
+            }),
         (
             arb_string(),
             any::<u32>(),
@@ -109,5 +124,64 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
                 partition,
                 timestamp,
             }),
+        arb_replica_fetch().prop_map(Request::ReplicaFetch),
+        proptest::collection::vec(arb_leader_epoch_query(), 0..4)
+            .prop_map(|partitions| Request::LeaderEpochEnd { partitions }),
     ]
+}
+
+/// Either `acks` a Produce version 1 may carry.
+pub fn arb_acks() -> impl Strategy<Value = Acks> {
+    prop_oneof![Just(Acks::Leader), Just(Acks::All)]
+}
+
+/// Any encodable replication setting (`min_insync` `Some(0)` cannot be encoded: 0 means the
+/// default), including ones a server refuses.
+pub fn arb_replication() -> impl Strategy<Value = Replication> {
+    (any::<u16>(), proptest::option::of(1..=u16::MAX))
+        .prop_map(|(factor, min_insync)| Replication { factor, min_insync })
+}
+
+/// Any replica fetch with a few partitions.
+pub fn arb_replica_fetch() -> impl Strategy<Value = ReplicaFetch> {
+    let partition =
+        (arb_string(), any::<u32>(), any::<u64>()).prop_map(|(topic, partition, fetch_offset)| {
+            ReplicaFetchPartition {
+                topic,
+                partition,
+                fetch_offset,
+            }
+        });
+    (
+        (any::<u32>(), any::<u64>(), any::<u32>()),
+        (any::<u32>(), any::<u32>(), any::<u32>()),
+        proptest::collection::vec(partition, 0..4),
+    )
+        .prop_map(
+            |(
+                (follower, follower_incarnation, leader_epoch),
+                (max_wait_ms, min_bytes, max_bytes),
+                partitions,
+            )| ReplicaFetch {
+                follower,
+                follower_incarnation,
+                leader_epoch,
+                max_wait_ms,
+                min_bytes,
+                max_bytes,
+                partitions,
+            },
+        )
+}
+
+/// Any question of a `LeaderEpochEnd` request.
+pub fn arb_leader_epoch_query() -> impl Strategy<Value = LeaderEpochQuery> {
+    (arb_string(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(topic, partition, current_leader_epoch, epoch)| LeaderEpochQuery {
+            topic,
+            partition,
+            current_leader_epoch,
+            epoch,
+        },
+    )
 }

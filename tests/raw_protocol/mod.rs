@@ -42,6 +42,7 @@ impl RawClient {
     /// Sends one request and waits for its response (checking the correlation id).
     pub async fn call(&mut self, request: Request) -> Result<Response, ErrorResponse> {
         let api = request.api_key();
+        let version = request.api_version();
         let id = self.next_id;
         self.next_id += 1;
         let exchange = async {
@@ -58,7 +59,7 @@ impl RawClient {
         let frame = tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await
             .expect("call timed out");
-        let response = ResponseFrame::decode(api, frame).expect("decode response");
+        let response = ResponseFrame::decode_version(api, version, frame).expect("decode response");
         assert_eq!(response.correlation_id, id, "response to another request");
         response.result
     }
@@ -74,6 +75,7 @@ impl RawClient {
             name: name.into(),
             partitions,
             config,
+            replication: None,
         })
         .await
         .map(|_| ())
@@ -107,6 +109,7 @@ impl RawClient {
                 topic: topic.into(),
                 partition,
                 batch,
+                acks: None,
             })
             .await?
         {

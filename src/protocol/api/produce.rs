@@ -1,10 +1,16 @@
 //! `Produce` (key 6): append one record batch to a partition.
 //!
-//! Request: `topic string16, partition u32, batch bytes32` (one batch in its stored format,
-//! epoch inside its header). Response: `base_offset u64, last_offset u64, log_end_offset u64`.
+//! Request, version 0: `topic string16, partition u32, batch bytes32` (one batch in its stored
+//! format, epoch inside its header). Version 1 appends `acks i16` (1: the leader has it, -1:
+//! every in-sync replica has it; the values are Kafka's). Response (both versions):
+//! `base_offset u64, last_offset u64, log_end_offset u64`.
 //!
-//! The request is written in two parts, its fields ([`encode_request_fields`]) and then the
-//! batch, so a vectored write can send the batch it already holds without copying it.
+//! The request is written in parts, its fields ([`encode_request_fields`]), the batch, and the
+//! fields after the batch ([`encode_request_trailer`]), so a vectored write can send the batch
+//! it already holds without copying it.
+
+use std::fmt;
+use std::str::FromStr;
 
 use bytes::{BufMut, BytesMut};
 
@@ -14,9 +20,85 @@ use crate::protocol::{ProtocolError, Request, Response};
 /// Size of the response body.
 const RESPONSE_BODY_BYTES: usize = 8 + 8 + 8;
 
+/// The version that carries `acks`.
+pub(in crate::protocol) const ACKS_VERSION: u16 = 1;
+
+/// When a produce is acknowledged (Produce version 1). Version 0 (no `acks`) gets the broker's
+/// default: `All` on a replicated partition, `Leader` otherwise. `acks=0` (no answer at all) is
+/// not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Acks {
+    /// Once the leader appended the batch (and, under flush `always`, synced it). Wire value 1.
+    Leader,
+    /// Once every in-sync replica has it (the high watermark passed it), and only while the
+    /// partition has at least `min_insync` in-sync replicas. Wire value -1.
+    All,
+}
+
+impl Acks {
+    /// The wire value (Kafka's): 1 or -1.
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+
+    /// The `acks` for a wire value; `None` for anything but 1 and -1 (0 included: not offered).
+    pub fn from_i16(value: i16) -> Option<Acks> {
+        match value {
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+
+    /// The name the CLI uses: `leader` or `all`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acks::Leader => "leader",
+            Acks::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for Acks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Acks {
+    type Err = String;
+
+    /// `leader` (or `1`) and `all` (or `-1`).
+    fn from_str(text: &str) -> Result<Acks, String> {
+        match text {
+            "leader" | "1" => Ok(Acks::Leader),
+            "all" | "-1" => Ok(Acks::All),
+            other => Err(format!(
+                "acks {other:?} is not offered: use `all` (every in-sync replica) or `leader`"
+            )),
+        }
+    }
+}
+
+/// The version a request with (or without) `acks` is encoded in.
+pub(in crate::protocol) fn request_version(acks: Option<Acks>) -> u16 {
+    if acks.is_some() {
+        ACKS_VERSION
+    } else {
+        0
+    }
+}
+
 /// Size of the request body.
-pub(in crate::protocol) fn request_body_len(topic: &str, batch: &[u8]) -> usize {
-    str16_len(topic) + 4 + 4 + batch.len()
+pub(in crate::protocol) fn request_body_len(
+    topic: &str,
+    batch: &[u8],
+    acks: Option<Acks>,
+) -> usize {
+    str16_len(topic) + 4 + 4 + batch.len() + acks.map_or(0, |_| 2)
 }
 
 /// Writes every request field up to and including the batch's length, not the batch itself.
@@ -31,24 +113,50 @@ pub(in crate::protocol) fn encode_request_fields(
     put_len32(dst, "batch", batch_len)
 }
 
+/// Writes the request fields that follow the batch (version 1: `acks`).
+pub(in crate::protocol) fn encode_request_trailer(dst: &mut BytesMut, acks: Option<Acks>) {
+    if let Some(acks) = acks {
+        dst.put_i16(acks.as_i16());
+    }
+}
+
 /// Writes the request body.
 pub(in crate::protocol) fn encode_request(
     dst: &mut BytesMut,
     topic: &str,
     partition: u32,
     batch: &[u8],
+    acks: Option<Acks>,
 ) -> Result<(), ProtocolError> {
     encode_request_fields(dst, topic, partition, batch.len())?;
     dst.put_slice(batch);
+    encode_request_trailer(dst, acks);
     Ok(())
 }
 
-/// Reads the request body; the batch is a zero-copy slice of the frame.
-pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, WireError> {
+/// Reads the request body of `version`; the batch is a zero-copy slice of the frame.
+pub(in crate::protocol) fn decode_request(
+    r: &mut Reader,
+    version: u16,
+) -> Result<Request, WireError> {
+    let topic = r.string16("topic")?;
+    let partition = r.u32("partition")?;
+    let batch = r.bytes32("batch")?;
+    let acks = if version >= ACKS_VERSION {
+        let raw = r.u16("acks")? as i16;
+        Some(Acks::from_i16(raw).ok_or_else(|| {
+            WireError::Invalid(format!(
+                "acks {raw} is not offered: send -1 (all in-sync replicas) or 1 (the leader)"
+            ))
+        })?)
+    } else {
+        None
+    };
     Ok(Request::Produce {
-        topic: r.string16("topic")?,
-        partition: r.u32("partition")?,
-        batch: r.bytes32("batch")?,
+        topic,
+        partition,
+        batch,
+        acks,
     })
 }
 

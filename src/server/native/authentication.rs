@@ -99,6 +99,9 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         | Request::ReleaseLease { topic, .. } => Some((Operation::Lease, Some(topic))),
         Request::Produce { topic, .. } => Some((Operation::Produce, Some(topic))),
         Request::InitProducerId => Some((Operation::Produce, None)),
+        // Broker to broker: every topic named is checked in `authorize`.
+        // cluster: the lead may prefer super users only for replication.
+        Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } => Some((Operation::Admin, None)),
         Request::Fetch { topic, .. }
         | Request::ListOffsets { topic, .. }
         | Request::OffsetCommit { topic, .. }
@@ -110,7 +113,7 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
 /// topics the principal may not see is refused whole; Metadata of all topics is filtered by
 /// [`filter_metadata`].
 pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized> {
-    if let Request::Metadata { topics } = request {
+    if let Request::Metadata { topics, .. } = request {
         for topic in topics {
             if !access.may_see(topic) {
                 return access.check(Operation::Consume, topic);
@@ -118,10 +121,37 @@ pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized
         }
         return Ok(());
     }
+    if let Some(topics) = replication_topics(request) {
+        for topic in topics {
+            access.check(Operation::Admin, topic)?;
+        }
+        return Ok(());
+    }
     match operation(request) {
         None => Ok(()),
         Some((operation, Some(topic))) => access.check(operation, topic),
         Some((operation, None)) => access.check_somewhere(operation),
+    }
+}
+
+/// The topics a replication request names (it replicates their data, so it needs `admin` on
+/// each); `None` for other requests.
+fn replication_topics(request: &Request) -> Option<Vec<&str>> {
+    match request {
+        Request::ReplicaFetch(fetch) => Some(
+            fetch
+                .partitions
+                .iter()
+                .map(|partition| partition.topic.as_str())
+                .collect(),
+        ),
+        Request::LeaderEpochEnd { partitions } => Some(
+            partitions
+                .iter()
+                .map(|partition| partition.topic.as_str())
+                .collect(),
+        ),
+        _ => None,
     }
 }
 
@@ -144,8 +174,13 @@ pub fn filter_metadata(
     }
     response
         .map(move |mut frame| {
-            if let Ok(Response::Metadata { topics }) = &mut frame.result {
+            if let Ok(Response::Metadata { topics, cluster }) = &mut frame.result {
                 topics.retain(|topic| access.may_see(&topic.name));
+                if let Some(cluster) = cluster {
+                    cluster
+                        .partitions
+                        .retain(|partition| access.may_see(&partition.topic));
+                }
             }
             frame
         })

@@ -111,6 +111,9 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         | StorageError::ReplicaDiverged { .. }
         | StorageError::BelowHighWatermark { .. } => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
+        // cluster: `StorageError::NotLeader` (from the replica-log branch) maps to
+        // `ErrorResponse::not_leader(topic, partition, leader hint, leader epoch)`, naming the
+        // leader from the cluster view; `NOT_ENOUGH_REPLICAS` / `_AFTER_APPEND` likewise.
     }
 }
 

@@ -8,12 +8,14 @@ use std::time::Duration;
 use futures::future::{self, BoxFuture};
 use futures::{FutureExt, TryFutureExt};
 
+use super::cluster_view::ClusterView;
 use super::errors::to_error_response;
 use crate::batch::{BatchError, BatchHeader};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::{BrokerError, BrokerService, CommittedOffset, FetchRequest, ProduceRequest};
 use crate::protocol::{
-    Request, RequestFrame, Response, ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
+    ClusterMetadata, ErrorCode, ErrorResponse, PartitionMetadata, Replication, Request,
+    RequestFrame, Response, ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
 };
 use crate::server::ServerConfig;
 use crate::storage::{Appended, ReadResult, StorageError, WriteCredential};
@@ -27,10 +29,14 @@ use crate::storage::{Appended, ReadResult, StorageError, WriteCredential};
 pub fn start(
     service: &Arc<BrokerService>,
     config: &ServerConfig,
+    cluster: &Arc<dyn ClusterView>,
     produce_queue: &ProduceQueue,
     frame: RequestFrame,
 ) -> BoxFuture<'static, ResponseFrame> {
     let correlation_id = frame.correlation_id;
+    if let Some(refused) = cluster_refusal(cluster.as_ref(), &frame.request) {
+        return Box::pin(future::ready(ResponseFrame::error(correlation_id, refused)));
+    }
     if let Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } = frame.request
     {
         // The connection's authentication state answers these (`super::authentication`).
@@ -42,7 +48,7 @@ pub fn start(
             ),
         )));
     }
-    let answer = answer(service, config, produce_queue, frame.request);
+    let answer = answer(service, config, cluster, produce_queue, frame.request);
     Box::pin(answer.map(move |result| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
         Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
@@ -54,15 +60,20 @@ pub fn start(
 fn answer(
     service: &Arc<BrokerService>,
     config: &ServerConfig,
+    cluster: &Arc<dyn ClusterView>,
     produce_queue: &ProduceQueue,
     request: Request,
 ) -> BoxFuture<'static, Result<Response, BrokerError>> {
     let service = Arc::clone(service);
     match request {
+        // Standalone, `acks` changes nothing: the leader is the only replica, so "the leader
+        // has it" and "every in-sync replica has it" are the same moment.
+        // cluster: pass `acks` to the replicated append (wait for the high watermark on `All`).
         Request::Produce {
             topic,
             partition,
             batch,
+            acks: _,
         } => {
             // The native batch carries its writer's epoch in its header (bytes 20..28).
             let Some(epoch) = BatchHeader::peek_epoch(&batch) else {
@@ -103,7 +114,13 @@ fn answer(
                 producer_epoch,
             })
         }),
-        Request::Metadata { topics } => Box::pin(future::ready(metadata(&service, &topics))),
+        Request::Metadata {
+            topics,
+            cluster: with_cluster,
+        } => {
+            let view = with_cluster.then_some(cluster.as_ref());
+            Box::pin(future::ready(metadata(&service, &topics, view)))
+        }
         Request::ListOffsets {
             topic,
             partition,
@@ -111,10 +128,13 @@ fn answer(
         } => Box::pin(future::ready(list_offsets(
             &service, &topic, partition, timestamp,
         ))),
+        // A factor above 1 was refused by `cluster_refusal`; 1 is what a standalone topic has.
+        // cluster: create the topic through the metadata store with its replication settings.
         Request::CreateTopic {
             name,
             partitions,
             config,
+            replication: _,
         } => Box::pin(async move {
             service.create_topic(name, partitions, config).await?;
             Ok(Response::CreateTopic)
@@ -185,6 +205,13 @@ fn answer(
                 }
             })))
         }
+        // Refused by `cluster_refusal` on a standalone broker.
+        // cluster: serve them from the replica logs (the replication engine's leader side).
+        Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } => {
+            Box::pin(future::ready(Err(BrokerError::InvalidConfig(
+                "replication requests need a broker that is part of a cluster".into(),
+            ))))
+        }
         // Answered in `start` before dispatch; never reaches the broker.
         Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } => {
             Box::pin(future::ready(Err(BrokerError::InvalidConfig(
@@ -194,18 +221,105 @@ fn answer(
     }
 }
 
-fn metadata(service: &BrokerService, topics: &[String]) -> Result<Response, BrokerError> {
-    Ok(Response::Metadata {
-        topics: service
-            .metadata(topics)?
+/// The answer of a broker that cannot serve `request` because it is not part of a cluster:
+/// the replication APIs, and a replication factor above 1 (or an invalid one). `None` when the
+/// request goes on to the broker.
+fn cluster_refusal(cluster: &dyn ClusterView, request: &Request) -> Option<ErrorResponse> {
+    if let Request::CreateTopic {
+        replication: Some(replication),
+        ..
+    } = request
+    {
+        if let Some(invalid) = invalid_replication(replication) {
+            return Some(ErrorResponse::new(ErrorCode::InvalidConfig, invalid));
+        }
+        if replication.factor > 1 && !cluster.is_cluster() {
+            return Some(ErrorResponse::new(
+                ErrorCode::ClusterRequired,
+                format!(
+                    "replication factor {} needs a cluster: start the brokers with --etcd (this broker runs standalone and keeps one copy; use --replication-factor 1)",
+                    replication.factor
+                ),
+            ));
+        }
+    }
+    let api = request.api_key();
+    match request {
+        Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } if !cluster.is_cluster() => {
+            Some(ErrorResponse::new(
+                ErrorCode::ClusterRequired,
+                format!(
+                    "{api}: this broker is not part of a cluster (it was started without --etcd), so it has no replicas to serve"
+                ),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Why a replication setting can never be honoured, whatever the cluster.
+fn invalid_replication(replication: &Replication) -> Option<String> {
+    if replication.factor == 0 {
+        return Some("replication factor 0: every partition needs at least one copy".into());
+    }
+    let min_insync = replication.effective_min_insync();
+    if min_insync > replication.factor {
+        return Some(format!(
+            "min_insync {min_insync} is above the replication factor {}: no write could ever be acknowledged with acks=all",
+            replication.factor
+        ));
+    }
+    None
+}
+
+/// The topics, and for a version-1 request (`cluster` given) the brokers and each partition's
+/// leader, replicas, in-sync replicas and high watermark.
+fn metadata(
+    service: &BrokerService,
+    topics: &[String],
+    cluster: Option<&dyn ClusterView>,
+) -> Result<Response, BrokerError> {
+    let found = service.metadata(topics)?;
+    let topics: Vec<TopicMetadata> = found
+        .iter()
+        .map(|topic| TopicMetadata {
+            name: topic.name().to_string(),
+            partitions: topic.partitions().len() as u32,
+            config: *topic.config(),
+        })
+        .collect();
+    let cluster = cluster.map(|view| ClusterMetadata {
+        brokers: view.brokers(),
+        partitions: topics
             .iter()
-            .map(|topic| TopicMetadata {
-                name: topic.name().to_string(),
-                partitions: topic.partitions().len() as u32,
-                config: *topic.config(),
-            })
+            .flat_map(|topic| (0..topic.partitions).map(move |index| (topic, index)))
+            .map(|(topic, index)| partition_metadata(service, view, &topic.name, index))
             .collect(),
-    })
+    });
+    Ok(Response::Metadata { topics, cluster })
+}
+
+/// One partition's replication state; its high watermark is this broker's (0 for a partition
+/// that could not be opened: its requests answer `PARTITION_UNAVAILABLE`).
+fn partition_metadata(
+    service: &BrokerService,
+    view: &dyn ClusterView,
+    topic: &str,
+    partition: u32,
+) -> PartitionMetadata {
+    let state = view.partition_state(topic, partition);
+    let high_watermark = service
+        .list_offsets(topic, partition)
+        .map_or(0, |offsets| offsets.latest);
+    PartitionMetadata {
+        topic: topic.to_owned(),
+        partition,
+        leader: state.leader,
+        leader_epoch: state.leader_epoch,
+        replicas: state.replicas,
+        isr: state.isr,
+        high_watermark,
+    }
 }
 
 /// The offsets, and for a version-1 request the first offset at or after its timestamp.

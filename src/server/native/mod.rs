@@ -3,6 +3,7 @@
 //! [`ResponseFrame`]s (`docs/protocol.md` is the byte-level contract).
 
 mod authentication;
+mod cluster_view;
 mod errors;
 mod handler;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+pub use cluster_view::{ClusterView, StandaloneView};
 pub use errors::to_error_response;
 
 use super::protocol::{AfterEncode, Protocol, Started};
@@ -24,13 +26,28 @@ use crate::protocol::{ErrorCode, ErrorResponse, ProtocolError, RequestFrame, Res
 #[derive(Debug)]
 pub struct NativeProtocol {
     config: Arc<ServerConfig>,
+    cluster: Arc<dyn ClusterView>,
 }
 
 impl NativeProtocol {
     /// The protocol under these limits (fetch sizes and waits are clamped to them), with
-    /// authentication when `config.security` is set.
+    /// authentication when `config.security` is set, describing the cluster from
+    /// `config.cluster_view` (standalone when `None`: this broker, at `config.advertised_addr`).
     pub fn new(config: Arc<ServerConfig>) -> Self {
-        Self { config }
+        let cluster = config.cluster_view.clone().unwrap_or_else(|| {
+            let address = config.advertised_addr.clone().unwrap_or_default();
+            Arc::new(StandaloneView::new(config.node_id, address))
+        });
+        Self { config, cluster }
+    }
+
+    /// A standalone broker without `advertised_addr` advertises `local`, the address its
+    /// listener is bound to (so `127.0.0.1:0` advertises the port it got).
+    pub fn listening_on(mut self, local: SocketAddr) -> Self {
+        if self.config.cluster_view.is_none() && self.config.advertised_addr.is_none() {
+            self.cluster = Arc::new(StandaloneView::new(self.config.node_id, local.to_string()));
+        }
+        self
     }
 
     fn security(&self) -> Option<Arc<Security>> {
@@ -83,8 +100,13 @@ impl Protocol for NativeProtocol {
                 if let Err(refused) = authentication::authorize(&access, &request.request) {
                     return authentication::refusal(request.correlation_id, &refused);
                 }
-                let response =
-                    handler::start(service, &self.config, &session.produce_queue, request);
+                let response = handler::start(
+                    service,
+                    &self.config,
+                    &self.cluster,
+                    &session.produce_queue,
+                    request,
+                );
                 Started {
                     response: Some(authentication::filter_metadata(access, response)),
                     close: false,
@@ -215,6 +237,7 @@ mod tests {
                     partitions: 1,
                     config: Default::default(),
                 }],
+                cluster: None,
             },
         );
         let protocol = NativeProtocol::new(Arc::new(ServerConfig::default()));

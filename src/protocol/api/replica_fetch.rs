@@ -1,0 +1,186 @@
+//! `ReplicaFetch` (key 15): a follower pulls the batches of the partitions it replicates from
+//! their leader (Kafka's follower fetch; `docs/replication.md`).
+//!
+//! Request: `follower u32, follower_incarnation u64, leader_epoch u32, max_wait_ms u32,
+//! min_bytes u32, max_bytes u32, partition_count u32`, then per partition `topic string16,
+//! partition u32, fetch_offset u64`. Response: `partition_count u32`, then per partition `topic
+//! string16, partition u32, error_code u16, high_watermark u64, log_start_offset u64,
+//! records_epoch u32, batches bytes32`.
+//!
+//! The request carries the leader epoch the follower follows, so a deposed leader learns it was
+//! deposed (a newer epoch) and a follower behind on metadata is told (`FENCED_LEADER_EPOCH`); its
+//! `fetch_offset` is the follower's log end, which is how the leader computes the high
+//! watermark. A response's batches of one partition were all written under `records_epoch`.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::cluster::{LeaderEpoch, NodeId};
+use crate::protocol::node::{put_entry_count, read_entry_count, read_error_code};
+use crate::protocol::wire::{put_len32, put_str16, str16_len, Reader, WireError};
+use crate::protocol::{ErrorCode, ProtocolError, Request, Response};
+
+/// Size of the request body before the partitions.
+const REQUEST_FIXED_BYTES: usize = 4 + 8 + 4 + 4 + 4 + 4 + 4;
+
+/// Smallest encoding of one request entry (empty topic name).
+const REQUEST_ENTRY_MIN_BYTES: usize = 2 + 4 + 8;
+
+/// Smallest encoding of one response entry (empty topic name, no batches).
+const RESPONSE_ENTRY_MIN_BYTES: usize = 2 + 4 + 2 + 8 + 8 + 4 + 4;
+
+/// One partition a follower asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// The follower's log end offset: the first offset it wants, and proof that it holds (and,
+    /// under flush `always`, has synced) everything below.
+    pub fetch_offset: u64,
+}
+
+/// What a follower sends (see the module documentation for the bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetch {
+    /// The follower's node id.
+    pub follower: NodeId,
+    /// The follower's incarnation (random per process start, from its broker registration): a
+    /// restarted follower re-enters an ISR only by catching up again.
+    pub follower_incarnation: u64,
+    /// The leader epoch the follower follows; the leader answers only its own.
+    pub leader_epoch: LeaderEpoch,
+    /// Longest the leader may wait for `min_bytes` of new data (long poll).
+    pub max_wait_ms: u32,
+    /// Answer as soon as this many bytes of batches are available (0: at once).
+    pub min_bytes: u32,
+    /// Soft cap on the bytes of batches in the response, all partitions together.
+    pub max_bytes: u32,
+    /// The partitions, each with the follower's log end.
+    pub partitions: Vec<ReplicaFetchPartition>,
+}
+
+/// The leader's answer for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchedPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// `NONE`, or why this partition was not served (`NOT_LEADER`, `FENCED_LEADER_EPOCH`,
+    /// `UNKNOWN_LEADER_EPOCH`, `OFFSET_OUT_OF_RANGE`, `UNKNOWN_TOPIC`, ...); the other
+    /// fields are then 0 and `batches` is empty.
+    pub error: ErrorCode,
+    /// The leader's high watermark.
+    pub high_watermark: u64,
+    /// The leader's log start offset.
+    pub log_start_offset: u64,
+    /// The leader epoch under which every batch of `batches` was written (the leader stops at
+    /// the next epoch boundary).
+    pub records_epoch: LeaderEpoch,
+    /// Whole stored batches, back to back, as the leader stored them (empty: nothing new).
+    pub batches: Bytes,
+}
+
+/// Size of the request body.
+pub(in crate::protocol) fn request_body_len(fetch: &ReplicaFetch) -> usize {
+    REQUEST_FIXED_BYTES
+        + fetch
+            .partitions
+            .iter()
+            .map(|p| str16_len(&p.topic) + 4 + 8)
+            .sum::<usize>()
+}
+
+/// Writes the request body.
+pub(in crate::protocol) fn encode_request(
+    dst: &mut BytesMut,
+    fetch: &ReplicaFetch,
+) -> Result<(), ProtocolError> {
+    dst.put_u32(fetch.follower);
+    dst.put_u64(fetch.follower_incarnation);
+    dst.put_u32(fetch.leader_epoch);
+    dst.put_u32(fetch.max_wait_ms);
+    dst.put_u32(fetch.min_bytes);
+    dst.put_u32(fetch.max_bytes);
+    put_entry_count(dst, "ReplicaFetch partitions", fetch.partitions.len())?;
+    for partition in &fetch.partitions {
+        put_str16(dst, "topic", &partition.topic)?;
+        dst.put_u32(partition.partition);
+        dst.put_u64(partition.fetch_offset);
+    }
+    Ok(())
+}
+
+/// Reads the request body; the list's capacity is capped by the bytes that remain.
+pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, WireError> {
+    let follower = r.u32("follower")?;
+    let follower_incarnation = r.u64("follower_incarnation")?;
+    let leader_epoch = r.u32("leader_epoch")?;
+    let max_wait_ms = r.u32("max_wait_ms")?;
+    let min_bytes = r.u32("min_bytes")?;
+    let max_bytes = r.u32("max_bytes")?;
+    let count = read_entry_count(r, "partition_count")?;
+    let mut partitions = Vec::with_capacity(r.capped(count, REQUEST_ENTRY_MIN_BYTES));
+    for _ in 0..count {
+        partitions.push(ReplicaFetchPartition {
+            topic: r.string16("topic")?,
+            partition: r.u32("partition")?,
+            fetch_offset: r.u64("fetch_offset")?,
+        });
+    }
+    Ok(Request::ReplicaFetch(ReplicaFetch {
+        follower,
+        follower_incarnation,
+        leader_epoch,
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        partitions,
+    }))
+}
+
+/// Size of the response body.
+pub(in crate::protocol) fn response_body_len(partitions: &[ReplicaFetchedPartition]) -> usize {
+    4 + partitions
+        .iter()
+        .map(|p| str16_len(&p.topic) + RESPONSE_ENTRY_MIN_BYTES - 2 + p.batches.len())
+        .sum::<usize>()
+}
+
+/// Writes the response body.
+pub(in crate::protocol) fn encode_response(
+    dst: &mut BytesMut,
+    partitions: &[ReplicaFetchedPartition],
+) -> Result<(), ProtocolError> {
+    put_entry_count(dst, "ReplicaFetch partitions", partitions.len())?;
+    for partition in partitions {
+        put_str16(dst, "topic", &partition.topic)?;
+        dst.put_u32(partition.partition);
+        dst.put_u16(partition.error.as_u16());
+        dst.put_u64(partition.high_watermark);
+        dst.put_u64(partition.log_start_offset);
+        dst.put_u32(partition.records_epoch);
+        put_len32(dst, "batches", partition.batches.len())?;
+        dst.put_slice(&partition.batches);
+    }
+    Ok(())
+}
+
+/// Reads the response body; each partition's batches are a zero-copy slice of the frame.
+pub(in crate::protocol) fn decode_response(r: &mut Reader) -> Result<Response, WireError> {
+    let count = read_entry_count(r, "partition_count")?;
+    let mut partitions = Vec::with_capacity(r.capped(count, RESPONSE_ENTRY_MIN_BYTES));
+    for _ in 0..count {
+        partitions.push(ReplicaFetchedPartition {
+            topic: r.string16("topic")?,
+            partition: r.u32("partition")?,
+            error: read_error_code(r, "error_code")?,
+            high_watermark: r.u64("high_watermark")?,
+            log_start_offset: r.u64("log_start_offset")?,
+            records_epoch: r.u32("records_epoch")?,
+            batches: r.bytes32("batches")?,
+        });
+    }
+    Ok(Response::ReplicaFetch { partitions })
+}
