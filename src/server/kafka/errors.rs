@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 use crate::broker::coordinator::GroupError;
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::AuthorityError;
-use crate::storage::{FenceError, SequenceError, StorageError};
+use crate::storage::{FenceError, ReplicaError, SequenceError, StorageError};
 
 /// The Kafka error for a broker error.
 pub fn kafka_error(error: &BrokerError) -> ResponseError {
@@ -81,8 +81,14 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
         StorageError::Failed { .. } | StorageError::Io { .. } => ResponseError::KafkaStorageError,
         StorageError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        // cluster: mapped to the nearest Kafka codes; the lead maps them properly after merging.
         StorageError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
+        StorageError::Replica(ReplicaError::FencedLeaderEpoch { .. }) => {
+            ResponseError::FencedLeaderEpoch
+        }
+        StorageError::Replica(ReplicaError::UnknownLeaderEpoch { .. }) => {
+            ResponseError::UnknownLeaderEpoch
+        }
+        StorageError::Replica(ReplicaError::NotLeader { .. }) => ResponseError::NotLeaderOrFollower,
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }

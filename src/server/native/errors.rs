@@ -6,7 +6,7 @@
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::{AuthorityError, LeaseError};
 use crate::protocol::{ErrorCode, ErrorResponse};
-use crate::storage::{FenceError, SequenceError, StorageError};
+use crate::storage::{FenceError, ReplicaError, SequenceError, StorageError};
 
 /// The wire error for a broker error.
 pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
@@ -104,16 +104,32 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
         StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
-        // cluster: mapped to the nearest existing codes until the cluster's own (35..=41) land.
-        StorageError::NotLeader { .. } => plain(ErrorCode::PartitionUnavailable),
+        // The storage layer knows the leader epoch it follows, not who leads: the cluster
+        // layer answers with `ErrorResponse::not_leader` and the leader's address where it
+        // knows it; from here the client refreshes its metadata.
+        StorageError::NotLeader { .. } => plain(ErrorCode::NotLeader),
+        StorageError::Replica(ReplicaError::FencedLeaderEpoch { epoch, current }) => {
+            ErrorResponse::with_epochs(
+                ErrorCode::FencedLeaderEpoch,
+                message.clone(),
+                u64::from(*epoch),
+                u64::from(*current),
+            )
+        }
+        StorageError::Replica(ReplicaError::UnknownLeaderEpoch { epoch, current }) => {
+            ErrorResponse::with_epochs(
+                ErrorCode::UnknownLeaderEpoch,
+                message.clone(),
+                u64::from(*epoch),
+                u64::from(*current),
+            )
+        }
+        StorageError::Replica(ReplicaError::NotLeader { .. }) => plain(ErrorCode::NotLeader),
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
         | StorageError::BelowHighWatermark { .. } => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
-        // cluster: `StorageError::NotLeader` (from the replica-log branch) maps to
-        // `ErrorResponse::not_leader(topic, partition, leader hint, leader epoch)`, naming the
-        // leader from the cluster view; `NOT_ENOUGH_REPLICAS` / `_AFTER_APPEND` likewise.
     }
 }
 
