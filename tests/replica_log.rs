@@ -745,3 +745,26 @@ fn truncation_into_a_sealed_segment_not_opened_since_the_restart() {
     replicate(&leader, &follower, 3);
     assert_eq!(all_batches(&follower), all_batches(&leader));
 }
+
+#[test]
+fn truncation_at_the_log_end_drops_an_epoch_that_wrote_nothing() {
+    // Proves: a replica that led epoch 2 without writing anything, then follows epoch 3, drops
+    // the empty epoch from its history when it truncates at its log end, so its next question
+    // to the leader is about the epoch that really wrote its last records.
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), small(FlushPolicy::Always));
+    partition.become_leader(1).unwrap();
+    let epoch = grant(&partition, 1);
+    partition.append(&batch(epoch, 0, 2, 10)).unwrap();
+    partition.become_follower(2).unwrap();
+    partition.become_leader(2).unwrap();
+    assert_eq!(partition.latest_leader_epoch_entry(), Some((2, 2)));
+    partition.become_follower(3).unwrap();
+    partition.truncate_to(2).unwrap();
+    assert_eq!(partition.log_end_offset(), 2);
+    assert_eq!(partition.latest_leader_epoch_entry(), Some((1, 0)));
+    assert_eq!(partition.leader_epoch_floor(), 3);
+    drop(partition);
+    let partition = open(dir.path(), small(FlushPolicy::Always));
+    assert_eq!(partition.latest_leader_epoch_entry(), Some((1, 0)));
+}

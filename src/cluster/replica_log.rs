@@ -109,9 +109,11 @@ pub trait ReplicaLog: Send + Sync {
         leader_epoch: LeaderEpoch,
     ) -> Result<u64, ReplicaLogError>;
 
-    /// Cuts the log so that `offset` is its end (no-op if it already ends at or below it), and
-    /// the leader-epoch history with it (entries starting at or after `offset` go). The fence
-    /// floors stay where they are. Refused below the high watermark.
+    /// Cuts the log so that `offset` is its end (the records are untouched if it already ends at
+    /// or below it), and the leader-epoch history with it: entries starting at or after the new
+    /// end go, including an epoch that started at the log end and wrote nothing (else a replica
+    /// that led that empty epoch would ask where it ended forever). The fence floors stay where
+    /// they are. Refused below the high watermark.
     fn truncate_to(&self, offset: u64) -> Result<(), ReplicaLogError>;
 
     /// Raises the high watermark to `offset` (capped at what this replica holds and has made

@@ -97,7 +97,10 @@ impl Partition {
                 }
                 let log_end = writer.active.next_offset();
                 if offset >= log_end {
-                    return Ok(());
+                    // Nothing to cut from the log, but an epoch that started at its end wrote
+                    // nothing: its history entry goes, or a replica that led that empty epoch
+                    // would ask the leader where it ended forever instead of catching up.
+                    return self.cut_empty_epochs(writer, log_end);
                 }
                 let cut = find_cut(writer, offset, &self.name)?;
                 writer.shared.begin_truncation(cut.offset).map_err(|high_watermark| {
@@ -120,6 +123,22 @@ impl Partition {
                 }
                 result
             })
+    }
+
+    /// Drops the leader-epoch history entries that start at the log end (epochs that wrote
+    /// nothing), durably; the floor stays.
+    fn cut_empty_epochs(&self, writer: &mut Writer, log_end: u64) -> Result<(), StorageError> {
+        let Some(mut epochs) = writer.leader_epochs.epochs().cloned() else {
+            return Ok(());
+        };
+        if epochs.latest().is_none_or(|(_, start)| start < log_end) {
+            return Ok(());
+        }
+        epochs.cut(log_end);
+        writer
+            .leader_epochs
+            .save(epochs)
+            .map_err(io_error("write leader-epoch history"))
     }
 
     /// Steps 1 to 5 of the module documentation, under the writer lock.
