@@ -876,7 +876,13 @@ impl Client {
                     let remaining = routing::remaining(deadline);
                     call_on(&endpoint, request.clone(), remaining)
                         .await
-                        .map_err(|error| (error, true))
+                        .map_err(|error| match error {
+                            // The caller's budget is the whole request's, not this attempt's.
+                            ClientError::Timeout { .. } => {
+                                (ClientError::Timeout { after: timeout }, true)
+                            }
+                            other => (other, true),
+                        })
                 }
             };
             let (error, was_sent) = match sent {
