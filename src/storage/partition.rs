@@ -739,7 +739,11 @@ impl Partition {
             writer.mark_synced(&ranges);
             let current = writer.shared.truncations.load(Ordering::Acquire) == truncations;
             if current {
-                // Under the writer lock, so no truncation can come between the check and this.
+                // Under the writer lock, so no truncation can come between the check and this;
+                // the bytes first, so that a reader woken by the high watermark finds them.
+                for (segment, _, end) in &ranges {
+                    segment.map().publish(*end);
+                }
                 writer.shared.publish_high_watermark(target);
             }
             current
@@ -748,7 +752,6 @@ impl Partition {
             return Ok(0);
         }
         for (segment, start, end) in &ranges {
-            segment.map().publish(*end);
             if let (Some(observer), Some(bytes)) = (
                 self.sync_observer.0.get(),
                 segment.map().bytes(*start, *end),
