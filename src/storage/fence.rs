@@ -412,8 +412,7 @@ impl<L> Fence<L> {
         E: From<FenceError> + From<ReplicaError>,
     {
         let mut guarded = self.lock();
-        check_producer(credential, &guarded, self.creation_epoch)
-            .map_err(ProducerRefusal::into_error::<E>)?;
+        check_producer::<L, E>(credential, &guarded, self.creation_epoch)?;
         write(&mut guarded.log)
     }
 
@@ -548,13 +547,7 @@ impl<L> Fence<L> {
     {
         let mut guarded = self.lock();
         let Guarded { replica, log, .. } = &mut *guarded;
-        if replica.role != Role::Follower {
-            return Err(ReplicaError::NotFollower {
-                role: replica.role,
-                leader_epoch: replica.leader_epoch,
-            }
-            .into());
-        }
+        require_follower(replica)?;
         check_leader_epoch(leader_epoch, replica.leader_epoch)?;
         let mut evidence = LeaseEvidence {
             leased: &mut replica.leased,
@@ -573,13 +566,7 @@ impl<L> Fence<L> {
     {
         let mut guarded = self.lock();
         let Guarded { replica, log, .. } = &mut *guarded;
-        if replica.role != Role::Follower {
-            return Err(ReplicaError::NotFollower {
-                role: replica.role,
-                leader_epoch: replica.leader_epoch,
-            }
-            .into());
-        }
+        require_follower(replica)?;
         f(log, replica.leader_epoch)
     }
 
@@ -600,15 +587,16 @@ impl<L> Fence<L> {
 /// The producer check under the lock: a follower refuses; otherwise the credential is checked
 /// against the current producer epoch, whose never-granted epoch is the creation epoch or the
 /// base a leader installed, and a writer without a lease passes only while none was granted.
-fn check_producer<L>(
+fn check_producer<L, E: From<FenceError> + From<ReplicaError>>(
     credential: WriteCredential,
     guarded: &Guarded<L>,
     creation_epoch: u64,
-) -> Result<(), ProducerRefusal> {
+) -> Result<(), E> {
     if guarded.replica.role == Role::Follower {
-        return Err(ProducerRefusal::Replica(ReplicaError::NotLeader {
+        return Err(ReplicaError::NotLeader {
             leader_epoch: guarded.replica.leader_epoch,
-        }));
+        }
+        .into());
     }
     let current = guarded.current;
     match credential {
@@ -618,21 +606,18 @@ fn check_producer<L>(
         WriteCredential::Unleased if !guarded.replica.leased => Ok(()),
         WriteCredential::Unleased => Err(FenceError::Leased { current }),
     }
-    .map_err(ProducerRefusal::Fence)
+    .map_err(E::from)
 }
 
-/// Either refusal of a producer append.
-enum ProducerRefusal {
-    Fence(FenceError),
-    Replica(ReplicaError),
-}
-
-impl ProducerRefusal {
-    fn into_error<E: From<FenceError> + From<ReplicaError>>(self) -> E {
-        match self {
-            ProducerRefusal::Fence(error) => error.into(),
-            ProducerRefusal::Replica(error) => error.into(),
-        }
+/// Only a follower takes replicated batches or truncates its log.
+fn require_follower(replica: &ReplicaState) -> Result<(), ReplicaError> {
+    if replica.role == Role::Follower {
+        Ok(())
+    } else {
+        Err(ReplicaError::NotFollower {
+            role: replica.role,
+            leader_epoch: replica.leader_epoch,
+        })
     }
 }
 
