@@ -42,6 +42,10 @@ pub enum BrokerError {
     /// Bad topic name or settings.
     #[error("invalid topic config: {0}")]
     InvalidConfig(String),
+    /// A cluster-mode refusal: another broker leads, too few in-sync replicas, an `acks=all`
+    /// write not acknowledged, the metadata store unavailable.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::driver::ClusterError),
     /// A storage failure (the fence's refusals among them).
     #[error(transparent)]
     Storage(#[from] StorageError),

@@ -69,6 +69,22 @@ pub struct ServeArgs {
     /// [::] in a cluster.
     #[arg(long, env = "FENCELOG_ADVERTISE")]
     pub advertise: Option<String>,
+    /// Join a cluster whose metadata lives in etcd at these client URLs (comma-separated, any
+    /// members), e.g. `http://127.0.0.1:2379`. Without it the server runs standalone.
+    #[arg(long, env = "FENCELOG_ETCD", value_delimiter = ',')]
+    pub etcd: Vec<String>,
+    /// The cluster's name in etcd (every key lives under `/fencelog/NAME/`).
+    #[arg(
+        long,
+        env = "FENCELOG_CLUSTER",
+        default_value = "default",
+        requires = "etcd"
+    )]
+    pub cluster_name: String,
+    /// TTL of this broker's registration in etcd, in milliseconds: its partitions are taken over
+    /// this long after it stops renewing (it stops acknowledging earlier, by its own clock).
+    #[arg(long, default_value_t = crate::cluster::driver::REGISTRATION_TTL_DEFAULT.as_millis() as u64, requires = "etcd")]
+    pub registration_ttl_ms: u64,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -84,6 +100,10 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     super::init_tracing("info");
     let tls = args.tls.server_tls()?;
+    let in_cluster = !args.etcd.is_empty();
+    if in_cluster {
+        check_cluster_args(&args)?;
+    }
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
@@ -118,6 +138,32 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             Arc::new(broker),
             BrokerConfig::default().lease,
         ));
+        let mut config = config;
+        let driver = if in_cluster {
+            let advertised = match &args.advertise {
+                Some(advertise) => advertise.clone(),
+                None => listener
+                    .local_addr()
+                    .map_err(|error| CliError::new(format!("listen address: {error}")))?
+                    .to_string(),
+            };
+            let driver = join_cluster(&args, advertised, &service).await?;
+            config.cluster_view = Some(driver.clone());
+            config.cluster = Some(Arc::clone(&driver));
+            driver.start();
+            Some(driver)
+        } else {
+            None
+        };
+        let leave = driver.clone();
+        let shutdown = async move {
+            shutdown_signal().await;
+            // Leave first: leaders step down and the registration is revoked, so the others
+            // take over at once; then the listeners drain.
+            if let Some(driver) = leave {
+                driver.shutdown().await;
+            }
+        };
         let metrics = match &args.metrics_listen {
             Some(addr) => Some(
                 MetricsEndpoint::bind(addr, &service, MetricsEndpointConfig::default())
@@ -126,7 +172,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             ),
             None => None,
         };
-        let served = server::run_with_kafka(listener, kafka, service, config, shutdown_signal())
+        let served = server::run_with_kafka(listener, kafka, service, config, shutdown)
             .await
             .map_err(|error| CliError::new(format!("server: {error}")));
         if let Some(metrics) = metrics {
@@ -134,6 +180,73 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         }
         served
     })
+}
+
+/// Refuses the combinations cluster mode does not serve yet, before anything starts.
+fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
+    if args.kafka_listen.is_some() {
+        return Err(CliError::new(
+            "--kafka-listen with --etcd: the Kafka listener does not follow the cluster yet (its Metadata would name this broker leader of every partition, and its produces would not wait for replication); run cluster brokers without it",
+        ));
+    }
+    if args.auth {
+        return Err(CliError::new(
+            "--auth with --etcd: brokers do not authenticate to each other yet, so followers could not fetch; run the cluster on a trusted network without --auth for now",
+        ));
+    }
+    if args.node_id > crate::cluster::driver::CLUSTER_NODE_ID_MAX {
+        return Err(CliError::new(format!(
+            "--node-id {} is above {} in a cluster (producer ids carry the node id)",
+            args.node_id,
+            crate::cluster::driver::CLUSTER_NODE_ID_MAX
+        )));
+    }
+    let unreachable = ["0.0.0.0", "[::]", "::"];
+    if args.advertise.is_none()
+        && unreachable
+            .iter()
+            .any(|host| args.listen.starts_with(&format!("{host}:")))
+    {
+        return Err(CliError::new(format!(
+            "--listen {} listens on every interface, which is no address other brokers and clients can connect to: set --advertise HOST:PORT",
+            args.listen
+        )));
+    }
+    Ok(())
+}
+
+/// Connects to etcd and makes the cluster driver (not started).
+#[cfg(feature = "etcd")]
+async fn join_cluster(
+    args: &ServeArgs,
+    advertised: String,
+    service: &Arc<BrokerService>,
+) -> Result<Arc<crate::cluster::driver::ClusterDriver>, CliError> {
+    use crate::cluster::driver::{ClusterConfig, ClusterDriver};
+    use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
+    let etcd = EtcdConfig::new(args.etcd.clone()).with_cluster_name(args.cluster_name.clone());
+    let store = EtcdMetaStore::connect(etcd)
+        .await
+        .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
+    let mut config = ClusterConfig::new(args.node_id, advertised);
+    config.registration_ttl = std::time::Duration::from_millis(args.registration_ttl_ms);
+    crate::cluster::meta::validate_ttl(config.registration_ttl)
+        .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
+    tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");
+    ClusterDriver::new(config, Arc::new(store), Arc::clone(service))
+        .map_err(|error| CliError::new(error.to_string()))
+}
+
+/// Without the `etcd` feature there is no store to join.
+#[cfg(not(feature = "etcd"))]
+async fn join_cluster(
+    _args: &ServeArgs,
+    _advertised: String,
+    _service: &Arc<BrokerService>,
+) -> Result<Arc<crate::cluster::driver::ClusterDriver>, CliError> {
+    Err(CliError::new(
+        "--etcd: this build has no etcd client (built without the `etcd` feature)",
+    ))
 }
 
 /// Binds the Kafka listener if `--kafka-listen` was given, with what it advertises.

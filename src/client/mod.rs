@@ -836,6 +836,17 @@ impl Client {
         self.endpoint.config()
     }
 
+    /// Sends any request on the bootstrap connection and returns its response (an error
+    /// response as [`ClientError::Server`]), within `timeout`, without routing. For brokers'
+    /// replication (a follower's `ReplicaFetch` and `LeaderEpochEnd` to its leader) and tools.
+    pub async fn request(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        self.call_within(request, timeout).await
+    }
+
     async fn call(&self, request: Request) -> Result<Response, ClientError> {
         self.call_within(request, self.config().request_timeout)
             .await

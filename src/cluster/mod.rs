@@ -14,6 +14,7 @@
 //!   cluster and by the deterministic simulation in tests);
 //! - [`replica_log`]: what the replication logic needs from a partition's log.
 
+pub mod driver;
 pub mod meta;
 pub mod partition_log;
 pub mod replica_log;

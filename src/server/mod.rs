@@ -90,6 +90,9 @@ pub struct ServerConfig {
     /// Where the native listener learns the brokers and each partition's leader; `None`:
     /// standalone (this broker alone, leading everything; see `native::StandaloneView`).
     pub cluster_view: Option<Arc<dyn native::ClusterView>>,
+    /// This broker's membership of a cluster (`serve --etcd`); `None`: standalone. When set,
+    /// `cluster_view` is the same driver.
+    pub cluster: Option<Arc<crate::cluster::driver::ClusterDriver>>,
 }
 
 impl Default for ServerConfig {
@@ -111,6 +114,7 @@ impl Default for ServerConfig {
             node_id: 0,
             advertised_addr: None,
             cluster_view: None,
+            cluster: None,
         }
     }
 }

@@ -115,6 +115,10 @@ struct Shared {
     recovery_point: Arc<RecoveryPoint>,
     /// What the published high watermark is made of (see `high_watermark`).
     watermarks: Watermarks,
+    /// The acknowledged end, published for a replicated partition's leader: a follower's fetch
+    /// waits on it for records that are not committed yet (the high watermark waits for that
+    /// very fetch).
+    acknowledged: watch::Sender<u64>,
     /// Truncations so far: a sync or an acknowledgement planned before one must not count
     /// offsets the truncation cut.
     truncations: AtomicU64,
@@ -456,6 +460,7 @@ impl Partition {
         let shared = Arc::new(Shared {
             segments: RwLock::new(readers),
             high_watermark: watch::Sender::new(high_watermark),
+            acknowledged: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
             failed: AtomicBool::new(false),
             damaged: RwLock::new(report.damaged.clone()),

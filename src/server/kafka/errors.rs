@@ -30,6 +30,21 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
         BrokerError::Lease(AuthorityError::Unavailable(_)) => ResponseError::UnknownServerError,
         BrokerError::GroupOffsets(group) => group_offsets_error(group),
         BrokerError::CommitOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        BrokerError::Cluster(cluster) => cluster_error(cluster),
+    }
+}
+
+/// The Kafka error for a cluster-mode refusal.
+fn cluster_error(error: &crate::cluster::driver::ClusterError) -> ResponseError {
+    use crate::cluster::driver::ClusterError;
+    match error {
+        ClusterError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
+        ClusterError::LeaderNotAvailable { .. } => ResponseError::LeaderNotAvailable,
+        ClusterError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        ClusterError::TooManyWaiters { .. } => ResponseError::RequestTimedOut,
+        ClusterError::NotAcknowledged { .. } => ResponseError::NotEnoughReplicasAfterAppend,
+        ClusterError::Meta(_) => ResponseError::UnknownServerError,
+        ClusterError::Unsupported(_) => ResponseError::InvalidRequest,
     }
 }
 

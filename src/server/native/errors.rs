@@ -27,6 +27,26 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::Lease(AuthorityError::Unavailable(_)) => plain(ErrorCode::Internal),
         BrokerError::GroupOffsets(group) => plain(group_offsets_code(group)),
         BrokerError::CommitOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
+        BrokerError::Cluster(cluster) => cluster_error(cluster, message),
+    }
+}
+
+fn cluster_error(error: &crate::cluster::driver::ClusterError, message: String) -> ErrorResponse {
+    use crate::cluster::driver::ClusterError;
+    let plain = |code| ErrorResponse::new(code, message.clone());
+    match error {
+        ClusterError::NotLeader {
+            topic,
+            partition,
+            leader,
+            leader_epoch,
+        } => ErrorResponse::not_leader(topic, *partition, leader.clone(), *leader_epoch),
+        ClusterError::LeaderNotAvailable { .. } => plain(ErrorCode::LeaderNotAvailable),
+        ClusterError::NotEnoughReplicas { .. } => plain(ErrorCode::NotEnoughReplicas),
+        ClusterError::TooManyWaiters { .. } => plain(ErrorCode::ResourceExhausted),
+        ClusterError::NotAcknowledged { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
+        ClusterError::Meta(_) => plain(ErrorCode::Internal),
+        ClusterError::Unsupported(_) => plain(ErrorCode::InvalidRequest),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::batch::{BatchError, BatchHeader};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::{BrokerError, BrokerService, CommittedOffset, FetchRequest, ProduceRequest};
 use crate::protocol::{
-    ClusterMetadata, ErrorCode, ErrorResponse, PartitionMetadata, Replication, Request,
+    Acks, ClusterMetadata, ErrorCode, ErrorResponse, PartitionMetadata, Replication, Request,
     RequestFrame, Response, ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
 };
 use crate::server::ServerConfig;
@@ -65,10 +65,17 @@ fn answer(
     request: Request,
 ) -> BoxFuture<'static, Result<Response, BrokerError>> {
     let service = Arc::clone(service);
+    let request = match &config.cluster {
+        Some(driver) => match answer_in_cluster(driver, produce_queue, request) {
+            Ok(answer) => return answer,
+            Err(request) => request,
+        },
+        None => request,
+    };
     match request {
         // Standalone, `acks` changes nothing: the leader is the only replica, so "the leader
-        // has it" and "every in-sync replica has it" are the same moment.
-        // cluster: pass `acks` to the replicated append (wait for the high watermark on `All`).
+        // has it" and "every in-sync replica has it" are the same moment. In a cluster the
+        // produce went to `answer_in_cluster`.
         Request::Produce {
             topic,
             partition,
@@ -107,13 +114,20 @@ fn answer(
             Box::pin(async move { service.fetch(request).await.map(fetched) })
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
-        Request::InitProducerId => Box::pin(async move {
-            let (producer_id, producer_epoch) = service.init_producer_id().await?;
-            Ok(Response::InitProducerId {
-                producer_id,
-                producer_epoch,
+        Request::InitProducerId => {
+            let cluster = config.cluster.clone();
+            Box::pin(async move {
+                let (producer_id, producer_epoch) = service.init_producer_id().await?;
+                let producer_id = match &cluster {
+                    Some(driver) => driver.cluster_producer_id(producer_id),
+                    None => producer_id,
+                };
+                Ok(Response::InitProducerId {
+                    producer_id,
+                    producer_epoch,
+                })
             })
-        }),
+        }
         Request::Metadata {
             topics,
             cluster: with_cluster,
@@ -218,6 +232,93 @@ fn answer(
                 "authentication requests are answered by the connection".into(),
             ))))
         }
+    }
+}
+
+/// The requests a broker in a cluster answers differently: a produce waits for `acks=all`, reads
+/// and leases are served by the partition's leader only (others answer `NOT_LEADER` naming it),
+/// topics are created and deleted in the metadata store, and the replication APIs are served.
+/// `Err` gives the request back: it goes on as on a standalone broker.
+fn answer_in_cluster(
+    driver: &Arc<crate::cluster::driver::ClusterDriver>,
+    produce_queue: &ProduceQueue,
+    request: Request,
+) -> Result<BoxFuture<'static, Result<Response, BrokerError>>, Request> {
+    let driver = Arc::clone(driver);
+    let leader_only = |topic: &str, partition: u32| driver.require_leader(topic, partition);
+    let refused = match &request {
+        Request::Fetch {
+            topic, partition, ..
+        }
+        | Request::ListOffsets {
+            topic, partition, ..
+        }
+        | Request::AcquireLease {
+            topic, partition, ..
+        }
+        | Request::RenewLease {
+            topic, partition, ..
+        }
+        | Request::ReleaseLease {
+            topic, partition, ..
+        } => leader_only(topic, *partition).err(),
+        _ => None,
+    };
+    if let Some(refused) = refused {
+        return Ok(Box::pin(future::ready(Err(refused))));
+    }
+    match request {
+        Request::Produce {
+            topic,
+            partition,
+            batch,
+            acks,
+        } => {
+            // Version 0 (no `acks`) gets the broker's default: `all` on a replicated partition.
+            let acks_all = acks.unwrap_or(Acks::All) == Acks::All;
+            if let Err(refused) = driver.check_produce(&topic, partition, acks_all) {
+                return Ok(Box::pin(future::ready(Err(refused))));
+            }
+            let Some(epoch) = BatchHeader::peek_epoch(&batch) else {
+                let error = StorageError::from(BatchError::TooShort { len: batch.len() });
+                return Ok(Box::pin(future::ready(Err(error.into()))));
+            };
+            let acknowledged = produce_queue.produce(ProduceRequest {
+                topic: topic.clone(),
+                partition,
+                credential: WriteCredential::Epoch(epoch),
+                batch,
+            });
+            Ok(Box::pin(async move {
+                let appended = acknowledged.await?;
+                driver
+                    .await_commit(&topic, partition, appended.last_offset, acks_all)
+                    .await?;
+                Ok(produced(appended))
+            }))
+        }
+        Request::CreateTopic {
+            name,
+            partitions,
+            config,
+            replication,
+        } => Ok(Box::pin(async move {
+            driver
+                .create_topic(name, partitions, config, replication)
+                .await?;
+            Ok(Response::CreateTopic)
+        })),
+        Request::DeleteTopic { name } => Ok(Box::pin(async move {
+            driver.delete_topic(&name).await?;
+            Ok(Response::DeleteTopic)
+        })),
+        Request::ReplicaFetch(fetch) => Ok(Box::pin(async move {
+            Ok(driver.serve_replica_fetch(fetch).await)
+        })),
+        Request::LeaderEpochEnd { partitions } => Ok(Box::pin(future::ready(Ok(
+            driver.serve_epoch_end(partitions)
+        )))),
+        other => Err(other),
     }
 }
 

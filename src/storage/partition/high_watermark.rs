@@ -68,6 +68,13 @@ impl Shared {
         self.watermarks
             .acknowledged_end
             .fetch_max(acknowledged, Ordering::AcqRel);
+        if self.watermarks.is_replicated() {
+            self.acknowledged.send_if_modified(|current| {
+                let advanced = acknowledged > *current;
+                *current = (*current).max(acknowledged);
+                advanced
+            });
+        }
         self.republish();
     }
 
@@ -127,6 +134,13 @@ impl Partition {
             .watermarks
             .acknowledged_end
             .load(Ordering::Acquire)
+    }
+
+    /// The acknowledged end of a replicated partition, as it moves (a standalone partition's
+    /// moves only with its high watermark: [`subscribe`](Self::subscribe)). What a leader's
+    /// replica fetch waits on.
+    pub fn subscribe_acknowledged(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.acknowledged.subscribe()
     }
 
     /// The replication logic says offsets below `offset` are committed: a replicated partition

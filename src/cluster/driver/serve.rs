@@ -1,0 +1,220 @@
+//! The leader's side of replication requests: a follower's `ReplicaFetch` (which is also how the
+//! leader learns the follower's log end, so it moves the high watermark) and `LeaderEpochEnd`.
+//!
+//! A fetch is answered at once when there is something to send; otherwise it is held (up to its
+//! `max_wait_ms`, bounded by the driver's `replica_fetch_max_wait`) until the leader's
+//! acknowledged end moves, so a follower learns of a new batch one round trip after it was
+//! written, without polling. The fetch offset is recorded *before* the wait: it may be exactly
+//! what commits a produce waiting for `acks=all`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::leading::Role;
+use super::{ClusterDriver, Replica};
+use crate::cluster::replication::{FetchError, FetchRequest};
+use crate::cluster::LeaderEpoch;
+use crate::protocol::{
+    EpochEnd, ErrorCode, LeaderEpochEndPartition, LeaderEpochQuery, ReplicaFetch,
+    ReplicaFetchPartition, ReplicaFetchedPartition, Response,
+};
+
+impl ClusterDriver {
+    /// Answers a follower's `ReplicaFetch`, one partition after another.
+    pub async fn serve_replica_fetch(self: &Arc<Self>, fetch: ReplicaFetch) -> Response {
+        let max_wait = Duration::from_millis(u64::from(fetch.max_wait_ms))
+            .min(self.config.replica_fetch_max_wait);
+        let mut budget = fetch.max_bytes.max(1) as usize;
+        let mut partitions = Vec::with_capacity(fetch.partitions.len());
+        for entry in &fetch.partitions {
+            let answer = self
+                .serve_partition_fetch(&fetch, entry, budget, max_wait)
+                .await;
+            budget = budget.saturating_sub(answer.batches.len()).max(1);
+            partitions.push(answer);
+        }
+        Response::ReplicaFetch { partitions }
+    }
+
+    async fn serve_partition_fetch(
+        self: &Arc<Self>,
+        fetch: &ReplicaFetch,
+        entry: &ReplicaFetchPartition,
+        max_bytes: usize,
+        max_wait: Duration,
+    ) -> ReplicaFetchedPartition {
+        let refused = |error: ErrorCode| ReplicaFetchedPartition {
+            topic: entry.topic.clone(),
+            partition: entry.partition,
+            error,
+            high_watermark: 0,
+            log_start_offset: 0,
+            records_epoch: 0,
+            batches: Bytes::new(),
+        };
+        let Some(replica) = self.replica(&entry.topic, entry.partition) else {
+            return refused(ErrorCode::NotLeader);
+        };
+        let request = FetchRequest {
+            follower: fetch.follower,
+            incarnation: fetch.follower_incarnation,
+            leader_epoch: fetch.leader_epoch,
+            fetch_offset: entry.fetch_offset,
+        };
+        let mut acknowledged = replica.partition.subscribe_acknowledged();
+        let deadline = tokio::time::Instant::now() + max_wait;
+        loop {
+            let serve = match self.record_fetch(&replica, &request) {
+                Ok(serve) => serve,
+                Err(error) => return refused(error),
+            };
+            let nothing_new = serve.from_offset >= serve.to_offset;
+            if nothing_new && tokio::time::Instant::now() < deadline {
+                let more = async {
+                    loop {
+                        if *acknowledged.borrow_and_update() > entry.fetch_offset {
+                            return;
+                        }
+                        if acknowledged.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = more => continue,
+                    () = tokio::time::sleep_until(deadline) => {}
+                    () = self.stop.cancelled() => {}
+                }
+                // Waited in vain: answer with nothing, after recording progress once more.
+                return match self.record_fetch(&replica, &request) {
+                    Ok(serve) => self.read_for(&replica, entry, serve, max_bytes),
+                    Err(error) => refused(error),
+                };
+            }
+            return self.read_for(&replica, entry, serve, max_bytes);
+        }
+    }
+
+    /// Gives the fetch to the leader engine (it records the follower's progress and may move
+    /// the high watermark) and returns what to send, or the refusal's wire code.
+    fn record_fetch(
+        self: &Arc<Self>,
+        replica: &Arc<Replica>,
+        request: &FetchRequest,
+    ) -> Result<crate::cluster::replication::FetchServe, ErrorCode> {
+        let now = self.now_ms();
+        let mut role = replica.role();
+        let Role::Leader(leader) = &mut *role else {
+            return Err(not_leading_code(replica, request.leader_epoch));
+        };
+        let (result, output) = leader
+            .engine
+            .on_fetch(now, request, replica.partition.as_ref());
+        self.apply_leader_output(replica, &mut role, output);
+        result.map_err(|error| match error {
+            FetchError::FencedLeaderEpoch { .. } => ErrorCode::FencedLeaderEpoch,
+            FetchError::NotLeader => ErrorCode::NotLeader,
+            FetchError::NotAReplica { .. } => ErrorCode::InvalidRequest,
+            FetchError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        })
+    }
+
+    /// Reads what the engine said to send.
+    fn read_for(
+        &self,
+        replica: &Replica,
+        entry: &ReplicaFetchPartition,
+        serve: crate::cluster::replication::FetchServe,
+        max_bytes: usize,
+    ) -> ReplicaFetchedPartition {
+        let mut answer = ReplicaFetchedPartition {
+            topic: entry.topic.clone(),
+            partition: entry.partition,
+            error: ErrorCode::None,
+            high_watermark: serve.high_watermark,
+            log_start_offset: replica.partition.log_start_offset(),
+            records_epoch: serve.records_epoch,
+            batches: Bytes::new(),
+        };
+        if serve.from_offset >= serve.to_offset {
+            return answer;
+        }
+        match replica
+            .partition
+            .read_for_replication(serve.from_offset, max_bytes)
+        {
+            Ok(read) => {
+                answer.records_epoch = read.records_epoch;
+                answer.log_start_offset = read.log_start_offset;
+                answer.batches = match read.batches.len() {
+                    0 => Bytes::new(),
+                    1 => read.batches.into_iter().next().expect("one batch"),
+                    _ => {
+                        let total = read.batches.iter().map(Bytes::len).sum();
+                        let mut joined = BytesMut::with_capacity(total);
+                        for batch in &read.batches {
+                            joined.extend_from_slice(batch);
+                        }
+                        joined.freeze()
+                    }
+                };
+            }
+            Err(error) => {
+                tracing::warn!(partition = %replica.id, %error, "cannot read for a follower");
+                answer.error = ErrorCode::StorageError;
+            }
+        }
+        answer
+    }
+
+    /// Answers a follower's `LeaderEpochEnd` questions.
+    pub fn serve_epoch_end(&self, questions: Vec<LeaderEpochQuery>) -> Response {
+        let now = self.now_ms();
+        let partitions = questions
+            .into_iter()
+            .map(|question| {
+                let mut answer = LeaderEpochEndPartition {
+                    topic: question.topic.clone(),
+                    partition: question.partition,
+                    error: ErrorCode::None,
+                    end: None,
+                };
+                let Some(replica) = self.replica(&question.topic, question.partition) else {
+                    answer.error = ErrorCode::NotLeader;
+                    return answer;
+                };
+                let role = replica.role();
+                match &*role {
+                    Role::Leader(leader) if leader.engine.can_acknowledge(now) => {
+                        let epoch = leader.engine.epoch();
+                        if question.current_leader_epoch < epoch {
+                            answer.error = ErrorCode::FencedLeaderEpoch;
+                        } else if question.current_leader_epoch > epoch {
+                            answer.error = ErrorCode::UnknownLeaderEpoch;
+                        } else {
+                            answer.end = replica
+                                .partition
+                                .end_offset_for_epoch(question.epoch)
+                                .map(|(epoch, end_offset)| EpochEnd { epoch, end_offset });
+                        }
+                    }
+                    _ => answer.error = not_leading_code(&replica, question.current_leader_epoch),
+                }
+                answer
+            })
+            .collect();
+        Response::LeaderEpochEnd { partitions }
+    }
+}
+
+/// Why a broker that does not lead refuses a replication request: the asker follows an epoch
+/// older than this replica installed (`FENCED_LEADER_EPOCH`), or simply not this broker.
+fn not_leading_code(replica: &Replica, asked: LeaderEpoch) -> ErrorCode {
+    if asked < replica.partition.leader_epoch_floor() {
+        ErrorCode::FencedLeaderEpoch
+    } else {
+        ErrorCode::NotLeader
+    }
+}
