@@ -202,7 +202,12 @@ async fn produce_all(
     for i in 0..count {
         let value = format!("{prefix}-{i}");
         client
-            .produce_with_acks(topic, 0, batch(epoch, std::slice::from_ref(&value)), Acks::All)
+            .produce_with_acks(
+                topic,
+                0,
+                batch(epoch, std::slice::from_ref(&value)),
+                Acks::All,
+            )
             .await
             .unwrap_or_else(|error| panic!("produce {value}: {error}"));
         acknowledged.push(value);

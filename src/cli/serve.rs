@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// this long after it stops renewing (it stops acknowledging earlier, by its own clock).
     #[arg(long, default_value_t = crate::cluster::driver::REGISTRATION_TTL_DEFAULT.as_millis() as u64, requires = "etcd")]
     pub registration_ttl_ms: u64,
+    /// A follower that has not caught up with its leader for this long (milliseconds) leaves
+    /// the partition's in-sync replicas.
+    #[arg(long, default_value_t = crate::cluster::replication::REPLICA_LAG_MAX_MS_DEFAULT, requires = "etcd")]
+    pub replica_lag_max_ms: u64,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -230,6 +234,7 @@ async fn join_cluster(
         .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
     let mut config = ClusterConfig::new(args.node_id, advertised);
     config.registration_ttl = std::time::Duration::from_millis(args.registration_ttl_ms);
+    config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");

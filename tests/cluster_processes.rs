@@ -1,0 +1,626 @@
+//! A real cluster: an etcd process and three `fencelog serve --etcd` processes on loopback,
+//! driven through the client library and the CLI as an operator would, with the faults the
+//! cluster exists for: `kill -9` of the leader under `acks=all` load, a leader paused (SIGSTOP)
+//! past its registration and resumed, two failovers in quick succession, a follower that drops
+//! out and comes back. After each, the checker compares what producers were told with what the
+//! replicas hold: every acknowledged record present once, in order, epochs never decreasing
+//! along the log, every replica at the same high watermark.
+//!
+//! Skipped with a note where the `etcd` binary is missing (`.ci/run` installs `etcd-server`).
+
+#[path = "common/etcd.rs"]
+mod etcd_harness;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use etcd_harness::EtcdServer;
+use fencelog::client::{BatchBuilder, Client, ClientError};
+use fencelog::protocol::Acks;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+/// Registration TTL of the test brokers: failover within a few seconds.
+const TTL_MS: &str = "2000";
+/// A follower this far behind leaves the ISR.
+const LAG_MS: &str = "1500";
+/// How long a test waits for the cluster to converge.
+const CONVERGE: Duration = Duration::from_secs(30);
+
+/// One `fencelog serve` process and where it keeps its data.
+struct BrokerProcess {
+    id: u32,
+    addr: String,
+    data_dir: PathBuf,
+    etcd: String,
+    child: Option<Child>,
+}
+
+impl BrokerProcess {
+    fn start(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut broker = BrokerProcess {
+            id,
+            addr: format!("127.0.0.1:{port}"),
+            data_dir: root.path().join(format!("broker-{id}")),
+            etcd: etcd.to_owned(),
+            child: None,
+        };
+        broker.spawn();
+        broker
+    }
+
+    fn spawn(&mut self) {
+        std::fs::create_dir_all(&self.data_dir).expect("data dir");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.with_extension("log"))
+            .expect("log file");
+        let child = Command::new(BIN)
+            .args(["serve", "--node-id", &self.id.to_string()])
+            .args(["--etcd", &self.etcd, "--cluster-name", "processes"])
+            .args(["--listen", &self.addr])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--registration-ttl-ms", TTL_MS])
+            .args(["--replica-lag-max-ms", LAG_MS])
+            .env("RUST_LOG", "fencelog=info")
+            .env_remove("FENCELOG_ADDR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start fencelog serve");
+        self.child = Some(child);
+        let deadline = Instant::now() + CONVERGE;
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "broker {} never listened",
+                self.id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A stopped process must be resumed to die promptly.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill9();
+    }
+}
+
+/// etcd, three brokers, and a client that knows all of them.
+struct Cluster {
+    brokers: Vec<BrokerProcess>,
+    _etcd: EtcdServer,
+    _root: TempDir,
+}
+
+impl Cluster {
+    fn start(test: &str) -> Option<Cluster> {
+        let etcd = EtcdServer::start_or_skip(test)?;
+        let root = tempfile::tempdir().expect("temp dir");
+        let brokers = (1..=3)
+            .map(|id| BrokerProcess::start(id, &root, &etcd.endpoint()))
+            .collect();
+        let cluster = Cluster {
+            brokers,
+            _etcd: etcd,
+            _root: root,
+        };
+        // Listening is not registered: wait until every broker is in the store.
+        let deadline = Instant::now() + CONVERGE;
+        while cluster.registered() < 3 {
+            assert!(Instant::now() < deadline, "brokers never registered");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(cluster)
+    }
+
+    /// How many brokers `cluster status` lists as alive.
+    fn registered(&self) -> usize {
+        let out = self.cli(&["cluster", "status", "--json"]);
+        let status: serde_json::Value = serde_json::from_str(&out).expect("status json");
+        status["brokers"].as_array().map_or(0, |brokers| {
+            brokers.iter().filter(|b| b["alive"] == true).count()
+        })
+    }
+
+    fn addrs(&self) -> String {
+        self.brokers
+            .iter()
+            .map(|b| b.addr.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn broker(&mut self, id: u32) -> &mut BrokerProcess {
+        self.brokers
+            .iter_mut()
+            .find(|b| b.id == id)
+            .expect("broker")
+    }
+
+    /// Runs the CLI with `--addr` set to every broker; returns stdout, panics on failure.
+    fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new(BIN)
+            .args(args)
+            .args(["--addr", &self.addrs()])
+            .env_remove("FENCELOG_ADDR")
+            .output()
+            .expect("run fencelog");
+        assert!(
+            output.status.success(),
+            "fencelog {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn logs(&self) -> String {
+        self.brokers
+            .iter()
+            .map(|b| format!("--- broker {} ---\n{}", b.id, tail(&b.log(), 40)))
+            .collect()
+    }
+
+    async fn client(&self, ids: &[u32]) -> Client {
+        Client::builder()
+            .addrs(
+                self.brokers
+                    .iter()
+                    .filter(|b| ids.contains(&b.id))
+                    .map(|b| b.addr.clone()),
+            )
+            .request_timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("connect")
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `cluster status --json` of one partition, as the CLI prints it.
+fn status(cluster: &Cluster, topic: &str) -> serde_json::Value {
+    let out = cluster.cli(&["cluster", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).expect("status json");
+    status["partitions"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["topic"] == topic).cloned())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The leader of partition 0 of `topic` and its epoch, once one serves above `above`.
+async fn leader_above(client: &Client, topic: &str, above: u32) -> (u32, u32) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        if let Ok(info) = client.cluster_metadata(&[topic]).await {
+            if let Some(found) = info
+                .partitions
+                .iter()
+                .find(|p| p.partition == 0)
+                .and_then(|p| p.leader.map(|leader| (leader, p.leader_epoch)))
+            {
+                if found.1 > above {
+                    return found;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader above epoch {above}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until a broker's own view (asked directly) shows the ISR at `size`.
+async fn wait_isr(client: &Client, topic: &str, size: usize) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        if let Ok(info) = client.cluster_metadata(&[topic]).await {
+            if info.partitions.first().is_some_and(|p| p.isr.len() == size) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "the ISR never reached {size}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn batch(epoch: u64, value: &str) -> Bytes {
+    let mut builder = BatchBuilder::new(epoch);
+    builder.push(0, None, Some(value.as_bytes()));
+    builder.finish()
+}
+
+/// A producer task writing `acks=all` single-record batches as fast as it is answered,
+/// re-acquiring its lease when a new leader fenced it. Records what it was told.
+struct Load {
+    acknowledged: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Load {
+    fn start(client: Client, topic: &'static str, tag: &'static str) -> Load {
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (written, stopping) = (Arc::clone(&acknowledged), Arc::clone(&stop));
+        let task = tokio::spawn(async move {
+            let mut epoch = None;
+            let mut i = 0u64;
+            while !stopping.load(Ordering::Relaxed) {
+                let current = match epoch {
+                    Some(epoch) => epoch,
+                    None => match client
+                        .acquire_lease(topic, 0, "load", Duration::from_secs(60))
+                        .await
+                    {
+                        Ok(lease) => *epoch.insert(lease.epoch),
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                };
+                i += 1;
+                let value = format!("{tag}-{i}");
+                match client
+                    .produce_with_acks(topic, 0, batch(current, &value), Acks::All)
+                    .await
+                {
+                    Ok(_) => written.lock().unwrap().push(value),
+                    Err(ClientError::Fenced { .. }) => epoch = None,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        });
+        Load {
+            acknowledged,
+            stop,
+            task,
+        }
+    }
+
+    async fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        Arc::try_unwrap(self.acknowledged)
+            .map(|m| m.into_inner().unwrap())
+            .unwrap_or_else(|shared| shared.lock().unwrap().clone())
+    }
+}
+
+/// Reads the whole partition from its leader: values and their epochs.
+async fn read_all(client: &Client, topic: &str) -> Vec<(String, u64)> {
+    let mut records = Vec::new();
+    let mut offset = 0;
+    loop {
+        let fetched = client
+            .fetch(topic, 0, offset, 1 << 20, Duration::ZERO)
+            .await
+            .expect("fetch");
+        if fetched.records.is_empty() {
+            return records;
+        }
+        for record in fetched.records {
+            offset = record.offset + 1;
+            let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or(b"")).into();
+            records.push((value, record.epoch));
+        }
+    }
+}
+
+/// The checker: every acknowledged value present exactly once and in the order acknowledged,
+/// epochs never decreasing along the log, and nothing in `absent` present.
+fn check(log: &[(String, u64)], acknowledged: &[String], absent: &[&str]) {
+    let mut positions = std::collections::HashMap::new();
+    for (index, (value, _)) in log.iter().enumerate() {
+        assert!(
+            positions.insert(value.clone(), index).is_none(),
+            "{value} appears twice in the log"
+        );
+    }
+    let mut last = None;
+    for value in acknowledged {
+        let position = *positions
+            .get(value)
+            .unwrap_or_else(|| panic!("acknowledged {value} is missing from the log"));
+        assert!(
+            last.is_none_or(|last| position > last),
+            "acknowledged {value} is out of order"
+        );
+        last = Some(position);
+    }
+    for pair in log.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].1,
+            "epochs decrease along the log: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+    for value in absent {
+        assert!(
+            !positions.contains_key(*value),
+            "{value} must not be in the log"
+        );
+    }
+}
+
+/// Every broker, asked directly, reports the same high watermark as the leader's log end.
+async fn replicas_converge(cluster: &Cluster, topic: &str, expected: usize) {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let mut marks = Vec::new();
+        for broker in &cluster.brokers {
+            let direct = Client::connect(broker.addr.as_str())
+                .await
+                .expect("connect");
+            let info = direct.cluster_metadata(&[topic]).await.expect("metadata");
+            marks.push(info.partitions[0].high_watermark);
+        }
+        if marks.iter().all(|m| *m == expected as u64) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replicas did not converge on {expected}: {marks:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_leader_under_acks_all_load_loses_nothing_acknowledged() {
+    let Some(mut cluster) = Cluster::start("kill_9_of_the_leader") else {
+        return;
+    };
+    cluster.cli(&[
+        "topic",
+        "create",
+        "orders",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (leader, epoch) = leader_above(&client, "orders", 1).await;
+    let load = Load::start(client.clone(), "orders", "v");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.broker(leader).kill9();
+    let survivors: Vec<u32> = (1..=3).filter(|id| *id != leader).collect();
+    let others = cluster.client(&survivors).await;
+    let (new_leader, new_epoch) = leader_above(&others, "orders", epoch).await;
+    assert_ne!(new_leader, leader);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let acknowledged = load.finish().await;
+    assert!(
+        acknowledged.len() > 10,
+        "the load made progress: {acknowledged:?}"
+    );
+
+    // The killed broker comes back on its data, rejoins as a follower and catches up.
+    cluster.broker(leader).spawn();
+    wait_isr(&others, "orders", 3).await;
+    let log = read_all(&others, "orders").await;
+    check(&log, &acknowledged, &[]);
+    replicas_converge(&cluster, "orders", log.len()).await;
+    let state = status(&cluster, "orders");
+    assert_eq!(state["leader_epoch"].as_u64(), Some(u64::from(new_epoch)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins() {
+    let Some(mut cluster) = Cluster::start("a_leader_paused") else {
+        return;
+    };
+    cluster.cli(&[
+        "topic",
+        "create",
+        "payments",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (leader, epoch) = leader_above(&client, "payments", 1).await;
+    let lease = client
+        .acquire_lease("payments", 0, "first", Duration::from_secs(60))
+        .await
+        .expect("lease");
+    let mut acknowledged = Vec::new();
+    for i in 0..10 {
+        let value = format!("before-{i}");
+        client
+            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
+            .await
+            .expect("produce");
+        acknowledged.push(value);
+    }
+    // A connection to the leader alone, opened before it freezes.
+    let direct = Client::builder()
+        .addrs([cluster.broker(leader).addr.clone()])
+        .request_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect to the leader");
+    direct.api_versions().await.expect("leader answers");
+
+    cluster.broker(leader).signal("-STOP");
+    // Sent while it is frozen: read by it only after it wakes up.
+    let stale = tokio::spawn({
+        let direct = direct.clone();
+        async move {
+            direct
+                .produce_with_acks("payments", 0, batch(lease.epoch, "stale"), Acks::All)
+                .await
+        }
+    });
+    let survivors: Vec<u32> = (1..=3).filter(|id| *id != leader).collect();
+    let others = cluster.client(&survivors).await;
+    let (new_leader, new_epoch) = leader_above(&others, "payments", epoch).await;
+    assert_ne!(new_leader, leader);
+    let lease = others
+        .acquire_lease("payments", 0, "second", Duration::from_secs(60))
+        .await
+        .expect("lease from the new leader");
+    for i in 0..10 {
+        let value = format!("during-{i}");
+        others
+            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
+            .await
+            .expect("produce to the new leader");
+        acknowledged.push(value);
+    }
+
+    cluster.broker(leader).signal("-CONT");
+    let answer = stale.await.expect("task");
+    assert!(
+        answer.is_err(),
+        "the deposed leader acknowledged a write after waking up: {answer:?}"
+    );
+    // It rejoins as a follower of the new epoch.
+    wait_isr(&others, "payments", 3).await;
+    for i in 0..5 {
+        let value = format!("after-{i}");
+        others
+            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
+            .await
+            .expect("produce after the rejoin");
+        acknowledged.push(value);
+    }
+    let log = read_all(&others, "payments").await;
+    check(&log, &acknowledged, &["stale"]);
+    replicas_converge(&cluster, "payments", log.len()).await;
+    let state = status(&cluster, "payments");
+    assert_eq!(state["leader_epoch"].as_u64(), Some(u64::from(new_epoch)));
+    assert!(
+        cluster.broker(leader).log().contains("deposed")
+            || cluster.broker(leader).log().contains("registration lost"),
+        "the paused leader should report it lost its role:\n{}",
+        tail(&cluster.broker(leader).log(), 30)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_failovers_in_quick_succession_keep_every_acknowledged_record() {
+    let Some(mut cluster) = Cluster::start("two_failovers") else {
+        return;
+    };
+    cluster.cli(&[
+        "topic",
+        "create",
+        "ledger",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+        "--min-insync",
+        "1",
+    ]);
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (first, epoch) = leader_above(&client, "ledger", 1).await;
+    let load = Load::start(client.clone(), "ledger", "a");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    cluster.broker(first).kill9();
+    let rest: Vec<u32> = (1..=3).filter(|id| *id != first).collect();
+    let others = cluster.client(&rest).await;
+    let (second, second_epoch) = leader_above(&others, "ledger", epoch).await;
+    // The second leader dies soon after taking over, under load.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.broker(second).kill9();
+    let last: Vec<u32> = rest.iter().copied().filter(|id| *id != second).collect();
+    let survivor = cluster.client(&last).await;
+    let (third, _) = leader_above(&survivor, "ledger", second_epoch).await;
+    assert_eq!(vec![third], last);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let acknowledged = load.finish().await;
+
+    // Both come back, truncate by leader epoch where they diverged, and catch up.
+    cluster.broker(first).spawn();
+    cluster.broker(second).spawn();
+    let everyone = cluster.client(&[1, 2, 3]).await;
+    wait_isr(&everyone, "ledger", 3).await;
+    let log = read_all(&everyone, "ledger").await;
+    check(&log, &acknowledged, &[]);
+    replicas_converge(&cluster, "ledger", log.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_drops_out_leaves_the_isr_and_comes_back() {
+    let Some(mut cluster) = Cluster::start("a_follower_drops_out") else {
+        return;
+    };
+    cluster.cli(&[
+        "topic",
+        "create",
+        "metrics",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (leader, _) = leader_above(&client, "metrics", 1).await;
+    let follower = (1..=3).find(|id| *id != leader).expect("a follower");
+    let load = Load::start(client.clone(), "metrics", "m");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.broker(follower).signal("-STOP");
+    // Writes go on with two in sync (min_insync 2) once the follower is dropped.
+    wait_isr(&client, "metrics", 2).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let during = load.acknowledged.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        load.acknowledged.lock().unwrap().len() > during,
+        "acks=all writes continue with the follower out of the ISR"
+    );
+    cluster.broker(follower).signal("-CONT");
+    wait_isr(&client, "metrics", 3).await;
+    let acknowledged = load.finish().await;
+    let log = read_all(&client, "metrics").await;
+    check(&log, &acknowledged, &[]);
+    replicas_converge(&cluster, "metrics", log.len()).await;
+}
