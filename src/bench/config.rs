@@ -160,6 +160,12 @@ pub struct BenchConfig {
     pub kafka_addr: Option<String>,
     /// TLS to the server at `addr` (native protocol only).
     pub tls: Option<crate::client::TlsClientConfig>,
+    /// Replicas per partition of the bench topic (`None`: the server's default; more than 1
+    /// needs a cluster).
+    pub replication_factor: Option<u16>,
+    /// When a produce counts as done (`None`: the broker's default, `all` on a replicated
+    /// partition).
+    pub acks: Option<crate::protocol::Acks>,
 }
 
 impl Default for BenchConfig {
@@ -182,6 +188,8 @@ impl Default for BenchConfig {
             retention_bytes: Some(DEFAULT_RETENTION_BYTES),
             addr: None,
             kafka_addr: None,
+            replication_factor: None,
+            acks: None,
             tls: None,
         }
     }

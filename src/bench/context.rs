@@ -29,12 +29,17 @@ pub struct RunContext {
 impl RunContext {
     /// A new connection to the server.
     pub async fn connect(&self) -> Result<Client, BenchError> {
+        // `--addr A,B,C`: a cluster's brokers; requests go to each partition's leader.
+        let builder = Client::builder().addrs(
+            self.addr
+                .split(',')
+                .map(str::trim)
+                .filter(|addr| !addr.is_empty())
+                .map(str::to_owned),
+        );
         let connected = match &self.config.tls {
-            None => Client::connect(self.addr.as_str()).await,
-            Some(tls) => {
-                let builder = Client::builder().addr(self.addr.as_str());
-                builder.tls(tls.clone()).connect().await
-            }
+            None => builder.connect().await,
+            Some(tls) => builder.tls(tls.clone()).connect().await,
         };
         connected.map_err(|source| BenchError::Client {
             context: format!("connect to {}", self.addr),

@@ -138,6 +138,7 @@ fn start_writer(
         stop: stop.clone(),
         generation: Some(Arc::clone(&generation)),
         first_ack,
+        acks: context.config.acks,
     };
     Running {
         generation,

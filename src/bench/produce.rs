@@ -59,12 +59,18 @@ impl Connection {
         partition: u32,
         batch: Bytes,
         records: u32,
+        acks: Option<crate::protocol::Acks>,
     ) -> Result<ProduceAck, Failure> {
         match self {
-            Connection::Native(client) => client
-                .produce(topic, partition, batch)
-                .await
-                .map_err(Failure::Native),
+            Connection::Native(client) => match acks {
+                None => client.produce(topic, partition, batch).await,
+                Some(acks) => {
+                    client
+                        .produce_with_acks(topic, partition, batch, acks)
+                        .await
+                }
+            }
+            .map_err(Failure::Native),
             Connection::Kafka(connection) => connection
                 .produce(topic, partition, batch, records)
                 .await
@@ -128,6 +134,8 @@ pub struct ProducerSpec {
     pub generation: Option<Arc<Generation>>,
     /// Told the time of the first acknowledged write.
     pub first_ack: Option<oneshot::Sender<Instant>>,
+    /// `--acks` (native protocol; `None`: the broker's default).
+    pub acks: Option<crate::protocol::Acks>,
 }
 
 /// What a producer measured.
@@ -232,12 +240,13 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                 Connection::Native(_) => payload.batch(target.epoch, records, stamp),
                 Connection::Kafka(_) => payload.kafka_batch(records, stamp),
             };
-            let (connection, topic) = (spec.connection.clone(), Arc::clone(&spec.topic));
+            let (connection, topic, acks) =
+                (spec.connection.clone(), Arc::clone(&spec.topic), spec.acks);
             let sent = Instant::now();
             let intended = if period.is_some() { intended } else { sent };
             in_flight.push(async move {
                 let result = connection
-                    .produce(&topic, target.partition, batch, records)
+                    .produce(&topic, target.partition, batch, records, acks)
                     .await;
                 Completed {
                     intended,

@@ -147,6 +147,7 @@ fn spawn_producers(
                 stop: CancellationToken::new(),
                 generation: None,
                 first_ack: None,
+                acks: context.config.acks,
             };
             tokio::spawn(produce::run(spec))
         })
@@ -330,13 +331,30 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
         },
         ..TopicConfig::default()
     };
-    admin
-        .create_topic(&topic, context.config.topic_partitions(), topic_config)
-        .await
-        .map_err(|source| BenchError::Client {
-            context: format!("create topic {topic}"),
-            source,
-        })?;
+    let created = match context.config.replication_factor {
+        None => {
+            admin
+                .create_topic(&topic, context.config.topic_partitions(), topic_config)
+                .await
+        }
+        Some(factor) => {
+            admin
+                .create_replicated_topic(
+                    &topic,
+                    context.config.topic_partitions(),
+                    topic_config,
+                    crate::protocol::Replication {
+                        factor,
+                        min_insync: None,
+                    },
+                )
+                .await
+        }
+    };
+    created.map_err(|source| BenchError::Client {
+        context: format!("create topic {topic}"),
+        source,
+    })?;
     let mut progress = Progress::new(!show_progress);
     let reports = match context.config.mode {
         Mode::Produce => vec![run_produce(&context, &mut progress).await?],

@@ -101,13 +101,23 @@ pub struct BenchArgs {
     /// Time between lease handovers in failover mode.
     #[arg(long = "failover-interval", default_value = "500ms", value_parser = common::parse_duration)]
     pub failover_interval: Duration,
-    /// Server address, host:port (default: start one in-process on a temporary directory).
+    /// Server address, host:port, or a cluster's brokers A,B,C (default: start one in-process
+    /// on a temporary directory).
     #[arg(long)]
     pub addr: Option<String>,
     /// The Kafka listener of the server at --addr, host:port (needed by --protocol kafka with
     /// --addr; ignored with --protocol native).
     #[arg(long = "kafka-addr")]
     pub kafka_addr: Option<String>,
+    /// Replicas per partition of the bench topic (more than 1 needs a cluster: give its
+    /// brokers as --addr A,B,C). Default: the server's (1 standalone; in a cluster
+    /// min(3, live brokers)).
+    #[arg(long = "replication-factor")]
+    pub replication_factor: Option<u16>,
+    /// When a produce counts as done: `all` (every in-sync replica has it) or `leader`.
+    /// Default: `all` on a replicated partition, else `leader`.
+    #[arg(long)]
+    pub acks: Option<crate::protocol::Acks>,
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -140,6 +150,8 @@ impl BenchArgs {
             retention_bytes: (self.retention_bytes > 0).then_some(self.retention_bytes),
             addr: self.addr.clone(),
             kafka_addr: self.kafka_addr.clone(),
+            replication_factor: self.replication_factor,
+            acks: self.acks,
             tls: None,
         }
     }
