@@ -77,7 +77,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "FENCELOG_CLUSTER",
-        default_value = "default",
+        default_value = crate::cluster::meta::layout::DEFAULT_CLUSTER_NAME,
         requires = "etcd"
     )]
     pub cluster_name: String,
