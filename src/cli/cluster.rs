@@ -79,6 +79,10 @@ struct StatusJson {
     partitions: Vec<PartitionJson>,
 }
 
+/// How long `cluster status` waits for one partition leader's offsets before it shows the
+/// answering broker's high watermark instead.
+const LEADER_OFFSETS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs `fencelog cluster ...`.
 pub fn run(args: ClusterArgs) -> Result<(), CliError> {
     match args.command {
@@ -89,7 +93,24 @@ pub fn run(args: ClusterArgs) -> Result<(), CliError> {
 async fn status(args: StatusArgs) -> Result<(), Failure> {
     let client = common::connect(&args.client).await?;
     let info = client.cluster_metadata::<&str>(&[]).await?;
-    let status = status_json(info);
+    let mut status = status_json(info);
+    // In a cluster the answering broker knows its own high watermarks, and a follower's lags
+    // its leader's by up to one fetch: ask each partition's leader (routed), keeping the
+    // answer's where it cannot. Standalone (leader epoch 0) the answer is the leader's already.
+    for partition in status
+        .partitions
+        .iter_mut()
+        .filter(|p| p.leader.is_some() && p.leader_epoch > 0)
+    {
+        let asked = tokio::time::timeout(
+            LEADER_OFFSETS_TIMEOUT,
+            client.list_offsets(&partition.topic, partition.partition),
+        )
+        .await;
+        if let Ok(Ok(offsets)) = asked {
+            partition.high_watermark = offsets.latest;
+        }
+    }
     let mut out = Output::new(args.client.json);
     if out.json() {
         out.emit(&status, "")?;
