@@ -128,7 +128,7 @@ impl Drop for BrokerProcess {
 /// etcd, three brokers, and a client that knows all of them.
 struct Cluster {
     brokers: Vec<BrokerProcess>,
-    _etcd: EtcdServer,
+    etcd: EtcdServer,
     _root: TempDir,
 }
 
@@ -141,7 +141,7 @@ impl Cluster {
             .collect();
         let cluster = Cluster {
             brokers,
-            _etcd: etcd,
+            etcd,
             _root: root,
         };
         // Listening is not registered: wait until every broker is in the store.
@@ -276,6 +276,7 @@ fn batch(epoch: u64, value: &str) -> Bytes {
 /// re-acquiring its lease when a new leader fenced it. Records what it was told.
 struct Load {
     acknowledged: Arc<Mutex<Vec<String>>>,
+    last_error: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -285,6 +286,8 @@ impl Load {
         let acknowledged = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (written, stopping) = (Arc::clone(&acknowledged), Arc::clone(&stop));
+        let last_error = Arc::new(Mutex::new(None));
+        let failed = Arc::clone(&last_error);
         let task = tokio::spawn(async move {
             let mut epoch = None;
             let mut i = 0u64;
@@ -296,7 +299,8 @@ impl Load {
                         .await
                     {
                         Ok(lease) => *epoch.insert(lease.epoch),
-                        Err(_) => {
+                        Err(error) => {
+                            *failed.lock().unwrap() = Some(format!("lease: {error}"));
                             tokio::time::sleep(Duration::from_millis(100)).await;
                             continue;
                         }
@@ -310,12 +314,16 @@ impl Load {
                 {
                     Ok(_) => written.lock().unwrap().push(value),
                     Err(ClientError::Fenced { .. }) => epoch = None,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(error) => {
+                        *failed.lock().unwrap() = Some(format!("produce: {error}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await
+                    }
                 }
             }
         });
         Load {
             acknowledged,
+            last_error,
             stop,
             task,
         }
@@ -623,4 +631,54 @@ async fn a_follower_that_drops_out_leaves_the_isr_and_comes_back() {
     let log = read_all(&client, "metrics").await;
     check(&log, &acknowledged, &[]);
     replicas_converge(&cluster, "metrics", log.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_etcd_is_down_nothing_is_acknowledged_past_the_registration_and_all_recovers() {
+    let Some(mut cluster) = Cluster::start("etcd_outage") else {
+        return;
+    };
+    cluster.cli(&[
+        "topic",
+        "create",
+        "outage",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (_, epoch) = leader_above(&client, "outage", 1).await;
+    let load = Load::start(client.clone(), "outage", "o");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    cluster.etcd.kill();
+    // Past every registration's local deadline (80% of the 2 s TTL after the last renewal),
+    // no leader can prove it leads: nothing more is acknowledged.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let stalled = load.acknowledged.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        load.acknowledged.lock().unwrap().len(),
+        stalled,
+        "a write was acknowledged while no broker could renew its registration"
+    );
+    cluster.etcd.start_again().expect("start etcd again");
+    // The brokers register again and the partition gets a leader in a new epoch.
+    let (_, recovered) = leader_above(&client, "outage", epoch).await;
+    assert!(recovered > epoch);
+    wait_isr(&client, "outage", 3).await;
+    let deadline = Instant::now() + CONVERGE;
+    while load.acknowledged.lock().unwrap().len() <= stalled {
+        assert!(
+            Instant::now() < deadline,
+            "writes never resumed after etcd came back (last error: {:?})\n{}",
+            load.last_error.lock().unwrap(),
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let acknowledged = load.finish().await;
+    let log = read_all(&client, "outage").await;
+    check(&log, &acknowledged, &[]);
+    replicas_converge(&cluster, "outage", log.len()).await;
 }

@@ -144,13 +144,28 @@ impl LeaseAuthority for LocalLeaseAuthority {
         lease_id: u128,
     ) -> BoxFuture<'static, Result<Renewed, AuthorityError>> {
         let now = self.clock.now();
-        ready(
-            self.table
-                .renew_observed(&target.topic, target.partition, lease_id, now, || {
-                    target.log.metrics().lease_expired()
-                })
-                .map_err(|error| with_partition_epoch(error, &target.log)),
-        )
+        let renewed = self
+            .table
+            .renew_observed(&target.topic, target.partition, lease_id, now, || {
+                target.log.metrics().lease_expired()
+            })
+            .map_err(|error| with_partition_epoch(error, &target.log));
+        let installed = target.log.current_epoch();
+        ready(match renewed {
+            // Fenced by an epoch installed since (a new partition leader's base): the lease is
+            // gone, and its holder must hear so now rather than at its next write.
+            Ok(renewed) if renewed.epoch < installed => {
+                let _ = self
+                    .table
+                    .release(&target.topic, target.partition, lease_id, now);
+                Err(AuthorityError::Refused(LeaseError::Lost {
+                    topic: target.topic.clone(),
+                    partition: target.partition,
+                    current_epoch: installed,
+                }))
+            }
+            other => other,
+        })
     }
 
     fn release(

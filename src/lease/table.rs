@@ -361,6 +361,15 @@ impl LeaseTable {
         if slot.drop_if_expired(now) {
             installer.lease_expired();
         }
+        // A lease whose epoch the writer has since fenced (a newer epoch was installed without a
+        // grant of this table: a new partition leader's base) holds nothing any more.
+        let installed = installer.current_epoch();
+        if slot
+            .live_lease(now)
+            .is_some_and(|lease| lease.epoch < installed)
+        {
+            slot.lease = None;
+        }
         if let Some(lease) = slot.live_lease(now) {
             return Err(LeaseError::Held {
                 topic: topic.to_owned(),
@@ -602,6 +611,42 @@ mod tests {
         assert_eq!(millis_until(t + Duration::from_micros(1), t), 1);
         assert_eq!(millis_until(t + Duration::from_millis(7), t), 7);
         assert_eq!(millis_until(t, t + Duration::from_millis(3)), 0);
+    }
+
+    /// An installer whose writer's epoch the test sets.
+    struct Writer(std::sync::atomic::AtomicU64);
+
+    impl EpochInstaller for Writer {
+        type Error = std::io::Error;
+        fn current_epoch(&self) -> u64 {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn install_epoch(&self, epoch: u64) -> Result<(), Self::Error> {
+            self.0.store(epoch, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// A live lease whose epoch the writer has since fenced (a new partition leader installed
+    /// its base) no longer blocks a new grant, which lies above the installed epoch.
+    #[test]
+    fn a_lease_fenced_by_an_installed_epoch_no_longer_holds() {
+        let table = LeaseTable::new(LeaseConfig::default());
+        let writer = Writer(std::sync::atomic::AtomicU64::new(2 << 32));
+        let now = Instant::now();
+        let first = table
+            .acquire("t", 0, "a", 60_000, &writer, now)
+            .expect("first grant");
+        assert_eq!(first.epoch, (2 << 32) + 1);
+        assert!(matches!(
+            table.acquire("t", 0, "b", 60_000, &writer, now),
+            Err(LeaseError::Held { .. })
+        ));
+        writer.install_epoch(3 << 32).unwrap();
+        let second = table
+            .acquire("t", 0, "b", 60_000, &writer, now)
+            .expect("the fenced lease does not hold");
+        assert_eq!(second.epoch, (3 << 32) + 1);
     }
 
     #[test]
