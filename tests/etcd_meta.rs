@@ -434,6 +434,14 @@ async fn slow_watcher_gets_a_resync(backend: &Backend) {
             .await
             .unwrap();
     }
+    // etcd streams the ten changes to the watch task asynchronously: give it time to meet the
+    // full channel before this consumer starts reading (on a loaded machine a consumer that
+    // reads at once may keep up, and then no resync is owed).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watch.events.len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut view = watch.snapshot.partitions.clone();
     let mut resyncs = 0;
     let mut events_before_first_resync = 0;
