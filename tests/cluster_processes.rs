@@ -108,6 +108,52 @@ impl BrokerProcess {
         }
     }
 
+    /// Stops the broker gracefully (SIGTERM: it leaves the cluster, syncs and records its high
+    /// watermark) and waits for it to exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + CONVERGE;
+            while child.try_wait().ok().flatten().is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// What this replica's log of `topic`/0 holds up to its high watermark, read from its files
+    /// (the broker must be stopped): values and epochs, and its log end.
+    fn replica_contents(&self, topic: &str) -> (Vec<(String, u64)>, u64) {
+        let directory = self.data_dir.join("topics").join(topic).join("0");
+        let config = fencelog::broker::partition_config(&fencelog::domain::TopicConfig::default());
+        let seal = fencelog::storage::SealWorker::start().expect("seal worker");
+        let partition =
+            fencelog::storage::Partition::open(&format!("{topic}/0"), &directory, config, &seal)
+                .expect("open the replica");
+        let mut records = Vec::new();
+        let mut offset = partition.log_start_offset();
+        while offset < partition.high_watermark() {
+            let read = partition.read(offset, 1 << 20).expect("read the replica");
+            assert!(
+                !read.batches.is_empty(),
+                "a read below the high watermark returned nothing"
+            );
+            for batch in read.batches {
+                for record in fencelog::batch::decode_batch(&batch).expect("stored batches decode")
+                {
+                    offset = record.offset + 1;
+                    let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or(b""));
+                    records.push((value.into_owned(), record.epoch));
+                }
+            }
+        }
+        (records, partition.log_end_offset())
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
     }
@@ -395,6 +441,28 @@ fn check(log: &[(String, u64)], acknowledged: &[String], absent: &[&str]) {
     }
 }
 
+/// The checker's last step: stops every broker and reads each replica's files. Every replica
+/// holds exactly the log the leader served (`log`), committed up to its end.
+fn every_replica_holds(cluster: &mut Cluster, topic: &str, log: &[(String, u64)]) {
+    for broker in &mut cluster.brokers {
+        broker.stop();
+    }
+    for broker in &cluster.brokers {
+        let (records, log_end) = broker.replica_contents(topic);
+        assert_eq!(
+            log_end,
+            log.len() as u64,
+            "broker {} holds a log of a different length",
+            broker.id
+        );
+        assert!(
+            records.as_slice() == log,
+            "broker {} holds different records than its leader served",
+            broker.id
+        );
+    }
+}
+
 /// Every broker, asked directly, reports the same high watermark as the leader's log end.
 async fn replicas_converge(cluster: &Cluster, topic: &str, expected: usize) {
     let deadline = Instant::now() + CONVERGE;
@@ -456,6 +524,7 @@ async fn kill_9_of_the_leader_under_acks_all_load_loses_nothing_acknowledged() {
     replicas_converge(&cluster, "orders", log.len()).await;
     let state = status(&cluster, "orders");
     assert_eq!(state["leader_epoch"].as_u64(), Some(u64::from(new_epoch)));
+    every_replica_holds(&mut cluster, "orders", &log);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,6 +619,7 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
         "the paused leader should report it lost its role:\n{}",
         tail(&cluster.broker(leader).log(), 30)
     );
+    every_replica_holds(&mut cluster, "payments", &log);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -594,6 +664,7 @@ async fn two_failovers_in_quick_succession_keep_every_acknowledged_record() {
     let log = read_all(&everyone, "ledger").await;
     check(&log, &acknowledged, &[]);
     replicas_converge(&cluster, "ledger", log.len()).await;
+    every_replica_holds(&mut cluster, "ledger", &log);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
