@@ -22,6 +22,7 @@ use bytes::Bytes;
 use etcd_harness::EtcdServer;
 use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::protocol::Acks;
+use fencelog::testing_link::LinkProxy;
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
@@ -101,6 +102,34 @@ impl BrokerProcess {
         assert!(status.success(), "kill {signal} {pid}");
     }
 
+    /// Stops the process (SIGSTOP) and waits until every one of its threads is stopped: the
+    /// signal is delivered asynchronously, and a thread still running could serve a request
+    /// sent "after" the pause.
+    fn pause(&self) {
+        self.signal("-STOP");
+        let pid = self.child.as_ref().expect("running").id();
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("proc tasks");
+            let all_stopped = tasks.filter_map(Result::ok).all(|task| {
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.chars().next())
+                        .is_some_and(|state| state == 'T' || state == 't')
+                })
+            });
+            if all_stopped {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker {} never stopped",
+                self.id
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -174,6 +203,8 @@ impl Drop for BrokerProcess {
 /// etcd, three brokers, and a client that knows all of them.
 struct Cluster {
     brokers: Vec<BrokerProcess>,
+    /// Each broker's link to etcd, by node id (when started with [`Cluster::start_with_links`]).
+    etcd_links: Vec<(u32, LinkProxy)>,
     etcd: EtcdServer,
     _root: TempDir,
 }
@@ -187,16 +218,61 @@ impl Cluster {
             .collect();
         let cluster = Cluster {
             brokers,
+            etcd_links: Vec::new(),
             etcd,
             _root: root,
         };
+        cluster.wait_registered();
+        Some(cluster)
+    }
+
+    /// Like [`Cluster::start`], with each broker reaching etcd through its own [`LinkProxy`],
+    /// so one broker can be cut off from etcd while it still serves its followers and clients.
+    async fn start_with_links(test: &str) -> Option<Cluster> {
+        let etcd = EtcdServer::start_or_skip(test)?;
+        let root = tempfile::tempdir().expect("temp dir");
+        let target: std::net::SocketAddr = etcd
+            .endpoint()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("etcd address");
+        let mut brokers = Vec::new();
+        let mut etcd_links = Vec::new();
+        for id in 1..=3 {
+            let link = LinkProxy::start(target).await.expect("link to etcd");
+            let endpoint = format!("http://{}", link.addr());
+            brokers.push(tokio::task::block_in_place(|| {
+                BrokerProcess::start(id, &root, &endpoint)
+            }));
+            etcd_links.push((id, link));
+        }
+        let cluster = Cluster {
+            brokers,
+            etcd_links,
+            etcd,
+            _root: root,
+        };
+        tokio::task::block_in_place(|| cluster.wait_registered());
+        Some(cluster)
+    }
+
+    fn wait_registered(&self) {
         // Listening is not registered: wait until every broker is in the store.
         let deadline = Instant::now() + CONVERGE;
-        while cluster.registered() < 3 {
+        while self.registered() < 3 {
             assert!(Instant::now() < deadline, "brokers never registered");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(cluster)
+    }
+
+    /// Broker `id`'s link to etcd.
+    fn etcd_link(&self, id: u32) -> &LinkProxy {
+        &self
+            .etcd_links
+            .iter()
+            .find(|(node, _)| *node == id)
+            .expect("started with links")
+            .1
     }
 
     /// How many brokers `cluster status` lists as alive.
@@ -565,7 +641,7 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
         .expect("connect to the leader");
     direct.api_versions().await.expect("leader answers");
 
-    cluster.broker(leader).signal("-STOP");
+    cluster.broker(leader).pause();
     // Sent while it is frozen: read by it only after it wakes up.
     let stale = tokio::spawn({
         let direct = direct.clone();
@@ -609,6 +685,14 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
         acknowledged.push(value);
     }
     let log = read_all(&others, "payments").await;
+    if let Some(position) = log.iter().position(|(value, _)| value == "stale") {
+        panic!(
+            "stale landed at offset {position} (epoch {}), answer {answer:?}; log around it: {:?}\n{}",
+            log[position].1,
+            &log[position.saturating_sub(3)..(position + 3).min(log.len())],
+            cluster.logs()
+        );
+    }
     check(&log, &acknowledged, &["stale"]);
     replicas_converge(&cluster, "payments", log.len()).await;
     let state = status(&cluster, "payments");
@@ -686,7 +770,7 @@ async fn a_follower_that_drops_out_leaves_the_isr_and_comes_back() {
     let follower = (1..=3).find(|id| *id != leader).expect("a follower");
     let load = Load::start(client.clone(), "metrics", "m");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.broker(follower).signal("-STOP");
+    cluster.broker(follower).pause();
     // Writes go on with two in sync (min_insync 2) once the follower is dropped.
     wait_isr(&client, "metrics", 2).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -752,4 +836,82 @@ async fn while_etcd_is_down_nothing_is_acknowledged_past_the_registration_and_al
     let log = read_all(&client, "outage").await;
     check(&log, &acknowledged, &[]);
     replicas_converge(&cluster, "outage", log.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_etcd_stops_acknowledging_while_a_new_leader_takes_over() {
+    let Some(mut cluster) = Cluster::start_with_links("a_leader_cut_off_from_etcd").await else {
+        return;
+    };
+    let cli = |cluster: &Cluster, args: &[&str]| tokio::task::block_in_place(|| cluster.cli(args));
+    cli(
+        &cluster,
+        &[
+            "topic",
+            "create",
+            "isolated",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (leader, epoch) = leader_above(&client, "isolated", 1).await;
+    let lease = client
+        .acquire_lease("isolated", 0, "first", Duration::from_secs(60))
+        .await
+        .expect("lease");
+    let mut acknowledged = Vec::new();
+    for i in 0..10 {
+        let value = format!("before-{i}");
+        client
+            .produce_with_acks("isolated", 0, batch(lease.epoch, &value), Acks::All)
+            .await
+            .expect("produce");
+        acknowledged.push(value);
+    }
+    let direct = Client::builder()
+        .addrs([cluster.broker(leader).addr.clone()])
+        .request_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect to the leader");
+
+    // The leader loses etcd (a silent partition) but still reaches its followers and clients.
+    cluster.etcd_link(leader).hold();
+    let survivors: Vec<u32> = (1..=3).filter(|id| *id != leader).collect();
+    let others = cluster.client(&survivors).await;
+    let (new_leader, new_epoch) = leader_above(&others, "isolated", epoch).await;
+    assert_ne!(new_leader, leader);
+    // The isolated leader's own deadline passed before etcd expired it: it acknowledges nothing.
+    let stale = direct
+        .produce_with_acks("isolated", 0, batch(lease.epoch, "stale"), Acks::All)
+        .await;
+    assert!(
+        stale.is_err(),
+        "the isolated leader acknowledged: {stale:?}"
+    );
+    let lease = others
+        .acquire_lease("isolated", 0, "second", Duration::from_secs(60))
+        .await
+        .expect("lease from the new leader");
+    for i in 0..10 {
+        let value = format!("during-{i}");
+        others
+            .produce_with_acks("isolated", 0, batch(lease.epoch, &value), Acks::All)
+            .await
+            .expect("produce to the new leader");
+        acknowledged.push(value);
+    }
+
+    // Healed: the old leader registers again and rejoins as a follower of the new epoch.
+    cluster.etcd_link(leader).open();
+    wait_isr(&others, "isolated", 3).await;
+    let log = read_all(&others, "isolated").await;
+    check(&log, &acknowledged, &["stale"]);
+    replicas_converge(&cluster, "isolated", log.len()).await;
+    let state = tokio::task::block_in_place(|| status(&cluster, "isolated"));
+    assert_eq!(state["leader_epoch"].as_u64(), Some(u64::from(new_epoch)));
+    tokio::task::block_in_place(|| every_replica_holds(&mut cluster, "isolated", &log));
 }
