@@ -496,6 +496,12 @@ impl ClusterDriver {
                     leader.engine.on_registration_renewed(registered_until);
                     let mut output = leader.engine.on_partition_read(now, state);
                     if !output.deposed {
+                        // What the flush policy made durable since (a sync that finished
+                        // after its produce was answered); then timers and ISR changes.
+                        let durable = replica.partition.acknowledged_end_offset();
+                        merge(&mut output, leader.engine.on_local_durable(now, durable));
+                    }
+                    if !output.deposed {
                         let tick = leader.engine.on_tick(now, live);
                         merge(&mut output, tick);
                     }

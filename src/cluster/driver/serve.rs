@@ -26,7 +26,10 @@ impl ClusterDriver {
     pub async fn serve_replica_fetch(self: &Arc<Self>, fetch: ReplicaFetch) -> Response {
         let max_wait = Duration::from_millis(u64::from(fetch.max_wait_ms))
             .min(self.config.replica_fetch_max_wait);
-        let mut budget = fetch.max_bytes.max(1) as usize;
+        // The follower's limit, within this broker's own (a response must fit a frame).
+        let mut budget = fetch
+            .max_bytes
+            .clamp(1, self.config.replica_fetch_max_bytes) as usize;
         let mut partitions = Vec::with_capacity(fetch.partitions.len());
         for entry in &fetch.partitions {
             let answer = self
