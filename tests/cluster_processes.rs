@@ -343,6 +343,52 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// Creates `topic` with one partition on all three brokers, through the CLI (`extra`: more
+/// flags).
+fn create_replicated(cluster: &Cluster, topic: &str, extra: &[&str]) {
+    let mut args = vec![
+        "topic",
+        "create",
+        topic,
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    cluster.cli(&args);
+}
+
+/// Produces `count` single-record batches `prefix-i` with `acks=all`, each acknowledged.
+async fn produce_values(
+    client: &Client,
+    topic: &str,
+    epoch: u64,
+    prefix: &str,
+    count: usize,
+) -> Vec<String> {
+    let mut values = Vec::new();
+    for i in 0..count {
+        let value = format!("{prefix}-{i}");
+        client
+            .produce_with_acks(topic, 0, batch(epoch, &value), Acks::All)
+            .await
+            .unwrap_or_else(|error| panic!("produce {value}: {error}"));
+        values.push(value);
+    }
+    values
+}
+
+/// A client of one broker alone.
+async fn direct_client(addr: &str, timeout: Duration) -> Client {
+    Client::builder()
+        .addrs([addr.to_owned()])
+        .request_timeout(timeout)
+        .connect()
+        .await
+        .expect("connect to one broker")
+}
+
 /// `cluster status --json` of one partition, as the CLI prints it.
 fn status(cluster: &Cluster, topic: &str) -> serde_json::Value {
     let out = cluster.cli(&["cluster", "status", "--json"]);
@@ -567,15 +613,7 @@ async fn kill_9_of_the_leader_under_acks_all_load_loses_nothing_acknowledged() {
     let Some(mut cluster) = Cluster::start("kill_9_of_the_leader") else {
         return;
     };
-    cluster.cli(&[
-        "topic",
-        "create",
-        "orders",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    ]);
+    create_replicated(&cluster, "orders", &[]);
     let client = cluster.client(&[1, 2, 3]).await;
     let (leader, epoch) = leader_above(&client, "orders", 1).await;
     let load = Load::start(client.clone(), "orders", "v");
@@ -608,37 +646,16 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
     let Some(mut cluster) = Cluster::start("a_leader_paused") else {
         return;
     };
-    cluster.cli(&[
-        "topic",
-        "create",
-        "payments",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    ]);
+    create_replicated(&cluster, "payments", &[]);
     let client = cluster.client(&[1, 2, 3]).await;
     let (leader, epoch) = leader_above(&client, "payments", 1).await;
     let lease = client
         .acquire_lease("payments", 0, "first", Duration::from_secs(60))
         .await
         .expect("lease");
-    let mut acknowledged = Vec::new();
-    for i in 0..10 {
-        let value = format!("before-{i}");
-        client
-            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
-            .await
-            .expect("produce");
-        acknowledged.push(value);
-    }
+    let mut acknowledged = produce_values(&client, "payments", lease.epoch, "before", 10).await;
     // A connection to the leader alone, opened before it freezes.
-    let direct = Client::builder()
-        .addrs([cluster.broker(leader).addr.clone()])
-        .request_timeout(Duration::from_secs(30))
-        .connect()
-        .await
-        .expect("connect to the leader");
+    let direct = direct_client(&cluster.broker(leader).addr, Duration::from_secs(30)).await;
     direct.api_versions().await.expect("leader answers");
 
     cluster.broker(leader).pause();
@@ -659,14 +676,7 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
         .acquire_lease("payments", 0, "second", Duration::from_secs(60))
         .await
         .expect("lease from the new leader");
-    for i in 0..10 {
-        let value = format!("during-{i}");
-        others
-            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
-            .await
-            .expect("produce to the new leader");
-        acknowledged.push(value);
-    }
+    acknowledged.extend(produce_values(&others, "payments", lease.epoch, "during", 10).await);
 
     cluster.broker(leader).signal("-CONT");
     let answer = stale.await.expect("task");
@@ -676,14 +686,7 @@ async fn a_leader_paused_past_its_registration_acknowledges_nothing_and_rejoins(
     );
     // It rejoins as a follower of the new epoch.
     wait_isr(&others, "payments", 3).await;
-    for i in 0..5 {
-        let value = format!("after-{i}");
-        others
-            .produce_with_acks("payments", 0, batch(lease.epoch, &value), Acks::All)
-            .await
-            .expect("produce after the rejoin");
-        acknowledged.push(value);
-    }
+    acknowledged.extend(produce_values(&others, "payments", lease.epoch, "after", 5).await);
     let log = read_all(&others, "payments").await;
     if let Some(position) = log.iter().position(|(value, _)| value == "stale") {
         panic!(
@@ -711,17 +714,7 @@ async fn two_failovers_in_quick_succession_keep_every_acknowledged_record() {
     let Some(mut cluster) = Cluster::start("two_failovers") else {
         return;
     };
-    cluster.cli(&[
-        "topic",
-        "create",
-        "ledger",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-        "--min-insync",
-        "1",
-    ]);
+    create_replicated(&cluster, "ledger", &["--min-insync", "1"]);
     let client = cluster.client(&[1, 2, 3]).await;
     let (first, epoch) = leader_above(&client, "ledger", 1).await;
     let load = Load::start(client.clone(), "ledger", "a");
@@ -756,15 +749,7 @@ async fn a_follower_that_drops_out_leaves_the_isr_and_comes_back() {
     let Some(mut cluster) = Cluster::start("a_follower_drops_out") else {
         return;
     };
-    cluster.cli(&[
-        "topic",
-        "create",
-        "metrics",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    ]);
+    create_replicated(&cluster, "metrics", &[]);
     let client = cluster.client(&[1, 2, 3]).await;
     let (leader, _) = leader_above(&client, "metrics", 1).await;
     let follower = (1..=3).find(|id| *id != leader).expect("a follower");
@@ -793,15 +778,7 @@ async fn while_etcd_is_down_nothing_is_acknowledged_past_the_registration_and_al
     let Some(mut cluster) = Cluster::start("etcd_outage") else {
         return;
     };
-    cluster.cli(&[
-        "topic",
-        "create",
-        "outage",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    ]);
+    create_replicated(&cluster, "outage", &[]);
     let client = cluster.client(&[1, 2, 3]).await;
     let (_, epoch) = leader_above(&client, "outage", 1).await;
     let load = Load::start(client.clone(), "outage", "o");
@@ -843,40 +820,15 @@ async fn a_leader_cut_off_from_etcd_stops_acknowledging_while_a_new_leader_takes
     let Some(mut cluster) = Cluster::start_with_links("a_leader_cut_off_from_etcd").await else {
         return;
     };
-    let cli = |cluster: &Cluster, args: &[&str]| tokio::task::block_in_place(|| cluster.cli(args));
-    cli(
-        &cluster,
-        &[
-            "topic",
-            "create",
-            "isolated",
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "3",
-        ],
-    );
+    tokio::task::block_in_place(|| create_replicated(&cluster, "isolated", &[]));
     let client = cluster.client(&[1, 2, 3]).await;
     let (leader, epoch) = leader_above(&client, "isolated", 1).await;
     let lease = client
         .acquire_lease("isolated", 0, "first", Duration::from_secs(60))
         .await
         .expect("lease");
-    let mut acknowledged = Vec::new();
-    for i in 0..10 {
-        let value = format!("before-{i}");
-        client
-            .produce_with_acks("isolated", 0, batch(lease.epoch, &value), Acks::All)
-            .await
-            .expect("produce");
-        acknowledged.push(value);
-    }
-    let direct = Client::builder()
-        .addrs([cluster.broker(leader).addr.clone()])
-        .request_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .expect("connect to the leader");
+    let mut acknowledged = produce_values(&client, "isolated", lease.epoch, "before", 10).await;
+    let direct = direct_client(&cluster.broker(leader).addr, Duration::from_secs(5)).await;
 
     // The leader loses etcd (a silent partition) but still reaches its followers and clients.
     cluster.etcd_link(leader).hold();
@@ -896,14 +848,7 @@ async fn a_leader_cut_off_from_etcd_stops_acknowledging_while_a_new_leader_takes
         .acquire_lease("isolated", 0, "second", Duration::from_secs(60))
         .await
         .expect("lease from the new leader");
-    for i in 0..10 {
-        let value = format!("during-{i}");
-        others
-            .produce_with_acks("isolated", 0, batch(lease.epoch, &value), Acks::All)
-            .await
-            .expect("produce to the new leader");
-        acknowledged.push(value);
-    }
+    acknowledged.extend(produce_values(&others, "isolated", lease.epoch, "during", 10).await);
 
     // Healed: the old leader registers again and rejoins as a follower of the new epoch.
     cluster.etcd_link(leader).open();
