@@ -125,6 +125,16 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
             () = changed(&mut spec.ends) => {}
             Some((index, sent, received, result)) = in_flight.next() => {
                 let partition = spec.sources[index].partition;
+                // Behind the topic's retention: the records between are gone. Count them as
+                // skipped (the consumer's lag), not as a failure, and go on from the oldest.
+                if let Err(FetchFailure::Native(ClientError::OffsetOutOfRange { offset, earliest, .. })) = &result {
+                    if *earliest > *offset {
+                        recorder.skipped += earliest - offset;
+                        positions[index] = *earliest;
+                        in_flight.push(fetch(index, positions[index]));
+                        continue;
+                    }
+                }
                 let fetched = result.map_err(|failure| {
                     let behind = BenchError::Check(format!(
                         "a consumer fell behind the topic's retention on {}/{partition} (offset {} was deleted); \

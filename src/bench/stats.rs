@@ -100,6 +100,9 @@ pub struct Recorder {
     pub latency_us: Histogram<u64>,
     /// When the last counted event happened.
     pub last: Option<Instant>,
+    /// Records a consumer never read because retention deleted them first: it fell that far
+    /// behind the producers and skipped to the oldest record kept (lag, not a failure).
+    pub skipped: u64,
 }
 
 impl Default for Recorder {
@@ -110,6 +113,7 @@ impl Default for Recorder {
             latency_us: Histogram::new_with_bounds(1, HIGHEST_LATENCY_US, 3)
                 .expect("valid histogram bounds"),
             last: None,
+            skipped: 0,
         }
     }
 }
@@ -136,6 +140,7 @@ impl Recorder {
     pub fn merge(&mut self, other: &Recorder) {
         self.records += other.records;
         self.bytes += other.bytes;
+        self.skipped += other.skipped;
         self.latency_us
             .add(&other.latency_us)
             .expect("histograms with the same bounds");
@@ -245,6 +250,10 @@ pub struct RoleReport {
     pub flush: String,
     /// The fixed send rate in records/s, if any.
     pub rate: Option<f64>,
+    /// Records the consumers skipped because retention deleted them before they read them
+    /// (consumers only; 0 when they kept up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_records: Option<u64>,
     /// Failover figures (`failover` mode only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverReport>,
@@ -282,6 +291,7 @@ impl RoleReport {
             batch: config.batch_records,
             flush: config.flush.to_string(),
             rate: config.rate,
+            skipped_records: (role == "consume").then_some(recorder.skipped),
             failover: None,
         }
     }
@@ -335,6 +345,14 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
         );
     }
     for report in reports {
+        if let Some(skipped) = report.skipped_records.filter(|skipped| *skipped > 0) {
+            let _ = writeln!(
+                out,
+                "consumers fell behind the topic's retention: {skipped} records were deleted \
+                 before they were read (skipped, counted as lag); --retention-bytes 0 keeps \
+                 everything"
+            );
+        }
         if let Some(failover) = &report.failover {
             let h = failover.handover_ms;
             let _ = writeln!(

@@ -40,7 +40,9 @@ microseconds), or with --json one object per role per line on stdout:
   {\"role\":\"produce\",\"records\":..,\"bytes\":..,\"seconds\":..,\"records_per_sec\":..,
    \"bytes_per_sec\":..,\"latency_us\":{\"p50\":..,\"p90\":..,\"p99\":..,\"p999\":..,\"max\":..},...}
 Every line also names its mode and protocol (native or kafka).
-failover adds stale_rejected, stale_landed and handover_ms {count,p50,mean,max}.
+failover adds stale_rejected, stale_landed and handover_ms {count,p50,mean,max}. A consume line
+adds skipped_records: records retention deleted before a consumer read them (it fell that far
+behind and went on from the oldest record kept; lag, not a failure).
 
 --protocol kafka: the same load through the server's Kafka listener (an in-process server gets
 one; with --addr give --kafka-addr): Kafka record batches v2 in ProduceRequests (acks=1) with the
