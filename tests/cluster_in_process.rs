@@ -282,6 +282,55 @@ async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
+    let (_store, mut nodes) = cluster(3).await;
+    let client = client_of(&nodes).await;
+    client
+        .create_replicated_topic(
+            "free",
+            1,
+            TopicConfig::default(),
+            Replication {
+                factor: 3,
+                min_insync: None,
+            },
+        )
+        .await
+        .expect("create");
+    let (leader, epoch) = leader_of(&client, "free", 0).await;
+    let mut written = produce_all(&client, "free", 0, "unleased", 5).await;
+    let index = nodes.iter().position(|n| n.id == leader).expect("leader");
+    nodes[index].crash().await;
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let client = Client::builder()
+        .addrs(survivors.iter().map(|n| n.addr.clone()))
+        .request_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .expect("connect to the survivors");
+    let deadline = Instant::now() + CONVERGE;
+    while leader_of(&client, "free", 0).await.1 <= epoch {
+        assert!(Instant::now() < deadline, "no failover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A new leader's producer epoch base does not fence writers that never had a lease...
+    written.extend(produce_all(&client, "free", 0, "still-unleased", 5).await);
+    assert_eq!(read_all(&client, "free", 0).await, written);
+    // ...the first grant does.
+    client
+        .acquire_lease("free", 0, "owner", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let refused = client
+        .produce_with_acks("free", 0, batch(0, &["late".into()]), Acks::All)
+        .await;
+    assert!(
+        matches!(refused, Err(ClientError::Fenced { .. })),
+        "the first grant fences unleased writers, got {refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
     let (_store, mut nodes) = cluster(3).await;
     let client = client_of(&nodes).await;

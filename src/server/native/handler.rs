@@ -283,10 +283,18 @@ fn answer_in_cluster(
                 let error = StorageError::from(BatchError::TooShort { len: batch.len() });
                 return Ok(Box::pin(future::ready(Err(error.into()))));
             };
+            // Epoch 0 is no lease at all (as a Kafka producer's write): accepted until the
+            // partition's first grant. A literal epoch 0 could never pass the producer epoch
+            // base every leader installs, so without this a never-leased replicated partition
+            // would take no native writes.
+            let credential = match epoch {
+                0 => WriteCredential::Unleased,
+                epoch => WriteCredential::Epoch(epoch),
+            };
             let acknowledged = produce_queue.produce(ProduceRequest {
                 topic: topic.clone(),
                 partition,
-                credential: WriteCredential::Epoch(epoch),
+                credential,
                 batch,
             });
             Ok(Box::pin(async move {
