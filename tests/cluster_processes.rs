@@ -39,24 +39,32 @@ struct BrokerProcess {
     addr: String,
     data_dir: PathBuf,
     etcd: String,
+    /// More `serve` flags (`--peer-addr` of a cluster started with links).
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
 impl BrokerProcess {
     fn start(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
+        let mut broker = Self::prepare(id, root, etcd);
+        broker.spawn();
+        broker
+    }
+
+    /// A broker on a free port, not started yet.
+    fn prepare(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
             .port();
-        let mut broker = BrokerProcess {
+        BrokerProcess {
             id,
             addr: format!("127.0.0.1:{port}"),
             data_dir: root.path().join(format!("broker-{id}")),
             etcd: etcd.to_owned(),
+            extra: Vec::new(),
             child: None,
-        };
-        broker.spawn();
-        broker
+        }
     }
 
     fn spawn(&mut self) {
@@ -74,6 +82,7 @@ impl BrokerProcess {
             .arg(&self.data_dir)
             .args(["--registration-ttl-ms", TTL_MS])
             .args(["--replica-lag-max-ms", LAG_MS])
+            .args(&self.extra)
             .env("RUST_LOG", "fencelog=info")
             .env_remove("FENCELOG_ADDR")
             .stdin(Stdio::null())
@@ -205,6 +214,8 @@ struct Cluster {
     brokers: Vec<BrokerProcess>,
     /// Each broker's link to etcd, by node id (when started with [`Cluster::start_with_links`]).
     etcd_links: Vec<(u32, LinkProxy)>,
+    /// Each ordered broker-to-broker link `(from, to)`: the way `from` reaches `to`'s listener.
+    peer_links: Vec<((u32, u32), LinkProxy)>,
     etcd: EtcdServer,
     _root: TempDir,
 }
@@ -219,6 +230,7 @@ impl Cluster {
         let cluster = Cluster {
             brokers,
             etcd_links: Vec::new(),
+            peer_links: Vec::new(),
             etcd,
             _root: root,
         };
@@ -241,14 +253,29 @@ impl Cluster {
         for id in 1..=3 {
             let link = LinkProxy::start(target).await.expect("link to etcd");
             let endpoint = format!("http://{}", link.addr());
-            brokers.push(tokio::task::block_in_place(|| {
-                BrokerProcess::start(id, &root, &endpoint)
-            }));
+            brokers.push(BrokerProcess::prepare(id, &root, &endpoint));
             etcd_links.push((id, link));
+        }
+        let mut peer_links = Vec::new();
+        for from in 0..brokers.len() {
+            for to in 0..brokers.len() {
+                if from == to {
+                    continue;
+                }
+                let target = brokers[to].addr.parse().expect("broker address");
+                let link = LinkProxy::start(target).await.expect("broker link");
+                let flag = format!("{}={}", brokers[to].id, link.addr());
+                brokers[from].extra.extend(["--peer-addr".to_owned(), flag]);
+                peer_links.push(((brokers[from].id, brokers[to].id), link));
+            }
+        }
+        for broker in &mut brokers {
+            tokio::task::block_in_place(|| broker.spawn());
         }
         let cluster = Cluster {
             brokers,
             etcd_links,
+            peer_links,
             etcd,
             _root: root,
         };
@@ -263,6 +290,16 @@ impl Cluster {
             assert!(Instant::now() < deadline, "brokers never registered");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The link `from` reaches `to` through.
+    fn peer_link(&self, from: u32, to: u32) -> &LinkProxy {
+        &self
+            .peer_links
+            .iter()
+            .find(|(pair, _)| *pair == (from, to))
+            .expect("started with links")
+            .1
     }
 
     /// Broker `id`'s link to etcd.
@@ -859,4 +896,40 @@ async fn a_leader_cut_off_from_etcd_stops_acknowledging_while_a_new_leader_takes
     let state = tokio::task::block_in_place(|| status(&cluster, "isolated"));
     assert_eq!(state["leader_epoch"].as_u64(), Some(u64::from(new_epoch)));
     tokio::task::block_in_place(|| every_replica_holds(&mut cluster, "isolated", &log));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_cut_off_from_its_leader_leaves_the_isr_and_comes_back() {
+    let Some(mut cluster) = Cluster::start_with_links("a_follower_cut_off").await else {
+        return;
+    };
+    tokio::task::block_in_place(|| create_replicated(&cluster, "cut", &[]));
+    let client = cluster.client(&[1, 2, 3]).await;
+    let (leader, epoch) = leader_above(&client, "cut", 1).await;
+    let follower = (1..=3).find(|id| *id != leader).expect("a follower");
+    let load = Load::start(client.clone(), "cut", "c");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Only the follower's link to its leader fails (silently); it still reaches etcd, so it
+    // stays registered: only its lag takes it out of the ISR.
+    cluster.peer_link(follower, leader).hold();
+    wait_isr(&client, "cut", 2).await;
+    let during = load.acknowledged.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        load.acknowledged.lock().unwrap().len() > during,
+        "acks=all writes continue with two in sync (min_insync 2)"
+    );
+    cluster.peer_link(follower, leader).open();
+    wait_isr(&client, "cut", 3).await;
+    let acknowledged = load.finish().await;
+    let (still, same_epoch) = leader_above(&client, "cut", 1).await;
+    assert_eq!(
+        (still, same_epoch),
+        (leader, epoch),
+        "no failover was needed"
+    );
+    let log = read_all(&client, "cut").await;
+    check(&log, &acknowledged, &[]);
+    replicas_converge(&cluster, "cut", log.len()).await;
+    tokio::task::block_in_place(|| every_replica_holds(&mut cluster, "cut", &log));
 }

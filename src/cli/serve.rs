@@ -89,6 +89,11 @@ pub struct ServeArgs {
     /// the partition's in-sync replicas.
     #[arg(long, default_value_t = crate::cluster::replication::REPLICA_LAG_MAX_MS_DEFAULT, requires = "etcd")]
     pub replica_lag_max_ms: u64,
+    /// Reach broker NODE's native listener at HOST:PORT instead of the address it advertises
+    /// (repeatable, `NODE=HOST:PORT`): a NAT between brokers, or a fault-injection proxy on one
+    /// broker-to-broker link.
+    #[arg(long = "peer-addr", value_name = "NODE=HOST:PORT", value_parser = parse_peer_addr, requires = "etcd")]
+    pub peer_addrs: Vec<(u32, String)>,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -186,6 +191,25 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     })
 }
 
+/// Parses `--peer-addr NODE=HOST:PORT`.
+fn parse_peer_addr(text: &str) -> Result<(u32, String), String> {
+    let (node, address) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NODE=HOST:PORT"))?;
+    let node = node
+        .trim()
+        .parse::<u32>()
+        .map_err(|error| format!("node id {node:?}: {error}"))?;
+    let address = address.trim();
+    if address
+        .rsplit_once(':')
+        .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+    {
+        return Err(format!("address {address:?} is not HOST:PORT"));
+    }
+    Ok((node, address.to_owned()))
+}
+
 /// Refuses the combinations cluster mode does not serve yet, before anything starts.
 fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
     if args.kafka_listen.is_some() {
@@ -235,6 +259,7 @@ async fn join_cluster(
     let mut config = ClusterConfig::new(args.node_id, advertised);
     config.registration_ttl = std::time::Duration::from_millis(args.registration_ttl_ms);
     config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
+    config.peer_addrs = args.peer_addrs.iter().cloned().collect();
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");

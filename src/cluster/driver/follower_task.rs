@@ -233,11 +233,14 @@ async fn send(
     request: Request,
 ) -> Result<Response, ClientError> {
     if connection.is_none() {
-        let address = driver
-            .state()
-            .brokers
-            .get(&leader)
-            .map(|b| b.native_addr.clone());
+        let address = match driver.config.peer_addrs.get(&leader) {
+            Some(overridden) => Some(overridden.clone()),
+            None => driver
+                .state()
+                .brokers
+                .get(&leader)
+                .map(|b| b.native_addr.clone()),
+        };
         let Some(address) = address else {
             return Err(ClientError::InvalidArgument(format!(
                 "broker {leader} is not registered"

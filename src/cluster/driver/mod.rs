@@ -91,6 +91,10 @@ pub struct ClusterConfig {
     pub topic_ready_wait: Duration,
     /// The replication engine's limits and timers.
     pub replication: ReplicationConfig,
+    /// Where this broker reaches another's native listener when not at the address that broker
+    /// advertises (`serve --peer-addr NODE=HOST:PORT`): a NAT, or a fault-injection proxy on one
+    /// broker-to-broker link.
+    pub peer_addrs: HashMap<NodeId, String>,
 }
 
 impl ClusterConfig {
@@ -105,6 +109,7 @@ impl ClusterConfig {
             replica_fetch_max_bytes: REPLICA_FETCH_MAX_BYTES_DEFAULT,
             topic_ready_wait: TOPIC_READY_WAIT_DEFAULT,
             replication: ReplicationConfig::default(),
+            peer_addrs: HashMap::new(),
         }
     }
 }
