@@ -119,6 +119,10 @@ async fn cluster(size: u32) -> (Arc<dyn MetaStore>, Vec<Node>) {
 }
 
 async fn client_of(nodes: &[Node]) -> Client {
+    client_of_nodes(&nodes.iter().collect::<Vec<_>>()).await
+}
+
+async fn client_of_nodes(nodes: &[&Node]) -> Client {
     Client::builder()
         .addrs(nodes.iter().map(|node| node.addr.clone()))
         .request_timeout(Duration::from_secs(10))
@@ -190,6 +194,41 @@ async fn leader_of(client: &Client, topic: &str, partition: u32) -> (u32, u32) {
     }
 }
 
+/// Creates `topic` with `partitions` partitions on all three brokers (`min_insync` default).
+async fn create_rf3(client: &Client, topic: &str, partitions: u32) {
+    let replication = Replication {
+        factor: 3,
+        min_insync: None,
+    };
+    client
+        .create_replicated_topic(topic, partitions, TopicConfig::default(), replication)
+        .await
+        .expect("create a replicated topic");
+}
+
+/// Crashes `leader` (of partition 0 of `topic`, in `epoch`) and waits until another broker
+/// leads in a higher epoch; returns a client of the survivors and the new leader and epoch.
+async fn crash_leader(
+    nodes: &mut [Node],
+    topic: &str,
+    leader: u32,
+    epoch: u32,
+) -> (Client, u32, u32) {
+    let index = nodes.iter().position(|n| n.id == leader).expect("leader");
+    nodes[index].crash().await;
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let client = client_of_nodes(&survivors).await;
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let (found, found_epoch) = leader_of(&client, topic, 0).await;
+        if found != leader && found_epoch > epoch {
+            return (client, found, found_epoch);
+        }
+        assert!(Instant::now() < deadline, "no failover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Produces `count` single-record batches with `acks=all`; returns the values acknowledged.
 async fn produce_all(
     client: &Client,
@@ -219,18 +258,7 @@ async fn produce_all(
 async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader() {
     let (_store, nodes) = cluster(3).await;
     let client = client_of(&nodes).await;
-    client
-        .create_replicated_topic(
-            "orders",
-            2,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
-        .await
-        .expect("create a replicated topic");
+    create_rf3(&client, "orders", 2).await;
     let (leader, epoch) = leader_of(&client, "orders", 0).await;
     let info = client
         .cluster_metadata(&["orders"])
@@ -285,34 +313,10 @@ async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader()
 async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
     let (_store, mut nodes) = cluster(3).await;
     let client = client_of(&nodes).await;
-    client
-        .create_replicated_topic(
-            "free",
-            1,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
-        .await
-        .expect("create");
+    create_rf3(&client, "free", 1).await;
     let (leader, epoch) = leader_of(&client, "free", 0).await;
     let mut written = produce_all(&client, "free", 0, "unleased", 5).await;
-    let index = nodes.iter().position(|n| n.id == leader).expect("leader");
-    nodes[index].crash().await;
-    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
-    let client = Client::builder()
-        .addrs(survivors.iter().map(|n| n.addr.clone()))
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect to the survivors");
-    let deadline = Instant::now() + CONVERGE;
-    while leader_of(&client, "free", 0).await.1 <= epoch {
-        assert!(Instant::now() < deadline, "no failover");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (client, _, _) = crash_leader(&mut nodes, "free", leader, epoch).await;
     // A new leader's producer epoch base does not fence writers that never had a lease...
     written.extend(produce_all(&client, "free", 0, "still-unleased", 5).await);
     assert_eq!(read_all(&client, "free", 0).await, written);
@@ -334,18 +338,7 @@ async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
 async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
     let (_store, mut nodes) = cluster(3).await;
     let client = client_of(&nodes).await;
-    client
-        .create_replicated_topic(
-            "events",
-            1,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
-        .await
-        .expect("create");
+    create_rf3(&client, "events", 1).await;
     let (leader, epoch) = leader_of(&client, "events", 0).await;
     let lease = client
         .acquire_lease("events", 0, "writer", Duration::from_secs(30))
@@ -353,24 +346,7 @@ async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
         .expect("lease");
     let mut written = produce_all(&client, "events", lease.epoch, "before", 20).await;
 
-    let index = nodes.iter().position(|n| n.id == leader).expect("leader");
-    nodes[index].crash().await;
-    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
-    let client = Client::builder()
-        .addrs(survivors.iter().map(|n| n.addr.clone()))
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect to the survivors");
-    let deadline = Instant::now() + CONVERGE;
-    let (new_leader, new_epoch) = loop {
-        let (found, found_epoch) = leader_of(&client, "events", 0).await;
-        if found != leader && found_epoch > epoch {
-            break (found, found_epoch);
-        }
-        assert!(Instant::now() < deadline, "no failover");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (client, new_leader, new_epoch) = crash_leader(&mut nodes, "events", leader, epoch).await;
     assert_ne!(new_leader, leader);
     assert!(new_epoch > epoch);
 

@@ -8,6 +8,8 @@
 //!
 //! Skipped with a note where the `etcd` binary is missing (`.ci/run` installs `etcd-server`).
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/etcd.rs"]
 mod etcd_harness;
 
@@ -168,27 +170,20 @@ impl BrokerProcess {
     fn replica_contents(&self, topic: &str) -> (Vec<(String, u64)>, u64) {
         let directory = self.data_dir.join("topics").join(topic).join("0");
         let config = fencelog::broker::partition_config(&fencelog::domain::TopicConfig::default());
-        let seal = fencelog::storage::SealWorker::start().expect("seal worker");
-        let partition =
-            fencelog::storage::Partition::open(&format!("{topic}/0"), &directory, config, &seal)
-                .expect("open the replica");
-        let mut records = Vec::new();
-        let mut offset = partition.log_start_offset();
-        while offset < partition.high_watermark() {
-            let read = partition.read(offset, 1 << 20).expect("read the replica");
-            assert!(
-                !read.batches.is_empty(),
-                "a read below the high watermark returned nothing"
-            );
-            for batch in read.batches {
-                for record in fencelog::batch::decode_batch(&batch).expect("stored batches decode")
-                {
-                    offset = record.offset + 1;
-                    let value = String::from_utf8_lossy(record.value.as_deref().unwrap_or(b""));
-                    records.push((value.into_owned(), record.epoch));
-                }
-            }
-        }
+        let partition = fencelog::storage::Partition::open(
+            &format!("{topic}/0"),
+            &directory,
+            config,
+            &common::seal_worker(),
+        )
+        .expect("open the replica");
+        let records = common::read_all_records(&partition)
+            .into_iter()
+            .map(|record| {
+                let value = record.value.as_deref().unwrap_or(b"");
+                (String::from_utf8_lossy(value).into_owned(), record.epoch)
+            })
+            .collect();
         (records, partition.log_end_offset())
     }
 

@@ -82,6 +82,9 @@ pub struct BrokerService {
     metrics: Arc<Metrics>,
     /// Set when the server shuts down: pending long polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// In a cluster, this broker's node id, carried by every producer id it hands out (set
+    /// once by the cluster driver; see [`BrokerService::set_cluster_node`]).
+    cluster_node: OnceLock<crate::cluster::NodeId>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -106,7 +109,15 @@ impl BrokerService {
             coordinator: OnceLock::new(),
             metrics: Arc::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            cluster_node: OnceLock::new(),
         }
+    }
+
+    /// Makes producer ids unique in a cluster: from now on each carries `node_id` above
+    /// [`PRODUCER_ID_LOCAL_BITS`](crate::cluster::driver::PRODUCER_ID_LOCAL_BITS) bits, whichever
+    /// listener asked. Set once; a second call changes nothing.
+    pub fn set_cluster_node(&self, node_id: crate::cluster::NodeId) {
+        let _ = self.cluster_node.set(node_id);
     }
 
     /// Tells the service that the server is shutting down: every pending long poll (and every
@@ -263,6 +274,10 @@ impl BrokerService {
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {
         let broker = Arc::clone(&self.broker);
         let producer_id = blocking(move || broker.allocate_producer_id()).await?;
+        let producer_id = match self.cluster_node.get() {
+            Some(node) => crate::cluster::driver::cluster_producer_id(*node, producer_id),
+            None => producer_id,
+        };
         Ok((producer_id, 0))
     }
 

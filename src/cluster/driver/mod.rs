@@ -162,6 +162,7 @@ impl ClusterDriver {
             .replication
             .validate()
             .map_err(|error| ClusterError::Unsupported(error.to_string()))?;
+        service.set_cluster_node(config.node_id);
         Ok(Arc::new(Self {
             config,
             incarnation: rand::random::<u64>() | 1,
@@ -231,12 +232,6 @@ impl ClusterDriver {
     /// This broker's node id.
     pub fn node_id(&self) -> NodeId {
         self.config.node_id
-    }
-
-    /// A producer id this broker allocated locally, made unique in the cluster.
-    pub fn cluster_producer_id(&self, local: i64) -> i64 {
-        (i64::from(self.config.node_id) << PRODUCER_ID_LOCAL_BITS)
-            | (local & ((1 << PRODUCER_ID_LOCAL_BITS) - 1))
     }
 
     /// This process's incarnation (random per start).
@@ -965,6 +960,11 @@ impl ClusterDriver {
         ))
         .into())
     }
+}
+
+/// A producer id broker `node_id` allocated locally (`local`), made unique in the cluster.
+pub fn cluster_producer_id(node_id: NodeId, local: i64) -> i64 {
+    (i64::from(node_id) << PRODUCER_ID_LOCAL_BITS) | (local & ((1 << PRODUCER_ID_LOCAL_BITS) - 1))
 }
 
 /// Merges a later engine output into an earlier one.

@@ -67,37 +67,31 @@ impl ClusterDriver {
             fetch_offset: entry.fetch_offset,
         };
         let mut acknowledged = replica.partition.subscribe_acknowledged();
-        let deadline = tokio::time::Instant::now() + max_wait;
-        loop {
-            let serve = match self.record_fetch(&replica, &request) {
+        let mut serve = match self.record_fetch(&replica, &request) {
+            Ok(serve) => serve,
+            Err(error) => return refused(error),
+        };
+        if serve.from_offset >= serve.to_offset && !max_wait.is_zero() {
+            // Nothing new: wait for the log to grow (or the deadline), then record the
+            // follower's progress once more and send what there is.
+            let more = async {
+                while *acknowledged.borrow_and_update() <= entry.fetch_offset {
+                    if acknowledged.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            tokio::select! {
+                () = more => {}
+                () = tokio::time::sleep(max_wait) => {}
+                () = self.stop.cancelled() => {}
+            }
+            serve = match self.record_fetch(&replica, &request) {
                 Ok(serve) => serve,
                 Err(error) => return refused(error),
             };
-            let nothing_new = serve.from_offset >= serve.to_offset;
-            if nothing_new && tokio::time::Instant::now() < deadline {
-                let more = async {
-                    loop {
-                        if *acknowledged.borrow_and_update() > entry.fetch_offset {
-                            return;
-                        }
-                        if acknowledged.changed().await.is_err() {
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                };
-                tokio::select! {
-                    () = more => continue,
-                    () = tokio::time::sleep_until(deadline) => {}
-                    () = self.stop.cancelled() => {}
-                }
-                // Waited in vain: answer with nothing, after recording progress once more.
-                return match self.record_fetch(&replica, &request) {
-                    Ok(serve) => self.read_for(&replica, entry, serve, max_bytes),
-                    Err(error) => refused(error),
-                };
-            }
-            return self.read_for(&replica, entry, serve, max_bytes);
         }
+        self.read_for(&replica, entry, serve, max_bytes)
     }
 
     /// Gives the fetch to the leader engine (it records the follower's progress and may move

@@ -386,6 +386,24 @@ mod tests {
         }
     }
 
+    /// Lease `lease_id`, granted now on `clock` for `ttl` and renewed through `fake`.
+    fn held(
+        lease_id: i64,
+        clock: &Arc<ManualClock>,
+        ttl: Duration,
+        fake: &FakeLease,
+    ) -> BrokerLease {
+        BrokerLease::start(
+            registration(),
+            lease_id,
+            clock.clone(),
+            ttl,
+            clock.now(),
+            ttl,
+            fake.clone(),
+        )
+    }
+
     fn registration() -> BrokerRegistration {
         BrokerRegistration {
             node_id: 1,
@@ -402,15 +420,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new());
         let ttl = Duration::from_secs(10);
         let fake = FakeLease::default();
-        let lease = BrokerLease::start(
-            registration(),
-            1,
-            clock.clone(),
-            ttl,
-            clock.now(),
-            ttl,
-            fake.clone(),
-        );
+        let lease = held(1, &clock, ttl, &fake);
         assert!(lease.is_valid());
         clock.advance(Duration::from_millis(7_999));
         assert!(lease.is_valid());
@@ -428,15 +438,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new());
         let ttl = Duration::from_secs(3);
         let fake = FakeLease::default();
-        let lease = BrokerLease::start(
-            registration(),
-            1,
-            clock.clone(),
-            ttl,
-            clock.now(),
-            ttl,
-            fake.clone(),
-        );
+        let lease = held(1, &clock, ttl, &fake);
         let first = lease.valid_until().unwrap();
         clock.advance(Duration::from_secs(1));
         tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -452,44 +454,20 @@ mod tests {
         let clock = Arc::new(ManualClock::new());
         let ttl = Duration::from_secs(3);
         let dropped = FakeLease::default();
-        let lease = BrokerLease::start(
-            registration(),
-            1,
-            clock.clone(),
-            ttl,
-            clock.now(),
-            ttl,
-            dropped.clone(),
-        );
+        let lease = held(1, &clock, ttl, &dropped);
         drop(lease);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(dropped.revoked.load(Ordering::SeqCst));
 
         let abandoned = FakeLease::default();
-        let lease = BrokerLease::start(
-            registration(),
-            2,
-            clock.clone(),
-            ttl,
-            clock.now(),
-            ttl,
-            abandoned.clone(),
-        );
+        let lease = held(2, &clock, ttl, &abandoned);
         lease.abandon();
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(!abandoned.revoked.load(Ordering::SeqCst));
         assert_eq!(abandoned.renewals.load(Ordering::SeqCst), 0);
 
         let closed = FakeLease::default();
-        let lease = BrokerLease::start(
-            registration(),
-            3,
-            clock.clone(),
-            ttl,
-            clock.now(),
-            ttl,
-            closed.clone(),
-        );
+        let lease = held(3, &clock, ttl, &closed);
         lease.close().await.unwrap();
         assert!(closed.revoked.load(Ordering::SeqCst));
     }

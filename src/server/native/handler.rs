@@ -114,20 +114,13 @@ fn answer(
             Box::pin(async move { service.fetch(request).await.map(fetched) })
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
-        Request::InitProducerId => {
-            let cluster = config.cluster.clone();
-            Box::pin(async move {
-                let (producer_id, producer_epoch) = service.init_producer_id().await?;
-                let producer_id = match &cluster {
-                    Some(driver) => driver.cluster_producer_id(producer_id),
-                    None => producer_id,
-                };
-                Ok(Response::InitProducerId {
-                    producer_id,
-                    producer_epoch,
-                })
+        Request::InitProducerId => Box::pin(async move {
+            let (producer_id, producer_epoch) = service.init_producer_id().await?;
+            Ok(Response::InitProducerId {
+                producer_id,
+                producer_epoch,
             })
-        }
+        }),
         Request::Metadata {
             topics,
             cluster: with_cluster,
