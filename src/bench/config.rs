@@ -166,6 +166,9 @@ pub struct BenchConfig {
     /// When a produce counts as done (`None`: the broker's default, `all` on a replicated
     /// partition).
     pub acks: Option<crate::protocol::Acks>,
+    /// The pid of the server at `addr` when it runs on this machine: its CPU per gigabyte is
+    /// then reported (the in-process server's always is).
+    pub server_pid: Option<u32>,
 }
 
 impl Default for BenchConfig {
@@ -190,6 +193,7 @@ impl Default for BenchConfig {
             kafka_addr: None,
             replication_factor: None,
             acks: None,
+            server_pid: None,
             tls: None,
         }
     }

@@ -1,7 +1,9 @@
 //! The consumer load generator: one connection, one long-polling fetch in flight per partition
 //! it reads, records decoded and CRC-checked by the client as any consumer's would be (with
 //! `--protocol kafka`: Fetch v12 on the Kafka listener, its Kafka batches CRC32C-checked and
-//! decoded by kafka-protocol's decoder).
+//! decoded by kafka-protocol's decoder). Over the native protocol the next fetch is sent as soon
+//! as an answer arrives, before that answer is decoded (a consumer's prefetch: the server reads
+//! and sends while the client checks).
 //!
 //! Latency is the fetch round trip (request to decoded response) in `consume` mode, and end to
 //! end in `both` mode: from the intended send time stamped into each value by the producer to
@@ -24,7 +26,7 @@ use super::produce::{claim, Connection};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use crate::batch::now_ms;
-use crate::client::{ClientError, FetchResult, Record};
+use crate::client::{ClientError, FetchResult, FetchedBatches, Record};
 use crate::protocol::ErrorCode;
 
 /// Longest a fetch waits on the server for new records.
@@ -107,7 +109,7 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
         async move {
             let sent = Instant::now();
             let result = fetch(&connection, &topic, partition, offset, max_bytes).await;
-            (index, sent, Instant::now(), result)
+            (index, sent, result)
         }
     };
     for (index, position) in positions.iter().enumerate() {
@@ -123,7 +125,7 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
             () = spec.stop.cancelled() => break,
             () = sleep_until_opt(deadline) => break,
             () = changed(&mut spec.ends) => {}
-            Some((index, sent, received, result)) = in_flight.next() => {
+            Some((index, sent, result)) = in_flight.next() => {
                 let partition = spec.sources[index].partition;
                 // Behind the topic's retention: the records between are gone. Count them as
                 // skipped (the consumer's lag), not as a failure, and go on from the oldest.
@@ -154,18 +156,34 @@ pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
                         },
                     }
                 })?;
+                // Ask for the next range before decoding this one, when the batch headers say
+                // where it starts: the server reads and sends it while this task checks and
+                // decodes (as a consumer's prefetch does).
+                let source = spec.sources[index];
+                let wrap = |position: u64| match source.wrap_at {
+                    Some(end) if position >= end => source.start,
+                    _ => position,
+                };
+                let ahead = fetched.next_offset();
+                if let Some(next) = ahead {
+                    positions[index] = wrap(next);
+                    in_flight.push(fetch(index, positions[index]));
+                }
+                let fetched = fetched.decode().map_err(|source| BenchError::Client {
+                    context: format!("decode a fetch from {}/{partition}", spec.topic),
+                    source,
+                })?;
+                let received = Instant::now();
                 if account(&mut spec, &mut recorder, &fetched, sent, received) {
                     spec.stop.cancel();
                     break;
                 }
-                if let Some(last) = fetched.records.last() {
-                    positions[index] = last.offset + 1;
+                if ahead.is_none() {
+                    if let Some(last) = fetched.records.last() {
+                        positions[index] = wrap(last.offset + 1);
+                    }
+                    in_flight.push(fetch(index, positions[index]));
                 }
-                let source = spec.sources[index];
-                if source.wrap_at.is_some_and(|end| positions[index] >= end) {
-                    positions[index] = source.start;
-                }
-                in_flight.push(fetch(index, positions[index]));
             }
         }
     }
@@ -178,6 +196,30 @@ enum FetchFailure {
     Kafka(KafkaError),
 }
 
+/// A fetch's answer: native batches not yet checked and decoded, or a Kafka answer decoded by
+/// its transport.
+enum Fetched {
+    Native(FetchedBatches),
+    Kafka(FetchResult),
+}
+
+impl Fetched {
+    /// Where the next fetch starts, when known before decoding.
+    fn next_offset(&self) -> Option<u64> {
+        match self {
+            Fetched::Native(batches) => batches.next_offset(),
+            Fetched::Kafka(_) => None,
+        }
+    }
+
+    fn decode(self) -> Result<FetchResult, ClientError> {
+        match self {
+            Fetched::Native(batches) => batches.decode(),
+            Fetched::Kafka(result) => Ok(result),
+        }
+    }
+}
+
 /// One long-polling fetch (up to [`FETCH_MAX_WAIT`]) on either protocol.
 async fn fetch(
     connection: &Connection,
@@ -185,15 +227,17 @@ async fn fetch(
     partition: u32,
     offset: u64,
     max_bytes: u32,
-) -> Result<FetchResult, FetchFailure> {
+) -> Result<Fetched, FetchFailure> {
     match connection {
         Connection::Native(client) => client
-            .fetch(topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
+            .fetch_batches(topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
             .await
+            .map(Fetched::Native)
             .map_err(FetchFailure::Native),
         Connection::Kafka(connection) => connection
             .fetch(topic, partition, offset, max_bytes, FETCH_MAX_WAIT)
             .await
+            .map(Fetched::Kafka)
             .map_err(FetchFailure::Kafka),
     }
 }

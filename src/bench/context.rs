@@ -24,6 +24,8 @@ pub struct RunContext {
     pub config: Arc<BenchConfig>,
     /// Live counters for the progress bar.
     pub counters: Arc<Counters>,
+    /// Where the server runs, for its CPU accounting.
+    pub server_process: super::cpu::ServerProcess,
 }
 
 impl RunContext {

@@ -32,6 +32,9 @@ pub enum BenchError {
     /// The in-process server did not start.
     #[error("start the in-process server: {0}")]
     Server(#[from] BrokerError),
+    /// The in-process server's runtime (its own threads) could not be started.
+    #[error("start the in-process server's runtime: {0}")]
+    Runtime(std::io::Error),
     /// A check of the results failed.
     #[error("{0}")]
     Check(String),

@@ -41,6 +41,7 @@
 pub mod config;
 pub mod consume;
 pub mod context;
+pub mod cpu;
 pub mod error;
 pub mod failover;
 pub mod kafka_transport;

@@ -6,12 +6,18 @@
 //! millisecond late, which swamps an ack latency of tens of microseconds. The pacer sleeps on an
 //! OS thread (`nanosleep`, tens of microseconds of slack) and wakes the producer's task at each
 //! due time; the task then sends whatever is due, as before.
+//!
+//! The pacer also measures its own lateness (how long after each due time its thread woke):
+//! the generator's wake-up error, reported beside the latencies it inflates.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use tokio::sync::Notify;
+
+use super::stats::new_latency_histogram;
 
 /// Shortest time between two wake-ups: for faster schedules the producer sends the batches that
 /// fell due since the last wake-up together, rather than the pacer spinning.
@@ -22,6 +28,8 @@ pub const MIN_PACER_TICK: Duration = Duration::from_micros(100);
 pub struct Pacer {
     wake: Arc<Notify>,
     stop: Arc<AtomicBool>,
+    /// Microseconds from each due time to the pacer thread's wake-up (warm-up included).
+    late_us: Arc<Mutex<Histogram<u64>>>,
 }
 
 impl Pacer {
@@ -29,7 +37,9 @@ impl Pacer {
     pub fn start(start: Instant, period: Duration) -> std::io::Result<Pacer> {
         let wake = Arc::new(Notify::new());
         let stop = Arc::new(AtomicBool::new(false));
+        let late_us = Arc::new(Mutex::new(new_latency_histogram()));
         let (thread_wake, thread_stop) = (Arc::clone(&wake), Arc::clone(&stop));
+        let thread_late_us = Arc::clone(&late_us);
         let tick = period.max(MIN_PACER_TICK);
         std::thread::Builder::new()
             .name("fencelog-pacer".into())
@@ -47,10 +57,25 @@ impl Pacer {
                         next = start + tick.mul_f64(k as f64);
                     }
                     sleep_until(next);
+                    let late = Instant::now().saturating_duration_since(next);
+                    if let Ok(mut histogram) = thread_late_us.lock() {
+                        histogram.saturating_record(late.as_micros().max(1) as u64);
+                    }
                     thread_wake.notify_one();
                 }
             })?;
-        Ok(Pacer { wake, stop })
+        Ok(Pacer {
+            wake,
+            stop,
+            late_us,
+        })
+    }
+
+    /// How late the pacer thread woke after each due time so far, in microseconds.
+    pub fn lateness_us(&self) -> Histogram<u64> {
+        self.late_us
+            .lock()
+            .map_or_else(|_| new_latency_histogram(), |histogram| histogram.clone())
     }
 
     /// Waits for the next tick (or returns at once if one happened since the last wait).
@@ -82,6 +107,12 @@ mod tests {
         for _ in 0..3 {
             pacer.tick().await;
         }
+        // The wake-ups before the ticks were measured.
+        assert!(
+            pacer.lateness_us().len() >= 2,
+            "{}",
+            pacer.lateness_us().len()
+        );
         let stop = Arc::clone(&pacer.stop);
         drop(pacer);
         assert!(stop.load(Ordering::Acquire));

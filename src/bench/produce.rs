@@ -274,6 +274,9 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
             () = spec.stop.cancelled(), if !stopping => stopping = true,
         }
     }
+    if let Some(pacer) = &pacer {
+        outcome.recorder.pacer_late_us = pacer.lateness_us();
+    }
     Ok(outcome)
 }
 

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{self, BenchConfig, Mode, Protocol, StopAfter};
 use super::consume::{self, ConsumerSpec, LatencyKind, Source};
 use super::context::RunContext;
+use super::cpu::{self, CpuWindow, ServerProcess};
 use super::error::BenchError;
 use super::failover;
 use super::produce::{self, Connection, ProducerOutcome, ProducerSpec, Target, LEASE_TTL};
@@ -25,6 +26,56 @@ use super::stats::{Clock, Recorder, RoleReport};
 use crate::client::{Client, Lease};
 use crate::protocol::TopicConfig;
 use crate::testing::TestServer;
+
+/// The in-process server, on a runtime of its own: its threads are named
+/// [`cpu::SERVER_THREAD_NAME`], so that its CPU is told apart from the load generator's (and,
+/// like `fencelog serve`'s, its runtime has as many workers as the machine has cores).
+struct InProcessServer {
+    server: Option<TestServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl InProcessServer {
+    async fn start(protocol: Protocol) -> Result<Self, BenchError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name(cpu::SERVER_THREAD_NAME)
+            .thread_keep_alive(cpu::SERVER_THREAD_KEEP_ALIVE)
+            .enable_all()
+            .build()
+            .map_err(BenchError::Runtime)?;
+        let started = runtime
+            .spawn(async move {
+                match protocol {
+                    Protocol::Native => TestServer::start().await,
+                    Protocol::Kafka => TestServer::start_with_kafka().await,
+                }
+            })
+            .await
+            .map_err(BenchError::task)??;
+        Ok(Self {
+            server: Some(started),
+            runtime: Some(runtime),
+        })
+    }
+
+    fn server(&self) -> &TestServer {
+        self.server.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        // Dropped, not shut down: a graceful shutdown syncs every partition, which after a
+        // flush `never` run means writing gigabytes of page cache back to a directory that is
+        // deleted next anyway. Blocking work left behind runs out with the process.
+        if let Some(runtime) = self.runtime.take() {
+            let _entered = runtime.enter();
+            drop(self.server.take());
+            drop(_entered);
+            runtime.shutdown_background();
+        }
+    }
+}
 
 /// A producer connected and holding the leases of its partitions (none over Kafka), not yet
 /// sending.
@@ -299,18 +350,22 @@ fn phase_length(config: &BenchConfig) -> Option<Duration> {
 /// (only when stderr is a terminal).
 pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleReport>, BenchError> {
     config.validate()?;
-    let server = match (&config.addr, config.protocol) {
-        (Some(_), _) => None,
-        (None, Protocol::Native) => Some(TestServer::start().await?),
-        (None, Protocol::Kafka) => Some(TestServer::start_with_kafka().await?),
+    let server = match &config.addr {
+        Some(_) => None,
+        None => Some(InProcessServer::start(config.protocol).await?),
     };
     let (addr, kafka_addr) = match (&config.addr, &server) {
         (Some(addr), _) => (addr.clone(), config.kafka_addr.clone()),
         (None, Some(server)) => (
-            server.addr().to_string(),
-            (config.protocol == Protocol::Kafka).then(|| server.kafka_addr().to_string()),
+            server.server().addr().to_string(),
+            (config.protocol == Protocol::Kafka).then(|| server.server().kafka_addr().to_string()),
         ),
         (None, None) => unreachable!("a server is started when no address is given"),
+    };
+    let server_process = match (&server, config.server_pid) {
+        (Some(_), _) => ServerProcess::InProcess,
+        (None, Some(pid)) => ServerProcess::Pid(pid),
+        (None, None) => ServerProcess::Unknown,
     };
     let topic: Arc<str> =
         format!("bench-{}-{:08x}", config.mode.name(), rand::random::<u32>()).into();
@@ -320,6 +375,7 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
         topic: Arc::clone(&topic),
         config: Arc::new(config),
         counters: Arc::new(Counters::default()),
+        server_process,
     };
     let admin = context.connect().await?;
     let topic_config = TopicConfig {
@@ -363,9 +419,6 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
         Mode::Failover => vec![run_failover(&context, &mut progress).await?],
     };
     progress.finish();
-    // The in-process server is dropped, not shut down: a graceful shutdown syncs every
-    // partition, which after a flush `never` run means writing gigabytes of page cache back
-    // to a directory that is deleted next anyway.
     drop(server);
     Ok(reports)
 }
@@ -377,6 +430,7 @@ async fn run_produce(
     let config = &context.config;
     let prepared = prepare_producers(context).await?;
     let clock = Clock::start(config.warmup, config.stop);
+    let cpu = CpuWindow::start(context.server_process, &clock);
     progress.phase(
         "produce",
         phase_length(config),
@@ -384,16 +438,19 @@ async fn run_produce(
     );
     let tasks = spawn_producers(context, &prepared, clock, budget_of(config.stop));
     let (recorder, _) = join_producers(tasks).await?;
+    let cpu = cpu.finish(recorder.bytes).await;
     release(context, prepared).await;
     let seconds = seconds_until_last(&clock, &recorder);
-    Ok(RoleReport::new(
+    let mut report = RoleReport::new(
         "produce",
         "ack",
         config.producers,
         config,
         &recorder,
         seconds,
-    ))
+    );
+    report.cpu = cpu;
+    Ok(report)
 }
 
 /// Writes the records `consume` reads: `--records` of them, or up to
@@ -441,6 +498,7 @@ async fn run_consume(
     }
     let clients = connect_consumers(context).await?;
     let clock = Clock::start(config.warmup, config.stop);
+    let cpu = CpuWindow::start(context.server_process, &clock);
     progress.phase(
         "consume",
         phase_length(config),
@@ -454,14 +512,16 @@ async fn run_consume(
     };
     let (tasks, _stop) = spawn_consumers(context, clients, clock, plan);
     let recorder = join_consumers(tasks).await?;
-    Ok(RoleReport::new(
+    let mut report = RoleReport::new(
         "consume",
         "fetch_round_trip",
         config.consumers,
         config,
         &recorder,
         consumer_seconds(&clock, &recorder),
-    ))
+    );
+    report.cpu = cpu.finish(recorder.bytes).await;
+    Ok(report)
 }
 
 async fn run_both(
@@ -473,6 +533,7 @@ async fn run_both(
     let clients = connect_consumers(context).await?;
     let (ends_sender, ends) = watch::channel(None);
     let clock = Clock::start(config.warmup, config.stop);
+    let cpu = CpuWindow::start(context.server_process, &clock);
     progress.phase("both", phase_length(config), Arc::clone(&context.counters));
     let plan = ConsumerPlan {
         latency: LatencyKind::EndToEnd,
@@ -486,8 +547,9 @@ async fn run_both(
     let (produced, log_ends) = join_producers(producers).await?;
     let _ = ends_sender.send(Some(log_ends));
     let consumed = join_consumers(consumers).await?;
+    let window = cpu.finish(0).await;
     release(context, prepared).await;
-    Ok(vec![
+    let mut reports = vec![
         RoleReport::new(
             "produce",
             "ack",
@@ -504,7 +566,11 @@ async fn run_both(
             &consumed,
             consumer_seconds(&clock, &consumed),
         ),
-    ])
+    ];
+    for report in &mut reports {
+        report.cpu = window.map(|window| window.per_gb_of(report.bytes));
+    }
+    Ok(reports)
 }
 
 async fn run_failover(
@@ -513,12 +579,14 @@ async fn run_failover(
 ) -> Result<RoleReport, BenchError> {
     let config = &context.config;
     let clock = Clock::start(config.warmup, config.stop);
+    let cpu = CpuWindow::start(context.server_process, &clock);
     progress.phase(
         "failover",
         phase_length(config),
         Arc::clone(&context.counters),
     );
     let (recorder, failover) = failover::run(context, clock).await?;
+    let cpu = cpu.finish(recorder.bytes).await;
     let seconds = seconds_until_last(&clock, &recorder);
     let mut report = RoleReport::new(
         "produce",
@@ -529,6 +597,7 @@ async fn run_failover(
         seconds,
     );
     report.failover = Some(failover);
+    report.cpu = cpu;
     Ok(report)
 }
 

@@ -89,6 +89,23 @@ pub struct Percentiles {
     pub max: u64,
 }
 
+impl Percentiles {
+    /// The percentiles of a histogram (all 0 when it is empty).
+    pub fn of(histogram: &Histogram<u64>) -> Self {
+        if histogram.is_empty() {
+            return Self::default();
+        }
+        let at = |q: f64| histogram.value_at_quantile(q);
+        Self {
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: histogram.max(),
+        }
+    }
+}
+
 /// What one role (all producers, or all consumers) measured.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -98,6 +115,8 @@ pub struct Recorder {
     pub bytes: u64,
     /// Latencies in microseconds.
     pub latency_us: Histogram<u64>,
+    /// How late the open-loop pacer woke after each due time (`--rate` only; else empty).
+    pub pacer_late_us: Histogram<u64>,
     /// When the last counted event happened.
     pub last: Option<Instant>,
     /// Records a consumer never read because retention deleted them first: it fell that far
@@ -105,13 +124,18 @@ pub struct Recorder {
     pub skipped: u64,
 }
 
+/// An empty histogram of microseconds, as every latency of the bench is kept.
+pub fn new_latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_LATENCY_US, 3).expect("valid histogram bounds")
+}
+
 impl Default for Recorder {
     fn default() -> Self {
         Self {
             records: 0,
             bytes: 0,
-            latency_us: Histogram::new_with_bounds(1, HIGHEST_LATENCY_US, 3)
-                .expect("valid histogram bounds"),
+            latency_us: new_latency_histogram(),
+            pacer_late_us: new_latency_histogram(),
             last: None,
             skipped: 0,
         }
@@ -144,6 +168,9 @@ impl Recorder {
         self.latency_us
             .add(&other.latency_us)
             .expect("histograms with the same bounds");
+        self.pacer_late_us
+            .add(&other.pacer_late_us)
+            .expect("histograms with the same bounds");
         self.last = match (self.last, other.last) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -152,17 +179,7 @@ impl Recorder {
 
     /// The percentiles (all 0 when nothing was recorded).
     pub fn percentiles(&self) -> Percentiles {
-        if self.latency_us.is_empty() {
-            return Percentiles::default();
-        }
-        let at = |q: f64| self.latency_us.value_at_quantile(q);
-        Percentiles {
-            p50: at(0.50),
-            p90: at(0.90),
-            p99: at(0.99),
-            p999: at(0.999),
-            max: self.latency_us.max(),
-        }
+        Percentiles::of(&self.latency_us)
     }
 }
 
@@ -254,9 +271,19 @@ pub struct RoleReport {
     /// (consumers only; 0 when they kept up).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped_records: Option<u64>,
+    /// The generator's own wake-up error with `--rate`: how late its pacer thread woke after
+    /// each due time, in microseconds (the ack latencies measured from the due times include
+    /// it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacer_late_us: Option<Percentiles>,
     /// Failover figures (`failover` mode only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverReport>,
+    /// CPU seconds of the server and the generator over the measurement window, and per GB of
+    /// this role's values (in `both` mode each role's line divides the same CPU by its own
+    /// bytes: the server's work for producers and consumers is not told apart).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<super::cpu::CpuFigures>,
 }
 
 fn round3(value: f64) -> f64 {
@@ -292,7 +319,10 @@ impl RoleReport {
             flush: config.flush.to_string(),
             rate: config.rate,
             skipped_records: (role == "consume").then_some(recorder.skipped),
+            pacer_late_us: (!recorder.pacer_late_us.is_empty())
+                .then(|| Percentiles::of(&recorder.pacer_late_us)),
             failover: None,
+            cpu: None,
         }
     }
 }
@@ -351,6 +381,31 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
                 "consumers fell behind the topic's retention: {skipped} records were deleted \
                  before they were read (skipped, counted as lag); --retention-bytes 0 keeps \
                  everything"
+            );
+        }
+        if let Some(late) = &report.pacer_late_us {
+            let _ = writeln!(
+                out,
+                "the generator's wake-ups (pacer thread, after each due time): p50 {} us, p99 {} \
+                 us, max {} us",
+                late.p50, late.p99, late.max
+            );
+        }
+        if let Some(cpu) = &report.cpu {
+            let server = match (cpu.server_cpu_seconds, cpu.server_cpu_seconds_per_gb) {
+                (Some(seconds), Some(per_gb)) => {
+                    format!("server {per_gb:.3} s/GB ({seconds:.2} s)")
+                }
+                (Some(seconds), None) => format!("server {seconds:.2} s"),
+                _ => "server not seen (--server-pid)".to_string(),
+            };
+            let client = cpu
+                .client_cpu_seconds_per_gb
+                .map_or_else(String::new, |per_gb| format!(" {per_gb:.3} s/GB"));
+            let _ = writeln!(
+                out,
+                "{} cpu: {server}, bench{client} ({:.2} s)",
+                report.role, cpu.client_cpu_seconds
             );
         }
         if let Some(failover) = &report.failover {

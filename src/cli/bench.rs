@@ -120,6 +120,11 @@ pub struct BenchArgs {
     /// Default: `all` on a replicated partition, else `leader`.
     #[arg(long)]
     pub acks: Option<crate::protocol::Acks>,
+    /// The pid of the server at --addr, when it runs on this machine: its CPU seconds per GB
+    /// of values are then reported (`server_cpu_seconds_per_gb`; always for the in-process
+    /// server).
+    #[arg(long = "server-pid", value_name = "PID")]
+    pub server_pid: Option<u32>,
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -154,6 +159,7 @@ impl BenchArgs {
             kafka_addr: self.kafka_addr.clone(),
             replication_factor: self.replication_factor,
             acks: self.acks,
+            server_pid: self.server_pid,
             tls: None,
         }
     }
@@ -168,6 +174,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         .validate()
         .map_err(|error| CliError::new(one_line(&error.to_string())))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("fencelog-bench")
         .enable_all()
         .build()
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;

@@ -647,6 +647,65 @@ pub struct FetchResult {
     pub records: Vec<Record>,
 }
 
+/// A fetch answer whose batches are not checked or decoded yet (see [`Client::fetch_batches`]):
+/// a consumer can ask for the next range ([`next_offset`](Self::next_offset), read from the
+/// batch headers alone) before it spends the time to [`decode`](Self::decode) this one, so
+/// that the server sends while the consumer decodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedBatches {
+    /// One past the last offset readers can see.
+    pub high_watermark: u64,
+    /// Oldest offset still stored.
+    pub log_start_offset: u64,
+    /// The offset the fetch asked for (records below it are dropped by `decode`).
+    pub offset: u64,
+    /// The stored batches as received, unchecked.
+    pub batches: Vec<Bytes>,
+}
+
+impl FetchedBatches {
+    /// The offset after the last record the batches hold, read from their headers without
+    /// checking them: where the next fetch starts. `None` when there are no batches or their
+    /// framing is unreadable (then [`decode`](Self::decode) says what is wrong). A batch whose
+    /// CRC turns out bad still fails `decode`: a consumer that fetched ahead from this offset
+    /// discards that answer with the error.
+    pub fn next_offset(&self) -> Option<u64> {
+        let mut next = None;
+        for chunk in &self.batches {
+            let mut rest: &[u8] = chunk;
+            while !rest.is_empty() {
+                let header = crate::batch::BatchHeader::parse(rest)?;
+                let length = header.batch_length as usize;
+                if length < crate::batch::HEADER_BYTES || length > rest.len() {
+                    return None;
+                }
+                next = Some(
+                    header
+                        .base_offset
+                        .checked_add(u64::from(header.record_count))?,
+                );
+                rest = &rest[length..];
+            }
+        }
+        next
+    }
+
+    /// Checks every batch (length and CRC) and splits them into records from the requested
+    /// offset on.
+    pub fn decode(self) -> Result<FetchResult, ClientError> {
+        let mut records = Vec::new();
+        for chunk in self.batches {
+            decode_batches_into(chunk, &mut records)?;
+        }
+        records.retain(|record| record.offset >= self.offset);
+        Ok(FetchResult {
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+            records,
+        })
+    }
+}
+
 /// A partition's offset range and epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offsets {
@@ -1199,6 +1258,21 @@ impl Client {
         max_bytes: u32,
         max_wait: Duration,
     ) -> Result<FetchResult, ClientError> {
+        self.fetch_batches(topic, partition, offset, max_bytes, max_wait)
+            .await?
+            .decode()
+    }
+
+    /// [`fetch`](Self::fetch) without the check and decoding of the batches, which the caller
+    /// does with [`FetchedBatches::decode`] (after asking for the next range, if it likes).
+    pub async fn fetch_batches(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Result<FetchedBatches, ClientError> {
         let max_wait_ms = u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX);
         let config = self.config();
         let timeout = config
@@ -1214,17 +1288,12 @@ impl Client {
         let response = self
             .call_partition(topic, partition, request, timeout)
             .await?;
-        let (high_watermark, log_start_offset, batches) = expect_response!(response,
-            Response::Fetch { high_watermark, log_start_offset, batches } => (high_watermark, log_start_offset, batches))?;
-        let mut records = Vec::new();
-        for chunk in batches {
-            decode_batches_into(chunk, &mut records)?;
-        }
-        records.retain(|record| record.offset >= offset);
-        Ok(FetchResult {
+        expect_response!(response,
+        Response::Fetch { high_watermark, log_start_offset, batches } => FetchedBatches {
             high_watermark,
             log_start_offset,
-            records,
+            offset,
+            batches,
         })
     }
 

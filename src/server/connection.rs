@@ -173,15 +173,41 @@ pub async fn serve<P: Protocol, S: SplitStream>(
     debug!(%peer, "connection closed");
 }
 
-/// Answers a connection beyond the limit (when the protocol has an answer for it) and closes it.
+/// Why a connection is refused as soon as it is accepted: the message its client reads says
+/// which limit to raise (`--max-connections` or the process's open-file limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The server's `max_connections` are open.
+    ConnectionLimit(usize),
+    /// The process ran out of file descriptors (its open-file limit, `ulimit -n`).
+    OutOfDescriptors,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::ConnectionLimit(max) => write!(
+                f,
+                "the server already has its maximum of {max} connections; retry later"
+            ),
+            Refusal::OutOfDescriptors => f.write_str(
+                "the server is out of file descriptors (its open-file limit, not its connection \
+                 limit); retry later",
+            ),
+        }
+    }
+}
+
+/// Answers a connection refused at accept (when the protocol has an answer for it) and closes
+/// it. Logged at debug per connection: the accept loop reports refusals in summary.
 pub async fn refuse<P: Protocol, S: AsyncWrite + Unpin>(
     protocol: Arc<P>,
     mut socket: S,
     peer: SocketAddr,
-    max_connections: usize,
+    refusal: Refusal,
 ) {
-    warn!(%peer, max_connections, "connection limit reached; refusing");
-    let Some(response) = protocol.too_many_connections(max_connections) else {
+    debug!(%peer, %refusal, "refusing a connection");
+    let Some(response) = protocol.too_many_connections(refusal) else {
         return;
     };
     let mut writer = ResponseWriter::new(&mut socket, crate::protocol::DEFAULT_MAX_FRAME_BYTES);

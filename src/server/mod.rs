@@ -38,6 +38,7 @@ pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
 
 use crate::broker::BrokerService;
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
+use connection::Refusal;
 
 /// Default address: loopback only, so a fresh server is not exposed to the network.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
@@ -219,6 +220,38 @@ pub async fn run_with_kafka(
     Ok(())
 }
 
+/// How often, at most, the accept loop warns that it refuses connections: a flood of refused
+/// clients must not become a flood of log lines (each is counted in
+/// `fencelog_connections_refused_total` and logged at debug).
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Warns of refused connections at most once per [`REFUSAL_WARNING_INTERVAL`], with the count
+/// since the last warning.
+#[derive(Debug, Default)]
+struct RefusalReport {
+    last_warning: Option<std::time::Instant>,
+    unreported: u64,
+}
+
+impl RefusalReport {
+    fn refused(&mut self, listener: &str, refusal: Refusal) {
+        self.unreported += 1;
+        let now = std::time::Instant::now();
+        if self
+            .last_warning
+            .is_none_or(|last| now.duration_since(last) >= REFUSAL_WARNING_INTERVAL)
+        {
+            warn!(
+                listener,
+                refused = self.unreported,
+                "refusing connections: {refusal}"
+            );
+            self.last_warning = Some(now);
+            self.unreported = 0;
+        }
+    }
+}
+
 /// Accepts connections for one listener until `stop`, then waits for its connections to drain.
 /// The connection semaphore is shared by every listener of the server.
 pub async fn accept_loop<P: Protocol>(
@@ -232,6 +265,7 @@ pub async fn accept_loop<P: Protocol>(
     let mut tasks = JoinSet::new();
     let metrics = service.metrics().listener(protocol.name(), P::api_name);
     let mut spare = descriptors::SpareDescriptor::new();
+    let mut refusals = RefusalReport::default();
     loop {
         tokio::select! {
             _ = stop.recv() => break,
@@ -242,10 +276,21 @@ pub async fn accept_loop<P: Protocol>(
                         // Out of descriptors: refuse the waiting client with the spare's.
                         debug!(%error, protocol = protocol.name(), "out of file descriptors; refusing a connection if one waits");
                         // EMFILE says nothing about the backlog: take a waiting client if there
-                        // is one, never wait for one without the spare.
+                        // is one, never wait for one without the spare. The refusal is awaited
+                        // here (bounded by the TLS refusal's timeouts): the spare can only be
+                        // opened again once the refused socket is closed.
                         if let Some(Ok((socket, peer))) = futures::FutureExt::now_or_never(listener.accept()) {
                             metrics.connection_refused();
-                            connection::refuse(Arc::clone(&protocol), socket, peer, config.max_connections).await;
+                            refusals.refused(protocol.name(), Refusal::OutOfDescriptors);
+                            tls::refuse_socket(
+                                Arc::clone(&protocol),
+                                socket,
+                                peer,
+                                Arc::clone(&config),
+                                stop.resubscribe(),
+                                Refusal::OutOfDescriptors,
+                            )
+                            .await;
                         }
                         spare.restore();
                         continue;
@@ -278,12 +323,15 @@ pub async fn accept_loop<P: Protocol>(
                     }
                     Err(_) => {
                         metrics.connection_refused();
+                        let refusal = Refusal::ConnectionLimit(config.max_connections);
+                        refusals.refused(protocol.name(), refusal);
                         tasks.spawn(tls::refuse_socket(
                             Arc::clone(&protocol),
                             socket,
                             peer,
                             Arc::clone(&config),
                             stop.resubscribe(),
+                            refusal,
                         ));
                     }
                 }

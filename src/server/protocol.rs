@@ -82,8 +82,9 @@ pub trait Protocol: Send + Sync + 'static {
     /// The answer to a framing error (oversized or empty frame), if the client can read one.
     fn framing_error(&self, error: &ProtocolError) -> Option<Self::Response>;
 
-    /// The answer to a connection beyond the server's limit, if the protocol has one.
-    fn too_many_connections(&self, max_connections: usize) -> Option<Self::Response>;
+    /// The answer to a connection refused at accept (beyond the server's connection limit, or
+    /// with the process out of descriptors), if the protocol has one.
+    fn too_many_connections(&self, refusal: super::connection::Refusal) -> Option<Self::Response>;
 
     /// The answer to a request frame the server's memory budget cannot take (see
     /// [`super::memory_budget`]; the connection closes after it), if the protocol has one.

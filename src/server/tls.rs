@@ -21,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::broadcast;
 use tokio_rustls::server::TlsStream;
+
+use super::connection::Refusal;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
@@ -191,31 +193,32 @@ pub(super) async fn serve_socket<P: Protocol>(
     }
 }
 
-/// Refuses a connection beyond the limit: over TLS when the listener has it (the refusal is
-/// written inside the TLS session, or the client could not read it), as plain TCP otherwise.
+/// Refuses a connection at accept: over TLS when the listener has it (the refusal is written
+/// inside the TLS session, or the client could not read it), as plain TCP otherwise. Takes at
+/// most about two [`REFUSAL_TIMEOUT`]s.
 pub(super) async fn refuse_socket<P: Protocol>(
     protocol: Arc<P>,
     socket: TcpStream,
     peer: SocketAddr,
     config: Arc<ServerConfig>,
     mut stop: broadcast::Receiver<()>,
+    refusal: Refusal,
 ) {
-    let max_connections = config.max_connections;
     let Some(tls) = config.tls.clone() else {
-        return connection::refuse(protocol, socket, peer, max_connections).await;
+        return connection::refuse(protocol, socket, peer, refusal).await;
     };
     let timeout = REFUSAL_TIMEOUT.min(tls.handshake_timeout);
     if let Some(stream) = tls.handshake(socket, peer, timeout, &mut stop).await {
-        refuse_and_close(protocol, stream, peer, max_connections).await;
+        refuse_and_close(protocol, stream, peer, refusal).await;
     }
 }
 
-async fn refuse_and_close<P, S>(protocol: Arc<P>, mut stream: S, peer: SocketAddr, max: usize)
+async fn refuse_and_close<P, S>(protocol: Arc<P>, mut stream: S, peer: SocketAddr, refusal: Refusal)
 where
     P: Protocol,
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    connection::refuse(protocol, &mut stream, peer, max).await;
+    connection::refuse(protocol, &mut stream, peer, refusal).await;
     // TLS's close_notify: the client reads the refusal, then a clean end of stream.
     let closed = tokio::time::timeout(
         REFUSAL_TIMEOUT,

@@ -40,6 +40,7 @@ pub use config::{KafkaConfig, KafkaConfigError, DEFAULT_KAFKA_MAX_FRAME_BYTES};
 pub use request::KafkaRequestError;
 pub use response::KafkaResponse;
 
+use super::connection::Refusal;
 use super::protocol::{AfterEncode, Protocol, Started};
 use crate::auth::{ConnectionAuthentication, Security};
 use crate::broker::produce_queue::ProduceQueue;
@@ -167,7 +168,7 @@ impl Protocol for KafkaProtocol {
     }
 
     /// Kafka has no "too many connections" response: the connection just closes.
-    fn too_many_connections(&self, _max_connections: usize) -> Option<KafkaResponse> {
+    fn too_many_connections(&self, _refusal: Refusal) -> Option<KafkaResponse> {
         None
     }
 

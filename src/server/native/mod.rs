@@ -15,6 +15,7 @@ use bytes::{Bytes, BytesMut};
 pub use cluster_view::{ClusterView, StandaloneView};
 pub use errors::to_error_response;
 
+use super::connection::Refusal;
 use super::protocol::{AfterEncode, Protocol, Started};
 use super::ServerConfig;
 use crate::auth::{ConnectionAuthentication, Security};
@@ -134,15 +135,10 @@ impl Protocol for NativeProtocol {
         ))
     }
 
-    fn too_many_connections(&self, max_connections: usize) -> Option<ResponseFrame> {
+    fn too_many_connections(&self, refusal: Refusal) -> Option<ResponseFrame> {
         Some(ResponseFrame::error(
             0,
-            ErrorResponse::new(
-                ErrorCode::TooManyConnections,
-                format!(
-                    "the server already has its maximum of {max_connections} connections; retry later"
-                ),
-            ),
+            ErrorResponse::new(ErrorCode::TooManyConnections, refusal.to_string()),
         ))
     }
 
