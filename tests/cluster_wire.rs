@@ -11,7 +11,7 @@
 mod doc_examples;
 mod raw_protocol;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use fencelog::batch::BatchBuilder;
 use fencelog::protocol::{
     Acks, ApiKey, BrokerMetadata, ClusterMetadata, EpochEnd, ErrorCode, ErrorDetails,
@@ -180,7 +180,7 @@ fn example_responses() -> Vec<(&'static str, ApiKey, u16, ResponseFrame)> {
                         high_watermark: 40,
                         log_start_offset: 0,
                         records_epoch: 5,
-                        batches: Bytes::from_static(b"BATCHES!"),
+                        batches: vec![Bytes::from_static(b"BATCHES!")],
                     }],
                 },
             ),
@@ -279,7 +279,15 @@ fn the_documents_cluster_examples_are_what_the_codec_writes_and_reads() {
         assert_eq!(RequestFrame::decode(body), Ok(frame), "{name}");
     }
     for ((name, api, version, frame), hex) in example_responses().into_iter().zip(response_hex) {
-        let body = check_doc_example(name, encode_response(&frame), hex);
+        let bytes = encode_response(&frame);
+        // The server writes responses vectored (a ReplicaFetch's batches as they are): the
+        // same bytes.
+        let mut parts = Vec::new();
+        frame
+            .encode_vectored(&mut BytesMut::new(), &mut parts)
+            .expect("encodable response");
+        assert_eq!(parts.concat(), &bytes[..], "{name} vectored");
+        let body = check_doc_example(name, bytes, hex);
         assert_eq!(
             ResponseFrame::decode_version(api, version, body).unwrap(),
             frame,
@@ -473,7 +481,7 @@ fn a_produce_with_acks_zero_or_a_replica_list_too_long_is_refused_typed() {
             }),
         },
     );
-    let mut buf = bytes::BytesMut::new();
+    let mut buf = BytesMut::new();
     assert!(matches!(
         too_many.encode(&mut buf),
         Err(ProtocolError::Unencodable(_))

@@ -9,13 +9,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::api::{fetch, produce};
+use super::api::{fetch, produce, replica_fetch};
 use super::codec::FRAME_LENGTH_BYTES;
 use super::error_response::DecodeBodyError;
 use super::wire::{Reader, WireError};
 use super::{
-    ApiKey, ErrorCode, ErrorResponse, ProtocolError, Request, RequestDecodeError,
-    RequestDecodeErrorKind, Response,
+    ApiKey, ErrorCode, ErrorResponse, ProtocolError, ReplicaFetchedPartition, Request,
+    RequestDecodeError, RequestDecodeErrorKind, Response,
 };
 
 /// Size of a request header: `api_key u16, api_version u16, correlation_id u32`.
@@ -268,37 +268,80 @@ impl ResponseFrame {
     }
 
     /// Encodes the frame for a vectored write: what the encoder produces goes into `dst` and is
-    /// split off into `out` as `Bytes`, while the stored batches of a `Fetch` response are pushed
-    /// to `out` as they are — slices of the segment maps, never copied on the way to the socket.
-    /// The bytes, concatenated, are exactly what [`ResponseFrame::encode`] writes.
+    /// split off into `out` as `Bytes`, while the stored batches of a `Fetch` or `ReplicaFetch`
+    /// response are pushed to `out` as they are — slices of the segment maps, never copied on
+    /// the way to the socket. The bytes, concatenated, are exactly what
+    /// [`ResponseFrame::encode`] writes; on failure nothing is pushed and `dst` is unchanged.
     pub fn encode_vectored(
         &self,
         dst: &mut BytesMut,
         out: &mut Vec<Bytes>,
     ) -> Result<(), ProtocolError> {
-        let Ok(Response::Fetch {
-            high_watermark,
-            log_start_offset,
-            batches,
-        }) = &self.result
-        else {
-            self.encode(dst)?;
-            out.push(dst.split().freeze());
-            return Ok(());
-        };
-        let declared = frame_length_field(self.encoded_len())?;
-        let start = dst.len();
+        match &self.result {
+            Ok(Response::Fetch {
+                high_watermark,
+                log_start_offset,
+                batches,
+            }) => {
+                let declared = frame_length_field(self.encoded_len())?;
+                let start = dst.len();
+                self.put_ok_header(dst, declared);
+                let fields =
+                    fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches);
+                if let Err(error) = fields {
+                    dst.truncate(start);
+                    return Err(error);
+                }
+                out.push(dst.split().freeze());
+                out.extend(batches.iter().cloned());
+                Ok(())
+            }
+            Ok(Response::ReplicaFetch { partitions }) => {
+                self.encode_replica_fetch_vectored(partitions, dst, out)
+            }
+            _ => {
+                self.encode(dst)?;
+                out.push(dst.split().freeze());
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the length prefix and the header of a successful response.
+    fn put_ok_header(&self, dst: &mut BytesMut, declared: u32) {
         dst.put_u32(declared);
         dst.put_u32(self.correlation_id);
         dst.put_u16(ErrorCode::None.as_u16());
-        let fields =
-            fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches);
-        if let Err(error) = fields {
+    }
+
+    /// [`encode_vectored`](Self::encode_vectored) of a `ReplicaFetch` response: every field is
+    /// encoded first (so a failure pushes nothing), then the fields are cut where each
+    /// partition's batches go and pushed in turn with the batches between them.
+    fn encode_replica_fetch_vectored(
+        &self,
+        partitions: &[ReplicaFetchedPartition],
+        dst: &mut BytesMut,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), ProtocolError> {
+        let declared = frame_length_field(self.encoded_len())?;
+        let start = dst.len();
+        self.put_ok_header(dst, declared);
+        let mut cuts = Vec::with_capacity(partitions.len());
+        if let Err(error) = replica_fetch::encode_response_fields(dst, partitions, &mut cuts) {
             dst.truncate(start);
             return Err(error);
         }
-        out.push(dst.split().freeze());
-        out.extend(batches.iter().cloned());
+        let mut fields = dst.split().freeze();
+        let mut taken = 0;
+        for (partition, cut) in partitions.iter().zip(cuts) {
+            out.push(fields.split_to(cut - taken));
+            taken = cut;
+            out.extend(partition.batches.iter().cloned());
+        }
+        if !fields.is_empty() {
+            // No partitions: the header and the count are all there is.
+            out.push(fields);
+        }
         Ok(())
     }
 
@@ -414,6 +457,116 @@ mod tests {
         ));
         assert!(out.is_empty());
         assert_eq!(&buf[..], b"keep");
+    }
+
+    /// A `ReplicaFetch` answer of several partitions, each with several stored batches: the
+    /// vectored parts, concatenated, are the plain encoding, which is the fields followed by the
+    /// batches back to back (one `bytes32` per partition, as the wire has always been); every
+    /// batch is pushed as the very `Bytes` it was given (no copy), and the decoder gives each
+    /// partition's batches back as one slice of the frame.
+    #[test]
+    fn a_multi_batch_replica_fetch_answer_is_sent_as_the_concatenation_without_copies() {
+        let batches = [
+            vec![Bytes::from_static(b"first-"), Bytes::from_static(b"second")],
+            Vec::new(),
+            vec![
+                Bytes::from_static(b"a"),
+                Bytes::from_static(b"bc"),
+                Bytes::from_static(b"def"),
+            ],
+        ];
+        let partitions: Vec<ReplicaFetchedPartition> = batches
+            .iter()
+            .enumerate()
+            .map(|(index, batches)| ReplicaFetchedPartition {
+                topic: format!("t{index}"),
+                partition: index as u32,
+                error: ErrorCode::None,
+                high_watermark: 40 + index as u64,
+                log_start_offset: index as u64,
+                records_epoch: 5,
+                batches: batches.clone(),
+            })
+            .collect();
+        let frame = ResponseFrame::ok(34, Response::ReplicaFetch { partitions });
+
+        let mut expected = BytesMut::new();
+        expected.put_u32((frame.encoded_len() - FRAME_LENGTH_BYTES) as u32);
+        expected.put_u32(34);
+        expected.put_u16(0);
+        expected.put_u32(3);
+        for (index, batches) in batches.iter().enumerate() {
+            expected.put_u16(2);
+            expected.put_slice(format!("t{index}").as_bytes());
+            expected.put_u32(index as u32);
+            expected.put_u16(0);
+            expected.put_u64(40 + index as u64);
+            expected.put_u64(index as u64);
+            expected.put_u32(5);
+            expected.put_u32(batches.iter().map(Bytes::len).sum::<usize>() as u32);
+            expected.put_slice(&batches.concat());
+        }
+
+        let mut plain = BytesMut::new();
+        frame.encode(&mut plain).unwrap();
+        assert_eq!(&plain[..], &expected[..]);
+        assert_eq!(plain.len(), frame.encoded_len());
+
+        let mut scratch = BytesMut::new();
+        let mut parts = Vec::new();
+        frame.encode_vectored(&mut scratch, &mut parts).unwrap();
+        assert_eq!(parts.concat(), &expected[..]);
+        assert!(scratch.is_empty());
+        let sent_as_given = batches
+            .iter()
+            .flatten()
+            .all(|batch| parts.iter().any(|part| part.as_ptr() == batch.as_ptr()));
+        assert!(sent_as_given, "a batch was copied instead of sent as it is");
+
+        let body = plain.freeze().slice(FRAME_LENGTH_BYTES..);
+        let frame_start = body.as_ptr() as usize;
+        let frame_end = frame_start + body.len();
+        let decoded = ResponseFrame::decode(ApiKey::ReplicaFetch, body).unwrap();
+        let Ok(Response::ReplicaFetch { partitions }) = decoded.result else {
+            panic!("not a ReplicaFetch answer: {decoded:?}");
+        };
+        for (partition, sent) in partitions.iter().zip(&batches) {
+            assert_eq!(partition.batches.concat(), sent.concat());
+            assert!(partition.batches.len() <= 1);
+            for part in &partition.batches {
+                let at = part.as_ptr() as usize;
+                assert!(at >= frame_start && at + part.len() <= frame_end, "copied");
+            }
+        }
+    }
+
+    /// A `ReplicaFetch` answer that cannot be encoded (a topic name over 65535 bytes in its
+    /// second partition) pushes no part and leaves the scratch buffer as it was.
+    #[test]
+    fn an_unencodable_replica_fetch_answer_pushes_nothing() {
+        let partition = |topic: String| ReplicaFetchedPartition {
+            topic,
+            partition: 0,
+            error: ErrorCode::None,
+            high_watermark: 0,
+            log_start_offset: 0,
+            records_epoch: 1,
+            batches: vec![Bytes::from_static(b"batch")],
+        };
+        let frame = ResponseFrame::ok(
+            1,
+            Response::ReplicaFetch {
+                partitions: vec![partition("ok".into()), partition("x".repeat(70_000))],
+            },
+        );
+        let mut scratch = BytesMut::from(&b"keep"[..]);
+        let mut parts = Vec::new();
+        assert!(matches!(
+            frame.encode_vectored(&mut scratch, &mut parts),
+            Err(ProtocolError::Unencodable(_))
+        ));
+        assert!(parts.is_empty());
+        assert_eq!(&scratch[..], b"keep");
     }
 
     #[test]

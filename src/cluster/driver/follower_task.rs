@@ -145,8 +145,9 @@ async fn follow(
                     Ok(Response::ReplicaFetch { partitions }) => {
                         let response = match partitions.into_iter().next() {
                             Some(entry) if entry.error == ErrorCode::None => {
-                                let record_count = record_count(&entry.batches, fetch.fetch_offset);
-                                fetched = Some(entry.batches);
+                                let batches = contiguous(entry.batches);
+                                let record_count = record_count(&batches, fetch.fetch_offset);
+                                fetched = Some(batches);
                                 Ok(FetchResponse {
                                     base_offset: fetch.fetch_offset,
                                     record_count,
@@ -265,6 +266,18 @@ async fn send(
         }
     }
     result
+}
+
+/// A partition's fetched batches as one buffer. A response read off the wire holds them as a
+/// single slice of the received frame (or none), which is returned as it is: the batches reach
+/// `append_replicated` without a copy. Only a response built in memory can hold several parts;
+/// those are joined.
+fn contiguous(mut parts: Vec<Bytes>) -> Bytes {
+    match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().expect("one part"),
+        _ => Bytes::from(parts.concat()),
+    }
 }
 
 /// How many records `batches` holds past `fetch_offset` (0 for none).

@@ -10,8 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-
 use super::leading::Role;
 use super::{ClusterDriver, Replica};
 use crate::cluster::replication::{FetchError, FetchRequest};
@@ -35,7 +33,7 @@ impl ClusterDriver {
             let answer = self
                 .serve_partition_fetch(&fetch, entry, budget, max_wait)
                 .await;
-            budget = budget.saturating_sub(answer.batches.len()).max(1);
+            budget = budget.saturating_sub(answer.batches_len()).max(1);
             partitions.push(answer);
         }
         Response::ReplicaFetch { partitions }
@@ -55,7 +53,7 @@ impl ClusterDriver {
             high_watermark: 0,
             log_start_offset: 0,
             records_epoch: 0,
-            batches: Bytes::new(),
+            batches: Vec::new(),
         };
         let Some(replica) = self.replica(&entry.topic, entry.partition) else {
             return refused(ErrorCode::NotLeader);
@@ -133,7 +131,7 @@ impl ClusterDriver {
             high_watermark: serve.high_watermark,
             log_start_offset: replica.partition.log_start_offset(),
             records_epoch: serve.records_epoch,
-            batches: Bytes::new(),
+            batches: Vec::new(),
         };
         if serve.from_offset >= serve.to_offset {
             return answer;
@@ -145,18 +143,8 @@ impl ClusterDriver {
             Ok(read) => {
                 answer.records_epoch = read.records_epoch;
                 answer.log_start_offset = read.log_start_offset;
-                answer.batches = match read.batches.len() {
-                    0 => Bytes::new(),
-                    1 => read.batches.into_iter().next().expect("one batch"),
-                    _ => {
-                        let total = read.batches.iter().map(Bytes::len).sum();
-                        let mut joined = BytesMut::with_capacity(total);
-                        for batch in &read.batches {
-                            joined.extend_from_slice(batch);
-                        }
-                        joined.freeze()
-                    }
-                };
+                // Slices of the segment maps, sent as they are by the vectored response writer.
+                answer.batches = read.batches;
             }
             Err(error) => {
                 tracing::warn!(partition = %replica.id, %error, "cannot read for a follower");

@@ -11,6 +11,11 @@
 //! deposed (a newer epoch) and a follower behind on metadata is told (`FENCED_LEADER_EPOCH`); its
 //! `fetch_offset` is the follower's log end, which is how the leader computes the high
 //! watermark. A response's batches of one partition were all written under `records_epoch`.
+//!
+//! As for `Fetch`, the response is written in parts: every partition's fields
+//! ([`encode_response_fields`]) and then its batches, so a vectored write sends the stored
+//! batches (slices of the leader's segment maps) without copying them; the decoder hands each
+//! partition's batches back as one slice of the received frame.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -78,8 +83,18 @@ pub struct ReplicaFetchedPartition {
     /// The leader epoch under which every batch of `batches` was written (the leader stops at
     /// the next epoch boundary).
     pub records_epoch: LeaderEpoch,
-    /// Whole stored batches, back to back, as the leader stored them (empty: nothing new).
-    pub batches: Bytes,
+    /// Whole stored batches, as the leader stored them, concatenated on the wire as one
+    /// `bytes32` (empty: nothing new). The encoder writes the parts back to back; the decoder
+    /// does not split them (that needs the storage format's batch headers): it yields a single
+    /// zero-copy slice of the frame, or an empty `Vec` for no data.
+    pub batches: Vec<Bytes>,
+}
+
+impl ReplicaFetchedPartition {
+    /// Total bytes of `batches`.
+    pub fn batches_len(&self) -> usize {
+        self.batches.iter().map(Bytes::len).sum()
+    }
 }
 
 /// Size of the request body.
@@ -144,11 +159,35 @@ pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, Wir
 pub(in crate::protocol) fn response_body_len(partitions: &[ReplicaFetchedPartition]) -> usize {
     4 + partitions
         .iter()
-        .map(|p| str16_len(&p.topic) + RESPONSE_ENTRY_MIN_BYTES - 2 + p.batches.len())
+        .map(|p| str16_len(&p.topic) + RESPONSE_ENTRY_MIN_BYTES - 2 + p.batches_len())
         .sum::<usize>()
 }
 
-/// Writes the response body.
+/// Writes every response field but the batches' bytes: the partition count, then each
+/// partition's fields up to and including its batches' total length. Pushes to `cuts`, per
+/// partition, the length `dst` has where that partition's batches go, so the caller can split
+/// `dst` there and put the batches in between; on failure `dst` may hold part of the fields.
+pub(in crate::protocol) fn encode_response_fields(
+    dst: &mut BytesMut,
+    partitions: &[ReplicaFetchedPartition],
+    cuts: &mut Vec<usize>,
+) -> Result<(), ProtocolError> {
+    put_entry_count(dst, "ReplicaFetch partitions", partitions.len())?;
+    for partition in partitions {
+        put_str16(dst, "topic", &partition.topic)?;
+        dst.put_u32(partition.partition);
+        dst.put_u16(partition.error.as_u16());
+        dst.put_u64(partition.high_watermark);
+        dst.put_u64(partition.log_start_offset);
+        dst.put_u32(partition.records_epoch);
+        put_len32(dst, "batches", partition.batches_len())?;
+        cuts.push(dst.len());
+    }
+    Ok(())
+}
+
+/// Writes the response body (the batches copied in: the plain encoder; the server writes
+/// responses with [`encode_response_fields`] and vectored writes instead).
 pub(in crate::protocol) fn encode_response(
     dst: &mut BytesMut,
     partitions: &[ReplicaFetchedPartition],
@@ -161,8 +200,10 @@ pub(in crate::protocol) fn encode_response(
         dst.put_u64(partition.high_watermark);
         dst.put_u64(partition.log_start_offset);
         dst.put_u32(partition.records_epoch);
-        put_len32(dst, "batches", partition.batches.len())?;
-        dst.put_slice(&partition.batches);
+        put_len32(dst, "batches", partition.batches_len())?;
+        for batch in &partition.batches {
+            dst.put_slice(batch);
+        }
     }
     Ok(())
 }
@@ -172,14 +213,26 @@ pub(in crate::protocol) fn decode_response(r: &mut Reader) -> Result<Response, W
     let count = read_entry_count(r, "partition_count")?;
     let mut partitions = Vec::with_capacity(r.capped(count, RESPONSE_ENTRY_MIN_BYTES));
     for _ in 0..count {
+        let topic = r.string16("topic")?;
+        let partition = r.u32("partition")?;
+        let error = read_error_code(r, "error_code")?;
+        let high_watermark = r.u64("high_watermark")?;
+        let log_start_offset = r.u64("log_start_offset")?;
+        let records_epoch = r.u32("records_epoch")?;
+        let blob = r.bytes32("batches")?;
+        let batches = if blob.is_empty() {
+            Vec::new()
+        } else {
+            vec![blob]
+        };
         partitions.push(ReplicaFetchedPartition {
-            topic: r.string16("topic")?,
-            partition: r.u32("partition")?,
-            error: read_error_code(r, "error_code")?,
-            high_watermark: r.u64("high_watermark")?,
-            log_start_offset: r.u64("log_start_offset")?,
-            records_epoch: r.u32("records_epoch")?,
-            batches: r.bytes32("batches")?,
+            topic,
+            partition,
+            error,
+            high_watermark,
+            log_start_offset,
+            records_epoch,
+            batches,
         });
     }
     Ok(Response::ReplicaFetch { partitions })

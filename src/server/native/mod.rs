@@ -193,7 +193,8 @@ mod tests {
     use super::*;
     use crate::protocol::Response;
 
-    /// The vectored bytes are exactly what the plain encoder writes, for a fetch and others.
+    /// The vectored bytes are exactly what the plain encoder writes, for a fetch, a replica fetch
+    /// and others.
     #[tokio::test]
     async fn vectored_output_matches_the_plain_encoding() {
         let responses = vec![
@@ -206,6 +207,20 @@ mod tests {
                 },
             ),
             ResponseFrame::ok(8, Response::ReleaseLease),
+            ResponseFrame::ok(
+                9,
+                Response::ReplicaFetch {
+                    partitions: vec![crate::protocol::ReplicaFetchedPartition {
+                        topic: "t".into(),
+                        partition: 0,
+                        error: ErrorCode::None,
+                        high_watermark: 10,
+                        log_start_offset: 0,
+                        records_epoch: 1,
+                        batches: vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cde")],
+                    }],
+                },
+            ),
         ];
         let mut expected = BytesMut::new();
         for response in &responses {
