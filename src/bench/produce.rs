@@ -207,14 +207,6 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
     let mut in_flight = FuturesUnordered::new();
     let mut sequence: u64 = 0;
     let mut stopping = false;
-    // Closed loop with a time limit: the next batch is built while the window is full, as a
-    // producer's accumulator fills the next batch while its requests are in flight, so that a
-    // free slot is filled at once (with one request in flight, building would otherwise
-    // alternate with the server's work instead of overlapping it). Not with `--rate` (a batch
-    // is built when it is due) nor with a record budget (a batch built ahead claims records
-    // that the stop may leave unsent).
-    let build_ahead = period.is_none() && spec.budget.is_none();
-    let mut built: Option<Bytes> = None;
     loop {
         while !stopping && in_flight.len() < spec.in_flight {
             let now = Instant::now();
@@ -238,17 +230,15 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                 break;
             }
             let target = spec.targets[(sequence % spec.targets.len() as u64) as usize];
-            let batch = match built.take() {
-                Some(batch) => batch,
-                None => build(
-                    &spec,
-                    &mut payload,
-                    target,
-                    records,
-                    sequence,
-                    intended,
-                    now,
-                ),
+            let stamp = Stamp {
+                intended_ns: spec.clock.ns(intended),
+                sent_ns: spec.clock.ns(now),
+                writer: spec.writer,
+                sequence: sequence as u32,
+            };
+            let batch = match &spec.connection {
+                Connection::Native(_) => payload.batch(target.epoch, records, stamp),
+                Connection::Kafka(_) => payload.kafka_batch(records, stamp),
             };
             let (connection, topic, acks) =
                 (spec.connection.clone(), Arc::clone(&spec.topic), spec.acks);
@@ -269,20 +259,6 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
             });
             sequence += 1;
         }
-        if build_ahead && !stopping && built.is_none() && in_flight.len() >= spec.in_flight {
-            let target = spec.targets[(sequence % spec.targets.len() as u64) as usize];
-            let now = Instant::now();
-            let batch = build(
-                &spec,
-                &mut payload,
-                target,
-                spec.batch_records,
-                sequence,
-                now,
-                now,
-            );
-            built = Some(batch);
-        }
         if stopping && in_flight.is_empty() {
             break;
         }
@@ -302,29 +278,6 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
         outcome.recorder.pacer_late_us = pacer.lateness_us();
     }
     Ok(outcome)
-}
-
-/// Builds batch number `sequence` for `target`, its values stamped with the intended and actual
-/// send times (the build time, for a batch built ahead).
-fn build(
-    spec: &ProducerSpec,
-    payload: &mut Payload,
-    target: Target,
-    records: u32,
-    sequence: u64,
-    intended: Instant,
-    now: Instant,
-) -> Bytes {
-    let stamp = Stamp {
-        intended_ns: spec.clock.ns(intended),
-        sent_ns: spec.clock.ns(now),
-        writer: spec.writer,
-        sequence: sequence as u32,
-    };
-    match &spec.connection {
-        Connection::Native(_) => payload.batch(target.epoch, records, stamp),
-        Connection::Kafka(_) => payload.kafka_batch(records, stamp),
-    }
 }
 
 /// Accounts for one answer; returns true when the producer should stop sending.
