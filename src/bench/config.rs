@@ -53,7 +53,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 /// speed. Bounded, old segments are deleted as new ones fill, the run measures the server at
 /// steady state, and the memory of deleted segments is reused by the page cache for new ones.
 pub const DEFAULT_RETENTION_BYTES: u64 = 1024 * 1024 * 1024;
-/// Payload preloaded for `consume` when `--records` is not given.
+/// Payload preloaded for `consume` when `--records` is not given (or one batch per partition,
+/// if that is more).
 pub const CONSUME_PRELOAD_BYTES: u64 = 256 * 1024 * 1024;
 /// Longest the `consume` preload may take when `--records` is not given.
 pub const CONSUME_PRELOAD_TIME: Duration = Duration::from_secs(5);

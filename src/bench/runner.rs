@@ -294,6 +294,10 @@ fn spawn_consumers(
                         wrap_at,
                     }
                 })
+                // Re-reading a preload (`consume`): a partition the preload left empty would
+                // only hold long polls that end empty (and take the connection's request slots
+                // from the partitions that have records).
+                .filter(|source| plan.sources.is_empty() || source.wrap_at.is_some())
                 .collect();
             tokio::spawn(consume::run(ConsumerSpec {
                 connection,
@@ -471,8 +475,11 @@ async fn preload(context: &RunContext, progress: &mut Progress) -> Result<(), Be
     let config = &context.config;
     let (records, stop) = match config.stop {
         StopAfter::Records(records) => (records, StopAfter::Records(records)),
+        // At least one batch per partition, so that every partition has records to read.
         StopAfter::Duration(duration) => (
-            (config::CONSUME_PRELOAD_BYTES / config.record_bytes as u64).max(1),
+            (config::CONSUME_PRELOAD_BYTES / config.record_bytes as u64)
+                .max(u64::from(config.topic_partitions()) * u64::from(config.batch_records))
+                .max(1),
             StopAfter::Duration(duration.min(config::CONSUME_PRELOAD_TIME)),
         ),
     };
