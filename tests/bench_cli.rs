@@ -87,6 +87,23 @@ fn produce_mode_prints_one_json_line_with_the_contract_fields() {
         lines[0].get("stale_landed").is_none(),
         "failover fields only in failover mode"
     );
+    // The in-process server's CPU is told apart from the generator's, per GB of values.
+    for field in [
+        "server_cpu_seconds",
+        "server_cpu_seconds_per_gb",
+        "client_cpu_seconds",
+        "client_cpu_seconds_per_gb",
+    ] {
+        assert!(
+            lines[0][field].as_f64().is_some_and(|value| value >= 0.0),
+            "{field}: {}",
+            lines[0]
+        );
+    }
+    assert!(
+        lines[0].get("pacer_late_us").is_none(),
+        "closed loop: no pacer"
+    );
 }
 
 #[test]
@@ -164,6 +181,12 @@ fn fixed_rate_sends_about_the_rate() {
         "{records} records at 2000/s for 1 s"
     );
     assert_eq!(lines[0]["rate"], 2000.0);
+    // The generator reports its own wake-up error beside the latencies it inflates.
+    assert!(
+        lines[0]["pacer_late_us"]["p99"].as_u64().is_some(),
+        "{}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -182,6 +205,8 @@ fn runs_against_a_server_given_by_address() {
     let lines = bench_json(&[&SHORT[..], &["--addr", &addr, "--flush", "always"]].concat());
     check_role(&lines[0], "produce");
     assert_eq!(lines[0]["flush"], "always");
+    // A server elsewhere, pid not given: its CPU is not claimed.
+    assert!(lines[0].get("server_cpu_seconds_per_gb").is_none());
     let topics = runtime.block_on(async {
         let client = fencelog::client::Client::connect(addr.as_str())
             .await

@@ -395,6 +395,10 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
     let admin = context.connect().await?;
     let topic_config = TopicConfig {
         flush: context.config.flush,
+        segment_bytes: context
+            .config
+            .segment_bytes
+            .unwrap_or_else(|| context.config.default_segment_bytes()),
         retention_bytes: match context.config.mode {
             // The consumers re-read the preload from its start for the whole run.
             Mode::Consume => None,

@@ -97,9 +97,15 @@ pub struct BenchArgs {
     #[arg(long = "fetch-bytes", default_value_t = DEFAULT_FETCH_BYTES)]
     pub fetch_bytes: u32,
     /// Retention of the bench topic per partition in bytes (0: keep everything); old segments
-    /// are deleted as new ones fill. Not applied in consume mode.
-    #[arg(long = "retention-bytes", default_value_t = config::DEFAULT_RETENTION_BYTES)]
-    pub retention_bytes: u64,
+    /// are deleted as new ones fill. Default: 1 GiB over all partitions (each its share, at
+    /// least a segment). Not applied in consume mode.
+    #[arg(long = "retention-bytes")]
+    pub retention_bytes: Option<u64>,
+    /// Segment size of the bench topic, in bytes. Default: the server's, 64 MiB, or smaller
+    /// with many partitions (a quarter of a partition's share of the retention, at least two
+    /// batches), so that retention bounds the page cache the run fills.
+    #[arg(long = "segment-bytes")]
+    pub segment_bytes: Option<u64>,
     /// Time between lease handovers in failover mode.
     #[arg(long = "failover-interval", default_value = "500ms", value_parser = common::parse_duration)]
     pub failover_interval: Duration,
@@ -135,6 +141,16 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     fn config(&self) -> BenchConfig {
+        let mut config = self.config_without_retention();
+        config.retention_bytes = match self.retention_bytes {
+            Some(0) => None,
+            Some(bytes) => Some(bytes),
+            None => Some(config.default_retention_bytes()),
+        };
+        config
+    }
+
+    fn config_without_retention(&self) -> BenchConfig {
         let stop = match (self.records, self.duration) {
             (Some(records), _) => StopAfter::Records(records),
             (None, duration) => StopAfter::Duration(duration.unwrap_or(config::DEFAULT_DURATION)),
@@ -154,7 +170,8 @@ impl BenchArgs {
             in_flight: self.in_flight,
             fetch_bytes: self.fetch_bytes,
             failover_interval: self.failover_interval,
-            retention_bytes: (self.retention_bytes > 0).then_some(self.retention_bytes),
+            retention_bytes: None,
+            segment_bytes: self.segment_bytes,
             addr: self.addr.clone(),
             kafka_addr: self.kafka_addr.clone(),
             replication_factor: self.replication_factor,
