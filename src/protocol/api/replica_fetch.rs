@@ -174,16 +174,24 @@ pub(in crate::protocol) fn encode_response_fields(
 ) -> Result<(), ProtocolError> {
     put_entry_count(dst, "ReplicaFetch partitions", partitions.len())?;
     for partition in partitions {
-        put_str16(dst, "topic", &partition.topic)?;
-        dst.put_u32(partition.partition);
-        dst.put_u16(partition.error.as_u16());
-        dst.put_u64(partition.high_watermark);
-        dst.put_u64(partition.log_start_offset);
-        dst.put_u32(partition.records_epoch);
-        put_len32(dst, "batches", partition.batches_len())?;
+        put_partition_fields(dst, partition)?;
         cuts.push(dst.len());
     }
     Ok(())
+}
+
+/// One partition's fields, up to and including its batches' total length.
+fn put_partition_fields(
+    dst: &mut BytesMut,
+    partition: &ReplicaFetchedPartition,
+) -> Result<(), ProtocolError> {
+    put_str16(dst, "topic", &partition.topic)?;
+    dst.put_u32(partition.partition);
+    dst.put_u16(partition.error.as_u16());
+    dst.put_u64(partition.high_watermark);
+    dst.put_u64(partition.log_start_offset);
+    dst.put_u32(partition.records_epoch);
+    put_len32(dst, "batches", partition.batches_len())
 }
 
 /// Writes the response body (the batches copied in: the plain encoder; the server writes
@@ -194,13 +202,7 @@ pub(in crate::protocol) fn encode_response(
 ) -> Result<(), ProtocolError> {
     put_entry_count(dst, "ReplicaFetch partitions", partitions.len())?;
     for partition in partitions {
-        put_str16(dst, "topic", &partition.topic)?;
-        dst.put_u32(partition.partition);
-        dst.put_u16(partition.error.as_u16());
-        dst.put_u64(partition.high_watermark);
-        dst.put_u64(partition.log_start_offset);
-        dst.put_u32(partition.records_epoch);
-        put_len32(dst, "batches", partition.batches_len())?;
+        put_partition_fields(dst, partition)?;
         for batch in &partition.batches {
             dst.put_slice(batch);
         }
