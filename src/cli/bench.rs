@@ -141,21 +141,11 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     fn config(&self) -> BenchConfig {
-        let mut config = self.config_without_retention();
-        config.retention_bytes = match self.retention_bytes {
-            Some(0) => None,
-            Some(bytes) => Some(bytes),
-            None => Some(config.default_retention_bytes()),
-        };
-        config
-    }
-
-    fn config_without_retention(&self) -> BenchConfig {
         let stop = match (self.records, self.duration) {
             (Some(records), _) => StopAfter::Records(records),
             (None, duration) => StopAfter::Duration(duration.unwrap_or(config::DEFAULT_DURATION)),
         };
-        BenchConfig {
+        let mut config = BenchConfig {
             mode: self.mode,
             protocol: self.protocol,
             producers: self.producers,
@@ -178,7 +168,14 @@ impl BenchArgs {
             acks: self.acks,
             server_pid: self.server_pid,
             tls: None,
-        }
+        };
+        // The default retention depends on the partitions and batch size just set.
+        config.retention_bytes = match self.retention_bytes {
+            Some(0) => None,
+            Some(bytes) => Some(bytes),
+            None => Some(config.default_retention_bytes()),
+        };
+        config
     }
 }
 

@@ -14,8 +14,8 @@ use super::codec::FRAME_LENGTH_BYTES;
 use super::error_response::DecodeBodyError;
 use super::wire::{Reader, WireError};
 use super::{
-    ApiKey, ErrorCode, ErrorResponse, ProtocolError, ReplicaFetchedPartition, Request,
-    RequestDecodeError, RequestDecodeErrorKind, Response,
+    ApiKey, ErrorCode, ErrorResponse, ProtocolError, Request, RequestDecodeError,
+    RequestDecodeErrorKind, Response,
 };
 
 /// Size of a request header: `api_key u16, api_version u16, correlation_id u32`.
@@ -282,23 +282,23 @@ impl ResponseFrame {
                 high_watermark,
                 log_start_offset,
                 batches,
-            }) => {
-                let declared = frame_length_field(self.encoded_len())?;
-                let start = dst.len();
-                self.put_ok_header(dst, declared);
-                let fields =
-                    fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches);
-                if let Err(error) = fields {
-                    dst.truncate(start);
-                    return Err(error);
-                }
-                out.push(dst.split().freeze());
-                out.extend(batches.iter().cloned());
-                Ok(())
-            }
-            Ok(Response::ReplicaFetch { partitions }) => {
-                self.encode_replica_fetch_vectored(partitions, dst, out)
-            }
+            }) => self.encode_fields_then_batches(
+                dst,
+                out,
+                // No cut: the one group of batches goes after every field.
+                |dst, _cuts| {
+                    fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches)
+                },
+                std::iter::once(batches.as_slice()),
+            ),
+            Ok(Response::ReplicaFetch { partitions }) => self.encode_fields_then_batches(
+                dst,
+                out,
+                |dst, cuts| replica_fetch::encode_response_fields(dst, partitions, cuts),
+                partitions
+                    .iter()
+                    .map(|partition| partition.batches.as_slice()),
+            ),
             _ => {
                 self.encode(dst)?;
                 out.push(dst.split().freeze());
@@ -314,33 +314,39 @@ impl ResponseFrame {
         dst.put_u16(ErrorCode::None.as_u16());
     }
 
-    /// [`encode_vectored`](Self::encode_vectored) of a `ReplicaFetch` response: every field is
-    /// encoded first (so a failure pushes nothing), then the fields are cut where each
-    /// partition's batches go and pushed in turn with the batches between them.
-    fn encode_replica_fetch_vectored(
+    /// [`encode_vectored`](Self::encode_vectored) of a response with stored batches: the
+    /// header and every field are encoded first by `fields` (so a failure pushes nothing and
+    /// leaves `dst` as it was), which records in `cuts` the length `dst` has where each group of
+    /// `batches` goes (a group without a cut goes after all the fields: a `Fetch` records none,
+    /// so its path allocates nothing); the fields are then cut there and pushed in turn with the
+    /// batches, as they are, between them.
+    fn encode_fields_then_batches<'a>(
         &self,
-        partitions: &[ReplicaFetchedPartition],
         dst: &mut BytesMut,
         out: &mut Vec<Bytes>,
+        fields: impl FnOnce(&mut BytesMut, &mut Vec<usize>) -> Result<(), ProtocolError>,
+        batches: impl Iterator<Item = &'a [Bytes]>,
     ) -> Result<(), ProtocolError> {
         let declared = frame_length_field(self.encoded_len())?;
         let start = dst.len();
         self.put_ok_header(dst, declared);
-        let mut cuts = Vec::with_capacity(partitions.len());
-        if let Err(error) = replica_fetch::encode_response_fields(dst, partitions, &mut cuts) {
+        let mut cuts = Vec::new();
+        if let Err(error) = fields(dst, &mut cuts) {
             dst.truncate(start);
             return Err(error);
         }
-        let mut fields = dst.split().freeze();
+        let mut encoded = dst.split().freeze();
+        let end = encoded.len();
         let mut taken = 0;
-        for (partition, cut) in partitions.iter().zip(cuts) {
-            out.push(fields.split_to(cut - taken));
+        for (index, group) in batches.enumerate() {
+            let cut = cuts.get(index).copied().unwrap_or(end);
+            out.push(encoded.split_to(cut - taken));
             taken = cut;
-            out.extend(partition.batches.iter().cloned());
+            out.extend(group.iter().cloned());
         }
-        if !fields.is_empty() {
-            // No partitions: the header and the count are all there is.
-            out.push(fields);
+        if !encoded.is_empty() {
+            // No groups (a ReplicaFetch of no partitions): the header and count are all there is.
+            out.push(encoded);
         }
         Ok(())
     }
@@ -396,6 +402,7 @@ impl ResponseFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ReplicaFetchedPartition;
 
     #[test]
     fn lying_counts_do_not_preallocate() {
