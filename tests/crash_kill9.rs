@@ -54,17 +54,17 @@ type Acked = Arc<Mutex<BTreeMap<(u32, u64), String>>>;
 
 /// One cycle: start, acquire an epoch per partition, produce until killed at a random moment.
 /// Returns the epochs granted.
-async fn cycle(data_dir: &Path, rng: &mut StdRng, cycle: usize, acked: &Acked) -> Vec<u64> {
+async fn cycle(
+    data_dir: &Path,
+    rng: &mut StdRng,
+    cycle: usize,
+    acked: &Acked,
+    config: TopicConfig,
+) -> Vec<u64> {
     let addr = free_port();
     let mut server = start_server(data_dir, addr);
     let client = connect(addr).await;
     if cycle == 0 {
-        let config = TopicConfig {
-            segment_bytes: 64 * 1024,
-            flush: FlushPolicy::Always,
-            retention_bytes: None,
-            retention_ms: None,
-        };
         client
             .create_topic(TOPIC, PARTITIONS, config)
             .await
@@ -130,7 +130,8 @@ async fn cycle(data_dir: &Path, rng: &mut StdRng, cycle: usize, acked: &Acked) -
     epochs
 }
 
-/// Restarts the server and checks every acknowledged record and the epochs.
+/// Restarts the server and checks every acknowledged record (those retention has not deleted:
+/// below the log start) and the epochs.
 async fn verify(data_dir: &Path, acked: &Acked, last_epochs: &[u64]) {
     let addr = free_port();
     let mut server = start_server(data_dir, addr);
@@ -164,7 +165,7 @@ async fn verify(data_dir: &Path, acked: &Acked, last_epochs: &[u64]) {
                 );
             }
         }
-        for ((_, offset), value) in acked.range((partition, 0)..(partition + 1, 0)) {
+        for ((_, offset), value) in acked.range((partition, offsets.earliest)..(partition + 1, 0)) {
             assert_eq!(
                 log.get(offset),
                 Some(value),
@@ -176,13 +177,23 @@ async fn verify(data_dir: &Path, acked: &Acked, last_epochs: &[u64]) {
     server.wait().unwrap();
 }
 
-async fn run(cycles: usize, seed: u64) {
+/// The topic of the default runs: no retention.
+fn keep_everything() -> TopicConfig {
+    TopicConfig {
+        segment_bytes: 64 * 1024,
+        flush: FlushPolicy::Always,
+        retention_bytes: None,
+        retention_ms: None,
+    }
+}
+
+async fn run(cycles: usize, seed: u64, config: TopicConfig) {
     let data = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let acked: Acked = Arc::default();
     let mut last_epochs = vec![0; PARTITIONS as usize];
     for number in 0..cycles {
-        let epochs = cycle(data.path(), &mut rng, number, &acked).await;
+        let epochs = cycle(data.path(), &mut rng, number, &acked, config).await;
         for (last, granted) in last_epochs.iter_mut().zip(&epochs) {
             assert!(
                 *granted > *last,
@@ -212,7 +223,22 @@ fn seed() -> u64 {
 async fn acknowledged_records_survive_kill_9() {
     let seed = seed();
     eprintln!("FENCELOG_SEED={seed}");
-    run(3, seed).await;
+    run(3, seed, keep_everything()).await;
+}
+
+/// The same with small segments and a retention of a few: rolls reuse the files retention
+/// deleted (src/storage/spare.rs), so kills land while a reused file still holds its old bytes
+/// after the data, and while spare files lie around.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_records_survive_kill_9_while_segment_files_are_reused() {
+    let seed = seed();
+    eprintln!("FENCELOG_SEED={seed}");
+    let config = TopicConfig {
+        segment_bytes: 16 * 1024,
+        retention_bytes: Some(64 * 1024),
+        ..keep_everything()
+    };
+    run(4, seed, config).await;
 }
 
 /// The long run: `FENCELOG_CRASH_CYCLES` cycles (default 50); see tools/crash-test.
@@ -225,5 +251,13 @@ async fn acknowledged_records_survive_many_kill_9_cycles() {
         .unwrap_or(50);
     let seed = seed();
     eprintln!("FENCELOG_SEED={seed}");
-    run(cycles, seed).await;
+    let config = match std::env::var("FENCELOG_CRASH_RETENTION_BYTES") {
+        Ok(bytes) => TopicConfig {
+            segment_bytes: 16 * 1024,
+            retention_bytes: Some(bytes.parse().expect("FENCELOG_CRASH_RETENTION_BYTES")),
+            ..keep_everything()
+        },
+        Err(_) => keep_everything(),
+    };
+    run(cycles, seed, config).await;
 }

@@ -33,7 +33,9 @@
 //! * Readers only touch `[0, visible)`, and `visible <= written`: no access of the map reaches
 //!   a page past the end of the file (which would be `SIGBUS`); the mapping's length beyond the
 //!   file is address space only.
-//! * Recovery may shorten the file (a cut) only before the map exists.
+//! * Recovery may shorten the file (a cut) only before the map exists. While the map exists the
+//!   writer may shorten the file only to `written` ([`MapWriter::truncate_to_written`]: a reused
+//!   file's old tail, see `spare`), never below: every byte a reader may touch stays in the file.
 //!
 //! What we cannot enforce in code: another process truncating the file while it is mapped would
 //! turn reads into SIGBUS. The server owns its data directory exclusively (a lock file).
@@ -194,6 +196,18 @@ impl MapWriter {
         Ok(())
     }
 
+    /// Shortens the file to the bytes written (a reused file's old bytes beyond them go; see
+    /// `spare`), returning the file so the caller can sync the new length. Only the writer
+    /// shortens the file, and never below `written >= visible`: no byte a reader may touch leaves
+    /// the file (module invariants).
+    pub fn truncate_to_written(&mut self) -> io::Result<&File> {
+        let written = self.written();
+        let file = self.file()?;
+        file.set_len(written as u64)?;
+        self.reserved = written;
+        self.file()
+    }
+
     /// Bytes of the file reserved so far.
     #[cfg(test)]
     pub fn reserved(&self) -> usize {
@@ -301,6 +315,13 @@ impl MapReader {
                 visible: AtomicUsize::new(len),
             }),
         })
+    }
+
+    /// Whether this handle is the only one left: no other reader, no writer, and no `Bytes`
+    /// slice of the map exists (none can be made without a handle). A segment file whose map is
+    /// unshared can be reused without any reader seeing its bytes change.
+    pub fn is_unshared(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
     }
 
     /// Bytes readers may see.

@@ -34,6 +34,7 @@ pub mod producer_state;
 mod recovery;
 pub mod seal;
 pub(crate) mod segment;
+pub mod spare;
 mod timestamp_lookup;
 
 use thiserror::Error;

@@ -36,6 +36,7 @@ use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVer
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::spare::SpareSegments;
 use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
@@ -122,6 +123,8 @@ struct Shared {
     /// Truncations so far: a sync or an acknowledgement planned before one must not count
     /// offsets the truncation cut.
     truncations: AtomicU64,
+    /// Segment files retention deleted, kept for the next rolls to reuse (see `spare`).
+    spares: SpareSegments,
 }
 
 /// The writer's state: everything behind the fence lock.
@@ -137,6 +140,9 @@ pub struct Writer {
     publish_on_append: bool,
     /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
     seal_delay: std::time::Duration,
+    /// Whether a reused segment file's cut tail is synced at the roll (every flush policy but
+    /// `never`: see `spare`).
+    sync_cut_at_roll: bool,
     /// The thread full segments are handed to.
     seal_worker: SealWorker,
     /// Each idempotent producer's recent batches.
@@ -268,8 +274,22 @@ impl Writer {
     /// treats damage before it as corruption (refused, never cut or deleted).
     fn roll(&mut self) -> Result<(), StorageError> {
         let base_offset = self.active.next_offset();
-        let next = ActiveSegment::create(&self.directory, base_offset, self.options)
-            .map_err(io_error("create segment"))?;
+        // A reused file's old tail goes first: recovery must never find old bytes after a
+        // segment's data once another segment follows it (see `spare`).
+        self.active
+            .finish_writing(self.sync_cut_at_roll)
+            .map_err(io_error("cut a reused segment file"))?;
+        let next = match self.shared.spares.take(self.options.segment_bytes) {
+            Some(spare) => {
+                ActiveSegment::create_reusing(&self.directory, base_offset, self.options, &spare)
+                    .or_else(|error| {
+                        warn!(directory = %self.directory.display(), %error, "could not reuse a spare segment file; creating one");
+                        ActiveSegment::create(&self.directory, base_offset, self.options)
+                    })
+            }
+            None => ActiveSegment::create(&self.directory, base_offset, self.options),
+        }
+        .map_err(io_error("create segment"))?;
         if let Err(error) = sync_directory(&self.directory) {
             drop(next);
             if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
@@ -409,6 +429,8 @@ impl Partition {
         };
         let checkpoint =
             EpochCheckpoint::load(directory).map_err(io_error("load epoch checkpoint"))?;
+        let (spares, _) =
+            SpareSegments::open(directory).map_err(io_error("delete spare segment files"))?;
         let recovery_point =
             Arc::new(RecoveryPoint::load(directory).map_err(io_error("load recovery point"))?);
         let RecoveredLog {
@@ -467,6 +489,7 @@ impl Partition {
             recovery_point,
             watermarks: Watermarks::new(leader_epochs.is_replicated(), log_end, high_watermark),
             truncations: AtomicU64::new(0),
+            spares,
         });
         let writer = Writer {
             directory: directory.to_path_buf(),
@@ -477,6 +500,7 @@ impl Partition {
             shared: Arc::clone(&shared),
             publish_on_append: config.flush != FlushPolicy::Always,
             seal_delay: config.seal_delay,
+            sync_cut_at_roll: config.flush != FlushPolicy::Never,
             seal_worker: seal_worker.clone(),
             producers,
             leader_epochs,
@@ -536,6 +560,12 @@ impl Partition {
     /// Offsets below this are acknowledged and readable.
     pub fn high_watermark(&self) -> u64 {
         *self.shared.high_watermark.borrow()
+    }
+
+    /// Segment files retention deleted that are kept for the next rolls to reuse (see
+    /// `spare`).
+    pub fn spare_segments(&self) -> usize {
+        self.shared.spares.count()
     }
 
     /// The earliest offset still in the log.
@@ -888,7 +918,11 @@ impl Partition {
     /// Deletes whole closed segments beyond the retention size or age (`now_ms`: wall clock ms).
     /// The active segment is never deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionReport, StorageError> {
-        if self.is_retired() || !self.retention_due(now_ms) {
+        if self.is_retired() {
+            return Ok(RetentionReport::default());
+        }
+        self.shared.spares.expire(std::time::Instant::now());
+        if !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }
         let victims = self.fence.with_log(|writer| {
@@ -916,12 +950,19 @@ impl Partition {
         // Not in a deleted partition's path, which a re-created topic may own by now.
         let deleted = self.shared.recovery_point.unless_retired(|| {
             let mut report = RetentionReport::default();
-            for victim in &victims {
+            for victim in victims {
                 victim.mark_deleted();
-                segment::delete_files(&self.directory, victim.base_offset())
-                    .map_err(io_error("delete segment"))?;
+                let base_offset = victim.base_offset();
                 report.segments += 1;
                 report.bytes += victim.written_bytes() as u64;
+                // Below the log start for good: its file may be reused by a later roll.
+                if let Some(file) = victim.into_reusable_file() {
+                    if let Err(error) = self.shared.spares.keep(&file) {
+                        warn!(partition = %self.name, %error, "could not keep a deleted segment's file as a spare; deleting it");
+                    }
+                }
+                segment::delete_files(&self.directory, base_offset)
+                    .map_err(io_error("delete segment"))?;
             }
             if report.segments > 0 {
                 sync_directory(&self.directory).map_err(io_error("sync partition directory"))?;
@@ -1076,6 +1117,15 @@ impl Drop for Partition {
         if self.shared.failed.load(Ordering::Acquire) || self.is_retired() {
             return;
         }
+        // A reused file's old tail is cut before the final sync, so a clean restart finds
+        // nothing after the data; spares are deleted (the next open would delete them anyway).
+        if let Err(error) = self
+            .fence
+            .with_log(|writer| writer.active.finish_writing(false))
+        {
+            warn!(partition = %self.name, %error, "could not cut a reused segment file on close");
+        }
+        self.shared.spares.clear();
         if let Err(error) = self.sync() {
             warn!(partition = %self.name, %error, "sync on close failed");
             return;

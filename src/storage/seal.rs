@@ -344,7 +344,7 @@ fn run(job: SealJob) {
         .upgrade()
         .filter(|segment| !segment.is_deleted() && segment.path().exists());
     let synced = match &segment {
-        Some(segment) => segment.map().sync_range(0, segment.written_bytes()),
+        Some(segment) => segment.sync_sealed(),
         None => Ok(()),
     };
     match synced {

@@ -170,6 +170,9 @@ pub struct SegmentReader {
     verified: AtomicUsize,
     /// Retention removed the segment: nothing is gained by syncing it any more.
     deleted: AtomicBool,
+    /// The file was shortened (a reused file's old tail cut, see `spare`) and the new length
+    /// is not synced yet: sealing must sync the file whole, not only its data.
+    length_unsynced: AtomicBool,
     /// The first corrupt batch found by a read or a check of unchecked bytes (offset, position,
     /// reason): offsets from it to the end of the segment are refused from then on, as recovery
     /// refuses the damaged range of a segment it scanned.
@@ -297,6 +300,7 @@ impl SegmentReader {
             max_timestamp: AtomicI64::new(UNKNOWN_MAX_TIMESTAMP),
             verified: AtomicUsize::new(0),
             deleted: AtomicBool::new(false),
+            length_unsynced: AtomicBool::new(false),
             corrupt: std::sync::Mutex::new(None),
         })
     }
@@ -391,6 +395,34 @@ impl SegmentReader {
     /// Whether retention removed the segment.
     pub fn is_deleted(&self) -> bool {
         self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Syncs a full segment whole for its seal: the data of `[0, written)`, and the file's length
+    /// too when a reused file's old tail was cut (see `spare`).
+    pub fn sync_sealed(&self) -> io::Result<()> {
+        self.map().sync_range(0, self.written_bytes())?;
+        if self.length_unsynced.load(Ordering::Acquire) {
+            match File::open(&self.path) {
+                Ok(file) => file.sync_all()?,
+                // Retention deleted it meanwhile (or its partition's directory went): nothing
+                // will ever read it again, so there is nothing to make durable.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(error) => return Err(error),
+            }
+            self.length_unsynced.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The segment's file, when retention deleted it and it can be reused as a spare: this was the
+    /// last reference to the segment and nobody holds its map (no fetch in flight has a slice
+    /// of it, so none can see its bytes change). Segments opened on demand are not reused.
+    pub fn into_reusable_file(self: Arc<Self>) -> Option<PathBuf> {
+        let segment = Arc::into_inner(self)?;
+        match &segment.contents {
+            Contents::Resident(mapped) if mapped.map.is_unshared() => Some(segment.path.clone()),
+            _ => None,
+        }
     }
 
     /// The map, for syncing and publishing: of a resident segment (the active one, and those
@@ -582,6 +614,9 @@ pub struct ActiveSegment {
     map: MapWriter,
     index: IndexWriter,
     next_offset: u64,
+    /// The file is a reused one (see `spare`): past what was written it still holds the old
+    /// segment's bytes, which [`ActiveSegment::finish_writing`] cuts.
+    old_tail: bool,
 }
 
 /// Options a segment is opened with.
@@ -645,6 +680,75 @@ impl ActiveSegment {
                 tracing::warn!(segment = %path.display(), error = %cleanup, "could not remove a half-created segment");
             }
         })
+    }
+
+    /// Creates the segment at `base_offset` in `directory` from a spare file (a segment
+    /// retention deleted; see `spare`): renamed into place and overwritten from position 0, its
+    /// blocks and cached pages reused. The file's old bytes past the write position are never
+    /// readable, and [`ActiveSegment::finish_writing`] cuts them. The caller fsyncs the directory.
+    pub fn create_reusing(
+        directory: &Path,
+        base_offset: u64,
+        options: SegmentOptions,
+        spare: &super::spare::Spare,
+    ) -> io::Result<Self> {
+        let path = directory.join(log_file_name(base_offset));
+        let reused = || {
+            if spare.file_len() > options.segment_bytes {
+                return Err(io::Error::other("spare file longer than a segment"));
+            }
+            fs::rename(spare.path(), &path)?;
+            let file = OpenOptions::new().read(true).write(true).open(&path)?;
+            let reserved = usize::try_from(spare.file_len()).map_err(io::Error::other)?;
+            let (index, _) = IndexWriter::open(
+                &directory.join(index_file_name(base_offset)),
+                Vec::new(),
+                options.index_interval_bytes,
+                0,
+            )?;
+            let mut segment = Self::from_parts(
+                path.clone(),
+                &file,
+                Layout {
+                    map_len: options.segment_bytes,
+                    reserved,
+                    valid_bytes: 0,
+                    verified: 0,
+                },
+                base_offset,
+                index,
+                base_offset,
+                i64::MIN,
+            )?;
+            segment.old_tail = true;
+            Ok(segment)
+        };
+        reused().inspect_err(|_| {
+            super::spare::discard(spare);
+            if let Err(cleanup) = delete_files(directory, base_offset) {
+                tracing::warn!(segment = %path.display(), error = %cleanup, "could not remove a half-created segment");
+            }
+        })
+    }
+
+    /// The partition is done writing this segment (it rolled, or is closing): a reused file's old
+    /// bytes past what was written are cut, so that nothing but zeros or the end of the file ever
+    /// follows the data (what recovery expects of a sealed segment). With `sync` the new length
+    /// is made durable now (a flush policy that promises durability must never leave an old
+    /// tail, after a crash, in a segment followed by acknowledged data); without it the seal
+    /// syncs the file whole before the recovery point passes the segment.
+    pub fn finish_writing(&mut self, sync: bool) -> io::Result<()> {
+        if !self.old_tail {
+            return Ok(());
+        }
+        let file = self.map.truncate_to_written()?;
+        if sync {
+            file.sync_all()?;
+        } else {
+            self.reader.length_unsynced.store(true, Ordering::Release);
+        }
+        self.old_tail = false;
+        Ok(())
     }
 
     /// Opens an existing segment file, scans it, and rebuilds the index if needed.
@@ -805,6 +909,7 @@ impl ActiveSegment {
             max_timestamp: AtomicI64::new(max_timestamp),
             verified: AtomicUsize::new(layout.verified),
             deleted: AtomicBool::new(false),
+            length_unsynced: AtomicBool::new(false),
             corrupt: std::sync::Mutex::new(None),
         });
         Ok(Self {
@@ -812,6 +917,7 @@ impl ActiveSegment {
             map,
             index,
             next_offset,
+            old_tail: false,
         })
     }
 

@@ -311,6 +311,7 @@ mod tests {
             max_timestamp: AtomicI64::new(UNKNOWN_MAX_TIMESTAMP),
             verified: AtomicUsize::new(0),
             deleted: AtomicBool::new(false),
+            length_unsynced: AtomicBool::new(false),
             corrupt: Mutex::new(None),
         }
     }

@@ -1,0 +1,240 @@
+//! Segment files retention deleted are reused by later rolls (src/storage/spare.rs): the log reads
+//! back exactly what was written, no old byte of a reused file is ever served or adopted by
+//! recovery (after a clean close or a crash, under `never` and `always`), and a segment a fetch
+//! still holds is deleted, never reused. None of these tests measures speed (the gain is in
+//! docs/benchmarks.md, measured with `fencelog bench`).
+
+mod common;
+
+use std::path::Path;
+
+use fencelog::storage::{FlushPolicy, Partition, PartitionConfig};
+
+/// Small segments and a retention of a few of them, so a few hundred batches delete and reuse
+/// many files.
+fn config(flush: FlushPolicy) -> PartitionConfig {
+    PartitionConfig {
+        retention_bytes: Some(4 * common::SMALL_SEGMENT_BYTES),
+        ..common::config(common::SMALL_SEGMENT_BYTES, flush)
+    }
+}
+
+/// Appends `batches` batches (tags from `first_tag`), running retention after every few, and
+/// returns how many spare files were taken by rolls (seen as the spare count falling).
+fn write_with_retention(partition: &Partition, epoch: u64, first_tag: u64, batches: u64) -> usize {
+    let mut reused = 0;
+    for tag in first_tag..first_tag + batches {
+        let before = partition.spare_segments();
+        // Record counts and sizes vary, so batch boundaries never line up with the old file's.
+        let records = 1 + (tag % 5) as u32;
+        partition
+            .append(&common::batch(
+                epoch,
+                tag,
+                records,
+                60 + (tag % 7) as usize * 13,
+            ))
+            .unwrap();
+        reused += before.saturating_sub(partition.spare_segments());
+        if tag % 4 == 0 {
+            partition
+                .enforce_retention(fencelog::batch::now_ms())
+                .unwrap();
+        }
+    }
+    reused
+}
+
+fn spare_files(directory: &Path) -> usize {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".spare")
+        })
+        .count()
+}
+
+/// Where the data of the segment file at `path` (base offset `base`) ends: after the last batch
+/// that continues the offsets, and how many bytes after it are not zeros (an old tail).
+fn data_end_and_old_tail(path: &Path, base: u64) -> (usize, usize) {
+    let bytes = std::fs::read(path).unwrap();
+    let (mut position, mut expected) = (0, base);
+    while let Some(header) = fencelog::batch::BatchHeader::parse(&bytes[position..]) {
+        let end = position + header.batch_length as usize;
+        if header.batch_length == 0 || header.base_offset != expected || end > bytes.len() {
+            break;
+        }
+        expected = header.next_offset();
+        position = end;
+    }
+    let old_tail = bytes[position..].iter().filter(|byte| **byte != 0).count();
+    (position, old_tail)
+}
+
+/// Every segment but the last ends exactly where its data ends: no old tail of a reused file.
+fn assert_sealed_files_end_at_their_data(partition: &Partition, directory: &Path) {
+    let bases = common::segment_bases(directory);
+    for window in bases.windows(2) {
+        let path = directory.join(common::log_name(window[0]));
+        let (_, old_tail) = data_end_and_old_tail(&path, window[0]);
+        assert_eq!(old_tail, 0, "{} has bytes after its data", path.display());
+    }
+    let records = common::read_all_records(partition);
+    common::assert_dense_and_monotonic(&records, partition.log_start_offset());
+}
+
+/// The partition's files as they are now (a crash image), skipping a file that goes between the
+/// listing and its copy (the seal thread renames producer-state snapshots into place).
+fn copy_crash_image(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        match std::fs::copy(entry.path(), to.join(entry.file_name())) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            result => {
+                result.unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn deleted_segment_files_are_reused_and_the_log_reads_back_exactly() {
+    for flush in [FlushPolicy::Never, FlushPolicy::Always] {
+        let directory = tempfile::tempdir().unwrap();
+        let partition = common::fresh(directory.path(), config(flush));
+        let reused = write_with_retention(&partition, 1, 0, 400);
+        assert!(reused > 10, "{flush:?}: rolls reused {reused} spare files");
+        assert!(
+            partition.log_start_offset() > 0,
+            "retention deleted segments"
+        );
+        let records = common::read_all_records(&partition);
+        for record in &records {
+            // Every record is one that was written: its value names its batch, as its key does.
+            let key = String::from_utf8_lossy(record.key.as_ref().unwrap()).to_string();
+            let value = String::from_utf8_lossy(record.value.as_ref().unwrap()).to_string();
+            let tag = key.strip_prefix('k').unwrap();
+            assert!(
+                value.starts_with(&format!("batch {tag} record ")),
+                "{key}: {value}"
+            );
+        }
+        assert_eq!(
+            records.last().unwrap().offset + 1,
+            partition.log_end_offset()
+        );
+        assert_sealed_files_end_at_their_data(&partition, directory.path());
+    }
+}
+
+#[test]
+fn a_clean_close_leaves_no_old_tail_and_no_spare_files() {
+    let directory = tempfile::tempdir().unwrap();
+    let flush = FlushPolicy::Never;
+    let written = {
+        let partition = common::fresh(directory.path(), config(flush));
+        write_with_retention(&partition, 1, 0, 300);
+        partition
+            .enforce_retention(fencelog::batch::now_ms())
+            .unwrap();
+        common::read_all_records(&partition)
+    };
+    assert_eq!(spare_files(directory.path()), 0, "a close deletes spares");
+    let (partition, report) = Partition::open_with_report(
+        "t/0",
+        directory.path(),
+        config(flush),
+        &common::seal_worker(),
+    )
+    .unwrap();
+    assert_eq!(
+        report.bytes_cut, 0,
+        "nothing to cut after a clean close: {report:?}"
+    );
+    assert!(report.damaged.is_empty(), "{report:?}");
+    assert_eq!(common::read_all_records(&partition), written);
+}
+
+/// A crash (the files as they are, copied while the partition is open): the active segment of a
+/// reused file still has the old file's bytes after its data, and spare files lie around.
+/// Recovery keeps exactly the written log, cuts the old tail as a torn one, deletes the spares,
+/// and the partition goes on writing (and reusing) from there.
+#[test]
+fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
+    for flush in [FlushPolicy::Never, FlushPolicy::Always] {
+        let directory = tempfile::tempdir().unwrap();
+        let partition = common::fresh(directory.path(), config(flush));
+        let mut crash_seen_with_old_tail = false;
+        for round in 0..6u64 {
+            write_with_retention(&partition, 1, round * 97, 97);
+            let written = common::read_all_records(&partition);
+            let crashed = common::scratch_dir();
+            copy_crash_image(directory.path(), crashed.path());
+            let active = *common::segment_bases(crashed.path()).last().unwrap();
+            let active_path = crashed.path().join(common::log_name(active));
+            crash_seen_with_old_tail |= data_end_and_old_tail(&active_path, active).1 > 0;
+            let (recovered, report) = Partition::open_with_report(
+                "t/0",
+                crashed.path(),
+                config(flush),
+                &common::seal_worker(),
+            )
+            .unwrap();
+            assert!(
+                report.damaged.is_empty(),
+                "{flush:?} round {round}: {report:?}"
+            );
+            assert_eq!(
+                common::read_all_records(&recovered),
+                written,
+                "{flush:?} round {round}: {report:?}"
+            );
+            assert_eq!(
+                spare_files(crashed.path()),
+                0,
+                "leftover spares are deleted"
+            );
+            recovered.install_epoch(2).unwrap();
+            write_with_retention(&recovered, 2, 10_000, 60);
+            assert_sealed_files_end_at_their_data(&recovered, crashed.path());
+        }
+        assert!(
+            crash_seen_with_old_tail,
+            "{flush:?}: some crash image had a reused active segment with an old tail"
+        );
+    }
+}
+
+/// A fetch that still holds a slice of the oldest segment when retention deletes it: the file is
+/// deleted, not reused, and the slice still reads what was written.
+#[test]
+fn a_segment_a_fetch_still_holds_is_deleted_not_reused() {
+    let directory = tempfile::tempdir().unwrap();
+    let partition = common::fresh(directory.path(), config(FlushPolicy::Never));
+    for tag in 0..60 {
+        partition.append(&common::batch(1, tag, 3, 100)).unwrap();
+    }
+    let held = partition.read(0, 1).unwrap().batches;
+    let copy: Vec<u8> = held[0].to_vec();
+    let report = partition
+        .enforce_retention(fencelog::batch::now_ms())
+        .unwrap();
+    assert!(report.segments >= 2, "{report:?}");
+    // The held segment was deleted; the others became spares (but one the seal thread was
+    // syncing at that moment, which it holds too).
+    assert!(partition.spare_segments() < report.segments, "{report:?}");
+    for tag in 60..200 {
+        partition.append(&common::batch(1, tag, 3, 100)).unwrap();
+    }
+    assert_eq!(
+        held[0].as_ref(),
+        copy.as_slice(),
+        "a held slice never changes"
+    );
+    assert!(!directory.path().join(common::log_name(0)).exists());
+}
