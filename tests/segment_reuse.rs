@@ -15,6 +15,7 @@ use fencelog::storage::{FlushPolicy, Partition, PartitionConfig};
 fn config(flush: FlushPolicy) -> PartitionConfig {
     PartitionConfig {
         retention_bytes: Some(4 * common::SMALL_SEGMENT_BYTES),
+        reuse_segment_files: true,
         ..common::config(common::SMALL_SEGMENT_BYTES, flush)
     }
 }
@@ -237,4 +238,37 @@ fn a_segment_a_fetch_still_holds_is_deleted_not_reused() {
         "a held slice never changes"
     );
     assert!(!directory.path().join(common::log_name(0)).exists());
+}
+
+/// Without `reuse_segment_files` (the storage default, and the broker's for segments under
+/// `MIN_REUSED_SEGMENT_BYTES`) retention deletes files as it always did.
+#[test]
+fn without_reuse_retention_deletes_the_files() {
+    let directory = tempfile::tempdir().unwrap();
+    let config = PartitionConfig {
+        reuse_segment_files: false,
+        ..config(FlushPolicy::Never)
+    };
+    let partition = common::fresh(directory.path(), config);
+    write_with_retention(&partition, 1, 0, 200);
+    assert!(
+        partition.log_start_offset() > 0,
+        "retention deleted segments"
+    );
+    assert_eq!(partition.spare_segments(), 0);
+    assert_eq!(spare_files(directory.path()), 0);
+}
+
+/// The broker reuses files of large segments only (see `MIN_REUSED_SEGMENT_BYTES`).
+#[test]
+fn the_broker_reuses_files_of_large_segments_only() {
+    use fencelog::storage::spare::MIN_REUSED_SEGMENT_BYTES;
+    let topic = |segment_bytes| fencelog::domain::TopicConfig {
+        segment_bytes,
+        ..fencelog::domain::TopicConfig::default()
+    };
+    let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES));
+    assert!(config.reuse_segment_files);
+    let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES - 1));
+    assert!(!config.reuse_segment_files);
 }

@@ -6,15 +6,18 @@
 //! A produce goes through three steps on the server: receive the batch from the socket,
 //! validate it (CRC over every byte) and copy it into the segment. Batches up to
 //! [`INLINE_APPEND_MAX_BYTES`] are validated and copied by the connection's task itself when
-//! nothing of the connection is queued: the bytes the receive just wrote are still in that
-//! core's cache, so the CRC and the copy read them at cache speed. Handing them to another
-//! thread made that thread read them from memory first, and woke it for every request: on 2
-//! cores, 1 KiB records, the server's CPU per GB produced fell from 0.47–0.67 to 0.39–0.49
-//! core-seconds when 1 MiB batches stopped being handed off, and 100-record batches (100 KiB)
-//! went from 1.5–1.8 to 1.7–2.1 GB/s (`docs/benchmarks.md`). Larger batches, and batches behind
-//! a queued one, go to the appender: a serial queue drained on the blocking pool, one job at a
-//! time in the order they were received, so that copying several megabytes never holds up the
-//! other connections of the worker for long.
+//! nothing of the connection is queued (a hand-off would cost more than the copy, and add to
+//! the ack latency). Larger batches, and batches behind a queued one, go to the appender: a
+//! serial queue drained on the blocking pool, one job at a time in the order they were received,
+//! so the connection's task receives the next batch meanwhile and copying megabytes never holds
+//! up the other connections of its worker.
+//!
+//! Tried: appending batches up to 1 MiB inline. With one connection the server's CPU per GB fell
+//! by a fifth (the CRC and the copy read the bytes while the receiving core still had them in
+//! cache, and no thread was woken per request), but with 4 producers over 100 or 1,000
+//! partitions every append then ran on the in-process bench server's single worker, and produce
+//! fell by half. Checking the CRC on the receiving task and copying on the pool gained nothing:
+//! the copy then read the bytes from memory instead.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -27,10 +30,8 @@ use super::service::{BrokerService, ProduceRequest};
 use super::BrokerError;
 use crate::storage::Appended;
 
-/// Batches up to this size are appended on the connection's task when nothing is queued: the
-/// copy of 1 MiB into the page cache takes that task's worker about 0.2 ms (Kafka's default
-/// largest request is also 1 MiB).
-pub const INLINE_APPEND_MAX_BYTES: usize = 1024 * 1024;
+/// Batches up to this size are appended on the connection's task when nothing is queued.
+pub const INLINE_APPEND_MAX_BYTES: usize = 64 * 1024;
 
 type Job = Box<dyn FnOnce() + Send>;
 

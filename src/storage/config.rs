@@ -44,6 +44,9 @@ pub struct PartitionConfig {
     /// Most idempotent producers whose sequences the partition remembers (see
     /// `producer_state`); the least recently written one is forgotten beyond it.
     pub max_producers: usize,
+    /// Whether rolls reuse the segment files retention deleted (see `spare`). The broker turns
+    /// it on for segments of at least [`super::spare::MIN_REUSED_SEGMENT_BYTES`].
+    pub reuse_segment_files: bool,
 }
 
 impl Default for PartitionConfig {
@@ -57,6 +60,7 @@ impl Default for PartitionConfig {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             seal_delay: std::time::Duration::ZERO,
             max_producers: super::producer_state::DEFAULT_MAX_PRODUCERS,
+            reuse_segment_files: false,
         }
     }
 }

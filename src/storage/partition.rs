@@ -956,7 +956,8 @@ impl Partition {
                 report.segments += 1;
                 report.bytes += victim.written_bytes() as u64;
                 // Below the log start for good: its file may be reused by a later roll.
-                if let Some(file) = victim.into_reusable_file() {
+                let reusable = self.config.reuse_segment_files;
+                if let Some(file) = reusable.then(|| victim.into_reusable_file()).flatten() {
                     if let Err(error) = self.shared.spares.keep(&file) {
                         warn!(partition = %self.name, %error, "could not keep a deleted segment's file as a spare; deleting it");
                     }
