@@ -9,7 +9,7 @@
 //! pages are still cached and whose blocks are allocated skips all of it. Measured on the bench
 //! (1 KiB records, 1000 per batch, 1 GiB retention, flush `never`): the server's CPU per GB
 //! produced fell from 0.62–0.68 to 0.48–0.52 core-seconds, and produce with one request in flight
-//! rose from 1.17–1.22 to 1.44–1.51 GB/s (`docs/benchmarks.md`, "Recycled segment files").
+//! rose from 1.17–1.22 to 1.44–1.51 GB/s (`docs/benchmarks.md`, "The fast path", item 6).
 //! Databases do the same with their write-ahead logs (RocksDB's `recycle_log_file_num`).
 //!
 //! # What keeps it safe
