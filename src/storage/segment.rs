@@ -651,28 +651,7 @@ impl ActiveSegment {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        let finish = || {
-            let (index, _) = IndexWriter::open(
-                &directory.join(index_file_name(base_offset)),
-                Vec::new(),
-                options.index_interval_bytes,
-                0,
-            )?;
-            Self::from_parts(
-                path.clone(),
-                &file,
-                Layout {
-                    map_len: options.segment_bytes,
-                    reserved: 0,
-                    valid_bytes: 0,
-                    verified: 0,
-                },
-                base_offset,
-                index,
-                base_offset,
-                i64::MIN,
-            )
-        };
+        let finish = || Self::empty(directory, path.clone(), &file, base_offset, options, 0);
         finish().inspect_err(|_| {
             // Leave nothing half-made behind: a later roll must be able to create this file
             // again once the cause (disk full, descriptors) is gone.
@@ -680,6 +659,38 @@ impl ActiveSegment {
                 tracing::warn!(segment = %path.display(), error = %cleanup, "could not remove a half-created segment");
             }
         })
+    }
+
+    /// A segment with nothing written yet in `file` (at `path`), `[0, reserved)` of which is
+    /// allocated, and a new empty index.
+    fn empty(
+        directory: &Path,
+        path: PathBuf,
+        file: &File,
+        base_offset: u64,
+        options: SegmentOptions,
+        reserved: usize,
+    ) -> io::Result<Self> {
+        let (index, _) = IndexWriter::open(
+            &directory.join(index_file_name(base_offset)),
+            Vec::new(),
+            options.index_interval_bytes,
+            0,
+        )?;
+        Self::from_parts(
+            path,
+            file,
+            Layout {
+                map_len: options.segment_bytes,
+                reserved,
+                valid_bytes: 0,
+                verified: 0,
+            },
+            base_offset,
+            index,
+            base_offset,
+            i64::MIN,
+        )
     }
 
     /// Creates the segment at `base_offset` in `directory` from a spare file (a segment
@@ -700,25 +711,13 @@ impl ActiveSegment {
             fs::rename(spare.path(), &path)?;
             let file = OpenOptions::new().read(true).write(true).open(&path)?;
             let reserved = usize::try_from(spare.file_len()).map_err(io::Error::other)?;
-            let (index, _) = IndexWriter::open(
-                &directory.join(index_file_name(base_offset)),
-                Vec::new(),
-                options.index_interval_bytes,
-                0,
-            )?;
-            let mut segment = Self::from_parts(
+            let mut segment = Self::empty(
+                directory,
                 path.clone(),
                 &file,
-                Layout {
-                    map_len: options.segment_bytes,
-                    reserved,
-                    valid_bytes: 0,
-                    verified: 0,
-                },
                 base_offset,
-                index,
-                base_offset,
-                i64::MIN,
+                options,
+                reserved,
             )?;
             segment.old_tail = true;
             Ok(segment)
