@@ -304,10 +304,13 @@ async fn the_connection_limit_and_the_handshake_timeout_hold_over_tls() {
         .create_topic("limit", 1, TopicConfig::default())
         .await
         .unwrap();
+    // A backoff longer than the request timeout: the refusal is answered as it is, not retried
+    // until the request's 30 s run out (which made the answer a timeout on a slow machine).
     let second = Client::builder()
         .addr(localhost(&server))
         .tls(pki.client_tls())
         .reconnect_timeout(Duration::from_millis(100))
+        .reconnect_backoff(Duration::from_secs(60), Duration::from_secs(60))
         .connect()
         .await
         .unwrap();
