@@ -89,20 +89,6 @@ fn assert_sealed_files_end_at_their_data(partition: &Partition, directory: &Path
     common::assert_dense_and_monotonic(&records, partition.log_start_offset());
 }
 
-/// The partition's files as they are now (a crash image), skipping a file that goes between the
-/// listing and its copy (the seal thread renames producer-state snapshots into place).
-fn copy_crash_image(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        match std::fs::copy(entry.path(), to.join(entry.file_name())) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            result => {
-                result.unwrap();
-            }
-        }
-    }
-}
-
 #[test]
 fn deleted_segment_files_are_reused_and_the_log_reads_back_exactly() {
     for flush in [FlushPolicy::Never, FlushPolicy::Always] {
@@ -175,7 +161,7 @@ fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
             write_with_retention(&partition, 1, round * 97, 97);
             let written = common::read_all_records(&partition);
             let crashed = common::scratch_dir();
-            copy_crash_image(directory.path(), crashed.path());
+            common::copy_directory(directory.path(), crashed.path());
             let active = *common::segment_bases(crashed.path()).last().unwrap();
             let active_path = crashed.path().join(common::log_name(active));
             crash_seen_with_old_tail |= data_end_and_old_tail(&active_path, active).1 > 0;

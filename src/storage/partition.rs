@@ -921,7 +921,9 @@ impl Partition {
         if self.is_retired() {
             return Ok(RetentionReport::default());
         }
-        self.shared.spares.expire(std::time::Instant::now());
+        if self.config.reuse_segment_files {
+            self.shared.spares.expire(std::time::Instant::now());
+        }
         if !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }

@@ -154,7 +154,14 @@ pub fn copy_directory(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("list directory") {
         let entry = entry.expect("directory entry");
         if entry.file_type().expect("file type").is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy file");
+            // A file may go between the listing and its copy when the partition is open (the
+            // seal thread renames producer-state snapshots into place): a crash image lacks it.
+            match std::fs::copy(entry.path(), to.join(entry.file_name())) {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                copied => {
+                    copied.expect("copy file");
+                }
+            }
         }
     }
 }
