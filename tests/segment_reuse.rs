@@ -1,23 +1,34 @@
-//! Segment files retention deleted are reused by later rolls (src/storage/spare.rs): the log reads
-//! back exactly what was written, no old byte of a reused file is ever served or adopted by
-//! recovery (after a clean close or a crash, under `never` and `always`), and a segment a fetch
-//! still holds is deleted, never reused. None of these tests measures speed (the gain is in
+//! Segment files retention deleted are reused by later rolls (src/storage/spare.rs), whole or
+//! emptied: the log reads back exactly what was written, no old byte of a reused file is ever
+//! served or adopted by recovery (after a clean close or a crash, under `never` and `always`),
+//! and a segment a fetch still holds is deleted, never reused. None of these tests measures speed (the gain is in
 //! docs/benchmarks.md, measured with `fencelog bench`).
 
 mod common;
 
 use std::path::Path;
 
+use fencelog::storage::spare::SegmentFileReuse;
 use fencelog::storage::{FlushPolicy, Partition, PartitionConfig};
+
+/// The two ways of reusing files.
+const REUSES: [SegmentFileReuse; 2] = [SegmentFileReuse::Whole, SegmentFileReuse::Emptied];
 
 /// Small segments and a retention of a few of them, so a few hundred batches delete and reuse
 /// many files.
-fn config(flush: FlushPolicy) -> PartitionConfig {
+fn config(flush: FlushPolicy, reuse: SegmentFileReuse) -> PartitionConfig {
     PartitionConfig {
         retention_bytes: Some(4 * common::SMALL_SEGMENT_BYTES),
-        reuse_segment_files: true,
+        segment_file_reuse: reuse,
         ..common::config(common::SMALL_SEGMENT_BYTES, flush)
     }
+}
+
+/// Every combination of flush policy and reuse the tests run.
+fn cases() -> impl Iterator<Item = (FlushPolicy, SegmentFileReuse)> {
+    [FlushPolicy::Never, FlushPolicy::Always]
+        .into_iter()
+        .flat_map(|flush| REUSES.into_iter().map(move |reuse| (flush, reuse)))
 }
 
 /// Appends `batches` batches (tags from `first_tag`), running retention after every few, and
@@ -50,12 +61,9 @@ fn spare_files(directory: &Path) -> usize {
     std::fs::read_dir(directory)
         .unwrap()
         .filter(|entry| {
-            entry
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".spare")
+            let name = entry.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".spare") || name.ends_with(".spare-index")
         })
         .count()
 }
@@ -91,11 +99,14 @@ fn assert_sealed_files_end_at_their_data(partition: &Partition, directory: &Path
 
 #[test]
 fn deleted_segment_files_are_reused_and_the_log_reads_back_exactly() {
-    for flush in [FlushPolicy::Never, FlushPolicy::Always] {
+    for (flush, reuse) in cases() {
         let directory = tempfile::tempdir().unwrap();
-        let partition = common::fresh(directory.path(), config(flush));
+        let partition = common::fresh(directory.path(), config(flush, reuse));
         let reused = write_with_retention(&partition, 1, 0, 400);
-        assert!(reused > 10, "{flush:?}: rolls reused {reused} spare files");
+        assert!(
+            reused > 10,
+            "{flush:?} {reuse:?}: rolls reused {reused} spare files"
+        );
         assert!(
             partition.log_start_offset() > 0,
             "retention deleted segments"
@@ -121,10 +132,16 @@ fn deleted_segment_files_are_reused_and_the_log_reads_back_exactly() {
 
 #[test]
 fn a_clean_close_leaves_no_old_tail_and_no_spare_files() {
+    for reuse in REUSES {
+        a_clean_close_leaves_no_old_tail_and_no_spare_files_with(reuse);
+    }
+}
+
+fn a_clean_close_leaves_no_old_tail_and_no_spare_files_with(reuse: SegmentFileReuse) {
     let directory = tempfile::tempdir().unwrap();
     let flush = FlushPolicy::Never;
     let written = {
-        let partition = common::fresh(directory.path(), config(flush));
+        let partition = common::fresh(directory.path(), config(flush, reuse));
         write_with_retention(&partition, 1, 0, 300);
         partition
             .enforce_retention(fencelog::batch::now_ms())
@@ -135,7 +152,7 @@ fn a_clean_close_leaves_no_old_tail_and_no_spare_files() {
     let (partition, report) = Partition::open_with_report(
         "t/0",
         directory.path(),
-        config(flush),
+        config(flush, reuse),
         &common::seal_worker(),
     )
     .unwrap();
@@ -148,14 +165,15 @@ fn a_clean_close_leaves_no_old_tail_and_no_spare_files() {
 }
 
 /// A crash (the files as they are, copied while the partition is open): the active segment of a
-/// reused file still has the old file's bytes after its data, and spare files lie around.
-/// Recovery keeps exactly the written log, cuts the old tail as a torn one, deletes the spares,
-/// and the partition goes on writing (and reusing) from there.
+/// wholly reused file still has the old file's bytes after its data (an emptied one never
+/// does), and spare files lie around. Recovery keeps exactly the written log, cuts the old tail
+/// as a torn one, deletes the spares, and the partition goes on writing (and reusing) from
+/// there.
 #[test]
 fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
-    for flush in [FlushPolicy::Never, FlushPolicy::Always] {
+    for (flush, reuse) in cases() {
         let directory = tempfile::tempdir().unwrap();
-        let partition = common::fresh(directory.path(), config(flush));
+        let partition = common::fresh(directory.path(), config(flush, reuse));
         let mut crash_seen_with_old_tail = false;
         for round in 0..6u64 {
             write_with_retention(&partition, 1, round * 97, 97);
@@ -168,7 +186,7 @@ fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
             let (recovered, report) = Partition::open_with_report(
                 "t/0",
                 crashed.path(),
-                config(flush),
+                config(flush, reuse),
                 &common::seal_worker(),
             )
             .unwrap();
@@ -190,9 +208,11 @@ fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
             write_with_retention(&recovered, 2, 10_000, 60);
             assert_sealed_files_end_at_their_data(&recovered, crashed.path());
         }
-        assert!(
+        assert_eq!(
             crash_seen_with_old_tail,
-            "{flush:?}: some crash image had a reused active segment with an old tail"
+            reuse == SegmentFileReuse::Whole,
+            "{flush:?} {reuse:?}: a crash image had a reused active segment with an old tail \
+             (whole files: some; emptied files: none)"
         );
     }
 }
@@ -201,8 +221,14 @@ fn a_crash_with_reused_files_recovers_exactly_the_written_log() {
 /// deleted, not reused, and the slice still reads what was written.
 #[test]
 fn a_segment_a_fetch_still_holds_is_deleted_not_reused() {
+    for reuse in REUSES {
+        a_segment_a_fetch_still_holds_is_deleted_not_reused_with(reuse);
+    }
+}
+
+fn a_segment_a_fetch_still_holds_is_deleted_not_reused_with(reuse: SegmentFileReuse) {
     let directory = tempfile::tempdir().unwrap();
-    let partition = common::fresh(directory.path(), config(FlushPolicy::Never));
+    let partition = common::fresh(directory.path(), config(FlushPolicy::Never, reuse));
     for tag in 0..60 {
         partition.append(&common::batch(1, tag, 3, 100)).unwrap();
     }
@@ -226,15 +252,12 @@ fn a_segment_a_fetch_still_holds_is_deleted_not_reused() {
     assert!(!directory.path().join(common::log_name(0)).exists());
 }
 
-/// Without `reuse_segment_files` (the storage default, and the broker's for segments under
-/// `MIN_REUSED_SEGMENT_BYTES`) retention deletes files as it always did.
+/// With `SegmentFileReuse::Delete` (the storage default) retention deletes files as it always
+/// did.
 #[test]
 fn without_reuse_retention_deletes_the_files() {
     let directory = tempfile::tempdir().unwrap();
-    let config = PartitionConfig {
-        reuse_segment_files: false,
-        ..config(FlushPolicy::Never)
-    };
+    let config = config(FlushPolicy::Never, SegmentFileReuse::Delete);
     let partition = common::fresh(directory.path(), config);
     write_with_retention(&partition, 1, 0, 200);
     assert!(
@@ -245,16 +268,17 @@ fn without_reuse_retention_deletes_the_files() {
     assert_eq!(spare_files(directory.path()), 0);
 }
 
-/// The broker reuses files of large segments only (see `MIN_REUSED_SEGMENT_BYTES`).
+/// The broker reuses files of large segments whole and those of smaller ones emptied (see
+/// `MIN_REUSED_SEGMENT_BYTES`).
 #[test]
-fn the_broker_reuses_files_of_large_segments_only() {
+fn the_broker_reuses_large_segments_whole_and_small_ones_emptied() {
     use fencelog::storage::spare::MIN_REUSED_SEGMENT_BYTES;
     let topic = |segment_bytes| fencelog::domain::TopicConfig {
         segment_bytes,
         ..fencelog::domain::TopicConfig::default()
     };
     let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES));
-    assert!(config.reuse_segment_files);
+    assert_eq!(config.segment_file_reuse, SegmentFileReuse::Whole);
     let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES - 1));
-    assert!(!config.reuse_segment_files);
+    assert_eq!(config.segment_file_reuse, SegmentFileReuse::Emptied);
 }

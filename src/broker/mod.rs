@@ -230,8 +230,9 @@ pub fn partition_config(config: &TopicConfig) -> PartitionConfig {
             FlushPolicy::Never => crate::storage::config::NEVER_SEAL_DELAY,
             _ => std::time::Duration::ZERO,
         },
-        reuse_segment_files: config.segment_bytes
-            >= crate::storage::spare::MIN_REUSED_SEGMENT_BYTES,
+        segment_file_reuse: crate::storage::spare::SegmentFileReuse::for_segment_bytes(
+            config.segment_bytes,
+        ),
         ..PartitionConfig::default()
     }
 }

@@ -44,9 +44,10 @@ pub struct PartitionConfig {
     /// Most idempotent producers whose sequences the partition remembers (see
     /// `producer_state`); the least recently written one is forgotten beyond it.
     pub max_producers: usize,
-    /// Whether rolls reuse the segment files retention deleted (see `spare`). The broker turns
-    /// it on for segments of at least [`super::spare::MIN_REUSED_SEGMENT_BYTES`].
-    pub reuse_segment_files: bool,
+    /// What retention does with the files of the segments it deletes: delete them, or keep them
+    /// (emptied or whole) for the next rolls to reuse (see `spare`). The storage default
+    /// deletes; the broker reuses ([`super::spare::SegmentFileReuse::for_segment_bytes`]).
+    pub segment_file_reuse: super::spare::SegmentFileReuse,
 }
 
 impl Default for PartitionConfig {
@@ -60,7 +61,7 @@ impl Default for PartitionConfig {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             seal_delay: std::time::Duration::ZERO,
             max_producers: super::producer_state::DEFAULT_MAX_PRODUCERS,
-            reuse_segment_files: false,
+            segment_file_reuse: super::spare::SegmentFileReuse::Delete,
         }
     }
 }

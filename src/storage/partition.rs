@@ -36,7 +36,7 @@ use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVer
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
-use super::spare::SpareSegments;
+use super::spare::{SegmentFileReuse, SpareSegments};
 use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
@@ -921,9 +921,7 @@ impl Partition {
         if self.is_retired() {
             return Ok(RetentionReport::default());
         }
-        if self.config.reuse_segment_files {
-            self.shared.spares.expire(std::time::Instant::now());
-        }
+        self.shared.spares.expire(std::time::Instant::now());
         if !self.retention_due(now_ms) {
             return Ok(RetentionReport::default());
         }
@@ -957,11 +955,15 @@ impl Partition {
                 let base_offset = victim.base_offset();
                 report.segments += 1;
                 report.bytes += victim.written_bytes() as u64;
-                // Below the log start for good: its file may be reused by a later roll.
-                let reusable = self.config.reuse_segment_files;
-                if let Some(file) = reusable.then(|| victim.into_reusable_file()).flatten() {
-                    if let Err(error) = self.shared.spares.keep(&file) {
-                        warn!(partition = %self.name, %error, "could not keep a deleted segment's file as a spare; deleting it");
+                // Below the log start for good: its files may be reused by a later roll.
+                let reuse = self.config.segment_file_reuse;
+                let reusable = (reuse != SegmentFileReuse::Delete)
+                    .then(|| victim.into_reusable_file())
+                    .flatten();
+                if let Some(file) = reusable {
+                    let index = self.directory.join(segment::index_file_name(base_offset));
+                    if let Err(error) = self.shared.spares.keep(&file, &index, reuse) {
+                        warn!(partition = %self.name, %error, "could not keep a deleted segment's files as a spare; deleting them");
                     }
                 }
                 segment::delete_files(&self.directory, base_offset)

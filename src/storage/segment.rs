@@ -693,10 +693,11 @@ impl ActiveSegment {
         )
     }
 
-    /// Creates the segment at `base_offset` in `directory` from a spare file (a segment
-    /// retention deleted; see `spare`): renamed into place and overwritten from position 0, its
-    /// blocks and cached pages reused. The file's old bytes past the write position are never
-    /// readable, and [`ActiveSegment::finish_writing`] cuts them. The caller fsyncs the directory.
+    /// Creates the segment at `base_offset` in `directory` from a spare (a segment retention
+    /// deleted; see `spare`): its files renamed into place, the log overwritten from position 0
+    /// (a whole file's blocks and cached pages reused), the emptied index taken as the new
+    /// segment's empty one. A file's old bytes past the write position are never readable, and
+    /// [`ActiveSegment::finish_writing`] cuts them. The caller fsyncs the directory.
     pub fn create_reusing(
         directory: &Path,
         base_offset: u64,
@@ -709,6 +710,9 @@ impl ActiveSegment {
                 return Err(io::Error::other("spare file longer than a segment"));
             }
             fs::rename(spare.path(), &path)?;
+            if let Some(index) = spare.index_path() {
+                fs::rename(index, directory.join(index_file_name(base_offset)))?;
+            }
             let file = OpenOptions::new().read(true).write(true).open(&path)?;
             let reserved = usize::try_from(spare.file_len()).map_err(io::Error::other)?;
             let mut segment = Self::empty(

@@ -1,29 +1,49 @@
 //! Spare segment files: segments that retention deleted, kept for a few seconds so that the
-//! partition's next roll reuses the file instead of creating one.
+//! partition's next roll reuses the files instead of creating them.
 //!
 //! # Why
 //!
-//! A new segment file costs the kernel work on every byte written to it: each page cache page is
-//! allocated fresh, ext4 reserves and later allocates its blocks (delayed allocation), and when
-//! retention deletes the file every page is invalidated and freed again. Overwriting a file whose
-//! pages are still cached and whose blocks are allocated skips all of it. Measured on the bench
-//! (1 KiB records, 1000 per batch, 1 GiB retention, flush `never`): the server's CPU per GB
-//! produced fell from 0.62–0.68 to 0.48–0.52 core-seconds, and produce with one request in flight
-//! rose from 1.17–1.22 to 1.44–1.51 GB/s (`docs/benchmarks.md`, "The fast path", item 6).
-//! Databases do the same with their write-ahead logs (RocksDB's `recycle_log_file_num`).
+//! A new segment costs the kernel work twice over. Creating its two files (log and index)
+//! allocates two inodes and deleting them frees them again: on ext4 without a journal (this
+//! project's bench machine) every inode allocation also scans past each inode freed in the last
+//! minute (`recently_deleted`), so with hundreds of small segments rolled and deleted per second
+//! it was a sixth of the server's CPU. And every byte written to a new file costs a fresh page
+//! cache page, ext4 reserves and later allocates its blocks (delayed allocation), and when
+//! retention deletes the file every page is invalidated and freed again. Overwriting a file
+//! whose pages are still cached and whose blocks are allocated skips all of it. Databases do the
+//! same with their write-ahead logs (RocksDB's `recycle_log_file_num`).
+//!
+//! Two ways, chosen by [`SegmentFileReuse`]:
+//!
+//! * [`SegmentFileReuse::Whole`] keeps the deleted file as it is, pages, blocks and old bytes.
+//!   Measured on the bench (1 KiB records, 1000 per batch, 1 GiB retention, flush `never`, one
+//!   partition, 64 MiB segments): the server's CPU per GB produced fell from 0.62–0.68 to
+//!   0.48–0.52 core-seconds, and produce with one request in flight rose from 1.17–1.22 to
+//!   1.44–1.51 GB/s (`docs/benchmarks.md`, "The fast path", item 6). But the kept pages are
+//!   memory held beyond retention until the partition rolls again: over 1,000 partitions of
+//!   2 MiB segments that is a segment per partition, 2 GB more page cache, and produce fell
+//!   by half (that memory was fresh to this VM, see `docs/benchmarks.md`).
+//! * [`SegmentFileReuse::Emptied`] truncates the file to nothing (its pages and blocks freed at
+//!   once, as a deletion would) and keeps only the inodes: the saving of file creation and
+//!   deletion without holding memory, for small segments and many partitions.
+//!
+//! In both, the index file goes with the log file, emptied: an empty index is a valid index
+//! of an empty segment, so the roll that takes it has nothing to write to it.
 //!
 //! # What keeps it safe
 //!
-//! A reused file still holds the old segment's bytes past what has been written to it. Nothing
-//! can read them, and nothing can adopt them as data:
+//! A reused file still holds the old segment's bytes past what has been written to it (a whole
+//! file always; an emptied one too if a crash loses its truncation). Nothing can read them, and
+//! nothing can adopt them as data:
 //!
-//! * Only retention's victims become spares: segments wholly below the log start, whose offsets
-//!   are lower than every offset the log will ever hold again. Recovery accepts a batch only at
-//!   exactly the next expected offset, so an old batch can never continue a log (a truncation's
-//!   segments, whose offsets may be written again, are always deleted).
+//! * Only retention's victims become spares, and only in their own partition: segments wholly
+//!   below the log start, whose offsets are lower than every offset the log will ever hold
+//!   again. Recovery accepts a batch only at exactly the next expected offset, so an old batch
+//!   can never continue a log (a truncation's segments, whose offsets may be written again, are
+//!   always deleted).
 //! * A victim becomes a spare only when nothing else holds it: the partition owns the last
 //!   reference to its reader, and no fetch holds a slice of its map (so no response in flight
-//!   can see its bytes change).
+//!   can see its bytes change, and an emptied file is never truncated under a live map).
 //! * Readers read only below the written mark (see `mmap`), and the writer truncates the file to
 //!   what it wrote when it is done with the segment (at the roll, and on a clean close): the
 //!   stale tail is gone before the segment is sealed, and the seal syncs the file whole, size
@@ -31,16 +51,16 @@
 //!   truncation is synced at the roll itself, so a crash can never leave a stale tail in a
 //!   segment followed by acknowledged data. A crash while the stale tail exists leaves it in the
 //!   last segment (or, under `never`, in an unsealed one), where recovery cuts it as a torn tail.
-//! * Spare files are named `N.spare`, which recovery does not read; opening a partition deletes
-//!   any a crash left behind.
+//! * Spare files are named `N.spare` (log) and `N.spare-index` (index), which recovery does not
+//!   read; opening a partition deletes any a crash left behind.
 //!
 //! # Bounds
 //!
 //! At most [`MAX_SPARE_SEGMENTS`] per partition, each kept at most [`SPARE_SEGMENT_MAX_AGE`]
-//! (a spare unused that long is deleted: a slow partition gains nothing from it, and its pages
-//! may have left the page cache, when a partial-page write would first read the old block back).
-//! Disk therefore holds at most that many deleted segments more than retention allows, for at
-//! most that long.
+//! (a spare unused that long is deleted: a slow partition gains nothing from it, and a whole
+//! file's pages may have left the page cache, when a partial-page write would first read the
+//! old block back). Disk therefore holds at most that many deleted segments more than retention
+//! allows, for at most that long (none with emptied files).
 
 use std::collections::VecDeque;
 use std::fs;
@@ -57,21 +77,53 @@ pub const MAX_SPARE_SEGMENTS: usize = 8;
 /// Longest a spare file is kept unused before it is deleted.
 pub const SPARE_SEGMENT_MAX_AGE: Duration = Duration::from_secs(10);
 
-/// The smallest segment size whose files the broker reuses. Measured on the bench (4 producers,
-/// 1 KiB records, 1000 per batch): with 2 MiB segments over 1,000 partitions, reuse *lowered*
-/// produce from 0.8–1.1 to 0.4–0.7 GB/s and raised the server's CPU per GB from 1.2 to 1.4–2.4
-/// core-seconds, for a reason not found yet (the reused pages were cached: no disk reads; fewer
-/// spares or a shorter age did not help), while 64 MiB segments on one partition gained 13–20%.
-/// Until that is understood, small segments are deleted as before.
+/// The smallest segment size whose files the broker reuses whole; smaller segments' files are
+/// reused emptied. Measured on the bench (4 producers, 1 KiB records, 1000 per batch): with
+/// 2 MiB segments over 1,000 partitions, whole reuse *lowered* produce from 0.8–1.1 to 0.4–0.7
+/// GB/s and raised the server's CPU per GB from 1.2 to 1.4–2.4 core-seconds (the pages kept:
+/// a segment per partition held beyond retention), while 64 MiB segments on one partition gained
+/// 13–20%.
 pub const MIN_REUSED_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The file name suffix of spare files.
+/// The file name suffix of spare log files.
 const SPARE_SUFFIX: &str = ".spare";
+
+/// The file name suffix of spare index files.
+const SPARE_INDEX_SUFFIX: &str = ".spare-index";
+
+/// What retention does with the files of the segments it deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SegmentFileReuse {
+    /// Deletes them (the storage default).
+    #[default]
+    Delete,
+    /// Truncates them to nothing and keeps the files for the partition's next rolls: saves
+    /// creating and deleting files, holds no memory. The broker's choice for segments under
+    /// [`MIN_REUSED_SEGMENT_BYTES`].
+    Emptied,
+    /// Keeps them whole for the partition's next rolls to overwrite: also saves allocating and
+    /// freeing their page cache and disk blocks, but holds that memory until a roll takes
+    /// them. The broker's choice for segments of at least [`MIN_REUSED_SEGMENT_BYTES`].
+    Whole,
+}
+
+impl SegmentFileReuse {
+    /// The broker's choice for segments of `segment_bytes` (see [`MIN_REUSED_SEGMENT_BYTES`]).
+    pub fn for_segment_bytes(segment_bytes: u64) -> Self {
+        if segment_bytes >= MIN_REUSED_SEGMENT_BYTES {
+            Self::Whole
+        } else {
+            Self::Emptied
+        }
+    }
+}
 
 /// A deleted segment's file, renamed, waiting to be reused.
 #[derive(Debug)]
 pub struct Spare {
     path: PathBuf,
+    /// The segment's index file, emptied, when it had one.
+    index: Option<PathBuf>,
     len: u64,
     kept_at: Instant,
 }
@@ -82,7 +134,13 @@ impl Spare {
         &self.path
     }
 
-    /// The file's length (all of it allocated: segments reserve before they write).
+    /// Where its emptied index file is now, if it had one.
+    pub fn index_path(&self) -> Option<&Path> {
+        self.index.as_deref()
+    }
+
+    /// The file's length (all of it allocated: segments reserve before they write; 0 when it
+    /// was emptied).
     pub fn file_len(&self) -> u64 {
         self.len
     }
@@ -122,20 +180,53 @@ impl SpareSegments {
         self.files.lock().expect("spare segments lock poisoned")
     }
 
-    /// Keeps the segment file at `log_path` (deleted by retention, unreferenced) as a spare, by
-    /// renaming it. `Ok(false)` when the partition already keeps [`MAX_SPARE_SEGMENTS`]: the
-    /// caller deletes the file instead.
-    pub fn keep(&self, log_path: &Path) -> io::Result<bool> {
+    /// Keeps the files of a segment retention deleted (unreferenced: see
+    /// `SegmentReader::into_reusable_file`), its log at `log_path` and its index at
+    /// `index_path`, as a spare, by renaming them (`reuse` says whether the log is emptied
+    /// first). `Ok(false)` when `reuse` is [`SegmentFileReuse::Delete`] or the partition already
+    /// keeps [`MAX_SPARE_SEGMENTS`]: the caller deletes the files instead (as it does any the
+    /// spare did not take, on an error too).
+    pub fn keep(
+        &self,
+        log_path: &Path,
+        index_path: &Path,
+        reuse: SegmentFileReuse,
+    ) -> io::Result<bool> {
+        if reuse == SegmentFileReuse::Delete {
+            return Ok(false);
+        }
         let mut files = self.lock();
         if files.len() >= MAX_SPARE_SEGMENTS {
             return Ok(false);
         }
-        let len = fs::metadata(log_path)?.len();
+        // Renamed first, emptied after: a crash between leaves a spare (deleted on open), never
+        // an emptied segment under its own name.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let path = self.directory.join(format!("{id}{SPARE_SUFFIX}"));
         fs::rename(log_path, &path)?;
+        let emptied = || {
+            let file = fs::OpenOptions::new().write(true).open(&path)?;
+            if reuse == SegmentFileReuse::Emptied {
+                file.set_len(0)?;
+            }
+            Ok::<_, io::Error>(file.metadata()?.len())
+        };
+        let len = emptied().inspect_err(|_| {
+            let _ = remove_if_present(&path);
+        })?;
+        let index = self.directory.join(format!("{id}{SPARE_INDEX_SUFFIX}"));
+        let index = match rename_and_empty(index_path, &index) {
+            Ok(()) => Some(index),
+            Err(error) => {
+                if error.kind() != io::ErrorKind::NotFound {
+                    tracing::debug!(index = %index_path.display(), %error, "could not keep a deleted segment's index as a spare");
+                }
+                None
+            }
+        };
         files.push_back(Spare {
             path,
+            index,
             len,
             kept_at: Instant::now(),
         });
@@ -181,11 +272,25 @@ impl SpareSegments {
     }
 }
 
-/// Deletes a spare's file; a failure is logged (the next open deletes leftovers).
+/// Deletes a spare's files; a failure is logged (the next open deletes leftovers).
 pub fn discard(spare: &Spare) {
-    if let Err(error) = remove_if_present(&spare.path) {
-        tracing::warn!(spare = %spare.path.display(), %error, "could not delete a spare segment file");
+    for path in std::iter::once(&spare.path).chain(&spare.index) {
+        if let Err(error) = remove_if_present(path) {
+            tracing::warn!(spare = %path.display(), %error, "could not delete a spare segment file");
+        }
     }
+}
+
+/// Renames the file at `from` to `to` and truncates it to nothing.
+fn rename_and_empty(from: &Path, to: &Path) -> io::Result<()> {
+    fs::rename(from, to)?;
+    let emptied = fs::OpenOptions::new()
+        .write(true)
+        .open(to)
+        .and_then(|file| file.set_len(0));
+    emptied.inspect_err(|_| {
+        let _ = remove_if_present(to);
+    })
 }
 
 fn remove_if_present(path: &Path) -> io::Result<()> {
@@ -197,6 +302,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 
 fn is_spare_name(name: &str) -> bool {
     name.strip_suffix(SPARE_SUFFIX)
+        .or_else(|| name.strip_suffix(SPARE_INDEX_SUFFIX))
         .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -210,14 +316,53 @@ mod tests {
         path
     }
 
+    fn no_index(directory: &Path) -> PathBuf {
+        directory.join("absent.index")
+    }
+
+    #[test]
+    fn an_emptied_spare_keeps_its_files_with_nothing_in_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spares, _) = SpareSegments::open(dir.path()).unwrap();
+        let log = segment_file(dir.path(), "00000000000000000000.log", 100);
+        let index = segment_file(dir.path(), "00000000000000000000.index", 16);
+        assert!(spares
+            .keep(&log, &index, SegmentFileReuse::Emptied)
+            .unwrap());
+        assert!(!log.exists() && !index.exists());
+        let taken = spares.take(1 << 20).unwrap();
+        assert_eq!(taken.file_len(), 0);
+        assert_eq!(fs::metadata(taken.path()).unwrap().len(), 0);
+        let kept_index = taken.index_path().expect("the index went with the log");
+        assert_eq!(fs::metadata(kept_index).unwrap().len(), 0);
+        discard(&taken);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn delete_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spares, _) = SpareSegments::open(dir.path()).unwrap();
+        let log = segment_file(dir.path(), "00000000000000000000.log", 100);
+        assert!(!spares
+            .keep(&log, &no_index(dir.path()), SegmentFileReuse::Delete)
+            .unwrap());
+        assert!(log.exists(), "the caller deletes it");
+        assert_eq!(spares.count(), 0);
+    }
+
     #[test]
     fn kept_files_are_renamed_and_taken_newest_first() {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let first = segment_file(dir.path(), "00000000000000000000.log", 10);
         let second = segment_file(dir.path(), "00000000000000000100.log", 20);
-        assert!(spares.keep(&first).unwrap());
-        assert!(spares.keep(&second).unwrap());
+        assert!(spares
+            .keep(&first, &no_index(dir.path()), SegmentFileReuse::Whole)
+            .unwrap());
+        assert!(spares
+            .keep(&second, &no_index(dir.path()), SegmentFileReuse::Whole)
+            .unwrap());
         assert!(!first.exists() && !second.exists());
         assert_eq!(spares.count(), 2);
         let taken = spares.take(1 << 20).unwrap();
@@ -232,7 +377,9 @@ mod tests {
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         for index in 0..MAX_SPARE_SEGMENTS + 2 {
             let path = segment_file(dir.path(), &format!("{index:020}.log"), 1);
-            let kept = spares.keep(&path).unwrap();
+            let kept = spares
+                .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
+                .unwrap();
             assert_eq!(kept, index < MAX_SPARE_SEGMENTS, "file {index}");
         }
         assert_eq!(spares.count(), MAX_SPARE_SEGMENTS);
@@ -243,7 +390,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let path = segment_file(dir.path(), "00000000000000000000.log", 100);
-        spares.keep(&path).unwrap();
+        spares
+            .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
+            .unwrap();
         assert!(spares.take(99).is_none());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -253,7 +402,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let path = segment_file(dir.path(), "00000000000000000000.log", 1);
-        spares.keep(&path).unwrap();
+        spares
+            .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
+            .unwrap();
         spares.expire(Instant::now());
         assert_eq!(spares.count(), 1, "not old yet");
         spares.expire(Instant::now() + SPARE_SEGMENT_MAX_AGE);
@@ -261,9 +412,10 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
 
         segment_file(dir.path(), "3.spare", 1);
+        segment_file(dir.path(), "3.spare-index", 1);
         segment_file(dir.path(), "00000000000000000000.log", 1);
         let (_, removed) = SpareSegments::open(dir.path()).unwrap();
-        assert_eq!(removed, 1);
+        assert_eq!(removed, 2);
         assert!(dir.path().join("00000000000000000000.log").exists());
     }
 }
