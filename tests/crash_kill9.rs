@@ -227,8 +227,8 @@ async fn acknowledged_records_survive_kill_9() {
 }
 
 /// The same with small segments and a retention of a few, so kills land while retention deletes
-/// segments. (Segments this small are deleted, not reused: src/storage/spare.rs; the reuse of
-/// files under crashes is covered on crash images by tests/segment_reuse.rs.)
+/// segments. (Segments this small have their files reused emptied, src/storage/spare.rs; both
+/// kinds of reuse are covered on crash images by tests/segment_reuse.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_records_survive_kill_9_while_retention_deletes() {
     let seed = seed();
