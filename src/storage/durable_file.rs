@@ -1,4 +1,5 @@
-//! Small files replaced atomically and durably, and directory syncs.
+//! Small files replaced atomically and durably, directory syncs, and removals that tolerate a
+//! file already gone.
 //!
 //! Several small files must survive a crash whole or not at all: the epoch checkpoint, the
 //! recovery point, the broker's `topic.json`. They share one way of writing (temporary file,
@@ -29,4 +30,13 @@ pub fn write_durably(directory: &Path, name: &str, contents: &[u8]) -> io::Resul
 /// fsyncs a directory so that creations, renames and deletions in it survive a crash.
 pub fn sync_directory(directory: &Path) -> io::Result<()> {
     File::open(directory)?.sync_all()
+}
+
+/// Removes the file at `path`; one that is not there is not an error (a crash, a retry, or a
+/// rename before it got there).
+pub fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
 }

@@ -36,7 +36,7 @@ use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVer
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::seal::{RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
-use super::spare::{SegmentFileReuse, SpareSegments};
+use super::spare::SpareSegments;
 use super::{io_error, StorageError};
 use crate::batch::{self, BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
@@ -956,12 +956,9 @@ impl Partition {
                 report.segments += 1;
                 report.bytes += victim.written_bytes() as u64;
                 // Below the log start for good: its files may be reused by a later roll.
-                let reuse = self.config.segment_file_reuse;
-                let reusable = (reuse != SegmentFileReuse::Delete)
-                    .then(|| victim.into_reusable_file())
-                    .flatten();
-                if let Some(file) = reusable {
+                if let Some(file) = victim.into_reusable_file() {
                     let index = self.directory.join(segment::index_file_name(base_offset));
+                    let reuse = self.config.segment_file_reuse;
                     if let Err(error) = self.shared.spares.keep(&file, &index, reuse) {
                         warn!(partition = %self.name, %error, "could not keep a deleted segment's files as a spare; deleting them");
                     }

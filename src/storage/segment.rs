@@ -1085,10 +1085,7 @@ fn walk_headers(
 /// Removes a segment's files (retention, or a cut during recovery).
 pub fn delete_files(directory: &Path, base_offset: u64) -> io::Result<()> {
     for name in [log_file_name(base_offset), index_file_name(base_offset)] {
-        match fs::remove_file(directory.join(name)) {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-            _ => {}
-        }
+        super::durable_file::remove_if_present(&directory.join(name))?;
     }
     Ok(())
 }

@@ -70,6 +70,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::durable_file::remove_if_present;
+
 /// Most spare files one partition keeps: enough for the rolls between two retention passes of a
 /// partition written at loopback speed (64 MiB segments at ~2 GB/s, a pass every 250 ms).
 pub const MAX_SPARE_SEGMENTS: usize = 8;
@@ -183,40 +185,27 @@ impl SpareSegments {
     /// Keeps the files of a segment retention deleted (unreferenced: see
     /// `SegmentReader::into_reusable_file`), its log at `log_path` and its index at
     /// `index_path`, as a spare, by renaming them (`reuse` says whether the log is emptied
-    /// first). `Ok(false)` when `reuse` is [`SegmentFileReuse::Delete`] or the partition already
-    /// keeps [`MAX_SPARE_SEGMENTS`]: the caller deletes the files instead (as it does any the
-    /// spare did not take, on an error too).
+    /// too; the index always is). `Ok(false)` when `reuse` is [`SegmentFileReuse::Delete`] or
+    /// the partition already keeps [`MAX_SPARE_SEGMENTS`]: the caller deletes whatever files
+    /// are still under the segment's names (on an error too).
+    ///
+    /// The renames and truncations run outside the spares' lock, which a roll takes under the
+    /// partition's append lock: emptying a file frees its pages, too slow to make a roll wait.
     pub fn keep(
         &self,
         log_path: &Path,
         index_path: &Path,
         reuse: SegmentFileReuse,
     ) -> io::Result<bool> {
-        if reuse == SegmentFileReuse::Delete {
+        if reuse == SegmentFileReuse::Delete || self.count() >= MAX_SPARE_SEGMENTS {
             return Ok(false);
         }
-        let mut files = self.lock();
-        if files.len() >= MAX_SPARE_SEGMENTS {
-            return Ok(false);
-        }
-        // Renamed first, emptied after: a crash between leaves a spare (deleted on open), never
-        // an emptied segment under its own name.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let path = self.directory.join(format!("{id}{SPARE_SUFFIX}"));
-        fs::rename(log_path, &path)?;
-        let emptied = || {
-            let file = fs::OpenOptions::new().write(true).open(&path)?;
-            if reuse == SegmentFileReuse::Emptied {
-                file.set_len(0)?;
-            }
-            Ok::<_, io::Error>(file.metadata()?.len())
-        };
-        let len = emptied().inspect_err(|_| {
-            let _ = remove_if_present(&path);
-        })?;
+        let len = rename_as_spare(log_path, &path, reuse == SegmentFileReuse::Emptied)?;
         let index = self.directory.join(format!("{id}{SPARE_INDEX_SUFFIX}"));
-        let index = match rename_and_empty(index_path, &index) {
-            Ok(()) => Some(index),
+        let index = match rename_as_spare(index_path, &index, true) {
+            Ok(_) => Some(index),
             Err(error) => {
                 if error.kind() != io::ErrorKind::NotFound {
                     tracing::debug!(index = %index_path.display(), %error, "could not keep a deleted segment's index as a spare");
@@ -224,12 +213,20 @@ impl SpareSegments {
                 None
             }
         };
-        files.push_back(Spare {
+        let spare = Spare {
             path,
             index,
             len,
             kept_at: Instant::now(),
-        });
+        };
+        let mut files = self.lock();
+        // Another retention pass of this partition may have filled the last place meanwhile.
+        if files.len() >= MAX_SPARE_SEGMENTS {
+            drop(files);
+            discard(&spare);
+            return Ok(false);
+        }
+        files.push_back(spare);
         Ok(true)
     }
 
@@ -247,23 +244,26 @@ impl SpareSegments {
         None
     }
 
-    /// Deletes spares kept longer than [`SPARE_SEGMENT_MAX_AGE`] as of `now`.
+    /// Deletes spares kept longer than [`SPARE_SEGMENT_MAX_AGE`] as of `now` (outside the
+    /// lock, as `keep` does its file work).
     pub fn expire(&self, now: Instant) {
-        let mut files = self.lock();
-        while files.front().is_some_and(|spare| {
-            now.saturating_duration_since(spare.kept_at) >= SPARE_SEGMENT_MAX_AGE
-        }) {
-            if let Some(spare) = files.pop_front() {
-                discard(&spare);
-            }
-        }
+        let expired: Vec<Spare> = {
+            let mut files = self.lock();
+            let old = files
+                .iter()
+                .take_while(|spare| {
+                    now.saturating_duration_since(spare.kept_at) >= SPARE_SEGMENT_MAX_AGE
+                })
+                .count();
+            files.drain(..old).collect()
+        };
+        expired.iter().for_each(discard);
     }
 
     /// Deletes every spare (the partition is closing).
     pub fn clear(&self) {
-        for spare in self.lock().drain(..) {
-            discard(&spare);
-        }
+        let all: Vec<Spare> = self.lock().drain(..).collect();
+        all.iter().for_each(discard);
     }
 
     /// Spares kept now.
@@ -281,23 +281,22 @@ pub fn discard(spare: &Spare) {
     }
 }
 
-/// Renames the file at `from` to `to` and truncates it to nothing.
-fn rename_and_empty(from: &Path, to: &Path) -> io::Result<()> {
+/// Renames the file at `from` to the spare name `to`, truncated to nothing when `empty`, and
+/// returns its length. Renamed first, emptied after: a crash between leaves a spare (deleted on
+/// open), never an emptied segment file under its own name. On an error nothing is left at
+/// `to`.
+fn rename_as_spare(from: &Path, to: &Path, empty: bool) -> io::Result<u64> {
     fs::rename(from, to)?;
-    let emptied = fs::OpenOptions::new()
-        .write(true)
-        .open(to)
-        .and_then(|file| file.set_len(0));
-    emptied.inspect_err(|_| {
+    let emptied = || {
+        if !empty {
+            return Ok(fs::metadata(to)?.len());
+        }
+        fs::OpenOptions::new().write(true).open(to)?.set_len(0)?;
+        Ok(0)
+    };
+    emptied().inspect_err(|_| {
         let _ = remove_if_present(to);
     })
-}
-
-fn remove_if_present(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-        _ => Ok(()),
-    }
 }
 
 fn is_spare_name(name: &str) -> bool {
@@ -316,8 +315,12 @@ mod tests {
         path
     }
 
-    fn no_index(directory: &Path) -> PathBuf {
-        directory.join("absent.index")
+    /// Keeps `log` whole, with no index file.
+    fn keep_whole(spares: &SpareSegments, directory: &Path, log: &Path) -> bool {
+        let no_index = directory.join("absent.index");
+        spares
+            .keep(log, &no_index, SegmentFileReuse::Whole)
+            .unwrap()
     }
 
     #[test]
@@ -344,8 +347,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let log = segment_file(dir.path(), "00000000000000000000.log", 100);
+        let no_index = dir.path().join("absent.index");
         assert!(!spares
-            .keep(&log, &no_index(dir.path()), SegmentFileReuse::Delete)
+            .keep(&log, &no_index, SegmentFileReuse::Delete)
             .unwrap());
         assert!(log.exists(), "the caller deletes it");
         assert_eq!(spares.count(), 0);
@@ -357,12 +361,8 @@ mod tests {
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let first = segment_file(dir.path(), "00000000000000000000.log", 10);
         let second = segment_file(dir.path(), "00000000000000000100.log", 20);
-        assert!(spares
-            .keep(&first, &no_index(dir.path()), SegmentFileReuse::Whole)
-            .unwrap());
-        assert!(spares
-            .keep(&second, &no_index(dir.path()), SegmentFileReuse::Whole)
-            .unwrap());
+        assert!(keep_whole(&spares, dir.path(), &first));
+        assert!(keep_whole(&spares, dir.path(), &second));
         assert!(!first.exists() && !second.exists());
         assert_eq!(spares.count(), 2);
         let taken = spares.take(1 << 20).unwrap();
@@ -377,9 +377,7 @@ mod tests {
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         for index in 0..MAX_SPARE_SEGMENTS + 2 {
             let path = segment_file(dir.path(), &format!("{index:020}.log"), 1);
-            let kept = spares
-                .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
-                .unwrap();
+            let kept = keep_whole(&spares, dir.path(), &path);
             assert_eq!(kept, index < MAX_SPARE_SEGMENTS, "file {index}");
         }
         assert_eq!(spares.count(), MAX_SPARE_SEGMENTS);
@@ -390,9 +388,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let path = segment_file(dir.path(), "00000000000000000000.log", 100);
-        spares
-            .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
-            .unwrap();
+        keep_whole(&spares, dir.path(), &path);
         assert!(spares.take(99).is_none());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -402,9 +398,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (spares, _) = SpareSegments::open(dir.path()).unwrap();
         let path = segment_file(dir.path(), "00000000000000000000.log", 1);
-        spares
-            .keep(&path, &no_index(dir.path()), SegmentFileReuse::Whole)
-            .unwrap();
+        keep_whole(&spares, dir.path(), &path);
         spares.expire(Instant::now());
         assert_eq!(spares.count(), 1, "not old yet");
         spares.expire(Instant::now() + SPARE_SEGMENT_MAX_AGE);
