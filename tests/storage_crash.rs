@@ -569,3 +569,49 @@ fn epoch_of_a_deleted_segment_is_not_adopted() {
     );
     partition.append(&batch(3, 1, 1, 10)).unwrap();
 }
+
+#[test]
+fn a_rolls_lost_directory_entry_cuts_the_log_at_the_gap() {
+    // Proves: under flush `never` a roll does not sync the partition directory (the seal does,
+    // before the recovery point passes the segment), so an OS crash may lose a new segment's
+    // entry while a later one's survives. Recovery then finds a gap after a segment the recovery
+    // point does not cover and keeps only the log before it: a prefix, dense, with its epoch,
+    // taking appends at its end.
+    let dir = scratch_dir();
+    let mut config = config(SMALL_SEGMENT_BYTES, FlushPolicy::Never);
+    // No seal before the "crash": the recovery point stays at 0.
+    config.seal_delay = std::time::Duration::from_secs(3600);
+    let partition = fresh(dir.path(), config);
+    partition.install_epoch(4).unwrap();
+    let mut tag = 0;
+    while segment_bases(dir.path()).len() < 4 {
+        partition.append(&batch(4, tag, 3, 200)).unwrap();
+        tag += 1;
+    }
+    let written = read_all_records(&partition);
+    // The crash image: the files as the page cache has them, the third segment's entry lost.
+    let image = scratch_dir();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), image.path().join(entry.file_name())).unwrap();
+    }
+    drop(partition);
+    let bases = segment_bases(image.path());
+    std::fs::remove_file(image.path().join(log_name(bases[2]))).unwrap();
+
+    let (partition, report) =
+        Partition::open_with_report("t/0", image.path(), config, &seal_worker()).unwrap();
+    assert_eq!(report.segments_deleted, 1, "the segment after the gap goes");
+    assert_eq!(segment_bases(image.path()), bases[..2]);
+    let records = read_all_records(&partition);
+    assert_dense_and_monotonic(&records, 0);
+    assert_eq!(
+        records.len() as u64,
+        bases[2],
+        "everything before the gap is kept"
+    );
+    assert!(records[..] == written[..records.len()]);
+    assert_eq!(partition.current_epoch(), 4);
+    let appended = partition.append(&batch(4, 9_999, 1, 10)).unwrap();
+    assert_eq!(appended.base_offset, bases[2]);
+}

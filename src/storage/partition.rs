@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::config::{FlushPolicy, PartitionConfig};
-use super::durable_file::sync_directory;
+use super::durable_file::{sync_directory, DeferredDirectorySync};
 use super::fence::{
     check_credential_since, EpochCheckpoint, Fence, FenceError, ReplicaState, Role, WriteCredential,
 };
@@ -125,6 +125,8 @@ struct Shared {
     truncations: AtomicU64,
     /// Segment files retention deleted, kept for the next rolls to reuse (see `spare`).
     spares: SpareSegments,
+    /// The rolls' directory changes not synced yet (flush `never`: the seal syncs them).
+    directory_sync: Arc<DeferredDirectorySync>,
 }
 
 /// The writer's state: everything behind the fence lock.
@@ -140,9 +142,11 @@ pub struct Writer {
     publish_on_append: bool,
     /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
     seal_delay: std::time::Duration,
-    /// Whether a reused segment file's cut tail is synced at the roll (every flush policy but
-    /// `never`: see `spare`).
-    sync_cut_at_roll: bool,
+    /// Whether a roll makes its changes durable under the append lock: a reused segment file's
+    /// cut tail (see `spare`), the new segment's directory entry and the sealed segment's index.
+    /// Every flush policy but `never`; under `never` the seal does it, later and for many rolls
+    /// at once (see `DeferredDirectorySync`).
+    durable_rolls: bool,
     /// The thread full segments are handed to.
     seal_worker: SealWorker,
     /// Each idempotent producer's recent batches.
@@ -277,7 +281,7 @@ impl Writer {
         // A reused file's old tail goes first: recovery must never find old bytes after a
         // segment's data once another segment follows it (see `spare`).
         self.active
-            .finish_writing(self.sync_cut_at_roll)
+            .finish_writing(self.durable_rolls)
             .map_err(io_error("cut a reused segment file"))?;
         let next = match self.shared.spares.take(self.options.segment_bytes) {
             Some(spare) => {
@@ -290,13 +294,22 @@ impl Writer {
             None => ActiveSegment::create(&self.directory, base_offset, self.options),
         }
         .map_err(io_error("create segment"))?;
-        if let Err(error) = sync_directory(&self.directory) {
-            drop(next);
-            if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
-                warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
+        // Under `never` the directory is synced by the seal, for many rolls at once (see
+        // `DeferredDirectorySync`); otherwise an acknowledged record's segment must be findable
+        // after a crash as soon as it is synced, so the roll syncs it.
+        let directory_change = if self.durable_rolls {
+            if let Err(error) = sync_directory(&self.directory) {
+                drop(next);
+                if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
+                    warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
+                }
+                return Err(io_error("sync partition directory")(error));
             }
-            return Err(io_error("sync partition directory")(error));
-        }
+            None
+        } else {
+            let directory = &self.shared.directory_sync;
+            Some((Arc::clone(directory), directory.note_change()))
+        };
         // The state as of the new segment's start, written by the seal thread once the full
         // segment is durable (no fsync under the append lock, and never ahead of the durable
         // log): a restart then replays the active segment only.
@@ -309,16 +322,26 @@ impl Writer {
             .expect("segments lock poisoned")
             .push(Arc::clone(self.active.reader()));
         // The index is a cache that recovery checks and rebuilds: a failed sync is not worth
-        // failing the append for.
-        if let Err(error) = sealed.sync_index() {
-            warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
-        }
+        // failing the append for. Under `never` the seal syncs it, off the append lock.
+        let sealed_index = self
+            .directory
+            .join(segment::index_file_name(sealed.reader().base_offset()));
+        let index = if self.durable_rolls {
+            if let Err(error) = sealed.sync_index() {
+                warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
+            }
+            None
+        } else {
+            Some(sealed_index)
+        };
         // Sync the full segment whole and advance the recovery point, off the append lock.
         let shared = Arc::clone(&self.shared);
         self.seal_worker.submit(SealJob {
             segment: Arc::downgrade(sealed.reader()),
             recovery_point: Arc::clone(&self.shared.recovery_point),
             next_base: base_offset,
+            directory_change,
+            index,
             generation,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
@@ -490,6 +513,7 @@ impl Partition {
             watermarks: Watermarks::new(leader_epochs.is_replicated(), log_end, high_watermark),
             truncations: AtomicU64::new(0),
             spares,
+            directory_sync: Arc::new(DeferredDirectorySync::new(directory)),
         });
         let writer = Writer {
             directory: directory.to_path_buf(),
@@ -500,7 +524,7 @@ impl Partition {
             shared: Arc::clone(&shared),
             publish_on_append: config.flush != FlushPolicy::Always,
             seal_delay: config.seal_delay,
-            sync_cut_at_roll: config.flush != FlushPolicy::Never,
+            durable_rolls: config.flush != FlushPolicy::Never,
             seal_worker: seal_worker.clone(),
             producers,
             leader_epochs,
@@ -812,6 +836,12 @@ impl Partition {
         });
         self.commit
             .wait_durable(target, || self.sync_everything())?;
+        // Rolls under `never` left their directory changes to the seal: the segments must be
+        // findable before the recovery point says they are synced.
+        self.shared
+            .directory_sync
+            .sync_all()
+            .map_err(io_error("sync partition directory"))?;
         // Every segment before the active one is synced now: trust them at the next recovery
         // (unless a truncation came meanwhile: then they may not be the log any more).
         self.shared

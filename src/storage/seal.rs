@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::durable_file::write_durably;
+use super::durable_file::{write_durably, DeferredDirectorySync};
 use super::segment::SegmentReader;
 
 /// Name of the recovery point file in a partition directory.
@@ -177,6 +177,13 @@ pub(crate) struct SealJob {
     pub(crate) recovery_point: Arc<RecoveryPoint>,
     /// Base offset of the segment after it.
     pub(crate) next_base: u64,
+    /// The roll's directory change, when the roll left it unsynced (flush `never`): synced
+    /// before the recovery point moves, so that no segment below it can be missing after a
+    /// crash (a roll's file whose entry is lost leaves a gap after the recovery point, which
+    /// recovery cuts like any torn tail).
+    pub(crate) directory_change: Option<(Arc<DeferredDirectorySync>, u64)>,
+    /// The segment's index file, when the roll left it unsynced (flush `never`).
+    pub(crate) index: Option<PathBuf>,
     /// The recovery point's truncation generation when the segment was rolled.
     pub(crate) generation: u64,
     /// Not sealed before this (the partition's `seal_delay` after the roll).
@@ -349,6 +356,18 @@ fn run(job: SealJob) {
     };
     match synced {
         Ok(()) => {
+            if let (Some(index), Some(_)) = (&job.index, &segment) {
+                // A cache that recovery checks and rebuilds: a failed sync is only logged.
+                if let Err(error) = sync_file_if_present(index) {
+                    tracing::warn!(index = %index.display(), %error, "could not sync a sealed segment's index");
+                }
+            }
+            if let Some((directory, change)) = &job.directory_change {
+                if let Err(error) = directory.sync_through(*change) {
+                    tracing::warn!(next_base = job.next_base, %error, "could not sync the partition directory after sealing a segment; the recovery point stays, the next seal retries");
+                    return;
+                }
+            }
             // The segment is durable. Recording that is an optimisation (recovery scans less and
             // trusts more): a record that cannot be written, on a full disk say, leaves the
             // recovery point where it was, which recovery handles as it handles data written
@@ -369,6 +388,15 @@ fn run(job: SealJob) {
     }
 }
 
+/// fsyncs the file at `path`; one that is gone (retention deleted it) needs nothing.
+fn sync_file_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(file) => file.sync_all(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 #[cfg(all(test, not(fencelog_loom)))]
 mod tests {
     use super::*;
@@ -386,6 +414,8 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(&recovery_point),
             next_base: 42,
+            directory_change: None,
+            index: None,
             generation: 0,
             not_before: Instant::now() + Duration::from_secs(3600),
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
@@ -412,6 +442,8 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(recovery_point),
             next_base: 7,
+            directory_change: None,
+            index: None,
             generation: 0,
             not_before: Instant::now() + delay,
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
@@ -424,5 +456,30 @@ mod tests {
         assert_eq!(deferred_point.offset(), 0);
         drop(deferring);
         assert_eq!(deferred_point.offset(), 7);
+    }
+
+    /// A roll that left its directory change to the seal: the recovery point moves only once a
+    /// directory sync covers that change.
+    #[test]
+    fn the_seal_syncs_the_rolls_directory_change_before_the_recovery_point_moves() {
+        let directory = tempfile::tempdir().unwrap();
+        let recovery_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let deferred = Arc::new(DeferredDirectorySync::new(directory.path()));
+        let change = deferred.note_change();
+        let worker = SealWorker::start().unwrap();
+        worker.submit(SealJob {
+            segment: Weak::new(),
+            recovery_point: Arc::clone(&recovery_point),
+            next_base: 9,
+            directory_change: Some((Arc::clone(&deferred), change)),
+            index: Some(directory.path().join("gone.index")),
+            generation: 0,
+            not_before: Instant::now(),
+            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            after_seal: None,
+        });
+        drop(worker);
+        assert_eq!(recovery_point.offset(), 9);
+        assert!(deferred.is_synced_through(change));
     }
 }
