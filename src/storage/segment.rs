@@ -617,6 +617,9 @@ pub struct ActiveSegment {
     /// The file is a reused one (see `spare`): past what was written it still holds the old
     /// segment's bytes, which [`ActiveSegment::finish_writing`] cuts.
     old_tail: bool,
+    /// The reused file was empty when taken (`SegmentFileReuse::Emptied`): past what was
+    /// written only the reservation's zeros follow, unless a crash lost the emptying.
+    emptied: bool,
 }
 
 /// Options a segment is opened with.
@@ -724,6 +727,7 @@ impl ActiveSegment {
                 reserved,
             )?;
             segment.old_tail = true;
+            segment.emptied = spare.file_len() == 0;
             Ok(segment)
         };
         reused().inspect_err(|_| {
@@ -742,6 +746,17 @@ impl ActiveSegment {
     /// syncs the file whole before the recovery point passes the segment.
     pub fn finish_writing(&mut self, sync: bool) -> io::Result<()> {
         if !self.old_tail {
+            return Ok(());
+        }
+        if self.emptied && !sync {
+            // Nothing old to cut: the page cache holds the data, then the reservation's zeros,
+            // so a process crash finds no stale tail. An OS crash that lost the emptying is
+            // guarded only by a synced cut, which `!sync` does not promise; the seal's
+            // whole-file sync is what makes the segment's length durable. Skipping the cut
+            // keeps the freeing of the reservation's blocks (a synchronous discard on a file
+            // system mounted with `discard`) out of the roll, which runs under the append lock.
+            self.reader.length_unsynced.store(true, Ordering::Release);
+            self.old_tail = false;
             return Ok(());
         }
         let file = self.map.truncate_to_written()?;
@@ -921,6 +936,7 @@ impl ActiveSegment {
             index,
             next_offset,
             old_tail: false,
+            emptied: false,
         })
     }
 

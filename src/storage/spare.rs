@@ -47,7 +47,9 @@
 //! * Readers read only below the written mark (see `mmap`), and the writer truncates the file to
 //!   what it wrote when it is done with the segment (at the roll, and on a clean close): the
 //!   stale tail is gone before the segment is sealed, and the seal syncs the file whole, size
-//!   included, before the recovery point passes it. With a flush policy other than `never` the
+//!   included, before the recovery point passes it. An emptied file under `never` is not cut:
+//!   only the reservation's zeros follow its data, and an unsynced cut would not guard against
+//!   a crash that lost the emptying anyway (the seal's whole-file sync does). With a flush policy other than `never` the
 //!   truncation is synced at the roll itself, so a crash can never leave a stale tail in a
 //!   segment followed by acknowledged data. A crash while the stale tail exists leaves it in the
 //!   last segment (or, under `never`, in an unsealed one), where recovery cuts it as a torn tail.
