@@ -19,7 +19,7 @@
 //! partition it opens, so several brokers in one process (a cluster simulation) seal
 //! independently, and a broker's seal thread ends once the broker and its partitions are gone.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -237,7 +237,7 @@ impl SealWorker {
             .as_ref()
             .expect("the queue is open while a handle lives");
         if let Err(mpsc::SendError(job)) = sender.send(job) {
-            run(job);
+            run(job, false);
         }
     }
 }
@@ -304,6 +304,7 @@ impl Ord for Deferred {
 /// are not held up behind another partition's deferred jobs.
 fn serve(receiver: &Receiver<SealJob>) {
     let mut waiting = BinaryHeap::new();
+    let mut queued = QueuedPerPartition::default();
     let mut arrivals: u64 = 0;
     loop {
         while let Some(next) = waiting.peek() {
@@ -314,7 +315,8 @@ fn serve(receiver: &Receiver<SealJob>) {
             let Some(Deferred { job, .. }) = waiting.pop() else {
                 break;
             };
-            run(job);
+            let superseded = queued.remove(&job);
+            run(job, superseded);
         }
         let received = match waiting.peek() {
             Some(Deferred { not_before, .. }) => {
@@ -325,6 +327,7 @@ fn serve(receiver: &Receiver<SealJob>) {
         match received {
             Ok(job) => {
                 arrivals += 1;
+                queued.add(&job);
                 waiting.push(Deferred {
                     not_before: job.not_before,
                     arrival: arrivals,
@@ -335,7 +338,8 @@ fn serve(receiver: &Receiver<SealJob>) {
             Err(RecvTimeoutError::Disconnected) => {
                 // No partition can submit any more: seal what is left now.
                 while let Some(Deferred { job, .. }) = waiting.pop() {
-                    run(job);
+                    let superseded = queued.remove(&job);
+                    run(job, superseded);
                 }
                 return;
             }
@@ -343,13 +347,48 @@ fn serve(receiver: &Receiver<SealJob>) {
     }
 }
 
-fn run(job: SealJob) {
+/// How many jobs of each partition (keyed by its recovery point) are waiting.
+#[derive(Default)]
+struct QueuedPerPartition(HashMap<*const RecoveryPoint, usize>);
+
+impl QueuedPerPartition {
+    fn add(&mut self, job: &SealJob) {
+        *self.0.entry(Arc::as_ptr(&job.recovery_point)).or_default() += 1;
+    }
+
+    /// Takes `job` off the count; returns whether a later job of its partition still waits.
+    /// (A waiting job holds its recovery point, so no other partition's can reuse the address.)
+    fn remove(&mut self, job: &SealJob) -> bool {
+        let key = Arc::as_ptr(&job.recovery_point);
+        match self.0.get_mut(&key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                true
+            }
+            _ => {
+                self.0.remove(&key);
+                false
+            }
+        }
+    }
+}
+
+/// Seals `job`'s segment and moves the recovery point past it. `superseded`: a later job of the
+/// same partition waits behind this one.
+fn run(job: SealJob, superseded: bool) {
     // Nothing to sync when retention deleted the segment (no reader holds it any more, or it is
     // marked) or its partition was closed and its directory removed: recovery will never read it.
     let segment = job
         .segment
         .upgrade()
         .filter(|segment| !segment.is_deleted() && segment.path().exists());
+    if segment.is_none() && superseded {
+        // Nothing synced, and the later job moves the point further (and writes a later
+        // snapshot) moments from now. Recording each deleted segment's point cost two file
+        // creations and four fsyncs per roll on this thread when retention kept up with rolls
+        // (4 producers over 100 partitions of 2.5 MiB segments: a tenth of the machine).
+        return;
+    }
     let synced = match &segment {
         Some(segment) => segment.sync_sealed(),
         None => Ok(()),
@@ -481,5 +520,32 @@ mod tests {
         drop(worker);
         assert_eq!(recovery_point.offset(), 9);
         assert!(deferred.is_synced_through(change));
+    }
+
+    /// Jobs of one partition whose segments retention already deleted: only the last one waiting
+    /// records the recovery point (and runs its after-seal step); the earlier ones are skipped.
+    #[test]
+    fn a_deleted_segments_job_defers_to_a_later_one_of_its_partition() {
+        let directory = tempfile::tempdir().unwrap();
+        let recovery_point = Arc::new(RecoveryPoint::load(directory.path()).unwrap());
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let worker = SealWorker::start().unwrap();
+        for next_base in [10, 20, 30] {
+            let ran = Arc::clone(&ran);
+            worker.submit(SealJob {
+                segment: Weak::new(),
+                recovery_point: Arc::clone(&recovery_point),
+                next_base,
+                directory_change: None,
+                index: None,
+                generation: 0,
+                not_before: Instant::now() + Duration::from_secs(3600),
+                on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+                after_seal: Some(Box::new(move || ran.lock().unwrap().push(next_base))),
+            });
+        }
+        drop(worker);
+        assert_eq!(recovery_point.offset(), 30);
+        assert_eq!(*ran.lock().unwrap(), [30]);
     }
 }
