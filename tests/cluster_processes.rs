@@ -169,7 +169,8 @@ impl BrokerProcess {
     /// (the broker must be stopped): values and epochs, and its log end.
     fn replica_contents(&self, topic: &str) -> (Vec<(String, u64)>, u64) {
         let directory = self.data_dir.join("topics").join(topic).join("0");
-        let config = fencelog::broker::partition_config(&fencelog::domain::TopicConfig::default());
+        let config =
+            fencelog::broker::partition_config(&fencelog::domain::TopicConfig::default(), 1);
         let partition = fencelog::storage::Partition::open(
             &format!("{topic}/0"),
             &directory,

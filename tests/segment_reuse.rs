@@ -268,17 +268,22 @@ fn without_reuse_retention_deletes_the_files() {
     assert_eq!(spare_files(directory.path()), 0);
 }
 
-/// The broker reuses files of large segments whole and those of smaller ones emptied (see
-/// `MIN_REUSED_SEGMENT_BYTES`).
+/// The broker reuses a topic's segment files whole when a segment per partition fits the
+/// process's budget for whole spares (`WHOLE_SPARES_BUDGET_BYTES`), emptied otherwise.
 #[test]
-fn the_broker_reuses_large_segments_whole_and_small_ones_emptied() {
-    use fencelog::storage::spare::MIN_REUSED_SEGMENT_BYTES;
+fn the_broker_reuses_segment_files_whole_when_the_topic_fits_the_budget() {
+    use fencelog::storage::spare::WHOLE_SPARES_BUDGET_BYTES;
     let topic = |segment_bytes| fencelog::domain::TopicConfig {
         segment_bytes,
         ..fencelog::domain::TopicConfig::default()
     };
-    let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES));
-    assert_eq!(config.segment_file_reuse, SegmentFileReuse::Whole);
-    let config = fencelog::broker::partition_config(&topic(MIN_REUSED_SEGMENT_BYTES - 1));
-    assert_eq!(config.segment_file_reuse, SegmentFileReuse::Emptied);
+    let reuse = |partitions, segment_bytes| {
+        fencelog::broker::partition_config(&topic(segment_bytes), partitions).segment_file_reuse
+    };
+    assert_eq!(reuse(1, 64 << 20), SegmentFileReuse::Whole);
+    assert_eq!(reuse(100, 5 << 20), SegmentFileReuse::Whole);
+    assert_eq!(reuse(1000, 2 << 20), SegmentFileReuse::Emptied);
+    let per_partition = WHOLE_SPARES_BUDGET_BYTES / 8;
+    assert_eq!(reuse(8, per_partition), SegmentFileReuse::Whole);
+    assert_eq!(reuse(9, per_partition), SegmentFileReuse::Emptied);
 }

@@ -209,7 +209,7 @@ fn open_jobs(
     partitions: u32,
     config: &TopicConfig,
 ) -> Vec<partition_opener::OpenJob> {
-    let storage = partition_config(config);
+    let storage = partition_config(config, partitions);
     (0..partitions)
         .map(|index| partition_opener::OpenJob {
             name: format!("{name}/{index}"),
@@ -219,8 +219,8 @@ fn open_jobs(
         .collect()
 }
 
-/// The storage settings a topic's partitions get.
-pub fn partition_config(config: &TopicConfig) -> PartitionConfig {
+/// The storage settings the partitions of a topic of `partitions` partitions get.
+pub fn partition_config(config: &TopicConfig, partitions: u32) -> PartitionConfig {
     PartitionConfig {
         segment_bytes: config.segment_bytes,
         flush: config.flush,
@@ -230,7 +230,8 @@ pub fn partition_config(config: &TopicConfig) -> PartitionConfig {
             FlushPolicy::Never => crate::storage::config::NEVER_SEAL_DELAY,
             _ => std::time::Duration::ZERO,
         },
-        segment_file_reuse: crate::storage::spare::SegmentFileReuse::for_segment_bytes(
+        segment_file_reuse: crate::storage::spare::SegmentFileReuse::for_topic(
+            partitions,
             config.segment_bytes,
         ),
         ..PartitionConfig::default()
@@ -416,7 +417,7 @@ impl Broker {
                 "partitions {partitions} is outside 1..={MAX_PARTITIONS_PER_TOPIC}"
             )));
         }
-        partition_config(&config)
+        partition_config(&config, partitions)
             .validate()
             .map_err(BrokerError::InvalidConfig)?;
         let _serialized = self.create_lock.lock().expect("create lock poisoned");

@@ -46,7 +46,8 @@ pub struct PartitionConfig {
     pub max_producers: usize,
     /// What retention does with the files of the segments it deletes: delete them, or keep them
     /// (emptied or whole) for the next rolls to reuse (see `spare`). The storage default
-    /// deletes; the broker reuses ([`super::spare::SegmentFileReuse::for_segment_bytes`]).
+    /// deletes; the broker reuses them whole, within a process-wide budget
+    /// ([`super::spare::WHOLE_SPARES_BUDGET_BYTES`]).
     pub segment_file_reuse: super::spare::SegmentFileReuse,
 }
 

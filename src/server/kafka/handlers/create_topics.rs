@@ -142,7 +142,7 @@ async fn create(
                 "partitions {partitions} is outside 1..={MAX_PARTITIONS_PER_TOPIC}"
             ))));
         }
-        crate::broker::partition_config(&config)
+        crate::broker::partition_config(&config, partitions)
             .validate()
             .map_err(|message| refused(BrokerError::InvalidConfig(message)))?;
         return Ok(partitions);
