@@ -18,6 +18,11 @@
 //! partitions every append then ran on the in-process bench server's single worker, and produce
 //! fell by half. Checking the CRC on the receiving task and copying on the pool gained nothing:
 //! the copy then read the bytes from memory instead.
+//!
+//! Raised from 64 to 128 KiB, so that a batch of 100 records of 1 KiB (~100 KiB) is appended
+//! inline: measured, interleaved, one producer, 8 in flight, 1.69–1.81 → 2.01–2.14 GB/s and
+//! the server's CPU per GB 0.58–0.61 → 0.40–0.42 core-s (one wake-up of a pool thread less per
+//! request); 4 producers over 100 partitions with the same batches 1.74–1.77 → 1.90–2.05 GB/s.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -31,7 +36,7 @@ use super::BrokerError;
 use crate::storage::Appended;
 
 /// Batches up to this size are appended on the connection's task when nothing is queued.
-pub const INLINE_APPEND_MAX_BYTES: usize = 64 * 1024;
+pub const INLINE_APPEND_MAX_BYTES: usize = 128 * 1024;
 
 type Job = Box<dyn FnOnce() + Send>;
 
