@@ -104,6 +104,16 @@ impl DeferredDirectorySync {
     }
 }
 
+/// fsyncs the file at `path`; one that is gone (retention deleted it, or its partition's
+/// directory went) has nothing left to make durable.
+pub fn sync_file_if_present(path: &Path) -> io::Result<()> {
+    match File::open(path) {
+        Ok(file) => file.sync_all(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 /// Removes the file at `path`; one that is not there is not an error (a crash, a retry, or a
 /// rename before it got there).
 pub fn remove_if_present(path: &Path) -> io::Result<()> {

@@ -34,7 +34,7 @@ use super::flush::GroupCommit;
 use super::leader_epochs::LeaderEpochFile;
 use super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
 use super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
-use super::seal::{RecoveryPoint, SealJob, SealWorker};
+use super::seal::{DeferredRoll, RecoveryPoint, SealJob, SealWorker};
 use super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::spare::SpareSegments;
 use super::{io_error, StorageError};
@@ -297,7 +297,7 @@ impl Writer {
         // Under `never` the directory is synced by the seal, for many rolls at once (see
         // `DeferredDirectorySync`); otherwise an acknowledged record's segment must be findable
         // after a crash as soon as it is synced, so the roll syncs it.
-        let directory_change = if self.durable_rolls {
+        let deferred = if self.durable_rolls {
             if let Err(error) = sync_directory(&self.directory) {
                 drop(next);
                 if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
@@ -307,8 +307,9 @@ impl Writer {
             }
             None
         } else {
-            let directory = &self.shared.directory_sync;
-            Some((Arc::clone(directory), directory.note_change()))
+            let directory = Arc::clone(&self.shared.directory_sync);
+            let change = directory.note_change();
+            Some(DeferredRoll { directory, change })
         };
         // The state as of the new segment's start, written by the seal thread once the full
         // segment is durable (no fsync under the append lock, and never ahead of the durable
@@ -323,25 +324,18 @@ impl Writer {
             .push(Arc::clone(self.active.reader()));
         // The index is a cache that recovery checks and rebuilds: a failed sync is not worth
         // failing the append for. Under `never` the seal syncs it, off the append lock.
-        let sealed_index = self
-            .directory
-            .join(segment::index_file_name(sealed.reader().base_offset()));
-        let index = if self.durable_rolls {
+        if self.durable_rolls {
             if let Err(error) = sealed.sync_index() {
                 warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
             }
-            None
-        } else {
-            Some(sealed_index)
-        };
+        }
         // Sync the full segment whole and advance the recovery point, off the append lock.
         let shared = Arc::clone(&self.shared);
         self.seal_worker.submit(SealJob {
             segment: Arc::downgrade(sealed.reader()),
             recovery_point: Arc::clone(&self.shared.recovery_point),
             next_base: base_offset,
-            directory_change,
-            index,
+            deferred,
             generation,
             not_before: std::time::Instant::now() + self.seal_delay,
             on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),

@@ -177,13 +177,8 @@ pub(crate) struct SealJob {
     pub(crate) recovery_point: Arc<RecoveryPoint>,
     /// Base offset of the segment after it.
     pub(crate) next_base: u64,
-    /// The roll's directory change, when the roll left it unsynced (flush `never`): synced
-    /// before the recovery point moves, so that no segment below it can be missing after a
-    /// crash (a roll's file whose entry is lost leaves a gap after the recovery point, which
-    /// recovery cuts like any torn tail).
-    pub(crate) directory_change: Option<(Arc<DeferredDirectorySync>, u64)>,
-    /// The segment's index file, when the roll left it unsynced (flush `never`).
-    pub(crate) index: Option<PathBuf>,
+    /// What the roll left unsynced (flush `never`), for the seal to make durable first.
+    pub(crate) deferred: Option<DeferredRoll>,
     /// The recovery point's truncation generation when the segment was rolled.
     pub(crate) generation: u64,
     /// Not sealed before this (the partition's `seal_delay` after the roll).
@@ -194,6 +189,17 @@ pub(crate) struct SealJob {
     /// snapshot as of `next_base` is written then: off the append lock, and never ahead of the
     /// durable log).
     pub(crate) after_seal: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// What a roll under flush `never` did not sync: its directory change and the sealed segment's
+/// index. The seal syncs both before the recovery point moves, so that no segment below it can
+/// be missing after a crash (a roll's file whose entry is lost leaves a gap after the recovery
+/// point, which recovery cuts like any torn tail).
+pub(crate) struct DeferredRoll {
+    /// The partition directory's pending changes.
+    pub(crate) directory: Arc<DeferredDirectorySync>,
+    /// The roll's change (see [`DeferredDirectorySync::note_change`]).
+    pub(crate) change: u64,
 }
 
 /// A handle to a seal thread: cheap to clone, shared by the partitions that submit to it.
@@ -395,14 +401,14 @@ fn run(job: SealJob, superseded: bool) {
     };
     match synced {
         Ok(()) => {
-            if let (Some(index), Some(_)) = (&job.index, &segment) {
-                // A cache that recovery checks and rebuilds: a failed sync is only logged.
-                if let Err(error) = sync_file_if_present(index) {
-                    tracing::warn!(index = %index.display(), %error, "could not sync a sealed segment's index");
+            if let Some(deferred) = &job.deferred {
+                if let Some(segment) = &segment {
+                    // A cache that recovery checks and rebuilds: a failed sync is only logged.
+                    if let Err(error) = segment.sync_index_file() {
+                        tracing::warn!(segment = %segment.path().display(), %error, "could not sync a sealed segment's index");
+                    }
                 }
-            }
-            if let Some((directory, change)) = &job.directory_change {
-                if let Err(error) = directory.sync_through(*change) {
+                if let Err(error) = deferred.directory.sync_through(deferred.change) {
                     tracing::warn!(next_base = job.next_base, %error, "could not sync the partition directory after sealing a segment; the recovery point stays, the next seal retries");
                     return;
                 }
@@ -427,15 +433,6 @@ fn run(job: SealJob, superseded: bool) {
     }
 }
 
-/// fsyncs the file at `path`; one that is gone (retention deleted it) needs nothing.
-fn sync_file_if_present(path: &Path) -> io::Result<()> {
-    match std::fs::File::open(path) {
-        Ok(file) => file.sync_all(),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(error) => Err(error),
-    }
-}
-
 #[cfg(all(test, not(fencelog_loom)))]
 mod tests {
     use super::*;
@@ -453,8 +450,7 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(&recovery_point),
             next_base: 42,
-            directory_change: None,
-            index: None,
+            deferred: None,
             generation: 0,
             not_before: Instant::now() + Duration::from_secs(3600),
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
@@ -481,8 +477,7 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(recovery_point),
             next_base: 7,
-            directory_change: None,
-            index: None,
+            deferred: None,
             generation: 0,
             not_before: Instant::now() + delay,
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
@@ -510,8 +505,10 @@ mod tests {
             segment: Weak::new(),
             recovery_point: Arc::clone(&recovery_point),
             next_base: 9,
-            directory_change: Some((Arc::clone(&deferred), change)),
-            index: Some(directory.path().join("gone.index")),
+            deferred: Some(DeferredRoll {
+                directory: Arc::clone(&deferred),
+                change,
+            }),
             generation: 0,
             not_before: Instant::now(),
             on_failure: Box::new(|error| panic!("sealing failed: {error}")),
@@ -536,8 +533,7 @@ mod tests {
                 segment: Weak::new(),
                 recovery_point: Arc::clone(&recovery_point),
                 next_base,
-                directory_change: None,
-                index: None,
+                deferred: None,
                 generation: 0,
                 not_before: Instant::now() + Duration::from_secs(3600),
                 on_failure: Box::new(|error| panic!("sealing failed: {error}")),

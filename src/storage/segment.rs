@@ -402,16 +402,19 @@ impl SegmentReader {
     pub fn sync_sealed(&self) -> io::Result<()> {
         self.map().sync_range(0, self.written_bytes())?;
         if self.length_unsynced.load(Ordering::Acquire) {
-            match File::open(&self.path) {
-                Ok(file) => file.sync_all()?,
-                // Retention deleted it meanwhile (or its partition's directory went): nothing
-                // will ever read it again, so there is nothing to make durable.
-                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(error) => return Err(error),
-            }
+            // Retention may have deleted it meanwhile: then nothing will ever read it again.
+            super::durable_file::sync_file_if_present(&self.path)?;
             self.length_unsynced.store(false, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// fsyncs the segment's index file by name (the writer that had it open is gone by the
+    /// seal); one retention deleted needs nothing.
+    pub fn sync_index_file(&self) -> io::Result<()> {
+        super::durable_file::sync_file_if_present(
+            &self.path.with_file_name(index_file_name(self.base_offset)),
+        )
     }
 
     /// The segment's file, when retention deleted it and it can be reused as a spare: this was the

@@ -49,9 +49,9 @@
 //!   stale tail is gone before the segment is sealed, and the seal syncs the file whole, size
 //!   included, before the recovery point passes it. An emptied file under `never` is not cut:
 //!   only the reservation's zeros follow its data, and an unsynced cut would not guard against
-//!   a crash that lost the emptying anyway (the seal's whole-file sync does). With a flush policy other than `never` the
-//!   truncation is synced at the roll itself, so a crash can never leave a stale tail in a
-//!   segment followed by acknowledged data. A crash while the stale tail exists leaves it in the
+//!   a crash that lost the emptying anyway (the seal's whole-file sync does). With a flush
+//!   policy other than `never` the truncation is synced at the roll itself, so a crash can
+//!   never leave a stale tail in a segment followed by acknowledged data. A crash while the stale tail exists leaves it in the
 //!   last segment (or, under `never`, in an unsealed one), where recovery cuts it as a torn tail.
 //! * Spare files are named `N.spare` (log) and `N.spare-index` (index), which recovery does not
 //!   read; opening a partition deletes any a crash left behind.
@@ -154,19 +154,10 @@ pub struct Spare {
     path: PathBuf,
     /// The segment's index file, emptied, when it had one.
     index: Option<PathBuf>,
-    len: u64,
     kept_at: Instant,
-    /// Bytes of [`WHOLE_SPARES_BUDGET_BYTES`] this spare holds, given back when it is dropped
-    /// (taken by a roll, or deleted).
-    budgeted: u64,
-}
-
-impl Drop for Spare {
-    fn drop(&mut self) {
-        if self.budgeted > 0 {
-            WHOLE_SPARES_BYTES.fetch_sub(self.budgeted, Ordering::AcqRel);
-        }
-    }
+    /// Its share of [`WHOLE_SPARES_BUDGET_BYTES`], given back when it is dropped (taken by a
+    /// roll, or deleted): the whole file's length, 0 when it was emptied.
+    budget: ClaimedBudget,
 }
 
 impl Spare {
@@ -183,7 +174,7 @@ impl Spare {
     /// The file's length (all of it allocated: segments reserve before they write; 0 when it
     /// was emptied).
     pub fn file_len(&self) -> u64 {
-        self.len
+        self.budget.0
     }
 }
 
@@ -244,19 +235,13 @@ impl SpareSegments {
             _ => 0,
         };
         // Whole only within the process's budget; the claim is given back if keeping fails.
-        let budgeted = if whole_len > 0 && claim_whole_budget(whole_len) {
-            whole_len
-        } else {
-            0
-        };
-        let claimed = ClaimedBudget(budgeted);
+        let budget = ClaimedBudget::claim(whole_len);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let path = self.directory.join(format!("{id}{SPARE_SUFFIX}"));
-        let empty = reuse == SegmentFileReuse::Emptied || budgeted == 0;
-        let len = rename_as_spare(log_path, &path, empty)?;
+        rename_as_spare(log_path, &path, budget.0 == 0)?;
         let index = self.directory.join(format!("{id}{SPARE_INDEX_SUFFIX}"));
         let index = match rename_as_spare(index_path, &index, true) {
-            Ok(_) => Some(index),
+            Ok(()) => Some(index),
             Err(error) => {
                 if error.kind() != io::ErrorKind::NotFound {
                     tracing::debug!(index = %index_path.display(), %error, "could not keep a deleted segment's index as a spare");
@@ -267,9 +252,8 @@ impl SpareSegments {
         let spare = Spare {
             path,
             index,
-            len,
             kept_at: Instant::now(),
-            budgeted: claimed.hand_over(),
+            budget,
         };
         let mut files = self.lock();
         // Another retention pass of this partition may have filled the last place meanwhile.
@@ -288,7 +272,7 @@ impl SpareSegments {
     pub fn take(&self, max_len: u64) -> Option<Spare> {
         let mut files = self.lock();
         while let Some(spare) = files.pop_back() {
-            if spare.len <= max_len {
+            if spare.file_len() <= max_len {
                 return Some(spare);
             }
             discard(&spare);
@@ -324,13 +308,18 @@ impl SpareSegments {
     }
 }
 
-/// A claim on [`WHOLE_SPARES_BUDGET_BYTES`] not yet held by a [`Spare`]: given back if dropped.
+/// Bytes claimed of [`WHOLE_SPARES_BUDGET_BYTES`], given back when dropped.
+#[derive(Debug)]
 struct ClaimedBudget(u64);
 
 impl ClaimedBudget {
-    /// The claim, now the caller's to give back.
-    fn hand_over(mut self) -> u64 {
-        std::mem::take(&mut self.0)
+    /// Claims `len` bytes, or nothing (a claim of 0) when they do not fit.
+    fn claim(len: u64) -> Self {
+        Self(if len > 0 && claim_whole_budget(len) {
+            len
+        } else {
+            0
+        })
     }
 }
 
@@ -351,18 +340,16 @@ pub fn discard(spare: &Spare) {
     }
 }
 
-/// Renames the file at `from` to the spare name `to`, truncated to nothing when `empty`, and
-/// returns its length. Renamed first, emptied after: a crash between leaves a spare (deleted on
-/// open), never an emptied segment file under its own name. On an error nothing is left at
-/// `to`.
-fn rename_as_spare(from: &Path, to: &Path, empty: bool) -> io::Result<u64> {
+/// Renames the file at `from` to the spare name `to`, truncated to nothing when `empty`.
+/// Renamed first, emptied after: a crash between leaves a spare (deleted on open), never an
+/// emptied segment file under its own name. On an error nothing is left at `to`.
+fn rename_as_spare(from: &Path, to: &Path, empty: bool) -> io::Result<()> {
     fs::rename(from, to)?;
     let emptied = || {
-        if !empty {
-            return Ok(fs::metadata(to)?.len());
+        if empty {
+            fs::OpenOptions::new().write(true).open(to)?.set_len(0)?;
         }
-        fs::OpenOptions::new().write(true).open(to)?.set_len(0)?;
-        Ok(0)
+        Ok(())
     };
     emptied().inspect_err(|_| {
         let _ = remove_if_present(to);
@@ -417,7 +404,7 @@ mod tests {
         assert!(keep_whole(&spares, dir.path(), &log));
         let spare = spares.take(u64::MAX).unwrap();
         assert_eq!(spare.file_len(), 4096);
-        assert_eq!(spare.budgeted, 4096);
+        assert_eq!(spare.budget.0, 4096);
         // Other tests of this binary claim and give back concurrently: only this spare's own
         // share is checked.
         assert!(whole_spares_bytes() >= 4096);
