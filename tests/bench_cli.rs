@@ -202,24 +202,65 @@ fn runs_against_a_server_given_by_address() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = runtime.block_on(TestServer::start()).unwrap();
     let addr = server.addr().to_string();
+    let bench_topics = || {
+        let topics = runtime.block_on(async {
+            let client = fencelog::client::Client::connect(addr.as_str())
+                .await
+                .unwrap();
+            client.list_topics().await.unwrap()
+        });
+        topics
+            .into_iter()
+            .filter(|topic| topic.name.starts_with("bench-produce-"))
+            .count()
+    };
     let lines = bench_json(&[&SHORT[..], &["--addr", &addr, "--flush", "always"]].concat());
     check_role(&lines[0], "produce");
     assert_eq!(lines[0]["flush"], "always");
     // A server elsewhere, pid not given: its CPU is not claimed.
     assert!(lines[0].get("server_cpu_seconds_per_gb").is_none());
-    let topics = runtime.block_on(async {
-        let client = fencelog::client::Client::connect(addr.as_str())
-            .await
-            .unwrap();
-        client.list_topics().await.unwrap()
-    });
-    assert!(
-        topics
-            .iter()
-            .any(|topic| topic.name.starts_with("bench-produce-")),
-        "the bench creates its own topic on the server: {topics:?}"
+    assert_eq!(
+        bench_topics(),
+        0,
+        "the bench deletes the topic it created, with its data"
     );
+    bench_json(&[&SHORT[..], &["--addr", &addr, "--keep-topic"]].concat());
+    assert_eq!(bench_topics(), 1, "--keep-topic leaves the bench's topic");
     drop(server);
+}
+
+#[test]
+fn loopback_mode_measures_round_trips_without_a_server() {
+    let lines = bench_json(&[
+        "--mode",
+        "loopback",
+        "--batch",
+        "1",
+        "--records",
+        "300",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(check_role(&lines[0], "loopback") >= 300);
+    assert_eq!(lines[0]["latency"], "round_trip");
+    assert!(lines[0].get("pacer_late_us").is_none());
+    let paced = bench_json(&[
+        "--mode",
+        "loopback",
+        "--batch",
+        "1",
+        "--rate",
+        "2000",
+        "--records",
+        "50",
+        "--warmup",
+        "0s",
+    ]);
+    assert!(paced[0]["pacer_late_us"]["p99"].is_u64(), "{}", paced[0]);
+    let output = bench(&["--mode", "loopback", "--addr", "127.0.0.1:1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no --addr"));
 }
 
 #[test]

@@ -76,6 +76,10 @@ pub enum Mode {
     /// Producers whose lease is handed to a new producer every interval while the old one
     /// keeps writing with its stale epoch.
     Failover,
+    /// No server: two threads of this process exchange requests of --batch x --record-size
+    /// bytes and 64-byte answers over loopback TCP, one at a time or at --rate: this machine's
+    /// round-trip floor, for the latency figures.
+    Loopback,
 }
 
 impl Mode {
@@ -86,6 +90,7 @@ impl Mode {
             Mode::Consume => "consume",
             Mode::Both => "both",
             Mode::Failover => "failover",
+            Mode::Loopback => "loopback",
         }
     }
 }
@@ -176,6 +181,9 @@ pub struct BenchConfig {
     /// The pid of the server at `addr` when it runs on this machine: its CPU per gigabyte is
     /// then reported (the in-process server's always is).
     pub server_pid: Option<u32>,
+    /// Leave the bench topic on the server after the run (by default it is deleted, with its
+    /// data: a run writes gigabytes, and a server benchmarked repeatedly would fill its disk).
+    pub keep_topic: bool,
 }
 
 impl Default for BenchConfig {
@@ -202,6 +210,7 @@ impl Default for BenchConfig {
             replication_factor: None,
             acks: None,
             server_pid: None,
+            keep_topic: false,
             tls: None,
         }
     }
@@ -339,6 +348,13 @@ impl BenchConfig {
         if self.tls.is_some() && self.protocol == Protocol::Kafka {
             return Err(invalid(
                 "--protocol kafka does not speak TLS; use --protocol native with the --tls flags",
+            ));
+        }
+        if self.mode == Mode::Loopback && (self.addr.is_some() || self.protocol == Protocol::Kafka)
+        {
+            return Err(invalid(
+                "--mode loopback measures this machine's loopback alone: it takes no --addr \
+                 and no --protocol kafka",
             ));
         }
         if self.mode == Mode::Failover {

@@ -38,6 +38,14 @@ pub enum BenchError {
     /// A check of the results failed.
     #[error("{0}")]
     Check(String),
+    /// The loopback ping-pong's sockets failed (`--mode loopback`).
+    #[error("loopback round trips: {what}: {source}")]
+    Loopback {
+        /// What was being done.
+        what: &'static str,
+        /// The socket's error.
+        source: std::io::Error,
+    },
     /// A load generator task panicked or was cancelled.
     #[error("load generator task failed: {0}")]
     Task(String),

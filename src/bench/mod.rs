@@ -12,6 +12,8 @@
 //!   time to receipt (`both` mode, producers and consumers together).
 //! * [`failover`]: producers whose leases are handed over while the old ones keep writing with
 //!   stale epochs; the log is read back to prove that no stale write landed.
+//! * [`loopback`]: no server at all, a ping-pong between two threads over loopback TCP: the
+//!   machine's round-trip floor beside which the latency figures are read.
 //!
 //! With `--protocol kafka` the same producers and consumers speak Kafka's wire protocol to the
 //! server's Kafka listener through [`kafka_transport`] (producers then write without a lease;
@@ -28,7 +30,8 @@
 //! points; none of them imports it.
 //!
 //! ```text
-//! runner    -> failover, consume, produce, context, stats, progress, config, error
+//! runner    -> failover, consume, produce, loopback, context, stats, progress, config, error
+//! loopback  -> stats, config, error
 //! failover  -> produce, context, stats, payload, error
 //! consume   -> produce, stats, progress, payload, error
 //! produce   -> stats, config, payload, pacer, progress, error
@@ -45,6 +48,7 @@ pub mod cpu;
 pub mod error;
 pub mod failover;
 pub mod kafka_transport;
+pub mod loopback;
 pub mod pacer;
 pub mod payload;
 pub mod produce;

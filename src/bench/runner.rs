@@ -80,10 +80,26 @@ impl Drop for InProcessServer {
         // flush `never` run means writing gigabytes of page cache back to a directory that is
         // deleted next anyway. Blocking work left behind runs out with the process.
         if let Some(runtime) = self.runtime.take() {
+            let data_dir = self
+                .server
+                .as_ref()
+                .map(|server| server.data_dir().to_path_buf());
             let _entered = runtime.enter();
             drop(self.server.take());
             drop(_entered);
             runtime.shutdown_background();
+            // The temporary directory's own removal (on the drop above) races with the
+            // server's tasks, which may still be writing when it runs; its error is ignored, and
+            // every in-process run used to leave its data behind. Once more, now that nothing
+            // of the runtime runs any more.
+            if let Some(data_dir) = data_dir {
+                match std::fs::remove_dir_all(&data_dir) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        eprintln!("warning: could not remove the bench server's data directory {}: {error}", data_dir.display());
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 }
@@ -365,6 +381,13 @@ fn phase_length(config: &BenchConfig) -> Option<Duration> {
 /// (only when stderr is a terminal).
 pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleReport>, BenchError> {
     config.validate()?;
+    if config.mode == Mode::Loopback {
+        // No server, no topic: blocking sockets on threads of their own.
+        let report = tokio::task::spawn_blocking(move || super::loopback::run(&config))
+            .await
+            .map_err(BenchError::task)??;
+        return Ok(vec![report]);
+    }
     let server = match &config.addr {
         Some(_) => None,
         None => Some(InProcessServer::start(config.protocol).await?),
@@ -431,15 +454,38 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
         source,
     })?;
     let mut progress = Progress::new(!show_progress);
-    let reports = match context.config.mode {
-        Mode::Produce => vec![run_produce(&context, &mut progress).await?],
-        Mode::Consume => vec![run_consume(&context, &admin, &mut progress).await?],
-        Mode::Both => run_both(&context, &mut progress).await?,
-        Mode::Failover => vec![run_failover(&context, &mut progress).await?],
-    };
+    let reports = run_mode(&context, &admin, &mut progress).await;
     progress.finish();
+    if !context.config.keep_topic {
+        delete_bench_topic(&admin, &topic).await;
+    }
     drop(server);
-    Ok(reports)
+    reports
+}
+
+async fn run_mode(
+    context: &RunContext,
+    admin: &Client,
+    progress: &mut Progress,
+) -> Result<Vec<RoleReport>, BenchError> {
+    Ok(match context.config.mode {
+        Mode::Produce => vec![run_produce(context, progress).await?],
+        Mode::Consume => vec![run_consume(context, admin, progress).await?],
+        Mode::Both => run_both(context, progress).await?,
+        Mode::Failover => vec![run_failover(context, progress).await?],
+        Mode::Loopback => unreachable!("a loopback run starts no server (see run)"),
+    })
+}
+
+/// Deletes the topic the run created, with its data, whether the run succeeded or not: a run
+/// writes gigabytes (a consume preload keeps all of it), and without this every run against a
+/// long-lived server (`--addr`, `tools/cluster-bench`) left its topic behind until the disk, or a
+/// tmpfs's memory, filled. A failure is reported on stderr and does not fail the run, whose
+/// figures are already measured.
+async fn delete_bench_topic(admin: &Client, topic: &str) {
+    if let Err(error) = admin.delete_topic(topic).await {
+        eprintln!("warning: could not delete the bench topic {topic}: {error} (delete it with `fencelog topic delete {topic}`)");
+    }
 }
 
 async fn run_produce(

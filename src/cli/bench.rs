@@ -131,6 +131,10 @@ pub struct BenchArgs {
     /// server).
     #[arg(long = "server-pid", value_name = "PID")]
     pub server_pid: Option<u32>,
+    /// Leave the bench topic and its data on the server after the run (by default the bench
+    /// deletes the topic it created, whether the run succeeded or not).
+    #[arg(long = "keep-topic")]
+    pub keep_topic: bool,
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -167,6 +171,7 @@ impl BenchArgs {
             replication_factor: self.replication_factor,
             acks: self.acks,
             server_pid: self.server_pid,
+            keep_topic: self.keep_topic,
             tls: None,
         };
         // The default retention depends on the partitions and batch size just set.
