@@ -105,10 +105,7 @@ fn exchange(
                 sleep_until(due);
                 let woke = Instant::now();
                 if clock.measuring(due) {
-                    recorder
-                        .pacer_late_us
-                        .record(duration_us(woke.saturating_duration_since(due)))
-                        .expect("the histogram holds an hour");
+                    recorder.pacer_late(woke.saturating_duration_since(due));
                 }
                 due
             }
@@ -141,12 +138,6 @@ fn sleep_until(at: Instant) {
     if at > now {
         thread::sleep(at - now);
     }
-}
-
-fn duration_us(duration: Duration) -> u64 {
-    u64::try_from(duration.as_micros())
-        .unwrap_or(u64::MAX)
-        .clamp(1, 3_600_000_000)
 }
 
 #[cfg(test)]

@@ -124,6 +124,13 @@ pub struct Recorder {
     pub skipped: u64,
 }
 
+/// `duration` in whole microseconds, clamped to what the latency histograms hold.
+fn histogram_us(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, HIGHEST_LATENCY_US)
+}
+
 /// An empty histogram of microseconds, as every latency of the bench is kept.
 pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIGHEST_LATENCY_US, 3).expect("valid histogram bounds")
@@ -152,11 +159,15 @@ impl Recorder {
 
     /// Records one latency, `weight` times (once per record it stands for).
     pub fn latency(&mut self, latency: Duration, weight: u64) {
-        let us = u64::try_from(latency.as_micros())
-            .unwrap_or(u64::MAX)
-            .clamp(1, HIGHEST_LATENCY_US);
         self.latency_us
-            .record_n(us, weight)
+            .record_n(histogram_us(latency), weight)
+            .expect("value clamped to the histogram's range");
+    }
+
+    /// Records how late a pacer woke after one due time (see [`Recorder::pacer_late_us`]).
+    pub fn pacer_late(&mut self, late: Duration) {
+        self.pacer_late_us
+            .record(histogram_us(late))
             .expect("value clamped to the histogram's range");
     }
 
