@@ -356,15 +356,40 @@ impl Broker {
         for entry in entries {
             let path = entry.map_err(io_error("list deleted topics"))?.path();
             found = true;
-            let removed = if path.is_dir() {
-                fs::remove_dir_all(&path)
-            } else {
-                fs::remove_file(&path)
-            };
-            removed.map_err(io_error(format!("remove {}", path.display())))?;
+            Self::remove_leftover(&path)?;
             info!(path = %path.display(), "removed a deleted topic's leftover files");
         }
         Ok(found)
+    }
+
+    /// Removes one entry of `DATA/deleted/`. The previous broker's background removal
+    /// ([`DeletedTopic::remove_files`]) may still be running on the same files (a broker
+    /// restarted inside one process), so an entry that vanishes under us is not an error: a
+    /// `NotFound` means someone else removed part of it, and the walk is retried until the entry
+    /// is gone or fails for another reason.
+    fn remove_leftover(path: &Path) -> Result<(), BrokerError> {
+        const ATTEMPTS: usize = 8;
+        let mut attempt = 0;
+        loop {
+            let removed = match fs::symlink_metadata(path) {
+                Ok(metadata) if metadata.is_dir() => fs::remove_dir_all(path),
+                Ok(_) => fs::remove_file(path),
+                Err(error) => Err(error),
+            };
+            match removed {
+                Ok(()) => return Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    attempt += 1;
+                    if !path.exists() {
+                        return Ok(());
+                    }
+                    if attempt >= ATTEMPTS {
+                        return Err(io_error(format!("remove {}", path.display()))(error));
+                    }
+                }
+                Err(error) => return Err(io_error(format!("remove {}", path.display()))(error)),
+            }
+        }
     }
 
     /// A producer id never handed out before by this data directory (for `InitProducerId`).
@@ -665,5 +690,42 @@ impl Broker {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leftover that another thread removes at the same time (the previous broker's
+    /// background removal) is removed without an error.
+    #[test]
+    fn leftover_removed_concurrently_is_not_an_error() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let leftover = dir.path().join("t.0000000000000001");
+            for partition in 0..8 {
+                let partition_dir = leftover.join(partition.to_string());
+                fs::create_dir_all(&partition_dir).unwrap();
+                for segment in 0..16 {
+                    fs::write(partition_dir.join(format!("{segment}.log")), b"x").unwrap();
+                }
+            }
+            let racer = {
+                let leftover = leftover.clone();
+                std::thread::spawn(move || {
+                    let _ = fs::remove_dir_all(leftover);
+                })
+            };
+            Broker::remove_leftover(&leftover).unwrap();
+            racer.join().unwrap();
+            assert!(!leftover.exists());
+        }
+    }
+
+    #[test]
+    fn missing_leftover_is_already_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        Broker::remove_leftover(&dir.path().join("gone")).unwrap();
     }
 }
