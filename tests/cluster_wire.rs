@@ -97,6 +97,27 @@ fn example_requests() -> Vec<(&'static str, RequestFrame)> {
                         topic: "orders".into(),
                         partition: 3,
                         fetch_offset: 42,
+                        log_end_offset: None,
+                    }],
+                }),
+            ),
+        ),
+        (
+            "ReplicaFetch v1 request",
+            RequestFrame::new(
+                36,
+                Request::ReplicaFetch(ReplicaFetch {
+                    follower: 2,
+                    follower_incarnation: 0x1122334455667788,
+                    leader_epoch: 5,
+                    max_wait_ms: 500,
+                    min_bytes: 1,
+                    max_bytes: 1_048_576,
+                    partitions: vec![ReplicaFetchPartition {
+                        topic: "orders".into(),
+                        partition: 3,
+                        fetch_offset: 64,
+                        log_end_offset: Some(42),
                     }],
                 }),
             ),
@@ -208,7 +229,7 @@ fn example_responses() -> Vec<(&'static str, ApiKey, u16, ResponseFrame)> {
 }
 
 /// The hex blocks the document shows for the examples, in the order of the lists above.
-const EXAMPLE_HEX: [&str; 10] = [
+const EXAMPLE_HEX: [&str; 11] = [
     // Metadata v1 request
     "00 00 00 12 00 02 00 01 00 00 00 1e 00 01 00 06\n\
          6f 72 64 65 72 73",
@@ -231,6 +252,12 @@ const EXAMPLE_HEX: [&str; 10] = [
          11 22 33 44 55 66 77 88 00 00 00 05 00 00 01 f4\n\
          00 00 00 01 00 10 00 00 00 00 00 01 00 06 6f 72\n\
          64 65 72 73 00 00 00 03 00 00 00 00 00 00 00 2a",
+    // ReplicaFetch v1 request
+    "00 00 00 44 00 0f 00 01 00 00 00 24 00 00 00 02\n\
+         11 22 33 44 55 66 77 88 00 00 00 05 00 00 01 f4\n\
+         00 00 00 01 00 10 00 00 00 00 00 01 00 06 6f 72\n\
+         64 65 72 73 00 00 00 03 00 00 00 00 00 00 00 40\n\
+         00 00 00 00 00 00 00 2a",
     // LeaderEpochEnd request
     "00 00 00 20 00 10 00 00 00 00 00 23 00 00 00 01\n\
          00 06 6f 72 64 65 72 73 00 00 00 03 00 00 00 05\n\
@@ -659,6 +686,7 @@ async fn a_standalone_server_refuses_what_needs_a_cluster_and_nothing_else() {
             topic: "single".into(),
             partition: 0,
             fetch_offset: 0,
+            log_end_offset: None,
         }],
     });
     let epoch_end = Request::LeaderEpochEnd {
@@ -713,8 +741,8 @@ async fn a_standalone_server_appends_under_either_acks() {
 
 #[tokio::test]
 async fn api_versions_lists_the_cluster_apis_and_versions() {
-    // Proves: ApiVersions advertises keys 15 and 16 (version 0) and version 1 of CreateTopic,
-    // Metadata and Produce: exactly what is implemented and tested here.
+    // Proves: ApiVersions advertises keys 15 (version 1) and 16 (version 0) and version 1 of
+    // CreateTopic, Metadata and Produce: exactly what is implemented and tested here.
     let server = standalone().await;
     let mut client = RawClient::connect(server.addr()).await;
     let Response::ApiVersions { apis, .. } = client.call(Request::ApiVersions).await.unwrap()
@@ -729,6 +757,6 @@ async fn api_versions_lists_the_cluster_apis_and_versions() {
     assert_eq!(max(ApiKey::CreateTopic), Some(1));
     assert_eq!(max(ApiKey::Metadata), Some(1));
     assert_eq!(max(ApiKey::Produce), Some(1));
-    assert_eq!(max(ApiKey::ReplicaFetch), Some(0));
+    assert_eq!(max(ApiKey::ReplicaFetch), Some(1));
     assert_eq!(max(ApiKey::LeaderEpochEnd), Some(0));
 }

@@ -543,12 +543,14 @@ fn api_versions_lists_every_api_from_version_zero() {
     assert_eq!(keys, expected);
     assert!(keys.starts_with(&(0..=11).collect::<Vec<u16>>()));
     // Every API starts at version 0; ListOffsets has reached version 1 (timestamp lookup),
-    // CreateTopic, Metadata and Produce too (replication factor, cluster metadata, acks).
+    // CreateTopic, Metadata and Produce too (replication factor, cluster metadata, acks), and
+    // ReplicaFetch (a follower's log end apart from its fetch offset).
     let at_version_one = [
         ApiKey::ListOffsets,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
         ApiKey::Produce,
+        ApiKey::ReplicaFetch,
     ]
     .map(ApiKey::as_u16);
     for api in &apis {

@@ -138,6 +138,8 @@ impl ApiKey {
             ApiKey::Produce => 1,
             // Version 1 adds the replication factor and `min_insync`.
             ApiKey::CreateTopic => 1,
+            // Version 1 adds each partition's `log_end_offset` (pipelined fetches, reports).
+            ApiKey::ReplicaFetch => 1,
             _ => 0,
         }
     }

@@ -186,6 +186,7 @@ impl Request {
             Request::Metadata { cluster, .. } => metadata::request_version(*cluster),
             Request::Produce { acks, .. } => produce::request_version(*acks),
             Request::CreateTopic { replication, .. } => create_topic::request_version(*replication),
+            Request::ReplicaFetch(fetch) => replica_fetch::request_version(fetch),
             _ => 0,
         }
     }
@@ -327,7 +328,7 @@ impl Request {
             ApiKey::OffsetFetch => offset_fetch::decode_request(r),
             ApiKey::AuthenticateStart => authenticate::decode_start_request(r),
             ApiKey::AuthenticateContinue => authenticate::decode_continue_request(r),
-            ApiKey::ReplicaFetch => replica_fetch::decode_request(r),
+            ApiKey::ReplicaFetch => replica_fetch::decode_request(r, version),
             ApiKey::LeaderEpochEnd => leader_epoch_end::decode_request(r),
         }
     }

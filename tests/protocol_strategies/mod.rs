@@ -142,34 +142,44 @@ pub fn arb_replication() -> impl Strategy<Value = Replication> {
         .prop_map(|(factor, min_insync)| Replication { factor, min_insync })
 }
 
-/// Any replica fetch with a few partitions.
+/// Any replica fetch with a few partitions, in version 0 (no partition names its log end) or
+/// version 1 (every partition does: a decoded version 1 entry always has it).
 pub fn arb_replica_fetch() -> impl Strategy<Value = ReplicaFetch> {
-    let partition =
-        (arb_string(), any::<u32>(), any::<u64>()).prop_map(|(topic, partition, fetch_offset)| {
-            ReplicaFetchPartition {
-                topic,
-                partition,
-                fetch_offset,
-            }
-        });
+    let partition = (arb_string(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(
+        |(topic, partition, fetch_offset, log_end_offset)| ReplicaFetchPartition {
+            topic,
+            partition,
+            fetch_offset,
+            log_end_offset: Some(log_end_offset),
+        },
+    );
     (
         (any::<u32>(), any::<u64>(), any::<u32>()),
         (any::<u32>(), any::<u32>(), any::<u32>()),
         proptest::collection::vec(partition, 0..4),
+        any::<bool>(),
     )
         .prop_map(
             |(
                 (follower, follower_incarnation, leader_epoch),
                 (max_wait_ms, min_bytes, max_bytes),
-                partitions,
-            )| ReplicaFetch {
-                follower,
-                follower_incarnation,
-                leader_epoch,
-                max_wait_ms,
-                min_bytes,
-                max_bytes,
-                partitions,
+                mut partitions,
+                version_1,
+            )| {
+                if !version_1 {
+                    for partition in &mut partitions {
+                        partition.log_end_offset = None;
+                    }
+                }
+                ReplicaFetch {
+                    follower,
+                    follower_incarnation,
+                    leader_epoch,
+                    max_wait_ms,
+                    min_bytes,
+                    max_bytes,
+                    partitions,
+                }
             },
         )
 }

@@ -32,6 +32,8 @@ const POLL_MS: u64 = 150;
 const TICK_MS: u64 = 50;
 const FETCH_RETRY_MS: u64 = 250;
 const FETCH_IDLE_MS: u64 = 20;
+/// The tag of a progress report's fetch: no fetch has it, so its answer is dropped.
+const REPORT_TAG: u64 = u64::MAX;
 const FETCH_RECORDS_MAX: u64 = 16;
 const CAS_TIMEOUT_MS: u64 = 600;
 const PRODUCE_TIMEOUT_MS: u64 = 4_000;
@@ -990,7 +992,31 @@ impl World {
                     leader_epoch,
                     high_watermark,
                     record_count,
+                    then_fetch,
                 } => {
+                    if let Some(request) = then_fetch {
+                        // The pipelined fetch leaves before the append; its answer can only
+                        // arrive after it (the append here is instant), as the engine wants.
+                        part.tag += 1;
+                        let tag = part.tag;
+                        let msg = Msg::Fetch {
+                            partition,
+                            request,
+                            tag,
+                        };
+                        self.send(node, Addr::Broker(leader), msg);
+                        self.timer(
+                            node,
+                            self.now + FETCH_RETRY_MS,
+                            Timer::FollowerRetry { partition, tag },
+                        );
+                    }
+                    let log = &self.logs[node as usize][partition];
+                    let Role::Follower(follower) =
+                        &mut self.brokers[node as usize].parts[partition].role
+                    else {
+                        return;
+                    };
                     let result = match batches.take() {
                         Some(bytes) if record_count > 0 => {
                             log.append_replicated(&bytes, records_epoch, leader_epoch)
@@ -1043,6 +1069,16 @@ impl World {
                         self.now + FETCH_RETRY_MS,
                         Timer::FollowerRetry { partition, tag },
                     );
+                    return;
+                }
+                FollowerAction::Report(request) => {
+                    // Its answer is never awaited: a tag no fetch has.
+                    let msg = Msg::Fetch {
+                        partition,
+                        request,
+                        tag: REPORT_TAG,
+                    };
+                    self.send(node, Addr::Broker(leader), msg);
                     return;
                 }
                 FollowerAction::RereadMetadata => {

@@ -4,6 +4,12 @@
 //! fetches in a loop, appending what comes back through the fence's leader-epoch check and
 //! raising the high watermark. Requests go over one native-protocol connection to the leader.
 //!
+//! Fetches are pipelined as the engine says: the fetch that follows an answer with records is
+//! sent from a task of its own before those records are appended (on the blocking pool), and once
+//! they are, a progress report carries the new log end to the leader at once, while that fetch
+//! may still be waiting there. So one follower has at most a fetch, an append and a report under
+//! way, and its cycle is the longer of the transfer and the append, not their sum.
+//!
 //! The task ends by itself when the engine wants the partition state read again (the leader
 //! refused with another epoch, the log refused a step); the driver's loop then starts a new one
 //! from the state it reads. A lost connection is only slow: the same step is sent again.
@@ -12,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use super::leading::Following;
@@ -21,7 +29,7 @@ use crate::batch::BatchHeader;
 use crate::client::{Client, ClientConfig, ClientError};
 use crate::cluster::replica_log::{ReplicaLog, ReplicaLogError};
 use crate::cluster::replication::follower::{Follower, FollowerAction};
-use crate::cluster::replication::{FetchError, FetchResponse};
+use crate::cluster::replication::{FetchError, FetchRequest, FetchResponse};
 use crate::cluster::{LeaderEpoch, NodeId};
 use crate::protocol::{
     ErrorCode, LeaderEpochQuery, ReplicaFetch, ReplicaFetchPartition, Request, Response,
@@ -73,6 +81,11 @@ async fn follow(
     );
     let mut connection: Option<Client> = None;
     let mut fetched: Option<Bytes> = None;
+    // The fetch sent beside an append (`FollowerAction::Append::then_fetch`) and its answer.
+    let mut pipelined: Option<(
+        FetchRequest,
+        AbortOnDropHandle<Result<Response, ClientError>>,
+    )> = None;
     loop {
         action = match action {
             FollowerAction::BecomeFollower { leader_epoch } => {
@@ -128,59 +141,32 @@ async fn follow(
                 follower.on_truncated(log, result)
             }
             FollowerAction::Fetch(fetch) => {
-                let request = Request::ReplicaFetch(ReplicaFetch {
-                    follower: fetch.follower,
-                    follower_incarnation: fetch.incarnation,
-                    leader_epoch: fetch.leader_epoch,
-                    max_wait_ms: driver.config.replica_fetch_max_wait.as_millis() as u32,
-                    min_bytes: 1,
-                    max_bytes: driver.config.replica_fetch_max_bytes,
-                    partitions: vec![ReplicaFetchPartition {
-                        topic: replica.id.topic.clone(),
-                        partition: replica.id.partition,
-                        fetch_offset: fetch.fetch_offset,
-                    }],
-                });
-                match send(driver, &mut connection, leader, request).await {
-                    Ok(Response::ReplicaFetch { partitions }) => {
-                        let response = match partitions.into_iter().next() {
-                            Some(entry) if entry.error == ErrorCode::None => {
-                                let batches = contiguous(entry.batches);
-                                let record_count = record_count(&batches, fetch.fetch_offset);
-                                fetched = Some(batches);
-                                Ok(FetchResponse {
-                                    base_offset: fetch.fetch_offset,
-                                    record_count,
-                                    records_epoch: entry.records_epoch,
-                                    high_watermark: entry.high_watermark,
-                                })
-                            }
-                            Some(entry) if entry.error == ErrorCode::OffsetOutOfRange => {
-                                Err(FetchError::OffsetOutOfRange {
-                                    fetch_offset: fetch.fetch_offset,
-                                    log_end_offset: entry.high_watermark,
-                                })
-                            }
-                            Some(entry) => Err(fetch_error(entry.error)),
-                            None => Err(FetchError::NotLeader),
-                        };
-                        if let Err(error) = &response {
-                            debug!(partition = %replica.id, %error, "fetch refused");
-                        }
-                        follower.on_fetch_response(log, response)
-                    }
-                    Ok(_) | Err(_) => {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        follower.retry(log)
-                    }
-                }
+                let answer = send(
+                    driver,
+                    &mut connection,
+                    leader,
+                    fetch_request(driver, replica, &fetch),
+                )
+                .await;
+                on_fetch_answer(&mut follower, log, replica, &fetch, answer, &mut fetched).await
             }
             FollowerAction::Append {
                 records_epoch,
                 leader_epoch,
                 high_watermark,
                 record_count,
+                then_fetch,
             } => {
+                // The next fetch leaves before the append starts, so its transfer (and its wait
+                // at the leader) overlaps the append.
+                pipelined = match then_fetch {
+                    Some(fetch) => {
+                        let request = fetch_request(driver, replica, &fetch);
+                        let task = spawn_request(driver, &mut connection, leader, request).await;
+                        Some((fetch, AbortOnDropHandle::new(task)))
+                    }
+                    None => None,
+                };
                 let batches = fetched.take().unwrap_or_default();
                 let result = if record_count > 0 && !batches.is_empty() {
                     let partition = Arc::clone(&replica.partition);
@@ -201,6 +187,29 @@ async fn follow(
                 }
                 log.advance_high_watermark(high_watermark);
                 follower.on_appended(log, result)
+            }
+            FollowerAction::Report(report) => {
+                let Some((fetch, mut answer)) = pipelined.take() else {
+                    // No fetch under way (the engine's order broken): ask again.
+                    action = follower.retry(log);
+                    continue;
+                };
+                if !answer.is_finished() {
+                    // Fire and forget: the answer carries nothing, and the next fetch reports the
+                    // same log end if this one is lost.
+                    let request = fetch_request(driver, replica, &report);
+                    drop(spawn_request(driver, &mut connection, leader, request).await);
+                }
+                let result = match (&mut answer).await {
+                    Ok(result) => result,
+                    Err(error) => Err(ClientError::InvalidArgument(format!(
+                        "the pipelined fetch's task failed: {error}"
+                    ))),
+                };
+                if result.as_ref().is_err_and(|error| !keeps_connection(error)) {
+                    connection = None;
+                }
+                on_fetch_answer(&mut follower, log, replica, &fetch, result, &mut fetched).await
             }
             FollowerAction::RereadMetadata => {
                 debug!(partition = %replica.id, leader, leader_epoch, "follower stops; the partition state is read again");
@@ -225,14 +234,84 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|error| Err(ReplicaLogError::Storage(error.to_string())))
 }
 
-/// Sends `request` to `leader`, connecting first if needed; a failed connection is dropped so
-/// the next step connects again (perhaps to a new address).
-async fn send(
+/// The `ReplicaFetch` of one of the engine's fetches (or progress reports) for `replica`. A
+/// fetch that reports its read offset as its log end goes as version 0; one that names them
+/// apart, or a report, as version 1 (a report asks for no bytes and does not wait).
+fn fetch_request(driver: &ClusterDriver, replica: &Replica, fetch: &FetchRequest) -> Request {
+    let (max_wait_ms, min_bytes, max_bytes) = if fetch.report_only {
+        (0, 0, 0)
+    } else {
+        (
+            driver.config.replica_fetch_max_wait.as_millis() as u32,
+            1,
+            driver.config.replica_fetch_max_bytes,
+        )
+    };
+    let log_end_offset = (fetch.report_only || fetch.log_end_offset != fetch.fetch_offset)
+        .then_some(fetch.reported_log_end());
+    Request::ReplicaFetch(ReplicaFetch {
+        follower: fetch.follower,
+        follower_incarnation: fetch.incarnation,
+        leader_epoch: fetch.leader_epoch,
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        partitions: vec![ReplicaFetchPartition {
+            topic: replica.id.topic.clone(),
+            partition: replica.id.partition,
+            fetch_offset: fetch.fetch_offset,
+            log_end_offset,
+        }],
+    })
+}
+
+/// Gives the leader's answer to `fetch` (or the failure to get one) to the engine, keeping the
+/// batches for the append it asks for.
+async fn on_fetch_answer(
+    follower: &mut Follower,
+    log: &dyn ReplicaLog,
+    replica: &Replica,
+    fetch: &FetchRequest,
+    answer: Result<Response, ClientError>,
+    fetched: &mut Option<Bytes>,
+) -> FollowerAction {
+    let Ok(Response::ReplicaFetch { partitions }) = answer else {
+        tokio::time::sleep(RETRY_PAUSE).await;
+        return follower.retry(log);
+    };
+    let response = match partitions.into_iter().next() {
+        Some(entry) if entry.error == ErrorCode::None => {
+            let batches = contiguous(entry.batches);
+            let record_count = record_count(&batches, fetch.fetch_offset);
+            *fetched = Some(batches);
+            Ok(FetchResponse {
+                base_offset: fetch.fetch_offset,
+                record_count,
+                records_epoch: entry.records_epoch,
+                high_watermark: entry.high_watermark,
+            })
+        }
+        Some(entry) if entry.error == ErrorCode::OffsetOutOfRange => {
+            Err(FetchError::OffsetOutOfRange {
+                fetch_offset: fetch.fetch_offset,
+                log_end_offset: entry.high_watermark,
+            })
+        }
+        Some(entry) => Err(fetch_error(entry.error)),
+        None => Err(FetchError::NotLeader),
+    };
+    if let Err(error) = &response {
+        debug!(partition = %replica.id, %error, "fetch refused");
+    }
+    follower.on_fetch_response(log, response)
+}
+
+/// The connection to `leader`, made first if there is none.
+async fn connect<'a>(
     driver: &ClusterDriver,
-    connection: &mut Option<Client>,
+    connection: &'a mut Option<Client>,
     leader: NodeId,
-    request: Request,
-) -> Result<Response, ClientError> {
+) -> Result<&'a Client, ClientError> {
     if connection.is_none() {
         let address = match driver.config.peer_addrs.get(&leader) {
             Some(overridden) => Some(overridden.clone()),
@@ -254,18 +333,55 @@ async fn send(
         };
         *connection = Some(Client::connect_with(address.as_str(), config).await?);
     }
-    let client = connection.as_ref().expect("connected above");
-    let timeout = driver.config.replica_fetch_max_wait + Duration::from_secs(5);
-    let result = client.request(request, timeout).await;
-    if let Err(error) = &result {
-        if !matches!(
-            error,
-            ClientError::Server { .. } | ClientError::NotLeader { .. }
-        ) {
-            *connection = None;
-        }
+    Ok(connection.as_ref().expect("connected above"))
+}
+
+/// Whether the connection stays usable after `error`: the leader answered (a refusal), as
+/// opposed to a lost or broken connection, which the next step makes again (perhaps to a new
+/// address).
+fn keeps_connection(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Server { .. } | ClientError::NotLeader { .. }
+    )
+}
+
+/// How long a replication request may take: the leader's longest hold plus slack.
+fn request_timeout(driver: &ClusterDriver) -> Duration {
+    driver.config.replica_fetch_max_wait + Duration::from_secs(5)
+}
+
+/// Sends `request` to `leader`, connecting first if needed, and waits for the answer.
+async fn send(
+    driver: &ClusterDriver,
+    connection: &mut Option<Client>,
+    leader: NodeId,
+    request: Request,
+) -> Result<Response, ClientError> {
+    let client = connect(driver, connection, leader).await?;
+    let result = client.request(request, request_timeout(driver)).await;
+    if result.as_ref().is_err_and(|error| !keeps_connection(error)) {
+        *connection = None;
     }
     result
+}
+
+/// Sends `request` to `leader` from a task of its own (connecting first if needed) and returns
+/// the task, whose result is the answer: the caller goes on (appends) while it is under way.
+async fn spawn_request(
+    driver: &ClusterDriver,
+    connection: &mut Option<Client>,
+    leader: NodeId,
+    request: Request,
+) -> JoinHandle<Result<Response, ClientError>> {
+    let timeout = request_timeout(driver);
+    match connect(driver, connection, leader).await {
+        Ok(client) => {
+            let client = client.clone();
+            tokio::spawn(async move { client.request(request, timeout).await })
+        }
+        Err(error) => tokio::spawn(async move { Err(error) }),
+    }
 }
 
 /// A partition's fetched batches as one buffer. A response read off the wire holds them as a

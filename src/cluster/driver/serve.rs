@@ -4,8 +4,10 @@
 //! A fetch is answered at once when there is something to send; otherwise it is held (up to its
 //! `max_wait_ms`, bounded by the driver's `replica_fetch_max_wait`) until the leader's
 //! acknowledged end moves, so a follower learns of a new batch one round trip after it was
-//! written, without polling. The fetch offset is recorded *before* the wait: it may be exactly
-//! what commits a produce waiting for `acks=all`.
+//! written, without polling. The follower's log end is recorded *before* the wait: it may be
+//! exactly what commits a produce waiting for `acks=all`. A progress report (version 1,
+//! `max_bytes` 0: a pipelining follower's new log end while its next fetch waits here) is
+//! recorded the same way and answered at once, without batches.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,12 +65,18 @@ impl ClusterDriver {
             incarnation: fetch.follower_incarnation,
             leader_epoch: fetch.leader_epoch,
             fetch_offset: entry.fetch_offset,
+            log_end_offset: entry.log_end_offset(),
+            report_only: fetch.is_report_only(),
         };
         let mut acknowledged = replica.partition.subscribe_acknowledged();
         let mut serve = match self.record_fetch(&replica, &request) {
             Ok(serve) => serve,
             Err(error) => return refused(error),
         };
+        if request.report_only {
+            // The engine served nothing; a report never waits.
+            return self.read_for(&replica, entry, serve, max_bytes);
+        }
         if serve.from_offset >= serve.to_offset && !max_wait.is_zero() {
             // Nothing new: wait for the log to grow (or the deadline), then record the
             // follower's progress once more and send what there is.

@@ -10,6 +10,14 @@
 //! A cut never goes below the follower's own high watermark (committed records are on every ISR
 //! member, so the leader holds them). Only then does the follower fetch, so every fetch offset
 //! the leader counts describes a log that agrees with its own.
+//!
+//! Fetches are pipelined: when an answer carries records, the follower asks for what follows them
+//! at once and appends while that fetch travels and waits at the leader, so the transfer of the
+//! next records overlaps the append of these. A fetch therefore names two offsets: where to read
+//! from (past the records being appended) and the follower's log end (what it holds). Once the
+//! append is done the follower sends a progress report with its new log end, so the leader's high
+//! watermark (and every `acks=all` producer waiting on it) moves without waiting for the next
+//! answer. At most one fetch and one append are under way at a time, in order.
 
 use super::{
     EpochEndRequest, FetchError, FetchRequest, FetchResponse, ReplicaLog, ReplicationConfig,
@@ -40,6 +48,10 @@ pub enum FollowerAction {
     /// `high_watermark` ([`ReplicaLog::advance_high_watermark`] caps it at the log end), then
     /// call [`Follower::on_appended`]. When the response carried no records, wait a little before
     /// the next fetch (or let the leader hold the fetch until records arrive).
+    ///
+    /// With `then_fetch`, send that fetch first (it asks for what follows these records) and
+    /// append while it is under way; its answer goes to [`Follower::on_fetch_response`] only
+    /// after [`Follower::on_appended`].
     Append {
         /// The epoch that wrote the records.
         records_epoch: LeaderEpoch,
@@ -49,7 +61,15 @@ pub enum FollowerAction {
         high_watermark: u64,
         /// How many records the response carried.
         record_count: u64,
+        /// The pipelined fetch to send before appending (`None`: the next fetch comes from
+        /// [`Follower::on_appended`]).
+        then_fetch: Option<FetchRequest>,
     },
+    /// Send this progress report to the leader (its answer carries nothing to act on), then
+    /// give the answer of the fetch sent with the last [`FollowerAction::Append`] to
+    /// [`Follower::on_fetch_response`] (a lost answer: [`Follower::retry`]). The report may be
+    /// left out when that answer is already in: the next fetch carries the same log end.
+    Report(FetchRequest),
     /// Re-read the partition state from the metadata store and start over from it (a new
     /// follower, or an election): this leader or epoch is no longer the right one, or the log
     /// refused a step.
@@ -62,10 +82,20 @@ pub enum FollowerAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Becoming,
-    Asking { asked_epoch: LeaderEpoch },
-    Truncating { consistent: bool },
-    Fetching { fetch_offset: u64 },
-    Appending,
+    Asking {
+        asked_epoch: LeaderEpoch,
+    },
+    Truncating {
+        consistent: bool,
+    },
+    Fetching {
+        fetch_offset: u64,
+    },
+    /// Appending a fetch's records; `next_fetch_offset` is where the pipelined fetch sent
+    /// beside the append reads from (`None`: no fetch is under way).
+    Appending {
+        next_fetch_offset: Option<u64>,
+    },
     Stopped,
 }
 
@@ -116,7 +146,7 @@ impl Follower {
 
     /// Whether the follower is fetching (it has truncated and its log agrees with the leader's).
     pub fn is_fetching(&self) -> bool {
-        matches!(self.phase, Phase::Fetching { .. } | Phase::Appending)
+        matches!(self.phase, Phase::Fetching { .. } | Phase::Appending { .. })
     }
 
     /// How many truncations the follower's high watermark stopped short of the leader's answer.
@@ -210,12 +240,22 @@ impl Follower {
             Ok(response) if response.base_offset != fetch_offset => FollowerAction::Nothing,
             Ok(response) if response.records_epoch > self.leader_epoch => self.stop(),
             Ok(response) => {
-                self.phase = Phase::Appending;
+                let then_fetch = (response.record_count > 0).then(|| {
+                    let next_fetch_offset = fetch_offset + response.record_count;
+                    FetchRequest {
+                        fetch_offset: next_fetch_offset,
+                        ..self.fetch_request(log)
+                    }
+                });
+                self.phase = Phase::Appending {
+                    next_fetch_offset: then_fetch.map(|fetch| fetch.fetch_offset),
+                };
                 FollowerAction::Append {
                     records_epoch: response.records_epoch,
                     leader_epoch: self.leader_epoch,
                     high_watermark: response.high_watermark,
                     record_count: response.record_count,
+                    then_fetch,
                 }
             }
         }
@@ -227,12 +267,22 @@ impl Follower {
         log: &dyn ReplicaLog,
         result: Result<u64, ReplicaLogError>,
     ) -> FollowerAction {
-        if self.phase != Phase::Appending {
+        let Phase::Appending { next_fetch_offset } = self.phase else {
             return FollowerAction::Nothing;
-        }
-        match result {
-            Ok(_) => self.fetch(log),
-            Err(_) => self.stop(),
+        };
+        match (result, next_fetch_offset) {
+            (Err(_), _) => self.stop(),
+            (Ok(_), None) => self.fetch(log),
+            // The pipelined fetch asked from past these records: they must all be in the log,
+            // or its answer would not follow on.
+            (Ok(_), Some(next)) if log.log_end_offset() != next => self.stop(),
+            (Ok(_), Some(next)) => {
+                self.phase = Phase::Fetching { fetch_offset: next };
+                FollowerAction::Report(FetchRequest {
+                    report_only: true,
+                    ..self.fetch_request(log)
+                })
+            }
         }
     }
 
@@ -273,12 +323,16 @@ impl Follower {
         FollowerAction::Fetch(request)
     }
 
+    /// A fetch from the log's end, reporting it.
     fn fetch_request(&self, log: &dyn ReplicaLog) -> FetchRequest {
+        let log_end_offset = log.log_end_offset();
         FetchRequest {
             follower: self.node_id,
             incarnation: self.incarnation,
             leader_epoch: self.leader_epoch,
-            fetch_offset: log.log_end_offset(),
+            fetch_offset: log_end_offset,
+            log_end_offset,
+            report_only: false,
         }
     }
 

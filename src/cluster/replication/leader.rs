@@ -25,19 +25,54 @@ use super::{
 };
 use crate::cluster::{LeaderEpoch, NodeId, PartitionState, Versioned};
 
+/// How many of a follower's latest requests the leader remembers its own log end at (see
+/// [`FollowerProgress`]): a pipelined follower has at most a fetch and a progress report
+/// outstanding, so its report of a log end always refers to one of the last few.
+const RECENT_LEADER_ENDS: usize = 4;
+
 /// How far one follower has replicated, from its fetches in this leader epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowerProgress {
-    /// The follower's log end, from its latest fetch.
+    /// The follower's log end, from its latest fetch or progress report.
     pub fetch_offset: u64,
     /// The last time the follower had everything the leader had (Kafka's `lastCaughtUpTime`).
     pub last_caught_up_ms: u64,
     /// The incarnation its fetches carried.
     pub incarnation: u64,
-    /// The leader's log end when it answered the follower's previous fetch.
-    last_fetch_leader_end: u64,
-    /// When it answered the follower's previous fetch.
-    last_fetch_ms: u64,
+    /// The leader's log end when the follower's latest requests arrived, and when, oldest first
+    /// (`recent_len` of them). A later request that reports a log end at or past one of them
+    /// proves the follower had, at that time, everything the leader had: Kafka's caught-up rule
+    /// ("the fetch offset reached the leader's log end of the previous fetch"), kept for a few
+    /// requests back because a pipelined follower reports its log end one request late.
+    recent_leader_ends: [(u64, u64); RECENT_LEADER_ENDS],
+    recent_len: usize,
+}
+
+impl FollowerProgress {
+    /// Credits the follower for a request reporting `log_end` at `now_ms`, when the leader's own
+    /// log ends at `leader_end`.
+    fn record(&mut self, now_ms: u64, log_end: u64, leader_end: u64) {
+        self.fetch_offset = self.fetch_offset.max(log_end);
+        if log_end >= leader_end {
+            self.last_caught_up_ms = now_ms;
+            self.recent_len = 0;
+        } else {
+            let recent = &self.recent_leader_ends[..self.recent_len];
+            if let Some(reached) = recent.iter().rposition(|(end, _)| *end <= log_end) {
+                self.last_caught_up_ms = self.last_caught_up_ms.max(recent[reached].1);
+                self.recent_leader_ends
+                    .copy_within(reached + 1..self.recent_len, 0);
+                self.recent_len -= reached + 1;
+            }
+        }
+        if self.recent_len == RECENT_LEADER_ENDS {
+            // Forget the oldest: a later report can only be credited less, never more.
+            self.recent_leader_ends.copy_within(1.., 0);
+            self.recent_len -= 1;
+        }
+        self.recent_leader_ends[self.recent_len] = (leader_end, now_ms);
+        self.recent_len += 1;
+    }
 }
 
 /// Why a produce was refused before anything was written (a definite "not written").
@@ -326,7 +361,8 @@ impl Leader {
         output
     }
 
-    /// Answers a follower's fetch. `log` is this leader's log (read only).
+    /// Answers a follower's fetch (or records its progress report, serving nothing). `log` is
+    /// this leader's log (read only).
     pub fn on_fetch(
         &mut self,
         now_ms: u64,
@@ -353,6 +389,13 @@ impl Leader {
         self.record_progress(now_ms, request, log_end_offset);
         self.advance(&mut output);
         let serve = match epoch_containing(log, request.fetch_offset) {
+            // A progress report: nothing to send.
+            _ if request.report_only => FetchServe {
+                from_offset: request.fetch_offset,
+                to_offset: request.fetch_offset,
+                records_epoch: self.epoch(),
+                high_watermark: self.high_watermark,
+            },
             Some((records_epoch, to_offset)) => FetchServe {
                 from_offset: request.fetch_offset,
                 to_offset,
@@ -518,29 +561,22 @@ impl Leader {
         Ok(())
     }
 
-    /// Records a fetch as the follower's progress (Kafka's caught-up rule: a follower that asked
-    /// for everything up to the leader's log end at its previous fetch was caught up then).
+    /// Records a fetch as the follower's progress (Kafka's caught-up rule, see
+    /// [`FollowerProgress`]).
     fn record_progress(&mut self, now_ms: u64, request: &FetchRequest, log_end_offset: u64) {
         let fresh = FollowerProgress {
-            fetch_offset: request.fetch_offset,
+            fetch_offset: 0,
             last_caught_up_ms: self.leader_since_ms,
             incarnation: request.incarnation,
-            last_fetch_leader_end: 0,
-            last_fetch_ms: now_ms,
+            recent_leader_ends: [(0, 0); RECENT_LEADER_ENDS],
+            recent_len: 0,
         };
         let progress = self.followers.entry(request.follower).or_insert(fresh);
         if progress.incarnation != request.incarnation {
             // A restarted follower: what the old process reported says nothing about this one.
             *progress = fresh;
         }
-        progress.fetch_offset = progress.fetch_offset.max(request.fetch_offset);
-        if request.fetch_offset >= log_end_offset {
-            progress.last_caught_up_ms = now_ms;
-        } else if request.fetch_offset >= progress.last_fetch_leader_end {
-            progress.last_caught_up_ms = progress.last_caught_up_ms.max(progress.last_fetch_ms);
-        }
-        progress.last_fetch_leader_end = log_end_offset;
-        progress.last_fetch_ms = now_ms;
+        progress.record(now_ms, request.reported_log_end(), log_end_offset);
     }
 
     /// The ISR this leader wants, if it differs from the one read.
@@ -562,10 +598,15 @@ impl Leader {
                 None => now_ms.saturating_sub(self.leader_since_ms) <= lag_max,
             }
         };
+        // Joining asks what keeping asks, and more: a follower that stopped fetching (crashed
+        // while its registration lives on) would otherwise be proposed out for lagging and back
+        // in for holding the high watermark, over and over (Kafka's expansion asks `isCaughtUp`
+        // too).
         let join = |node: &NodeId| -> bool {
             match (self.followers.get(node), live.get(node)) {
                 (Some(progress), Some(incarnation)) => {
                     progress.incarnation == *incarnation
+                        && now_ms.saturating_sub(progress.last_caught_up_ms) <= lag_max
                         && progress.fetch_offset >= self.high_watermark
                         && progress.fetch_offset >= self.epoch_start_offset
                 }
@@ -740,7 +781,113 @@ mod tests {
             incarnation: 7,
             leader_epoch,
             fetch_offset,
+            log_end_offset: fetch_offset,
+            report_only: false,
         }
+    }
+
+    fn pipelined(fetch_offset: u64, log_end_offset: u64) -> FetchRequest {
+        FetchRequest {
+            log_end_offset,
+            ..fetch(1, EPOCH, fetch_offset)
+        }
+    }
+
+    fn report(log_end_offset: u64) -> FetchRequest {
+        FetchRequest {
+            report_only: true,
+            ..pipelined(log_end_offset, log_end_offset)
+        }
+    }
+
+    /// A pipelined fetch counts the follower's log end, not where it reads from (nor a log end
+    /// past that); the progress report after its append commits, and serves nothing.
+    #[test]
+    fn a_pipelined_fetch_counts_its_log_end_and_the_report_commits() {
+        let mut leader = leader(vec![0, 1], 4);
+        let log = log(10);
+        leader.check_produce(1).unwrap();
+        leader.on_appended(1, 1, 9);
+        leader.on_local_durable(1, 10);
+        let (served, output) = leader.on_fetch(2, &pipelined(8, 4), &log);
+        assert_eq!(output.high_watermark, Some(4));
+        assert!(output.completions.is_empty());
+        let served = served.unwrap();
+        assert_eq!((served.from_offset, served.to_offset), (8, 10));
+        let (_, output) = leader.on_fetch(3, &pipelined(6, 9), &log);
+        assert_eq!(output.high_watermark, Some(6), "capped at the fetch offset");
+        let (served, output) = leader.on_fetch(4, &report(10), &log);
+        assert_eq!(output.high_watermark, Some(10));
+        assert_eq!(
+            output.completions,
+            vec![WaiterCompletion {
+                id: 1,
+                result: Ok(())
+            }]
+        );
+        let served = served.unwrap();
+        assert_eq!((served.from_offset, served.to_offset), (10, 10));
+    }
+
+    /// A follower that pipelines under steady load never has the leader's current log end when
+    /// it asks (the leader's log grew meanwhile) and reports each log end one request late; it
+    /// is caught up all the same (it has what the leader had one fetch earlier) and stays in
+    /// the ISR far past `replica_lag_max_ms`.
+    #[test]
+    fn a_pipelining_follower_under_steady_load_stays_in_the_isr() {
+        let mut leader = leader(vec![0, 1], 10);
+        let live: LiveBrokers = [(0, 1), (1, 7)].into_iter().collect();
+        leader.on_registration_renewed(1_000_000);
+        for step in 1..=60u64 {
+            let now = step * 500;
+            let leader_end = 10 * step + 10;
+            let log = log(leader_end);
+            leader.on_local_durable(now, leader_end);
+            // Asks from past what it was sent last time while still appending it...
+            let (served, _) = leader.on_fetch(now, &pipelined(10 * step, 10 * step - 10), &log);
+            assert_eq!(served.unwrap().to_offset, leader_end);
+            // ...then reports the append done, by when the leader's log has grown again.
+            let (_, output) = leader.on_fetch(now + 100, &report(10 * step), &log);
+            assert_eq!(leader.high_watermark(), 10 * step, "{output:?}");
+            assert_eq!(
+                leader.on_tick(now + 200, &live).proposal,
+                None,
+                "step {step}"
+            );
+        }
+        // It had, at the previous report, everything the leader had then.
+        assert_eq!(leader.followers()[&1].last_caught_up_ms, 59 * 500 + 100);
+    }
+
+    /// A follower that stopped fetching while its registration lives on (a crashed broker
+    /// before its lease runs out) is proposed out for lagging and not back in, although its log
+    /// end still reaches the high watermark.
+    #[test]
+    fn a_follower_that_stopped_fetching_is_not_proposed_back_in() {
+        let mut leader = leader(vec![0, 1, 2], 4);
+        let log = log(10);
+        let live: LiveBrokers = [(0, 1), (1, 7), (2, 7)].into_iter().collect();
+        leader.on_registration_renewed(60_000);
+        leader.on_local_durable(1, 10);
+        leader.on_fetch(1, &fetch(1, EPOCH, 10), &log).0.unwrap();
+        leader.on_fetch(1, &fetch(2, EPOCH, 10), &log).0.unwrap();
+        assert_eq!(leader.high_watermark(), 10);
+        leader
+            .on_fetch(11_000, &fetch(1, EPOCH, 10), &log)
+            .0
+            .unwrap();
+        let proposal = leader.on_tick(11_000, &live).proposal.expect("2 lags");
+        assert_eq!(proposal.state.isr, vec![0, 1]);
+        leader.on_cas_outcome(11_001, CasOutcome::Applied { revision: 11 });
+        assert_eq!(leader.partition().value.isr, vec![0, 1]);
+        assert_eq!(leader.on_tick(11_050, &live).proposal, None);
+        // Once it fetches again (caught up), it joins.
+        leader
+            .on_fetch(11_100, &fetch(2, EPOCH, 10), &log)
+            .0
+            .unwrap();
+        let proposal = leader.on_tick(11_100, &live).proposal.expect("2 is back");
+        assert_eq!(proposal.state.isr, vec![0, 1, 2]);
     }
 
     /// The high watermark is the lowest log end over the ISR, waits for every member, and

@@ -131,9 +131,10 @@ pub enum CasOutcome {
     Unknown,
 }
 
-/// A follower's fetch (a replica fetch): who asks, under which leader epoch, from where. The
-/// fetch offset is the follower's log end: everything below it is appended (and, under
-/// `flush always`, synced) on the follower.
+/// A follower's fetch (a replica fetch): who asks, under which leader epoch, from where, and how
+/// far its own log reaches. The two offsets differ while the follower still appends the records
+/// of its previous fetch (a pipelined fetch): it asks for what follows them before they are in
+/// its log, and only `log_end_offset` counts towards the high watermark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchRequest {
     /// The follower.
@@ -142,8 +143,20 @@ pub struct FetchRequest {
     pub incarnation: u64,
     /// The leader epoch the follower follows.
     pub leader_epoch: LeaderEpoch,
-    /// The follower's log end offset.
+    /// The first offset the follower wants.
     pub fetch_offset: u64,
+    /// The follower's log end: everything below it is appended (and, under `flush always`,
+    /// synced) on the follower. At most `fetch_offset` (a larger one is read as `fetch_offset`).
+    pub log_end_offset: u64,
+    /// A progress report only: the leader records `log_end_offset` and sends no records.
+    pub report_only: bool,
+}
+
+impl FetchRequest {
+    /// The follower's log end as the leader may count it: never past what it asked from.
+    pub fn reported_log_end(&self) -> u64 {
+        self.log_end_offset.min(self.fetch_offset)
+    }
 }
 
 /// A follower's question before it fetches (Kafka's OffsetsForLeaderEpoch): where did `epoch`

@@ -3,14 +3,17 @@
 //!
 //! Request: `follower u32, follower_incarnation u64, leader_epoch u32, max_wait_ms u32,
 //! min_bytes u32, max_bytes u32, partition_count u32`, then per partition `topic string16,
-//! partition u32, fetch_offset u64`. Response: `partition_count u32`, then per partition `topic
-//! string16, partition u32, error_code u16, high_watermark u64, log_start_offset u64,
-//! records_epoch u32, batches bytes32`.
+//! partition u32, fetch_offset u64` and, in version 1, `log_end_offset u64`. Response (both
+//! versions): `partition_count u32`, then per partition `topic string16, partition u32,
+//! error_code u16, high_watermark u64, log_start_offset u64, records_epoch u32, batches bytes32`.
 //!
 //! The request carries the leader epoch the follower follows, so a deposed leader learns it was
-//! deposed (a newer epoch) and a follower behind on metadata is told (`FENCED_LEADER_EPOCH`); its
-//! `fetch_offset` is the follower's log end, which is how the leader computes the high
-//! watermark. A response's batches of one partition were all written under `records_epoch`.
+//! deposed (a newer epoch) and a follower behind on metadata is told (`FENCED_LEADER_EPOCH`).
+//! The follower's log end is how the leader computes the high watermark: in version 0 it is the
+//! `fetch_offset`; version 1 names it apart (`log_end_offset`), so a follower can ask for the
+//! records after those it is still appending (a pipelined fetch), and a version 1 request with
+//! `max_bytes` 0 is a progress report that is answered at once without batches. A response's
+//! batches of one partition were all written under `records_epoch`.
 //!
 //! As for `Fetch`, the response is written in parts: every partition's fields
 //! ([`encode_response_fields`]) and then its batches, so a vectored write sends the stored
@@ -27,8 +30,12 @@ use crate::protocol::{ErrorCode, ProtocolError, Request, Response};
 /// Size of the request body before the partitions.
 const REQUEST_FIXED_BYTES: usize = 4 + 8 + 4 + 4 + 4 + 4 + 4;
 
-/// Smallest encoding of one request entry (empty topic name).
+/// Smallest encoding of one request entry (empty topic name, version 0).
 const REQUEST_ENTRY_MIN_BYTES: usize = 2 + 4 + 8;
+
+/// The version that carries each partition's `log_end_offset` (and reads `max_bytes` 0 as a
+/// progress report).
+pub const LOG_END_VERSION: u16 = 1;
 
 /// Smallest encoding of one response entry (empty topic name, no batches).
 const RESPONSE_ENTRY_MIN_BYTES: usize = 2 + 4 + 2 + 8 + 8 + 4 + 4;
@@ -40,9 +47,20 @@ pub struct ReplicaFetchPartition {
     pub topic: String,
     /// Partition index.
     pub partition: u32,
-    /// The follower's log end offset: the first offset it wants, and proof that it holds (and,
-    /// under flush `always`, has synced) everything below.
+    /// The first offset the follower wants. Without `log_end_offset` (version 0) also its log
+    /// end: proof that it holds (and, under flush `always`, has synced) everything below.
     pub fetch_offset: u64,
+    /// The follower's log end when it differs from `fetch_offset` or the request is a progress
+    /// report (`Some` makes the request version 1): everything below it is held (and, under
+    /// flush `always`, synced); it is at most `fetch_offset`.
+    pub log_end_offset: Option<u64>,
+}
+
+impl ReplicaFetchPartition {
+    /// The follower's log end as the entry states it.
+    pub fn log_end_offset(&self) -> u64 {
+        self.log_end_offset.unwrap_or(self.fetch_offset)
+    }
 }
 
 /// What a follower sends (see the module documentation for the bytes).
@@ -59,7 +77,8 @@ pub struct ReplicaFetch {
     pub max_wait_ms: u32,
     /// Answer as soon as this many bytes of batches are available (0: at once).
     pub min_bytes: u32,
-    /// Soft cap on the bytes of batches in the response, all partitions together.
+    /// Soft cap on the bytes of batches in the response, all partitions together. In version 1,
+    /// 0 asks for no batches at all: a progress report.
     pub max_bytes: u32,
     /// The partitions, each with the follower's log end.
     pub partitions: Vec<ReplicaFetchPartition>,
@@ -97,13 +116,34 @@ impl ReplicaFetchedPartition {
     }
 }
 
+impl ReplicaFetch {
+    /// Whether this is a progress report: a version 1 request for no batches.
+    pub fn is_report_only(&self) -> bool {
+        self.max_bytes == 0 && request_version(self) >= LOG_END_VERSION
+    }
+}
+
+/// The version `fetch` is encoded in: 1 when any partition names its log end apart.
+pub(in crate::protocol) fn request_version(fetch: &ReplicaFetch) -> u16 {
+    if fetch.partitions.iter().any(|p| p.log_end_offset.is_some()) {
+        LOG_END_VERSION
+    } else {
+        0
+    }
+}
+
 /// Size of the request body.
 pub(in crate::protocol) fn request_body_len(fetch: &ReplicaFetch) -> usize {
+    let log_end = if request_version(fetch) >= LOG_END_VERSION {
+        8
+    } else {
+        0
+    };
     REQUEST_FIXED_BYTES
         + fetch
             .partitions
             .iter()
-            .map(|p| str16_len(&p.topic) + 4 + 8)
+            .map(|p| str16_len(&p.topic) + 4 + 8 + log_end)
             .sum::<usize>()
 }
 
@@ -118,17 +158,24 @@ pub(in crate::protocol) fn encode_request(
     dst.put_u32(fetch.max_wait_ms);
     dst.put_u32(fetch.min_bytes);
     dst.put_u32(fetch.max_bytes);
+    let version = request_version(fetch);
     put_entry_count(dst, "ReplicaFetch partitions", fetch.partitions.len())?;
     for partition in &fetch.partitions {
         put_str16(dst, "topic", &partition.topic)?;
         dst.put_u32(partition.partition);
         dst.put_u64(partition.fetch_offset);
+        if version >= LOG_END_VERSION {
+            dst.put_u64(partition.log_end_offset());
+        }
     }
     Ok(())
 }
 
-/// Reads the request body; the list's capacity is capped by the bytes that remain.
-pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, WireError> {
+/// Reads the request body of `version`; the list's capacity is capped by the bytes that remain.
+pub(in crate::protocol) fn decode_request(
+    r: &mut Reader,
+    version: u16,
+) -> Result<Request, WireError> {
     let follower = r.u32("follower")?;
     let follower_incarnation = r.u64("follower_incarnation")?;
     let leader_epoch = r.u32("leader_epoch")?;
@@ -138,10 +185,19 @@ pub(in crate::protocol) fn decode_request(r: &mut Reader) -> Result<Request, Wir
     let count = read_entry_count(r, "partition_count")?;
     let mut partitions = Vec::with_capacity(r.capped(count, REQUEST_ENTRY_MIN_BYTES));
     for _ in 0..count {
+        let topic = r.string16("topic")?;
+        let partition = r.u32("partition")?;
+        let fetch_offset = r.u64("fetch_offset")?;
+        let log_end_offset = if version >= LOG_END_VERSION {
+            Some(r.u64("log_end_offset")?)
+        } else {
+            None
+        };
         partitions.push(ReplicaFetchPartition {
-            topic: r.string16("topic")?,
-            partition: r.u32("partition")?,
-            fetch_offset: r.u64("fetch_offset")?,
+            topic,
+            partition,
+            fetch_offset,
+            log_end_offset,
         });
     }
     Ok(Request::ReplicaFetch(ReplicaFetch {
