@@ -341,3 +341,124 @@ impl Follower {
         FollowerAction::RereadMetadata
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// A log of a fresh follower: no epochs (so no truncation), and a log end the test moves.
+    struct FreshLog {
+        end: AtomicU64,
+    }
+
+    impl ReplicaLog for FreshLog {
+        fn log_end_offset(&self) -> u64 {
+            self.end.load(Ordering::Relaxed)
+        }
+        fn high_watermark(&self) -> u64 {
+            0
+        }
+        fn leader_epoch_floor(&self) -> LeaderEpoch {
+            0
+        }
+        fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
+            None
+        }
+        fn end_offset_for_epoch(&self, _: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
+            None
+        }
+        fn become_leader(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn become_follower(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            Ok(())
+        }
+        fn append_replicated(
+            &self,
+            _: &[u8],
+            _: LeaderEpoch,
+            _: LeaderEpoch,
+        ) -> Result<u64, ReplicaLogError> {
+            unreachable!("the test appends by moving the log end")
+        }
+        fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn advance_high_watermark(&self, _: u64) {}
+    }
+
+    fn answer(base_offset: u64, record_count: u64) -> Result<FetchResponse, FetchError> {
+        Ok(FetchResponse {
+            base_offset,
+            record_count,
+            records_epoch: 3,
+            high_watermark: base_offset,
+        })
+    }
+
+    /// An answer with records: the next fetch reads past them while they are appended, then a
+    /// progress report carries the new log end, and the pipelined fetch's answer goes on from
+    /// there. An empty answer is not pipelined.
+    #[test]
+    fn fetches_are_pipelined_behind_appends() {
+        let log = FreshLog {
+            end: AtomicU64::new(0),
+        };
+        let (mut follower, action) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        assert_eq!(action, FollowerAction::BecomeFollower { leader_epoch: 3 });
+        let FollowerAction::Fetch(first) = follower.on_became_follower(&log, Ok(())) else {
+            panic!("expected the first fetch");
+        };
+        assert_eq!((first.fetch_offset, first.log_end_offset), (0, 0));
+        assert!(!first.report_only);
+
+        let FollowerAction::Append {
+            record_count: 10,
+            then_fetch: Some(next),
+            ..
+        } = follower.on_fetch_response(&log, answer(0, 10))
+        else {
+            panic!("expected an append with a pipelined fetch");
+        };
+        assert_eq!((next.fetch_offset, next.log_end_offset), (10, 0));
+        log.end.store(10, Ordering::Relaxed);
+        let FollowerAction::Report(report) = follower.on_appended(&log, Ok(10)) else {
+            panic!("expected a progress report");
+        };
+        assert!(report.report_only);
+        assert_eq!((report.fetch_offset, report.log_end_offset), (10, 10));
+
+        // The pipelined fetch's answer: nothing new, so the next fetch waits for it to be done.
+        let FollowerAction::Append {
+            record_count: 0,
+            then_fetch: None,
+            ..
+        } = follower.on_fetch_response(&log, answer(10, 0))
+        else {
+            panic!("expected an empty append without a pipelined fetch");
+        };
+        let FollowerAction::Fetch(after) = follower.on_appended(&log, Ok(10)) else {
+            panic!("expected a plain fetch");
+        };
+        assert_eq!((after.fetch_offset, after.log_end_offset), (10, 10));
+    }
+
+    /// An append that did not take every record it was given cannot be followed by the
+    /// pipelined fetch's answer (it starts past them): the follower starts over.
+    #[test]
+    fn a_short_append_under_a_pipelined_fetch_rereads() {
+        let log = FreshLog {
+            end: AtomicU64::new(0),
+        };
+        let (mut follower, _) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        follower.on_became_follower(&log, Ok(()));
+        follower.on_fetch_response(&log, answer(0, 10));
+        log.end.store(7, Ordering::Relaxed);
+        assert_eq!(
+            follower.on_appended(&log, Ok(7)),
+            FollowerAction::RereadMetadata
+        );
+    }
+}
