@@ -63,6 +63,8 @@ pub enum StoreAnswer {
     Read {
         partitions: Vec<Versioned<PartitionState>>,
         live: LiveBrokers,
+        /// The store's revision the read saw (etcd's header revision).
+        revision: i64,
     },
     Cas(Option<i64>),
 }

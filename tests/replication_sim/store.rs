@@ -105,6 +105,13 @@ impl Store {
             .collect()
     }
 
+    /// The store's revision (after expiring what is due): every registration, expiry and
+    /// applied compare-and-swap raises it.
+    pub fn revision(&mut self, now_ms: u64) -> i64 {
+        self.expire(now_ms);
+        self.revision
+    }
+
     pub fn read(&mut self, now_ms: u64) -> Vec<Versioned<PartitionState>> {
         self.expire(now_ms);
         self.partitions.clone()

@@ -141,6 +141,9 @@ struct Broker {
     valid_until: u64,
     live: LiveBrokers,
     read_sent: Option<u64>,
+    /// The store revision of the newest read applied (a later answer of an older read is
+    /// dropped).
+    read_revision: i64,
     parts: Vec<Part>,
 }
 
@@ -223,6 +226,7 @@ impl World {
                 valid_until: 0,
                 live: LiveBrokers::new(),
                 read_sent: None,
+                read_revision: 0,
                 parts: (0..plan.partitions)
                     .map(|_| Part {
                         role: Role::Idle,
@@ -438,6 +442,7 @@ impl World {
         broker.lease = None;
         broker.valid_until = 0;
         broker.read_sent = None;
+        broker.read_revision = 0;
         let mut clamped = 0;
         for part in &mut broker.parts {
             if let Role::Follower(follower) = &part.role {
@@ -605,6 +610,7 @@ impl World {
             StoreOp::Read => StoreAnswer::Read {
                 partitions: self.store.read(now),
                 live: self.store.live(now),
+                revision: self.store.revision(now),
             },
             StoreOp::Cas {
                 partition,
@@ -639,6 +645,9 @@ impl World {
         match (op, answer) {
             (StoreOp::Register { sent_ms, .. }, StoreAnswer::Registered { lease }) => {
                 self.brokers[node as usize].lease = Some(lease);
+                self.trace_line(|| {
+                    format!("broker {node}: registered with lease {lease} (sent at {sent_ms})")
+                });
                 self.renewed(node, sent_ms + LEASE_TTL_MS);
             }
             (StoreOp::KeepAlive { lease, sent_ms }, StoreAnswer::KeptAlive(alive)) => {
@@ -653,9 +662,28 @@ impl World {
                     self.trace_line(|| format!("broker {node}: lease {lease} lost"));
                 }
             }
-            (StoreOp::Read, StoreAnswer::Read { partitions, live }) => {
+            (
+                StoreOp::Read,
+                StoreAnswer::Read {
+                    partitions,
+                    live,
+                    revision,
+                },
+            ) => {
                 let broker = &mut self.brokers[node as usize];
                 broker.read_sent = None;
+                if revision < broker.read_revision {
+                    // A late answer (the network held it): the registrations it lists are older
+                    // than those already read. A broker's view only moves forward, as the real
+                    // driver's does (its watch delivers the store's changes in revision order);
+                    // taking it would let a stale "this leader is not registered" start an
+                    // election while that leader is registered and serving.
+                    self.trace_line(|| {
+                        format!("broker {node}: drops a read of revision {revision}")
+                    });
+                    return;
+                }
+                broker.read_revision = revision;
                 broker.live = live;
                 for (partition, state) in partitions.into_iter().enumerate() {
                     let part = &mut broker.parts[partition];
