@@ -48,6 +48,9 @@ impl Node {
         config.replication.replica_lag_max_ms = 1_000;
         config.replication.election_backoff_ms = 200;
         config.replication.acks_all_timeout_ms = 5_000;
+        // Brokers 1 and 3 pipeline their followers' fetches, broker 2 does not: both ways run
+        // in every scenario, against leaders of either kind.
+        config.replication.pipelined_fetches = id % 2 == 1;
         let driver = ClusterDriver::new(config, store, Arc::clone(&service)).expect("driver");
         let server_config = ServerConfig {
             node_id: id,

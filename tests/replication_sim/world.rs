@@ -49,6 +49,7 @@ pub fn replication_config() -> ReplicationConfig {
         acks_all_waiters_max: 64,
         election_backoff_ms: 300,
         epoch_end_rounds_max: 64,
+        pipelined_fetches: false,
     }
 }
 
@@ -215,7 +216,11 @@ impl World {
                 }
             })
             .collect();
-        let config = replication_config();
+        // Half the seeds run with pipelined follower fetches, half without.
+        let config = ReplicationConfig {
+            pipelined_fetches: plan.seed % 2 == 1,
+            ..replication_config()
+        };
         let brokers = (0..BROKERS)
             .map(|id| Broker {
                 up: true,

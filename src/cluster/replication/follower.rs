@@ -11,7 +11,8 @@
 //! member, so the leader holds them). Only then does the follower fetch, so every fetch offset
 //! the leader counts describes a log that agrees with its own.
 //!
-//! Fetches are pipelined: when an answer carries records, the follower asks for what follows them
+//! Fetches may be pipelined ([`ReplicationConfig::pipelined_fetches`], off by default): when an
+//! answer carries records, the follower asks for what follows them
 //! at once and appends while that fetch travels and waits at the leader, so the transfer of the
 //! next records overlaps the append of these. A fetch therefore names two offsets: where to read
 //! from (past the records being appended) and the follower's log end (what it holds). Once the
@@ -110,6 +111,7 @@ pub struct Follower {
     rounds: u32,
     rounds_max: u32,
     clamped_truncations: u64,
+    pipelined: bool,
 }
 
 impl Follower {
@@ -130,6 +132,7 @@ impl Follower {
             rounds: 0,
             rounds_max: config.epoch_end_rounds_max,
             clamped_truncations: 0,
+            pipelined: config.pipelined_fetches,
         };
         (follower, FollowerAction::BecomeFollower { leader_epoch })
     }
@@ -240,7 +243,7 @@ impl Follower {
             Ok(response) if response.base_offset != fetch_offset => FollowerAction::Nothing,
             Ok(response) if response.records_epoch > self.leader_epoch => self.stop(),
             Ok(response) => {
-                let then_fetch = (response.record_count > 0).then(|| {
+                let then_fetch = (self.pipelined && response.record_count > 0).then(|| {
                     let next_fetch_offset = fetch_offset + response.record_count;
                     FetchRequest {
                         fetch_offset: next_fetch_offset,
@@ -389,6 +392,38 @@ mod tests {
         fn advance_high_watermark(&self, _: u64) {}
     }
 
+    fn pipelining() -> ReplicationConfig {
+        ReplicationConfig {
+            pipelined_fetches: true,
+            ..ReplicationConfig::default()
+        }
+    }
+
+    /// Without pipelining (the default), an answer with records is appended before the next
+    /// fetch, which then reports the new log end: no report.
+    #[test]
+    fn by_default_the_next_fetch_waits_for_the_append() {
+        let log = FreshLog {
+            end: AtomicU64::new(0),
+        };
+        let (mut follower, _) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        follower.on_became_follower(&log, Ok(()));
+        let FollowerAction::Append {
+            record_count: 10,
+            then_fetch: None,
+            ..
+        } = follower.on_fetch_response(&log, answer(0, 10))
+        else {
+            panic!("expected an append without a pipelined fetch");
+        };
+        log.end.store(10, Ordering::Relaxed);
+        let FollowerAction::Fetch(next) = follower.on_appended(&log, Ok(10)) else {
+            panic!("expected the next fetch");
+        };
+        assert_eq!((next.fetch_offset, next.log_end_offset), (10, 10));
+        assert!(!next.report_only);
+    }
+
     fn answer(base_offset: u64, record_count: u64) -> Result<FetchResponse, FetchError> {
         Ok(FetchResponse {
             base_offset,
@@ -406,7 +441,7 @@ mod tests {
         let log = FreshLog {
             end: AtomicU64::new(0),
         };
-        let (mut follower, action) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        let (mut follower, action) = Follower::new(2, 9, 1, 3, &pipelining());
         assert_eq!(action, FollowerAction::BecomeFollower { leader_epoch: 3 });
         let FollowerAction::Fetch(first) = follower.on_became_follower(&log, Ok(())) else {
             panic!("expected the first fetch");
@@ -452,7 +487,7 @@ mod tests {
         let log = FreshLog {
             end: AtomicU64::new(0),
         };
-        let (mut follower, _) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        let (mut follower, _) = Follower::new(2, 9, 1, 3, &pipelining());
         follower.on_became_follower(&log, Ok(()));
         follower.on_fetch_response(&log, answer(0, 10));
         log.end.store(7, Ordering::Relaxed);

@@ -47,6 +47,12 @@ pub const ACKS_ALL_WAITERS_MAX_DEFAULT: usize = 10_000;
 pub const ELECTION_BACKOFF_MS_DEFAULT: u64 = 1_000;
 /// Default of [`ReplicationConfig::epoch_end_rounds_max`].
 pub const EPOCH_END_ROUNDS_MAX_DEFAULT: u32 = 64;
+/// Default of [`ReplicationConfig::pipelined_fetches`]: off. On one 2-core machine running
+/// three brokers, pipelining cost the brokers 15% more CPU per byte replicated (more, smaller
+/// fetches, and a report per append) and so lowered factor-3 throughput (`docs/benchmarks.md`);
+/// its gain, overlapping a follower's transfer with its append, needs brokers with cores of
+/// their own.
+pub const PIPELINED_FETCHES_DEFAULT: bool = false;
 
 /// The limits and timers of replication. Every limit has a name, a default and an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +70,10 @@ pub struct ReplicationConfig {
     /// A follower asks the leader for the end of its latest epoch at most this many times in a
     /// row (each round cuts at least one epoch of a diverging suffix); then it re-reads metadata.
     pub epoch_end_rounds_max: u32,
+    /// A follower of this broker asks for the records after those it is appending while it
+    /// appends them, and reports its log end once done (`follower`'s pipelined fetches); off,
+    /// it fetches, appends, then fetches again.
+    pub pipelined_fetches: bool,
 }
 
 impl Default for ReplicationConfig {
@@ -74,6 +84,7 @@ impl Default for ReplicationConfig {
             acks_all_waiters_max: ACKS_ALL_WAITERS_MAX_DEFAULT,
             election_backoff_ms: ELECTION_BACKOFF_MS_DEFAULT,
             epoch_end_rounds_max: EPOCH_END_ROUNDS_MAX_DEFAULT,
+            pipelined_fetches: PIPELINED_FETCHES_DEFAULT,
         }
     }
 }
