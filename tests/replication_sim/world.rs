@@ -747,9 +747,10 @@ impl World {
         let broker = &mut self.brokers[node as usize];
         broker.valid_until = broker.valid_until.max(valid_until);
         let valid_until = broker.valid_until;
+        let registration = broker.lease.unwrap_or(0);
         for part in &mut broker.parts {
             if let Role::Leader(leader) = &mut part.role {
-                leader.on_registration_renewed(valid_until);
+                leader.on_registration_renewed(registration, valid_until);
             }
         }
     }
@@ -884,6 +885,7 @@ impl World {
             high_watermark: log.high_watermark(),
             now_ms: now,
             registration_valid_until_ms: valid_until,
+            registration: self.brokers[node as usize].lease.unwrap_or(0),
         };
         self.count("leaders elected", 1);
         let leader = Leader::new(node, self.config.clone(), start)

@@ -253,6 +253,13 @@ impl ClusterDriver {
     }
 
     /// The registration's local deadline in engine milliseconds (0: not registered).
+    /// The lease id of the registration held (0: none): a leader counts only the renewals of
+    /// the registration it was elected under.
+    fn registration_id(&self) -> u64 {
+        let lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
+        lease.as_ref().map_or(0, |lease| lease.lease_id() as u64)
+    }
+
     fn registration_valid_until_ms(&self) -> u64 {
         let lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
         lease
@@ -424,8 +431,9 @@ impl ClusterDriver {
             });
         }
         let registered_until = self.registration_valid_until_ms();
+        let registration = self.registration_id();
         for (replica, state) in wanted {
-            self.reconcile(&replica, &state, &live, registered_until);
+            self.reconcile(&replica, &state, &live, registration, registered_until);
         }
     }
 
@@ -484,6 +492,7 @@ impl ClusterDriver {
         replica: &Arc<Replica>,
         state: &Versioned<PartitionState>,
         live: &LiveBrokers,
+        registration: u64,
         registered_until: u64,
     ) {
         use std::sync::atomic::Ordering;
@@ -493,7 +502,9 @@ impl ClusterDriver {
             let mut role = replica.role();
             match &mut *role {
                 Role::Leader(leader) => {
-                    leader.engine.on_registration_renewed(registered_until);
+                    leader
+                        .engine
+                        .on_registration_renewed(registration, registered_until);
                     let mut output = leader.engine.on_partition_read(now, state);
                     if !output.deposed {
                         // What the flush policy made durable since (a sync that finished
@@ -602,6 +613,7 @@ impl ClusterDriver {
             high_watermark: replica.partition.high_watermark(),
             now_ms: self.now_ms(),
             registration_valid_until_ms: self.registration_valid_until_ms(),
+            registration: self.registration_id(),
         };
         match leading::Leading::start(self.config.node_id, self.config.replication.clone(), start) {
             Ok(leading) => {

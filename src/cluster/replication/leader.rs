@@ -182,6 +182,8 @@ pub struct LeaderStart {
     /// When this broker's registration lapses by its own clock (see
     /// [`Leader::on_registration_renewed`]).
     pub registration_valid_until_ms: u64,
+    /// Which registration that is (the store's lease id; 0: none). Only its renewals count.
+    pub registration: u64,
 }
 
 /// One `acks=all` produce waiting for the high watermark.
@@ -205,6 +207,8 @@ pub struct Leader {
     durable_end_offset: u64,
     high_watermark: u64,
     registration_valid_until_ms: u64,
+    /// The registration this leader was elected under (see [`Leader::on_registration_renewed`]).
+    registration: u64,
     deposed: bool,
     waiters: VecDeque<Waiter>,
     /// The compare-and-swap sent and not yet settled, and the members it adds (counted in the
@@ -229,6 +233,7 @@ impl Leader {
             high_watermark,
             now_ms,
             registration_valid_until_ms,
+            registration,
         } = start;
         if partition.value.leader != Some(node_id) {
             return Err(LeaderStartError::NotNamedLeader {
@@ -249,6 +254,7 @@ impl Leader {
             durable_end_offset,
             high_watermark,
             registration_valid_until_ms,
+            registration,
             deposed: false,
             waiters: VecDeque::new(),
             in_flight: None,
@@ -305,11 +311,17 @@ impl Leader {
             .then_some(self.high_watermark)
     }
 
-    /// This broker's registration was renewed: a keep-alive *sent* at `sent_ms` succeeded on a
-    /// lease of `ttl_ms`, so the store cannot expire it before `sent_ms + ttl_ms`. A lapse already
-    /// observed is not undone (the leader is deposed).
-    pub fn on_registration_renewed(&mut self, valid_until_ms: u64) {
-        self.registration_valid_until_ms = self.registration_valid_until_ms.max(valid_until_ms);
+    /// This broker's registration `registration` was renewed: a keep-alive *sent* at `sent_ms`
+    /// succeeded on a lease of `ttl_ms`, so the store cannot expire it before `sent_ms + ttl_ms`.
+    /// A lapse already observed is not undone (the leader is deposed). Nor is one not observed:
+    /// a renewal of another registration than the one this leader was elected under (the broker
+    /// lost that one and registered again, perhaps while paused or cut off, and a successor may
+    /// have been elected meanwhile) extends nothing, so the leader stops acknowledging when the
+    /// old one lapses, and re-elects itself with a new epoch if it is still the one named.
+    pub fn on_registration_renewed(&mut self, registration: u64, valid_until_ms: u64) {
+        if registration == self.registration {
+            self.registration_valid_until_ms = self.registration_valid_until_ms.max(valid_until_ms);
+        }
     }
 
     /// Checks whether a produce may be written now (before the driver appends anything).
@@ -764,6 +776,7 @@ mod tests {
             high_watermark: 0,
             now_ms: 0,
             registration_valid_until_ms: 1_000,
+            registration: 1,
         };
         Leader::new(0, ReplicationConfig::default(), start).unwrap()
     }
@@ -837,7 +850,7 @@ mod tests {
     fn a_pipelining_follower_under_steady_load_stays_in_the_isr() {
         let mut leader = leader(vec![0, 1], 10);
         let live: LiveBrokers = [(0, 1), (1, 7)].into_iter().collect();
-        leader.on_registration_renewed(1_000_000);
+        leader.on_registration_renewed(1, 1_000_000);
         for step in 1..=60u64 {
             let now = step * 500;
             let leader_end = 10 * step + 10;
@@ -859,6 +872,19 @@ mod tests {
         assert_eq!(leader.followers()[&1].last_caught_up_ms, 59 * 500 + 100);
     }
 
+    /// A renewal of another registration than the one the leader was elected under (the broker
+    /// lost it and registered again) does not keep the leader acknowledging: it stops when the
+    /// old registration lapses, even if it never looked in between.
+    #[test]
+    fn only_the_electing_registration_keeps_a_leader_acknowledging() {
+        let mut leader = leader(vec![0, 1], 4);
+        leader.on_registration_renewed(2, 60_000);
+        assert!(!leader.can_acknowledge(1_000));
+        assert_eq!(leader.consumer_high_watermark(1_000), None);
+        leader.on_registration_renewed(1, 60_000);
+        assert!(leader.can_acknowledge(1_000));
+    }
+
     /// A follower that stopped fetching while its registration lives on (a crashed broker
     /// before its lease runs out) is proposed out for lagging and not back in, although its log
     /// end still reaches the high watermark.
@@ -867,7 +893,7 @@ mod tests {
         let mut leader = leader(vec![0, 1, 2], 4);
         let log = log(10);
         let live: LiveBrokers = [(0, 1), (1, 7), (2, 7)].into_iter().collect();
-        leader.on_registration_renewed(60_000);
+        leader.on_registration_renewed(1, 60_000);
         leader.on_local_durable(1, 10);
         leader.on_fetch(1, &fetch(1, EPOCH, 10), &log).0.unwrap();
         leader.on_fetch(1, &fetch(2, EPOCH, 10), &log).0.unwrap();
@@ -992,7 +1018,7 @@ mod tests {
         let mut leader = leader(vec![0, 1, 2], 4);
         let log = log(10);
         let live: LiveBrokers = [(0, 1), (1, 7), (2, 7)].into_iter().collect();
-        leader.on_registration_renewed(60_000);
+        leader.on_registration_renewed(1, 60_000);
         leader.on_fetch(1, &fetch(1, EPOCH, 10), &log).0.unwrap();
         leader.on_fetch(1, &fetch(2, EPOCH, 10), &log).0.unwrap();
         assert_eq!(leader.on_tick(5_000, &live).proposal, None);
