@@ -4,8 +4,9 @@
 //! fetches in a loop, appending what comes back through the fence's leader-epoch check and
 //! raising the high watermark. Requests go over one native-protocol connection to the leader.
 //!
-//! Fetches are pipelined as the engine says: the fetch that follows an answer with records is
-//! sent from a task of its own before those records are appended (on the blocking pool), and once
+//! A broker started with `serve --replica-fetch-pipelining` (off by default) pipelines its
+//! fetches as the engine says: the fetch that follows an answer with records is sent from a
+//! task of its own before those records are appended (on the blocking pool), and once
 //! they are, a progress report carries the new log end to the leader at once, while that fetch
 //! may still be waiting there. So one follower has at most a fetch, an append and a report under
 //! way, and its cycle is the longer of the transfer and the append, not their sum.
