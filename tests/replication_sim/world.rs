@@ -588,6 +588,24 @@ impl World {
         self.send_to_store(node, StoreOp::Read);
     }
 
+    /// Sends a follower's request `msg` (tagged `tag`) to `leader`, with the timer that asks
+    /// again if no answer of that tag comes within `FETCH_RETRY_MS`.
+    fn send_with_retry(
+        &mut self,
+        node: NodeId,
+        leader: NodeId,
+        partition: usize,
+        tag: u64,
+        msg: Msg,
+    ) {
+        self.send(node, Addr::Broker(leader), msg);
+        self.timer(
+            node,
+            self.now + FETCH_RETRY_MS,
+            Timer::FollowerRetry { partition, tag },
+        );
+    }
+
     fn send(&mut self, from: NodeId, to: Addr, msg: Msg) {
         self.net
             .send(&mut self.rng, self.now, Addr::Broker(from), to, msg);
@@ -1039,12 +1057,7 @@ impl World {
                             request,
                             tag,
                         };
-                        self.send(node, Addr::Broker(leader), msg);
-                        self.timer(
-                            node,
-                            self.now + FETCH_RETRY_MS,
-                            Timer::FollowerRetry { partition, tag },
-                        );
+                        self.send_with_retry(node, leader, partition, tag, msg);
                     }
                     let log = &self.logs[node as usize][partition];
                     let Role::Follower(follower) =
@@ -1074,12 +1087,7 @@ impl World {
                         request,
                         tag,
                     };
-                    self.send(node, Addr::Broker(leader), msg);
-                    self.timer(
-                        node,
-                        self.now + FETCH_RETRY_MS,
-                        Timer::FollowerRetry { partition, tag },
-                    );
+                    self.send_with_retry(node, leader, partition, tag, msg);
                     return;
                 }
                 FollowerAction::Fetch(request) => {
@@ -1098,12 +1106,7 @@ impl World {
                         request,
                         tag,
                     };
-                    self.send(node, Addr::Broker(leader), msg);
-                    self.timer(
-                        node,
-                        self.now + FETCH_RETRY_MS,
-                        Timer::FollowerRetry { partition, tag },
-                    );
+                    self.send_with_retry(node, leader, partition, tag, msg);
                     return;
                 }
                 FollowerAction::Report(request) => {
