@@ -312,5 +312,16 @@ impl Drop for TestServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        // The temporary directory goes once the server task has ended (or, at the latest, when
+        // the runtime shuts down): removed at once, it raced the server's own tasks, which could
+        // write into it again, and left small directories in the system's temp dir behind.
+        if let (Some(task), Some(temporary)) = (self.task.take(), self._temporary.take()) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = task.await;
+                    drop(temporary);
+                });
+            }
+        }
     }
 }
