@@ -451,22 +451,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// A record as a consumer sees it. Byte fields are zero-copy slices of the batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// The record's offset in the partition.
-    pub offset: u64,
-    /// The epoch of the batch it was written in.
-    pub epoch: u64,
-    /// Milliseconds since the Unix epoch.
-    pub timestamp: i64,
-    /// Optional key.
-    pub key: Option<Bytes>,
-    /// Optional value.
-    pub value: Option<Bytes>,
-    /// Headers, in order: (name, value).
-    pub headers: Vec<(String, Bytes)>,
-}
+pub use crate::domain::Record;
 
 /// Splits a buffer of concatenated stored batches (a fetch result) into records, checking each
 /// batch's length and CRC again on the reading side. Stops with an error at the first bad batch.

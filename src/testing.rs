@@ -34,7 +34,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::metrics::{MetricsEndpoint, MetricsEndpointConfig};
+use crate::server::prometheus::{MetricsEndpoint, MetricsEndpointConfig};
 use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig, ServerTls};
 
 /// A running in-process server on a temporary directory.
@@ -168,7 +168,8 @@ impl TestServer {
         };
         let service = Arc::new(
             BrokerService::with_clock(Arc::new(broker), broker_config.lease.clone(), clock)
-                .with_coordinator_config(broker_config.coordinator.clone()),
+                .with_coordinator_config(broker_config.coordinator.clone())
+                .with_node_id(broker_config.node_id),
         );
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener = bind_listener(bind).await?;

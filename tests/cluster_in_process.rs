@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use fencelog::broker::cluster::{ClusterConfig, ClusterDriver};
 use fencelog::broker::{Broker, BrokerConfig, BrokerService};
 use fencelog::client::{BatchBuilder, Client, ClientError};
-use fencelog::cluster::driver::{ClusterConfig, ClusterDriver};
 use fencelog::cluster::meta::{MemoryMetaStore, MetaStore};
 use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
 use fencelog::server::{self, ServerConfig};
@@ -35,10 +35,9 @@ impl Node {
     async fn start(id: u32, store: Arc<dyn MetaStore>) -> Node {
         let dir = tempfile::tempdir().expect("temp dir");
         let broker = Arc::new(Broker::open(dir.path()).expect("open broker"));
-        let service = Arc::new(BrokerService::standalone(
-            broker,
-            BrokerConfig::default().lease,
-        ));
+        let service = Arc::new(
+            BrokerService::standalone(broker, BrokerConfig::default().lease).with_node_id(id),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -51,13 +50,10 @@ impl Node {
         // Brokers 1 and 3 pipeline their followers' fetches, broker 2 does not: both ways run
         // in every scenario, against leaders of either kind.
         config.replication.pipelined_fetches = id % 2 == 1;
-        let driver = ClusterDriver::new(config, store, Arc::clone(&service)).expect("driver");
-        let server_config = ServerConfig {
-            node_id: id,
-            cluster_view: Some(driver.clone()),
-            cluster: Some(Arc::clone(&driver)),
-            ..ServerConfig::default()
-        };
+        let driver =
+            ClusterDriver::new(config, store, Arc::clone(service.broker())).expect("driver");
+        service.join_cluster(Arc::clone(&driver)).expect("join");
+        let server_config = ServerConfig::default();
         driver.start();
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(server::run(

@@ -13,6 +13,7 @@ mod raw_protocol;
 
 use bytes::{Bytes, BytesMut};
 use fencelog::batch::BatchBuilder;
+use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{
     Acks, ApiKey, BrokerMetadata, ClusterMetadata, EpochEnd, ErrorCode, ErrorDetails,
     ErrorResponse, LeaderEpochEndPartition, LeaderEpochQuery, PartitionMetadata, ProtocolError,
@@ -544,11 +545,11 @@ fn the_documents_api_and_error_tables_list_the_cluster_additions() {
 
 /// A standalone server on an ephemeral port, as node 7.
 async fn standalone() -> TestServer {
-    let config = ServerConfig {
+    let broker_config = BrokerConfig {
         node_id: 7,
-        ..ServerConfig::default()
+        ..BrokerConfig::default()
     };
-    TestServer::start_with(config, Default::default())
+    TestServer::start_with(ServerConfig::default(), broker_config)
         .await
         .unwrap()
 }

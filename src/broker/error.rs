@@ -45,7 +45,7 @@ pub enum BrokerError {
     /// A cluster-mode refusal: another broker leads, too few in-sync replicas, an `acks=all`
     /// write not acknowledged, the metadata store unavailable.
     #[error(transparent)]
-    Cluster(#[from] crate::cluster::driver::ClusterError),
+    Cluster(#[from] crate::broker::cluster::ClusterError),
     /// A storage failure (the fence's refusals among them).
     #[error(transparent)]
     Storage(#[from] StorageError),

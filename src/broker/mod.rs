@@ -28,6 +28,7 @@
 //!                                    leftover (a crash before removal) is removed on open
 //! ```
 
+pub mod cluster;
 pub mod coordinator;
 pub mod epoch_floors;
 pub mod error;
@@ -129,6 +130,8 @@ pub struct BrokerConfig {
     pub lease: LeaseConfig,
     /// Timings and limits of the consumer-group coordinator (the Kafka listener's groups).
     pub coordinator: CoordinatorConfig,
+    /// This broker's node id (`serve --node-id`), the one id every listener reports.
+    pub node_id: crate::domain::NodeId,
 }
 
 /// Topics and partitions of one data directory.

@@ -14,12 +14,25 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::domain::NodeId;
 use crate::storage::durable_file::write_durably;
 
 /// Ids reserved by one durable write.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
 /// Name of the file in the data directory holding the first id not yet reserved.
 pub const PRODUCER_ID_FILE: &str = "producer-id-block";
+
+/// Highest node id a cluster broker may have: producer ids a broker hands out carry its node id
+/// above [`PRODUCER_ID_LOCAL_BITS`] bits, so ids from different brokers never collide (a
+/// producer whose partition's leader moves keeps its id) and stay positive.
+pub const CLUSTER_NODE_ID_MAX: u32 = (1 << 22) - 1;
+/// Bits of a cluster producer id that count the ids one broker handed out.
+pub const PRODUCER_ID_LOCAL_BITS: u32 = 40;
+
+/// A producer id broker `node_id` allocated locally (`local`), made unique in the cluster.
+pub fn cluster_producer_id(node_id: NodeId, local: i64) -> i64 {
+    (i64::from(node_id) << PRODUCER_ID_LOCAL_BITS) | (local & ((1 << PRODUCER_ID_LOCAL_BITS) - 1))
+}
 
 /// Hands out producer ids.
 #[derive(Debug)]

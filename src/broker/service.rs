@@ -16,17 +16,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
+use super::cluster::{ClusterDriver, ClusterError, ReplicaManager};
 use super::coordinator::{CoordinatorConfig, GroupCoordinator};
 use super::groups::PartitionCommits;
 use super::maintenance::Maintenance;
 use super::produce_queue::ProduceQueue;
 use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
-use crate::domain::TopicConfig;
+use crate::domain::{Acks, Epoch, NodeId, Replication, TopicConfig};
 use crate::lease::{
     AuthorityError, Grant, LeaseAuthority, LeaseConfig, LeaseTarget, LocalLeaseAuthority, Renewed,
 };
 use crate::metrics::Metrics;
+use crate::protocol::{LeaderEpochQuery, ReplicaFetch, Response};
 use crate::storage::{Appended, Partition, ReadResult, StorageError, WriteCredential};
 
 /// One batch to append.
@@ -82,9 +84,12 @@ pub struct BrokerService {
     metrics: Arc<Metrics>,
     /// Set when the server shuts down: pending long polls answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
-    /// In a cluster, this broker's node id, carried by every producer id it hands out (set
-    /// once by the cluster driver; see [`BrokerService::set_cluster_node`]).
-    cluster_node: OnceLock<crate::cluster::NodeId>,
+    /// This broker's node id (`serve --node-id`): in Metadata, in every producer id it hands
+    /// out in a cluster, in the cluster's records.
+    node_id: NodeId,
+    /// The cluster this broker is a member of, once joined ([`BrokerService::join_cluster`]);
+    /// unset: standalone. The replica manager answers from it.
+    cluster: OnceLock<Arc<ClusterDriver>>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -109,15 +114,55 @@ impl BrokerService {
             coordinator: OnceLock::new(),
             metrics: Arc::default(),
             stopping: tokio::sync::watch::Sender::new(false),
-            cluster_node: OnceLock::new(),
+            node_id: 0,
+            cluster: OnceLock::new(),
         }
     }
 
-    /// Makes producer ids unique in a cluster: from now on each carries `node_id` above
-    /// [`PRODUCER_ID_LOCAL_BITS`](crate::cluster::driver::PRODUCER_ID_LOCAL_BITS) bits, whichever
-    /// listener asked. Set once; a second call changes nothing.
-    pub fn set_cluster_node(&self, node_id: crate::cluster::NodeId) {
-        let _ = self.cluster_node.set(node_id);
+    /// The same service for broker `node_id` (`serve --node-id`; 0 unless given).
+    pub fn with_node_id(mut self, node_id: NodeId) -> Self {
+        self.node_id = node_id;
+        self
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// Makes this broker a member of `driver`'s cluster: from now on the replica manager answers
+    /// from it for every listener (who leads, `acks`, where topics are made), and producer ids
+    /// carry the node id above
+    /// [`PRODUCER_ID_LOCAL_BITS`](super::producer_ids::PRODUCER_ID_LOCAL_BITS) bits. Once only,
+    /// before serving, and with the driver of this broker's node id.
+    pub fn join_cluster(&self, driver: Arc<ClusterDriver>) -> Result<(), BrokerError> {
+        if driver.node_id() != self.node_id {
+            return Err(BrokerError::InvalidConfig(format!(
+                "the cluster driver is node {} but this broker is node {}: one node id names the broker everywhere",
+                driver.node_id(),
+                self.node_id
+            )));
+        }
+        self.cluster
+            .set(driver)
+            .map_err(|_| BrokerError::InvalidConfig("this broker already joined a cluster".into()))
+    }
+
+    /// The replica manager: this broker's part in the cluster, which decides what every
+    /// listener's requests mean here (see [`super::cluster`]).
+    pub fn replica_manager(&self) -> ReplicaManager {
+        match self.cluster.get() {
+            Some(driver) => ReplicaManager::Clustered(Arc::clone(driver)),
+            None => ReplicaManager::Standalone {
+                node_id: self.node_id,
+            },
+        }
+    }
+
+    /// The credential a native batch stamped with `epoch` presents (see
+    /// [`ReplicaManager::native_credential`]).
+    pub fn native_credential(&self, epoch: Epoch) -> WriteCredential {
+        self.replica_manager().native_credential(epoch)
     }
 
     /// Tells the service that the server is shutting down: every pending long poll (and every
@@ -186,6 +231,38 @@ impl BrokerService {
         Maintenance::start(Arc::clone(&self.broker))
     }
 
+    /// One produce, for every listener: the replica manager checks that this broker may take
+    /// it (`acks=all` needs `min_insync` in-sync replicas before anything is written), the
+    /// connection's `queue` appends it *now* in request order, and the returned future waits for
+    /// its acknowledgement under the flush policy and then, with `acks=all`, for every in-sync
+    /// replica (`None`: the broker's default, [`ReplicaManager::default_acks`]).
+    pub fn produce(
+        &self,
+        queue: &ProduceQueue,
+        request: ProduceRequest,
+        acks: Option<Acks>,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let replicas = self.replica_manager();
+        if let ReplicaManager::Standalone { .. } = replicas {
+            // The leader is the only replica: its acknowledgement is the commit, whatever `acks`.
+            return queue.produce(request);
+        }
+        let acks = acks.unwrap_or_else(|| replicas.default_acks());
+        if let Err(refused) = replicas.check_produce(&request.topic, request.partition, acks) {
+            return Box::pin(futures::future::ready(Err(refused)));
+        }
+        let topic = request.topic.clone();
+        let partition = request.partition;
+        let acknowledged = queue.produce(request);
+        Box::pin(async move {
+            let appended = acknowledged.await?;
+            replicas
+                .await_commit(&topic, partition, appended.last_offset, acks)
+                .await?;
+            Ok(appended)
+        })
+    }
+
     /// Appends a batch *now* (the fence check and the copy fix its offsets) and returns the wait
     /// for its acknowledgement: a group-commit sync on the blocking pool under flush `always`,
     /// nothing otherwise. The one produce path: [`ProduceQueue`] calls it in request order.
@@ -217,6 +294,8 @@ impl BrokerService {
     /// watermark moves past it or `max_wait` passes, then answers with what there is. What it
     /// returns is counted as fetched.
     pub async fn fetch(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        self.replica_manager()
+            .require_leader(&request.topic, request.partition)?;
         let target = self.broker.partition(&request.topic, request.partition)?;
         let result = self.wait_for_data(request).await?;
         target.metrics().fetched_batches(&result.batches);
@@ -249,6 +328,8 @@ impl BrokerService {
     /// Reads from `offset` at once, without waiting (see [`BrokerService::fetch`] for the long
     /// poll): listeners that wait on several partitions at a time read each with this.
     pub fn read_now(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
+        self.replica_manager()
+            .require_leader(&request.topic, request.partition)?;
         let target = self.broker.partition(&request.topic, request.partition)?;
         let result = target.read(request.offset, request.max_bytes)?;
         target.metrics().fetched_batches(&result.batches);
@@ -261,6 +342,7 @@ impl BrokerService {
         topic: &str,
         partition: u32,
     ) -> Result<PartitionOffsets, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
         let target = self.broker.partition(topic, partition)?;
         Ok(PartitionOffsets {
             earliest: target.log_start_offset(),
@@ -274,8 +356,8 @@ impl BrokerService {
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {
         let broker = Arc::clone(&self.broker);
         let producer_id = blocking(move || broker.allocate_producer_id()).await?;
-        let producer_id = match self.cluster_node.get() {
-            Some(node) => crate::cluster::driver::cluster_producer_id(*node, producer_id),
+        let producer_id = match self.cluster.get() {
+            Some(_) => super::producer_ids::cluster_producer_id(self.node_id, producer_id),
             None => producer_id,
         };
         Ok((producer_id, 0))
@@ -444,7 +526,9 @@ impl BrokerService {
         Ok(self.leases.release(target, lease_id).await?)
     }
 
+    /// The partition a lease request is for; only its leader grants, renews and releases.
     fn lease_target(&self, topic: &str, partition: u32) -> Result<LeaseTarget, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
         let log: Arc<Partition> = self.broker.partition(topic, partition)?;
         Ok(LeaseTarget {
             topic: topic.to_string(),
@@ -464,17 +548,54 @@ impl BrokerService {
         blocking(move || broker.create_topic(&name, partitions, config)).await
     }
 
+    /// Creates a topic where this broker's mode keeps topics, with its replication settings
+    /// (`None`: the mode's default): in a cluster through the metadata store, placed over the
+    /// live brokers (waiting until its leaders are elected); standalone in the data directory,
+    /// where only a factor of 1 can be honoured.
+    pub async fn create_replicated_topic(
+        &self,
+        name: String,
+        partitions: u32,
+        config: TopicConfig,
+        replication: Option<Replication>,
+    ) -> Result<(), BrokerError> {
+        if let Some(invalid) = replication.as_ref().and_then(Replication::invalid) {
+            return Err(BrokerError::InvalidConfig(invalid));
+        }
+        match self.replica_manager() {
+            ReplicaManager::Clustered(driver) => {
+                driver
+                    .create_topic(name, partitions, config, replication)
+                    .await
+            }
+            ReplicaManager::Standalone { .. } => {
+                if let Some(replication) = replication.filter(|r| r.factor > 1) {
+                    return Err(ClusterError::ClusterRequired(format!(
+                        "replication factor {} needs a cluster: start the brokers with --etcd (this broker runs standalone and keeps one copy; use --replication-factor 1)",
+                        replication.factor
+                    ))
+                    .into());
+                }
+                self.create_topic(name, partitions, config).await.map(drop)
+            }
+        }
+    }
+
     /// Deletes a topic (see [`Broker::delete_topic`]): once this returns `Ok` the deletion and the
     /// name's fence floor are durable, the topic is no longer served (metadata, produce, fetch
     /// and leases answer UNKNOWN_TOPIC), its leases and committed offsets are forgotten. Its
     /// files are removed afterwards on the blocking pool, so deleting a big topic holds up
     /// neither the runtime nor the answer.
     pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
+        if let ReplicaManager::Clustered(driver) = self.replica_manager() {
+            return driver.delete_topic(&name).await;
+        }
         let topic = self.broker.topic(&name)?;
         let broker = Arc::clone(&self.broker);
         let deleted: DeletedTopic = blocking(move || broker.delete_topic(&name)).await?;
         self.leases.forget_topic(&deleted.name);
-        self.metrics.forget_topic(&topic);
+        self.metrics
+            .forget_partitions(topic.open_partitions().map(|partition| partition.metrics()));
         tokio::task::spawn_blocking(move || deleted.remove_files());
         Ok(())
     }
@@ -487,11 +608,48 @@ impl BrokerService {
         names.iter().map(|name| self.broker.topic(name)).collect()
     }
 
+    /// This broker's high watermark of `topic`/`partition`, whether it leads it or not (for
+    /// metadata; 0 for a partition that could not be opened).
+    pub fn local_high_watermark(&self, topic: &str, partition: u32) -> u64 {
+        self.broker
+            .partition(topic, partition)
+            .map_or(0, |target| target.high_watermark())
+    }
+
+    /// Answers a follower's `ReplicaFetch` (the leader's side of replication; a standalone
+    /// broker has no replicas to serve).
+    pub async fn serve_replica_fetch(&self, fetch: ReplicaFetch) -> Result<Response, BrokerError> {
+        match self.replica_manager() {
+            ReplicaManager::Clustered(driver) => Ok(driver.serve_replica_fetch(fetch).await),
+            ReplicaManager::Standalone { .. } => Err(not_in_a_cluster("ReplicaFetch")),
+        }
+    }
+
+    /// Answers a follower's `LeaderEpochEnd`: where each asked leader epoch ends in this
+    /// leader's log.
+    pub fn serve_epoch_end(
+        &self,
+        partitions: Vec<LeaderEpochQuery>,
+    ) -> Result<Response, BrokerError> {
+        match self.replica_manager() {
+            ReplicaManager::Clustered(driver) => Ok(driver.serve_epoch_end(partitions)),
+            ReplicaManager::Standalone { .. } => Err(not_in_a_cluster("LeaderEpochEnd")),
+        }
+    }
+
     /// Syncs every partition (graceful shutdown), on the blocking pool.
     pub async fn sync_all(&self) -> Result<(), BrokerError> {
         let broker = Arc::clone(&self.broker);
         blocking(move || broker.sync_all()).await
     }
+}
+
+/// The refusal of a replication API by a standalone broker.
+fn not_in_a_cluster(api: &str) -> BrokerError {
+    ClusterError::ClusterRequired(format!(
+        "{api}: this broker is not part of a cluster (it was started without --etcd), so it has no replicas to serve"
+    ))
+    .into()
 }
 
 /// Runs blocking broker work on tokio's blocking pool.

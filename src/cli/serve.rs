@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::broker::{Broker, BrokerConfig, BrokerService};
-use crate::metrics::{MetricsEndpoint, MetricsEndpointConfig};
 use crate::server::kafka::{KafkaConfig, KafkaConfigError};
+use crate::server::prometheus::{MetricsEndpoint, MetricsEndpointConfig};
 use crate::server::{self, KafkaListener, ServerConfig, DEFAULT_LISTEN};
 
 /// Default data directory, relative to where the server starts.
@@ -43,9 +43,10 @@ pub struct ServeArgs {
     /// address, and must be set when that is 0.0.0.0 or [::].
     #[arg(long, env = "FENCELOG_KAFKA_ADVERTISE", requires = "kafka_listen")]
     pub kafka_advertise: Option<String>,
-    /// This broker's node id in Kafka Metadata.
-    #[arg(long, default_value_t = server::kafka::config::DEFAULT_KAFKA_NODE_ID)]
-    pub kafka_node_id: i32,
+    /// Kept for scripts that set it: the Kafka broker id is the node id (`--node-id`), and a
+    /// different value is refused.
+    #[arg(long, hide = true)]
+    pub kafka_node_id: Option<i32>,
     /// Largest Kafka request frame accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, default_value_t = server::kafka::DEFAULT_KAFKA_MAX_FRAME_BYTES)]
     pub kafka_max_frame_bytes: usize,
@@ -83,7 +84,7 @@ pub struct ServeArgs {
     pub cluster_name: String,
     /// TTL of this broker's registration in etcd, in milliseconds: its partitions are taken over
     /// this long after it stops renewing (it stops acknowledging earlier, by its own clock).
-    #[arg(long, default_value_t = crate::cluster::driver::REGISTRATION_TTL_DEFAULT.as_millis() as u64, requires = "etcd")]
+    #[arg(long, default_value_t = crate::broker::cluster::REGISTRATION_TTL_DEFAULT.as_millis() as u64, requires = "etcd")]
     pub registration_ttl_ms: u64,
     /// A follower that has not caught up with its leader for this long (milliseconds) leaves
     /// the partition's in-sync replicas.
@@ -143,16 +144,14 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_frame_bytes: args.max_frame_bytes,
             tls,
             memory_budget: server::memory_budget::MemoryBudget::new(args.max_buffer_bytes),
-            node_id: args.node_id,
             advertised_addr: args.advertise.clone(),
             ..ServerConfig::default()
         };
         let kafka = kafka_listener(&args).await?;
-        let service = Arc::new(BrokerService::standalone(
-            Arc::new(broker),
-            BrokerConfig::default().lease,
-        ));
-        let mut config = config;
+        let service = Arc::new(
+            BrokerService::standalone(Arc::new(broker), BrokerConfig::default().lease)
+                .with_node_id(args.node_id),
+        );
         let driver = if in_cluster {
             let advertised = match &args.advertise {
                 Some(advertise) => advertise.clone(),
@@ -162,8 +161,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                     .to_string(),
             };
             let driver = join_cluster(&args, advertised, &service).await?;
-            config.cluster_view = Some(driver.clone());
-            config.cluster = Some(Arc::clone(&driver));
+            service
+                .join_cluster(Arc::clone(&driver))
+                .map_err(|error| CliError::new(error.to_string()))?;
             driver.start();
             Some(driver)
         } else {
@@ -227,11 +227,11 @@ fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
             "--auth with --etcd: brokers do not authenticate to each other yet, so followers could not fetch; run the cluster on a trusted network without --auth for now",
         ));
     }
-    if args.node_id > crate::cluster::driver::CLUSTER_NODE_ID_MAX {
+    if args.node_id > crate::broker::producer_ids::CLUSTER_NODE_ID_MAX {
         return Err(CliError::new(format!(
             "--node-id {} is above {} in a cluster (producer ids carry the node id)",
             args.node_id,
-            crate::cluster::driver::CLUSTER_NODE_ID_MAX
+            crate::broker::producer_ids::CLUSTER_NODE_ID_MAX
         )));
     }
     let unreachable = ["0.0.0.0", "[::]", "::"];
@@ -254,8 +254,8 @@ async fn join_cluster(
     args: &ServeArgs,
     advertised: String,
     service: &Arc<BrokerService>,
-) -> Result<Arc<crate::cluster::driver::ClusterDriver>, CliError> {
-    use crate::cluster::driver::{ClusterConfig, ClusterDriver};
+) -> Result<Arc<crate::broker::cluster::ClusterDriver>, CliError> {
+    use crate::broker::cluster::{ClusterConfig, ClusterDriver};
     use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
     let etcd = EtcdConfig::new(args.etcd.clone()).with_cluster_name(args.cluster_name.clone());
     let store = EtcdMetaStore::connect(etcd)
@@ -269,7 +269,7 @@ async fn join_cluster(
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");
-    ClusterDriver::new(config, Arc::new(store), Arc::clone(service))
+    ClusterDriver::new(config, Arc::new(store), Arc::clone(service.broker()))
         .map_err(|error| CliError::new(error.to_string()))
 }
 
@@ -279,7 +279,7 @@ async fn join_cluster(
     _args: &ServeArgs,
     _advertised: String,
     _service: &Arc<BrokerService>,
-) -> Result<Arc<crate::cluster::driver::ClusterDriver>, CliError> {
+) -> Result<Arc<crate::broker::cluster::ClusterDriver>, CliError> {
     Err(CliError::new(
         "--etcd: this build has no etcd client (built without the `etcd` feature)",
     ))
@@ -303,7 +303,21 @@ async fn kafka_listener(args: &ServeArgs) -> Result<Option<KafkaListener>, CliEr
                 .map_err(|error| CliError::new(format!("Kafka listener address: {error}")))?,
         ),
     };
-    config.node_id = args.kafka_node_id;
+    if let Some(kafka_node_id) = args.kafka_node_id {
+        if i64::from(kafka_node_id) != i64::from(args.node_id) {
+            return Err(CliError::new(format!(
+                "--kafka-node-id {kafka_node_id} differs from --node-id {}: the Kafka broker id is the node id; drop --kafka-node-id",
+                args.node_id
+            )));
+        }
+    }
+    if i32::try_from(args.node_id).is_err() {
+        return Err(CliError::new(format!(
+            "--node-id {} with --kafka-listen: Kafka broker ids go up to {}",
+            args.node_id,
+            i32::MAX
+        )));
+    }
     config.max_frame_bytes = args.kafka_max_frame_bytes;
     config.validate().map_err(|error| match error {
         KafkaConfigError::UnreachableHost { .. } => CliError::new(format!(

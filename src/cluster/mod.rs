@@ -14,35 +14,15 @@
 //!   cluster and by the deterministic simulation in tests);
 //! - [`replica_log`]: what the replication logic needs from a partition's log.
 
-pub mod driver;
 pub mod meta;
 pub mod partition_log;
 pub mod replica_log;
 
 use serde::{Deserialize, Serialize};
 
-/// A broker's identity in the cluster (`serve --node-id N`), stable across restarts.
-pub type NodeId = u32;
-
-/// The leader epoch of a partition: raised by one (by etcd compare-and-swap) on every change of
-/// leader. It fences a deposed leader at the followers, as the producer epoch fences a deposed
-/// producer at the leader.
-pub type LeaderEpoch = u32;
-
-/// The producer epoch a partition's leader installs when it takes over in `leader_epoch`, before
-/// it serves anything: `leader_epoch << 32`. Every lease grant by this leader is above it (a
-/// grant is `current + 1`) and below every grant of any later leader, so grants by a deposed
-/// leader and by its successor can never collide, without an etcd round trip per grant. Like a
-/// creation epoch it is installed, never granted.
-pub fn producer_epoch_base(leader_epoch: LeaderEpoch) -> u64 {
-    u64::from(leader_epoch) << 32
-}
-
-/// The leader epoch a producer epoch was granted under (the inverse of
-/// [`producer_epoch_base`]).
-pub fn leader_epoch_of_producer_epoch(producer_epoch: u64) -> LeaderEpoch {
-    (producer_epoch >> 32) as LeaderEpoch
-}
+/// The cluster's numbers live in `crate::domain` (storage, the protocol and the client name them
+/// too); re-exported here where the cluster code has always found them.
+pub use crate::domain::{leader_epoch_of_producer_epoch, producer_epoch_base, LeaderEpoch, NodeId};
 
 /// A live broker, as registered in etcd under the broker's lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

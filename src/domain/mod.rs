@@ -8,15 +8,23 @@
 //! and storage does not depend on any protocol.
 #![warn(missing_docs)]
 
+mod cluster;
 mod flush_policy;
+mod record;
 mod topic_config;
 
 pub use flush_policy::{FlushPolicy, ParseFlushPolicyError, DEFAULT_FLUSH_INTERVAL_MS};
 pub use topic_config::TopicConfig;
 
-/// A record as a consumer sees it once its batch is decoded; the record batch format itself lives
-/// in `crate::batch`.
-pub use crate::batch::Record;
+pub use cluster::{
+    leader_epoch_of_producer_epoch, producer_epoch_base, Acks, LeaderEpoch, NodeId, Replication,
+};
+pub use record::Record;
+
+/// How many recent batches each producer's retries are recognised among. A producer must not
+/// have more batches in flight per partition than this (the client caps its pipelining to it;
+/// the partition's producer state remembers this many per producer).
+pub const PRODUCER_BATCH_WINDOW: usize = 8;
 
 /// Default segment size, the one definition shared by topic defaults and storage: large enough
 /// that rolling is rare, small enough to preallocate quickly (64 MiB).

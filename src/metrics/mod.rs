@@ -1,4 +1,5 @@
-//! Metrics: what the server counts, and the Prometheus endpoint that exposes it.
+//! Metrics: what the server counts. The Prometheus endpoint that exposes it is a listener
+//! (`crate::server::prometheus`), above the broker whose topics it walks.
 //!
 //! Counting is split from exposing so that the hot paths pay only for an atomic add:
 //!
@@ -8,30 +9,23 @@
 //!   update them; it is a leaf module that knows nothing of Prometheus.
 //! * [`listener`]: [`ListenerMetrics`], each listener's connections and request latency by API.
 //! * this file: [`Metrics`], the server-wide registry of listeners (held by the
-//!   [`crate::broker::BrokerService`]), and what is kept of deleted topics.
-//! * [`exposition`]: the Prometheus text rendering, built at scrape time by walking the broker's
-//!   live topics (so gauges such as the log end offset are read, not maintained, and a deleted
-//!   topic's series disappear), with prometheus-client's encoder.
-//! * [`endpoint`]: `GET /metrics` over HTTP/1 (hyper), bounded in connections, request size and
-//!   time.
+//!   broker service), and what is kept of deleted topics.
+//!
+//! Why counting sits below storage and knows nothing of the broker: every layer that counts
+//! (storage, leases, listeners) imports it, so it must import none of them.
 //!
 //! docs/operations.md lists every series, its type, labels and meaning.
 
-pub mod endpoint;
-pub mod exposition;
 pub mod histogram;
 pub mod listener;
 pub mod partition;
 
 use std::sync::{Arc, Mutex};
 
-pub use endpoint::{MetricsEndpoint, MetricsEndpointConfig, MetricsEndpointError};
-pub use exposition::render;
 pub use histogram::{AtomicHistogram, HistogramSnapshot};
 pub use listener::{ApiNames, ListenerMetrics, OpenConnection, RequestTimer, RequestTimers};
 pub use partition::{PartitionCounts, PartitionMetrics};
 
-use crate::broker::Topic;
 use histogram::{BATCH_BYTES_BOUNDS, SYNC_DURATION_BOUNDS_NANOS};
 
 /// The server-wide metrics: one [`ListenerMetrics`] per listener, and the histogram counts of
@@ -83,17 +77,18 @@ impl Metrics {
             .clone()
     }
 
-    /// Call when `topic` is deleted (after it is removed from the broker): its per-partition
+    /// Call with the metrics of a topic's partitions when it is deleted (after it is removed from the broker): its per-partition
     /// series disappear by themselves (a scrape only walks live topics), and this keeps its
     /// partitions' share of the server-wide histograms (batch sizes, sync latency) so that
     /// those stay monotonic.
-    pub fn forget_topic(&self, topic: &Topic) {
+    pub fn forget_partitions<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a PartitionMetrics>,
+    ) {
         let mut retired = self.retired.lock().expect("metrics lock poisoned");
-        for partition in topic.open_partitions() {
-            retired.batch_bytes.add(partition.metrics().batch_bytes());
-            retired
-                .sync_duration
-                .add(partition.metrics().sync_duration());
+        for partition in partitions {
+            retired.batch_bytes.add(partition.batch_bytes());
+            retired.sync_duration.add(partition.sync_duration());
         }
     }
 

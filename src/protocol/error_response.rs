@@ -19,7 +19,7 @@ use bytes::{BufMut, BytesMut};
 use super::node::{put_node, read_node};
 use super::wire::{put_str16, str16_len, Reader, WireError};
 use super::{ApiKey, ErrorCode, ProtocolError, ResponseFrame};
-use crate::cluster::{LeaderEpoch, NodeId};
+use crate::domain::{LeaderEpoch, NodeId};
 
 /// The body of a failed response.
 ///

@@ -9,7 +9,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::wire::{Reader, WireError};
 use super::ProtocolError;
-use crate::cluster::NodeId;
+use crate::domain::NodeId;
 
 /// The wire value of "no node" (no leader known): `0xffffffff`. Never a broker's node id.
 pub const NO_NODE: u32 = u32::MAX;

@@ -18,6 +18,7 @@ pub mod descriptors;
 pub mod kafka;
 pub mod memory_budget;
 pub mod native;
+pub mod prometheus;
 pub mod protocol;
 pub mod tls;
 mod writer;
@@ -83,17 +84,9 @@ pub struct ServerConfig {
     pub memory_budget: memory_budget::MemoryBudget,
     /// Longest a frame waits for its share of `memory_budget`.
     pub buffer_wait: Duration,
-    /// This broker's node id (`serve --node-id`), reported in `Metadata` version 1.
-    pub node_id: crate::cluster::NodeId,
     /// The `host:port` clients are told to reach this broker at (`serve --advertise`); `None`:
     /// the native listener's bound address.
     pub advertised_addr: Option<String>,
-    /// Where the native listener learns the brokers and each partition's leader; `None`:
-    /// standalone (this broker alone, leading everything; see `native::StandaloneView`).
-    pub cluster_view: Option<Arc<dyn native::ClusterView>>,
-    /// This broker's membership of a cluster (`serve --etcd`); `None`: standalone. When set,
-    /// `cluster_view` is the same driver.
-    pub cluster: Option<Arc<crate::cluster::driver::ClusterDriver>>,
 }
 
 impl Default for ServerConfig {
@@ -112,10 +105,7 @@ impl Default for ServerConfig {
                 memory_budget::DEFAULT_MAX_BUFFER_BYTES,
             ),
             buffer_wait: Duration::from_millis(memory_budget::DEFAULT_BUFFER_WAIT_MS),
-            node_id: 0,
             advertised_addr: None,
-            cluster_view: None,
-            cluster: None,
         }
     }
 }

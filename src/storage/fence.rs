@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::durable_file::write_durably;
-use crate::cluster::{leader_epoch_of_producer_epoch, producer_epoch_base, LeaderEpoch};
+use crate::domain::{leader_epoch_of_producer_epoch, producer_epoch_base, LeaderEpoch};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Why the fence refused an append or an install.

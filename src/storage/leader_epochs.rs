@@ -22,7 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::durable_file::write_durably;
-use crate::cluster::LeaderEpoch;
+use crate::domain::LeaderEpoch;
 
 /// Name of the leader-epoch file in a partition directory.
 pub const LEADER_EPOCHS_FILE: &str = "leader-epochs";

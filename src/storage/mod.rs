@@ -122,7 +122,7 @@ pub enum StorageError {
     #[error("this replica follows the leader of leader epoch {leader_epoch}; send writes to the partition's leader (fetch the cluster metadata to find it)")]
     NotLeader {
         /// The leader epoch this replica follows.
-        leader_epoch: crate::cluster::LeaderEpoch,
+        leader_epoch: crate::domain::LeaderEpoch,
     },
     /// A replication step the fence refused (a fenced or unknown leader epoch, an older leader
     /// epoch than installed, a replicated append on a replica that is not a follower); nothing

@@ -39,9 +39,7 @@ use thiserror::Error;
 use super::durable_file::write_durably;
 use crate::batch::{add_sequence, ProducerStamp, MAX_SEQUENCE};
 
-/// How many recent batches each producer's retries are recognised among. A producer must not
-/// have more batches in flight per partition than this (the client caps its pipelining to it).
-pub const PRODUCER_BATCH_WINDOW: usize = 8;
+pub use crate::domain::PRODUCER_BATCH_WINDOW;
 /// Default most producers remembered per partition.
 pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
 /// Name of the producer-state snapshot in a partition directory.

@@ -15,23 +15,7 @@ use crate::protocol::{ProtocolError, Request, Response};
 /// The version that carries the replication settings.
 pub(in crate::protocol) const REPLICATION_VERSION: u16 = 1;
 
-/// How a topic's partitions are replicated (CreateTopic version 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Replication {
-    /// How many brokers hold a copy of each partition (1: no replication). A standalone server
-    /// accepts only 1.
-    pub factor: u16,
-    /// The smallest in-sync replica set with which the leader accepts `acks=all` writes;
-    /// `None` (0 on the wire): the default, `min(2, factor)`.
-    pub min_insync: Option<u16>,
-}
-
-impl Replication {
-    /// `min_insync` with its default applied: `min(2, factor)`.
-    pub fn effective_min_insync(&self) -> u16 {
-        self.min_insync.unwrap_or(self.factor.min(2))
-    }
-}
+pub use crate::domain::Replication;
 
 /// The version of a request with (or without) replication settings.
 pub(in crate::protocol) fn request_version(replication: Option<Replication>) -> u16 {

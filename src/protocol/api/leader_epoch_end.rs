@@ -10,7 +10,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use crate::cluster::LeaderEpoch;
+use crate::domain::LeaderEpoch;
 use crate::protocol::node::{put_entry_count, read_entry_count, read_error_code, NO_LEADER_EPOCH};
 use crate::protocol::wire::{put_str16, str16_len, Reader, WireError};
 use crate::protocol::{ErrorCode, ProtocolError, Request, Response};

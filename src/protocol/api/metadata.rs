@@ -12,8 +12,8 @@
 
 use bytes::{BufMut, BytesMut};
 
-use crate::cluster::{LeaderEpoch, NodeId};
 use crate::domain::TopicConfig;
+use crate::domain::{LeaderEpoch, NodeId};
 use crate::protocol::node::{
     node_list_len, put_node, put_node_list, read_node, read_node_list, NO_NODE,
 };

@@ -9,9 +9,6 @@
 //! fields after the batch ([`encode_request_trailer`]), so a vectored write can send the batch
 //! it already holds without copying it.
 
-use std::fmt;
-use std::str::FromStr;
-
 use bytes::{BufMut, BytesMut};
 
 use crate::protocol::wire::{put_len32, put_str16, str16_len, Reader, WireError};
@@ -23,65 +20,7 @@ const RESPONSE_BODY_BYTES: usize = 8 + 8 + 8;
 /// The version that carries `acks`.
 pub(in crate::protocol) const ACKS_VERSION: u16 = 1;
 
-/// When a produce is acknowledged (Produce version 1). Version 0 (no `acks`) gets the broker's
-/// default: `All` on a replicated partition, `Leader` otherwise. `acks=0` (no answer at all) is
-/// not offered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Acks {
-    /// Once the leader appended the batch (and, under flush `always`, synced it). Wire value 1.
-    Leader,
-    /// Once every in-sync replica has it (the high watermark passed it), and only while the
-    /// partition has at least `min_insync` in-sync replicas. Wire value -1.
-    All,
-}
-
-impl Acks {
-    /// The wire value (Kafka's): 1 or -1.
-    pub fn as_i16(self) -> i16 {
-        match self {
-            Acks::Leader => 1,
-            Acks::All => -1,
-        }
-    }
-
-    /// The `acks` for a wire value; `None` for anything but 1 and -1 (0 included: not offered).
-    pub fn from_i16(value: i16) -> Option<Acks> {
-        match value {
-            1 => Some(Acks::Leader),
-            -1 => Some(Acks::All),
-            _ => None,
-        }
-    }
-
-    /// The name the CLI uses: `leader` or `all`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Acks::Leader => "leader",
-            Acks::All => "all",
-        }
-    }
-}
-
-impl fmt::Display for Acks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Acks {
-    type Err = String;
-
-    /// `leader` (or `1`) and `all` (or `-1`).
-    fn from_str(text: &str) -> Result<Acks, String> {
-        match text {
-            "leader" | "1" => Ok(Acks::Leader),
-            "all" | "-1" => Ok(Acks::All),
-            other => Err(format!(
-                "acks {other:?} is not offered: use `all` (every in-sync replica) or `leader`"
-            )),
-        }
-    }
-}
+pub use crate::domain::Acks;
 
 /// The version a request with (or without) `acks` is encoded in.
 pub(in crate::protocol) fn request_version(acks: Option<Acks>) -> u16 {

@@ -22,7 +22,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::cluster::{LeaderEpoch, NodeId};
+use crate::domain::{LeaderEpoch, NodeId};
 use crate::protocol::node::{put_entry_count, read_entry_count, read_error_code};
 use crate::protocol::wire::{put_len32, put_str16, str16_len, Reader, WireError};
 use crate::protocol::{ErrorCode, ProtocolError, Request, Response};

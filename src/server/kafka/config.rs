@@ -15,9 +15,6 @@ use thiserror::Error;
 pub const DEFAULT_KAFKA_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
 /// Largest frame the limit may be set to: a Kafka frame length is an `i32`.
 pub const KAFKA_MAX_FRAME_BYTES_LIMIT: usize = i32::MAX as usize;
-/// Default node id of this broker in Metadata (it is the only one, leader of every partition
-/// and the controller).
-pub const DEFAULT_KAFKA_NODE_ID: i32 = 0;
 /// Default cluster id reported in Metadata v2+ (clients treat it as an opaque name).
 pub const DEFAULT_KAFKA_CLUSTER_ID: &str = "fencelog";
 /// Longest advertised host name (a DNS name is at most 253 bytes).
@@ -30,8 +27,6 @@ pub struct KafkaConfig {
     pub advertised_host: String,
     /// Port clients are told to connect to.
     pub advertised_port: u16,
-    /// This broker's node id in Metadata.
-    pub node_id: i32,
     /// The cluster id in Metadata v2+.
     pub cluster_id: String,
     /// Largest request frame accepted, checked before anything is allocated or decoded.
@@ -58,12 +53,6 @@ pub enum KafkaConfigError {
         /// What was given.
         given: String,
     },
-    /// The node id is negative (Kafka reserves negative ids).
-    #[error("the Kafka node id must be 0 or more, not {node_id}")]
-    NegativeNodeId {
-        /// The id given.
-        node_id: i32,
-    },
     /// The cluster id is empty.
     #[error("the Kafka cluster id must not be empty")]
     EmptyClusterId,
@@ -84,7 +73,6 @@ impl KafkaConfig {
         Self {
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port(),
-            node_id: DEFAULT_KAFKA_NODE_ID,
             cluster_id: DEFAULT_KAFKA_CLUSTER_ID.to_string(),
             max_frame_bytes: DEFAULT_KAFKA_MAX_FRAME_BYTES,
         }
@@ -120,11 +108,6 @@ impl KafkaConfig {
         }
         if self.advertised_port == 0 {
             return Err(KafkaConfigError::ZeroPort);
-        }
-        if self.node_id < 0 {
-            return Err(KafkaConfigError::NegativeNodeId {
-                node_id: self.node_id,
-            });
         }
         if self.cluster_id.is_empty() {
             return Err(KafkaConfigError::EmptyClusterId);

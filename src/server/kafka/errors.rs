@@ -35,8 +35,8 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
 }
 
 /// The Kafka error for a cluster-mode refusal.
-fn cluster_error(error: &crate::cluster::driver::ClusterError) -> ResponseError {
-    use crate::cluster::driver::ClusterError;
+fn cluster_error(error: &crate::broker::cluster::ClusterError) -> ResponseError {
+    use crate::broker::cluster::ClusterError;
     match error {
         ClusterError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
         ClusterError::LeaderNotAvailable { .. } => ResponseError::LeaderNotAvailable,
@@ -45,6 +45,7 @@ fn cluster_error(error: &crate::cluster::driver::ClusterError) -> ResponseError 
         ClusterError::NotAcknowledged { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         ClusterError::Meta(_) => ResponseError::UnknownServerError,
         ClusterError::Unsupported(_) => ResponseError::InvalidRequest,
+        ClusterError::ClusterRequired(_) => ResponseError::InvalidReplicationFactor,
     }
 }
 

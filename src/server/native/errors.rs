@@ -31,8 +31,8 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
     }
 }
 
-fn cluster_error(error: &crate::cluster::driver::ClusterError, message: String) -> ErrorResponse {
-    use crate::cluster::driver::ClusterError;
+fn cluster_error(error: &crate::broker::cluster::ClusterError, message: String) -> ErrorResponse {
+    use crate::broker::cluster::ClusterError;
     let plain = |code| ErrorResponse::new(code, message.clone());
     match error {
         ClusterError::NotLeader {
@@ -47,6 +47,7 @@ fn cluster_error(error: &crate::cluster::driver::ClusterError, message: String) 
         ClusterError::NotAcknowledged { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
         ClusterError::Meta(_) => plain(ErrorCode::Internal),
         ClusterError::Unsupported(_) => plain(ErrorCode::InvalidRequest),
+        ClusterError::ClusterRequired(_) => plain(ErrorCode::ClusterRequired),
     }
 }
 

@@ -3,7 +3,6 @@
 //! [`ResponseFrame`]s (`docs/protocol.md` is the byte-level contract).
 
 mod authentication;
-mod cluster_view;
 mod errors;
 mod handler;
 
@@ -12,7 +11,6 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-pub use cluster_view::{ClusterView, StandaloneView};
 pub use errors::to_error_response;
 
 use super::connection::Refusal;
@@ -27,26 +25,24 @@ use crate::protocol::{ErrorCode, ErrorResponse, ProtocolError, RequestFrame, Res
 #[derive(Debug)]
 pub struct NativeProtocol {
     config: Arc<ServerConfig>,
-    cluster: Arc<dyn ClusterView>,
+    /// Where clients reach this listener (`--advertise`, else the bound address): how a
+    /// standalone broker names itself in `Metadata` version 1.
+    advertised: String,
 }
 
 impl NativeProtocol {
     /// The protocol under these limits (fetch sizes and waits are clamped to them), with
-    /// authentication when `config.security` is set, describing the cluster from
-    /// `config.cluster_view` (standalone when `None`: this broker, at `config.advertised_addr`).
+    /// authentication when `config.security` is set, reached at `config.advertised_addr`.
     pub fn new(config: Arc<ServerConfig>) -> Self {
-        let cluster = config.cluster_view.clone().unwrap_or_else(|| {
-            let address = config.advertised_addr.clone().unwrap_or_default();
-            Arc::new(StandaloneView::new(config.node_id, address))
-        });
-        Self { config, cluster }
+        let advertised = config.advertised_addr.clone().unwrap_or_default();
+        Self { config, advertised }
     }
 
     /// A standalone broker without `advertised_addr` advertises `local`, the address its
     /// listener is bound to (so `127.0.0.1:0` advertises the port it got).
     pub fn listening_on(mut self, local: SocketAddr) -> Self {
-        if self.config.cluster_view.is_none() && self.config.advertised_addr.is_none() {
-            self.cluster = Arc::new(StandaloneView::new(self.config.node_id, local.to_string()));
+        if self.config.advertised_addr.is_none() {
+            self.advertised = local.to_string();
         }
         self
     }
@@ -104,7 +100,7 @@ impl Protocol for NativeProtocol {
                 let response = handler::start(
                     service,
                     &self.config,
-                    &self.cluster,
+                    &self.advertised,
                     &session.produce_queue,
                     request,
                 );

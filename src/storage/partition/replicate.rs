@@ -22,7 +22,7 @@ use super::super::leader_epochs::LeaderEpochs;
 use super::super::{io_error, StorageError};
 use super::{Partition, Role, Writer};
 use crate::batch::{self, BatchHeader, ProducerStamp};
-use crate::cluster::LeaderEpoch;
+use crate::domain::LeaderEpoch;
 
 /// What a leader reads for a follower ([`Partition::read_for_replication`]).
 #[derive(Debug, Clone)]
@@ -93,7 +93,7 @@ impl Partition {
     /// Takes over as leader in `leader_epoch` (refused below the installed one): durably records
     /// `(leader_epoch, log end)` in the leader-epoch history (unless it is already the latest
     /// entry) and the floor, installs the producer epoch base
-    /// ([`crate::cluster::producer_epoch_base`]) in the epoch checkpoint and the fence when it
+    /// ([`crate::domain::producer_epoch_base`]) in the epoch checkpoint and the fence when it
     /// is above the current producer epoch, so every producer epoch granted before is fenced,
     /// and only then returns. Producer appends are accepted from here on; the high watermark
     /// follows [`advance_high_watermark`](Self::advance_high_watermark).

@@ -24,6 +24,7 @@ pub const KEY_TYPE_TRANSACTION: i8 = 1;
 /// The answer to a FindCoordinator request.
 pub fn handle(
     config: &KafkaConfig,
+    node: BrokerId,
     correlation_id: i32,
     version: i16,
     request: &FindCoordinatorRequest,
@@ -40,7 +41,7 @@ pub fn handle(
     };
     let body = match request.key_type {
         KEY_TYPE_GROUP => FindCoordinatorResponse::default()
-            .with_node_id(BrokerId(config.node_id))
+            .with_node_id(node)
             .with_host(StrBytes::from_string(config.advertised_host.clone()))
             .with_port(i32::from(config.advertised_port)),
         KEY_TYPE_TRANSACTION => refused(

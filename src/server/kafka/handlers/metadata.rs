@@ -39,7 +39,7 @@ pub fn handle(
     version: i16,
     request: &MetadataRequest,
 ) -> KafkaResponse {
-    let node = BrokerId(config.node_id);
+    let node = kafka_broker_id(service);
     let broker = MetadataResponseBroker::default()
         .with_node_id(node)
         .with_host(StrBytes::from_string(config.advertised_host.clone()))
@@ -47,7 +47,7 @@ pub fn handle(
     let mut body = MetadataResponse::default()
         .with_brokers(vec![broker])
         .with_controller_id(node)
-        .with_topics(topics(service, config, version, request));
+        .with_topics(topics(service, node, version, request));
     if version >= 2 {
         body.cluster_id = Some(StrBytes::from_string(config.cluster_id.clone()));
     }
@@ -61,7 +61,7 @@ pub fn handle(
 
 fn topics(
     service: &BrokerService,
-    config: &KafkaConfig,
+    node: BrokerId,
     version: i16,
     request: &MetadataRequest,
 ) -> Vec<MetadataResponseTopic> {
@@ -74,7 +74,7 @@ fn topics(
             .broker()
             .topics()
             .iter()
-            .map(|topic| described(topic, config))
+            .map(|topic| described(topic, node))
             .collect();
     }
     let mut known: Option<Vec<Arc<Topic>>> = None;
@@ -83,16 +83,16 @@ fn topics(
         .iter()
         .flatten()
         .map(|wanted| match &wanted.name {
-            Some(name) => by_name(service, config, name.0.as_str()),
+            Some(name) => by_name(service, node, name.0.as_str()),
             None => {
                 let topics = known.get_or_insert_with(|| service.broker().topics());
-                by_id(topics, config, wanted.topic_id)
+                by_id(topics, node, wanted.topic_id)
             }
         })
         .collect()
 }
 
-fn by_name(service: &BrokerService, config: &KafkaConfig, name: &str) -> MetadataResponseTopic {
+fn by_name(service: &BrokerService, node: BrokerId, name: &str) -> MetadataResponseTopic {
     if validate_topic_name(name).is_err() {
         return failed(
             Some(name),
@@ -101,16 +101,16 @@ fn by_name(service: &BrokerService, config: &KafkaConfig, name: &str) -> Metadat
         );
     }
     match service.broker().topic(name) {
-        Ok(topic) => described(&topic, config),
+        Ok(topic) => described(&topic, node),
         Err(error) => failed(Some(name), Uuid::nil(), kafka_error(&error)),
     }
 }
 
-fn by_id(topics: &[Arc<Topic>], config: &KafkaConfig, id: Uuid) -> MetadataResponseTopic {
+fn by_id(topics: &[Arc<Topic>], node: BrokerId, id: Uuid) -> MetadataResponseTopic {
     topics
         .iter()
         .find(|topic| topic_id(topic.name()) == id)
-        .map(|topic| described(topic, config))
+        .map(|topic| described(topic, node))
         .unwrap_or_else(|| failed(None, id, ResponseError::UnknownTopicId))
 }
 
@@ -121,8 +121,7 @@ fn failed(name: Option<&str>, id: Uuid, error: ResponseError) -> MetadataRespons
         .with_topic_id(id)
 }
 
-fn described(topic: &Topic, config: &KafkaConfig) -> MetadataResponseTopic {
-    let node = BrokerId(config.node_id);
+fn described(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
     let count = i32::try_from(topic.partitions().len()).unwrap_or(i32::MAX);
     let partitions = (0..count)
         .map(|index| {
@@ -138,4 +137,11 @@ fn described(topic: &Topic, config: &KafkaConfig) -> MetadataResponseTopic {
         .with_name(Some(topic_name(topic.name())))
         .with_topic_id(topic_id(topic.name()))
         .with_partitions(partitions)
+}
+
+/// This broker's id in Kafka's protocol: its node id (`serve --node-id`), the same number every
+/// listener reports. Kafka's ids are signed; `serve` refuses a node id above `i32::MAX` with
+/// `--kafka-listen`, so the clamp is never reached there.
+pub(in crate::server::kafka) fn kafka_broker_id(service: &BrokerService) -> BrokerId {
+    BrokerId(i32::try_from(service.node_id()).unwrap_or(i32::MAX))
 }

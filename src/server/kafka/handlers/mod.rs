@@ -108,6 +108,7 @@ pub fn start(
         },
         RequestBody::FindCoordinator(body) => Started::ready(find_coordinator::handle(
             config,
+            metadata::kafka_broker_id(service),
             correlation_id,
             version,
             &body,

@@ -27,8 +27,12 @@ use tokio::sync::{oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
-use super::exposition::{render, CONTENT_TYPE as EXPOSITION_CONTENT_TYPE};
+pub mod exposition;
+
+pub use exposition::render;
+
 use crate::broker::BrokerService;
+use exposition::CONTENT_TYPE as EXPOSITION_CONTENT_TYPE;
 
 /// The one path served.
 pub const METRICS_PATH: &str = "/metrics";

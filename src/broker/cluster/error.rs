@@ -7,7 +7,8 @@ use crate::cluster::meta::MetaError;
 use crate::cluster::replication::leader::AcksAllError;
 use crate::cluster::{LeaderEpoch, NodeId};
 
-/// A cluster-mode refusal. The wire mapping is in `server::native::errors`.
+/// A refusal of the replica manager (or a write it could not finish). The wire mappings are in
+/// `server::native::errors` and `server::kafka::errors`.
 #[derive(Debug, Error)]
 pub enum ClusterError {
     /// This broker does not lead the partition; `leader` is the one the metadata store names
@@ -76,4 +77,8 @@ pub enum ClusterError {
     /// The request cannot work in a cluster (yet), with why.
     #[error("{0}")]
     Unsupported(String),
+    /// The request needs a cluster and this broker runs standalone (a replication API, a
+    /// replication factor above 1), with why. Nothing was done.
+    #[error("{0}")]
+    ClusterRequired(String),
 }

@@ -16,10 +16,11 @@
 //! leader-epoch check in the follower's segment writer. This module only has to deliver inputs
 //! and apply outputs; being late makes it slow, never wrong.
 
-mod error;
 mod follower_task;
 mod leading;
+mod requests;
 mod serve;
+mod topics;
 mod view;
 
 use std::collections::HashMap;
@@ -30,21 +31,17 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use error::ClusterError;
 use leading::Role;
 pub use view::ClusterState;
 
-use super::meta::{
-    create_topic_placed, BrokerLease, MetaError, MetaEvent, MetaStore, PartitionId, TopicRecord,
-    INITIAL_LEADER_EPOCH,
+use super::ClusterError;
+use crate::broker::{Broker, BrokerError};
+use crate::cluster::meta::{
+    BrokerLease, MetaError, MetaEvent, MetaStore, PartitionId, TopicRecord,
 };
-use super::replication::election::{ElectionDecision, Elector};
-use super::replication::{LiveBrokers, ReplicationConfig};
-use super::{BrokerRegistration, NodeId, PartitionState, Versioned};
-use crate::broker::{BrokerError, BrokerService};
-use crate::domain::TopicConfig;
-use crate::protocol::BrokerMetadata;
-use crate::server::native::ClusterView;
+use crate::cluster::replication::election::{ElectionDecision, Elector};
+use crate::cluster::replication::{LiveBrokers, ReplicationConfig};
+use crate::cluster::{BrokerRegistration, NodeId, PartitionState, Versioned};
 use crate::storage::Partition;
 
 /// Default of [`ClusterConfig::registration_ttl`].
@@ -59,12 +56,7 @@ pub const REPLICA_FETCH_MAX_BYTES_DEFAULT: u32 = 4 << 20;
 pub const TOPIC_READY_WAIT_DEFAULT: Duration = Duration::from_secs(10);
 /// Most replicas a cluster topic gets when its creator names no replication factor.
 pub const DEFAULT_REPLICATION_FACTOR_MAX: u16 = 3;
-/// Highest node id a cluster broker may have: producer ids a broker hands out carry its node id
-/// above [`PRODUCER_ID_LOCAL_BITS`] bits, so ids from different brokers never collide (a
-/// producer whose partition's leader moves keeps its id) and stay positive.
-pub const CLUSTER_NODE_ID_MAX: u32 = (1 << 22) - 1;
-/// Bits of a cluster producer id that count the ids one broker handed out.
-pub const PRODUCER_ID_LOCAL_BITS: u32 = 40;
+pub use crate::broker::producer_ids::{CLUSTER_NODE_ID_MAX, PRODUCER_ID_LOCAL_BITS};
 
 /// Capacity of the metadata watch's event channel.
 const WATCH_CAPACITY: usize = 4096;
@@ -137,7 +129,7 @@ pub struct ClusterDriver {
     config: ClusterConfig,
     incarnation: u64,
     store: Arc<dyn MetaStore>,
-    service: Arc<BrokerService>,
+    broker: Arc<Broker>,
     started: Instant,
     state: Mutex<ClusterState>,
     replicas: Mutex<HashMap<PartitionId, Arc<Replica>>>,
@@ -151,23 +143,29 @@ pub struct ClusterDriver {
 }
 
 impl ClusterDriver {
-    /// A driver for `service`'s broker in the cluster kept in `store`. Nothing runs until
-    /// [`ClusterDriver::start`].
+    /// A driver for `broker` in the cluster kept in `store`. Nothing runs until
+    /// [`ClusterDriver::start`]; requests reach it once the broker's service joined it
+    /// ([`BrokerService::join_cluster`](crate::broker::BrokerService::join_cluster)).
     pub fn new(
         config: ClusterConfig,
         store: Arc<dyn MetaStore>,
-        service: Arc<BrokerService>,
+        broker: Arc<Broker>,
     ) -> Result<Arc<Self>, ClusterError> {
         config
             .replication
             .validate()
             .map_err(|error| ClusterError::Unsupported(error.to_string()))?;
-        service.set_cluster_node(config.node_id);
+        if config.node_id > CLUSTER_NODE_ID_MAX {
+            return Err(ClusterError::Unsupported(format!(
+                "node id {} is above {CLUSTER_NODE_ID_MAX} in a cluster (producer ids carry the node id)",
+                config.node_id
+            )));
+        }
         Ok(Arc::new(Self {
             config,
             incarnation: rand::random::<u64>() | 1,
             store,
-            service,
+            broker,
             started: Instant::now(),
             state: Mutex::new(ClusterState::default()),
             replicas: Mutex::new(HashMap::new()),
@@ -439,7 +437,7 @@ impl ClusterDriver {
 
     /// Creates `topic` in the local data directory if it is not there yet.
     async fn ensure_local_topic(&self, topic: &TopicRecord) {
-        let broker = Arc::clone(self.service.broker());
+        let broker = Arc::clone(&self.broker);
         if broker.topic(&topic.name).is_ok() {
             return;
         }
@@ -465,7 +463,7 @@ impl ClusterDriver {
         if let Some(replica) = replicas.get(id) {
             return Some(Arc::clone(replica));
         }
-        let partition = match self.service.broker().partition(&id.topic, id.partition) {
+        let partition = match self.broker.partition(&id.topic, id.partition) {
             Ok(partition) => partition,
             Err(error) => {
                 debug!(partition = %id, %error, "local replica not available");
@@ -562,7 +560,11 @@ impl ClusterDriver {
     }
 
     /// Proposes this broker as leader; on success takes over the log in the new epoch.
-    async fn elect(self: Arc<Self>, replica: Arc<Replica>, proposal: super::replication::Proposal) {
+    async fn elect(
+        self: Arc<Self>,
+        replica: Arc<Replica>,
+        proposal: crate::cluster::replication::Proposal,
+    ) {
         use std::sync::atomic::Ordering;
         let epoch = proposal.state.leader_epoch;
         info!(partition = %replica.id, epoch, "proposing this broker as leader");
@@ -606,7 +608,7 @@ impl ClusterDriver {
                 return;
             }
         }
-        let start = super::replication::leader::LeaderStart {
+        let start = crate::cluster::replication::leader::LeaderStart {
             partition: versioned,
             log_end_offset: replica.partition.log_end_offset(),
             durable_end_offset: replica.partition.acknowledged_end_offset(),
@@ -629,179 +631,13 @@ impl ClusterDriver {
         }
     }
 
-    fn next_waiter_id(&self) -> u64 {
-        self.next_waiter
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    // ----- what requests ask -----
-
-    /// The leader this broker knows for `topic`/`partition`, as a `NOT_LEADER` (or
-    /// `LEADER_NOT_AVAILABLE`) refusal, or `UnknownTopic`.
-    fn not_leading(&self, topic: &str, partition: u32) -> BrokerError {
-        let state = self.state();
-        let Some(versioned) = state.partitions.get(&PartitionId::new(topic, partition)) else {
-            return if state.topics.contains_key(topic) {
-                BrokerError::UnknownPartition {
-                    topic: topic.to_owned(),
-                    partition,
-                    count: state.topics[topic].partition_count,
-                }
-            } else {
-                BrokerError::UnknownTopic(topic.to_owned())
-            };
-        };
-        let epoch = versioned.value.leader_epoch;
-        match versioned.value.leader {
-            Some(leader) if leader != self.config.node_id => {
-                let address = state.brokers.get(&leader).map(|b| b.native_addr.clone());
-                ClusterError::NotLeader {
-                    topic: topic.to_owned(),
-                    partition,
-                    leader: address.map(|address| (leader, address)),
-                    leader_epoch: epoch,
-                }
-                .into()
-            }
-            _ => ClusterError::LeaderNotAvailable {
-                topic: topic.to_owned(),
-                partition,
-                leader_epoch: epoch,
-            }
-            .into(),
-        }
-    }
-
-    /// Ok when this broker leads `topic`/`partition` now (reads, leases, offsets); else who
-    /// does.
-    pub fn require_leader(&self, topic: &str, partition: u32) -> Result<(), BrokerError> {
-        let now = self.now_ms();
-        match self.replica(topic, partition) {
-            Some(replica) if replica.role().is_leading(now) => Ok(()),
-            _ => Err(self.not_leading(topic, partition)),
-        }
-    }
-
-    /// Before a produce is written: this broker must lead the partition, and for `acks=all`
-    /// the ISR must be at least `min_insync` (nothing is written otherwise).
-    pub fn check_produce(
-        &self,
-        topic: &str,
-        partition: u32,
-        acks_all: bool,
-    ) -> Result<(), BrokerError> {
-        let now = self.now_ms();
-        let Some(replica) = self.replica(topic, partition) else {
-            return Err(self.not_leading(topic, partition));
-        };
-        let mut role = replica.role();
-        let Role::Leader(leader) = &mut *role else {
-            drop(role);
-            return Err(self.not_leading(topic, partition));
-        };
-        if !acks_all {
-            return if leader.engine.can_acknowledge(now) {
-                Ok(())
-            } else {
-                drop(role);
-                Err(self.not_leading(topic, partition))
-            };
-        }
-        use super::replication::leader::ProduceRefusal;
-        match leader.engine.check_produce(now) {
-            Ok(()) => Ok(()),
-            Err(ProduceRefusal::NotLeader) => {
-                drop(role);
-                Err(self.not_leading(topic, partition))
-            }
-            Err(ProduceRefusal::NotEnoughReplicas { isr, min_insync }) => {
-                Err(ClusterError::NotEnoughReplicas {
-                    topic: topic.to_owned(),
-                    partition,
-                    isr,
-                    min_insync,
-                }
-                .into())
-            }
-            Err(ProduceRefusal::TooManyWaiters { waiting }) => Err(ClusterError::TooManyWaiters {
-                topic: topic.to_owned(),
-                partition,
-                waiting,
-            }
-            .into()),
-        }
-    }
-
-    /// After a produce was appended (and made durable under the flush policy) with its last
-    /// record at `last_offset`: with `acks_all`, waits until the high watermark passes it (every
-    /// in-sync replica has it); without, tells the engine the log grew. Fails with
-    /// [`ClusterError::NotAcknowledged`] when this broker was deposed, the write timed out or
-    /// the ISR shrank below `min_insync`.
-    pub async fn await_commit(
-        self: &Arc<Self>,
-        topic: &str,
-        partition: u32,
-        last_offset: u64,
-        acks_all: bool,
-    ) -> Result<(), BrokerError> {
-        let not_acknowledged = |cause| ClusterError::NotAcknowledged {
-            topic: topic.to_owned(),
-            partition,
-            last_offset,
-            cause,
-        };
-        let Some(replica) = self.replica(topic, partition) else {
-            return Err(not_acknowledged(super::replication::leader::AcksAllError::Deposed).into());
-        };
-        let answer = {
-            let now = self.now_ms();
-            let mut role = replica.role();
-            let Role::Leader(leader) = &mut *role else {
-                return Err(
-                    not_acknowledged(super::replication::leader::AcksAllError::Deposed).into(),
-                );
-            };
-            let durable = replica.partition.acknowledged_end_offset();
-            if !acks_all {
-                let output = leader.engine.on_local_durable(now, durable);
-                self.apply_leader_output(&replica, &mut role, output);
-                return Ok(());
-            }
-            if !leader.engine.can_acknowledge(now) {
-                return Err(
-                    not_acknowledged(super::replication::leader::AcksAllError::Deposed).into(),
-                );
-            }
-            if last_offset < leader.engine.high_watermark() {
-                // Committed already (a concurrent produce's progress carried it over).
-                return Ok(());
-            }
-            let id = self.next_waiter_id();
-            let (answer, waiter) = tokio::sync::oneshot::channel();
-            leader.waiters.insert(id, answer);
-            let mut output = leader.engine.on_appended(now, id, last_offset);
-            if !output.deposed {
-                merge(&mut output, leader.engine.on_local_durable(now, durable));
-            }
-            self.apply_leader_output(&replica, &mut role, output);
-            waiter
-        };
-        match answer.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(cause)) => Err(not_acknowledged(cause).into()),
-            Err(_) => {
-                Err(not_acknowledged(super::replication::leader::AcksAllError::Deposed).into())
-            }
-        }
-    }
-
     /// Applies a leader engine's output: raise the high watermark, answer waiters, send a
     /// proposal or a re-read, stop leading when deposed.
     fn apply_leader_output(
         self: &Arc<Self>,
         replica: &Arc<Replica>,
         role: &mut Role,
-        output: super::replication::leader::LeaderOutput,
+        output: crate::cluster::replication::leader::LeaderOutput,
     ) {
         let Role::Leader(leader) = role else {
             return;
@@ -831,10 +667,10 @@ impl ClusterDriver {
     fn spawn_isr_change(
         self: &Arc<Self>,
         replica: &Arc<Replica>,
-        epoch: super::LeaderEpoch,
-        proposal: super::replication::Proposal,
+        epoch: crate::cluster::LeaderEpoch,
+        proposal: crate::cluster::replication::Proposal,
     ) {
-        use super::replication::CasOutcome;
+        use crate::cluster::replication::CasOutcome;
         let store = Arc::clone(&self.store);
         let replica = Arc::clone(replica);
         let driver = Arc::clone(self);
@@ -874,7 +710,7 @@ impl ClusterDriver {
     }
 
     /// Re-reads a partition state for its leader engine.
-    fn spawn_reread(self: &Arc<Self>, replica: &Arc<Replica>, epoch: super::LeaderEpoch) {
+    fn spawn_reread(self: &Arc<Self>, replica: &Arc<Replica>, epoch: crate::cluster::LeaderEpoch) {
         let store = Arc::clone(&self.store);
         let replica = Arc::clone(replica);
         let driver = Arc::clone(self);
@@ -898,91 +734,12 @@ impl ClusterDriver {
             }
         });
     }
-
-    /// Creates a cluster topic: places its replicas over the live brokers, writes it to the
-    /// store in one transaction, and waits (up to `topic_ready_wait`) until every partition has
-    /// an elected leader, so the creator can produce at once.
-    pub async fn create_topic(
-        &self,
-        name: String,
-        partitions: u32,
-        config: TopicConfig,
-        replication: Option<crate::protocol::Replication>,
-    ) -> Result<(), BrokerError> {
-        let live = self.state().brokers.len().max(1);
-        let factor = match &replication {
-            Some(replication) => replication.factor,
-            None => DEFAULT_REPLICATION_FACTOR_MAX.min(live as u16),
-        };
-        let mut record = TopicRecord::new(name.clone(), partitions, factor, config);
-        if let Some(min_insync) = replication.as_ref().and_then(|r| r.min_insync) {
-            record.min_insync = min_insync;
-        }
-        let created = create_topic_placed(self.store.as_ref(), record).await;
-        match created {
-            Ok(_) => {}
-            Err(MetaError::AlreadyExists { .. }) => return Err(BrokerError::TopicExists(name)),
-            Err(MetaError::Invalid(reason)) => return Err(BrokerError::InvalidConfig(reason)),
-            Err(MetaError::Placement(error)) => {
-                return Err(BrokerError::InvalidConfig(error.to_string()))
-            }
-            Err(error) => return Err(ClusterError::Meta(error).into()),
-        }
-        let mut changes = self.view_changed.subscribe();
-        let ready = async {
-            loop {
-                if self.topic_ready(&name, partitions) {
-                    return;
-                }
-                if changes.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        if tokio::time::timeout(self.config.topic_ready_wait, ready)
-            .await
-            .is_err()
-        {
-            warn!(topic = %name, "created, but not every partition had elected a leader in time");
-        }
-        Ok(())
-    }
-
-    /// Whether every partition of `topic` has a leader that took over (it re-elects itself
-    /// above the placement's initial epoch before it serves).
-    fn topic_ready(&self, topic: &str, partitions: u32) -> bool {
-        let state = self.state();
-        (0..partitions).all(|index| {
-            state
-                .partitions
-                .get(&PartitionId::new(topic, index))
-                .is_some_and(|p| {
-                    p.value.leader.is_some() && p.value.leader_epoch > INITIAL_LEADER_EPOCH
-                })
-        })
-    }
-
-    /// Deleting a cluster topic is refused for now: every broker would have to move its copy
-    /// aside, and a topic re-created under the name must start its leader epochs above the old
-    /// one's producer epochs (else the new leaders' bases would not fence the old lineage's
-    /// grants). Until both are built, nothing is deleted.
-    pub async fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
-        Err(ClusterError::Unsupported(format!(
-            "deleting topic {name}: deleting a topic of a cluster is not supported yet; nothing was deleted"
-        ))
-        .into())
-    }
-}
-
-/// A producer id broker `node_id` allocated locally (`local`), made unique in the cluster.
-pub fn cluster_producer_id(node_id: NodeId, local: i64) -> i64 {
-    (i64::from(node_id) << PRODUCER_ID_LOCAL_BITS) | (local & ((1 << PRODUCER_ID_LOCAL_BITS) - 1))
 }
 
 /// Merges a later engine output into an earlier one.
 fn merge(
-    into: &mut super::replication::leader::LeaderOutput,
-    later: super::replication::leader::LeaderOutput,
+    into: &mut crate::cluster::replication::leader::LeaderOutput,
+    later: crate::cluster::replication::leader::LeaderOutput,
 ) {
     into.completions.extend(later.completions);
     if later.high_watermark.is_some() {
@@ -1001,40 +758,5 @@ async fn next_event(
     match events {
         Some(events) => events.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-impl ClusterView for ClusterDriver {
-    fn is_cluster(&self) -> bool {
-        true
-    }
-
-    fn node_id(&self) -> NodeId {
-        self.config.node_id
-    }
-
-    fn brokers(&self) -> Vec<BrokerMetadata> {
-        self.state()
-            .brokers
-            .values()
-            .map(|broker| BrokerMetadata {
-                node_id: broker.node_id,
-                address: broker.native_addr.clone(),
-            })
-            .collect()
-    }
-
-    fn partition_state(&self, topic: &str, partition: u32) -> PartitionState {
-        self.state()
-            .partitions
-            .get(&PartitionId::new(topic, partition))
-            .map(|versioned| versioned.value.clone())
-            .unwrap_or(PartitionState {
-                replicas: Vec::new(),
-                leader: None,
-                leader_epoch: 0,
-                isr: Vec::new(),
-                min_insync: 1,
-            })
     }
 }

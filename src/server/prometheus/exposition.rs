@@ -19,10 +19,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::histogram::{HistogramSnapshot, NANOS_PER_SECOND};
-use super::partition::PartitionCounts;
-use super::{ListenerMetrics, Metrics};
 use crate::broker::{BrokerService, Topic};
+use crate::metrics::histogram::{HistogramSnapshot, NANOS_PER_SECOND};
+use crate::metrics::PartitionCounts;
+use crate::metrics::{ListenerMetrics, Metrics};
 
 /// The `Content-Type` of what [`render`] returns.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;

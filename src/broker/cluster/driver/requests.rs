@@ -1,0 +1,217 @@
+//! What clients' requests ask of the driver through the replica manager
+//! (`crate::broker::cluster::ReplicaManager`): who leads, may this broker take a produce now,
+//! has a produce committed, and how the cluster looks (brokers, partition states).
+//!
+//! Each answer reads the role of the local replica under its lock and asks the leader engine,
+//! so a request never acts on a leadership this broker lost: a deposed leader answers
+//! `NOT_LEADER` naming the broker the store names, and a write it appended but could not commit
+//! is reported as of unknown outcome, never as failed.
+
+use std::sync::Arc;
+
+use super::leading::Role;
+use super::{merge, ClusterDriver};
+use crate::broker::cluster::{BrokerAddress, ClusterError};
+use crate::broker::BrokerError;
+use crate::cluster::meta::PartitionId;
+use crate::cluster::PartitionState;
+
+impl ClusterDriver {
+    pub(super) fn next_waiter_id(&self) -> u64 {
+        self.next_waiter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The leader this broker knows for `topic`/`partition`, as a `NOT_LEADER` (or
+    /// `LEADER_NOT_AVAILABLE`) refusal, or `UnknownTopic`.
+    fn not_leading(&self, topic: &str, partition: u32) -> BrokerError {
+        let state = self.state();
+        let Some(versioned) = state.partitions.get(&PartitionId::new(topic, partition)) else {
+            return if state.topics.contains_key(topic) {
+                BrokerError::UnknownPartition {
+                    topic: topic.to_owned(),
+                    partition,
+                    count: state.topics[topic].partition_count,
+                }
+            } else {
+                BrokerError::UnknownTopic(topic.to_owned())
+            };
+        };
+        let epoch = versioned.value.leader_epoch;
+        match versioned.value.leader {
+            Some(leader) if leader != self.config.node_id => {
+                let address = state.brokers.get(&leader).map(|b| b.native_addr.clone());
+                ClusterError::NotLeader {
+                    topic: topic.to_owned(),
+                    partition,
+                    leader: address.map(|address| (leader, address)),
+                    leader_epoch: epoch,
+                }
+                .into()
+            }
+            _ => ClusterError::LeaderNotAvailable {
+                topic: topic.to_owned(),
+                partition,
+                leader_epoch: epoch,
+            }
+            .into(),
+        }
+    }
+
+    /// Ok when this broker leads `topic`/`partition` now (reads, leases, offsets); else who
+    /// does.
+    pub fn require_leader(&self, topic: &str, partition: u32) -> Result<(), BrokerError> {
+        let now = self.now_ms();
+        match self.replica(topic, partition) {
+            Some(replica) if replica.role().is_leading(now) => Ok(()),
+            _ => Err(self.not_leading(topic, partition)),
+        }
+    }
+
+    /// Before a produce is written: this broker must lead the partition, and for `acks=all`
+    /// the ISR must be at least `min_insync` (nothing is written otherwise).
+    pub fn check_produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        acks_all: bool,
+    ) -> Result<(), BrokerError> {
+        let now = self.now_ms();
+        let Some(replica) = self.replica(topic, partition) else {
+            return Err(self.not_leading(topic, partition));
+        };
+        let mut role = replica.role();
+        let Role::Leader(leader) = &mut *role else {
+            drop(role);
+            return Err(self.not_leading(topic, partition));
+        };
+        if !acks_all {
+            return if leader.engine.can_acknowledge(now) {
+                Ok(())
+            } else {
+                drop(role);
+                Err(self.not_leading(topic, partition))
+            };
+        }
+        use crate::cluster::replication::leader::ProduceRefusal;
+        match leader.engine.check_produce(now) {
+            Ok(()) => Ok(()),
+            Err(ProduceRefusal::NotLeader) => {
+                drop(role);
+                Err(self.not_leading(topic, partition))
+            }
+            Err(ProduceRefusal::NotEnoughReplicas { isr, min_insync }) => {
+                Err(ClusterError::NotEnoughReplicas {
+                    topic: topic.to_owned(),
+                    partition,
+                    isr,
+                    min_insync,
+                }
+                .into())
+            }
+            Err(ProduceRefusal::TooManyWaiters { waiting }) => Err(ClusterError::TooManyWaiters {
+                topic: topic.to_owned(),
+                partition,
+                waiting,
+            }
+            .into()),
+        }
+    }
+
+    /// After a produce was appended (and made durable under the flush policy) with its last
+    /// record at `last_offset`: with `acks_all`, waits until the high watermark passes it (every
+    /// in-sync replica has it); without, tells the engine the log grew. Fails with
+    /// [`ClusterError::NotAcknowledged`] when this broker was deposed, the write timed out or
+    /// the ISR shrank below `min_insync`.
+    pub async fn await_commit(
+        self: &Arc<Self>,
+        topic: &str,
+        partition: u32,
+        last_offset: u64,
+        acks_all: bool,
+    ) -> Result<(), BrokerError> {
+        let not_acknowledged = |cause| ClusterError::NotAcknowledged {
+            topic: topic.to_owned(),
+            partition,
+            last_offset,
+            cause,
+        };
+        let Some(replica) = self.replica(topic, partition) else {
+            return Err(not_acknowledged(
+                crate::cluster::replication::leader::AcksAllError::Deposed,
+            )
+            .into());
+        };
+        let answer = {
+            let now = self.now_ms();
+            let mut role = replica.role();
+            let Role::Leader(leader) = &mut *role else {
+                return Err(not_acknowledged(
+                    crate::cluster::replication::leader::AcksAllError::Deposed,
+                )
+                .into());
+            };
+            let durable = replica.partition.acknowledged_end_offset();
+            if !acks_all {
+                let output = leader.engine.on_local_durable(now, durable);
+                self.apply_leader_output(&replica, &mut role, output);
+                return Ok(());
+            }
+            if !leader.engine.can_acknowledge(now) {
+                return Err(not_acknowledged(
+                    crate::cluster::replication::leader::AcksAllError::Deposed,
+                )
+                .into());
+            }
+            if last_offset < leader.engine.high_watermark() {
+                // Committed already (a concurrent produce's progress carried it over).
+                return Ok(());
+            }
+            let id = self.next_waiter_id();
+            let (answer, waiter) = tokio::sync::oneshot::channel();
+            leader.waiters.insert(id, answer);
+            let mut output = leader.engine.on_appended(now, id, last_offset);
+            if !output.deposed {
+                merge(&mut output, leader.engine.on_local_durable(now, durable));
+            }
+            self.apply_leader_output(&replica, &mut role, output);
+            waiter
+        };
+        match answer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(cause)) => Err(not_acknowledged(cause).into()),
+            Err(_) => Err(not_acknowledged(
+                crate::cluster::replication::leader::AcksAllError::Deposed,
+            )
+            .into()),
+        }
+    }
+
+    /// The live brokers, as registered.
+    pub fn brokers(&self) -> Vec<BrokerAddress> {
+        self.state()
+            .brokers
+            .values()
+            .map(|broker| BrokerAddress {
+                node_id: broker.node_id,
+                native_addr: broker.native_addr.clone(),
+                kafka_addr: broker.kafka_addr.clone(),
+            })
+            .collect()
+    }
+
+    /// The state last read of `topic`/`partition` (no leader, epoch 0, when none was read).
+    pub fn partition_state(&self, topic: &str, partition: u32) -> PartitionState {
+        self.state()
+            .partitions
+            .get(&PartitionId::new(topic, partition))
+            .map(|versioned| versioned.value.clone())
+            .unwrap_or(PartitionState {
+                replicas: Vec::new(),
+                leader: None,
+                leader_epoch: 0,
+                isr: Vec::new(),
+                min_insync: 1,
+            })
+    }
+}
