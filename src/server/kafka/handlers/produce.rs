@@ -17,8 +17,9 @@
 //!   control batches with `INVALID_RECORD` (the record conversion's errors, each with its
 //!   Kafka code: `RecordsError::kafka_error_code`).
 //! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
-//!   once every batch is acknowledged under the topic's flush policy (one broker: "all" is this
-//!   broker). Other values are `INVALID_REQUIRED_ACKS`.
+//!   once every batch is acknowledged under the topic's flush policy, and -1 once every in-sync
+//!   replica has it: the service's replica manager decides, as for the native listener
+//!   (standalone, "all" is this broker). Other values are `INVALID_REQUIRED_ACKS`.
 //! - `log_append_time_ms` is -1 (CreateTime); `log_start_offset` (v5+) is the partition's.
 
 use std::sync::Arc;
@@ -34,9 +35,19 @@ use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
+use crate::domain::Acks;
 use crate::kafka::records::{to_native_batches, RecordLimits, RecordsError};
 use crate::server::protocol::Started;
 use crate::storage::{FenceError, StorageError, WriteCredential};
+
+/// What Kafka's `acks` asks of the replica manager: -1 is every in-sync replica; 1 and 0 (no
+/// answer, but the append happens all the same) the leader's own append.
+fn kafka_acks(acks: i16) -> Acks {
+    match acks {
+        -1 => Acks::All,
+        _ => Acks::Leader,
+    }
+}
 
 /// What one partition's produce came to.
 struct PartitionOutcome {
@@ -108,12 +119,13 @@ pub fn start(
             let appends: Vec<_> = batches
                 .into_iter()
                 .map(|batch| {
-                    session.produce_queue.produce(Append {
+                    let append = Append {
                         topic: name.to_string(),
                         partition,
                         credential: WriteCredential::Unleased,
                         batch: batch.bytes,
-                    })
+                    };
+                    service.produce(&session.produce_queue, append, Some(kafka_acks(acks)))
                 })
                 .collect();
             partitions.push(
