@@ -1,4 +1,4 @@
-//! Kafka record batch conversion throughput (`fencelog::kafka`), both ways, for one batch of
+//! Kafka record batch conversion throughput (`fencelog::server::kafka::batches`), both ways, for one batch of
 //! 1000 records of 1 KiB: a Produce's Kafka batch (uncompressed and lz4) into a native batch,
 //! and a stored native batch into a Kafka batch for a fetch. These figures decide whether the
 //! Kafka listener converts batches or stores Kafka batches as they are (`docs/kafka.md`).
@@ -11,7 +11,7 @@ use std::hint::black_box;
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fencelog::batch::{stamp_base_offset, BatchBuilder};
-use fencelog::kafka::{to_kafka_batches, to_native_batches, RecordLimits};
+use fencelog::server::kafka::batches::{to_kafka_batches, to_native_batches, RecordLimits};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,

@@ -25,7 +25,6 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod domain;
-pub mod kafka;
 pub mod lease;
 pub mod metrics;
 pub mod protocol;

@@ -35,7 +35,15 @@ use tokio::task::JoinHandle;
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::server::prometheus::{MetricsEndpoint, MetricsEndpointConfig};
-use crate::server::{self, KafkaConfig, KafkaListener, ServerConfig, ServerTls};
+use crate::server::{self, ServerConfig, ServerTls};
+#[cfg(feature = "kafka")]
+use crate::server::{KafkaConfig, KafkaListener};
+
+/// A Kafka listener's settings (feature `kafka`); without it a server has none to keep.
+#[cfg(feature = "kafka")]
+type KafkaSettings = KafkaConfig;
+#[cfg(not(feature = "kafka"))]
+type KafkaSettings = std::convert::Infallible;
 
 /// A running in-process server on a temporary directory.
 #[derive(Debug)]
@@ -49,7 +57,7 @@ pub struct TestServer {
     broker_config: BrokerConfig,
     data_dir: PathBuf,
     /// The Kafka listener's settings (advertised address replaced by the bound one) and address.
-    kafka: Option<(KafkaConfig, SocketAddr)>,
+    kafka: Option<(KafkaSettings, SocketAddr)>,
     _temporary: Option<tempfile::TempDir>,
 }
 
@@ -80,6 +88,7 @@ impl TestServer {
 
     /// Starts a server with default limits that also serves Kafka's protocol on an ephemeral
     /// loopback port ([`TestServer::kafka_addr`]).
+    #[cfg(feature = "kafka")]
     pub async fn start_with_kafka() -> Result<Self, BrokerError> {
         let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
         Self::start_with_kafka_config(ServerConfig::default(), BrokerConfig::default(), kafka).await
@@ -88,6 +97,7 @@ impl TestServer {
     /// Starts a server with these limits that also serves Kafka's protocol with `kafka`'s
     /// settings; its advertised host and port are replaced by the ephemeral loopback address the
     /// listener gets.
+    #[cfg(feature = "kafka")]
     pub async fn start_with_kafka_config(
         config: ServerConfig,
         broker_config: BrokerConfig,
@@ -114,7 +124,7 @@ impl TestServer {
         config: ServerConfig,
         broker_config: BrokerConfig,
         manual_clock: Option<Arc<ManualClock>>,
-        kafka: Option<(KafkaConfig, SocketAddr)>,
+        kafka: Option<(KafkaSettings, SocketAddr)>,
     ) -> Result<Self, BrokerError> {
         let temporary = tempfile::tempdir().map_err(|source| BrokerError::Io {
             context: "create temporary directory".into(),
@@ -156,7 +166,7 @@ impl TestServer {
         broker_config: BrokerConfig,
         addr: Option<SocketAddr>,
         manual_clock: Option<Arc<ManualClock>>,
-        kafka: Option<(KafkaConfig, SocketAddr)>,
+        kafka: Option<(KafkaSettings, SocketAddr)>,
     ) -> Result<Self, BrokerError> {
         let directory = data_dir.to_path_buf();
         let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
@@ -174,6 +184,7 @@ impl TestServer {
         let bind = addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener = bind_listener(bind).await?;
         let addr = local_address(&listener)?;
+        #[cfg(feature = "kafka")]
         let (kafka_listener, kafka) = match kafka {
             None => (None, None),
             Some((mut kafka_config, bind)) => {
@@ -189,9 +200,21 @@ impl TestServer {
             }
         };
         let (stop, stopped) = oneshot::channel();
+        #[cfg(not(feature = "kafka"))]
+        let kafka: Option<(KafkaSettings, SocketAddr)> = kafka.and(None);
+        #[cfg(feature = "kafka")]
         let task = tokio::spawn(server::run_with_kafka(
             listener,
             kafka_listener,
+            Arc::clone(&service),
+            config.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        #[cfg(not(feature = "kafka"))]
+        let task = tokio::spawn(server::run(
+            listener,
             Arc::clone(&service),
             config.clone(),
             async {
@@ -218,6 +241,7 @@ impl TestServer {
     ///
     /// If the server was not started with a Kafka listener
     /// ([`TestServer::start_with_kafka`]).
+    #[cfg(feature = "kafka")]
     pub fn kafka_addr(&self) -> SocketAddr {
         self.kafka
             .as_ref()
@@ -283,6 +307,7 @@ impl TestServer {
             self.data_dir.clone(),
         );
         let clock = self.manual_clock.clone();
+        #[allow(clippy::clone_on_copy)] // without the `kafka` feature the settings are `Copy`
         let kafka = self.kafka.clone();
         drop(self);
         let mut restarted =

@@ -14,7 +14,7 @@ mod kafka_support;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use fencelog::kafka::{to_native_batches, RecordLimits};
+use fencelog::server::kafka::batches::{to_native_batches, RecordLimits};
 use fencelog::server::kafka::request::decode;
 use fencelog::server::kafka::versions::SUPPORTED_APIS;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;

@@ -1,4 +1,4 @@
-//! The Kafka record batch conversion (`fencelog::kafka`): round trips through the
+//! The Kafka record batch conversion (`fencelog::server::kafka::batches`): round trips through the
 //! kafka-protocol crate's encoder and decoder with every compression, the timestamp and header
 //! rules, and hostile inputs (lying counts and lengths, cut batches, decompression bombs, bad
 //! CRCs) that must fail fast with an error and without an allocation sized by the wire.
@@ -16,7 +16,7 @@ use fencelog::batch::{
     decode_batches, stamp_base_offset, validate, BatchBuilder, ProducerStamp,
     Record as NativeRecord,
 };
-use fencelog::kafka::{
+use fencelog::server::kafka::batches::{
     to_kafka_batches, to_native_batches, KafkaCompression, RecordLimits, RecordsError,
 };
 use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
@@ -207,7 +207,10 @@ fn as_stored(sample: &Sample) -> Sample {
 }
 
 /// Concatenates converted native batches, stamping base offsets from `base_offset` on.
-fn stamped(batches: &[fencelog::kafka::ConvertedBatch], mut base_offset: u64) -> Bytes {
+fn stamped(
+    batches: &[fencelog::server::kafka::batches::ConvertedBatch],
+    mut base_offset: u64,
+) -> Bytes {
     let mut out = BytesMut::new();
     for batch in batches {
         let mut bytes = batch.bytes.to_vec();
@@ -356,7 +359,9 @@ fn compress(compression: Compression, plain: &[u8]) -> Vec<u8> {
     out.to_vec()
 }
 
-fn convert(records: &[u8]) -> Result<Vec<fencelog::kafka::ConvertedBatch>, RecordsError> {
+fn convert(
+    records: &[u8],
+) -> Result<Vec<fencelog::server::kafka::batches::ConvertedBatch>, RecordsError> {
     to_native_batches(records, 7, &RecordLimits::default())
 }
 

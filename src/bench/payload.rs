@@ -24,8 +24,8 @@ use bytes::BufMut;
 
 use crate::batch::now_ms;
 use crate::batch::BatchBuilder;
-use crate::kafka::records::{KAFKA_HEADER_BYTES, KAFKA_MAGIC};
-use crate::kafka::varint::{put_varint, varint_len};
+use crate::server::kafka::batches::records::{KAFKA_HEADER_BYTES, KAFKA_MAGIC};
+use crate::server::kafka::batches::varint::{put_varint, varint_len};
 
 /// Bytes a record adds to its value in a batch (no key, no headers): record length,
 /// timestamp delta, key length, value length, header count.
@@ -230,7 +230,7 @@ mod tests {
     /// CRC32C, lengths, offset deltas) and carries the same stamped values as a native one.
     #[test]
     fn kafka_batches_convert_to_the_same_records_as_native_ones() {
-        use crate::kafka::RecordLimits;
+        use crate::server::kafka::batches::RecordLimits;
         let mut payload = Payload::new(100, 8);
         let stamp = Stamp {
             intended_ns: 7,
@@ -240,8 +240,12 @@ mod tests {
         };
         for records in [1, 4, 200] {
             let batch = payload.kafka_batch(records, stamp);
-            let converted =
-                crate::kafka::to_native_batches(&batch, 5, &RecordLimits::default()).unwrap();
+            let converted = crate::server::kafka::batches::to_native_batches(
+                &batch,
+                5,
+                &RecordLimits::default(),
+            )
+            .unwrap();
             assert_eq!(converted.len(), 1);
             let decoded = decode_batches(converted[0].bytes.clone()).unwrap();
             assert_eq!(decoded.len(), records as usize);

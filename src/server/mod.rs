@@ -10,11 +10,13 @@
 //! * [`tls`]: TLS on every listener ([`ServerConfig::tls`]), the handshake in the connection's
 //!   own task.
 //! * [`native`]: fencelog's own protocol, translated into broker service calls.
-//! * [`kafka`]: Kafka's protocol, a second listener started only when asked for
-//!   ([`run_with_kafka`]).
+//! * `kafka`: Kafka's protocol (feature `kafka`, on by default), a second listener started only
+//!   when asked for (`run_with_kafka`), with the Kafka record batch conversion.
+//! * [`prometheus`]: `GET /metrics`, the scrape endpoint.
 
 mod connection;
 pub mod descriptors;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory_budget;
 pub mod native;
@@ -32,6 +34,7 @@ use tokio::sync::{broadcast, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+#[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
 pub use protocol::{AfterEncode, Protocol, Started};
@@ -111,6 +114,7 @@ impl Default for ServerConfig {
 }
 
 /// A bound Kafka listener and its settings.
+#[cfg(feature = "kafka")]
 #[derive(Debug)]
 pub struct KafkaListener {
     /// The socket Kafka clients connect to.
@@ -128,12 +132,13 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
-    run_with_kafka(listener, None, service, config, shutdown).await
+    serve(listener, None, service, config, shutdown).await
 }
 
 /// [`run`], plus a Kafka listener when `kafka` is given. Both accept loops share the
 /// connection limit and the stop signal; maintenance and the final sync stay single. The
 /// Kafka listener's frames are limited by its own [`KafkaConfig::max_frame_bytes`].
+#[cfg(feature = "kafka")]
 pub async fn run_with_kafka(
     listener: TcpListener,
     kafka: Option<KafkaListener>,
@@ -141,6 +146,22 @@ pub async fn run_with_kafka(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve(listener, kafka, service, config, shutdown).await
+}
+
+/// Without the `kafka` feature there is no Kafka listener to give.
+#[cfg(not(feature = "kafka"))]
+type KafkaListener = std::convert::Infallible;
+
+/// Every listener until `shutdown` (see [`run`] and `run_with_kafka`).
+async fn serve(
+    listener: TcpListener,
+    kafka: Option<KafkaListener>,
+    service: Arc<BrokerService>,
+    config: ServerConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    #[cfg(feature = "kafka")]
     if let Some(kafka) = &kafka {
         kafka
             .config
@@ -154,6 +175,9 @@ pub async fn run_with_kafka(
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();
     let native = Arc::new(NativeProtocol::new(Arc::clone(&config)).listening_on(local));
+    #[cfg(not(feature = "kafka"))]
+    let _no_kafka_listener = kafka;
+    #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
     let mut accepting = vec![tokio::spawn(accept_loop(
         listener,
         native,
@@ -162,6 +186,7 @@ pub async fn run_with_kafka(
         Arc::clone(&connections),
         stop.subscribe(),
     ))];
+    #[cfg(feature = "kafka")]
     if let Some(kafka) = kafka {
         let kafka_local = kafka.listener.local_addr()?;
         info!(

@@ -13,7 +13,9 @@
 //! vendored `kafka-protocol` crate, patched so that a count read from the wire cannot make it
 //! reserve more than the frame could hold (`vendor/kafka-protocol/PATCHES.md`).
 //!
-//! * [`config`]: advertised address, node and cluster id, frame limit.
+//! * [`batches`]: Kafka record batches v2 ⇄ native batches (bounded decompression), apart from
+//!   any framing, so the bench and the fuzz targets use it without a listener.
+//! * [`config`]: advertised address, cluster id, frame limit (the node id is the broker's).
 //! * [`versions`]: the APIs and versions implemented.
 //! * [`request`], [`response`]: framing of headers and bodies.
 //! * [`handlers`]: one file per API.
@@ -21,6 +23,7 @@
 //! * [`topic_id`]: topic UUIDs derived from names.
 
 pub mod authorization;
+pub mod batches;
 pub mod config;
 pub mod errors;
 pub mod handlers;

@@ -1,5 +1,5 @@
 //! Fetch (key 1), v4..=12: reads each partition from its fetch offset and converts the stored
-//! batches to Kafka record batches v2 (`crate::kafka::records`), long-polling when nothing is
+//! batches to Kafka record batches v2 (`crate::server::kafka::batches::records`), long-polling when nothing is
 //! there yet.
 //!
 //! What a Kafka consumer sees, and why:
@@ -34,7 +34,7 @@ use kafka_protocol::ResponseError;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::{BrokerService, FetchRequest as Read};
-use crate::kafka::records::to_kafka_batches;
+use crate::server::kafka::batches::records::to_kafka_batches;
 use crate::server::memory_budget::{FetchMemory, Reservation};
 
 /// Longest a Kafka fetch may wait for data.

@@ -1,5 +1,5 @@
 //! Produce (key 0), v3..=11: each partition's Kafka record batches are converted to fencelog
-//! batches (`crate::kafka::records`) and appended through the connection's produce queue, in
+//! batches (`crate::server::kafka::batches::records`) and appended through the connection's produce queue, in
 //! request order, before the next request is read.
 //!
 //! What a Kafka producer sees, and why:
@@ -36,7 +36,7 @@ use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
-use crate::kafka::records::{to_native_batches, RecordLimits, RecordsError};
+use crate::server::kafka::batches::records::{to_native_batches, RecordLimits, RecordsError};
 use crate::server::protocol::Started;
 use crate::storage::{FenceError, StorageError, WriteCredential};
 

@@ -1,6 +1,7 @@
 //! Kafka's record batches, for the Kafka wire-protocol listener: the conversion between Kafka
 //! record batches v2 and fencelog's native batches (`crate::batch`), independent of either
-//! wire protocol's framing.
+//! wire protocol's framing. It lives with the listener (one Kafka folder, one `kafka` cargo
+//! feature) and imports nothing of it.
 //!
 //! - [`to_native_batches`]: a Produce partition's `records` field (any compression) → native
 //!   batches the partition appends, one per Kafka batch, under the listener's fencing epoch.
