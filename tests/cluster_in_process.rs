@@ -2,128 +2,36 @@
 //! semantics without an etcd process): replication, `acks=all`, the ISR, and failover, seen
 //! through the client library exactly as an application sees a cluster.
 //!
-//! The tests with real processes and a real etcd are in `tests/cluster_processes.rs`.
+//! The cluster is `fencelog::testing::TestCluster`, which users' own failover tests start too;
+//! the tests with real processes and a real etcd are in `tests/cluster_processes.rs`.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencelog::broker::cluster::{ClusterConfig, ClusterDriver};
-use fencelog::broker::{Broker, BrokerConfig, BrokerService};
 use fencelog::client::{BatchBuilder, Client, ClientError};
-use fencelog::cluster::meta::{MemoryMetaStore, MetaStore};
 use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
-use fencelog::server::{self, ServerConfig};
-use tempfile::TempDir;
-use tokio::sync::oneshot;
+use fencelog::testing::{TestCluster, TestClusterNode};
 
 /// How long a test waits for the cluster to converge before it fails.
 const CONVERGE: Duration = Duration::from_secs(20);
 
-/// One broker: its data directory, server task and cluster driver.
-struct Node {
-    id: u32,
-    addr: String,
-    service: Arc<BrokerService>,
-    driver: Arc<ClusterDriver>,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
-}
-
-impl Node {
-    async fn start(id: u32, store: Arc<dyn MetaStore>) -> Node {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let broker = Arc::new(Broker::open(dir.path()).expect("open broker"));
-        let service = Arc::new(
-            BrokerService::standalone(broker, BrokerConfig::default().lease).with_node_id(id),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("address").to_string();
-        let mut config = ClusterConfig::new(id, addr.clone());
-        config.registration_ttl = Duration::from_secs(2);
-        config.replication.replica_lag_max_ms = 1_000;
-        config.replication.election_backoff_ms = 200;
-        config.replication.acks_all_timeout_ms = 5_000;
-        // Brokers 1 and 3 pipeline their followers' fetches, broker 2 does not: both ways run
-        // in every scenario, against leaders of either kind.
-        config.replication.pipelined_fetches = id % 2 == 1;
-        let driver =
-            ClusterDriver::new(config, store, Arc::clone(service.broker())).expect("driver");
-        service.join_cluster(Arc::clone(&driver)).expect("join");
-        let server_config = ServerConfig::default();
-        driver.start();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(server::run(
-            listener,
-            Arc::clone(&service),
-            server_config,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Node {
-            id,
-            addr,
-            service,
-            driver,
-            stop: Some(stop),
-            server: Some(server),
-            _dir: dir,
-        }
-    }
-
-    /// Stops the broker as a crash looks to the others: nothing is revoked, the registration
-    /// lapses after its TTL.
-    async fn crash(&mut self) {
-        self.driver.abandon();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = server.await;
-        }
-    }
-
-    /// This broker's local log end of `topic`/`partition`.
-    fn log_end(&self, topic: &str, partition: u32) -> u64 {
-        self.service
-            .broker()
-            .partition(topic, partition)
-            .map_or(0, |p| p.log_end_offset())
-    }
-}
-
-async fn cluster(size: u32) -> (Arc<dyn MetaStore>, Vec<Node>) {
+async fn cluster(size: u32) -> TestCluster {
     if let Ok(filter) = std::env::var("FENCELOG_TEST_LOG") {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_test_writer()
             .try_init();
     }
-    let store: Arc<dyn MetaStore> = Arc::new(MemoryMetaStore::new());
-    let mut nodes = Vec::new();
-    for id in 1..=size {
-        nodes.push(Node::start(id, Arc::clone(&store)).await);
-    }
-    // Every broker registered and seen by every other.
-    wait_until("every broker registered", || {
-        let brokers = store.live_brokers();
-        async move { brokers.await.is_ok_and(|b| b.len() == size as usize) }
-    })
-    .await;
-    (store, nodes)
+    TestCluster::start(size).await.expect("start the cluster")
 }
 
-async fn client_of(nodes: &[Node]) -> Client {
+async fn client_of(nodes: &[TestClusterNode]) -> Client {
     client_of_nodes(&nodes.iter().collect::<Vec<_>>()).await
 }
 
-async fn client_of_nodes(nodes: &[&Node]) -> Client {
+async fn client_of_nodes(nodes: &[&TestClusterNode]) -> Client {
     Client::builder()
-        .addrs(nodes.iter().map(|node| node.addr.clone()))
+        .addrs(nodes.iter().map(|node| node.addr().to_string()))
         .request_timeout(Duration::from_secs(10))
         .connect()
         .await
@@ -208,14 +116,14 @@ async fn create_rf3(client: &Client, topic: &str, partitions: u32) {
 /// Crashes `leader` (of partition 0 of `topic`, in `epoch`) and waits until another broker
 /// leads in a higher epoch; returns a client of the survivors and the new leader and epoch.
 async fn crash_leader(
-    nodes: &mut [Node],
+    nodes: &mut [TestClusterNode],
     topic: &str,
     leader: u32,
     epoch: u32,
 ) -> (Client, u32, u32) {
-    let index = nodes.iter().position(|n| n.id == leader).expect("leader");
+    let index = nodes.iter().position(|n| n.id() == leader).expect("leader");
     nodes[index].crash().await;
-    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let survivors: Vec<&TestClusterNode> = nodes.iter().filter(|n| n.id() != leader).collect();
     let client = client_of_nodes(&survivors).await;
     let deadline = Instant::now() + CONVERGE;
     loop {
@@ -255,8 +163,9 @@ async fn produce_all(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader() {
-    let (_store, nodes) = cluster(3).await;
-    let client = client_of(&nodes).await;
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
     create_rf3(&client, "orders", 2).await;
     let (leader, epoch) = leader_of(&client, "orders", 0).await;
     let info = client
@@ -290,8 +199,8 @@ async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader()
     assert_eq!(read_all(&client, "orders", 0).await, written);
 
     // A follower refuses the produce with the leader's name.
-    let follower = nodes.iter().find(|n| n.id != leader).expect("a follower");
-    let direct = Client::connect(follower.addr.as_str())
+    let follower = nodes.iter().find(|n| n.id() != leader).expect("a follower");
+    let direct = Client::connect(follower.addr().to_string().as_str())
         .await
         .expect("connect");
     match direct
@@ -310,12 +219,13 @@ async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
-    let (_store, mut nodes) = cluster(3).await;
-    let client = client_of(&nodes).await;
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
     create_rf3(&client, "free", 1).await;
     let (leader, epoch) = leader_of(&client, "free", 0).await;
     let mut written = produce_all(&client, "free", 0, "unleased", 5).await;
-    let (client, _, _) = crash_leader(&mut nodes, "free", leader, epoch).await;
+    let (client, _, _) = crash_leader(nodes, "free", leader, epoch).await;
     // A new leader's producer epoch base does not fence writers that never had a lease...
     written.extend(produce_all(&client, "free", 0, "still-unleased", 5).await);
     assert_eq!(read_all(&client, "free", 0).await, written);
@@ -335,8 +245,9 @@ async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
-    let (_store, mut nodes) = cluster(3).await;
-    let client = client_of(&nodes).await;
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
     create_rf3(&client, "events", 1).await;
     let (leader, epoch) = leader_of(&client, "events", 0).await;
     let lease = client
@@ -345,7 +256,7 @@ async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
         .expect("lease");
     let mut written = produce_all(&client, "events", lease.epoch, "before", 20).await;
 
-    let (client, new_leader, new_epoch) = crash_leader(&mut nodes, "events", leader, epoch).await;
+    let (client, new_leader, new_epoch) = crash_leader(nodes, "events", leader, epoch).await;
     assert_ne!(new_leader, leader);
     assert!(new_epoch > epoch);
 
@@ -373,8 +284,9 @@ async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
-    let (_store, mut nodes) = cluster(3).await;
-    let client = client_of(&nodes).await;
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
     let replication = Replication {
         factor: 3,
         min_insync: Some(2),
@@ -391,7 +303,7 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
     produce_all(&client, "audit", lease.epoch, "three", 5).await;
 
     let followers: Vec<usize> = (0..nodes.len())
-        .filter(|i| nodes[*i].id != leader)
+        .filter(|i| nodes[*i].id() != leader)
         .collect();
     nodes[followers[0]].crash().await;
     // The ISR shrinks to two after the lag limit; writes go on meanwhile (they wait for it).
@@ -415,7 +327,7 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
     .await;
     let before = nodes
         .iter()
-        .find(|n| n.id == leader)
+        .find(|n| n.id() == leader)
         .expect("leader")
         .log_end("audit", 0);
     let refused = client
@@ -430,7 +342,7 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
     }
     let after = nodes
         .iter()
-        .find(|n| n.id == leader)
+        .find(|n| n.id() == leader)
         .expect("leader")
         .log_end("audit", 0);
     assert_eq!(before, after, "a refused acks=all produce writes nothing");

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::CliError;
-use crate::broker::{Broker, BrokerConfig, BrokerService};
+use crate::broker::BrokerError;
 use crate::server::kafka::{KafkaConfig, KafkaConfigError};
-use crate::server::prometheus::{MetricsEndpoint, MetricsEndpointConfig};
-use crate::server::{self, KafkaListener, ServerConfig, DEFAULT_LISTEN};
+use crate::server::{
+    self, ClusterMembership, KafkaListener, Listeners, Node, NodeConfig, ServerConfig,
+    DEFAULT_LISTEN,
+};
 
 /// Default data directory, relative to where the server starts.
 pub const DEFAULT_DATA_DIR: &str = "fencelog-data";
@@ -122,11 +124,6 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
-        let directory = args.data_dir.clone();
-        let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
-            .await
-            .map_err(|error| CliError::new(error.to_string()))?
-            .map_err(|error| CliError::new(format!("open {}: {error}", args.data_dir.display())))?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
@@ -137,7 +134,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         } else {
             None
         };
-        let config = ServerConfig {
+        let mut config = NodeConfig::new(&args.data_dir);
+        config.broker.node_id = args.node_id;
+        config.server = ServerConfig {
             security,
             max_connections: args.max_connections,
             max_in_flight: args.max_in_flight.max(1),
@@ -147,12 +146,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             advertised_addr: args.advertise.clone(),
             ..ServerConfig::default()
         };
-        let kafka = kafka_listener(&args).await?;
-        let service = Arc::new(
-            BrokerService::standalone(Arc::new(broker), BrokerConfig::default().lease)
-                .with_node_id(args.node_id),
-        );
-        let driver = if in_cluster {
+        if in_cluster {
             let advertised = match &args.advertise {
                 Some(advertise) => advertise.clone(),
                 None => listener
@@ -160,39 +154,35 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                     .map_err(|error| CliError::new(format!("listen address: {error}")))?
                     .to_string(),
             };
-            let driver = join_cluster(&args, advertised, &service).await?;
-            service
-                .join_cluster(Arc::clone(&driver))
-                .map_err(|error| CliError::new(error.to_string()))?;
-            driver.start();
-            Some(driver)
-        } else {
-            None
-        };
-        let leave = driver.clone();
-        let shutdown = async move {
-            shutdown_signal().await;
-            // Leave first: leaders step down and the registration is revoked, so the others
-            // take over at once; then the listeners drain.
-            if let Some(driver) = leave {
-                driver.shutdown().await;
-            }
-        };
+            config.cluster = Some(cluster_membership(&args, advertised).await?);
+        }
+        let kafka = kafka_listener(&args).await?;
         let metrics = match &args.metrics_listen {
-            Some(addr) => Some(
-                MetricsEndpoint::bind(addr, &service, MetricsEndpointConfig::default())
-                    .await
-                    .map_err(|error| CliError::new(error.to_string()))?,
-            ),
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|error| {
+                CliError::new(format!(
+                    "metrics listener: cannot listen on {addr}: {error}; pick another --metrics-listen address"
+                ))
+            })?),
             None => None,
         };
-        let served = server::run_with_kafka(listener, kafka, service, config, shutdown)
+        let listeners = Listeners {
+            native: listener,
+            kafka,
+            metrics,
+        };
+        let node = Node::start(config, listeners)
             .await
-            .map_err(|error| CliError::new(format!("server: {error}")));
-        if let Some(metrics) = metrics {
-            metrics.stop().await;
-        }
-        served
+            .map_err(|error| match error {
+                BrokerError::Cluster(_) | BrokerError::InvalidConfig(_) => {
+                    CliError::new(format!("cluster: {error}"))
+                }
+                other => CliError::new(format!("open {}: {other}", args.data_dir.display())),
+            })?;
+        // On the signal the node leaves first (leaders step down and the registration is
+        // revoked, so the others take over at once), then the listeners drain.
+        node.serve_until(shutdown_signal())
+            .await
+            .map_err(|error| CliError::new(format!("server: {error}")))
     })
 }
 
@@ -248,14 +238,13 @@ fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Connects to etcd and makes the cluster driver (not started).
+/// Connects to etcd and says how this broker joins the cluster kept there.
 #[cfg(feature = "etcd")]
-async fn join_cluster(
+async fn cluster_membership(
     args: &ServeArgs,
     advertised: String,
-    service: &Arc<BrokerService>,
-) -> Result<Arc<crate::broker::cluster::ClusterDriver>, CliError> {
-    use crate::broker::cluster::{ClusterConfig, ClusterDriver};
+) -> Result<ClusterMembership, CliError> {
+    use crate::broker::cluster::ClusterConfig;
     use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
     let etcd = EtcdConfig::new(args.etcd.clone()).with_cluster_name(args.cluster_name.clone());
     let store = EtcdMetaStore::connect(etcd)
@@ -269,17 +258,18 @@ async fn join_cluster(
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");
-    ClusterDriver::new(config, Arc::new(store), Arc::clone(service.broker()))
-        .map_err(|error| CliError::new(error.to_string()))
+    Ok(ClusterMembership {
+        config,
+        store: Arc::new(store),
+    })
 }
 
 /// Without the `etcd` feature there is no store to join.
 #[cfg(not(feature = "etcd"))]
-async fn join_cluster(
+async fn cluster_membership(
     _args: &ServeArgs,
     _advertised: String,
-    _service: &Arc<BrokerService>,
-) -> Result<Arc<crate::broker::cluster::ClusterDriver>, CliError> {
+) -> Result<ClusterMembership, CliError> {
     Err(CliError::new(
         "--etcd: this build has no etcd client (built without the `etcd` feature)",
     ))

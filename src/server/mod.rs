@@ -13,6 +13,7 @@
 //! * `kafka`: Kafka's protocol (feature `kafka`, on by default), a second listener started only
 //!   when asked for (`run_with_kafka`), with the Kafka record batch conversion.
 //! * [`prometheus`]: `GET /metrics`, the scrape endpoint.
+//! * [`node`]: the composition root: a whole broker from its configuration.
 
 mod connection;
 pub mod descriptors;
@@ -20,6 +21,7 @@ pub mod descriptors;
 pub mod kafka;
 pub mod memory_budget;
 pub mod native;
+pub mod node;
 pub mod prometheus;
 pub mod protocol;
 pub mod tls;
@@ -37,6 +39,7 @@ use tracing::{debug, info, warn};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaProtocol};
 pub use native::{to_error_response, NativeProtocol};
+pub use node::{ClusterMembership, Listeners, Node, NodeConfig};
 pub use protocol::{AfterEncode, Protocol, Started};
 pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
 
