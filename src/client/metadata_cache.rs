@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cluster::{LeaderEpoch, NodeId};
+use crate::domain::{LeaderEpoch, NodeId};
 use crate::protocol::ClusterMetadata;
 
 /// Longest the client trusts its metadata without asking again (Kafka's `metadata.max.age.ms`

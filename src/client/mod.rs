@@ -60,7 +60,7 @@ use tokio::net::ToSocketAddrs;
 use tokio::time::Instant;
 
 use crate::batch::{decode_batches_into, BatchError};
-use crate::cluster::{LeaderEpoch, NodeId};
+use crate::domain::{LeaderEpoch, NodeId};
 use crate::protocol::{
     Acks, ApiVersionRange, BrokerMetadata, ErrorCode, ErrorDetails, ErrorResponse,
     PartitionMetadata, ProtocolError, Replication, Request, Response, TopicConfig, TopicMetadata,

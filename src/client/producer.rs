@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::{Client, ClientError, Lease, ProduceAck, ProducerId};
 use crate::batch::{add_sequence, now_ms, BatchBuilder, MAX_RECORDS_PER_BATCH};
-use crate::storage::producer_state::PRODUCER_BATCH_WINDOW;
+use crate::domain::PRODUCER_BATCH_WINDOW;
 
 /// Default time a record may take from `send` to its acknowledgement, retries included.
 pub const DEFAULT_DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use super::metadata_cache::MetadataCache;
 use super::reconnect::Endpoint;
 use super::{call_on, ClientConfig, ClientError};
-use crate::cluster::NodeId;
+use crate::domain::NodeId;
 use crate::protocol::{Acks, ClusterMetadata, ErrorCode, Request, Response, TopicMetadata};
 
 /// The most connections a client keeps to brokers other than its bootstrap connection; beyond
