@@ -64,6 +64,7 @@ type KafkaSettings = std::convert::Infallible;
 pub struct TestServerBuilder {
     config: ServerConfig,
     broker_config: BrokerConfig,
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     kafka: Option<KafkaSettings>,
     manual_clock: bool,
     data_dir: Option<PathBuf>,
