@@ -269,9 +269,9 @@ impl TestServer {
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener = bind_listener(bind).await?;
         let addr = local_address(&listener)?;
-        #[allow(unused_mut)]
+        #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
         let mut listeners = Listeners::native(listener);
-        #[allow(unused_mut)]
+        #[cfg_attr(not(feature = "kafka"), allow(unused_mut))]
         let mut kafka: Option<(KafkaSettings, SocketAddr)> = None;
         #[cfg(feature = "kafka")]
         if let Some(mut kafka_config) = settings.kafka.clone() {
