@@ -321,10 +321,28 @@ fn replication_sim_random_seeds() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let seeds: u64 = 200;
-    run_seeds(start, seeds);
+    let stats = run_seeds(start, seeds);
+    // The replica node's inputs and rules all ran: the seeds test the broker's decisions, not
+    // only the engines under them.
+    for what in [
+        "leaders elected",
+        "leaders deposed",
+        "registration renewals",
+        "local syncs",
+        "followers stopped: leader changed",
+        "followers stopped: re-read asked",
+        "followers stopped: elected",
+    ] {
+        assert!(
+            stats.get(what).is_some_and(|count| *count > 0),
+            "no seed exercised `{what}`: {stats:#?}"
+        );
+    }
 }
 
-fn run_seeds(start: u64, seeds: u64) {
+/// Runs `seeds` random plans from `start`, fails on any failing seed, and returns what they
+/// exercised, counted.
+fn run_seeds(start: u64, seeds: u64) -> BTreeMap<String, u64> {
     let began = Instant::now();
     let mut events = 0;
     let mut failed = Vec::new();
@@ -365,6 +383,7 @@ fn run_seeds(start: u64, seeds: u64) {
         failed.is_empty(),
         "failing seeds: {failed:?} (replay: tools/replication-sim --replay SEED)"
     );
+    stats
 }
 
 /// Many seeds (`FENCELOG_SIM_SEEDS`, from `FENCELOG_SIM_START`), for `tools/replication-sim`.

@@ -18,6 +18,10 @@ impl ReplicaLog for Partition {
         Partition::high_watermark(self)
     }
 
+    fn durable_end_offset(&self) -> u64 {
+        Partition::acknowledged_end_offset(self)
+    }
+
     fn leader_epoch_floor(&self) -> LeaderEpoch {
         Partition::leader_epoch_floor(self)
     }

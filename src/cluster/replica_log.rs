@@ -73,6 +73,10 @@ pub trait ReplicaLog: Send + Sync {
     /// those. Never goes down.
     fn high_watermark(&self) -> u64;
 
+    /// How far the log is durable under its flush policy (a leader counts its own log towards
+    /// the high watermark only this far).
+    fn durable_end_offset(&self) -> u64;
+
     /// The highest leader epoch this replica installed (its leader-epoch fence floor: it never
     /// goes down, not even when the log is truncated).
     fn leader_epoch_floor(&self) -> LeaderEpoch;

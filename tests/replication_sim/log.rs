@@ -160,6 +160,10 @@ impl ReplicaLog for SimLog {
         self.lock().high_watermark
     }
 
+    fn durable_end_offset(&self) -> u64 {
+        self.lock().durable_end
+    }
+
     fn leader_epoch_floor(&self) -> LeaderEpoch {
         self.lock().floor
     }

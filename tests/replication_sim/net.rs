@@ -118,10 +118,21 @@ pub enum Timer {
     KeepAlive,
     Poll,
     Tick,
-    FollowerRetry { partition: usize, tag: u64 },
-    Sync { partition: usize },
-    CasTimeout { partition: usize, id: u64 },
-    ElectionTurn { partition: usize },
+    FollowerRetry {
+        partition: usize,
+        tag: u64,
+    },
+    Sync {
+        partition: usize,
+    },
+    CasTimeout {
+        partition: usize,
+        id: u64,
+    },
+    /// A time the replica's node asked to be woken at (an election turn, a restart pause).
+    Wake {
+        partition: usize,
+    },
 }
 
 /// Who a scripted fault hits, resolved from the store's state when it fires.

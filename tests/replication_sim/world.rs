@@ -1,5 +1,8 @@
-//! The simulated cluster: three brokers driving the sans-I/O replication logic with simulated
-//! I/O (the network of `net.rs`, the store of `store.rs`, the logs of `log.rs`), producers
+//! The simulated cluster: three brokers, each running the broker's own sans-I/O replica node
+//! (`fencelog::cluster::replication::node::ReplicaNode`, the code the cluster driver runs) per
+//! partition, with simulated I/O in place of the driver's (the network of `net.rs`, the store of
+//! `store.rs`, the logs of `log.rs`): this file only carries messages and effects, it decides
+//! nothing about replication. Producers
 //! sending `acks=all` writes with unique values, a consumer watching every self-believed leader,
 //! and faults (pauses past the lease TTL, crashes and restarts, cuts between any pair and to the
 //! store). Everything random comes from one seeded RNG; the event queue breaks ties by insertion
@@ -8,14 +11,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use std::collections::VecDeque;
+
 use fencelog::cluster::replica_log::ReplicaLog;
-use fencelog::cluster::replication::election::{ElectionDecision, Elector};
-use fencelog::cluster::replication::follower::{Follower, FollowerAction};
-use fencelog::cluster::replication::leader::{Leader, LeaderOutput, LeaderStart};
-use fencelog::cluster::replication::{
-    CasOutcome, FetchError, FetchResponse, LiveBrokers, ReplicationConfig,
+use fencelog::cluster::replication::follower::FollowerAction;
+use fencelog::cluster::replication::node::{
+    Effect, Effects, ElectionOutcome, FollowerEvent, Input, ProposalPurpose, ReplicaNode,
+    ReplicaNodeConfig, StopReason,
 };
-use fencelog::cluster::{NodeId, PartitionState, Versioned};
+use fencelog::cluster::replication::{CasOutcome, FetchResponse, LiveBrokers, ReplicationConfig};
+use fencelog::cluster::{LeaderEpoch, NodeId, PartitionState, Versioned};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -115,22 +120,38 @@ impl Plan {
     }
 }
 
-enum Role {
-    Idle,
-    Leader(Box<Leader>),
-    Follower(Follower),
+/// One broker's replica of one partition: the node that decides, and the simulated I/O under
+/// way for it.
+struct Part {
+    node: ReplicaNode,
+    /// The tag of the follower's latest request: an answer with another tag is late.
+    tag: u64,
+    /// The compare-and-swap under way (its id, for its timeout) and what it is for.
+    cas: Option<(u64, ProposalPurpose)>,
+    sync_scheduled: bool,
+    /// waiter id -> (client, request, base offset, epoch appended in)
+    waiters: BTreeMap<u64, (usize, u64, u64, LeaderEpoch)>,
+    /// The earliest wake-up scheduled for the node.
+    wake_scheduled: Option<u64>,
+    /// The batches of the fetch answer the follower appends next.
+    fetched: Option<Vec<u8>>,
+    /// The follower's last append carried no records: its next fetch waits `FETCH_IDLE_MS`.
+    idle: bool,
 }
 
-struct Part {
-    role: Role,
-    elector: Elector,
-    view: Option<Versioned<PartitionState>>,
-    tag: u64,
-    cas: Option<u64>,
-    sync_scheduled: bool,
-    /// waiter id -> (client, request, base offset)
-    waiters: BTreeMap<u64, (usize, u64, u64)>,
-    election_turn_scheduled: bool,
+impl Part {
+    fn new(node: NodeId, incarnation: u64, config: &ReplicationConfig) -> Part {
+        Part {
+            node: ReplicaNode::new(ReplicaNodeConfig::new(node, incarnation, config.clone())),
+            tag: 0,
+            cas: None,
+            sync_scheduled: false,
+            waiters: BTreeMap::new(),
+            wake_scheduled: None,
+            fetched: None,
+            idle: false,
+        }
+    }
 }
 
 struct Broker {
@@ -222,28 +243,22 @@ impl World {
             ..replication_config()
         };
         let brokers = (0..BROKERS)
-            .map(|id| Broker {
-                up: true,
-                generation: 0,
-                incarnation: rng.gen(),
-                paused_until: 0,
-                lease: None,
-                valid_until: 0,
-                live: LiveBrokers::new(),
-                read_sent: None,
-                read_revision: 0,
-                parts: (0..plan.partitions)
-                    .map(|_| Part {
-                        role: Role::Idle,
-                        elector: Elector::new(id, config.election_backoff_ms),
-                        view: None,
-                        tag: 0,
-                        cas: None,
-                        sync_scheduled: false,
-                        waiters: BTreeMap::new(),
-                        election_turn_scheduled: false,
-                    })
-                    .collect(),
+            .map(|id| {
+                let incarnation = rng.gen();
+                Broker {
+                    up: true,
+                    generation: 0,
+                    incarnation,
+                    paused_until: 0,
+                    lease: None,
+                    valid_until: 0,
+                    live: LiveBrokers::new(),
+                    read_sent: None,
+                    read_revision: 0,
+                    parts: (0..plan.partitions)
+                        .map(|_| Part::new(id, incarnation, &config))
+                        .collect(),
+                }
             })
             .collect();
         let logs = (0..BROKERS)
@@ -449,16 +464,10 @@ impl World {
         broker.read_sent = None;
         broker.read_revision = 0;
         let mut clamped = 0;
+        let incarnation = broker.incarnation;
         for part in &mut broker.parts {
-            if let Role::Follower(follower) = &part.role {
-                clamped += follower.clamped_truncations();
-            }
-            part.role = Role::Idle;
-            part.view = None;
-            part.cas = None;
-            part.sync_scheduled = false;
-            part.waiters.clear();
-            part.election_turn_scheduled = false;
+            clamped += part.node.clamped_truncations();
+            *part = Part::new(node, incarnation, &self.config);
         }
         self.clamped_truncations += clamped;
         for log in &self.logs[node as usize] {
@@ -477,6 +486,9 @@ impl World {
         let broker = &mut self.brokers[node as usize];
         broker.up = true;
         broker.incarnation = incarnation;
+        for part in &mut broker.parts {
+            *part = Part::new(node, incarnation, &self.config);
+        }
         self.trace_line(|| format!("RESTART broker {node} incarnation {incarnation:x}"));
         self.start_broker(node);
     }
@@ -515,14 +527,7 @@ impl World {
             }
             Timer::Tick => {
                 for partition in 0..self.plan.partitions {
-                    let live = self.brokers[node as usize].live.clone();
-                    let now = self.now;
-                    if let Role::Leader(leader) =
-                        &mut self.brokers[node as usize].parts[partition].role
-                    {
-                        let output = leader.on_tick(now, &live);
-                        self.leader_output(node, partition, output);
-                    }
+                    self.step(node, partition, Input::Tick);
                 }
                 self.timer(node, self.now + TICK_MS, Timer::Tick);
             }
@@ -531,38 +536,41 @@ impl World {
                 if part.tag != tag {
                     return;
                 }
-                if let Role::Follower(follower) = &part.role {
-                    let action = follower.retry(&self.logs[node as usize][partition]);
-                    self.drive_follower(node, partition, action, None);
+                if let Some((generation, _)) = part.node.follower() {
+                    let input = Input::Follower {
+                        generation,
+                        event: FollowerEvent::Retry,
+                    };
+                    self.step(node, partition, input);
                 }
             }
             Timer::Sync { partition } => {
                 self.brokers[node as usize].parts[partition].sync_scheduled = false;
-                let durable = self.logs[node as usize][partition].sync();
-                let now = self.now;
-                if let Role::Leader(leader) = &mut self.brokers[node as usize].parts[partition].role
-                {
-                    let output = leader.on_local_durable(now, durable);
-                    self.leader_output(node, partition, output);
-                }
+                let durable_end_offset = self.logs[node as usize][partition].sync();
+                self.count("local syncs", 1);
+                self.step(node, partition, Input::LocalDurable { durable_end_offset });
             }
             Timer::CasTimeout { partition, id } => {
                 let part = &mut self.brokers[node as usize].parts[partition];
-                if part.cas != Some(id) {
+                let Some((pending, purpose)) = part.cas else {
+                    return;
+                };
+                if pending != id {
                     return;
                 }
                 part.cas = None;
-                let now = self.now;
-                if let Role::Leader(leader) = &mut part.role {
-                    let output = leader.on_cas_outcome(now, CasOutcome::Unknown);
-                    self.leader_output(node, partition, output);
-                } else {
-                    self.read(node);
-                }
+                let input = match purpose {
+                    ProposalPurpose::Election => Input::ElectionOutcome(ElectionOutcome::Unknown),
+                    ProposalPurpose::Isr { leader_epoch } => Input::IsrOutcome {
+                        leader_epoch,
+                        outcome: CasOutcome::Unknown,
+                    },
+                };
+                self.step(node, partition, input);
             }
-            Timer::ElectionTurn { partition } => {
-                self.brokers[node as usize].parts[partition].election_turn_scheduled = false;
-                self.reconcile(node, partition);
+            Timer::Wake { partition } => {
+                self.brokers[node as usize].parts[partition].wake_scheduled = None;
+                self.step(node, partition, Input::Wake);
             }
         }
     }
@@ -707,19 +715,13 @@ impl World {
                     return;
                 }
                 broker.read_revision = revision;
-                broker.live = live;
+                broker.live = live.clone();
                 for (partition, state) in partitions.into_iter().enumerate() {
-                    let part = &mut broker.parts[partition];
-                    if part
-                        .view
-                        .as_ref()
-                        .is_none_or(|v| v.revision <= state.revision)
-                    {
-                        part.view = Some(state);
-                    }
-                }
-                for partition in 0..self.plan.partitions {
-                    self.reconcile(node, partition);
+                    let input = Input::View {
+                        state,
+                        live: live.clone(),
+                    };
+                    self.step(node, partition, input);
                 }
             }
             (
@@ -732,30 +734,27 @@ impl World {
                 StoreAnswer::Cas(result),
             ) => {
                 let part = &mut self.brokers[node as usize].parts[partition];
-                if part.cas == Some(id) {
+                if part.cas.is_some_and(|(pending, _)| pending == id) {
                     part.cas = None;
                 }
-                if election {
-                    match result {
-                        Some(revision) => {
-                            self.won_election(node, partition, proposal.state, revision)
-                        }
-                        None => self.read(node),
+                let input = if election {
+                    Input::ElectionOutcome(match result {
+                        Some(revision) => ElectionOutcome::Won(Versioned {
+                            value: proposal.state,
+                            revision,
+                        }),
+                        None => ElectionOutcome::Lost { current: None },
+                    })
+                } else {
+                    Input::IsrOutcome {
+                        leader_epoch: proposal.state.leader_epoch,
+                        outcome: match result {
+                            Some(revision) => CasOutcome::Applied { revision },
+                            None => CasOutcome::Conflict,
+                        },
                     }
-                    return;
-                }
-                let now = self.now;
-                if let Role::Leader(leader) = &mut part.role {
-                    if leader.epoch() != proposal.state.leader_epoch {
-                        return;
-                    }
-                    let outcome = match result {
-                        Some(revision) => CasOutcome::Applied { revision },
-                        None => CasOutcome::Conflict,
-                    };
-                    let output = leader.on_cas_outcome(now, outcome);
-                    self.leader_output(node, partition, output);
-                }
+                };
+                self.step(node, partition, input);
             }
             _ => {}
         }
@@ -764,373 +763,311 @@ impl World {
     fn renewed(&mut self, node: NodeId, valid_until: u64) {
         let broker = &mut self.brokers[node as usize];
         broker.valid_until = broker.valid_until.max(valid_until);
-        let valid_until = broker.valid_until;
-        let registration = broker.lease.unwrap_or(0);
-        for part in &mut broker.parts {
-            if let Role::Leader(leader) = &mut part.role {
-                leader.on_registration_renewed(registration, valid_until);
-            }
+        let input = Input::Registration {
+            registration: broker.lease.unwrap_or(0),
+            valid_until_ms: broker.valid_until,
+        };
+        self.count("registration renewals", 1);
+        for partition in 0..self.plan.partitions {
+            self.step(node, partition, input.clone());
         }
     }
 
-    // ----- roles -----
+    // ----- the replica nodes -----
 
-    /// Brings a partition's role in line with the state last read.
-    fn reconcile(&mut self, node: NodeId, partition: usize) {
+    /// Steps a replica's node with `input` now and carries out its effects.
+    fn step(&mut self, node: NodeId, partition: usize, input: Input) {
         let now = self.now;
-        let registered = self.registered(node);
-        let broker = &mut self.brokers[node as usize];
-        let live = broker.live.clone();
-        let part = &mut broker.parts[partition];
-        let Some(view) = part.view.clone() else {
-            return;
-        };
-        match &mut part.role {
-            Role::Leader(leader) => {
-                let output = leader.on_partition_read(now, &view);
-                self.leader_output(node, partition, output);
-            }
-            Role::Follower(follower) => {
-                if view.value.leader != Some(follower.leader())
-                    || view.value.leader_epoch != follower.leader_epoch()
-                {
-                    let clamped = follower.clamped_truncations();
-                    self.clamped_truncations += clamped;
-                    part.role = Role::Idle;
-                }
-            }
-            Role::Idle => {}
+        let log = &self.logs[node as usize][partition];
+        let effects = self.brokers[node as usize].parts[partition]
+            .node
+            .step(now, log, input);
+        self.apply(node, partition, effects);
+    }
+
+    /// Carries out a node's effects with simulated I/O, as the driver does with real I/O;
+    /// what a synchronous log step returns is stepped in at once and its effects follow.
+    fn apply(&mut self, node: NodeId, partition: usize, effects: Effects) {
+        let mut queue = VecDeque::from(effects);
+        while let Some(effect) = queue.pop_front() {
+            let more = self.apply_one(node, partition, effect);
+            queue.extend(more);
         }
-        let part = &mut self.brokers[node as usize].parts[partition];
-        let leading = match &part.role {
-            Role::Leader(leader) => Some(leader.epoch()),
-            _ => None,
-        };
-        let decision = part.elector.decide(now, &view, &live, leading, registered);
-        match decision {
-            ElectionDecision::Propose(proposal) => {
-                if part.cas.is_none() {
-                    self.next_id += 1;
-                    let id = self.next_id;
-                    part.cas = Some(id);
-                    self.trace_line(|| {
+    }
+
+    fn apply_one(&mut self, node: NodeId, partition: usize, effect: Effect) -> Effects {
+        let now = self.now;
+        match effect {
+            Effect::Propose { proposal, purpose } => {
+                self.next_id += 1;
+                let id = self.next_id;
+                self.brokers[node as usize].parts[partition].cas = Some((id, purpose));
+                let election = purpose == ProposalPurpose::Election;
+                self.trace_line(|| {
+                    if election {
                         format!("broker {node} p{partition}: proposes {proposal:?}")
-                    });
-                    self.send_to_store(
-                        node,
-                        StoreOp::Cas {
-                            partition,
-                            proposal,
-                            election: true,
-                            id,
-                        },
-                    );
-                    self.timer(
-                        node,
-                        now + CAS_TIMEOUT_MS,
-                        Timer::CasTimeout { partition, id },
-                    );
-                }
-                return;
-            }
-            ElectionDecision::Wait { until_ms } => {
-                if !part.election_turn_scheduled {
-                    part.election_turn_scheduled = true;
-                    self.timer(node, until_ms, Timer::ElectionTurn { partition });
-                }
-            }
-            ElectionDecision::Nothing => {}
-        }
-        let part = &mut self.brokers[node as usize].parts[partition];
-        if let (Role::Idle, Some(leader)) = (&part.role, view.value.leader) {
-            if leader != node {
-                let incarnation = self.brokers[node as usize].incarnation;
-                let (follower, action) = Follower::new(
+                    } else {
+                        format!(
+                            "broker {node} p{partition}: proposes ISR {:?}",
+                            proposal.state.isr
+                        )
+                    }
+                });
+                self.send_to_store(
                     node,
-                    incarnation,
-                    leader,
-                    view.value.leader_epoch,
-                    &self.config,
+                    StoreOp::Cas {
+                        partition,
+                        proposal,
+                        election,
+                        id,
+                    },
                 );
+                self.timer(
+                    node,
+                    now + CAS_TIMEOUT_MS,
+                    Timer::CasTimeout { partition, id },
+                );
+                Effects::new()
+            }
+            Effect::Reread => {
+                self.read(node);
+                Effects::new()
+            }
+            Effect::InstallLeaderEpoch { leader_epoch } => {
+                let log = &self.logs[node as usize][partition];
+                let result = log.become_leader(leader_epoch);
+                if let Err(error) = &result {
+                    let error = error.clone();
+                    self.trace_line(|| {
+                        format!("broker {node} p{partition}: become_leader({leader_epoch}) refused: {error}")
+                    });
+                }
+                let log = &self.logs[node as usize][partition];
+                self.brokers[node as usize].parts[partition].node.step(
+                    now,
+                    log,
+                    Input::LeaderEpochInstalled {
+                        leader_epoch,
+                        result,
+                    },
+                )
+            }
+            Effect::Leading {
+                leader_epoch,
+                from_offset,
+                high_watermark,
+            } => {
+                self.count("leaders elected", 1);
                 self.trace_line(|| {
                     format!(
-                        "broker {node} p{partition}: follows {leader} in epoch {}",
-                        view.value.leader_epoch
+                        "broker {node} p{partition}: LEADS epoch {leader_epoch} from offset {from_offset} (hw {high_watermark})"
                     )
                 });
-                self.brokers[node as usize].parts[partition].role = Role::Follower(follower);
-                self.drive_follower(node, partition, action, None);
+                Effects::new()
             }
-        }
-    }
-
-    fn won_election(
-        &mut self,
-        node: NodeId,
-        partition: usize,
-        state: PartitionState,
-        revision: i64,
-    ) {
-        let now = self.now;
-        let valid_until = self.brokers[node as usize].valid_until;
-        let part = &mut self.brokers[node as usize].parts[partition];
-        if part.view.as_ref().is_some_and(|v| v.revision > revision) {
-            return;
-        }
-        let versioned = Versioned {
-            value: state,
-            revision,
-        };
-        part.view = Some(versioned.clone());
-        if let Role::Leader(old) = &mut part.role {
-            let output = old.depose_now();
-            self.leader_output(node, partition, output);
-        }
-        let log = &self.logs[node as usize][partition];
-        let epoch = versioned.value.leader_epoch;
-        if let Err(error) = log.become_leader(epoch) {
-            self.trace_line(|| {
-                format!("broker {node} p{partition}: become_leader({epoch}) refused: {error}")
-            });
-            self.brokers[node as usize].parts[partition].role = Role::Idle;
-            self.read(node);
-            return;
-        }
-        let start = LeaderStart {
-            partition: versioned,
-            log_end_offset: log.log_end_offset(),
-            durable_end_offset: log.durable_end(),
-            high_watermark: log.high_watermark(),
-            now_ms: now,
-            registration_valid_until_ms: valid_until,
-            registration: self.brokers[node as usize].lease.unwrap_or(0),
-        };
-        self.count("leaders elected", 1);
-        let leader = Leader::new(node, self.config.clone(), start)
-            .expect("a won election names this broker");
-        self.trace_line(|| {
-            format!(
-                "broker {node} p{partition}: LEADS epoch {epoch} from offset {} (hw {})",
-                leader.epoch_start_offset(),
-                leader.high_watermark()
-            )
-        });
-        let part = &mut self.brokers[node as usize].parts[partition];
-        if let Role::Follower(follower) = &part.role {
-            self.clamped_truncations += follower.clamped_truncations();
-        }
-        part.role = Role::Leader(Box::new(leader));
-    }
-
-    fn leader_output(&mut self, node: NodeId, partition: usize, output: LeaderOutput) {
-        let LeaderOutput {
-            completions,
-            high_watermark,
-            proposal,
-            reread,
-            deposed,
-        } = output;
-        let epoch = match &self.brokers[node as usize].parts[partition].role {
-            Role::Leader(leader) => leader.epoch(),
-            _ => 0,
-        };
-        if let Some(high_watermark) = high_watermark {
-            self.logs[node as usize][partition].advance_high_watermark(high_watermark);
-        }
-        for completion in completions {
-            let part = &mut self.brokers[node as usize].parts[partition];
-            let Some((client, request, base_offset)) = part.waiters.remove(&completion.id) else {
-                continue;
-            };
-            if completion.result.is_ok() && !self.registered(node) {
-                self.violation(format!(
-                    "broker {node} acknowledged with its registration lapsed"
-                ));
+            Effect::Deposed { leader_epoch } => {
+                self.count("leaders deposed", 1);
+                self.trace_line(|| {
+                    format!("broker {node} p{partition}: DEPOSED in epoch {leader_epoch}")
+                });
+                Effects::new()
             }
-            let answer = match completion.result {
-                Ok(()) => ProduceAnswer::Acked {
-                    base_offset,
-                    broker: node,
-                    epoch,
-                },
-                Err(error) => ProduceAnswer::Failed(error.to_string()),
-            };
-            self.send(
-                node,
-                Addr::Client(client),
-                Msg::ProduceResponse { request, answer },
-            );
-        }
-        if let Some(proposal) = proposal {
-            self.next_id += 1;
-            let id = self.next_id;
-            self.brokers[node as usize].parts[partition].cas = Some(id);
-            self.trace_line(|| {
-                format!(
-                    "broker {node} p{partition}: proposes ISR {:?}",
-                    proposal.state.isr
-                )
-            });
-            self.send_to_store(
-                node,
-                StoreOp::Cas {
-                    partition,
-                    proposal,
-                    election: false,
-                    id,
-                },
-            );
-            self.timer(
-                node,
-                self.now + CAS_TIMEOUT_MS,
-                Timer::CasTimeout { partition, id },
-            );
-        }
-        if deposed {
-            self.count("leaders deposed", 1);
-            self.trace_line(|| format!("broker {node} p{partition}: DEPOSED in epoch {epoch}"));
-            let part = &mut self.brokers[node as usize].parts[partition];
-            part.role = Role::Idle;
-            for (_, (client, request, _)) in std::mem::take(&mut part.waiters) {
-                let answer = ProduceAnswer::Failed("deposed".into());
+            Effect::StartFollowing {
+                generation,
+                leader,
+                leader_epoch,
+                first,
+            } => {
+                self.trace_line(|| {
+                    format!("broker {node} p{partition}: follows {leader} in epoch {leader_epoch}")
+                });
+                self.follower_action(node, partition, generation, first)
+            }
+            Effect::FollowerStep { generation, action } => {
+                self.follower_action(node, partition, generation, action)
+            }
+            Effect::StopFollowing { reason, .. } => {
+                // Answers to the stopped follower's requests are dropped by their tag.
+                let part = &mut self.brokers[node as usize].parts[partition];
+                part.tag += 1;
+                part.fetched = None;
+                part.idle = false;
+                self.count(
+                    match reason {
+                        StopReason::LeaderChanged => "followers stopped: leader changed",
+                        StopReason::Finished => "followers stopped: re-read asked",
+                        StopReason::Elected => "followers stopped: elected",
+                        StopReason::Stopped => "followers stopped: replica stopped",
+                    },
+                    1,
+                );
+                self.trace_line(|| {
+                    format!("broker {node} p{partition}: stops following ({reason:?})")
+                });
+                Effects::new()
+            }
+            Effect::AdvanceHighWatermark(high_watermark) => {
+                self.logs[node as usize][partition].advance_high_watermark(high_watermark);
+                Effects::new()
+            }
+            Effect::Complete(completion) => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                let Some((client, request, base_offset, epoch)) =
+                    part.waiters.remove(&completion.id)
+                else {
+                    return Effects::new();
+                };
+                if completion.result.is_ok() && !self.registered(node) {
+                    self.violation(format!(
+                        "broker {node} acknowledged with its registration lapsed"
+                    ));
+                }
+                let answer = match completion.result {
+                    Ok(()) => ProduceAnswer::Acked {
+                        base_offset,
+                        broker: node,
+                        epoch,
+                    },
+                    Err(error) => ProduceAnswer::Failed(error.to_string()),
+                };
                 self.send(
                     node,
                     Addr::Client(client),
                     Msg::ProduceResponse { request, answer },
                 );
+                Effects::new()
             }
-        }
-        if reread || deposed {
-            self.read(node);
+            Effect::WakeAt(at) => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                if part.wake_scheduled.is_none_or(|scheduled| scheduled > at) {
+                    part.wake_scheduled = Some(at);
+                    self.timer(node, at.max(now), Timer::Wake { partition });
+                }
+                Effects::new()
+            }
         }
     }
 
-    fn drive_follower(
+    /// Carries out one of the follower's actions: a log step at once (its result stepped into
+    /// the node), a request sent with its retry timer.
+    fn follower_action(
         &mut self,
         node: NodeId,
         partition: usize,
-        mut action: FollowerAction,
-        mut batches: Option<Vec<u8>>,
-    ) {
-        let mut idle = false;
-        loop {
-            let log = &self.logs[node as usize][partition];
-            let part = &mut self.brokers[node as usize].parts[partition];
-            let Role::Follower(follower) = &mut part.role else {
-                return;
-            };
-            let leader = follower.leader();
-            action = match action {
-                FollowerAction::BecomeFollower { leader_epoch } => {
-                    let result = log.become_follower(leader_epoch);
-                    follower.on_became_follower(log, result)
+        generation: u64,
+        action: FollowerAction,
+    ) -> Effects {
+        let now = self.now;
+        let leader = match self.brokers[node as usize].parts[partition].node.follower() {
+            Some((running, follower)) if running == generation => follower.leader(),
+            _ => return Effects::new(),
+        };
+        let event = match action {
+            FollowerAction::BecomeFollower { leader_epoch } => {
+                let log = &self.logs[node as usize][partition];
+                FollowerEvent::BecameFollower(log.become_follower(leader_epoch))
+            }
+            FollowerAction::Truncate { offset } => {
+                let log = &self.logs[node as usize][partition];
+                let before = log.log_end_offset();
+                let result = log.truncate_to(offset);
+                self.count(
+                    "records truncated by leader epoch",
+                    before.saturating_sub(offset),
+                );
+                let traced = result.clone();
+                self.trace_line(|| {
+                    format!("broker {node} p{partition}: truncate {before} -> {offset}: {traced:?}")
+                });
+                FollowerEvent::Truncated(result)
+            }
+            FollowerAction::Append {
+                records_epoch,
+                leader_epoch,
+                high_watermark,
+                record_count,
+                then_fetch,
+            } => {
+                if let Some(request) = then_fetch {
+                    // The pipelined fetch leaves before the append; its answer can only arrive
+                    // after it (the append here is instant), as the node wants.
+                    let part = &mut self.brokers[node as usize].parts[partition];
+                    part.tag += 1;
+                    let tag = part.tag;
+                    let msg = Msg::Fetch {
+                        partition,
+                        request,
+                        tag,
+                    };
+                    self.send_with_retry(node, leader, partition, tag, msg);
                 }
-                FollowerAction::Truncate { offset } => {
-                    let before = log.log_end_offset();
-                    let result = log.truncate_to(offset);
-                    let next = follower.on_truncated(log, result.clone());
-                    self.count(
-                        "records truncated by leader epoch",
-                        before.saturating_sub(offset),
+                let part = &mut self.brokers[node as usize].parts[partition];
+                let log = &self.logs[node as usize][partition];
+                let result = match part.fetched.take() {
+                    Some(bytes) if record_count > 0 => {
+                        log.append_replicated(&bytes, records_epoch, leader_epoch)
+                    }
+                    _ => {
+                        part.idle = true;
+                        Ok(log.log_end_offset())
+                    }
+                };
+                if result.is_ok() {
+                    log.advance_high_watermark(high_watermark);
+                }
+                FollowerEvent::Appended(result)
+            }
+            FollowerAction::AskEpochEnd(request) => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                part.tag += 1;
+                let tag = part.tag;
+                let msg = Msg::EpochEnd {
+                    partition,
+                    request,
+                    tag,
+                };
+                self.send_with_retry(node, leader, partition, tag, msg);
+                return Effects::new();
+            }
+            FollowerAction::Fetch(request) => {
+                let part = &mut self.brokers[node as usize].parts[partition];
+                part.tag += 1;
+                let tag = part.tag;
+                if std::mem::take(&mut part.idle) {
+                    self.timer(
+                        node,
+                        now + FETCH_IDLE_MS,
+                        Timer::FollowerRetry { partition, tag },
                     );
-                    self.trace_line(|| {
-                        format!(
-                            "broker {node} p{partition}: truncate {before} -> {offset}: {result:?}"
-                        )
-                    });
-                    next
+                    return Effects::new();
                 }
-                FollowerAction::Append {
-                    records_epoch,
-                    leader_epoch,
-                    high_watermark,
-                    record_count,
-                    then_fetch,
-                } => {
-                    if let Some(request) = then_fetch {
-                        // The pipelined fetch leaves before the append; its answer can only
-                        // arrive after it (the append here is instant), as the engine wants.
-                        part.tag += 1;
-                        let tag = part.tag;
-                        let msg = Msg::Fetch {
-                            partition,
-                            request,
-                            tag,
-                        };
-                        self.send_with_retry(node, leader, partition, tag, msg);
-                    }
-                    let log = &self.logs[node as usize][partition];
-                    let Role::Follower(follower) =
-                        &mut self.brokers[node as usize].parts[partition].role
-                    else {
-                        return;
-                    };
-                    let result = match batches.take() {
-                        Some(bytes) if record_count > 0 => {
-                            log.append_replicated(&bytes, records_epoch, leader_epoch)
-                        }
-                        _ => {
-                            idle = true;
-                            Ok(log.log_end_offset())
-                        }
-                    };
-                    if result.is_ok() {
-                        log.advance_high_watermark(high_watermark);
-                    }
-                    follower.on_appended(log, result)
-                }
-                FollowerAction::AskEpochEnd(request) => {
-                    part.tag += 1;
-                    let tag = part.tag;
-                    let msg = Msg::EpochEnd {
-                        partition,
-                        request,
-                        tag,
-                    };
-                    self.send_with_retry(node, leader, partition, tag, msg);
-                    return;
-                }
-                FollowerAction::Fetch(request) => {
-                    part.tag += 1;
-                    let tag = part.tag;
-                    if idle {
-                        self.timer(
-                            node,
-                            self.now + FETCH_IDLE_MS,
-                            Timer::FollowerRetry { partition, tag },
-                        );
-                        return;
-                    }
-                    let msg = Msg::Fetch {
-                        partition,
-                        request,
-                        tag,
-                    };
-                    self.send_with_retry(node, leader, partition, tag, msg);
-                    return;
-                }
-                FollowerAction::Report(request) => {
-                    // Its answer is never awaited: a tag no fetch has.
-                    let msg = Msg::Fetch {
-                        partition,
-                        request,
-                        tag: REPORT_TAG,
-                    };
-                    self.send(node, Addr::Broker(leader), msg);
-                    return;
-                }
-                FollowerAction::RereadMetadata => {
-                    self.clamped_truncations += follower.clamped_truncations();
-                    part.role = Role::Idle;
-                    self.trace_line(|| {
-                        format!("broker {node} p{partition}: follower re-reads metadata")
-                    });
-                    self.read(node);
-                    return;
-                }
-                FollowerAction::Nothing => return,
-            };
-        }
+                let msg = Msg::Fetch {
+                    partition,
+                    request,
+                    tag,
+                };
+                self.send_with_retry(node, leader, partition, tag, msg);
+                return Effects::new();
+            }
+            FollowerAction::Report(request) => {
+                // Its answer is never awaited: a tag no fetch has.
+                let msg = Msg::Fetch {
+                    partition,
+                    request,
+                    tag: REPORT_TAG,
+                };
+                self.send(node, Addr::Broker(leader), msg);
+                return Effects::new();
+            }
+            // The node takes a re-read itself; nothing to do for the rest.
+            FollowerAction::RereadMetadata | FollowerAction::Nothing => return Effects::new(),
+        };
+        let log = &self.logs[node as usize][partition];
+        self.brokers[node as usize].parts[partition].node.step(
+            now,
+            log,
+            Input::Follower { generation, event },
+        )
     }
 
     // ----- brokers: messages -----
@@ -1144,14 +1081,9 @@ impl World {
                 tag,
             } => {
                 let log = &self.logs[node as usize][partition];
-                let (result, output) = match &mut self.brokers[node as usize].parts[partition].role
-                {
-                    Role::Leader(leader) => {
-                        let (result, output) = leader.on_fetch(now, &request, log);
-                        (result, Some(output))
-                    }
-                    _ => (Err(FetchError::NotLeader), None),
-                };
+                let (result, effects) = self.brokers[node as usize].parts[partition]
+                    .node
+                    .serve_fetch(now, log, &request);
                 let result = result.map(|serve| {
                     let values = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
                     let response = FetchResponse {
@@ -1162,9 +1094,7 @@ impl World {
                     };
                     (response, encode_batches(serve.from_offset, &values))
                 });
-                if let Some(output) = output {
-                    self.leader_output(node, partition, output);
-                }
+                self.apply(node, partition, effects);
                 let msg = Msg::FetchAnswer {
                     partition,
                     tag,
@@ -1178,17 +1108,10 @@ impl World {
                 tag,
             } => {
                 let log = &self.logs[node as usize][partition];
-                let (result, output) = match &mut self.brokers[node as usize].parts[partition].role
-                {
-                    Role::Leader(leader) => {
-                        let (result, output) = leader.on_epoch_end(now, &request, log);
-                        (result, Some(output))
-                    }
-                    _ => (Err(FetchError::NotLeader), None),
-                };
-                if let Some(output) = output {
-                    self.leader_output(node, partition, output);
-                }
+                let (result, effects) = self.brokers[node as usize].parts[partition]
+                    .node
+                    .serve_epoch_end(now, log, &request);
+                self.apply(node, partition, effects);
                 let msg = Msg::EpochEndAnswer {
                     partition,
                     tag,
@@ -1201,20 +1124,25 @@ impl World {
                 tag,
                 result,
             } => {
-                let log = &self.logs[node as usize][partition];
                 let part = &mut self.brokers[node as usize].parts[partition];
                 if part.tag != tag {
                     return;
                 }
-                let Role::Follower(follower) = &mut part.role else {
+                let Some((generation, _)) = part.node.follower() else {
                     return;
                 };
-                let (response, batches) = match result {
-                    Ok((response, batches)) => (Ok(response), Some(batches)),
-                    Err(error) => (Err(error), None),
+                let response = match result {
+                    Ok((response, batches)) => {
+                        part.fetched = Some(batches);
+                        Ok(response)
+                    }
+                    Err(error) => Err(error),
                 };
-                let action = follower.on_fetch_response(log, response);
-                self.drive_follower(node, partition, action, batches);
+                let input = Input::Follower {
+                    generation,
+                    event: FollowerEvent::Fetched(response),
+                };
+                self.step(node, partition, input);
             }
             Msg::EpochEndAnswer {
                 partition,
@@ -1224,16 +1152,18 @@ impl World {
                 self.trace_line(|| {
                     format!("broker {node} p{partition}: epoch end answer {result:?}")
                 });
-                let log = &self.logs[node as usize][partition];
-                let part = &mut self.brokers[node as usize].parts[partition];
+                let part = &self.brokers[node as usize].parts[partition];
                 if part.tag != tag {
                     return;
                 }
-                let Role::Follower(follower) = &mut part.role else {
+                let Some((generation, _)) = part.node.follower() else {
                     return;
                 };
-                let action = follower.on_epoch_end(log, result);
-                self.drive_follower(node, partition, action, None);
+                let input = Input::Follower {
+                    generation,
+                    event: FollowerEvent::EpochEnd(result),
+                };
+                self.step(node, partition, input);
             }
             Msg::StoreResponse {
                 generation,
@@ -1262,45 +1192,31 @@ impl World {
         partition: usize,
         values: Vec<u64>,
     ) {
+        use fencelog::cluster::replication::leader::ProduceRefusal;
         let now = self.now;
-        let log = &self.logs[node as usize][partition];
-        let part = &mut self.brokers[node as usize].parts[partition];
-        let Role::Leader(leader) = &mut part.role else {
-            let answer = ProduceAnswer::Refused("NOT_LEADER".into());
-            self.send(
-                node,
-                Addr::Client(client),
-                Msg::ProduceResponse { request, answer },
-            );
-            return;
-        };
-        if let Err(refusal) = leader.check_produce(now) {
-            let name = match refusal {
-                fencelog::cluster::replication::leader::ProduceRefusal::NotLeader => "NOT_LEADER",
-                fencelog::cluster::replication::leader::ProduceRefusal::NotEnoughReplicas {
-                    ..
-                } => "NOT_ENOUGH_REPLICAS",
-                fencelog::cluster::replication::leader::ProduceRefusal::TooManyWaiters {
-                    ..
-                } => "TOO_MANY_WAITERS",
-            };
-            let deposed = leader.is_deposed();
-            let answer = ProduceAnswer::Refused(name.into());
-            self.send(
-                node,
-                Addr::Client(client),
-                Msg::ProduceResponse { request, answer },
-            );
-            if deposed {
-                let output = match &mut self.brokers[node as usize].parts[partition].role {
-                    Role::Leader(leader) => leader.depose_now(),
-                    _ => LeaderOutput::default(),
+        let (checked, effects) = self.brokers[node as usize].parts[partition]
+            .node
+            .check_produce(now, true);
+        self.apply(node, partition, effects);
+        let epoch = match checked {
+            Ok(epoch) => epoch,
+            Err(refusal) => {
+                let name = match refusal {
+                    ProduceRefusal::NotLeader => "NOT_LEADER",
+                    ProduceRefusal::NotEnoughReplicas { .. } => "NOT_ENOUGH_REPLICAS",
+                    ProduceRefusal::TooManyWaiters { .. } => "TOO_MANY_WAITERS",
                 };
-                self.leader_output(node, partition, output);
+                let answer = ProduceAnswer::Refused(name.into());
+                self.send(
+                    node,
+                    Addr::Client(client),
+                    Msg::ProduceResponse { request, answer },
+                );
+                return;
             }
-            return;
-        }
-        let base_offset = match log.append_as_leader(&values, leader.epoch()) {
+        };
+        let log = &self.logs[node as usize][partition];
+        let base_offset = match log.append_as_leader(&values, epoch) {
             Ok(base) => base,
             Err(error) => {
                 let message = format!("leader's log refused the append: {error}");
@@ -1317,8 +1233,10 @@ impl World {
         let last = base_offset + values.len() as u64 - 1;
         self.next_id += 1;
         let id = self.next_id;
-        part.waiters.insert(id, (client, request, base_offset));
-        let output = leader.on_appended(now, id, last);
+        let part = &mut self.brokers[node as usize].parts[partition];
+        part.waiters
+            .insert(id, (client, request, base_offset, epoch));
+        let effects = part.node.await_commit(now, log, id, last);
         if !part.sync_scheduled {
             part.sync_scheduled = true;
             self.timer(
@@ -1330,7 +1248,7 @@ impl World {
         self.trace_line(|| {
             format!("broker {node} p{partition}: appended {values:?} at {base_offset}")
         });
-        self.leader_output(node, partition, output);
+        self.apply(node, partition, effects);
     }
 
     // ----- clients -----
@@ -1461,7 +1379,7 @@ impl World {
                 continue;
             }
             for partition in 0..self.plan.partitions {
-                if let Role::Leader(leader) = &broker.parts[partition].role {
+                if let Some(leader) = broker.parts[partition].node.leader() {
                     if let Some(high_watermark) = leader.consumer_high_watermark(self.now) {
                         seen.push((node, partition, high_watermark));
                     }
@@ -1721,10 +1639,7 @@ impl World {
             .brokers
             .iter()
             .flat_map(|b| b.parts.iter())
-            .map(|part| match &part.role {
-                Role::Follower(follower) => follower.clamped_truncations(),
-                _ => 0,
-            })
+            .map(|part| part.node.clamped_truncations())
             .sum();
         self.clamped_truncations + running
     }

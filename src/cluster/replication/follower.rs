@@ -363,6 +363,9 @@ mod tests {
         fn high_watermark(&self) -> u64 {
             0
         }
+        fn durable_end_offset(&self) -> u64 {
+            self.log_end_offset()
+        }
         fn leader_epoch_floor(&self) -> LeaderEpoch {
             0
         }

@@ -722,6 +722,9 @@ mod tests {
         fn high_watermark(&self) -> u64 {
             0
         }
+        fn durable_end_offset(&self) -> u64 {
+            self.log_end_offset()
+        }
         fn leader_epoch_floor(&self) -> LeaderEpoch {
             self.history.last().map_or(0, |(epoch, _)| *epoch)
         }

@@ -19,12 +19,15 @@
 //!   `acks=all` waiters, ISR proposals).
 //! - [`follower`]: the follower's steps (become follower, truncate by leader epoch, fetch).
 //! - [`election`]: whether and when a broker proposes itself as leader.
+//! - [`node`]: one broker's replica as one state machine over the three (`step(input, now) ->
+//!   effects`), what the broker's driver and the simulation both run.
 //! - [`epoch_range`]: which leader epoch wrote a given offset, from the leader-epoch history.
 
 pub mod election;
 pub mod epoch_range;
 pub mod follower;
 pub mod leader;
+pub mod node;
 
 use std::collections::BTreeMap;
 

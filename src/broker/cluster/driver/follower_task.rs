@@ -1,5 +1,5 @@
-//! A follower's task for one partition: the replication engine's follower steps
-//! ([`Follower`]) driven with real I/O. It installs the leader epoch in the log's fence, asks the
+//! A follower's task for one partition: the follower steps
+//! ([`Follower`](crate::cluster::replication::follower::Follower)) carried out with real I/O. It installs the leader epoch in the log's fence, asks the
 //! leader where its latest epoch ended and truncates there (as often as the engine says), then
 //! fetches in a loop, appending what comes back through the fence's leader-epoch check and
 //! raising the high watermark. Requests go over one native-protocol connection to the leader.
@@ -11,9 +11,13 @@
 //! may still be waiting there. So one follower has at most a fetch, an append and a report under
 //! way, and its cycle is the longer of the transfer and the append, not their sum.
 //!
-//! The task ends by itself when the engine wants the partition state read again (the leader
-//! refused with another epoch, the log refused a step); the driver's loop then starts a new one
-//! from the state it reads. A lost connection is only slow: the same step is sent again.
+//! The task carries out actions and nothing else: the replica's node ([`ReplicaNode`]) decides
+//! each next one from the result of the last. The task ends when the node wants no more of this
+//! follower (the leader refused with another epoch, the log refused a step, the state names
+//! another leader); the node starts a new one from the state it reads. A lost connection is
+//! only slow: the same step is sent again.
+//!
+//! [`ReplicaNode`]: crate::cluster::replication::node::ReplicaNode
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +28,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use super::leading::Following;
 use super::{ClusterDriver, Replica};
 use crate::batch::BatchHeader;
 use crate::client::{Client, ClientConfig, ClientError};
 use crate::cluster::replica_log::{ReplicaLog, ReplicaLogError};
-use crate::cluster::replication::follower::{Follower, FollowerAction};
+use crate::cluster::replication::follower::FollowerAction;
+use crate::cluster::replication::node::FollowerEvent;
 use crate::cluster::replication::{FetchError, FetchRequest, FetchResponse};
 use crate::cluster::{LeaderEpoch, NodeId};
 use crate::protocol::{
@@ -38,48 +42,40 @@ use crate::protocol::{
 
 /// Pause after a failed request or connection before the step is sent again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
-/// Pause before a follower that wants a re-read ends (so a persistent refusal does not spin).
-const REREAD_PAUSE: Duration = Duration::from_millis(100);
 
-/// Starts following `leader` in `leader_epoch` for `replica`.
+/// Starts the task of follower `generation` (of `leader` in `leader_epoch`) for `replica`,
+/// beginning with the node's action `first`. Returns what cancels it.
 pub(super) fn spawn(
     driver: Arc<ClusterDriver>,
     replica: Arc<Replica>,
+    generation: u64,
     leader: NodeId,
     leader_epoch: LeaderEpoch,
-) -> Following {
+    first: FollowerAction,
+) -> CancellationToken {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     info!(partition = %replica.id, leader, leader_epoch, "following");
-    let task = tokio::spawn(async move {
+    tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
-            () = follow(&driver, &replica, leader, leader_epoch) => {}
+            () = follow(&driver, &replica, generation, leader, first) => {}
         }
     });
-    Following {
-        leader,
-        leader_epoch,
-        cancel,
-        task,
-    }
+    cancel
 }
 
-/// The follower's loop; returns when the engine wants the partition state read again.
+/// The follower's loop: carries out each action the node asks for and steps the node with its
+/// result; returns when the node wants no more of this follower.
 async fn follow(
     driver: &Arc<ClusterDriver>,
     replica: &Arc<Replica>,
+    generation: u64,
     leader: NodeId,
-    leader_epoch: LeaderEpoch,
+    first: FollowerAction,
 ) {
     let log: &dyn ReplicaLog = replica.partition.as_ref();
-    let (mut follower, mut action) = Follower::new(
-        driver.config.node_id,
-        driver.incarnation,
-        leader,
-        leader_epoch,
-        &driver.config.replication,
-    );
+    let mut action = first;
     let mut connection: Option<Client> = None;
     let mut fetched: Option<Bytes> = None;
     // The fetch sent beside an append (`FollowerAction::Append::then_fetch`) and its answer.
@@ -88,13 +84,13 @@ async fn follow(
         AbortOnDropHandle<Result<Response, ClientError>>,
     )> = None;
     loop {
-        action = match action {
+        let event = match action {
             FollowerAction::BecomeFollower { leader_epoch } => {
                 let partition = Arc::clone(&replica.partition);
                 let result =
                     blocking(move || ReplicaLog::become_follower(partition.as_ref(), leader_epoch))
                         .await;
-                follower.on_became_follower(log, result)
+                FollowerEvent::BecameFollower(result)
             }
             FollowerAction::AskEpochEnd(question) => {
                 let request = Request::LeaderEpochEnd {
@@ -114,11 +110,11 @@ async fn follow(
                             Some(entry) => Err(fetch_error(entry.error)),
                             None => Err(FetchError::NotLeader),
                         };
-                        follower.on_epoch_end(log, answer)
+                        FollowerEvent::EpochEnd(answer)
                     }
                     Ok(_) | Err(_) => {
                         tokio::time::sleep(RETRY_PAUSE).await;
-                        follower.retry(log)
+                        FollowerEvent::Retry
                     }
                 }
             }
@@ -139,7 +135,7 @@ async fn follow(
                         warn!(partition = %replica.id, offset, %error, "truncation refused")
                     }
                 }
-                follower.on_truncated(log, result)
+                FollowerEvent::Truncated(result)
             }
             FollowerAction::Fetch(fetch) => {
                 let answer = send(
@@ -149,7 +145,7 @@ async fn follow(
                     fetch_request(driver, replica, &fetch),
                 )
                 .await;
-                on_fetch_answer(&mut follower, log, replica, &fetch, answer, &mut fetched).await
+                on_fetch_answer(replica, &fetch, answer, &mut fetched).await
             }
             FollowerAction::Append {
                 records_epoch,
@@ -187,12 +183,15 @@ async fn follow(
                     warn!(partition = %replica.id, %error, "replicated append refused");
                 }
                 log.advance_high_watermark(high_watermark);
-                follower.on_appended(log, result)
+                FollowerEvent::Appended(result)
             }
             FollowerAction::Report(report) => {
                 let Some((fetch, mut answer)) = pipelined.take() else {
                     // No fetch under way (the engine's order broken): ask again.
-                    action = follower.retry(log);
+                    action = match driver.follower_step(replica, generation, FollowerEvent::Retry) {
+                        Some(next) => next,
+                        None => return,
+                    };
                     continue;
                 };
                 if !answer.is_finished() {
@@ -210,18 +209,21 @@ async fn follow(
                 if result.as_ref().is_err_and(|error| !keeps_connection(error)) {
                     connection = None;
                 }
-                on_fetch_answer(&mut follower, log, replica, &fetch, result, &mut fetched).await
+                on_fetch_answer(replica, &fetch, result, &mut fetched).await
             }
             FollowerAction::RereadMetadata => {
-                debug!(partition = %replica.id, leader, leader_epoch, "follower stops; the partition state is read again");
-                tokio::time::sleep(REREAD_PAUSE).await;
-                driver.wake.notify_one();
+                // The node takes this one itself (it stops the follower and re-reads).
+                debug!(partition = %replica.id, leader, "follower stops; the partition state is read again");
                 return;
             }
             FollowerAction::Nothing => {
                 tokio::time::sleep(RETRY_PAUSE).await;
-                follower.retry(log)
+                FollowerEvent::Retry
             }
+        };
+        action = match driver.follower_step(replica, generation, event) {
+            Some(next) => next,
+            None => return,
         };
     }
 }
@@ -266,19 +268,17 @@ fn fetch_request(driver: &ClusterDriver, replica: &Replica, fetch: &FetchRequest
     })
 }
 
-/// Gives the leader's answer to `fetch` (or the failure to get one) to the engine, keeping the
-/// batches for the append it asks for.
+/// The leader's answer to `fetch` (or the failure to get one) as the node's input, keeping the
+/// batches for the append it asks for next.
 async fn on_fetch_answer(
-    follower: &mut Follower,
-    log: &dyn ReplicaLog,
     replica: &Replica,
     fetch: &FetchRequest,
     answer: Result<Response, ClientError>,
     fetched: &mut Option<Bytes>,
-) -> FollowerAction {
+) -> FollowerEvent {
     let Ok(Response::ReplicaFetch { partitions }) = answer else {
         tokio::time::sleep(RETRY_PAUSE).await;
-        return follower.retry(log);
+        return FollowerEvent::Retry;
     };
     let response = match partitions.into_iter().next() {
         Some(entry) if entry.error == ErrorCode::None => {
@@ -304,7 +304,7 @@ async fn on_fetch_answer(
     if let Err(error) = &response {
         debug!(partition = %replica.id, %error, "fetch refused");
     }
-    follower.on_fetch_response(log, response)
+    FollowerEvent::Fetched(response)
 }
 
 /// The connection to `leader`, made first if there is none.

@@ -2,13 +2,17 @@
 //! metadata watch, and for every partition this broker holds a replica of, the replication
 //! engine (`super::replication`) driven with real I/O.
 //!
-//! One task owns the loop ([`ClusterDriver::run`]): it keeps the registration alive (registering
-//! again after a loss), applies the watch's events to a local view of the store, creates the
-//! cluster's topics in the local data directory, and every tick reconciles each local replica
-//! with the state last read: run the elector, start or stop a follower task, feed the leader
-//! engine the time, the registration's deadline and the partition state. Requests reach the
-//! engines through the methods the native handler calls (`check_produce`, `await_commit`,
-//! `serve_replica_fetch`, `serve_epoch_end`, `require_leader`, `create_topic`).
+//! The driver is the I/O shell around the sans-I/O [`ReplicaNode`] of each local replica
+//! (`crate::cluster::replication::node`, the same code the deterministic simulation runs): it
+//! decides nothing itself. One task owns the loop ([`ClusterDriver::run`]): it keeps the
+//! registration alive (registering again after a loss), applies the watch's events to a local
+//! view of the store, creates the cluster's topics in the local data directory, and every tick
+//! steps each local replica's node with the registration, the state last read, what the log made
+//! durable and the tick itself; `effects.rs` carries out what the node asks (compare-and-swaps,
+//! re-reads, taking over the log, follower tasks, answers to waiting producers). Requests reach
+//! the nodes through the replica manager (`check_produce`, `await_commit`,
+//! `serve_replica_fetch`, `serve_epoch_end`, `require_leader`, `create_topic`). The driver reads
+//! time only through its [`Clock`].
 //!
 //! What is safe rests on the engines and the fence, not on this loop's timing: a leader
 //! acknowledges only while its registration is valid by its own conservative clock, the high
@@ -16,8 +20,9 @@
 //! leader-epoch check in the follower's segment writer. This module only has to deliver inputs
 //! and apply outputs; being late makes it slow, never wrong.
 
+mod effects;
 mod follower_task;
-mod leading;
+mod replica;
 mod requests;
 mod serve;
 mod topics;
@@ -31,18 +36,18 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use leading::Role;
+pub(crate) use replica::Replica;
 pub use view::ClusterState;
 
 use super::ClusterError;
 use crate::broker::{Broker, BrokerError};
+use crate::clock::{Clock, SystemClock};
 use crate::cluster::meta::{
     BrokerLease, MetaError, MetaEvent, MetaStore, PartitionId, TopicRecord,
 };
-use crate::cluster::replication::election::{ElectionDecision, Elector};
-use crate::cluster::replication::{LiveBrokers, ReplicationConfig};
+use crate::cluster::replication::node::{Input, ReplicaNode, ReplicaNodeConfig};
+use crate::cluster::replication::ReplicationConfig;
 use crate::cluster::{BrokerRegistration, NodeId, PartitionState, Versioned};
-use crate::storage::Partition;
 
 /// Default of [`ClusterConfig::registration_ttl`].
 pub const REGISTRATION_TTL_DEFAULT: Duration = Duration::from_secs(6);
@@ -106,23 +111,6 @@ impl ClusterConfig {
     }
 }
 
-/// One local replica: the partition's log and the role this broker plays for it.
-#[derive(Debug)]
-pub(crate) struct Replica {
-    id: PartitionId,
-    partition: Arc<Partition>,
-    role: Mutex<Role>,
-    elector: Mutex<Elector>,
-    /// An election compare-and-swap (or the take-over after it) is under way.
-    electing: std::sync::atomic::AtomicBool,
-}
-
-impl Replica {
-    fn role(&self) -> std::sync::MutexGuard<'_, Role> {
-        self.role.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// A broker's membership of a cluster. See the module docs.
 #[derive(Debug)]
 pub struct ClusterDriver {
@@ -130,6 +118,8 @@ pub struct ClusterDriver {
     incarnation: u64,
     store: Arc<dyn MetaStore>,
     broker: Arc<Broker>,
+    /// Every time the driver reads (the nodes' milliseconds, the registration's deadline).
+    clock: Arc<dyn Clock>,
     started: Instant,
     state: Mutex<ClusterState>,
     replicas: Mutex<HashMap<PartitionId, Arc<Replica>>>,
@@ -143,13 +133,24 @@ pub struct ClusterDriver {
 }
 
 impl ClusterDriver {
-    /// A driver for `broker` in the cluster kept in `store`. Nothing runs until
-    /// [`ClusterDriver::start`]; requests reach it once the broker's service joined it
+    /// A driver for `broker` in the cluster kept in `store`, on the system clock. Nothing runs
+    /// until [`ClusterDriver::start`]; requests reach it once the broker's service joined it
     /// ([`BrokerService::join_cluster`](crate::broker::BrokerService::join_cluster)).
     pub fn new(
         config: ClusterConfig,
         store: Arc<dyn MetaStore>,
         broker: Arc<Broker>,
+    ) -> Result<Arc<Self>, ClusterError> {
+        Self::with_clock(config, store, broker, Arc::new(SystemClock))
+    }
+
+    /// A driver that reads time from `clock` (the registration's deadline must be on the same
+    /// clock: give the store the same one).
+    pub fn with_clock(
+        config: ClusterConfig,
+        store: Arc<dyn MetaStore>,
+        broker: Arc<Broker>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, ClusterError> {
         config
             .replication
@@ -161,12 +162,14 @@ impl ClusterDriver {
                 config.node_id
             )));
         }
+        let started = clock.now();
         Ok(Arc::new(Self {
             config,
             incarnation: rand::random::<u64>() | 1,
             store,
             broker,
-            started: Instant::now(),
+            clock,
+            started,
             state: Mutex::new(ClusterState::default()),
             replicas: Mutex::new(HashMap::new()),
             lease: Mutex::new(None),
@@ -185,12 +188,10 @@ impl ClusterDriver {
 
     /// Stops the loop and every follower task, deposes every leader (its waiters fail) and
     /// revokes the registration, so others take over at once rather than after the TTL.
-    pub async fn shutdown(&self) {
+    pub async fn shutdown(self: &Arc<Self>) {
         self.stop.cancel();
-        let replicas: Vec<Arc<Replica>> = self.replicas_snapshot();
-        for replica in replicas {
-            let mut role = replica.role();
-            role.stop();
+        for replica in self.replicas_snapshot() {
+            self.stop_replica(&replica);
         }
         let lease = self
             .lease
@@ -212,10 +213,10 @@ impl ClusterDriver {
     /// Stops as a crash would look to the others: the loop and every role stop, and the
     /// registration is neither renewed nor revoked (the store expires it after its TTL). For
     /// tests and fault injection.
-    pub fn abandon(&self) {
+    pub fn abandon(self: &Arc<Self>) {
         self.stop.cancel();
         for replica in self.replicas_snapshot() {
-            replica.role().stop();
+            self.stop_replica(&replica);
         }
         let lease = self
             .lease
@@ -239,7 +240,7 @@ impl ClusterDriver {
 
     /// Milliseconds on this driver's monotonic clock (the engines' time).
     fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.ms_of(self.clock.now())
     }
 
     fn ms_of(&self, instant: Instant) -> u64 {
@@ -250,7 +251,6 @@ impl ClusterDriver {
             .unwrap_or(u64::MAX)
     }
 
-    /// The registration's local deadline in engine milliseconds (0: not registered).
     /// The lease id of the registration held (0: none): a leader counts only the renewals of
     /// the registration it was elected under.
     fn registration_id(&self) -> u64 {
@@ -258,6 +258,7 @@ impl ClusterDriver {
         lease.as_ref().map_or(0, |lease| lease.lease_id() as u64)
     }
 
+    /// The registration's local deadline in engine milliseconds (0: not registered).
     fn registration_valid_until_ms(&self) -> u64 {
         let lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
         lease
@@ -393,8 +394,9 @@ impl ClusterDriver {
         }
     }
 
-    /// Brings every local replica in line with the view: creates missing local topics, then
-    /// reconciles each partition this broker holds a replica of.
+    /// Brings every local replica in line with the view: creates missing local topics, stops
+    /// the replicas this broker no longer holds, and steps each one it holds with the
+    /// registration, the state last read, what its log made durable, and the tick.
     async fn reconcile_all(self: &Arc<Self>) {
         let (topics, partitions, live) = {
             let state = self.state();
@@ -416,22 +418,43 @@ impl ClusterDriver {
             }
         }
         // Replicas of deleted topics (or moved away) stop.
-        {
+        let gone: Vec<Arc<Replica>> = {
             let mut replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
-            replicas.retain(|id, replica| {
-                let keep = partitions
-                    .get(id)
-                    .is_some_and(|state| state.value.replicas.contains(&self.config.node_id));
-                if !keep {
-                    replica.role().stop();
-                }
-                keep
-            });
+            let gone_ids: Vec<PartitionId> = replicas
+                .keys()
+                .filter(|id| {
+                    !partitions
+                        .get(*id)
+                        .is_some_and(|state| state.value.replicas.contains(&self.config.node_id))
+                })
+                .cloned()
+                .collect();
+            gone_ids
+                .iter()
+                .filter_map(|id| replicas.remove(id))
+                .collect()
+        };
+        for replica in gone {
+            self.stop_replica(&replica);
         }
-        let registered_until = self.registration_valid_until_ms();
-        let registration = self.registration_id();
+        let registration = Input::Registration {
+            registration: self.registration_id(),
+            valid_until_ms: self.registration_valid_until_ms(),
+        };
         for (replica, state) in wanted {
-            self.reconcile(&replica, &state, &live, registration, registered_until);
+            let durable_end_offset = replica.partition.acknowledged_end_offset();
+            let inputs = [
+                registration.clone(),
+                Input::View {
+                    state,
+                    live: live.clone(),
+                },
+                Input::LocalDurable { durable_end_offset },
+                Input::Tick,
+            ];
+            for input in inputs {
+                self.step(&replica, input);
+            }
         }
     }
 
@@ -470,286 +493,15 @@ impl ClusterDriver {
                 return None;
             }
         };
-        let replica = Arc::new(Replica {
-            id: id.clone(),
-            partition,
-            role: Mutex::new(Role::Idle),
-            elector: Mutex::new(Elector::new(
-                self.config.node_id,
-                self.config.replication.election_backoff_ms,
-            )),
-            electing: std::sync::atomic::AtomicBool::new(false),
-        });
+        let node = ReplicaNode::new(ReplicaNodeConfig::new(
+            self.config.node_id,
+            self.incarnation,
+            self.config.replication.clone(),
+        ));
+        let replica = Arc::new(Replica::new(id.clone(), partition, node));
         replicas.insert(id.clone(), Arc::clone(&replica));
         Some(replica)
     }
-
-    /// One replica against the state last read (see the module docs).
-    fn reconcile(
-        self: &Arc<Self>,
-        replica: &Arc<Replica>,
-        state: &Versioned<PartitionState>,
-        live: &LiveBrokers,
-        registration: u64,
-        registered_until: u64,
-    ) {
-        use std::sync::atomic::Ordering;
-        let now = self.now_ms();
-        let registered = now < registered_until;
-        let leading = {
-            let mut role = replica.role();
-            match &mut *role {
-                Role::Leader(leader) => {
-                    leader
-                        .engine
-                        .on_registration_renewed(registration, registered_until);
-                    let mut output = leader.engine.on_partition_read(now, state);
-                    if !output.deposed {
-                        // What the flush policy made durable since (a sync that finished
-                        // after its produce was answered); then timers and ISR changes.
-                        let durable = replica.partition.acknowledged_end_offset();
-                        merge(&mut output, leader.engine.on_local_durable(now, durable));
-                    }
-                    if !output.deposed {
-                        let tick = leader.engine.on_tick(now, live);
-                        merge(&mut output, tick);
-                    }
-                    self.apply_leader_output(replica, &mut role, output);
-                }
-                Role::Follower(follower) => {
-                    if state.value.leader != Some(follower.leader)
-                        || state.value.leader_epoch != follower.leader_epoch
-                        || follower.is_finished()
-                    {
-                        role.stop();
-                    }
-                }
-                Role::Idle => {}
-            }
-            role.leading_epoch()
-        };
-        if replica.electing.load(Ordering::Acquire) {
-            return;
-        }
-        let decision = replica
-            .elector
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .decide(now, state, live, leading, registered);
-        match decision {
-            ElectionDecision::Propose(proposal) => {
-                replica.electing.store(true, Ordering::Release);
-                let driver = Arc::clone(self);
-                let replica = Arc::clone(replica);
-                tokio::spawn(async move { driver.elect(replica, proposal).await });
-                return;
-            }
-            ElectionDecision::Wait { .. } | ElectionDecision::Nothing => {}
-        }
-        let mut role = replica.role();
-        if let (Role::Idle, Some(leader)) = (&*role, state.value.leader) {
-            if leader != self.config.node_id {
-                *role = Role::Follower(follower_task::spawn(
-                    Arc::clone(self),
-                    Arc::clone(replica),
-                    leader,
-                    state.value.leader_epoch,
-                ));
-            }
-        }
-    }
-
-    /// Proposes this broker as leader; on success takes over the log in the new epoch.
-    async fn elect(
-        self: Arc<Self>,
-        replica: Arc<Replica>,
-        proposal: crate::cluster::replication::Proposal,
-    ) {
-        use std::sync::atomic::Ordering;
-        let epoch = proposal.state.leader_epoch;
-        info!(partition = %replica.id, epoch, "proposing this broker as leader");
-        let result = self
-            .store
-            .compare_and_swap_partition(
-                replica.id.clone(),
-                proposal.expected_revision,
-                proposal.state,
-            )
-            .await;
-        match result {
-            Ok(versioned) => {
-                self.observe_partition(&replica.id, &versioned);
-                self.take_over(&replica, versioned).await;
-            }
-            Err(MetaError::Conflict { current, .. }) => {
-                debug!(partition = %replica.id, "lost the election");
-                self.observe_partition(&replica.id, &current);
-            }
-            Err(error) => warn!(partition = %replica.id, %error, "election proposal failed"),
-        }
-        replica.electing.store(false, Ordering::Release);
-        self.wake.notify_one();
-    }
-
-    /// Won `versioned`: the log installs the epoch (durably) before anything is served in it.
-    async fn take_over(&self, replica: &Arc<Replica>, versioned: Versioned<PartitionState>) {
-        let epoch = versioned.value.leader_epoch;
-        replica.role().stop();
-        let partition = Arc::clone(&replica.partition);
-        let installed = tokio::task::spawn_blocking(move || partition.become_leader(epoch)).await;
-        match installed {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                warn!(partition = %replica.id, epoch, %error, "cannot take over as leader");
-                return;
-            }
-            Err(error) => {
-                warn!(partition = %replica.id, epoch, %error, "taking over panicked");
-                return;
-            }
-        }
-        let start = crate::cluster::replication::leader::LeaderStart {
-            partition: versioned,
-            log_end_offset: replica.partition.log_end_offset(),
-            durable_end_offset: replica.partition.acknowledged_end_offset(),
-            high_watermark: replica.partition.high_watermark(),
-            now_ms: self.now_ms(),
-            registration_valid_until_ms: self.registration_valid_until_ms(),
-            registration: self.registration_id(),
-        };
-        match leading::Leading::start(self.config.node_id, self.config.replication.clone(), start) {
-            Ok(leading) => {
-                info!(
-                    partition = %replica.id,
-                    epoch,
-                    from_offset = leading.engine.epoch_start_offset(),
-                    "leading"
-                );
-                *replica.role() = Role::Leader(Box::new(leading));
-            }
-            Err(error) => warn!(partition = %replica.id, %error, "cannot start leading"),
-        }
-    }
-
-    /// Applies a leader engine's output: raise the high watermark, answer waiters, send a
-    /// proposal or a re-read, stop leading when deposed.
-    fn apply_leader_output(
-        self: &Arc<Self>,
-        replica: &Arc<Replica>,
-        role: &mut Role,
-        output: crate::cluster::replication::leader::LeaderOutput,
-    ) {
-        let Role::Leader(leader) = role else {
-            return;
-        };
-        if let Some(high_watermark) = output.high_watermark {
-            replica.partition.advance_high_watermark(high_watermark);
-        }
-        for completion in output.completions {
-            if let Some(answer) = leader.waiters.remove(&completion.id) {
-                let _ = answer.send(completion.result);
-            }
-        }
-        if let Some(proposal) = output.proposal {
-            self.spawn_isr_change(replica, leader.engine.epoch(), proposal);
-        }
-        if output.reread && !output.deposed {
-            self.spawn_reread(replica, leader.engine.epoch());
-        }
-        if output.deposed {
-            info!(partition = %replica.id, epoch = leader.engine.epoch(), "deposed: no longer leading");
-            role.stop();
-            self.wake.notify_one();
-        }
-    }
-
-    /// Sends an ISR change by compare-and-swap and tells the engine what became of it.
-    fn spawn_isr_change(
-        self: &Arc<Self>,
-        replica: &Arc<Replica>,
-        epoch: crate::cluster::LeaderEpoch,
-        proposal: crate::cluster::replication::Proposal,
-    ) {
-        use crate::cluster::replication::CasOutcome;
-        let store = Arc::clone(&self.store);
-        let replica = Arc::clone(replica);
-        let driver = Arc::clone(self);
-        info!(partition = %replica.id, isr = ?proposal.state.isr, "proposing an ISR change");
-        tokio::spawn(async move {
-            let result = tokio::time::timeout(
-                Duration::from_secs(5),
-                store.compare_and_swap_partition(
-                    replica.id.clone(),
-                    proposal.expected_revision,
-                    proposal.state,
-                ),
-            )
-            .await;
-            let outcome = match result {
-                Ok(Ok(versioned)) => {
-                    driver.observe_partition(&replica.id, &versioned);
-                    CasOutcome::Applied {
-                        revision: versioned.revision,
-                    }
-                }
-                Ok(Err(MetaError::Conflict { current, .. })) => {
-                    driver.observe_partition(&replica.id, &current);
-                    CasOutcome::Conflict
-                }
-                Ok(Err(_)) | Err(_) => CasOutcome::Unknown,
-            };
-            let now = driver.now_ms();
-            let mut role = replica.role();
-            if let Role::Leader(leader) = &mut *role {
-                if leader.engine.epoch() == epoch {
-                    let output = leader.engine.on_cas_outcome(now, outcome);
-                    driver.apply_leader_output(&replica, &mut role, output);
-                }
-            }
-        });
-    }
-
-    /// Re-reads a partition state for its leader engine.
-    fn spawn_reread(self: &Arc<Self>, replica: &Arc<Replica>, epoch: crate::cluster::LeaderEpoch) {
-        let store = Arc::clone(&self.store);
-        let replica = Arc::clone(replica);
-        let driver = Arc::clone(self);
-        tokio::spawn(async move {
-            let read = loop {
-                match store.partition_state(replica.id.clone()).await {
-                    Ok(read) => break read,
-                    Err(MetaError::NotFound { .. }) => return,
-                    Err(_) if !driver.stop.is_cancelled() => tokio::time::sleep(RETRY_DELAY).await,
-                    Err(_) => return,
-                }
-            };
-            driver.observe_partition(&replica.id, &read);
-            let now = driver.now_ms();
-            let mut role = replica.role();
-            if let Role::Leader(leader) = &mut *role {
-                if leader.engine.epoch() == epoch {
-                    let output = leader.engine.on_partition_read(now, &read);
-                    driver.apply_leader_output(&replica, &mut role, output);
-                }
-            }
-        });
-    }
-}
-
-/// Merges a later engine output into an earlier one.
-fn merge(
-    into: &mut crate::cluster::replication::leader::LeaderOutput,
-    later: crate::cluster::replication::leader::LeaderOutput,
-) {
-    into.completions.extend(later.completions);
-    if later.high_watermark.is_some() {
-        into.high_watermark = later.high_watermark;
-    }
-    if later.proposal.is_some() {
-        into.proposal = later.proposal;
-    }
-    into.reread |= later.reread;
-    into.deposed |= later.deposed;
 }
 
 async fn next_event(

@@ -2,15 +2,14 @@
 //! (`crate::broker::cluster::ReplicaManager`): who leads, may this broker take a produce now,
 //! has a produce committed, and how the cluster looks (brokers, partition states).
 //!
-//! Each answer reads the role of the local replica under its lock and asks the leader engine,
-//! so a request never acts on a leadership this broker lost: a deposed leader answers
+//! Each answer asks the local replica's node under its lock (and carries out what the node
+//! decided on the way), so a request never acts on a leadership this broker lost: a deposed leader answers
 //! `NOT_LEADER` naming the broker the store names, and a write it appended but could not commit
 //! is reported as of unknown outcome, never as failed.
 
 use std::sync::Arc;
 
-use super::leading::Role;
-use super::{merge, ClusterDriver};
+use super::ClusterDriver;
 use crate::broker::cluster::{BrokerAddress, ClusterError};
 use crate::broker::BrokerError;
 use crate::cluster::meta::PartitionId;
@@ -63,7 +62,7 @@ impl ClusterDriver {
     pub fn require_leader(&self, topic: &str, partition: u32) -> Result<(), BrokerError> {
         let now = self.now_ms();
         match self.replica(topic, partition) {
-            Some(replica) if replica.role().is_leading(now) => Ok(()),
+            Some(replica) if replica.shell().node.is_leading(now) => Ok(()),
             _ => Err(self.not_leading(topic, partition)),
         }
     }
@@ -71,35 +70,25 @@ impl ClusterDriver {
     /// Before a produce is written: this broker must lead the partition, and for `acks=all`
     /// the ISR must be at least `min_insync` (nothing is written otherwise).
     pub fn check_produce(
-        &self,
+        self: &Arc<Self>,
         topic: &str,
         partition: u32,
         acks_all: bool,
     ) -> Result<(), BrokerError> {
+        use crate::cluster::replication::leader::ProduceRefusal;
         let now = self.now_ms();
         let Some(replica) = self.replica(topic, partition) else {
             return Err(self.not_leading(topic, partition));
         };
-        let mut role = replica.role();
-        let Role::Leader(leader) = &mut *role else {
-            drop(role);
-            return Err(self.not_leading(topic, partition));
+        let result = {
+            let mut shell = replica.shell();
+            let (result, effects) = shell.node.check_produce(now, acks_all);
+            self.apply(&replica, &mut shell, effects);
+            result
         };
-        if !acks_all {
-            return if leader.engine.can_acknowledge(now) {
-                Ok(())
-            } else {
-                drop(role);
-                Err(self.not_leading(topic, partition))
-            };
-        }
-        use crate::cluster::replication::leader::ProduceRefusal;
-        match leader.engine.check_produce(now) {
-            Ok(()) => Ok(()),
-            Err(ProduceRefusal::NotLeader) => {
-                drop(role);
-                Err(self.not_leading(topic, partition))
-            }
+        match result {
+            Ok(_) => Ok(()),
+            Err(ProduceRefusal::NotLeader) => Err(self.not_leading(topic, partition)),
             Err(ProduceRefusal::NotEnoughReplicas { isr, min_insync }) => {
                 Err(ClusterError::NotEnoughReplicas {
                     topic: topic.to_owned(),
@@ -144,37 +133,19 @@ impl ClusterDriver {
         };
         let answer = {
             let now = self.now_ms();
-            let mut role = replica.role();
-            let Role::Leader(leader) = &mut *role else {
-                return Err(not_acknowledged(
-                    crate::cluster::replication::leader::AcksAllError::Deposed,
-                )
-                .into());
-            };
-            let durable = replica.partition.acknowledged_end_offset();
+            let mut shell = replica.shell();
             if !acks_all {
-                let output = leader.engine.on_local_durable(now, durable);
-                self.apply_leader_output(&replica, &mut role, output);
-                return Ok(());
-            }
-            if !leader.engine.can_acknowledge(now) {
-                return Err(not_acknowledged(
-                    crate::cluster::replication::leader::AcksAllError::Deposed,
-                )
-                .into());
-            }
-            if last_offset < leader.engine.high_watermark() {
-                // Committed already (a concurrent produce's progress carried it over).
+                let effects = shell.node.appended(now, replica.partition.as_ref());
+                self.apply(&replica, &mut shell, effects);
                 return Ok(());
             }
             let id = self.next_waiter_id();
             let (answer, waiter) = tokio::sync::oneshot::channel();
-            leader.waiters.insert(id, answer);
-            let mut output = leader.engine.on_appended(now, id, last_offset);
-            if !output.deposed {
-                merge(&mut output, leader.engine.on_local_durable(now, durable));
-            }
-            self.apply_leader_output(&replica, &mut role, output);
+            shell.waiters.insert(id, answer);
+            let effects = shell
+                .node
+                .await_commit(now, replica.partition.as_ref(), id, last_offset);
+            self.apply(&replica, &mut shell, effects);
             waiter
         };
         match answer.await {

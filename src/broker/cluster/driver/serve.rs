@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::leading::Role;
 use super::{ClusterDriver, Replica};
 use crate::cluster::replication::{FetchError, FetchRequest};
 use crate::cluster::LeaderEpoch;
@@ -108,14 +107,14 @@ impl ClusterDriver {
         request: &FetchRequest,
     ) -> Result<crate::cluster::replication::FetchServe, ErrorCode> {
         let now = self.now_ms();
-        let mut role = replica.role();
-        let Role::Leader(leader) = &mut *role else {
+        let mut shell = replica.shell();
+        if shell.node.leader().is_none() {
             return Err(not_leading_code(replica, request.leader_epoch));
-        };
-        let (result, output) = leader
-            .engine
-            .on_fetch(now, request, replica.partition.as_ref());
-        self.apply_leader_output(replica, &mut role, output);
+        }
+        let (result, effects) = shell
+            .node
+            .serve_fetch(now, replica.partition.as_ref(), request);
+        self.apply(replica, &mut shell, effects);
         result.map_err(|error| match error {
             FetchError::FencedLeaderEpoch { .. } => ErrorCode::FencedLeaderEpoch,
             FetchError::NotLeader => ErrorCode::NotLeader,
@@ -178,10 +177,10 @@ impl ClusterDriver {
                     answer.error = ErrorCode::NotLeader;
                     return answer;
                 };
-                let role = replica.role();
-                match &*role {
-                    Role::Leader(leader) if leader.engine.can_acknowledge(now) => {
-                        let epoch = leader.engine.epoch();
+                let shell = replica.shell();
+                match shell.node.leader() {
+                    Some(leader) if leader.can_acknowledge(now) => {
+                        let epoch = leader.epoch();
                         if question.current_leader_epoch < epoch {
                             answer.error = ErrorCode::FencedLeaderEpoch;
                         } else if question.current_leader_epoch > epoch {

@@ -1,0 +1,90 @@
+//! One local replica as the driver holds it: the partition's log, the sans-I/O replica node that
+//! decides for it ([`ReplicaNode`]), and the I/O the node's effects started that is still under
+//! way: the `acks=all` produces waiting for an answer and the follower task.
+//!
+//! All of it sits behind one lock, so a step and the application of its effects are one atomic
+//! act: a completion is sent, a follower task cancelled or a high watermark raised in the order
+//! the node decided them, whichever task stepped it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::meta::PartitionId;
+use crate::cluster::replication::leader::AcksAllError;
+use crate::cluster::replication::node::ReplicaNode;
+use crate::cluster::{LeaderEpoch, NodeId};
+use crate::storage::Partition;
+
+/// An `acks=all` produce's answer.
+pub(super) type Waiter = oneshot::Sender<Result<(), AcksAllError>>;
+
+/// A running follower task.
+#[derive(Debug)]
+pub(super) struct FollowTask {
+    /// The node's generation of the follower it carries out.
+    pub generation: u64,
+    /// The leader followed.
+    pub leader: NodeId,
+    /// In this leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// Stops the task.
+    pub cancel: CancellationToken,
+}
+
+/// What the lock of a [`Replica`] guards.
+#[derive(Debug)]
+pub(super) struct ReplicaShell {
+    /// The decisions.
+    pub node: ReplicaNode,
+    /// `acks=all` produces waiting, by the id given to the node.
+    pub waiters: HashMap<u64, Waiter>,
+    /// The follower task, while one runs.
+    pub following: Option<FollowTask>,
+    /// The replica was stopped (moved away, deleted, shut down): late answers of its I/O are
+    /// not stepped into the node any more.
+    pub stopped: bool,
+}
+
+/// One local replica. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Replica {
+    pub(super) id: PartitionId,
+    pub(super) partition: Arc<Partition>,
+    shell: Mutex<ReplicaShell>,
+}
+
+impl Replica {
+    pub(super) fn new(id: PartitionId, partition: Arc<Partition>, node: ReplicaNode) -> Self {
+        Self {
+            id,
+            partition,
+            shell: Mutex::new(ReplicaShell {
+                node,
+                waiters: HashMap::new(),
+                following: None,
+                stopped: false,
+            }),
+        }
+    }
+
+    pub(super) fn shell(&self) -> MutexGuard<'_, ReplicaShell> {
+        self.shell.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ReplicaShell {
+    /// Answers every waiter left (its write's outcome is unknown) and cancels the follower
+    /// task: what stopping a replica leaves behind once the node has stopped.
+    pub fn release(&mut self) {
+        self.stopped = true;
+        for (_, waiter) in self.waiters.drain() {
+            let _ = waiter.send(Err(AcksAllError::Deposed));
+        }
+        if let Some(following) = self.following.take() {
+            following.cancel.cancel();
+        }
+    }
+}
