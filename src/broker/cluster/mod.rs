@@ -135,9 +135,7 @@ impl ReplicaManager {
     ) -> Result<(), BrokerError> {
         match self {
             ReplicaManager::Standalone { .. } => Ok(()),
-            ReplicaManager::Clustered(driver) => {
-                driver.check_produce(topic, partition, acks == Acks::All)
-            }
+            ReplicaManager::Clustered(driver) => driver.check_produce(topic, partition, acks),
         }
     }
 
@@ -155,7 +153,7 @@ impl ReplicaManager {
             ReplicaManager::Standalone { .. } => Ok(()),
             ReplicaManager::Clustered(driver) => {
                 driver
-                    .await_commit(topic, partition, last_offset, acks == Acks::All)
+                    .await_commit(topic, partition, last_offset, acks)
                     .await
             }
         }

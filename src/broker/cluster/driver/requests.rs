@@ -14,6 +14,7 @@ use crate::broker::cluster::{BrokerAddress, ClusterError};
 use crate::broker::BrokerError;
 use crate::cluster::meta::PartitionId;
 use crate::cluster::PartitionState;
+use crate::domain::Acks;
 
 impl ClusterDriver {
     pub(super) fn next_waiter_id(&self) -> u64 {
@@ -73,9 +74,10 @@ impl ClusterDriver {
         self: &Arc<Self>,
         topic: &str,
         partition: u32,
-        acks_all: bool,
+        acks: Acks,
     ) -> Result<(), BrokerError> {
         use crate::cluster::replication::leader::ProduceRefusal;
+        let acks_all = acks == Acks::All;
         let now = self.now_ms();
         let Some(replica) = self.replica(topic, partition) else {
             return Err(self.not_leading(topic, partition));
@@ -108,7 +110,7 @@ impl ClusterDriver {
     }
 
     /// After a produce was appended (and made durable under the flush policy) with its last
-    /// record at `last_offset`: with `acks_all`, waits until the high watermark passes it (every
+    /// record at `last_offset`: with `acks=all`, waits until the high watermark passes it (every
     /// in-sync replica has it); without, tells the engine the log grew. Fails with
     /// [`ClusterError::NotAcknowledged`] when this broker was deposed, the write timed out or
     /// the ISR shrank below `min_insync`.
@@ -117,8 +119,9 @@ impl ClusterDriver {
         topic: &str,
         partition: u32,
         last_offset: u64,
-        acks_all: bool,
+        acks: Acks,
     ) -> Result<(), BrokerError> {
+        let acks_all = acks == Acks::All;
         let not_acknowledged = |cause| ClusterError::NotAcknowledged {
             topic: topic.to_owned(),
             partition,
