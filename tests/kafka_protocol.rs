@@ -754,3 +754,47 @@ async fn producer_state_and_committed_offsets_survive_a_restart() {
         "the retry after the restart appended nothing"
     );
 }
+
+/// OffsetForLeaderEpoch in every advertised version, standalone: one leader epoch (0) for the
+/// whole log, so any epoch asked ends at the log end; an unknown partition or topic is refused
+/// per partition.
+#[tokio::test]
+async fn offset_for_leader_epoch_answers_the_log_end_in_every_version() {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::OffsetForLeaderEpochRequest;
+    let server = kafka_server().await;
+    topic_with_records(&server, "epochs", 1, &["a", "b", "c"]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    for version in 2..=4 {
+        let ask = |partition: i32, epoch: i32| {
+            OffsetForLeaderPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(epoch)
+        };
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(name("epochs"))
+                    .with_partitions(vec![ask(0, 0), ask(0, 7), ask(4, 0)]),
+                OffsetForLeaderTopic::default()
+                    .with_topic(name("nope"))
+                    .with_partitions(vec![ask(0, 0)]),
+            ]);
+        let response = connection.call(version, &request).await;
+        let answer: Vec<(i16, i32, i64)> = response.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+            .collect();
+        assert_eq!(
+            answer,
+            vec![(0, 0, 3), (0, 0, 3), (3, -1, -1)],
+            "v{version}"
+        );
+        assert_eq!(response.topics[1].partitions[0].error_code, 3, "v{version}");
+    }
+}

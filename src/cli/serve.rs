@@ -207,11 +207,6 @@ fn parse_peer_addr(text: &str) -> Result<(u32, String), String> {
 
 /// Refuses the combinations cluster mode does not serve yet, before anything starts.
 fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
-    if args.kafka_listen.is_some() {
-        return Err(CliError::new(
-            "--kafka-listen with --etcd: the Kafka listener does not follow the cluster yet (its Metadata would name this broker leader of every partition, and its produces would not wait for replication); run cluster brokers without it",
-        ));
-    }
     if args.auth {
         return Err(CliError::new(
             "--auth with --etcd: brokers do not authenticate to each other yet, so followers could not fetch; run the cluster on a trusted network without --auth for now",

@@ -125,6 +125,14 @@ impl Node {
         let driver = match config.cluster {
             None => None,
             Some(membership) => {
+                #[cfg(feature = "kafka")]
+                let membership = {
+                    let mut membership = membership;
+                    if let Some(kafka) = &listeners.kafka {
+                        membership.config.kafka_addr = Some(kafka.config.advertised_address());
+                    }
+                    membership
+                };
                 let driver = ClusterDriver::new(membership.config, membership.store, broker)?;
                 service.join_cluster(Arc::clone(&driver))?;
                 driver.start();

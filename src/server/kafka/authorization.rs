@@ -28,12 +28,16 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeGroupsResponse, FetchResponse,
     FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
     LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataRequest,
-    OffsetCommitResponse, OffsetFetchResponse, ProduceResponse, ProducerId, SyncGroupResponse,
+    OffsetCommitResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ProducerId, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -140,6 +144,34 @@ pub fn refuse(
                 .collect();
             let body = ListOffsetsResponse::default().with_topics(topics);
             (ApiKey::ListOffsets, ResponseBody::ListOffsets(body))
+        }
+        RequestBody::OffsetForLeaderEpoch(request) => {
+            let topics = request
+                .topics
+                .iter()
+                .map(|topic| {
+                    OffsetForLeaderTopicResult::default()
+                        .with_topic(topic.topic.clone())
+                        .with_partitions(
+                            topic
+                                .partitions
+                                .iter()
+                                .map(|partition| {
+                                    EpochEndOffset::default()
+                                        .with_partition(partition.partition)
+                                        .with_error_code(TOPIC_REFUSED)
+                                        .with_leader_epoch(-1)
+                                        .with_end_offset(-1)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            let body = OffsetForLeaderEpochResponse::default().with_topics(topics);
+            (
+                ApiKey::OffsetForLeaderEpoch,
+                ResponseBody::OffsetForLeaderEpoch(body),
+            )
         }
         RequestBody::CreateTopics(request) => {
             let topics = request
@@ -327,6 +359,10 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         RequestBody::ListOffsets(request) => each(
             Operation::Consume,
             &mut request.topics.iter().map(|topic| topic.name.as_str()),
+        ),
+        RequestBody::OffsetForLeaderEpoch(request) => each(
+            Operation::Consume,
+            &mut request.topics.iter().map(|topic| topic.topic.as_str()),
         ),
         RequestBody::CreateTopics(request) => each(
             Operation::Create,

@@ -95,6 +95,16 @@ impl KafkaConfig {
         Ok(config)
     }
 
+    /// `HOST:PORT` as advertised (`[v6]:PORT` for an IPv6 address): what a cluster broker
+    /// registers for the others' Metadata.
+    pub fn advertised_address(&self) -> String {
+        if self.advertised_host.contains(':') {
+            format!("[{}]:{}", self.advertised_host, self.advertised_port)
+        } else {
+            format!("{}:{}", self.advertised_host, self.advertised_port)
+        }
+    }
+
     /// Checks every setting.
     pub fn validate(&self) -> Result<(), KafkaConfigError> {
         let host = self.advertised_host.as_str();

@@ -23,8 +23,8 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -69,6 +69,8 @@ pub enum RequestBody {
     OffsetCommit(OffsetCommitRequest),
     /// OffsetFetch (9).
     OffsetFetch(OffsetFetchRequest),
+    /// OffsetForLeaderEpoch (23).
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     /// FindCoordinator (10).
     FindCoordinator(FindCoordinatorRequest),
     /// JoinGroup (11).
@@ -116,6 +118,9 @@ impl RequestBody {
             }
             ApiKey::OffsetFetch => {
                 OffsetFetchRequest::decode(frame, version).map(Self::OffsetFetch)
+            }
+            ApiKey::OffsetForLeaderEpoch => {
+                OffsetForLeaderEpochRequest::decode(frame, version).map(Self::OffsetForLeaderEpoch)
             }
             ApiKey::FindCoordinator => {
                 FindCoordinatorRequest::decode(frame, version).map(Self::FindCoordinator)

@@ -8,8 +8,8 @@ use kafka_protocol::messages::{
     DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
     ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
-    SyncGroupResponse,
+    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
+    SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -53,6 +53,8 @@ pub enum ResponseBody {
     OffsetCommit(OffsetCommitResponse),
     /// OffsetFetch (9).
     OffsetFetch(OffsetFetchResponse),
+    /// OffsetForLeaderEpoch (23).
+    OffsetForLeaderEpoch(OffsetForLeaderEpochResponse),
     /// FindCoordinator (10).
     FindCoordinator(FindCoordinatorResponse),
     /// JoinGroup (11).
@@ -86,6 +88,7 @@ impl ResponseBody {
             Self::InitProducerId(body) => body.encode(out, version),
             Self::OffsetCommit(body) => body.encode(out, version),
             Self::OffsetFetch(body) => body.encode(out, version),
+            Self::OffsetForLeaderEpoch(body) => body.encode(out, version),
             Self::FindCoordinator(body) => body.encode(out, version),
             Self::JoinGroup(body) => body.encode(out, version),
             Self::Heartbeat(body) => body.encode(out, version),

@@ -110,6 +110,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 4,
     },
     SupportedApi {
+        key: ApiKey::OffsetForLeaderEpoch,
+        min_version: 2,
+        max_version: 4,
+    },
+    SupportedApi {
         key: ApiKey::SaslAuthenticate,
         min_version: 0,
         max_version: 2,

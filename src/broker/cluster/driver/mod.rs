@@ -75,6 +75,9 @@ pub struct ClusterConfig {
     pub node_id: NodeId,
     /// Where clients and other brokers reach its native listener.
     pub native_addr: String,
+    /// Where Kafka clients reach its Kafka listener (`HOST:PORT`), when it has one: registered
+    /// beside the native address, so every broker's Kafka Metadata can name it.
+    pub kafka_addr: Option<String>,
     /// The registration's TTL: a crashed broker's partitions are taken over this long after it
     /// stopped renewing (less on its own side: it stops acknowledging earlier).
     pub registration_ttl: Duration,
@@ -100,6 +103,7 @@ impl ClusterConfig {
         Self {
             node_id,
             native_addr: native_addr.into(),
+            kafka_addr: None,
             registration_ttl: REGISTRATION_TTL_DEFAULT,
             tick: TICK_DEFAULT,
             replica_fetch_max_wait: REPLICA_FETCH_MAX_WAIT_DEFAULT,
@@ -354,7 +358,7 @@ impl ClusterDriver {
         let registration = BrokerRegistration {
             node_id: self.config.node_id,
             native_addr: self.config.native_addr.clone(),
-            kafka_addr: None,
+            kafka_addr: self.config.kafka_addr.clone(),
             incarnation: self.incarnation,
         };
         let registered = tokio::time::timeout(

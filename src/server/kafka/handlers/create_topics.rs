@@ -2,13 +2,17 @@
 //! one after the other, each with its own result.
 //!
 //! What is accepted, and why:
-//! - `replication_factor` 1 or -1 (the broker default): there is one broker. Others are
+//! - `replication_factor`: -1 is the broker default (standalone 1; in a cluster
+//!   `min(3, live brokers)`). Standalone only 1 is possible; in a cluster any factor up to the
+//!   live brokers, placed as `fencelog topic create --replication-factor` places it (the
+//!   answer waits until every partition has an elected leader). Others are
 //!   `INVALID_REPLICATION_FACTOR`; explicit replica `assignments` are
-//!   `INVALID_REPLICA_ASSIGNMENT`.
+//!   `INVALID_REPLICA_ASSIGNMENT` (placement is the cluster's).
 //! - `num_partitions` -1 means [`DEFAULT_KAFKA_PARTITIONS`] (Kafka's `num.partitions`
 //!   default); 0 or below -1 is `INVALID_PARTITIONS`; above the broker's limit `INVALID_CONFIG`.
 //! - Configs: `retention.ms` and `retention.bytes` (-1: unlimited; a positive value), and
-//!   `segment.bytes` map to fencelog's topic settings; `cleanup.policy=delete` is accepted as
+//!   `segment.bytes` map to fencelog's topic settings; `min.insync.replicas` is the partitions'
+//!   `min_insync` (`--min-insync`; at most the factor); `cleanup.policy=delete` is accepted as
 //!   what fencelog does anyway. Every other config, a null value, or a value fencelog cannot
 //!   honour (0, compaction) is `INVALID_CONFIG` with a message naming it: a silently ignored
 //!   setting would be a broken promise. Topics get fencelog's default flush policy.
@@ -29,7 +33,7 @@ use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::topic_id;
 use crate::broker::{validate_topic_name, BrokerError, BrokerService, MAX_PARTITIONS_PER_TOPIC};
-use crate::domain::TopicConfig;
+use crate::domain::{Replication, TopicConfig};
 
 /// Partitions of a topic created with `num_partitions` -1 (Kafka's `num.partitions` default).
 pub const DEFAULT_KAFKA_PARTITIONS: u32 = 1;
@@ -81,41 +85,57 @@ pub async fn handle(
     }
 }
 
-fn result(topic: &CreatableTopic, outcome: Result<u32, Refusal>) -> CreatableTopicResult {
+/// What a created (or validated) topic got.
+struct Created {
+    partitions: u32,
+    replication_factor: u16,
+}
+
+fn result(topic: &CreatableTopic, outcome: Result<Created, Refusal>) -> CreatableTopicResult {
     let answer = CreatableTopicResult::default().with_name(topic.name.clone());
     match outcome {
-        Ok(partitions) => answer
+        Ok(created) => answer
             .with_topic_id(topic_id(topic.name.0.as_str()))
-            .with_num_partitions(i32::try_from(partitions).unwrap_or(i32::MAX))
-            .with_replication_factor(1),
+            .with_num_partitions(i32::try_from(created.partitions).unwrap_or(i32::MAX))
+            .with_replication_factor(i16::try_from(created.replication_factor).unwrap_or(i16::MAX)),
         Err(refusal) => answer
             .with_error_code(refusal.error.code())
             .with_error_message(Some(StrBytes::from_string(refusal.message))),
     }
 }
 
-/// Creates one topic (or only checks it), returning its partition count.
+/// Creates one topic (or only checks it), returning what it got.
 async fn create(
     service: &Arc<BrokerService>,
     topic: &CreatableTopic,
     validate_only: bool,
-) -> Result<u32, Refusal> {
+) -> Result<Created, Refusal> {
     let name = topic.name.0.as_str();
     validate_topic_name(name)
         .map_err(|error| Refusal::new(ResponseError::InvalidTopicException, error.to_string()))?;
-    if !matches!(topic.replication_factor, 1 | -1) {
-        return Err(Refusal::new(
-            ResponseError::InvalidReplicationFactor,
-            format!(
-                "replication factor {} is not possible: this is a single fencelog broker (use 1 or -1)",
-                topic.replication_factor
-            ),
-        ));
-    }
+    let cluster = service.replica_manager().is_cluster();
+    let live = service.replica_manager().brokers("").len();
+    let factor = match topic.replication_factor {
+        -1 if cluster => {
+            crate::broker::cluster::driver::DEFAULT_REPLICATION_FACTOR_MAX.min(live.max(1) as u16)
+        }
+        -1 => 1,
+        factor if factor >= 1 && (cluster || factor == 1) => factor as u16,
+        factor => {
+            return Err(Refusal::new(
+                ResponseError::InvalidReplicationFactor,
+                if cluster {
+                    format!("replication factor {factor} is not possible: use 1 or more (or -1 for the cluster default)")
+                } else {
+                    format!("replication factor {factor} is not possible: this fencelog broker runs standalone and keeps one copy (use 1 or -1, or start a cluster with --etcd)")
+                },
+            ))
+        }
+    };
     if !topic.assignments.is_empty() {
         return Err(Refusal::new(
             ResponseError::InvalidReplicaAssignment,
-            "explicit replica assignments are not supported: this is a single fencelog broker",
+            "explicit replica assignments are not supported: fencelog places replicas itself",
         ));
     }
     let partitions =
@@ -131,7 +151,21 @@ async fn create(
             )
                 })?,
         };
-    let config = topic_config(topic)?;
+    let (config, min_insync) = topic_config(topic)?;
+    let replication = Replication { factor, min_insync };
+    if let Some(invalid) = replication.invalid() {
+        return Err(Refusal::new(ResponseError::InvalidConfig, invalid));
+    }
+    if cluster && usize::from(factor) > live {
+        return Err(Refusal::new(
+            ResponseError::InvalidReplicationFactor,
+            format!("replication factor {factor} is above the {live} live brokers"),
+        ));
+    }
+    let created = Created {
+        partitions,
+        replication_factor: factor,
+    };
     let refused = |error: BrokerError| Refusal::new(kafka_error(&error), error.to_string());
     if validate_only {
         if service.broker().topic(name).is_ok() {
@@ -145,18 +179,19 @@ async fn create(
         crate::broker::partition_config(&config, partitions)
             .validate()
             .map_err(|message| refused(BrokerError::InvalidConfig(message)))?;
-        return Ok(partitions);
+        return Ok(created);
     }
     service
-        .create_topic(name.to_string(), partitions, config)
+        .create_replicated_topic(name.to_string(), partitions, config, Some(replication))
         .await
         .map_err(refused)?;
-    Ok(partitions)
+    Ok(created)
 }
 
-/// fencelog's settings for the topic's Kafka configs.
-fn topic_config(topic: &CreatableTopic) -> Result<TopicConfig, Refusal> {
+/// fencelog's settings for the topic's Kafka configs, and its `min.insync.replicas`.
+fn topic_config(topic: &CreatableTopic) -> Result<(TopicConfig, Option<u16>), Refusal> {
     let mut config = TopicConfig::default();
+    let mut min_insync = None;
     for entry in &topic.configs {
         let name = entry.name.as_str();
         let invalid = |why: &str| {
@@ -177,12 +212,22 @@ fn topic_config(topic: &CreatableTopic) -> Result<TopicConfig, Refusal> {
                     None => return Err(invalid("must be a positive number of bytes")),
                 }
             }
+            "min.insync.replicas" => {
+                min_insync = Some(
+                    value
+                        .trim()
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|count| *count >= 1)
+                        .ok_or_else(|| invalid("must be a number of replicas, at least 1"))?,
+                )
+            }
             "cleanup.policy" if value == "delete" => {}
             "cleanup.policy" => return Err(invalid("fencelog only deletes old segments (delete); compaction is not supported")),
-            _ => return Err(invalid("not supported by fencelog (supported: retention.ms, retention.bytes, segment.bytes, cleanup.policy=delete)")),
+            _ => return Err(invalid("not supported by fencelog (supported: retention.ms, retention.bytes, segment.bytes, min.insync.replicas, cleanup.policy=delete)")),
         }
     }
-    Ok(config)
+    Ok((config, min_insync))
 }
 
 /// -1 is unlimited (`None`); a positive number is itself; anything else is refused.

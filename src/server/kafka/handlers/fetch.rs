@@ -15,6 +15,9 @@
 //! - Size: each partition returns at most `partition_max_bytes`, the whole answer at most
 //!   `max_bytes` (clamped to the server's fetch limit), except that the first batch of the first
 //!   partition with data is returned whole (KIP-74), so a consumer always progresses.
+//! - In a cluster only the leader serves (`NOT_LEADER_OR_FOLLOWER`), consumers see up to the
+//!   high watermark, and `current_leader_epoch` (v9+) is checked (`FENCED_LEADER_EPOCH`,
+//!   `UNKNOWN_LEADER_EPOCH`), so a consumer that missed a failover refreshes its metadata.
 //! - An offset outside the log is `OFFSET_OUT_OF_RANGE` for that partition, with the log start
 //!   and high watermark so the client can reset.
 //! - Memory: the converted batches are heap buffers, so each read first reserves its byte limit
@@ -48,6 +51,8 @@ struct Wanted {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// The leader epoch the client's metadata showed (-1: unchecked).
+    current_leader_epoch: i32,
 }
 
 /// Answers a fetch, waiting up to `max_wait_ms` when nothing is there yet.
@@ -77,6 +82,7 @@ pub async fn handle(
                 partition: partition.partition,
                 offset: partition.fetch_offset,
                 max_bytes: usize::try_from(partition.partition_max_bytes).unwrap_or(0),
+                current_leader_epoch: partition.current_leader_epoch,
             })
         })
         .collect();
@@ -195,6 +201,14 @@ fn read_all(
                     .with_records(Some(Default::default()));
             };
             let topic = names[want.topic].0.to_string();
+            if let Err(error) =
+                super::leader_epoch::check(service, &topic, partition, want.current_leader_epoch)
+            {
+                let (log_start, high_watermark) = current_offsets(service, &topic, partition);
+                return with_offsets(answer, log_start, high_watermark)
+                    .with_error_code(error.code())
+                    .with_records(Some(Default::default()));
+            }
             let limit = want.max_bytes.min(budget);
             if limit == 0 && !first_with_data {
                 let (log_start, high_watermark) = current_offsets(service, &topic, partition);

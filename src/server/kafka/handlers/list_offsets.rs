@@ -9,7 +9,9 @@
 //! - Max timestamp (-3, v7) is refused per partition with `UNSUPPORTED_VERSION` (it needs the
 //!   offset of the largest timestamp, which the storage does not index yet); other negative
 //!   timestamps (-4, -5 belong to v8+) with `INVALID_REQUEST`.
-//! - The leader epoch (v4+) is -1, as in Metadata; `current_leader_epoch` is not checked.
+//! - The leader epoch (v4+) is the partition's as Metadata shows it (-1 standalone); in a
+//!   cluster `current_leader_epoch` is checked (`FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`)
+//!   and only the leader answers (`NOT_LEADER_OR_FOLLOWER`).
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -45,8 +47,22 @@ pub fn handle(
                 .iter()
                 .map(|partition| {
                     let answer = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(partition.partition_index)
-                        .with_leader_epoch(-1);
+                        .with_partition_index(partition.partition_index);
+                    let Ok(index) = u32::try_from(partition.partition_index) else {
+                        return answer
+                            .with_leader_epoch(-1)
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let answer =
+                        answer.with_leader_epoch(super::leader_epoch::shown(service, name, index));
+                    if let Err(error) = super::leader_epoch::check(
+                        service,
+                        name,
+                        index,
+                        partition.current_leader_epoch,
+                    ) {
+                        return answer.with_error_code(error.code());
+                    }
                     match offset(
                         service,
                         name,

@@ -1,15 +1,19 @@
-//! Metadata (key 3), v0..=12: this broker as the only broker, leader and controller, and the
-//! requested topics with their partitions.
+//! Metadata (key 3), v0..=12: the brokers, the controller, and the requested topics with their
+//! partitions, as the broker service's replica manager sees them.
 //!
 //! Choices a client can see:
 //! - Topics are never created by Metadata (`allow_auto_topic_creation` is ignored): an unknown
 //!   topic is `UNKNOWN_TOPIC_OR_PARTITION`, an invalid name `INVALID_TOPIC_EXCEPTION`, an
 //!   unknown topic id (v10+) `UNKNOWN_TOPIC_ID`.
-//! - Every partition's leader, replica and in-sync replica is this broker's node id.
-//! - The leader epoch (v7+) is -1, "unknown": fencelog's fencing epoch is a `u64` that moves
-//!   with lease grants, not with leadership, and a client that saw it would send it back as
-//!   `current_leader_epoch` for a check the listener does not make. With -1 clients skip that
-//!   check.
+//! - Standalone, this broker is the only broker, leader, replica, in-sync replica and
+//!   controller, and the leader epoch (v7+) is -1, "unknown": there is no leadership to change,
+//!   and with -1 clients skip the `current_leader_epoch` checks.
+//! - In a cluster, the brokers are the live brokers that registered a Kafka address (this one
+//!   as it advertises itself); a partition names its leader (-1 with `LEADER_NOT_AVAILABLE`
+//!   while it has none), its leader epoch (the cluster's, which Fetch, ListOffsets and
+//!   OffsetForLeaderEpoch check), replicas, ISR and offline replicas (replicas with no live
+//!   registration). The controller is the live broker with the lowest id: fencelog has no
+//!   controller (etcd decides), and clients only need a live broker there.
 //! - Topic ids (v10+) are derived from the name ([`super::super::topic_id`]).
 //! - Authorized operations (v8+) are left at Kafka's "not requested" value.
 //! - Which topics: v0 lists all topics for an empty array; v1+ for a null array (an empty one
@@ -40,14 +44,28 @@ pub fn handle(
     request: &MetadataRequest,
 ) -> KafkaResponse {
     let node = kafka_broker_id(service);
-    let broker = MetadataResponseBroker::default()
-        .with_node_id(node)
-        .with_host(StrBytes::from_string(config.advertised_host.clone()))
-        .with_port(i32::from(config.advertised_port));
+    let brokers = brokers(service, config);
+    let controller = brokers
+        .iter()
+        .map(|broker| broker.node_id)
+        .min()
+        .unwrap_or(node);
+    let view = View {
+        service,
+        node,
+        reachable: brokers.iter().map(|broker| broker.node_id).collect(),
+        registered: service
+            .replica_manager()
+            .brokers("")
+            .iter()
+            .map(|broker| BrokerId(i32::try_from(broker.node_id).unwrap_or(i32::MAX)))
+            .collect(),
+        cluster: service.replica_manager().is_cluster(),
+    };
     let mut body = MetadataResponse::default()
-        .with_brokers(vec![broker])
-        .with_controller_id(node)
-        .with_topics(topics(service, node, version, request));
+        .with_brokers(brokers)
+        .with_controller_id(controller)
+        .with_topics(topics(&view, version, request));
     if version >= 2 {
         body.cluster_id = Some(StrBytes::from_string(config.cluster_id.clone()));
     }
@@ -59,12 +77,56 @@ pub fn handle(
     }
 }
 
-fn topics(
+/// The brokers a client may connect to: this one as it advertises itself, and in a cluster every
+/// other live broker that registered a Kafka address.
+pub(super) fn brokers(
     service: &BrokerService,
+    config: &KafkaConfig,
+) -> Vec<MetadataResponseBroker> {
+    let node = kafka_broker_id(service);
+    let this = MetadataResponseBroker::default()
+        .with_node_id(node)
+        .with_host(StrBytes::from_string(config.advertised_host.clone()))
+        .with_port(i32::from(config.advertised_port));
+    let mut brokers = vec![this];
+    for broker in service.replica_manager().brokers("") {
+        let id = BrokerId(i32::try_from(broker.node_id).unwrap_or(i32::MAX));
+        if id == node {
+            continue;
+        }
+        let Some((host, port)) = broker
+            .kafka_addr
+            .as_deref()
+            .and_then(|address| address.rsplit_once(':'))
+            .and_then(|(host, port)| Some((host, port.parse::<i32>().ok()?)))
+        else {
+            continue;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        brokers.push(
+            MetadataResponseBroker::default()
+                .with_node_id(id)
+                .with_host(StrBytes::from_string(host.to_owned()))
+                .with_port(port),
+        );
+    }
+    brokers.sort_by_key(|broker| broker.node_id);
+    brokers
+}
+
+/// What a topic's description needs to know.
+struct View<'a> {
+    service: &'a BrokerService,
     node: BrokerId,
-    version: i16,
-    request: &MetadataRequest,
-) -> Vec<MetadataResponseTopic> {
+    /// The brokers listed (a leader elsewhere is of no use to a Kafka client).
+    reachable: Vec<BrokerId>,
+    /// Every live broker (the others of a partition's replicas are offline).
+    registered: Vec<BrokerId>,
+    cluster: bool,
+}
+
+fn topics(view: &View<'_>, version: i16, request: &MetadataRequest) -> Vec<MetadataResponseTopic> {
+    let service = view.service;
     let all = match &request.topics {
         None => true,
         Some(topics) => version == 0 && topics.is_empty(),
@@ -74,7 +136,7 @@ fn topics(
             .broker()
             .topics()
             .iter()
-            .map(|topic| described(topic, node))
+            .map(|topic| described(topic, view))
             .collect();
     }
     let mut known: Option<Vec<Arc<Topic>>> = None;
@@ -83,16 +145,16 @@ fn topics(
         .iter()
         .flatten()
         .map(|wanted| match &wanted.name {
-            Some(name) => by_name(service, node, name.0.as_str()),
+            Some(name) => by_name(view, name.0.as_str()),
             None => {
                 let topics = known.get_or_insert_with(|| service.broker().topics());
-                by_id(topics, node, wanted.topic_id)
+                by_id(topics, view, wanted.topic_id)
             }
         })
         .collect()
 }
 
-fn by_name(service: &BrokerService, node: BrokerId, name: &str) -> MetadataResponseTopic {
+fn by_name(view: &View<'_>, name: &str) -> MetadataResponseTopic {
     if validate_topic_name(name).is_err() {
         return failed(
             Some(name),
@@ -100,17 +162,17 @@ fn by_name(service: &BrokerService, node: BrokerId, name: &str) -> MetadataRespo
             ResponseError::InvalidTopicException,
         );
     }
-    match service.broker().topic(name) {
-        Ok(topic) => described(&topic, node),
+    match view.service.broker().topic(name) {
+        Ok(topic) => described(&topic, view),
         Err(error) => failed(Some(name), Uuid::nil(), kafka_error(&error)),
     }
 }
 
-fn by_id(topics: &[Arc<Topic>], node: BrokerId, id: Uuid) -> MetadataResponseTopic {
+fn by_id(topics: &[Arc<Topic>], view: &View<'_>, id: Uuid) -> MetadataResponseTopic {
     topics
         .iter()
         .find(|topic| topic_id(topic.name()) == id)
-        .map(|topic| described(topic, node))
+        .map(|topic| described(topic, view))
         .unwrap_or_else(|| failed(None, id, ResponseError::UnknownTopicId))
 }
 
@@ -121,16 +183,41 @@ fn failed(name: Option<&str>, id: Uuid, error: ResponseError) -> MetadataRespons
         .with_topic_id(id)
 }
 
-fn described(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
+fn described(topic: &Topic, view: &View<'_>) -> MetadataResponseTopic {
     let count = i32::try_from(topic.partitions().len()).unwrap_or(i32::MAX);
     let partitions = (0..count)
         .map(|index| {
-            MetadataResponsePartition::default()
+            if !view.cluster {
+                return MetadataResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_leader_id(view.node)
+                    .with_leader_epoch(-1)
+                    .with_replica_nodes(vec![view.node])
+                    .with_isr_nodes(vec![view.node]);
+            }
+            let state = view
+                .service
+                .replica_manager()
+                .partition_state(topic.name(), index as u32);
+            let id = |node: &u32| BrokerId(i32::try_from(*node).unwrap_or(i32::MAX));
+            let replicas: Vec<BrokerId> = state.replicas.iter().map(id).collect();
+            let offline = replicas
+                .iter()
+                .copied()
+                .filter(|replica| !view.registered.contains(replica))
+                .collect();
+            let leader = state.leader.as_ref().map(id);
+            let answer = MetadataResponsePartition::default()
                 .with_partition_index(index)
-                .with_leader_id(node)
-                .with_leader_epoch(-1)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_id(leader.unwrap_or(BrokerId(-1)))
+                .with_leader_epoch(i32::try_from(state.leader_epoch).unwrap_or(i32::MAX))
+                .with_replica_nodes(replicas)
+                .with_isr_nodes(state.isr.iter().map(id).collect())
+                .with_offline_replicas(offline);
+            match leader {
+                Some(leader) if view.reachable.contains(&leader) => answer,
+                _ => answer.with_error_code(ResponseError::LeaderNotAvailable.code()),
+            }
         })
         .collect();
     MetadataResponseTopic::default()

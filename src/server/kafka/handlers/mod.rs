@@ -17,12 +17,14 @@ pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
 pub mod join_group;
+pub mod leader_epoch;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -71,6 +73,12 @@ pub fn start(
             version,
             &body,
         )),
+        RequestBody::OffsetForLeaderEpoch(body) => Started::ready(offset_for_leader_epoch::handle(
+            service,
+            correlation_id,
+            version,
+            &body,
+        )),
         RequestBody::CreateTopics(body) => Started {
             response: Some(
                 create_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
@@ -107,8 +115,8 @@ pub fn start(
             close: false,
         },
         RequestBody::FindCoordinator(body) => Started::ready(find_coordinator::handle(
+            service,
             config,
-            metadata::kafka_broker_id(service),
             correlation_id,
             version,
             &body,
