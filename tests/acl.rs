@@ -14,7 +14,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use fencelog::auth::acl::{add_acl, parse_operations, TopicPattern};
 use fencelog::auth::{files::RELOAD_INTERVAL, users, Security};
-use fencelog::broker::BrokerConfig;
 use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::ErrorCode;
@@ -71,7 +70,9 @@ async fn orders_and_payments() -> (tempfile::TempDir, TestServer, Client, Client
     users::add_user(security.path(), "admin", "admin-pw").unwrap();
     users::add_user(security.path(), "alice", "alice-pw").unwrap();
     grant(security.path(), "alice", "orders-*", "produce");
-    let server = TestServer::start_with(security_config(security.path()), BrokerConfig::default())
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .start()
         .await
         .unwrap();
     let admin = client_as(&server, "admin").await;
@@ -191,13 +192,12 @@ async fn kafka_sasl(client_name: &'static str, module: &str) {
     users::add_user(security.path(), "alice", "alice-pw").unwrap();
     grant(security.path(), "alice", "orders-*", "produce,consume");
     let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let server = TestServer::start_with_kafka_config(
-        security_config(security.path()),
-        BrokerConfig::default(),
-        kafka,
-    )
-    .await
-    .unwrap();
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .kafka_config(kafka)
+        .start()
+        .await
+        .unwrap();
     let admin = client_as(&server, "admin").await;
     admin
         .create_topic("orders-kafka", 1, TopicConfig::default())
@@ -272,13 +272,12 @@ async fn kafka_sasl_versions_run_the_scram_exchange() {
     let security = tempfile::tempdir().unwrap();
     users::add_user(security.path(), "alice", "alice-pw").unwrap();
     let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let server = TestServer::start_with_kafka_config(
-        security_config(security.path()),
-        BrokerConfig::default(),
-        kafka,
-    )
-    .await
-    .unwrap();
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .kafka_config(kafka)
+        .start()
+        .await
+        .unwrap();
     let handshake = |mechanism: &'static str| {
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism))
     };

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use doc_examples::*;
 use fencelog::auth::{users, Security};
-use fencelog::broker::BrokerConfig;
 use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::{ApiKey, ErrorCode, Request, RequestFrame, Response, ResponseFrame};
@@ -35,7 +34,9 @@ async fn secured_server(security_dir: &std::path::Path) -> TestServer {
         security: Some(Arc::new(security)),
         ..ServerConfig::default()
     };
-    TestServer::start_with(config, BrokerConfig::default())
+    TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap()
 }

@@ -392,7 +392,9 @@ fn kafka_protocol_is_refused_for_failover() {
 #[test]
 fn kafka_protocol_runs_against_a_server_given_by_both_addresses() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(TestServer::start_with_kafka()).unwrap();
+    let server = runtime
+        .block_on(TestServer::builder().kafka().start())
+        .unwrap();
     let (addr, kafka_addr) = (server.addr().to_string(), server.kafka_addr().to_string());
     let output = bench(&["--protocol", "kafka", "--addr", &addr]);
     assert_eq!(output.status.code(), Some(1));

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencelog::broker::BrokerConfig;
 use fencelog::client::{
     BatchBuilder, Client, ClientConfig, ClientError, Consumer, Producer, ProducerConfig,
 };
@@ -767,7 +766,9 @@ async fn too_many_connections_fails_the_client_with_the_server_error() {
         max_connections: 1,
         ..ServerConfig::default()
     };
-    let server = TestServer::start_with(config, BrokerConfig::default())
+    let server = TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     let first = Client::connect(server.addr()).await.unwrap();
@@ -804,7 +805,9 @@ async fn frame_too_large_fails_pending_requests_with_the_server_error() {
         max_frame_bytes: 64 * 1024,
         ..ServerConfig::default()
     };
-    let server = TestServer::start_with(config, BrokerConfig::default())
+    let server = TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     let client = Client::connect(server.addr()).await.unwrap();

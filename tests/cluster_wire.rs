@@ -549,7 +549,9 @@ async fn standalone() -> TestServer {
         node_id: 7,
         ..BrokerConfig::default()
     };
-    TestServer::start_with(ServerConfig::default(), broker_config)
+    TestServer::builder()
+        .broker_config(broker_config)
+        .start()
         .await
         .unwrap()
 }
@@ -622,7 +624,9 @@ async fn an_advertised_address_is_what_metadata_reports() {
         advertised_addr: Some("broker-0.example:7171".into()),
         ..ServerConfig::default()
     };
-    let server = TestServer::start_with(config, Default::default())
+    let server = TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     let mut client = RawClient::connect(server.addr()).await;

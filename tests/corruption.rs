@@ -12,9 +12,7 @@ mod raw_protocol;
 use std::path::{Path, PathBuf};
 
 use fencelog::batch::{decode_batches, BatchHeader, HEADER_BYTES};
-use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{ErrorCode, FlushPolicy};
-use fencelog::server::ServerConfig;
 use fencelog::storage::{Partition, PartitionConfig, SealWorker};
 use fencelog::testing::TestServer;
 use raw_protocol::*;
@@ -22,14 +20,11 @@ use raw_protocol::*;
 const SEGMENT_BYTES: u64 = 4096;
 
 async fn start(data_dir: &Path) -> TestServer {
-    TestServer::start_in(
-        data_dir,
-        ServerConfig::default(),
-        BrokerConfig::default(),
-        None,
-    )
-    .await
-    .expect("server starts")
+    TestServer::builder()
+        .data_dir(data_dir)
+        .start()
+        .await
+        .expect("server starts")
 }
 
 /// What was acknowledged on each partition: `(offset, value)` in order.

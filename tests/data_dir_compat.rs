@@ -9,7 +9,6 @@ use std::time::Duration;
 use fencelog::batch::BatchBuilder;
 use fencelog::client::Client;
 use fencelog::protocol::FlushPolicy;
-use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -32,14 +31,11 @@ async fn data_directory_from_the_previous_build_opens_intact() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-dir-v0");
     let directory = tempfile::tempdir().unwrap();
     copy_dir(&fixture, directory.path());
-    let server = TestServer::start_in(
-        directory.path(),
-        ServerConfig::default(),
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let server = TestServer::builder()
+        .data_dir(directory.path())
+        .start()
+        .await
+        .unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
 
     let topics = client.list_topics().await.unwrap();

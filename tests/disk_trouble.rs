@@ -15,9 +15,7 @@ mod raw_protocol;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{ErrorCode, FlushPolicy};
-use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
 use raw_protocol::*;
 
@@ -122,14 +120,11 @@ async fn full_disk_fails_writes_cleanly_and_keeps_acknowledged_data() {
         }
     };
     let data_dir = tmpfs.path().join("data");
-    let server = TestServer::start_in(
-        &data_dir,
-        ServerConfig::default(),
-        BrokerConfig::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let server = TestServer::builder()
+        .data_dir(&data_dir)
+        .start()
+        .await
+        .unwrap();
     let mut client = RawClient::connect(server.addr()).await;
     let config = topic_config(64 * 1024, FlushPolicy::Always);
     for topic in ["full", "calm", "later"] {

@@ -11,7 +11,6 @@ mod raw_protocol;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
-use fencelog::broker::BrokerConfig;
 use fencelog::protocol::{FlushPolicy, Request, RequestFrame};
 use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
@@ -24,7 +23,9 @@ use tokio::net::TcpStream;
 const SERVED_PROMPTLY: Duration = Duration::from_secs(2);
 
 async fn start(config: ServerConfig) -> TestServer {
-    TestServer::start_with(config, BrokerConfig::default())
+    TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .expect("server starts")
 }

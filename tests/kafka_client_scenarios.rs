@@ -20,7 +20,7 @@ use std::time::Duration;
 use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
-use fencelog::server::{KafkaConfig, ServerConfig};
+use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
 use serde_json::{json, Value};
 
@@ -36,7 +36,10 @@ async fn kafka_server() -> TestServer {
         ..BrokerConfig::default()
     };
     let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::start_with_kafka_config(ServerConfig::default(), broker, kafka)
+    TestServer::builder()
+        .broker_config(broker)
+        .kafka_config(kafka)
+        .start()
         .await
         .expect("start server")
 }

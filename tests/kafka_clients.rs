@@ -22,7 +22,7 @@ async fn round_trip(client_name: &'static str, module: &str) {
     if module_missing(module) {
         return;
     }
-    let server = TestServer::start_with_kafka().await.unwrap();
+    let server = TestServer::builder().kafka().start().await.unwrap();
     let native = Client::connect(server.addr()).await.unwrap();
     native
         .create_topic("events", 1, TopicConfig::default())

@@ -51,7 +51,11 @@ async fn delete_topics_deletes_and_refuses_per_topic_in_every_version() {
     // Metadata), a missing one is UNKNOWN_TOPIC_OR_PARTITION, a bad name INVALID_TOPIC_EXCEPTION,
     // a name given twice INVALID_REQUEST for both entries, v5+ errors carry a message, and v6
     // deletes by topic id and answers UNKNOWN_TOPIC_ID for an id no topic has.
-    let server = TestServer::start_with_kafka().await.expect("start server");
+    let server = TestServer::builder()
+        .kafka()
+        .start()
+        .await
+        .expect("start server");
     let native = Client::connect(server.addr()).await.unwrap();
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     for version in 1..=6 {
@@ -136,7 +140,11 @@ async fn delete_topics_deletes_and_refuses_per_topic_in_every_version() {
 async fn a_topic_deleted_through_kafka_can_be_created_again_empty() {
     // Proves: a topic deleted by DeleteTopics and created again under the same name is empty and
     // starts above the deleted topic's epochs (its fence floor).
-    let server = TestServer::start_with_kafka().await.expect("start server");
+    let server = TestServer::builder()
+        .kafka()
+        .start()
+        .await
+        .expect("start server");
     let native = Client::connect(server.addr()).await.unwrap();
     create(&native, "again").await;
     let lease = native
@@ -157,7 +165,7 @@ async fn admin_round_trip(client_name: &'static str, module: &str) {
     if module_missing(module) {
         return;
     }
-    let server = TestServer::start_with_kafka().await.unwrap();
+    let server = TestServer::builder().kafka().start().await.unwrap();
     let bootstrap = server.kafka_addr().to_string();
     let topic = format!("admin-{}", client_name.replace('_', "-"));
     let script_topic = topic.clone();

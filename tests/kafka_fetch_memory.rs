@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use fencelog::batch::BatchBuilder;
-use fencelog::broker::BrokerConfig;
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
 use fencelog::server::memory_budget::MemoryBudget;
@@ -49,7 +48,10 @@ async fn a_kafka_fetch_reads_within_the_memory_budget_and_gives_it_back() {
     };
     let budget = config.memory_budget.clone();
     let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    let server = TestServer::start_with_kafka_config(config, BrokerConfig::default(), kafka)
+    let server = TestServer::builder()
+        .server_config(config)
+        .kafka_config(kafka)
+        .start()
         .await
         .unwrap();
     let client = Client::connect(server.addr()).await.unwrap();

@@ -16,7 +16,7 @@ use fencelog::batch::BatchBuilder;
 use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
-use fencelog::server::{KafkaConfig, ServerConfig};
+use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::join_group_response::JoinGroupResponse;
@@ -61,7 +61,10 @@ async fn kafka_server() -> TestServer {
         ..BrokerConfig::default()
     };
     let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::start_with_kafka_config(ServerConfig::default(), broker, kafka)
+    TestServer::builder()
+        .broker_config(broker)
+        .kafka_config(kafka)
+        .start()
         .await
         .expect("start server")
 }
@@ -1109,7 +1112,10 @@ async fn a_crashed_member_does_not_hold_up_the_next_rebalance() {
         ..BrokerConfig::default()
     };
     let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    let server = TestServer::start_with_kafka_config(ServerConfig::default(), broker, kafka)
+    let server = TestServer::builder()
+        .broker_config(broker)
+        .kafka_config(kafka)
+        .start()
         .await
         .expect("start server");
     let mut crashed = KafkaConnection::connect(server.kafka_addr()).await;

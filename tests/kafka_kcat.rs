@@ -15,7 +15,7 @@ async fn kcat_lists_the_topics_and_their_leader() {
     if kcat_missing() {
         return;
     }
-    let server = TestServer::start_with_kafka().await.unwrap();
+    let server = TestServer::builder().kafka().start().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
     client
         .create_topic("orders", 3, TopicConfig::default())
@@ -105,7 +105,7 @@ async fn kcat_produces_and_consumes_through_one_log_and_is_fenced_by_a_lease() {
     if kcat_missing() {
         return;
     }
-    let server = TestServer::start_with_kafka().await.unwrap();
+    let server = TestServer::builder().kafka().start().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
     client
         .create_topic("events", 2, TopicConfig::default())
@@ -180,7 +180,10 @@ async fn kcat_idempotent_producer_balanced_group_and_offsets_by_time() {
         ..Default::default()
     };
     let kafka = fencelog::server::KafkaConfig::advertising(([127, 0, 0, 1], 0).into());
-    let server = TestServer::start_with_kafka_config(Default::default(), broker, kafka)
+    let server = TestServer::builder()
+        .broker_config(broker)
+        .kafka_config(kafka)
+        .start()
         .await
         .unwrap();
     let client = Client::connect(server.addr()).await.unwrap();

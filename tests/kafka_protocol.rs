@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use fencelog::batch::BatchBuilder;
-use fencelog::broker::BrokerConfig;
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
 use fencelog::server::kafka::versions::SUPPORTED_APIS;
-use fencelog::server::{KafkaConfig, ServerConfig};
+use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -28,7 +27,11 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_support::{kafka_batch_of, kafka_record, KafkaConnection, TIMEOUT};
 
 async fn kafka_server() -> TestServer {
-    TestServer::start_with_kafka().await.expect("start server")
+    TestServer::builder()
+        .kafka()
+        .start()
+        .await
+        .expect("start server")
 }
 
 /// Creates `topic` through the native client and appends `values` with timestamps 1000, 1001, …
@@ -525,13 +528,11 @@ async fn a_frame_over_the_kafka_limit_closes_the_connection_before_it_is_read() 
         max_frame_bytes: 1024,
         ..KafkaConfig::advertising("127.0.0.1:1".parse().unwrap())
     };
-    let server = TestServer::start_with_kafka_config(
-        ServerConfig::default(),
-        BrokerConfig::default(),
-        kafka,
-    )
-    .await
-    .expect("start");
+    let server = TestServer::builder()
+        .kafka_config(kafka)
+        .start()
+        .await
+        .expect("start");
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     connection.write(&[0x7f, 0xff, 0xff, 0xff]).await; // 2 GiB declared
     connection.assert_closed().await;

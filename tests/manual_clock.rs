@@ -18,7 +18,7 @@ fn batch(epoch: u64, value: &[u8]) -> bytes::Bytes {
 /// past its TTL it lapses, the next holder gets epoch 2, and the paused holder's write is fenced.
 #[tokio::test]
 async fn advancing_the_clock_expires_a_lease_and_fences_its_holder() {
-    let server = TestServer::start_with_manual_clock().await.unwrap();
+    let server = TestServer::builder().manual_clock().start().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
     client
         .create_topic("t", 1, TopicConfig::default())

@@ -120,7 +120,7 @@ fn assert_valid_exposition(text: &str) {
 /// exposition.
 #[tokio::test]
 async fn counters_move_with_what_happened_and_the_text_is_valid_exposition() {
-    let server = TestServer::start_with_manual_clock().await.unwrap();
+    let server = TestServer::builder().manual_clock().start().await.unwrap();
     let metrics = server.serve_metrics().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
     client.create_topic(TOPIC, 2, topic_config()).await.unwrap();

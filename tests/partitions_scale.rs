@@ -296,7 +296,9 @@ async fn frames_beyond_the_memory_budget_wait_then_are_refused() {
         buffer_wait: Duration::from_millis(500),
         ..fencelog::server::ServerConfig::default()
     };
-    let server = fencelog::testing::TestServer::start_with(config, Default::default())
+    let server = fencelog::testing::TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     // Larger than the whole budget: refused at once.

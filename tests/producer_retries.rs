@@ -132,7 +132,7 @@ async fn a_failed_batch_halts_the_producer_until_it_resumes() {
 async fn lost_resolves_when_a_newer_writer_takes_over() {
     // The lease clock is the server's manual clock: the old writer's lease "expires" while it
     // believes it still leads, as after a long pause.
-    let server = TestServer::start_with_manual_clock().await.unwrap();
+    let server = TestServer::builder().manual_clock().start().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
     client
         .create_topic("events", 1, Default::default())

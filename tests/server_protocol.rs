@@ -450,7 +450,9 @@ async fn connection_flood_beyond_the_limit_is_refused_cleanly() {
         max_connections: 4,
         ..ServerConfig::default()
     };
-    let server = TestServer::start_with(config, Default::default())
+    let server = TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     let mut first = RawClient::connect(&server).await;

@@ -9,7 +9,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use fencelog::batch::{now_ms, BatchBuilder};
-use fencelog::broker::BrokerConfig;
 use fencelog::client::{Client, ClientError, TlsClientConfig};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::ErrorCode;
@@ -147,7 +146,11 @@ async fn produce_and_fetch(client: &Client, topic: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_client_over_tls_produces_fetches_and_reconnects() {
     let pki = Pki::new();
-    let server = TestServer::start_with_tls(pki.server_tls()).await.unwrap();
+    let server = TestServer::builder()
+        .tls(pki.server_tls())
+        .start()
+        .await
+        .unwrap();
     let client = tls_client(&server, pki.client_tls()).await.unwrap();
     produce_and_fetch(&client, "orders", "over tls").await;
 
@@ -173,7 +176,11 @@ async fn native_client_over_tls_produces_fetches_and_reconnects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_client_against_a_tls_listener_fails_cleanly_and_the_server_keeps_serving() {
     let pki = Pki::new();
-    let server = TestServer::start_with_tls(pki.server_tls()).await.unwrap();
+    let server = TestServer::builder()
+        .tls(pki.server_tls())
+        .start()
+        .await
+        .unwrap();
     let plain = Client::builder()
         .addr(server.addr().to_string())
         .reconnect_timeout(Duration::from_millis(200))
@@ -199,7 +206,11 @@ async fn plain_client_against_a_tls_listener_fails_cleanly_and_the_server_keeps_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_problems_are_named_in_the_error() {
     let pki = Pki::new();
-    let server = TestServer::start_with_tls(pki.server_tls()).await.unwrap();
+    let server = TestServer::builder()
+        .tls(pki.server_tls())
+        .start()
+        .await
+        .unwrap();
     let wrong_ca = TlsClientConfig::ca_file(pki.path("other-ca.pem")).unwrap();
     let error = tls_client(&server, wrong_ca)
         .await
@@ -239,7 +250,9 @@ async fn certificate_problems_are_named_in_the_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_refuses_a_client_without_a_certificate() {
     let pki = Pki::new();
-    let server = TestServer::start_with_tls(pki.mutual_server_tls())
+    let server = TestServer::builder()
+        .tls(pki.mutual_server_tls())
+        .start()
         .await
         .unwrap();
     assert!(pki.mutual_server_tls().client_certificates_required());
@@ -296,7 +309,9 @@ async fn the_connection_limit_and_the_handshake_timeout_hold_over_tls() {
         ),
         ..ServerConfig::default()
     };
-    let server = TestServer::start_with(config, BrokerConfig::default())
+    let server = TestServer::builder()
+        .server_config(config)
+        .start()
         .await
         .unwrap();
     let first = tls_client(&server, pki.client_tls()).await.unwrap();
@@ -352,7 +367,10 @@ async fn kcat_speaks_to_the_kafka_listener_over_tls() {
         ..ServerConfig::default()
     };
     let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let server = TestServer::start_with_kafka_config(config, BrokerConfig::default(), kafka)
+    let server = TestServer::builder()
+        .server_config(config)
+        .kafka_config(kafka)
+        .start()
         .await
         .unwrap();
     let client = tls_client(&server, pki.client_tls()).await.unwrap();
@@ -482,7 +500,7 @@ fn cli_produces_and_consumes_with_tls_ca() {
         .build()
         .unwrap();
     let server = runtime
-        .block_on(TestServer::start_with_tls(pki.mutual_server_tls()))
+        .block_on(TestServer::builder().tls(pki.mutual_server_tls()).start())
         .unwrap();
     let addr = localhost(&server);
     let ca = pki.path("ca.pem");
