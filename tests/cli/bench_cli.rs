@@ -11,7 +11,7 @@ use fencelog::testing::TestServer;
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencelog"))
+    Command::new(crate::support::BIN)
         .arg("bench")
         .args(args)
         .output()

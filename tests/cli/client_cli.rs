@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use fencelog::testing::TestServer;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::BIN;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A server on its own runtime, and a way to run the CLI against it.

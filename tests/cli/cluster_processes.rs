@@ -18,15 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use crate::support::batch;
 use etcd::EtcdServer;
-use fencelog::client::{BatchBuilder, Client, ClientError};
+use fencelog::client::{Client, ClientError};
 use fencelog::cluster::leader_epoch_of_producer_epoch;
 use fencelog::protocol::Acks;
 use fencelog::testing_link::LinkProxy;
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::BIN;
 /// Registration TTL of the test brokers: failover within a few seconds.
 const TTL_MS: &str = "2000";
 /// A follower this far behind leaves the ISR.
@@ -519,12 +519,6 @@ async fn wait_isr(client: &Client, topic: &str, size: usize) {
         assert!(Instant::now() < deadline, "the ISR never reached {size}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-fn batch(epoch: u64, value: &str) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(0, None, Some(value.as_bytes()));
-    builder.finish()
 }
 
 /// A producer task writing `acks=all` single-record batches as fast as it is answered,

@@ -15,7 +15,7 @@ use fencelog::protocol::{ErrorCode, TopicConfig};
 use fencelog::testing::TestServer;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::BIN;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Appends `values` to `topic/partition` as one batch under a fresh lease.

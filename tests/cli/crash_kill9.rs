@@ -28,7 +28,7 @@ fn free_port() -> SocketAddr {
 }
 
 fn start_server(data_dir: &Path, addr: SocketAddr) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_fencelog"))
+    Command::new(crate::support::BIN)
         .args(["serve", "--data-dir"])
         .arg(data_dir)
         .args(["--listen", &addr.to_string(), "--log", "warn"])

@@ -8,7 +8,7 @@ use fencelog::client::Client;
 use fencelog::testing::TestServer;
 
 fn demo(extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencelog"))
+    Command::new(crate::support::BIN)
         .args(["demo", "--ttl", "300ms"])
         .args(extra)
         .env_remove("FENCELOG_ADDR")

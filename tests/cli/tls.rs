@@ -17,7 +17,7 @@ use fencelog::testing::TestServer;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use tokio::io::AsyncReadExt;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::BIN;
 
 /// The files of one test's certificates, in a temporary directory.
 struct Pki {

@@ -4,10 +4,10 @@
 
 use std::process::{Command, Output};
 
-use fencelog::testing::TestServer;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::start_server_on_own_runtime;
+use crate::support::BIN;
 
 /// Runs `fencelog ARGS` (with `--addr` when given) and waits for it.
 fn run(args: &[&str], addr: Option<&str>) -> Output {
@@ -30,22 +30,11 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// A server on a runtime the test owns (the binary runs as a child process meanwhile).
-fn start_server() -> (TestServer, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = runtime.block_on(TestServer::start()).unwrap();
-    (server, runtime)
-}
-
 #[test]
 fn zero_retention_means_unlimited_as_on_the_wire() {
     // Proves: `--retention-bytes 0` and `--retention 0` are accepted and mean unlimited (the
     // wire's 0), the command prints them as unlimited, and the server reports them so.
-    let (server, _runtime) = start_server();
+    let (server, _runtime) = start_server_on_own_runtime();
     let addr = server.addr().to_string();
     let created = run(
         &[
@@ -123,7 +112,7 @@ fn values_the_wire_would_misread_or_the_server_refuses_fail_clearly() {
     // Proves: a non-zero retention below 1ms (which would travel as 0 = unlimited) is a usage
     // error (exit status 1, as every CLI error) saying why; a segment size outside the allowed range gets the server's
     // INVALID_CONFIG (exit 1) naming the range; neither creates the topic.
-    let (server, _runtime) = start_server();
+    let (server, _runtime) = start_server_on_own_runtime();
     let addr = server.addr().to_string();
     let short = run(
         &["topic", "create", "t", "--retention", "500us"],

@@ -5,10 +5,10 @@
 
 use std::process::{Command, Output};
 
-use fencelog::testing::TestServer;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::start_server_on_own_runtime;
+use crate::support::BIN;
 
 fn run(args: &[&str], addr: &str) -> Output {
     Command::new(BIN)
@@ -24,23 +24,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A server on a runtime the test owns (the binary runs as a child process meanwhile).
-fn start_server() -> (TestServer, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = runtime.block_on(TestServer::start()).unwrap();
-    (server, runtime)
-}
-
 #[test]
 fn topic_delete_deletes_and_reports_a_missing_topic() {
     // Proves: `topic delete` exits 0 and says so; the topic is gone from `topic list`; a second
     // delete exits 1 naming the topic; `--if-exists` makes that exit 0; `--json` prints
     // {"name", "deleted"}.
-    let (server, _runtime) = start_server();
+    let (server, _runtime) = start_server_on_own_runtime();
     let addr = server.addr().to_string();
     for topic in ["doomed", "kept", "json"] {
         let created = run(&["topic", "create", topic], &addr);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use crate::support::batch;
 use fencelog::batch::BatchBuilder;
 use fencelog::client::{Client, ClientError};
 use fencelog::protocol::{
@@ -27,12 +27,6 @@ use tokio::net::TcpListener;
 use tokio_util::codec::Framed;
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn batch(epoch: u64, value: &str) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(0, None, Some(value.as_bytes()));
-    builder.finish()
-}
 
 /// How a fake broker answers one request.
 type Answer = dyn Fn(&Request) -> Result<Response, ErrorResponse> + Send + Sync;
@@ -403,7 +397,7 @@ async fn a_plain_produce_that_lost_its_connection_has_an_unknown_outcome() {
     assert_eq!(values, [&b"plain"[..], b"idempotent"]);
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+use crate::support::BIN;
 
 /// Runs `fencelog ARGS --addr ADDR` and returns (status, stdout, stderr).
 fn run(args: &[&str], addr: &str) -> (i32, String, String) {

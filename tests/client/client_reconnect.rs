@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use fencelog::client::{BatchBuilder, Client, ClientError};
+use crate::support::batch;
+use fencelog::client::{Client, ClientError};
 use fencelog::protocol::TopicConfig;
 use fencelog::testing::TestServer;
 use fencelog::testing_proxy::Proxy;
@@ -20,12 +21,6 @@ async fn server_with_topic() -> TestServer {
         .await
         .unwrap();
     server
-}
-
-fn batch(epoch: u64, value: &str) -> bytes::Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(1, None, Some(value.as_bytes()));
-    builder.finish()
 }
 
 /// After every connection is cut, the next request opens a new one and succeeds.

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use fencelog::client::{BatchBuilder, Client, ClientError};
+use crate::support::batch;
+use fencelog::client::{Client, ClientError};
 use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
 use fencelog::testing::{TestCluster, TestClusterNode};
 
@@ -48,14 +48,6 @@ where
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn batch(epoch: u64, values: &[String]) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    for value in values {
-        builder.push(0, None, Some(value.as_bytes()));
-    }
-    builder.finish()
 }
 
 /// Reads every value of `topic`/`partition` from its leader.
@@ -148,12 +140,7 @@ async fn produce_all(
     for i in 0..count {
         let value = format!("{prefix}-{i}");
         client
-            .produce_with_acks(
-                topic,
-                0,
-                batch(epoch, std::slice::from_ref(&value)),
-                Acks::All,
-            )
+            .produce_with_acks(topic, 0, batch(epoch, &value), Acks::All)
             .await
             .unwrap_or_else(|error| panic!("produce {value}: {error}"));
         acknowledged.push(value);
@@ -204,7 +191,7 @@ async fn acks_all_writes_reach_every_replica_and_are_read_back_from_the_leader()
         .await
         .expect("connect");
     match direct
-        .produce_with_acks("orders", 0, batch(lease.epoch, &["x".into()]), Acks::All)
+        .produce_with_acks("orders", 0, batch(lease.epoch, "x"), Acks::All)
         .await
     {
         // A client that knows only one broker cannot go elsewhere: it reports the hint.
@@ -235,7 +222,7 @@ async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
         .await
         .expect("lease");
     let refused = client
-        .produce_with_acks("free", 0, batch(0, &["late".into()]), Acks::All)
+        .produce_with_acks("free", 0, batch(0, "late"), Acks::All)
         .await;
     assert!(
         matches!(refused, Err(ClientError::Fenced { .. })),
@@ -262,12 +249,7 @@ async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
 
     // The old lease's epoch is fenced by the new leader's producer epoch base.
     let stale = client
-        .produce_with_acks(
-            "events",
-            0,
-            batch(lease.epoch, &["stale".into()]),
-            Acks::All,
-        )
+        .produce_with_acks("events", 0, batch(lease.epoch, "stale"), Acks::All)
         .await;
     assert!(
         matches!(stale, Err(ClientError::Fenced { .. })),
@@ -331,7 +313,7 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
         .expect("leader")
         .log_end("audit", 0);
     let refused = client
-        .produce_with_acks("audit", 0, batch(lease.epoch, &["one".into()]), Acks::All)
+        .produce_with_acks("audit", 0, batch(lease.epoch, "one"), Acks::All)
         .await;
     match refused {
         Err(ClientError::Server {

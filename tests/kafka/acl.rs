@@ -11,10 +11,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::batch;
 use bytes::Bytes;
 use fencelog::auth::acl::{add_acl, parse_operations, TopicPattern};
 use fencelog::auth::{files::RELOAD_INTERVAL, users, Security};
-use fencelog::client::{BatchBuilder, Client, ClientError};
+use fencelog::client::{Client, ClientError};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::ErrorCode;
 use fencelog::server::kafka::KafkaConfig;
@@ -22,12 +23,6 @@ use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn batch(epoch: u64, value: &str) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(1_000, None, Some(value.as_bytes()));
-    builder.finish()
-}
 
 fn grant(directory: &std::path::Path, principal: &str, topic: &str, ops: &str) {
     add_acl(

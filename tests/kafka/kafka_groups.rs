@@ -810,7 +810,7 @@ async fn kafka_and_native_consumers_resume_from_each_others_commits() {
 
     let addr = server.addr().to_string();
     let output = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_fencelog"))
+        Command::new(crate::support::BIN)
             .args(["consume", "events", "--partition", "0", "--group", "shared"])
             .args(["--addr", &addr])
             .env_remove("FENCELOG_ADDR")

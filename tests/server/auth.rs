@@ -8,10 +8,11 @@ use crate::support::doc_examples;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::batch;
 use bytes::Bytes;
 use doc_examples::*;
 use fencelog::auth::{users, Security};
-use fencelog::client::{BatchBuilder, Client, ClientError};
+use fencelog::client::{Client, ClientError};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::{ApiKey, ErrorCode, Request, RequestFrame, Response, ResponseFrame};
 use fencelog::server::ServerConfig;
@@ -20,12 +21,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn batch(epoch: u64, value: &str) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(1_000, None, Some(value.as_bytes()));
-    builder.finish()
-}
 
 /// A server with `--auth` whose users live in `security_dir`, with `admin` a super user.
 async fn secured_server(security_dir: &std::path::Path) -> TestServer {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use fencelog::client::{BatchBuilder, Client, ClientError, Producer, ProducerConfig};
+use crate::support::batch_of;
+use fencelog::client::{Client, ClientError, Producer, ProducerConfig};
 use fencelog::protocol::{FlushPolicy, Request, RequestFrame, TopicConfig};
 use fencelog::testing::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -39,14 +39,6 @@ async fn setup() -> (TestServer, Client) {
         .await
         .expect("create topic");
     (server, admin)
-}
-
-fn batch(epoch: u64, values: &[&str]) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    for value in values {
-        builder.push(1_000, None, Some(value.as_bytes()));
-    }
-    builder.finish()
 }
 
 /// Every record of the partition: (offset, epoch, value).
@@ -111,7 +103,7 @@ async fn paused_holder_is_fenced_after_a_newer_grant() {
     let lease_a = a.acquire_lease(TOPIC, 0, "a", SHORT_TTL).await.unwrap();
     assert_eq!(lease_a.epoch, 1);
     for value in ["a-1", "a-2"] {
-        a.produce(TOPIC, 0, batch(lease_a.epoch, &[value]))
+        a.produce(TOPIC, 0, batch_of(lease_a.epoch, &[value]))
             .await
             .unwrap();
     }
@@ -121,24 +113,24 @@ async fn paused_holder_is_fenced_after_a_newer_grant() {
     let lease_b = b.acquire_lease(TOPIC, 0, "b", LONG_TTL).await.unwrap();
     assert_eq!(lease_b.epoch, 2);
     let ack_b = b
-        .produce(TOPIC, 0, batch(lease_b.epoch, &["b-1", "b-2"]))
+        .produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-1", "b-2"]))
         .await
         .unwrap();
     assert_eq!((ack_b.base_offset, ack_b.last_offset), (2, 3));
 
     // A wakes up still believing it holds the lease.
     assert_fenced(
-        a.produce(TOPIC, 0, batch(lease_a.epoch, &["a-3"])).await,
+        a.produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-3"])).await,
         1,
         2,
     );
     // Not a one-off: every further stale write is refused too, and B keeps writing.
     assert_fenced(
-        a.produce(TOPIC, 0, batch(lease_a.epoch, &["a-4"])).await,
+        a.produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-4"])).await,
         1,
         2,
     );
-    b.produce(TOPIC, 0, batch(lease_b.epoch, &["b-3"]))
+    b.produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-3"]))
         .await
         .unwrap();
 
@@ -241,13 +233,13 @@ async fn stale_produce_sent_before_the_grant_but_delivered_after_is_fenced() {
     let b = Client::connect(server.addr()).await.unwrap();
 
     let lease_a = a.acquire_lease(TOPIC, 0, "a", SHORT_TTL).await.unwrap();
-    a.produce(TOPIC, 0, batch(lease_a.epoch, &["a-1"]))
+    a.produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-1"]))
         .await
         .unwrap(); // The proxy forwards while its gate is open.
 
     // A sends its produce; the proxy takes every byte of it off the wire and holds it.
     proxy.hold();
-    let late = batch(lease_a.epoch, &["a-late"]);
+    let late = batch_of(lease_a.epoch, &["a-late"]);
     let frame_len = RequestFrame::new(
         1,
         Request::Produce {
@@ -284,7 +276,7 @@ async fn stale_produce_sent_before_the_grant_but_delivered_after_is_fenced() {
         .unwrap();
     assert_fenced(answered, 1, 2);
 
-    b.produce(TOPIC, 0, batch(lease_b.epoch, &["b-1"]))
+    b.produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-1"]))
         .await
         .unwrap();
     let records = read_all(&admin).await;
@@ -316,7 +308,7 @@ async fn stream(
             break;
         }
         let value = format!("{tag}-{n}-{padding}");
-        let result = client.produce(TOPIC, 0, batch(epoch, &[&value])).await;
+        let result = client.produce(TOPIC, 0, batch_of(epoch, &[&value])).await;
         let failed = result.is_err();
         outcomes.push(result.map(|ack| ack.base_offset));
         if failed {
@@ -412,7 +404,7 @@ async fn fence_survives_a_restart_between_the_grant_and_the_stale_write() {
     let (server, admin) = setup().await;
     let lease_a = admin.acquire_lease(TOPIC, 0, "a", SHORT_TTL).await.unwrap();
     admin
-        .produce(TOPIC, 0, batch(lease_a.epoch, &["a-1"]))
+        .produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-1"]))
         .await
         .unwrap();
     tokio::time::sleep(PAUSE).await;
@@ -424,12 +416,12 @@ async fn fence_survives_a_restart_between_the_grant_and_the_stale_write() {
     let a = Client::connect(server.addr()).await.unwrap();
     assert_eq!(a.list_offsets(TOPIC, 0).await.unwrap().epoch, 2);
     assert_fenced(
-        a.produce(TOPIC, 0, batch(lease_a.epoch, &["a-2"])).await,
+        a.produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-2"])).await,
         1,
         2,
     );
     let b = Client::connect(server.addr()).await.unwrap();
-    b.produce(TOPIC, 0, batch(lease_b.epoch, &["b-1"]))
+    b.produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-1"]))
         .await
         .unwrap();
 
@@ -438,7 +430,7 @@ async fn fence_survives_a_restart_between_the_grant_and_the_stale_write() {
     let server = server.restart().await.expect("restart");
     let a = Client::connect(server.addr()).await.unwrap();
     assert_fenced(
-        a.produce(TOPIC, 0, batch(lease_a.epoch, &["a-3"])).await,
+        a.produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-3"])).await,
         1,
         2,
     );
@@ -446,7 +438,7 @@ async fn fence_survives_a_restart_between_the_grant_and_the_stale_write() {
     let lease_c = a.acquire_lease(TOPIC, 0, "c", LONG_TTL).await.unwrap();
     assert_eq!(lease_c.epoch, 3);
     assert_fenced(
-        a.produce(TOPIC, 0, batch(lease_b.epoch, &["b-2"])).await,
+        a.produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-2"])).await,
         2,
         3,
     );
@@ -592,7 +584,7 @@ async fn released_lease_can_be_acquired_at_once_with_the_next_epoch() {
     let (_server, client) = setup().await;
     let lease_a = client.acquire_lease(TOPIC, 0, "a", LONG_TTL).await.unwrap();
     client
-        .produce(TOPIC, 0, batch(lease_a.epoch, &["a-1"]))
+        .produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-1"]))
         .await
         .unwrap();
     match client.acquire_lease(TOPIC, 0, "b", LONG_TTL).await {
@@ -609,13 +601,13 @@ async fn released_lease_can_be_acquired_at_once_with_the_next_epoch() {
     assert_eq!(lease_b.epoch, 2);
     assert_fenced(
         client
-            .produce(TOPIC, 0, batch(lease_a.epoch, &["a-2"]))
+            .produce(TOPIC, 0, batch_of(lease_a.epoch, &["a-2"]))
             .await,
         1,
         2,
     );
     client
-        .produce(TOPIC, 0, batch(lease_b.epoch, &["b-1"]))
+        .produce(TOPIC, 0, batch_of(lease_b.epoch, &["b-1"]))
         .await
         .unwrap();
     assert_eq!(values(&read_all(&client).await), ["a-1", "b-1"]);

@@ -302,7 +302,7 @@ mod cli {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
-    const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+    use crate::support::BIN;
 
     /// Starts `fencelog serve` with stderr piped (NO_COLOR unset, so only the pipe can turn colour
     /// off) and returns it with a channel of its stderr lines.

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use crate::support::batch_of;
 use bytes::{BufMut, Bytes, BytesMut};
-use fencelog::batch::{decode_batches, BatchBuilder};
+use fencelog::batch::decode_batches;
 use fencelog::protocol::{
     ApiKey, ErrorCode, FlushPolicy, FrameCodec, Request, RequestFrame, Response, ResponseFrame,
     TopicConfig,
@@ -56,14 +57,6 @@ fn topic_config(flush: FlushPolicy) -> TopicConfig {
         retention_bytes: None,
         retention_ms: None,
     }
-}
-
-fn batch(epoch: u64, values: &[&str]) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    for value in values {
-        builder.push(1_000, None, Some(value.as_bytes()));
-    }
-    builder.finish()
 }
 
 async fn create(client: &mut RawClient, name: &str, flush: FlushPolicy) {
@@ -150,7 +143,7 @@ async fn stale_holder_is_fenced_after_a_new_grant() {
     create(&mut client, "orders", FlushPolicy::Always).await;
     let (epoch_a, lease_a) = acquire(&mut client, "orders", "a").await;
     assert_eq!(epoch_a, 1);
-    produce(&mut client, "orders", batch(epoch_a, &["a1"]))
+    produce(&mut client, "orders", batch_of(epoch_a, &["a1"]))
         .await
         .unwrap();
     client
@@ -163,7 +156,7 @@ async fn stale_holder_is_fenced_after_a_new_grant() {
         .unwrap();
     let (epoch_b, _) = acquire(&mut client, "orders", "b").await;
     assert_eq!(epoch_b, 2);
-    let error = produce(&mut client, "orders", batch(epoch_a, &["a2"]))
+    let error = produce(&mut client, "orders", batch_of(epoch_a, &["a2"]))
         .await
         .unwrap_err();
     assert_eq!(
@@ -171,7 +164,7 @@ async fn stale_holder_is_fenced_after_a_new_grant() {
         (ErrorCode::Fenced, 1, 2)
     );
     assert_eq!(error.message, "fenced: epoch 1 < current 2");
-    produce(&mut client, "orders", batch(epoch_b, &["b1"]))
+    produce(&mut client, "orders", batch_of(epoch_b, &["b1"]))
         .await
         .unwrap();
     let values = fetch_values(&mut client, "orders", 0).await;
@@ -226,7 +219,7 @@ async fn topics_data_and_epochs_survive_a_restart() {
     let mut client = RawClient::connect(&server).await;
     create(&mut client, "kept", FlushPolicy::Always).await;
     let (epoch, _) = acquire(&mut client, "kept", "a").await;
-    produce(&mut client, "kept", batch(epoch, &["x", "y"]))
+    produce(&mut client, "kept", batch_of(epoch, &["x", "y"]))
         .await
         .unwrap();
     drop(client);
@@ -250,7 +243,7 @@ async fn topics_data_and_epochs_survive_a_restart() {
     // The lease table is in memory and starts empty, but the epoch is durable: the next grant is 2.
     let (next, _) = acquire(&mut client, "kept", "b").await;
     assert_eq!(next, 2);
-    let error = produce(&mut client, "kept", batch(epoch, &["stale"]))
+    let error = produce(&mut client, "kept", batch_of(epoch, &["stale"]))
         .await
         .unwrap_err();
     assert_eq!(error.code, ErrorCode::Fenced);
@@ -296,7 +289,7 @@ async fn fetch_long_polls_until_data_arrives() {
         (response, started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    produce(&mut client, "poll", batch(epoch, &["late"]))
+    produce(&mut client, "poll", batch_of(epoch, &["late"]))
         .await
         .unwrap();
     let (response, waited) = waiting.await.unwrap();
@@ -318,7 +311,7 @@ async fn fetch_long_polls_until_data_arrives() {
 async fn errors_carry_codes_and_messages() {
     let server = TestServer::start().await.unwrap();
     let mut client = RawClient::connect(&server).await;
-    let unknown = produce(&mut client, "nope", batch(1, &["x"]))
+    let unknown = produce(&mut client, "nope", batch_of(1, &["x"]))
         .await
         .unwrap_err();
     assert_eq!(unknown.code, ErrorCode::UnknownTopic);
@@ -333,12 +326,12 @@ async fn errors_carry_codes_and_messages() {
         .await
         .unwrap_err();
     assert_eq!(exists.code, ErrorCode::TopicExists);
-    let never_granted = produce(&mut client, "e", batch(0, &["x"]))
+    let never_granted = produce(&mut client, "e", batch_of(0, &["x"]))
         .await
         .unwrap_err();
     assert_eq!(never_granted.code, ErrorCode::UnknownEpoch);
     let (epoch, _) = acquire(&mut client, "e", "a").await;
-    let mut corrupt = batch(epoch, &["x"]).to_vec();
+    let mut corrupt = batch_of(epoch, &["x"]).to_vec();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 1;
     let invalid = produce(&mut client, "e", Bytes::from(corrupt))
@@ -435,7 +428,7 @@ async fn hostile_input_fails_alone() {
 
     // The good client is served throughout.
     let (epoch, _) = acquire(&mut good, "safe", "a").await;
-    produce(&mut good, "safe", batch(epoch, &["ok"]))
+    produce(&mut good, "safe", batch_of(epoch, &["ok"]))
         .await
         .unwrap();
     assert_eq!(fetch_values(&mut good, "safe", 0).await.len(), 1);
@@ -494,7 +487,7 @@ async fn pipelined_requests_are_answered_in_order() {
                 Request::Produce {
                     topic: "pipe".into(),
                     partition: 0,
-                    batch: batch(epoch, &["p"]),
+                    batch: batch_of(epoch, &["p"]),
                     acks: None,
                 },
             ))

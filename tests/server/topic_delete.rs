@@ -9,20 +9,13 @@ use crate::support::doc_examples;
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
+use crate::support::batch;
 use doc_examples::*;
-use fencelog::batch::BatchBuilder;
 use fencelog::client::{Client, ClientError};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::{ApiKey, ErrorCode, Request, RequestFrame, Response, ResponseFrame};
 use fencelog::storage::WriteCredential;
 use fencelog::testing::TestServer;
-
-fn batch(epoch: u64, value: &str) -> Bytes {
-    let mut builder = BatchBuilder::new(epoch);
-    builder.push(1_000, None, Some(value.as_bytes()));
-    builder.finish()
-}
 
 fn assert_unknown_topic<T: std::fmt::Debug>(result: Result<T, ClientError>, what: &str) {
     match result {

@@ -195,7 +195,7 @@ fn descriptor_exhaustion_is_answered_and_the_server_recovers() {
         .arg("-c")
         .arg(format!(
             "ulimit -n 64 && exec {} serve --data-dir {} --listen {addr} --log warn",
-            env!("CARGO_BIN_EXE_fencelog"),
+            crate::support::BIN,
             directory.path().display()
         ))
         .stdout(std::process::Stdio::null())
