@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             leader_loop(&client, terms, None).await?;
         }
         None => {
-            let server = Arc::new(TestServer::start_with_manual_clock().await?);
+            let server = Arc::new(TestServer::builder().manual_clock().start().await?);
             let client = Client::connect(server.addr()).await?;
             create_topic(&client).await?;
             let usurp = Arc::new(Notify::new());

@@ -257,20 +257,26 @@ async fn forward_connection(
         Arc::clone(&client_cut),
     ));
     let mut downstream = tokio::spawn(downstream(server_read, client_write, client_cut));
-    tokio::select! {
-        _ = cut_all.changed() => {}
+    // A `JoinHandle` that has completed must not be polled again (tokio panics), so each half
+    // is awaited after the abort only if the `select!` (or the drain) has not already seen it end.
+    let (upstream_ended, downstream_ended) = tokio::select! {
+        _ = cut_all.changed() => (false, false),
         _ = &mut upstream => {
             // The client closed, or the connection was cut after its requests: let the server
             // finish reading them before its socket goes.
-            let _ = tokio::time::timeout(CUT_DRAIN_GRACE, &mut downstream).await;
+            let drained = tokio::time::timeout(CUT_DRAIN_GRACE, &mut downstream).await;
+            (true, drained.is_ok())
         }
-        _ = &mut downstream => {}
-    }
-    upstream.abort();
-    downstream.abort();
+        _ = &mut downstream => (false, true),
+    };
     // Both halves' sockets are closed once their tasks are gone.
-    let _ = upstream.await;
-    let _ = downstream.await;
+    for (task, ended) in [(upstream, upstream_ended), (downstream, downstream_ended)] {
+        if !ended {
+            task.abort();
+            // A cancelled task's `JoinError` is the expected outcome of the abort.
+            let _cancelled = task.await;
+        }
+    }
 }
 
 /// Tells the downstream half to stop forwarding and close the client's socket.
@@ -349,5 +355,47 @@ async fn downstream(
         if let Some(client) = client.as_mut() {
             client.write_all(&buffer[..read]).await?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves: a connection cut after its requests, whose server then closes within the drain
+    /// grace, ends cleanly (the proxy's forwarding task does not panic by awaiting a finished
+    /// half again) and is no longer counted as open.
+    #[tokio::test]
+    async fn connection_cut_after_its_requests_ends_and_is_no_longer_open() {
+        // A target that reads until the proxy closes its side, then closes its own.
+        let target = TcpListener::bind("127.0.0.1:0").await.expect("bind target");
+        let target_addr = target.local_addr().expect("target address");
+        let target_task = tokio::spawn(async move {
+            let (mut socket, _) = target.accept().await.expect("accept");
+            let mut received = Vec::new();
+            socket.read_to_end(&mut received).await.expect("read");
+            received
+        });
+        let proxy = Proxy::start(target_addr).await.expect("start proxy");
+        proxy.cut_after_requests(1);
+        let mut client = TcpStream::connect(proxy.addr()).await.expect("connect");
+        client
+            .write_all(&[0, 0, 0, 2, 7, 7])
+            .await
+            .expect("write a frame");
+        let received = tokio::time::timeout(Duration::from_secs(5), target_task)
+            .await
+            .expect("the target sees the proxy close")
+            .expect("target task");
+        assert_eq!(received, [0, 0, 0, 2, 7, 7], "the frame was forwarded");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proxy.shared.open.load(Ordering::Acquire) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the cut connection is still counted as open"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(proxy.requests_forwarded(), 1);
     }
 }

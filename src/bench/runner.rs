@@ -58,7 +58,7 @@ impl InProcessServer {
             .spawn(async move {
                 match protocol {
                     Protocol::Native => TestServer::start().await,
-                    Protocol::Kafka => TestServer::start_with_kafka().await,
+                    Protocol::Kafka => TestServer::builder().kafka().start().await,
                 }
             })
             .await

@@ -4,21 +4,22 @@
 //! ([`Node::start`]), so what a test exercises is what is served.
 //!
 //! [`TestServer::builder`] says how (limits, TLS, a Kafka listener, a manual lease clock, a data
-//! directory to keep, a node id); [`TestServer::start`] is the builder's defaults. It opens a broker on a fresh temporary directory, listens on an ephemeral
-//! loopback port and serves until the `TestServer` is dropped (or [`TestServer::shutdown`] is
-//! awaited). [`TestServer::restart`] stops it and starts a new server on the *same* directory, so
-//! tests can check what survives a restart (topics, data, epochs).
+//! directory to keep, a node id); [`TestServer::start`] is the builder's defaults. A server opens
+//! a broker on a fresh temporary directory (or the one [`TestServerBuilder::data_dir`] names),
+//! listens on an ephemeral loopback port and serves until the `TestServer` is dropped (or
+//! [`TestServer::shutdown`] is awaited). [`TestServer::restart`] stops it and starts a new server
+//! on the *same* directory, so tests can check what survives a restart (topics, data, epochs).
 //!
-//! Leases expire by the server's clock. [`TestServer::start_with_manual_clock`] gives the server
-//! a [`ManualClock`] that only [`TestServer::advance`] moves, so a test can let a holder's lease
+//! Leases expire by the server's clock. [`TestServerBuilder::manual_clock`] gives the server a
+//! [`ManualClock`] that only [`TestServer::advance`] moves, so a test can let a holder's lease
 //! lapse without sleeping past its TTL.
 //!
-//! [`TestServer::start_with_tls`] serves TLS with the certificate it is given.
+//! [`TestServerBuilder::tls`] serves TLS with the certificate it is given.
 //! [`TestServer::serve_metrics`] adds a Prometheus endpoint on another ephemeral port.
 //!
-//! [`TestServer::start_with_kafka`] also serves Kafka's wire protocol on a second ephemeral
-//! port ([`TestServer::kafka_addr`]), advertised as itself, so a Kafka client can be pointed at
-//! it.
+//! `TestServerBuilder::kafka` (feature `kafka`) also serves Kafka's wire protocol on a second
+//! ephemeral port ([`TestServer::kafka_addr`]), advertised as itself, so a Kafka client can be
+//! pointed at it.
 //!
 //! [`TestCluster`] runs three brokers over the in-memory metadata store (etcd's semantics without
 //! an etcd process), for failover tests: crash one, and the others take over.
@@ -177,69 +178,6 @@ impl TestServer {
     /// Starts a server with default limits on a new temporary directory.
     pub async fn start() -> Result<Self, BrokerError> {
         Self::builder().start().await
-    }
-
-    /// Starts a server with the given limits on a new temporary directory
-    /// (`builder().server_config(config).broker_config(broker_config)`).
-    pub async fn start_with(
-        config: ServerConfig,
-        broker_config: BrokerConfig,
-    ) -> Result<Self, BrokerError> {
-        Self::builder()
-            .server_config(config)
-            .broker_config(broker_config)
-            .start()
-            .await
-    }
-
-    /// Starts a server with default limits whose listener serves TLS with `tls`
-    /// (`builder().tls(tls)`).
-    pub async fn start_with_tls(tls: ServerTls) -> Result<Self, BrokerError> {
-        Self::builder().tls(tls).start().await
-    }
-
-    /// Starts a server with default limits that also serves Kafka's protocol on an ephemeral
-    /// loopback port ([`TestServer::kafka_addr`]; `builder().kafka()`).
-    #[cfg(feature = "kafka")]
-    pub async fn start_with_kafka() -> Result<Self, BrokerError> {
-        Self::builder().kafka().start().await
-    }
-
-    /// Starts a server with these limits that also serves Kafka's protocol with `kafka`'s
-    /// settings (`builder().server_config(..).broker_config(..).kafka_config(..)`).
-    #[cfg(feature = "kafka")]
-    pub async fn start_with_kafka_config(
-        config: ServerConfig,
-        broker_config: BrokerConfig,
-        kafka: KafkaConfig,
-    ) -> Result<Self, BrokerError> {
-        Self::builder()
-            .server_config(config)
-            .broker_config(broker_config)
-            .kafka_config(kafka)
-            .start()
-            .await
-    }
-
-    /// Starts a server whose leases expire by a [`ManualClock`] (`builder().manual_clock()`).
-    pub async fn start_with_manual_clock() -> Result<Self, BrokerError> {
-        Self::builder().manual_clock().start().await
-    }
-
-    /// Starts a server on an existing data directory, kept after the server stops
-    /// (`builder().data_dir(..)`, and `.addr(..)`).
-    pub async fn start_in(
-        data_dir: &Path,
-        config: ServerConfig,
-        broker_config: BrokerConfig,
-        addr: Option<SocketAddr>,
-    ) -> Result<Self, BrokerError> {
-        let mut builder = Self::builder()
-            .server_config(config)
-            .broker_config(broker_config)
-            .data_dir(data_dir);
-        builder.addr = addr;
-        builder.start().await
     }
 
     /// Moves the lease clock forward by `by` (a server started with a manual clock); leases

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ordinary confluent-kafka (librdkafka) code against fencelog's Kafka listener.
 
-Run by tests/kafka_client_scenarios.rs; prints one JSON object on stdout, diagnostics on stderr,
+Run by tests/kafka/kafka_client_scenarios.rs; prints one JSON object on stdout, diagnostics on stderr,
 and exits non-zero (with the reason on stderr) when the client surfaces an error.
 
     confluent_scenarios.py admin BOOTSTRAP

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kafka-python's KafkaConsumer in a consumer group against fencelog's Kafka listener.
 
-Run by tests/kafka_groups.rs; prints one JSON object on stdout, diagnostics on stderr.
+Run by tests/kafka/kafka_groups.rs; prints one JSON object on stdout, diagnostics on stderr.
 
     kafka_python_group.py split  BOOTSTRAP TOPIC GROUP
         Two members (a, b) subscribe to TOPIC (2 partitions, 10 records each) in GROUP, read

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ordinary kafka-python code against fencelog's Kafka listener.
 
-Run by tests/kafka_client_scenarios.rs; prints one JSON object on stdout, diagnostics on stderr,
+Run by tests/kafka/kafka_client_scenarios.rs; prints one JSON object on stdout, diagnostics on stderr,
 and exits non-zero when the client raises.
 
     kafka_python_scenarios.py produce-consume BOOTSTRAP TOPIC

@@ -1,7 +1,7 @@
 //! The APIs and versions the Kafka listener implements: the one table that both ApiVersions
 //! advertises and the request decoder enforces, so the two cannot disagree.
 //!
-//! Every range here is implemented and tested (`tests/kafka_protocol.rs` sends each version);
+//! Every range here is implemented and tested (`tests/kafka/kafka_protocol.rs` sends each version);
 //! the codec's own "valid versions" are wider and are never advertised as such.
 
 use kafka_protocol::messages::ApiKey;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Ordinary kafkajs code against fencelog's Kafka listener, run by tests/kafka_client_scenarios.rs:
+// Ordinary kafkajs code against fencelog's Kafka listener, run by tests/kafka/kafka_client_scenarios.rs:
 //
 //     node scenarios.js BOOTSTRAP TOPIC GROUP
 //

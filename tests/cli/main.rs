@@ -1,0 +1,23 @@
+//! Tests that run the real `fencelog` binary (feature `cli`): its commands as a user runs them,
+//! TLS, hostile clients, corruption, disk trouble and kill -9 crashes of `fencelog serve`, and a
+//! cluster of processes over etcd.
+//!
+//! One module per subject; the helpers they share are in `tests/support/` (one binary per area
+//! keeps the build to a few links: see `tests/support/mod.rs`).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bench_cli;
+mod client_cli;
+mod cluster_processes;
+mod consumer_groups;
+mod corruption;
+mod crash_kill9;
+mod demo_cli;
+mod disk_trouble;
+mod hostile_clients;
+mod kafka_cluster;
+mod tls;
+mod topic_cli;
+mod topic_delete_cli;

@@ -1,0 +1,141 @@
+//! `fencelog topic create` read as a new user reads it: every flag means what the wire says
+//! (0 retention = unlimited), `--help` says so, and a value the server would read differently
+//! from what was typed is refused. Runs the real binary against an in-process server.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::start_server_on_own_runtime;
+use crate::support::BIN;
+
+/// Runs `fencelog ARGS` (with `--addr` when given) and waits for it.
+fn run(args: &[&str], addr: Option<&str>) -> Output {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env_remove("FENCELOG_ADDR")
+        .env_remove("RUST_LOG");
+    if let Some(addr) = addr {
+        command.args(["--addr", addr]);
+    }
+    command.output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn zero_retention_means_unlimited_as_on_the_wire() {
+    // Proves: `--retention-bytes 0` and `--retention 0` are accepted and mean unlimited (the
+    // wire's 0), the command prints them as unlimited, and the server reports them so.
+    let (server, _runtime) = start_server_on_own_runtime();
+    let addr = server.addr().to_string();
+    let created = run(
+        &[
+            "topic",
+            "create",
+            "keep",
+            "--retention-bytes",
+            "0",
+            "--retention",
+            "0",
+        ],
+        Some(&addr),
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    assert_eq!(
+        stdout(&created),
+        "created topic keep with 1 partition (flush always, segment_bytes 67108864, \
+         retention_bytes unlimited, retention unlimited)\n"
+    );
+    let json = run(
+        &[
+            "topic",
+            "create",
+            "keep-json",
+            "--retention-bytes",
+            "0",
+            "--json",
+        ],
+        Some(&addr),
+    );
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let created: Value = serde_json::from_str(stdout(&json).trim()).unwrap();
+    assert_eq!(created["retention_bytes"], Value::Null);
+
+    let listed = run(&["topic", "list", "--json"], Some(&addr));
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let topics: Vec<Value> = stdout(&listed)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(topics.len(), 2);
+    for topic in &topics {
+        assert_eq!(topic["retention_bytes"], Value::Null, "{topic}");
+        assert_eq!(topic["retention_ms"], Value::Null, "{topic}");
+    }
+}
+
+#[test]
+fn help_says_what_zero_and_the_limits_mean() {
+    // Proves: `topic create --help` says that 0 retention is unlimited and gives the ranges the
+    // server accepts for partitions and segment size.
+    let help = run(&["topic", "create", "--help"], None);
+    assert_eq!(help.status.code(), Some(0));
+    let text = stdout(&help)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("many bytes; 0 means unlimited"),
+        "--retention-bytes: {text}"
+    );
+    assert!(
+        text.contains("`30s`; 0 means unlimited"),
+        "--retention: {text}"
+    );
+    assert!(text.contains("1 to 10000"), "--partitions: {text}");
+    assert!(
+        text.contains("4096 to 1073741824"),
+        "--segment-bytes: {text}"
+    );
+}
+
+#[test]
+fn values_the_wire_would_misread_or_the_server_refuses_fail_clearly() {
+    // Proves: a non-zero retention below 1ms (which would travel as 0 = unlimited) is a usage
+    // error (exit status 1, as every CLI error) saying why; a segment size outside the allowed range gets the server's
+    // INVALID_CONFIG (exit 1) naming the range; neither creates the topic.
+    let (server, _runtime) = start_server_on_own_runtime();
+    let addr = server.addr().to_string();
+    let short = run(
+        &["topic", "create", "t", "--retention", "500us"],
+        Some(&addr),
+    );
+    assert_eq!(short.status.code(), Some(1), "{}", stderr(&short));
+    assert!(
+        stderr(&short).contains("at least 1ms"),
+        "{}",
+        stderr(&short)
+    );
+
+    let tiny = run(
+        &["topic", "create", "t", "--segment-bytes", "100"],
+        Some(&addr),
+    );
+    assert_eq!(tiny.status.code(), Some(1), "{}", stderr(&tiny));
+    assert!(
+        stderr(&tiny).contains("INVALID_CONFIG") && stderr(&tiny).contains("4096"),
+        "{}",
+        stderr(&tiny)
+    );
+
+    let listed = run(&["topic", "list", "--json"], Some(&addr));
+    assert_eq!(stdout(&listed), "", "no topic was created");
+}

@@ -1,0 +1,445 @@
+//! The top-level modules of `src/` form the layered graph that `docs/architecture.md` draws: a
+//! module imports (names `crate::other` in non-test code) only the modules its row in the
+//! "Allowed imports" table lists, and that table has no cycle, so neither has the code.
+//!
+//! Why a test: the layering stays true only while something checks it. The parser is small on
+//! purpose: it drops comments, string and char literals and `#[cfg(test)]` items (test modules
+//! may reach anywhere), then reads every `crate::name` path, including each first name of a
+//! `crate::{a, b}` group.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ARCHITECTURE: &str = include_str!("../../docs/architecture.md");
+const TABLE_BEGIN: &str = "<!-- module-graph:begin -->";
+const TABLE_END: &str = "<!-- module-graph:end -->";
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// Proves: every edge of the code is allowed by the table, every top-level module has a row,
+/// and the allowed graph (hence the code's) is acyclic.
+#[test]
+fn top_level_modules_import_only_what_the_architecture_table_allows() {
+    let allowed = allowed_edges();
+    let actual = actual_edges();
+    let mut problems = Vec::new();
+    for module in actual.keys() {
+        if !allowed.contains_key(module) {
+            problems.push(format!("module `{module}` has no row in the table"));
+        }
+    }
+    for (module, imports) in &actual {
+        for import in imports {
+            let ok = allowed.get(module).is_some_and(|set| set.contains(import));
+            if !ok {
+                problems.push(format!(
+                    "`{module}` imports `{import}`, which the table does not allow ({})",
+                    where_used(module, import).join(", ")
+                ));
+            }
+        }
+    }
+    if let Some(cycle) = find_cycle(&allowed) {
+        problems.push(format!(
+            "the allowed graph has a cycle: {}",
+            cycle.join(" -> ")
+        ));
+    }
+    if let Some(cycle) = find_cycle(&actual) {
+        problems.push(format!("the code has a cycle: {}", cycle.join(" -> ")));
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/architecture.md's module graph is not what src/ does:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// Proves: the parser sees through what it must (comments, strings, test modules, groups).
+#[test]
+fn the_import_parser_skips_comments_strings_and_test_code() {
+    let source = r#"
+        //! see crate::ignored_doc
+        use crate::{alpha::X, beta};
+        /* crate::ignored_block */
+        fn f() { let _ = "crate::ignored_string"; let _ = crate::gamma::y(); let _c = '{'; }
+        #[cfg(test)]
+        mod tests { use crate::ignored_test; }
+        #[cfg(all(test, fencelog_loom))]
+        use crate::ignored_loom;
+        struct S<'a>(&'a str);
+    "#;
+    let found = imports_of(source);
+    let expected: BTreeSet<String> = ["alpha", "beta", "gamma"].map(String::from).into();
+    assert_eq!(found, expected);
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The table between the markers: `| module | may import |`, names in backticks.
+fn allowed_edges() -> Graph {
+    let begin = ARCHITECTURE
+        .find(TABLE_BEGIN)
+        .expect("docs/architecture.md has the module-graph table markers");
+    let end = ARCHITECTURE.find(TABLE_END).expect("table end marker");
+    let mut graph = Graph::new();
+    for line in ARCHITECTURE[begin..end].lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 3 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let module = cells[1].trim_matches('`').to_string();
+        let imports = cells[2]
+            .split(',')
+            .map(|name| name.trim().trim_matches('`').to_string())
+            .filter(|name| !name.is_empty() && name != "nothing")
+            .collect();
+        graph.insert(module, imports);
+    }
+    graph
+}
+
+/// The top-level module a file under `src/` belongs to (`None`: the crate root files).
+fn top_module(relative: &Path) -> Option<String> {
+    let first = relative
+        .components()
+        .next()?
+        .as_os_str()
+        .to_str()?
+        .to_string();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    (name != "lib" && name != "main").then_some(name)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Files that exist only for tests: declared as `#[cfg(test)] mod name;` in their parent.
+fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut test_only = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("read");
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            if is_test_cfg(pair[0]) {
+                if let Some(name) = pair[1]
+                    .strip_prefix("mod ")
+                    .or_else(|| pair[1].strip_prefix("pub mod "))
+                    .or_else(|| pair[1].strip_prefix("pub(crate) mod "))
+                    .and_then(|rest| rest.strip_suffix(';'))
+                {
+                    let parent = file.parent().expect("parent");
+                    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                    let base = if stem == "mod" || stem == "lib" {
+                        parent.to_path_buf()
+                    } else {
+                        parent.join(stem)
+                    };
+                    test_only.insert(base.join(format!("{name}.rs")));
+                    test_only.insert(base.join(name).join("mod.rs"));
+                }
+            }
+        }
+    }
+    test_only
+}
+
+fn is_test_cfg(line: &str) -> bool {
+    line.starts_with("#[cfg(") && {
+        let inner = &line["#[cfg(".len()..];
+        inner.starts_with("test") || inner.starts_with("all(test")
+    }
+}
+
+fn actual_edges() -> Graph {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let test_only = test_only_files(&files);
+    let mut graph = Graph::new();
+    for file in &files {
+        if test_only.contains(file) {
+            continue;
+        }
+        let relative = file.strip_prefix(&src).expect("under src");
+        let Some(module) = top_module(relative) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(file).expect("read");
+        let imports = graph.entry(module.clone()).or_default();
+        for import in imports_of(&text) {
+            if import != module && import != "self" {
+                imports.insert(import);
+            }
+        }
+    }
+    graph
+}
+
+fn where_used(module: &str, import: &str) -> Vec<String> {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .filter(|file| {
+            let relative = file.strip_prefix(&src).expect("under src");
+            top_module(relative).as_deref() == Some(module)
+                && imports_of(&std::fs::read_to_string(file).expect("read")).contains(import)
+        })
+        .map(|file| file.strip_prefix(&src).unwrap().display().to_string())
+        .collect()
+}
+
+/// The code with comments, string and char literals blanked out.
+fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !is_ident(prev(&chars, i))
+        {
+            // A raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= chars.len() {
+                    break;
+                }
+                if chars[j] == '"' && (0..hashes).all(|k| chars.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
+            if next == Some('\\') {
+                let mut j = i + 2;
+                while j < chars.len() && chars[j] != '\'' {
+                    j += 1;
+                }
+                i = j + 1;
+                out.push_str("' '");
+            } else if chars.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push_str("' '");
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn prev(chars: &[char], i: usize) -> char {
+    if i == 0 {
+        ' '
+    } else {
+        chars[i - 1]
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The code without the items that `#[cfg(test)]` (or `#[cfg(all(test, ..))]`) guards.
+fn without_test_items(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(position) = find_test_cfg(rest) {
+        out.push_str(&rest[..position]);
+        let after = &rest[position..];
+        let attribute_end = after.find(']').map_or(after.len(), |end| end + 1);
+        let item = &after[attribute_end..];
+        // The item ends at its first `;` outside braces, or at the brace closing its body.
+        let mut depth = 0usize;
+        let mut end = item.len();
+        for (index, c) in item.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = index + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = index + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn find_test_cfg(code: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(found) = code[from..].find("#[cfg(") {
+        let at = from + found;
+        let inner = &code[at + "#[cfg(".len()..];
+        if inner.starts_with("test") || inner.starts_with("all(test") {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// The top-level module names `source` reaches through `crate::` paths.
+fn imports_of(source: &str) -> BTreeSet<String> {
+    let code = without_test_items(&code_only(source));
+    let mut found = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(position) = rest.find("crate::") {
+        let before = rest[..position].chars().last().unwrap_or(' ');
+        rest = &rest[position + "crate::".len()..];
+        if is_ident(before) || before == '$' {
+            continue;
+        }
+        let trimmed = rest.trim_start();
+        if let Some(group) = trimmed.strip_prefix('{') {
+            // `crate::{a::X, b}`: the first name of every item at the group's top level.
+            let mut depth = 0usize;
+            let mut expect_name = true;
+            let mut name = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        expect_name = false;
+                    }
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => expect_name = true,
+                    c if expect_name && is_ident(c) => name.push(c),
+                    _ => {
+                        if !name.is_empty() {
+                            found.insert(std::mem::take(&mut name));
+                        }
+                        if !c.is_whitespace() {
+                            expect_name = false;
+                        }
+                    }
+                }
+            }
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        } else {
+            let name: String = trimmed.chars().take_while(|c| is_ident(*c)).collect();
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+/// A cycle of `graph` as the list of its modules (first repeated last), if it has one.
+fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Visiting,
+        Done,
+    }
+    fn visit(
+        node: &str,
+        graph: &Graph,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match marks.get(node) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Visiting) => {
+                let start = path.iter().position(|n| n == node).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(node.to_string());
+                return Some(cycle);
+            }
+            None => {}
+        }
+        marks.insert(node.to_string(), Mark::Visiting);
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, marks, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        marks.insert(node.to_string(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, graph, &mut marks, &mut Vec::new()) {
+            return Some(cycle);
+        }
+    }
+    None
+}

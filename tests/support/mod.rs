@@ -1,0 +1,74 @@
+//! The one support module of the integration tests. Every test binary (`tests/<area>/main.rs`)
+//! includes it with `#[path = "../support/mod.rs"] mod support;` and its tests name what they
+//! need as `crate::support::...`, so a helper is written once instead of once per test file.
+//!
+//! Here: the `fencelog` binary's path, the one-record batches most tests write, and a test server
+//! on a runtime of its own. In submodules: the storage tests' configs and whole-log reads
+//! ([`storage`]), a raw native-protocol client and the real binary as a child process
+//! ([`raw_protocol`]), the protocol document's worked examples ([`doc_examples`]), proptest
+//! strategies for protocol values ([`protocol_strategies`]), an etcd process ([`etcd`]), a raw
+//! Kafka connection (`kafka`, feature `kafka`) and the Python client check ([`python`]).
+// Each binary uses a part of the helpers.
+#![allow(dead_code)]
+
+pub mod doc_examples;
+pub mod etcd;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+pub mod protocol_strategies;
+pub mod python;
+pub mod raw_protocol;
+pub mod storage;
+
+use bytes::Bytes;
+use fencelog::batch::BatchBuilder;
+use fencelog::testing::TestServer;
+
+/// The `fencelog` binary cargo built for the integration tests (it needs the `cli` feature).
+#[cfg(feature = "cli")]
+pub const BIN: &str = env!("CARGO_BIN_EXE_fencelog");
+
+/// The timestamp of the records [`batch`] and [`batch_of`] build.
+pub const RECORD_TIMESTAMP_MS: i64 = 1_000;
+
+/// A batch of one record under `epoch`: `value`, no key, at [`RECORD_TIMESTAMP_MS`].
+pub fn batch(epoch: u64, value: &str) -> Bytes {
+    batch_of(epoch, &[value])
+}
+
+/// A batch of one record per value under `epoch`, no keys, all at [`RECORD_TIMESTAMP_MS`].
+pub fn batch_of(epoch: u64, values: &[&str]) -> Bytes {
+    let mut builder = BatchBuilder::new(epoch);
+    for value in values {
+        builder.push(RECORD_TIMESTAMP_MS, None, Some(value.as_bytes()));
+    }
+    builder.finish()
+}
+
+/// A test server with the defaults on a runtime the test owns, for a synchronous test that runs
+/// the binary as a child process meanwhile (keep the runtime as long as the server).
+pub fn start_server_on_own_runtime() -> (TestServer, tokio::runtime::Runtime) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("build a runtime");
+    let server = runtime
+        .block_on(TestServer::start())
+        .expect("start the test server");
+    (server, runtime)
+}
+
+/// A proptest config of `cases` cases whose failures are kept in `<file>.proptest-regressions`
+/// next to the test's source file (`tests/<area>/<module>.proptest-regressions`) and read back
+/// from there. proptest's default would look for a `main.rs` above the file and use
+/// `tests/proptest-regressions/<module>.txt` instead, away from the test.
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..proptest::test_runner::Config::default()
+    }
+}
