@@ -34,15 +34,15 @@ const LAG_MS: &str = "1500";
 /// How long a test waits for the cluster to converge.
 const CONVERGE: Duration = Duration::from_secs(30);
 
-/// One `fencelog serve` process and where it keeps its data.
-struct BrokerProcess {
+/// One `fencelog serve` process and where it keeps its data (also the Kafka cluster test's).
+pub(crate) struct BrokerProcess {
     id: u32,
-    addr: String,
+    pub(crate) addr: String,
     data_dir: PathBuf,
     etcd: String,
-    /// More `serve` flags (`--peer-addr` of a cluster started with links).
-    extra: Vec<String>,
-    child: Option<Child>,
+    /// More `serve` flags (`--peer-addr` of a cluster started with links, `--kafka-listen`).
+    pub(crate) extra: Vec<String>,
+    pub(crate) child: Option<Child>,
 }
 
 impl BrokerProcess {
@@ -53,7 +53,7 @@ impl BrokerProcess {
     }
 
     /// A broker on a free port, not started yet.
-    fn prepare(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
+    pub(crate) fn prepare(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -68,7 +68,7 @@ impl BrokerProcess {
         }
     }
 
-    fn spawn(&mut self) {
+    pub(crate) fn spawn(&mut self) {
         std::fs::create_dir_all(&self.data_dir).expect("data dir");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -187,7 +187,7 @@ impl BrokerProcess {
         (records, partition.log_end_offset())
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
     }
 }

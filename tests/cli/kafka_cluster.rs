@@ -9,18 +9,19 @@
 //! installs them).
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use tempfile::TempDir;
+
+use crate::cluster_processes::BrokerProcess;
 use crate::support::etcd::EtcdServer;
 use crate::support::python as python_support;
-use crate::support::BIN;
+
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tools/kafka-clients/cluster_failover.py"
 );
-/// Registration TTL of the test brokers: failover within a few seconds.
-const TTL_MS: &str = "2000";
 const CONVERGE: Duration = Duration::from_secs(30);
 
 fn free_port() -> u16 {
@@ -30,63 +31,28 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One broker process, killed on drop.
-struct Broker {
-    child: Child,
-    native: String,
-    kafka: String,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_broker(id: u32, root: &std::path::Path, etcd: &str) -> Broker {
-    let native = format!("127.0.0.1:{}", free_port());
+/// Broker `id` of the cluster in `root`, with a Kafka listener; returns it and that address.
+fn start_broker(id: u32, root: &TempDir, etcd: &str) -> (BrokerProcess, String) {
     let kafka = format!("127.0.0.1:{}", free_port());
-    let data_dir = root.join(format!("broker-{id}"));
-    std::fs::create_dir_all(&data_dir).expect("data dir");
-    let log = std::fs::File::create(root.join(format!("broker-{id}.log"))).expect("log file");
-    let child = Command::new(BIN)
-        .args(["serve", "--node-id", &id.to_string()])
-        .args(["--etcd", etcd, "--cluster-name", "kafka-cluster"])
-        .args(["--listen", &native, "--kafka-listen", &kafka])
-        .arg("--data-dir")
-        .arg(&data_dir)
-        .args(["--registration-ttl-ms", TTL_MS])
-        .env("RUST_LOG", "fencelog=info")
-        .env_remove("FENCELOG_ADDR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start fencelog serve");
+    let mut broker = BrokerProcess::prepare(id, root, etcd);
+    broker
+        .extra
+        .extend(["--kafka-listen".to_owned(), kafka.clone()]);
+    broker.spawn();
     let deadline = Instant::now() + CONVERGE;
     while std::net::TcpStream::connect(&kafka).is_err() {
-        assert!(Instant::now() < deadline, "broker {id} never listened");
+        assert!(
+            Instant::now() < deadline,
+            "broker {id} never listened for Kafka"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    Broker {
-        child,
-        native,
-        kafka,
-    }
+    (broker, kafka)
 }
 
-fn logs(root: &std::path::Path) -> String {
-    (1..=3)
-        .map(|id| {
-            let text =
-                std::fs::read_to_string(root.join(format!("broker-{id}.log"))).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            format!("--- broker {id} ---\n{}", tail.join("\n"))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The scenario end to end (see the module docs).
@@ -100,20 +66,19 @@ fn confluent_kafka_on_a_three_broker_cluster_survives_a_kill_9_of_the_leader() {
         return;
     };
     let root = tempfile::tempdir().expect("temp dir");
-    let brokers: Vec<Broker> = (1..=3)
-        .map(|id| start_broker(id, root.path(), &etcd.endpoint()))
-        .collect();
+    let (brokers, kafka): (Vec<BrokerProcess>, Vec<String>) = (1..=3)
+        .map(|id| start_broker(id, &root, &etcd.endpoint()))
+        .unzip();
     let pids = brokers
         .iter()
         .enumerate()
-        .map(|(index, broker)| format!("{}={}", index + 1, broker.child.id()))
+        .map(|(index, broker)| {
+            let pid = broker.child.as_ref().expect("running").id();
+            format!("{}={pid}", index + 1)
+        })
         .collect::<Vec<_>>()
         .join(",");
-    let bootstrap = brokers
-        .iter()
-        .map(|broker| broker.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let bootstrap = kafka.join(",");
     kcat_lists_three_brokers(&bootstrap);
     let output = Command::new("python3")
         .args([SCRIPT, &bootstrap, "failover", "3000", &pids])
@@ -122,10 +87,17 @@ fn confluent_kafka_on_a_three_broker_cluster_survives_a_kill_9_of_the_leader() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.lines().last() == Some("ok"),
-        "the scenario failed:\n{stdout}\n{}\nnative listeners: {:?}\n{}",
+        "the scenario failed:\n{stdout}\n{}\n{}",
         String::from_utf8_lossy(&output.stderr),
-        brokers.iter().map(|b| &b.native).collect::<Vec<_>>(),
-        logs(root.path())
+        brokers
+            .iter()
+            .map(|broker| format!(
+                "--- broker at {} ---\n{}",
+                broker.addr,
+                tail(&broker.log(), 40)
+            ))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
