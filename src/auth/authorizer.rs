@@ -20,6 +20,9 @@ pub struct Security {
     users: LiveFile<UserFile>,
     acls: LiveFile<AclFile>,
     super_users: BTreeSet<String>,
+    /// The cluster's broker principal (`serve --broker-user`): it may replicate every topic
+    /// (follow a leader), and nothing else unless an ACL grants it.
+    broker_principal: Option<String>,
     /// Derives decoy credentials for unknown users; random per server process.
     decoy_secret: [u8; 32],
 }
@@ -67,8 +70,24 @@ impl Security {
             users: LiveFile::open(data_dir.join(USERS_FILE))?,
             acls: LiveFile::open(data_dir.join(ACLS_FILE))?,
             super_users: super_users.into_iter().collect(),
+            broker_principal: None,
             decoy_secret,
         })
+    }
+
+    /// Names the cluster's broker principal (see [`Security::may_replicate`]).
+    pub fn with_broker_principal(mut self, principal: impl Into<String>) -> Self {
+        self.broker_principal = Some(principal.into());
+        self
+    }
+
+    /// Whether `principal` may replicate `topic` (fetch it as a follower, ask where its leader
+    /// epochs end): the broker principal always, anyone else with `admin` on the topic.
+    pub fn may_replicate(&self, principal: &str, topic: &str) -> Result<(), NotAuthorized> {
+        if self.broker_principal.as_deref() == Some(principal) {
+            return Ok(());
+        }
+        self.authorize(principal, Operation::Admin, topic)
     }
 
     /// The credential to run an exchange against: the user's (re-reading the users file if it
@@ -160,6 +179,14 @@ impl Access {
         match &self.checked {
             None => Ok(()),
             Some((security, principal)) => security.authorize_somewhere(principal, operation),
+        }
+    }
+
+    /// Replicating a topic as a follower (see [`Security::may_replicate`]).
+    pub fn check_replicate(&self, topic: &str) -> Result<(), NotAuthorized> {
+        match &self.checked {
+            None => Ok(()),
+            Some((security, principal)) => security.may_replicate(principal, topic),
         }
     }
 

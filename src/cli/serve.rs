@@ -63,6 +63,20 @@ pub struct ServeArgs {
     /// A user the ACLs do not restrict (repeatable), like Kafka's super.users.
     #[arg(long = "super-user", value_name = "NAME", requires = "auth")]
     pub super_users: Vec<String>,
+    /// In a cluster with `--auth`: the user brokers authenticate to each other as (add it with
+    /// `fencelog user add` on every broker). It may replicate every topic and nothing else
+    /// unless granted. Its password comes from FENCELOG_BROKER_PASSWORD or
+    /// `--broker-password-file`.
+    #[arg(long = "broker-user", value_name = "NAME", requires = "auth")]
+    pub broker_user: Option<String>,
+    /// File whose first line is the broker user's password (instead of
+    /// FENCELOG_BROKER_PASSWORD).
+    #[arg(
+        long = "broker-password-file",
+        value_name = "FILE",
+        requires = "broker_user"
+    )]
+    pub broker_password_file: Option<std::path::PathBuf>,
     /// This broker's node id in a cluster, stable across restarts (`fencelog cluster status`
     /// and cluster metadata show it); standalone it only labels the one broker.
     #[arg(long, env = "FENCELOG_NODE_ID", default_value_t = 0, value_parser = clap::value_parser!(u32).range(..u32::MAX as i64))]
@@ -128,8 +142,12 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
         let security = if args.auth {
-            let security = crate::auth::Security::open(&args.data_dir, args.super_users.clone())
-                .map_err(|error| CliError::new(format!("--auth: {error}")))?;
+            let mut security =
+                crate::auth::Security::open(&args.data_dir, args.super_users.clone())
+                    .map_err(|error| CliError::new(format!("--auth: {error}")))?;
+            if let Some(broker_user) = &args.broker_user {
+                security = security.with_broker_principal(broker_user.clone());
+            }
             Some(Arc::new(security))
         } else {
             None
@@ -207,9 +225,14 @@ fn parse_peer_addr(text: &str) -> Result<(u32, String), String> {
 
 /// Refuses the combinations cluster mode does not serve yet, before anything starts.
 fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
-    if args.auth {
+    if args.auth && args.broker_user.is_none() {
         return Err(CliError::new(
-            "--auth with --etcd: brokers do not authenticate to each other yet, so followers could not fetch; run the cluster on a trusted network without --auth for now",
+            "--auth with --etcd needs --broker-user NAME: followers authenticate to their leaders as that user (add it with `fencelog user add NAME` on every broker, its password in FENCELOG_BROKER_PASSWORD or --broker-password-file)",
+        ));
+    }
+    if args.tls.tls_cert.is_some() {
+        return Err(CliError::new(
+            "--tls-cert with --etcd: followers do not connect to their leaders over TLS yet, so they could not fetch; run the cluster on a trusted network without TLS for now",
         ));
     }
     if args.node_id > crate::broker::producer_ids::CLUSTER_NODE_ID_MAX {
@@ -250,6 +273,12 @@ async fn cluster_membership(
     config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
     config.replication.pipelined_fetches = args.replica_fetch_pipelining;
     config.peer_addrs = args.peer_addrs.iter().cloned().collect();
+    if let Some(user) = &args.broker_user {
+        config.peer_credentials = Some(crate::client::Credentials {
+            user: user.clone(),
+            password: broker_password(args.broker_password_file.as_deref())?,
+        });
+    }
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");
@@ -257,6 +286,39 @@ async fn cluster_membership(
         config,
         store: Arc::new(store),
     })
+}
+
+/// Environment variable holding the broker user's password (`serve --broker-user`).
+pub const BROKER_PASSWORD_ENV: &str = "FENCELOG_BROKER_PASSWORD";
+
+/// The broker user's password: the first line of `--broker-password-file`, or
+/// FENCELOG_BROKER_PASSWORD; an empty one is refused.
+#[cfg(feature = "etcd")]
+fn broker_password(file: Option<&std::path::Path>) -> Result<String, CliError> {
+    let password = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| {
+                CliError::new(format!(
+                    "--broker-password-file {}: {error}",
+                    path.display()
+                ))
+            })?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        None => std::env::var(BROKER_PASSWORD_ENV).map_err(|_| {
+            CliError::new(format!(
+                "--broker-user: no password: set {BROKER_PASSWORD_ENV} or give --broker-password-file FILE"
+            ))
+        })?,
+    };
+    if password.is_empty() {
+        return Err(CliError::new(format!(
+            "--broker-user: the password is empty: set {BROKER_PASSWORD_ENV} or give --broker-password-file FILE"
+        )));
+    }
+    Ok(password)
 }
 
 /// Without the `etcd` feature there is no store to join.

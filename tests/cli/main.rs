@@ -10,6 +10,7 @@ mod support;
 
 mod bench_cli;
 mod client_cli;
+mod cluster_auth;
 mod cluster_processes;
 mod consumer_groups;
 mod corruption;

@@ -99,8 +99,8 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         | Request::ReleaseLease { topic, .. } => Some((Operation::Lease, Some(topic))),
         Request::Produce { topic, .. } => Some((Operation::Produce, Some(topic))),
         Request::InitProducerId => Some((Operation::Produce, None)),
-        // Broker to broker: every topic named is checked in `authorize`.
-        // cluster: the lead may prefer super users only for replication.
+        // Broker to broker: every topic named is checked in `authorize` (the broker principal,
+        // or `admin` on the topic).
         Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } => Some((Operation::Admin, None)),
         Request::Fetch { topic, .. }
         | Request::ListOffsets { topic, .. }
@@ -123,7 +123,7 @@ pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized
     }
     if let Some(topics) = replication_topics(request) {
         for topic in topics {
-            access.check(Operation::Admin, topic)?;
+            access.check_replicate(topic)?;
         }
         return Ok(());
     }
@@ -134,8 +134,8 @@ pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized
     }
 }
 
-/// The topics a replication request names (it replicates their data, so it needs `admin` on
-/// each); `None` for other requests.
+/// The topics a replication request names (it replicates their data, so it needs the broker
+/// principal or `admin` on each); `None` for other requests.
 fn replication_topics(request: &Request) -> Option<Vec<&str>> {
     match request {
         Request::ReplicaFetch(fetch) => Some(

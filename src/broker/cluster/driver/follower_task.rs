@@ -330,6 +330,7 @@ async fn connect<'a>(
         let config = ClientConfig {
             connect_timeout: Duration::from_secs(2),
             reconnect_timeout: Duration::from_secs(2),
+            credentials: driver.config.peer_credentials.clone(),
             ..ClientConfig::default()
         };
         *connection = Some(Client::connect_with(address.as_str(), config).await?);

@@ -95,6 +95,9 @@ pub struct ClusterConfig {
     /// advertises (`serve --peer-addr NODE=HOST:PORT`): a NAT, or a fault-injection proxy on one
     /// broker-to-broker link.
     pub peer_addrs: HashMap<NodeId, String>,
+    /// What followers authenticate to their leaders with on a cluster run with `--auth`
+    /// (`serve --broker-user`); `None`: they connect without authenticating.
+    pub peer_credentials: Option<crate::client::Credentials>,
 }
 
 impl ClusterConfig {
@@ -111,6 +114,7 @@ impl ClusterConfig {
             topic_ready_wait: TOPIC_READY_WAIT_DEFAULT,
             replication: ReplicationConfig::default(),
             peer_addrs: HashMap::new(),
+            peer_credentials: None,
         }
     }
 }
