@@ -6,6 +6,7 @@
 //! failure means and which of them are worth retrying.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::batch::BatchError;
@@ -18,7 +19,10 @@ use crate::protocol::{ErrorCode, ErrorDetails, ErrorResponse, ProtocolError};
 /// [`LeaseLost`](Self::LeaseLost)) mean "stop writing with this epoch"; they are never worth
 /// retrying as they are. Server errors without a dedicated variant arrive as
 /// [`Server`](Self::Server) with their [`ErrorCode`].
-#[derive(Debug, thiserror::Error)]
+// One failure is reported to every request it concerns (all requests in flight on a failed
+// connection, all sends of a fenced producer), hence `Clone`. The I/O errors are shared behind an
+// `Arc`, since `std::io::Error` itself cannot be cloned.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
     /// The write's epoch is older than the partition's current epoch: a newer writer holds the
@@ -106,12 +110,12 @@ pub enum ClientError {
     Protocol(ProtocolError),
     /// The connection failed while in use.
     #[error("connection error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(#[source] Arc<std::io::Error>),
     /// The address could not be resolved.
     #[error("cannot resolve address: {source}")]
     Resolve {
         /// The resolver's error.
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
     /// No connection could be made.
     #[error("cannot connect to {addr}: {source}")]
@@ -119,7 +123,7 @@ pub enum ClientError {
         /// The address tried (the last one, if it resolved to several).
         addr: SocketAddr,
         /// Why it failed.
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
     /// No response within the time allowed. The request's outcome is unknown (a produce may or
     /// may not have been appended).
@@ -303,109 +307,85 @@ impl ClientError {
     }
 }
 
-fn copy_io(error: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(error.kind(), error.to_string())
-}
-
-fn copy_protocol(error: &ProtocolError) -> ProtocolError {
-    match error {
-        ProtocolError::FrameTooLarge { declared, max } => ProtocolError::FrameTooLarge {
-            declared: *declared,
-            max: *max,
-        },
-        ProtocolError::EmptyFrame => ProtocolError::EmptyFrame,
-        ProtocolError::Io(error) => ProtocolError::Io(copy_io(error)),
-        ProtocolError::Malformed(message) => ProtocolError::Malformed(message.clone()),
-        ProtocolError::UnknownErrorCode { code, message } => ProtocolError::UnknownErrorCode {
-            code: *code,
-            message: message.clone(),
-        },
-        ProtocolError::Unencodable(message) => ProtocolError::Unencodable(message.clone()),
+impl From<std::io::Error> for ClientError {
+    fn from(error: std::io::Error) -> Self {
+        ClientError::Io(Arc::new(error))
     }
 }
 
-/// One failure is reported to every request it concerns (all requests in flight on a failed
-/// connection, all sends of a fenced producer), hence `Clone`. I/O errors are copied by kind and
-/// message, since `std::io::Error` itself cannot be cloned.
-impl Clone for ClientError {
+/// Lets [`ClientError::Protocol`] be `Clone` (see [`ClientError`]). An I/O error inside is
+/// copied by kind and message, since `std::io::Error` itself cannot be cloned; the client reports
+/// connection failures as [`ClientError::Io`] (shared, not copied), so that copy is rare.
+///
+/// It is written here, not derived in `crate::protocol`, because only the client needs it and the
+/// protocol's `Io` variant would have to change for a derive.
+impl Clone for ProtocolError {
     fn clone(&self) -> Self {
         match self {
-            ClientError::Fenced { epoch, current } => ClientError::Fenced {
-                epoch: *epoch,
-                current: *current,
+            ProtocolError::FrameTooLarge { declared, max } => ProtocolError::FrameTooLarge {
+                declared: *declared,
+                max: *max,
             },
-            ClientError::UnknownEpoch { epoch, current } => ClientError::UnknownEpoch {
-                epoch: *epoch,
-                current: *current,
-            },
-            ClientError::LeaseLost { current_epoch } => ClientError::LeaseLost {
-                current_epoch: *current_epoch,
-            },
-            ClientError::LeaseHeld {
-                message,
-                holder,
-                expires_in,
-                current_epoch,
-            } => ClientError::LeaseHeld {
-                message: message.clone(),
-                holder: holder.clone(),
-                expires_in: *expires_in,
-                current_epoch: *current_epoch,
-            },
-            ClientError::OffsetOutOfRange {
-                offset,
-                earliest,
-                latest,
-            } => ClientError::OffsetOutOfRange {
-                offset: *offset,
-                earliest: *earliest,
-                latest: *latest,
-            },
-            ClientError::Server { code, message } => ClientError::Server {
+            ProtocolError::EmptyFrame => ProtocolError::EmptyFrame,
+            ProtocolError::Io(error) => {
+                ProtocolError::Io(std::io::Error::new(error.kind(), error.to_string()))
+            }
+            ProtocolError::Malformed(message) => ProtocolError::Malformed(message.clone()),
+            ProtocolError::UnknownErrorCode { code, message } => ProtocolError::UnknownErrorCode {
                 code: *code,
                 message: message.clone(),
             },
-            ClientError::NotLeader {
-                message,
-                leader,
-                address,
-                leader_epoch,
-            } => ClientError::NotLeader {
-                message: message.clone(),
-                leader: *leader,
-                address: address.clone(),
-                leader_epoch: *leader_epoch,
-            },
-            ClientError::OutcomeUnknown { cause } => ClientError::OutcomeUnknown {
-                cause: cause.clone(),
-            },
-            ClientError::Protocol(error) => ClientError::Protocol(copy_protocol(error)),
-            ClientError::Io(error) => ClientError::Io(copy_io(error)),
-            ClientError::Resolve { source } => ClientError::Resolve {
-                source: copy_io(source),
-            },
-            ClientError::Connect { addr, source } => ClientError::Connect {
-                addr: *addr,
-                source: copy_io(source),
-            },
-            ClientError::Timeout { after } => ClientError::Timeout { after: *after },
-            ClientError::Disconnected => ClientError::Disconnected,
-            ClientError::Tls { addr, reason } => ClientError::Tls {
-                addr: *addr,
-                reason: reason.clone(),
-            },
-            ClientError::CorruptBatch(error) => ClientError::CorruptBatch(error.clone()),
-            ClientError::Closed => ClientError::Closed,
-            ClientError::InvalidArgument(message) => ClientError::InvalidArgument(message.clone()),
-            ClientError::ProducerHalted { cause } => ClientError::ProducerHalted {
-                cause: cause.clone(),
-            },
-            ClientError::LeaseExpired { unconfirmed_for } => ClientError::LeaseExpired {
-                unconfirmed_for: *unconfirmed_for,
-            },
-            ClientError::AuthenticationFailed { message } => ClientError::AuthenticationFailed {
-                message: message.clone(),
-            },
+            ProtocolError::Unencodable(message) => ProtocolError::Unencodable(message.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_shares_the_io_error_and_says_the_same() {
+        let error = ClientError::from(std::io::Error::from_raw_os_error(libc::ECONNRESET));
+        let copy = error.clone();
+        assert_eq!(copy.to_string(), error.to_string());
+        match (&error, &copy) {
+            (ClientError::Io(original), ClientError::Io(shared)) => {
+                assert!(Arc::ptr_eq(original, shared));
+                assert_eq!(shared.raw_os_error(), Some(libc::ECONNRESET));
+            }
+            other => panic!("expected two Io errors, got {other:?}"),
+        }
+        assert!(copy.is_retriable());
+        assert!(std::error::Error::source(&copy).is_some());
+    }
+
+    #[test]
+    fn the_messages_of_the_io_variants_name_the_io_error() {
+        let io = |message: &str| Arc::new(std::io::Error::other(message.to_owned()));
+        let connect = ClientError::Connect {
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            source: io("refused"),
+        };
+        assert_eq!(
+            connect.to_string(),
+            "cannot connect to 127.0.0.1:1: refused"
+        );
+        let resolve = ClientError::Resolve {
+            source: io("no such host"),
+        };
+        assert_eq!(
+            resolve.clone().to_string(),
+            "cannot resolve address: no such host"
+        );
+        assert_eq!(
+            ClientError::Io(io("reset")).to_string(),
+            "connection error: reset"
+        );
+        let protocol = ClientError::Protocol(ProtocolError::Malformed("short".into()));
+        assert_eq!(
+            protocol.clone().to_string(),
+            "protocol error: malformed frame: short"
+        );
     }
 }

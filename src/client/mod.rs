@@ -168,20 +168,22 @@ impl Client {
             tokio::time::timeout(config.connect_timeout, tokio::net::lookup_host(addr))
                 .await
                 .map_err(|_| ClientError::Resolve {
-                    source: std::io::Error::new(
+                    source: Arc::new(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         format!("no answer within {:?}", config.connect_timeout),
-                    ),
+                    )),
                 })?
-                .map_err(|source| ClientError::Resolve { source })?
+                .map_err(|source| ClientError::Resolve {
+                    source: Arc::new(source),
+                })?
                 .map(|addr| addr.to_string())
                 .collect();
         if addrs.is_empty() {
             return Err(ClientError::Resolve {
-                source: std::io::Error::new(
+                source: Arc::new(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "the address resolved to nothing",
-                ),
+                )),
             });
         }
         Self::connect_to(addrs, config).await

@@ -202,7 +202,7 @@ pub(crate) fn transport_error(error: std::io::Error, peer: SocketAddr) -> Client
             reason: describe(&error, ""),
         }
     } else {
-        ClientError::Io(error)
+        ClientError::Io(Arc::new(error))
     }
 }
 
