@@ -385,7 +385,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             next = queue.try_recv().ok();
         }
         if let Err(error) = sink.flush().await {
-            shared.fail(tls::transport_error(error, peer));
+            shared.fail(tls::transport_error(Arc::new(error), peer));
             return;
         }
     }

@@ -313,33 +313,6 @@ impl From<std::io::Error> for ClientError {
     }
 }
 
-/// Lets [`ClientError::Protocol`] be `Clone` (see [`ClientError`]). An I/O error inside is
-/// copied by kind and message, since `std::io::Error` itself cannot be cloned; the client reports
-/// connection failures as [`ClientError::Io`] (shared, not copied), so that copy is rare.
-///
-/// It is written here, not derived in `crate::protocol`, because only the client needs it and the
-/// protocol's `Io` variant would have to change for a derive.
-impl Clone for ProtocolError {
-    fn clone(&self) -> Self {
-        match self {
-            ProtocolError::FrameTooLarge { declared, max } => ProtocolError::FrameTooLarge {
-                declared: *declared,
-                max: *max,
-            },
-            ProtocolError::EmptyFrame => ProtocolError::EmptyFrame,
-            ProtocolError::Io(error) => {
-                ProtocolError::Io(std::io::Error::new(error.kind(), error.to_string()))
-            }
-            ProtocolError::Malformed(message) => ProtocolError::Malformed(message.clone()),
-            ProtocolError::UnknownErrorCode { code, message } => ProtocolError::UnknownErrorCode {
-                code: *code,
-                message: message.clone(),
-            },
-            ProtocolError::Unencodable(message) => ProtocolError::Unencodable(message.clone()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +331,25 @@ mod tests {
         }
         assert!(copy.is_retriable());
         assert!(std::error::Error::source(&copy).is_some());
+    }
+
+    #[test]
+    fn a_clone_of_a_protocol_io_error_shares_it() {
+        // ProtocolError derives Clone too: the transport error inside is shared, not copied
+        // by kind and message, so its OS error code survives.
+        let error = ClientError::Protocol(ProtocolError::from(std::io::Error::from_raw_os_error(
+            libc::EPIPE,
+        )));
+        match (&error, &error.clone()) {
+            (
+                ClientError::Protocol(ProtocolError::Io(original)),
+                ClientError::Protocol(ProtocolError::Io(shared)),
+            ) => {
+                assert!(Arc::ptr_eq(original, shared));
+                assert_eq!(shared.raw_os_error(), Some(libc::EPIPE));
+            }
+            other => panic!("expected two protocol Io errors, got {other:?}"),
+        }
     }
 
     #[test]
