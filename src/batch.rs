@@ -275,6 +275,57 @@ pub fn stamp_base_offset(batch: &mut [u8], base_offset: u64) {
     batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
 }
 
+/// The header fields the encoder of a new batch chooses. The rest follows from them and from the
+/// bytes: base offset 0 (the broker stamps it), the length and the CRC of the whole batch, magic 3
+/// when a producer is named and 1 otherwise, zero attributes and reserved bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NewHeader {
+    /// The fencing token the batch is written under.
+    pub(crate) epoch: u64,
+    /// Records in the batch.
+    pub(crate) record_count: u32,
+    /// The timestamp the records' deltas count from (ms since the Unix epoch).
+    pub(crate) first_timestamp: i64,
+    /// The largest record timestamp, as stored.
+    pub(crate) max_timestamp: i64,
+    /// The producer's identity and sequence, for a magic-3 batch.
+    pub(crate) producer: Option<ProducerStamp>,
+}
+
+impl NewHeader {
+    /// Writes the header into the front of `batch`, the whole batch with its records already in
+    /// place after room for the header (`HEADER_BYTES`, or `PRODUCER_HEADER_BYTES` with a
+    /// producer), then the CRC over the rest. Every encoder of native batches (the builder, the
+    /// Kafka conversion) writes its header here, so the layout is written in one place only and
+    /// cannot drift from [`BatchHeader::parse`] and [`ProducerStamp::parse`].
+    pub(crate) fn write(&self, batch: &mut [u8]) {
+        let length = u32::try_from(batch.len()).expect("batch larger than 4 GiB");
+        let mut header = &mut batch[..];
+        header.put_u64(0);
+        header.put_u32(length);
+        header.put_u32(0);
+        header.put_u8(if self.producer.is_some() {
+            MAGIC_WITH_PRODUCER
+        } else {
+            MAGIC
+        });
+        header.put_u8(0);
+        header.put_u16(0);
+        header.put_u64(self.epoch);
+        header.put_u32(self.record_count);
+        header.put_i64(self.first_timestamp);
+        header.put_i64(self.max_timestamp);
+        if let Some(stamp) = self.producer {
+            header.put_i64(stamp.producer_id);
+            header.put_i16(stamp.producer_epoch);
+            header.put_i32(stamp.base_sequence);
+            header.put_u16(0);
+        }
+        let crc = crc32fast::hash(&batch[CRC_START..]);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
 /// Checks everything about a batch except its base offset (which the broker stamps) and returns
 /// its header. `bytes` must be exactly one batch.
 pub fn validate(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
@@ -543,12 +594,10 @@ pub struct BatchBuilder {
     epoch: u64,
     /// `(producer_id, producer_epoch)` for a magic-3 batch; `None` for magic 1.
     producer: Option<(i64, i16)>,
-    /// Bytes of header placeholder at the start of `buf`.
-    header_len: usize,
     first_timestamp: Option<i64>,
     max_timestamp: i64,
     count: u32,
-    /// `header_len` bytes of placeholder, then the records.
+    /// Room for the header (filled in by [`NewHeader::write`]), then the records.
     buf: BytesMut,
 }
 
@@ -604,7 +653,6 @@ impl BatchBuilder {
         Self {
             epoch,
             producer,
-            header_len,
             first_timestamp: None,
             max_timestamp: i64::MIN,
             count: 0,
@@ -703,36 +751,26 @@ impl BatchBuilder {
     /// written into a magic-3 batch).
     pub fn finish_with_sequence(self, base_sequence: i32) -> Bytes {
         let mut out = self.buf;
-        let length = out.len();
         let first = self.first_timestamp.unwrap_or(0);
         let max = if self.count == 0 {
             first
         } else {
             self.max_timestamp
         };
-        let mut header = &mut out[..self.header_len];
-        header.put_u64(0);
-        header.put_u32(u32::try_from(length).expect("batch larger than 4 GiB"));
-        header.put_u32(0);
-        header.put_u8(if self.producer.is_some() {
-            MAGIC_WITH_PRODUCER
-        } else {
-            MAGIC
-        });
-        header.put_u8(0);
-        header.put_u16(0);
-        header.put_u64(self.epoch);
-        header.put_u32(self.count);
-        header.put_i64(first);
-        header.put_i64(max);
-        if let Some((producer_id, producer_epoch)) = self.producer {
-            header.put_i64(producer_id);
-            header.put_i16(producer_epoch);
-            header.put_i32(base_sequence);
-            header.put_u16(0);
+        NewHeader {
+            epoch: self.epoch,
+            record_count: self.count,
+            first_timestamp: first,
+            max_timestamp: max,
+            producer: self
+                .producer
+                .map(|(producer_id, producer_epoch)| ProducerStamp {
+                    producer_id,
+                    producer_epoch,
+                    base_sequence,
+                }),
         }
-        let crc = crc32fast::hash(&out[CRC_START..]);
-        out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        .write(&mut out);
         out.freeze()
     }
 }

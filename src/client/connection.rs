@@ -159,23 +159,28 @@ impl Connection {
                     Ok(connection) => return Ok(connection),
                     Err(error) => last_error = Some(error),
                 },
-                Ok(Err(source)) => last_error = Some(ClientError::Connect { addr, source }),
+                Ok(Err(source)) => {
+                    last_error = Some(ClientError::Connect {
+                        addr,
+                        source: Arc::new(source),
+                    })
+                }
                 Err(_) => {
                     last_error = Some(ClientError::Connect {
                         addr,
-                        source: std::io::Error::new(
+                        source: Arc::new(std::io::Error::new(
                             std::io::ErrorKind::TimedOut,
                             format!("no answer within {:?}", config.connect_timeout),
-                        ),
+                        )),
                     })
                 }
             }
         }
         Err(last_error.unwrap_or_else(|| ClientError::Resolve {
-            source: std::io::Error::new(
+            source: Arc::new(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "the address resolved to nothing",
-            ),
+            )),
         }))
     }
 
@@ -380,7 +385,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             next = queue.try_recv().ok();
         }
         if let Err(error) = sink.flush().await {
-            shared.fail(tls::transport_error(error, peer));
+            shared.fail(tls::transport_error(Arc::new(error), peer));
             return;
         }
     }

@@ -138,10 +138,10 @@ impl Endpoint {
                 Ok(outcome) => outcome,
                 Err(_) => Err(ClientError::Connect {
                     addr: self.peer(),
-                    source: std::io::Error::new(
+                    source: Arc::new(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "reconnect budget spent while connecting",
-                    ),
+                    )),
                 }),
             };
             match outcome {
@@ -222,12 +222,14 @@ async fn open_one(addr: &str, config: &ClientConfig) -> Result<Connection, Clien
         tokio::time::timeout(config.connect_timeout, tokio::net::lookup_host(addr))
             .await
             .map_err(|_| ClientError::Resolve {
-                source: std::io::Error::new(
+                source: Arc::new(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!("no answer within {:?}", config.connect_timeout),
-                ),
+                )),
             })?
-            .map_err(|source| ClientError::Resolve { source })?
+            .map_err(|source| ClientError::Resolve {
+                source: Arc::new(source),
+            })?
             .collect();
     let connection = Connection::open(resolved, addr, config).await?;
     if let Some(credentials) = &config.credentials {

@@ -192,7 +192,7 @@ fn host_of(addr: &str) -> &str {
 /// A transport error as the client reports it: a TLS failure (an alert from the server, say a
 /// client certificate it refused) as [`ClientError::Tls`], anything else as
 /// [`ClientError::Io`].
-pub(crate) fn transport_error(error: std::io::Error, peer: SocketAddr) -> ClientError {
+pub(crate) fn transport_error(error: Arc<std::io::Error>, peer: SocketAddr) -> ClientError {
     let is_tls = error
         .get_ref()
         .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());

@@ -21,6 +21,8 @@
 //! here because they travel in `CreateTopic` and `Metadata`.
 #![warn(missing_docs)]
 
+use std::sync::Arc;
+
 mod api;
 mod chunks;
 mod codec;
@@ -58,7 +60,10 @@ pub use crate::domain::{
 ///
 /// Request parsing has its own error type, [`RequestDecodeError`], because
 /// the server needs the correlation id out of it to answer the request.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone`, because the client reports one failure to every request it concerns; the I/O error
+/// is shared behind an `Arc`, since `std::io::Error` itself cannot be cloned.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ProtocolError {
     /// A frame's declared length exceeds the configured maximum. The stream
     /// cannot be resynchronised after this, so the connection must be closed.
@@ -77,7 +82,7 @@ pub enum ProtocolError {
     EmptyFrame,
     /// The underlying transport failed.
     #[error("i/o error on the connection: {0}")]
-    Io(#[from] std::io::Error),
+    Io(#[source] Arc<std::io::Error>),
     /// A response frame could not be parsed (truncated, trailing bytes,
     /// invalid UTF-8, out-of-range values); the peer is not speaking this
     /// protocol version correctly.
@@ -98,6 +103,14 @@ pub enum ProtocolError {
     /// `NONE`, ...). Nothing was written.
     #[error("cannot encode message: {0}")]
     Unencodable(String),
+}
+
+/// Kept by hand (the variant holds an `Arc`), so `?` on an I/O error, and the codec's
+/// `Decoder::Error: From<io::Error>` bound, still give [`ProtocolError::Io`].
+impl From<std::io::Error> for ProtocolError {
+    fn from(error: std::io::Error) -> Self {
+        ProtocolError::Io(Arc::new(error))
+    }
 }
 
 impl ProtocolError {

@@ -20,7 +20,7 @@
 //!   `producer_epoch` with sequence 0).
 //!
 //! The check and the update run inside the fence's critical section with the append itself
-//! (see `Writer::append_batch` in `partition.rs`), so two retries of one batch can never both be
+//! (see `Writer::append_batch` in `partition/writer.rs`), so two retries of one batch can never both be
 //! appended. The state survives restarts: it is rebuilt from the log (magic-3 batch headers carry
 //! everything it needs), starting from a snapshot ([`SNAPSHOT_FILE`]) written once a rolled
 //! segment is sealed (by the seal thread, off the append lock) and when the partition is closed,

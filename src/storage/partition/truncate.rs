@@ -53,7 +53,8 @@ use tracing::{info, warn};
 use super::super::durable_file::sync_directory;
 use super::super::segment::{self, ActiveSegment, SegmentReader};
 use super::super::{io_error, StorageError};
-use super::{rebuild_producer_states, Partition, Writer};
+use super::open::rebuild_producer_states;
+use super::{Partition, Writer};
 use crate::batch::{BatchHeader, HEADER_BYTES};
 
 /// Suffix of the temporary file a truncation copies the kept prefix into (ignored on open: it

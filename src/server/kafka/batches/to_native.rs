@@ -14,9 +14,7 @@ use super::records::{
     KAFKA_HEADER_BYTES, KAFKA_MAGIC,
 };
 use super::varint::Reader;
-use crate::batch::{
-    ProducerStamp, HEADER_BYTES, MAGIC, MAGIC_WITH_PRODUCER, PRODUCER_HEADER_BYTES,
-};
+use crate::batch::{NewHeader, ProducerStamp, HEADER_BYTES, PRODUCER_HEADER_BYTES};
 
 /// Native bytes a record takes beyond its key, value and header bytes (length, timestamp delta,
 /// key and value lengths, header count), minus the least a Kafka record spends on the same: used
@@ -184,30 +182,14 @@ impl Converter<'_> {
 
     /// Fills the native header in front of the records in `self.out`, CRC last.
     fn finish_header(&mut self, header: &KafkaHeader, times: &Timestamps) {
-        let length = u32::try_from(self.out.len()).expect("bounded by max_batch_bytes");
-        let mut fields = &mut self.out[..];
-        fields.put_u64(0);
-        fields.put_u32(length);
-        fields.put_u32(0);
-        fields.put_u8(if header.producer.is_some() {
-            MAGIC_WITH_PRODUCER
-        } else {
-            MAGIC
-        });
-        fields.put_u8(0);
-        fields.put_u16(0);
-        fields.put_u64(self.epoch);
-        fields.put_u32(header.record_count);
-        fields.put_i64(times.first);
-        fields.put_i64(times.max_stored);
-        if let Some(stamp) = header.producer {
-            fields.put_i64(stamp.producer_id);
-            fields.put_i16(stamp.producer_epoch);
-            fields.put_i32(stamp.base_sequence);
-            fields.put_u16(0);
+        NewHeader {
+            epoch: self.epoch,
+            record_count: header.record_count,
+            first_timestamp: times.first,
+            max_timestamp: times.max_stored,
+            producer: header.producer,
         }
-        let crc = crc32fast::hash(&self.out[crate::batch::CRC_START..]);
-        self.out[12..16].copy_from_slice(&crc.to_be_bytes());
+        .write(&mut self.out);
     }
 }
 

@@ -1,0 +1,88 @@
+//! [`ClientConfig`]: a client's limits, timeouts and reconnect backoff, with their defaults and
+//! the check that they make sense.
+//!
+//! Kept apart from [`Client`](super::Client) so the values a caller can tune, and what they
+//! default to, read in one place; the builder and the connection code only consume them.
+
+use std::time::Duration;
+
+use super::{ClientError, Credentials, TlsClientConfig};
+use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
+
+/// Default most requests in flight on one connection.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+/// Default time allowed to establish the TCP connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time allowed for a request, from queueing to response.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Extra time a fetch is allowed beyond its `max_wait`.
+pub const DEFAULT_FETCH_SLACK: Duration = Duration::from_secs(5);
+/// Default pause after the first failed reconnect attempt (then doubled, with jitter).
+pub const DEFAULT_RECONNECT_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
+/// Default longest pause between reconnect attempts.
+pub const DEFAULT_RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Default most time one call spends reconnecting before it fails with the last connect error.
+pub const DEFAULT_RECONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Limits and timeouts of a [`Client`](super::Client).
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Time allowed to establish the TCP connection (per resolved address), and as much again
+    /// for the TLS handshake when [`tls`](Self::tls) is set.
+    pub connect_timeout: Duration,
+    /// Time allowed for a request, from queueing to its response.
+    pub request_timeout: Duration,
+    /// A fetch is allowed `max(request_timeout, max_wait + fetch_slack)`.
+    pub fetch_slack: Duration,
+    /// Most requests in flight on the connection; more callers wait for a slot.
+    pub max_in_flight: usize,
+    /// Largest frame sent or accepted; at least the server's limit.
+    pub max_frame_bytes: usize,
+    /// Pause after the first failed reconnect attempt; doubled after each further failure.
+    pub reconnect_backoff_initial: Duration,
+    /// Longest pause between reconnect attempts.
+    pub reconnect_backoff_max: Duration,
+    /// Most time one call spends reconnecting before it fails with the last connect error.
+    pub reconnect_timeout: Duration,
+    /// TLS with every server connected to when set (the handshake is part of connecting, within
+    /// `connect_timeout`); plain TCP otherwise.
+    pub tls: Option<TlsClientConfig>,
+    /// User name and password for servers with `--auth`: the client authenticates (SCRAM-SHA-256)
+    /// on every new connection before using it. `None` connects without authenticating.
+    pub credentials: Option<Credentials>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            fetch_slack: DEFAULT_FETCH_SLACK,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            reconnect_backoff_initial: DEFAULT_RECONNECT_BACKOFF_INITIAL,
+            reconnect_backoff_max: DEFAULT_RECONNECT_BACKOFF_MAX,
+            reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+            tls: None,
+            credentials: None,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Checks the reconnect values: the initial backoff must be positive and the cap at least
+    /// the initial backoff.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.reconnect_backoff_initial.is_zero() {
+            return Err(ClientError::InvalidArgument(
+                "reconnect_backoff_initial must be positive".to_owned(),
+            ));
+        }
+        if self.reconnect_backoff_max < self.reconnect_backoff_initial {
+            return Err(ClientError::InvalidArgument(
+                "reconnect_backoff_max must be at least reconnect_backoff_initial".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,205 @@
+//! The append path: installing an epoch, the fenced append of a producer's batch, and its
+//! acknowledgement under the flush policy.
+//!
+//! An append comes in two halves so that a connection can pipeline: [`Partition::append_pending`]
+//! fixes the batch's offsets (early epoch answer, validation outside the lock, then the fence's
+//! check and the copy in one critical section) and never waits on a sync;
+//! [`Partition::acknowledge`] then waits, outside every lock, until the flush policy says the
+//! batch is acknowledged. The authoritative epoch check stays inside the fence.
+
+use std::sync::atomic::Ordering;
+
+use tracing::info;
+
+use super::super::config::FlushPolicy;
+use super::super::fence::{check_credential_since, FenceError, WriteCredential};
+use super::super::{io_error, StorageError};
+use super::{replicate, Partition, Writer};
+use crate::batch::{self, BatchHeader, ProducerStamp};
+
+/// What an append returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offset of its last record.
+    pub last_offset: u64,
+    /// The offset the next batch will get.
+    pub log_end_offset: u64,
+    /// True when the batch was a producer's retry of a batch already in the log: nothing was
+    /// appended, and the offsets are those the batch got the first time.
+    pub duplicate: bool,
+}
+
+/// A batch copied into the log but not yet acknowledged (see [`Partition::append_pending`]).
+#[derive(Debug)]
+#[must_use = "an append is not acknowledged until `acknowledge` returns"]
+pub struct PendingAppend {
+    pub(super) appended: Appended,
+    /// The offset up to which the log must be durable before the batch is acknowledged (for a
+    /// duplicate, the end of the original batch, which may still await its sync).
+    pub(super) durable_at: u64,
+    /// Size of the batch, for the produce metrics once it is acknowledged.
+    pub(super) batch_bytes: u64,
+    /// Truncations of the log before the append (see [`Partition::acknowledge`]).
+    pub(super) truncations: u64,
+}
+
+impl PendingAppend {
+    /// The offsets the batch got.
+    pub fn offsets(&self) -> Appended {
+        self.appended
+    }
+}
+
+impl Partition {
+    /// Makes `epoch` current: refuses `epoch <= current`, records it durably in the checkpoint
+    /// (temp file, fsync, rename, directory fsync) and only then installs it in the writer.
+    ///
+    /// On a follower it is refused ([`StorageError::NotLeader`]); on a replicated partition the
+    /// first grant since creation is also recorded in the leader-epoch file, so the partition
+    /// stays leased whoever leads it later.
+    pub fn install_epoch(&self, epoch: u64) -> Result<(), StorageError> {
+        self.fence
+            .install_grant(epoch, |epoch, first_grant, writer: &mut Writer| {
+                if writer.shared.recovery_point.is_retired() {
+                    return Err(StorageError::Deleted {
+                        partition: self.name.clone(),
+                    });
+                }
+                if first_grant {
+                    replicate::record_lease_granted(writer)?;
+                }
+                let start_offset = writer.active.next_offset();
+                writer
+                    .checkpoint
+                    .record(epoch, start_offset)
+                    .map_err(io_error("write epoch checkpoint"))
+            })?;
+        info!(partition = %self.name, epoch, "installed epoch");
+        Ok(())
+    }
+
+    /// Appends one batch (in its stored format, base offset ignored) under the epoch in its header.
+    /// Returns once the batch is acknowledged under the partition's flush policy. Blocks on a sync
+    /// under flush `always`. A convenience for storage-level callers; the broker service passes
+    /// the request's epoch to [`Partition::append_pending`] itself.
+    pub fn append(&self, batch_bytes: &[u8]) -> Result<Appended, StorageError> {
+        let epoch = BatchHeader::peek_epoch(batch_bytes).ok_or(batch::BatchError::TooShort {
+            len: batch_bytes.len(),
+        })?;
+        let pending = self.append_pending(epoch, batch_bytes)?;
+        self.acknowledge(pending)
+    }
+
+    /// The first half of [`Partition::append`]: the fence check of `epoch` and the copy into the
+    /// segment, which fix the batch's offsets. The epoch is passed in by the caller (the listener
+    /// found it where its protocol carries it), checked first, before any other validation, so
+    /// a stale holder always learns that it is stale; the batch's own header must then carry the
+    /// same epoch, so what is stored says who wrote it. Never blocks on a sync, so a connection
+    /// can run it in request order (pipelined produces are appended in the order they were sent)
+    /// and wait for durability afterwards with [`Partition::acknowledge`]. Under flush `always`
+    /// the batch stays invisible to readers until a sync covers it.
+    pub fn append_pending(
+        &self,
+        epoch: u64,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
+        self.append_pending_as(WriteCredential::Epoch(epoch), batch_bytes)
+    }
+
+    /// [`append_pending`](Self::append_pending) for any [`WriteCredential`]: a writer without a
+    /// lease ([`WriteCredential::Unleased`], batches carrying epoch 0) appends only while the
+    /// partition has never granted one.
+    pub fn append_pending_as(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
+        let result = self.append_checked(credential, batch_bytes);
+        match &result {
+            Err(StorageError::Fence(FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
+                self.metrics.fenced()
+            }
+            Err(StorageError::Fence(FenceError::UnknownEpoch { .. })) => {
+                self.metrics.unknown_epoch()
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// [`append_pending_as`](Self::append_pending_as) before its refusals are counted.
+    fn append_checked(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+    ) -> Result<PendingAppend, StorageError> {
+        let epoch = credential.epoch();
+        // Early answer for a stale holder; the authoritative check is inside the fence. A
+        // replicated partition answers only staleness early (its never-granted epoch and its
+        // lease state are the fence's to judge).
+        let current = self.fence.current_epoch();
+        if !self.shared.watermarks.is_replicated() {
+            check_credential_since(credential, current, self.fence.creation_epoch())
+                .map_err(StorageError::Fence)?;
+        } else if let WriteCredential::Epoch(epoch) = credential {
+            if epoch != 0 && epoch < current {
+                return Err(StorageError::Fence(FenceError::Fenced { epoch, current }));
+            }
+        }
+        if batch_bytes.len() > self.config.batch_limit() {
+            return Err(StorageError::BatchTooLarge {
+                len: batch_bytes.len(),
+                max: self.config.batch_limit(),
+            });
+        }
+        let header = batch::validate(batch_bytes, self.config.batch_limit())?;
+        if header.epoch != epoch {
+            return Err(batch::BatchError::EpochMismatch {
+                header: header.epoch,
+                request: epoch,
+            }
+            .into());
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.failed_error());
+        }
+        let stamp = ProducerStamp::parse(batch_bytes);
+        self.fence.append_as(credential, |writer: &mut Writer| {
+            if writer.shared.recovery_point.is_retired() {
+                return Err(StorageError::Deleted {
+                    partition: self.name.clone(),
+                });
+            }
+            writer.append_batch(batch_bytes, &header, stamp)
+        })
+    }
+
+    /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.
+    pub fn acknowledge_blocks(&self) -> bool {
+        self.config.flush == FlushPolicy::Always
+    }
+
+    /// The second half of [`Partition::append`]: waits until the batch is acknowledged under the
+    /// flush policy (a group-commit sync for `always`; nothing otherwise).
+    pub fn acknowledge(&self, pending: PendingAppend) -> Result<Appended, StorageError> {
+        if self.acknowledge_blocks() {
+            self.commit
+                .wait_durable(pending.durable_at, || self.sync_everything())?;
+        }
+        // A truncation since the append may have cut it (the partition became a follower
+        // meanwhile): never acknowledge what the log may no longer hold.
+        if self.shared.truncations.load(Ordering::Acquire) != pending.truncations {
+            return Err(StorageError::NotLeader {
+                leader_epoch: self.fence.leader_epoch(),
+            });
+        }
+        let appended = pending.appended;
+        if !appended.duplicate {
+            let records = appended.last_offset - appended.base_offset + 1;
+            self.metrics.produced(records, pending.batch_bytes);
+        }
+        Ok(appended)
+    }
+}

@@ -1,0 +1,273 @@
+//! The partition's writer: the state behind the fence lock and what changes it under that lock
+//! (the copy of a batch into the active segment, the roll to a new segment, the bookkeeping of
+//! what a sync must cover).
+//!
+//! It lives apart from [`Partition`](super::Partition) because it is what the [`Fence`] guards:
+//! every method here runs under the fence's lock, reached only through the fence. The appends
+//! run after the fence's epoch check, in the same critical section, which is why they never
+//! check an epoch themselves and must never be reached another way.
+//!
+//! [`Fence`]: super::super::fence::Fence
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::super::durable_file::sync_directory;
+use super::super::fence::EpochCheckpoint;
+use super::super::leader_epochs::LeaderEpochFile;
+use super::super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
+use super::super::seal::{DeferredRoll, SealJob, SealWorker};
+use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::super::{io_error, StorageError};
+use super::{Appended, PendingAppend, Shared};
+use crate::batch::{BatchHeader, ProducerStamp};
+
+/// The writer's state: everything behind the fence lock.
+#[derive(Debug)]
+pub struct Writer {
+    pub(super) directory: PathBuf,
+    pub(super) options: SegmentOptions,
+    pub(super) active: ActiveSegment,
+    pub(super) checkpoint: EpochCheckpoint,
+    /// Segments with bytes not yet synced: base offset → (segment, synced up to).
+    pub(super) dirty: BTreeMap<u64, (Arc<SegmentReader>, usize)>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) publish_on_append: bool,
+    /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
+    pub(super) seal_delay: std::time::Duration,
+    /// Whether a roll makes its changes durable under the append lock: a reused segment file's
+    /// cut tail (see `spare`), the new segment's directory entry and the sealed segment's index.
+    /// Every flush policy but `never`; under `never` the seal does it, later and for many rolls
+    /// at once (see `DeferredDirectorySync`).
+    pub(super) durable_rolls: bool,
+    /// The thread full segments are handed to.
+    pub(super) seal_worker: SealWorker,
+    /// Each idempotent producer's recent batches.
+    pub(super) producers: ProducerStates,
+    /// The leader-epoch history and floor (no file: a standalone partition).
+    pub(super) leader_epochs: LeaderEpochFile,
+    /// Epoch of the last batch in the log (epochs never decrease with offset).
+    pub(super) last_epoch: u64,
+}
+
+impl Writer {
+    /// The append of one validated batch, with the producer sequence check when the batch
+    /// carries a producer stamp: a new batch is appended and remembered, a retry is answered
+    /// with its first offsets (nothing written), anything else is refused.
+    pub(super) fn append_batch(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+        stamp: Option<ProducerStamp>,
+    ) -> Result<PendingAppend, StorageError> {
+        if let Some(stamp) = &stamp {
+            if let SequenceVerdict::Duplicate {
+                base_offset,
+                last_offset,
+            } = self.producers.check(stamp, header.record_count)?
+            {
+                return Ok(PendingAppend {
+                    appended: Appended {
+                        base_offset,
+                        last_offset,
+                        log_end_offset: self.active.next_offset(),
+                        duplicate: true,
+                    },
+                    durable_at: last_offset + 1,
+                    batch_bytes: batch_bytes.len() as u64,
+                    truncations: self.shared.truncations.load(Ordering::Acquire),
+                });
+            }
+        }
+        let appended = self.append(batch_bytes, header)?;
+        if let Some(stamp) = &stamp {
+            self.producers
+                .record(stamp, header.record_count, appended.base_offset);
+        }
+        Ok(PendingAppend {
+            appended,
+            durable_at: appended.log_end_offset,
+            batch_bytes: batch_bytes.len() as u64,
+            truncations: self.shared.truncations.load(Ordering::Acquire),
+        })
+    }
+
+    /// Writes the producer-state snapshot as of the log end (at close, when everything is
+    /// durable). A failure is only logged: the snapshot saves replay time, the log itself
+    /// always rebuilds the state.
+    pub(super) fn snapshot_producers(&self) {
+        if let Some(write) = self.producer_snapshot_writer() {
+            write();
+        }
+    }
+
+    /// The write of the producer-state snapshot as of the log end, encoded now (under the
+    /// lock, where the state is consistent with the log) and written by whoever runs it. Written
+    /// with no producers too: an empty snapshot is what tells the next open that nothing before
+    /// its offset needs replaying, so a restart reads only the log written since, however much
+    /// is kept.
+    fn producer_snapshot_writer(&self) -> Option<impl FnOnce() + Send + 'static> {
+        let offset = self.active.next_offset();
+        // An empty log has nothing to replay: no file (and no fsync) for an unused partition.
+        if self.producers.is_empty()
+            && offset == self.shared.log_start_offset.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        let snapshot = self.producers.encode_snapshot(offset);
+        let directory = self.directory.clone();
+        Some(move || {
+            if let Err(error) = write_snapshot_if_newer(&directory, offset, &snapshot) {
+                warn!(directory = %directory.display(), %error, "could not write the producer-state snapshot");
+            }
+        })
+    }
+
+    pub(super) fn append(
+        &mut self,
+        batch_bytes: &[u8],
+        header: &BatchHeader,
+    ) -> Result<Appended, StorageError> {
+        let base_offset = self.active.next_offset();
+        let end = match self
+            .active
+            .append(batch_bytes, header)
+            .map_err(io_error("write to segment"))?
+        {
+            Some(end) => end,
+            None => {
+                self.roll()?;
+                self.active
+                    .append(batch_bytes, header)
+                    .map_err(io_error("write to segment"))?
+                    .expect("a batch no larger than a segment fits in an empty one")
+            }
+        };
+        // Track the segment as unsynced on its first append only: no Arc clone per append.
+        if let std::collections::btree_map::Entry::Vacant(slot) =
+            self.dirty.entry(self.active.reader().base_offset())
+        {
+            slot.insert((Arc::clone(self.active.reader()), 0));
+        }
+        let log_end_offset = self.active.next_offset();
+        self.last_epoch = header.epoch;
+        if self.publish_on_append {
+            self.active.reader().map().publish(end);
+            self.shared.publish_high_watermark(log_end_offset);
+        }
+        Ok(Appended {
+            base_offset,
+            last_offset: log_end_offset - 1,
+            log_end_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Seals the active segment and starts a new one at the next offset. On failure nothing
+    /// changes and nothing is left behind, so a later roll can try again.
+    ///
+    /// The sealed segment is synced whole in the background ([`super::super::seal`]), which then moves
+    /// the recovery point past it: recovery cuts torn data only after the recovery point and
+    /// treats damage before it as corruption (refused, never cut or deleted).
+    fn roll(&mut self) -> Result<(), StorageError> {
+        let base_offset = self.active.next_offset();
+        // A reused file's old tail goes first: recovery must never find old bytes after a
+        // segment's data once another segment follows it (see `spare`).
+        self.active
+            .finish_writing(self.durable_rolls)
+            .map_err(io_error("cut a reused segment file"))?;
+        let next = match self.shared.spares.take(self.options.segment_bytes) {
+            Some(spare) => {
+                ActiveSegment::create_reusing(&self.directory, base_offset, self.options, &spare)
+                    .or_else(|error| {
+                        warn!(directory = %self.directory.display(), %error, "could not reuse a spare segment file; creating one");
+                        ActiveSegment::create(&self.directory, base_offset, self.options)
+                    })
+            }
+            None => ActiveSegment::create(&self.directory, base_offset, self.options),
+        }
+        .map_err(io_error("create segment"))?;
+        // Under `never` the directory is synced by the seal, for many rolls at once (see
+        // `DeferredDirectorySync`); otherwise an acknowledged record's segment must be findable
+        // after a crash as soon as it is synced, so the roll syncs it.
+        let deferred = if self.durable_rolls {
+            if let Err(error) = sync_directory(&self.directory) {
+                drop(next);
+                if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
+                    warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
+                }
+                return Err(io_error("sync partition directory")(error));
+            }
+            None
+        } else {
+            let directory = Arc::clone(&self.shared.directory_sync);
+            let change = directory.note_change();
+            Some(DeferredRoll { directory, change })
+        };
+        // The state as of the new segment's start, written by the seal thread once the full
+        // segment is durable (no fsync under the append lock, and never ahead of the durable
+        // log): a restart then replays the active segment only.
+        let snapshot = self.producer_snapshot_writer();
+        let generation = self.shared.recovery_point.generation();
+        let sealed = std::mem::replace(&mut self.active, next);
+        self.shared
+            .segments
+            .write()
+            .expect("segments lock poisoned")
+            .push(Arc::clone(self.active.reader()));
+        // The index is a cache that recovery checks and rebuilds: a failed sync is not worth
+        // failing the append for. Under `never` the seal syncs it, off the append lock.
+        if self.durable_rolls {
+            if let Err(error) = sealed.sync_index() {
+                warn!(segment = %sealed.reader().path().display(), %error, "could not sync the sealed segment's index");
+            }
+        }
+        // Sync the full segment whole and advance the recovery point, off the append lock.
+        let shared = Arc::clone(&self.shared);
+        self.seal_worker.submit(SealJob {
+            segment: Arc::downgrade(sealed.reader()),
+            recovery_point: Arc::clone(&self.shared.recovery_point),
+            next_base: base_offset,
+            deferred,
+            generation,
+            not_before: std::time::Instant::now() + self.seal_delay,
+            on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
+            after_seal: snapshot.map(|write| {
+                // Not into a deleted partition's path, which a re-created topic may own.
+                let recovery_point = Arc::clone(&self.shared.recovery_point);
+                Box::new(move || {
+                    recovery_point.unless_retired_in(generation, write);
+                }) as Box<dyn FnOnce() + Send>
+            }),
+        });
+        Ok(())
+    }
+
+    /// What a sync must cover now: each dirty segment's unsynced range, and the offset that will
+    /// be durable once those ranges are.
+    pub(super) fn sync_plan(&self) -> (u64, Vec<(Arc<SegmentReader>, usize, usize)>) {
+        let ranges = self
+            .dirty
+            .values()
+            .map(|(segment, synced)| (Arc::clone(segment), *synced, segment.written_bytes()))
+            .collect();
+        (self.active.next_offset(), ranges)
+    }
+
+    pub(super) fn mark_synced(&mut self, ranges: &[(Arc<SegmentReader>, usize, usize)]) {
+        let active_base = self.active.reader().base_offset();
+        for (segment, _, end) in ranges {
+            let base = segment.base_offset();
+            if let Some((_, synced)) = self.dirty.get_mut(&base) {
+                *synced = (*synced).max(*end);
+                if base != active_base && *synced >= segment.written_bytes() {
+                    self.dirty.remove(&base);
+                }
+            }
+        }
+    }
+}
