@@ -100,11 +100,11 @@ pub struct ServeArgs {
     pub cluster_name: String,
     /// TTL of this broker's registration in etcd, in milliseconds: its partitions are taken over
     /// this long after it stops renewing (it stops acknowledging earlier, by its own clock).
-    #[arg(long, default_value_t = crate::broker::cluster::REGISTRATION_TTL_DEFAULT.as_millis() as u64, requires = "etcd")]
+    #[arg(long, default_value_t = crate::broker::cluster::DEFAULT_REGISTRATION_TTL.as_millis() as u64, requires = "etcd")]
     pub registration_ttl_ms: u64,
     /// A follower that has not caught up with its leader for this long (milliseconds) leaves
     /// the partition's in-sync replicas.
-    #[arg(long, default_value_t = crate::cluster::replication::REPLICA_LAG_MAX_MS_DEFAULT, requires = "etcd")]
+    #[arg(long, default_value_t = crate::cluster::replication::DEFAULT_REPLICA_LAG_MAX_MS, requires = "etcd")]
     pub replica_lag_max_ms: u64,
     /// Pipeline this broker's replica fetches: a follower asks for the next records while it
     /// appends the last ones, and reports its log end once they are in. Pays off when the

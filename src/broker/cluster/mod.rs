@@ -19,7 +19,10 @@ mod error;
 
 use std::sync::Arc;
 
-pub use driver::{ClusterConfig, ClusterDriver, ClusterState, REGISTRATION_TTL_DEFAULT};
+pub use driver::{
+    ClusterConfig, ClusterDriver, ClusterState, DEFAULT_REGISTRATION_TTL,
+    DEFAULT_REPLICATION_FACTOR_MAX,
+};
 pub use error::ClusterError;
 
 use super::BrokerError;

@@ -64,7 +64,7 @@ pub const CLUSTER_PARTITIONS_PER_TOPIC_MAX: u32 = (TRANSACTION_OPERATIONS_MAX - 
 pub const REPLICATION_FACTOR_MAX: u16 = 16;
 
 /// Default capacity of a watch's event channel; past it the watch sends a `Resync`.
-pub const WATCH_EVENTS_CAPACITY_DEFAULT: usize = 1024;
+pub const DEFAULT_WATCH_EVENTS_CAPACITY: usize = 1024;
 
 /// Every partition state, by topic and index, with the revisions a compare-and-swap needs.
 pub type PartitionStates = Vec<(PartitionId, Versioned<PartitionState>)>;

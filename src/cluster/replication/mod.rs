@@ -41,21 +41,21 @@ use super::{LeaderEpoch, NodeId, PartitionState};
 pub type LiveBrokers = BTreeMap<NodeId, u64>;
 
 /// Default of [`ReplicationConfig::replica_lag_max_ms`].
-pub const REPLICA_LAG_MAX_MS_DEFAULT: u64 = 10_000;
+pub const DEFAULT_REPLICA_LAG_MAX_MS: u64 = 10_000;
 /// Default of [`ReplicationConfig::acks_all_timeout_ms`].
-pub const ACKS_ALL_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+pub const DEFAULT_ACKS_ALL_TIMEOUT_MS: u64 = 30_000;
 /// Default of [`ReplicationConfig::acks_all_waiters_max`].
-pub const ACKS_ALL_WAITERS_MAX_DEFAULT: usize = 10_000;
+pub const DEFAULT_ACKS_ALL_WAITERS_MAX: usize = 10_000;
 /// Default of [`ReplicationConfig::election_backoff_ms`].
-pub const ELECTION_BACKOFF_MS_DEFAULT: u64 = 1_000;
+pub const DEFAULT_ELECTION_BACKOFF_MS: u64 = 1_000;
 /// Default of [`ReplicationConfig::epoch_end_rounds_max`].
-pub const EPOCH_END_ROUNDS_MAX_DEFAULT: u32 = 64;
+pub const DEFAULT_EPOCH_END_ROUNDS_MAX: u32 = 64;
 /// Default of [`ReplicationConfig::pipelined_fetches`]: off. On one 2-core machine running
 /// three brokers, pipelining cost the brokers 15% more CPU per byte replicated (more, smaller
 /// fetches, and a report per append) and so lowered factor-3 throughput (`docs/benchmarks.md`);
 /// its gain, overlapping a follower's transfer with its append, needs brokers with cores of
 /// their own.
-pub const PIPELINED_FETCHES_DEFAULT: bool = false;
+pub const DEFAULT_PIPELINED_FETCHES: bool = false;
 
 /// The limits and timers of replication. Every limit has a name, a default and an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,12 +82,12 @@ pub struct ReplicationConfig {
 impl Default for ReplicationConfig {
     fn default() -> Self {
         ReplicationConfig {
-            replica_lag_max_ms: REPLICA_LAG_MAX_MS_DEFAULT,
-            acks_all_timeout_ms: ACKS_ALL_TIMEOUT_MS_DEFAULT,
-            acks_all_waiters_max: ACKS_ALL_WAITERS_MAX_DEFAULT,
-            election_backoff_ms: ELECTION_BACKOFF_MS_DEFAULT,
-            epoch_end_rounds_max: EPOCH_END_ROUNDS_MAX_DEFAULT,
-            pipelined_fetches: PIPELINED_FETCHES_DEFAULT,
+            replica_lag_max_ms: DEFAULT_REPLICA_LAG_MAX_MS,
+            acks_all_timeout_ms: DEFAULT_ACKS_ALL_TIMEOUT_MS,
+            acks_all_waiters_max: DEFAULT_ACKS_ALL_WAITERS_MAX,
+            election_backoff_ms: DEFAULT_ELECTION_BACKOFF_MS,
+            epoch_end_rounds_max: DEFAULT_EPOCH_END_ROUNDS_MAX,
+            pipelined_fetches: DEFAULT_PIPELINED_FETCHES,
         }
     }
 }

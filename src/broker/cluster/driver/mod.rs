@@ -50,15 +50,15 @@ use crate::cluster::replication::ReplicationConfig;
 use crate::cluster::{BrokerRegistration, NodeId, PartitionState, Versioned};
 
 /// Default of [`ClusterConfig::registration_ttl`].
-pub const REGISTRATION_TTL_DEFAULT: Duration = Duration::from_secs(6);
+pub const DEFAULT_REGISTRATION_TTL: Duration = Duration::from_secs(6);
 /// Default of [`ClusterConfig::tick`].
-pub const TICK_DEFAULT: Duration = Duration::from_millis(100);
+pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 /// Default of [`ClusterConfig::replica_fetch_max_wait`].
-pub const REPLICA_FETCH_MAX_WAIT_DEFAULT: Duration = Duration::from_millis(500);
+pub const DEFAULT_REPLICA_FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
 /// Default of [`ClusterConfig::replica_fetch_max_bytes`].
-pub const REPLICA_FETCH_MAX_BYTES_DEFAULT: u32 = 4 << 20;
+pub const DEFAULT_REPLICA_FETCH_MAX_BYTES: u32 = 4 << 20;
 /// Default of [`ClusterConfig::topic_ready_wait`].
-pub const TOPIC_READY_WAIT_DEFAULT: Duration = Duration::from_secs(10);
+pub const DEFAULT_TOPIC_READY_WAIT: Duration = Duration::from_secs(10);
 /// Most replicas a cluster topic gets when its creator names no replication factor.
 pub const DEFAULT_REPLICATION_FACTOR_MAX: u16 = 3;
 pub use crate::broker::producer_ids::{CLUSTER_NODE_ID_MAX, PRODUCER_ID_LOCAL_BITS};
@@ -107,11 +107,11 @@ impl ClusterConfig {
             node_id,
             native_addr: native_addr.into(),
             kafka_addr: None,
-            registration_ttl: REGISTRATION_TTL_DEFAULT,
-            tick: TICK_DEFAULT,
-            replica_fetch_max_wait: REPLICA_FETCH_MAX_WAIT_DEFAULT,
-            replica_fetch_max_bytes: REPLICA_FETCH_MAX_BYTES_DEFAULT,
-            topic_ready_wait: TOPIC_READY_WAIT_DEFAULT,
+            registration_ttl: DEFAULT_REGISTRATION_TTL,
+            tick: DEFAULT_TICK,
+            replica_fetch_max_wait: DEFAULT_REPLICA_FETCH_MAX_WAIT,
+            replica_fetch_max_bytes: DEFAULT_REPLICA_FETCH_MAX_BYTES,
+            topic_ready_wait: DEFAULT_TOPIC_READY_WAIT,
             replication: ReplicationConfig::default(),
             peer_addrs: HashMap::new(),
             peer_credentials: None,

@@ -117,7 +117,7 @@ async fn create(
     let live = service.replica_manager().brokers("").len();
     let factor = match topic.replication_factor {
         -1 if cluster => {
-            crate::broker::cluster::driver::DEFAULT_REPLICATION_FACTOR_MAX.min(live.max(1) as u16)
+            crate::broker::cluster::DEFAULT_REPLICATION_FACTOR_MAX.min(live.max(1) as u16)
         }
         -1 => 1,
         factor if factor >= 1 && (cluster || factor == 1) => factor as u16,
