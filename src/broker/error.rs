@@ -42,6 +42,9 @@ pub enum BrokerError {
     /// Bad topic name or settings.
     #[error("invalid topic config: {0}")]
     InvalidConfig(String),
+    /// A broker or listener setting out of range (checked when a node starts).
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::domain::ConfigError),
     /// A cluster-mode refusal: another broker leads, too few in-sync replicas, an `acks=all`
     /// write not acknowledged, the metadata store unavailable.
     #[error(transparent)]

@@ -57,7 +57,7 @@ pub use service::{
 
 pub use coordinator::{CoordinatorConfig, GroupCoordinator};
 
-use crate::domain::{FlushPolicy, TopicConfig};
+use crate::domain::{ConfigError, FlushPolicy, TopicConfig};
 use crate::lease::LeaseConfig;
 use crate::storage::durable_file::write_durably;
 use crate::storage::{Partition, PartitionConfig, SealWorker};
@@ -132,6 +132,14 @@ pub struct BrokerConfig {
     pub coordinator: CoordinatorConfig,
     /// This broker's node id (`serve --node-id`), the one id every listener reports.
     pub node_id: crate::domain::NodeId,
+}
+
+impl BrokerConfig {
+    /// Checks the lease bounds and the coordinator's limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.lease.validate()?;
+        self.coordinator.validate()
+    }
 }
 
 /// Topics and partitions of one data directory.
@@ -447,7 +455,7 @@ impl Broker {
         }
         partition_config(&config, partitions)
             .validate()
-            .map_err(BrokerError::InvalidConfig)?;
+            .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
         let _serialized = self.create_lock.lock().expect("create lock poisoned");
         {
             let topics = self.topics.read().expect("topics lock poisoned");

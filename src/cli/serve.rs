@@ -194,6 +194,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                 BrokerError::Cluster(_) | BrokerError::InvalidConfig(_) => {
                     CliError::new(format!("cluster: {error}"))
                 }
+                BrokerError::Config(_) => CliError::new(error.to_string()),
                 other => CliError::new(format!("open {}: {other}", args.data_dir.display())),
             })?;
         // On the signal the node leaves first (leaders step down and the registration is

@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use super::{ClientError, Credentials, TlsClientConfig};
+use tokio::sync::Semaphore;
+
+use super::{Credentials, TlsClientConfig};
+use crate::domain::{ConfigError, Quantity};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 
 /// Default most requests in flight on one connection.
@@ -70,19 +73,37 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
-    /// Checks the reconnect values: the initial backoff must be positive and the cap at least
-    /// the initial backoff.
-    pub fn validate(&self) -> Result<(), ClientError> {
-        if self.reconnect_backoff_initial.is_zero() {
-            return Err(ClientError::InvalidArgument(
-                "reconnect_backoff_initial must be positive".to_owned(),
-            ));
-        }
-        if self.reconnect_backoff_max < self.reconnect_backoff_initial {
-            return Err(ClientError::InvalidArgument(
-                "reconnect_backoff_max must be at least reconnect_backoff_initial".to_owned(),
-            ));
-        }
-        Ok(())
+    /// Checks the values: at most a semaphore's permits in flight (0 is taken as 1), at least one
+    /// byte per frame, positive timeouts, a positive initial reconnect backoff and a cap at least as long.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |field, value| {
+            ConfigError::check_range(
+                field,
+                Quantity::duration(value),
+                Quantity::Millis(1),
+                Quantity::Millis(u64::MAX),
+            )
+        };
+        positive("connect_timeout", self.connect_timeout)?;
+        positive("request_timeout", self.request_timeout)?;
+        ConfigError::check_range(
+            "max_in_flight",
+            Quantity::count(self.max_in_flight),
+            Quantity::Count(0),
+            Quantity::count(Semaphore::MAX_PERMITS),
+        )?;
+        ConfigError::check_range(
+            "max_frame_bytes",
+            Quantity::bytes(self.max_frame_bytes),
+            Quantity::Bytes(1),
+            Quantity::Bytes(u64::from(u32::MAX)),
+        )?;
+        positive("reconnect_backoff_initial", self.reconnect_backoff_initial)?;
+        ConfigError::check_at_most(
+            "reconnect_backoff_initial",
+            Quantity::duration(self.reconnect_backoff_initial),
+            "reconnect_backoff_max",
+            Quantity::duration(self.reconnect_backoff_max),
+        )
     }
 }

@@ -82,7 +82,9 @@ pub use metadata_cache::{MAX_CACHED_PARTITIONS, METADATA_MAX_AGE};
 pub use offsets::CommittedOffset;
 pub use produce::ProduceAck;
 pub use producer::{
-    Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_DELIVERY_TIMEOUT,
+    Producer, ProducerBuilder, ProducerConfig, ProducerStats, SendError, DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_RECORDS, DEFAULT_DELIVERY_TIMEOUT, DEFAULT_LINGER, DEFAULT_MAX_PENDING_RECORDS,
+    DEFAULT_PRODUCER_MAX_IN_FLIGHT,
 };
 pub use producer_id::ProducerId;
 pub use routing::{MAX_BROKER_CONNECTIONS, MAX_ROUTING_ATTEMPTS};
@@ -215,7 +217,9 @@ impl Client {
         addrs: Vec<String>,
         config: ClientConfig,
     ) -> Result<Client, ClientError> {
-        config.validate()?;
+        config
+            .validate()
+            .map_err(|error| ClientError::InvalidArgument(error.to_string()))?;
         let endpoint = Arc::new(Endpoint::connect(addrs, config).await?);
         Ok(Client {
             routing: Arc::new(Routing::new(Arc::clone(&endpoint))),

@@ -9,10 +9,12 @@
 #![warn(missing_docs)]
 
 mod cluster;
+mod config_error;
 mod flush_policy;
 mod record;
 mod topic_config;
 
+pub use config_error::{ConfigError, Quantity};
 pub use flush_policy::{FlushPolicy, ParseFlushPolicyError, DEFAULT_FLUSH_INTERVAL_MS};
 pub use topic_config::TopicConfig;
 

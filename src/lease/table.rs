@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::domain::{ConfigError, Quantity};
+
 /// Shortest lease a client may ask for by default. Shorter leases would make
 /// holders spend most of their time renewing and turn scheduling hiccups into
 /// spurious failovers.
@@ -80,6 +82,31 @@ pub struct LeaseConfig {
     /// Backstop on how many partition slots may exist at once; see
     /// [`DEFAULT_MAX_SLOTS`].
     pub max_slots: usize,
+}
+
+impl LeaseConfig {
+    /// Checks the bounds: `min_ttl_ms` at least 1 and at most `max_ttl_ms`, `max_slots` at
+    /// least 1.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "min_ttl_ms",
+            Quantity::Millis(self.min_ttl_ms),
+            Quantity::Millis(1),
+            Quantity::Millis(u64::MAX),
+        )?;
+        ConfigError::check_at_most(
+            "min_ttl_ms",
+            Quantity::Millis(self.min_ttl_ms),
+            "max_ttl_ms",
+            Quantity::Millis(self.max_ttl_ms),
+        )?;
+        ConfigError::check_range(
+            "max_slots",
+            Quantity::count(self.max_slots),
+            Quantity::Count(1),
+            Quantity::count(usize::MAX),
+        )
+    }
 }
 
 impl Default for LeaseConfig {
@@ -307,14 +334,9 @@ impl LeaseTable {
     /// max_ttl_ms`, or `max_slots` of 0): that is a programming error, and
     /// failing at startup beats refusing every request later.
     pub fn new(config: LeaseConfig) -> Self {
-        assert!(config.min_ttl_ms > 0, "min_ttl_ms must be positive");
-        assert!(
-            config.min_ttl_ms <= config.max_ttl_ms,
-            "min_ttl_ms ({}) exceeds max_ttl_ms ({})",
-            config.min_ttl_ms,
-            config.max_ttl_ms
-        );
-        assert!(config.max_slots > 0, "max_slots must be positive");
+        if let Err(error) = config.validate() {
+            panic!("invalid lease config: {error}");
+        }
         Self {
             config,
             slots: Mutex::new(Slots::default()),

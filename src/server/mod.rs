@@ -44,6 +44,7 @@ pub use protocol::{AfterEncode, Protocol, Started};
 pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
 
 use crate::broker::BrokerService;
+use crate::domain::{ConfigError, Quantity};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use connection::Refusal;
 
@@ -116,6 +117,50 @@ impl Default for ServerConfig {
     }
 }
 
+/// Largest `max_frame_bytes`: a frame's length prefix is a `u32`.
+pub const MAX_FRAME_BYTES_LIMIT: usize = u32::MAX as usize;
+/// Largest `max_connections` and `max_in_flight`: each is a semaphore's permits.
+pub const MAX_PERMITS_LIMIT: usize = Semaphore::MAX_PERMITS;
+
+impl ServerConfig {
+    /// Checks the limits: at least one connection, one request in flight and one byte per frame
+    /// and per fetch, positive write and idle timeouts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let permits = |field, value| {
+            ConfigError::check_range(
+                field,
+                Quantity::count(value),
+                Quantity::Count(1),
+                Quantity::count(MAX_PERMITS_LIMIT),
+            )
+        };
+        permits("max_connections", self.max_connections)?;
+        permits("max_in_flight", self.max_in_flight)?;
+        ConfigError::check_range(
+            "max_frame_bytes",
+            Quantity::bytes(self.max_frame_bytes),
+            Quantity::Bytes(1),
+            Quantity::bytes(MAX_FRAME_BYTES_LIMIT),
+        )?;
+        ConfigError::check_range(
+            "max_fetch_bytes",
+            Quantity::Bytes(u64::from(self.max_fetch_bytes)),
+            Quantity::Bytes(1),
+            Quantity::Bytes(u64::from(u32::MAX)),
+        )?;
+        let positive = |field, value| {
+            ConfigError::check_range(
+                field,
+                Quantity::duration(value),
+                Quantity::Millis(1),
+                Quantity::Millis(u64::MAX),
+            )
+        };
+        positive("write_timeout", self.write_timeout)?;
+        positive("idle_timeout", self.idle_timeout)
+    }
+}
+
 /// A bound Kafka listener and its settings.
 #[cfg(feature = "kafka")]
 #[derive(Debug)]
@@ -164,6 +209,9 @@ async fn serve(
     config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    config
+        .validate()
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?;
     #[cfg(feature = "kafka")]
     if let Some(kafka) = &kafka {
         kafka

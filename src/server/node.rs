@@ -25,6 +25,7 @@ use crate::broker::cluster::{ClusterConfig, ClusterDriver};
 use crate::broker::{Broker, BrokerConfig, BrokerError, BrokerService};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::meta::MetaStore;
+use crate::domain::ConfigError;
 
 /// How a broker joins a cluster: its cluster settings and the metadata store (etcd, or the
 /// in-memory store of tests and the simulation).
@@ -62,6 +63,15 @@ impl NodeConfig {
             clock: Arc::new(SystemClock),
             cluster: None,
         }
+    }
+}
+
+impl NodeConfig {
+    /// Checks the broker's and the listeners' settings (the cluster's are checked by its
+    /// driver, the Kafka listener's by the listener).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.broker.validate()?;
+        self.server.validate()
     }
 }
 
@@ -105,6 +115,7 @@ impl Node {
     /// Opens the data directory, assembles the service (and, with `config.cluster`, joins the
     /// cluster and starts its driver), and starts serving every listener.
     pub async fn start(config: NodeConfig, listeners: Listeners) -> Result<Node, BrokerError> {
+        config.validate()?;
         let directory = config.data_dir.clone();
         let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
             .await
@@ -276,5 +287,25 @@ impl Drop for Node {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults pass, and a setting out of range is refused with its name, value and range.
+    #[test]
+    fn a_node_config_names_the_setting_out_of_range() {
+        let mut config = NodeConfig::new("unused");
+        config.validate().unwrap();
+        config.server.max_frame_bytes = 0;
+        assert_eq!(
+            config.validate().unwrap_err().to_string(),
+            "max_frame_bytes 0 is out of range 1..=4294967295"
+        );
+        let mut config = NodeConfig::new("unused");
+        config.broker.lease.min_ttl_ms = config.broker.lease.max_ttl_ms + 1;
+        assert_eq!(config.validate().unwrap_err().field(), "min_ttl_ms");
     }
 }

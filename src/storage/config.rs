@@ -1,5 +1,6 @@
 //! Per-partition storage settings, their defaults and their limits.
 
+use crate::domain::{ConfigError, Quantity};
 /// How appends reach the disk before they are acknowledged, and the default segment size: domain
 /// types shared with the broker and the protocols; storage gives the policy its meaning (see
 /// [`FlushPolicy`]).
@@ -68,22 +69,33 @@ impl Default for PartitionConfig {
 }
 
 impl PartitionConfig {
-    /// Checks the limits; the message says which setting is wrong and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes) {
-            return Err(format!(
-                "segment_bytes {} is outside {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}",
-                self.segment_bytes
-            ));
-        }
-        if self.index_interval_bytes == 0 {
-            return Err("index_interval_bytes must be positive".into());
-        }
-        if self.max_batch_bytes < crate::batch::HEADER_BYTES {
-            return Err("max_batch_bytes is smaller than a batch header".into());
-        }
-        if let FlushPolicy::Interval { interval_ms: 0 } = self.flush {
-            return Err("flush interval must be at least 1 ms".into());
+    /// Checks the limits; the error names the setting, its value and what is allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "segment_bytes",
+            Quantity::Bytes(self.segment_bytes),
+            Quantity::Bytes(MIN_SEGMENT_BYTES),
+            Quantity::Bytes(MAX_SEGMENT_BYTES),
+        )?;
+        ConfigError::check_range(
+            "index_interval_bytes",
+            Quantity::bytes(self.index_interval_bytes),
+            Quantity::Bytes(1),
+            Quantity::bytes(usize::MAX),
+        )?;
+        ConfigError::check_range(
+            "max_batch_bytes",
+            Quantity::bytes(self.max_batch_bytes),
+            Quantity::bytes(crate::batch::HEADER_BYTES),
+            Quantity::bytes(usize::MAX),
+        )?;
+        if let FlushPolicy::Interval { interval_ms } = self.flush {
+            ConfigError::check_range(
+                "flush interval_ms",
+                Quantity::Millis(interval_ms),
+                Quantity::Millis(1),
+                Quantity::Millis(u64::MAX),
+            )?;
         }
         Ok(())
     }

@@ -117,7 +117,7 @@ pub enum StorageError {
     },
     /// Settings out of bounds.
     #[error("invalid partition config: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(crate::domain::ConfigError),
     /// A producer append (or a lease grant) on a follower replica; nothing was written.
     #[error("this replica follows the leader of leader epoch {leader_epoch}; send writes to the partition's leader (fetch the cluster metadata to find it)")]
     NotLeader {

@@ -41,6 +41,8 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::domain::{ConfigError, Quantity};
+
 pub use describe::{GroupDescription, GroupListing, GroupState, MemberDescription};
 pub use error::GroupError;
 use group::{Group, Member, Phase};
@@ -85,6 +87,31 @@ impl Default for CoordinatorConfig {
             max_groups: DEFAULT_MAX_GROUPS,
             max_members_per_group: DEFAULT_MAX_MEMBERS_PER_GROUP,
         }
+    }
+}
+
+impl CoordinatorConfig {
+    /// Checks the limits: the session timeout bounds in order, at least one group and one
+    /// member per group.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_at_most(
+            "min_session_timeout",
+            Quantity::duration(self.min_session_timeout),
+            "max_session_timeout",
+            Quantity::duration(self.max_session_timeout),
+        )?;
+        ConfigError::check_range(
+            "max_groups",
+            Quantity::count(self.max_groups),
+            Quantity::Count(1),
+            Quantity::count(usize::MAX),
+        )?;
+        ConfigError::check_range(
+            "max_members_per_group",
+            Quantity::count(self.max_members_per_group),
+            Quantity::Count(1),
+            Quantity::count(usize::MAX),
+        )
     }
 }
 

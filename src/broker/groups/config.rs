@@ -5,6 +5,8 @@
 //! size of one write: at most `max_offsets_per_group` entries of at most `max_metadata_bytes`
 //! each.
 
+use crate::domain::{ConfigError, Quantity};
+
 /// Default longest consumer group name, in bytes.
 pub const DEFAULT_MAX_GROUP_NAME_BYTES: usize = 255;
 /// Default most consumer groups with committed offsets.
@@ -44,23 +46,31 @@ impl Default for GroupOffsetsConfig {
 impl GroupOffsetsConfig {
     /// Checks that every limit is usable: groups and offsets at least 1, names and metadata
     /// within what the file format can hold.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_STORED_STRING_BYTES).contains(&self.max_group_name_bytes) {
-            return Err(format!(
-                "max_group_name_bytes {} is outside 1..={MAX_STORED_STRING_BYTES}",
-                self.max_group_name_bytes
-            ));
-        }
-        if self.max_metadata_bytes > MAX_STORED_STRING_BYTES {
-            return Err(format!(
-                "max_metadata_bytes {} exceeds {MAX_STORED_STRING_BYTES}",
-                self.max_metadata_bytes
-            ));
-        }
-        if self.max_groups == 0 || self.max_offsets_per_group == 0 {
-            return Err("max_groups and max_offsets_per_group must be at least 1".into());
-        }
-        Ok(())
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "max_group_name_bytes",
+            Quantity::bytes(self.max_group_name_bytes),
+            Quantity::Bytes(1),
+            Quantity::bytes(MAX_STORED_STRING_BYTES),
+        )?;
+        ConfigError::check_range(
+            "max_metadata_bytes",
+            Quantity::bytes(self.max_metadata_bytes),
+            Quantity::Bytes(0),
+            Quantity::bytes(MAX_STORED_STRING_BYTES),
+        )?;
+        ConfigError::check_range(
+            "max_groups",
+            Quantity::count(self.max_groups),
+            Quantity::Count(1),
+            Quantity::count(usize::MAX),
+        )?;
+        ConfigError::check_range(
+            "max_offsets_per_group",
+            Quantity::count(self.max_offsets_per_group),
+            Quantity::Count(1),
+            Quantity::count(usize::MAX),
+        )
     }
 }
 

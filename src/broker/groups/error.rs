@@ -65,5 +65,5 @@ pub enum GroupOffsetsError {
     },
     /// The limits are unusable.
     #[error("invalid committed-offset store limits: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(crate::domain::ConfigError),
 }

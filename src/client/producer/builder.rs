@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::validate;
 use super::lease_keeper::keep_lease;
 use super::{Producer, ProducerConfig};
 use crate::client::{Client, ClientError};
@@ -119,7 +118,9 @@ impl ProducerBuilder {
     /// Acquires the lease (if asked to) and obtains a producer id (if idempotent), then starts
     /// the producer.
     pub async fn build(self) -> Result<Producer, ClientError> {
-        validate(&self.config)?;
+        self.config
+            .validate()
+            .map_err(|error| ClientError::InvalidArgument(error.to_string()))?;
         let producer_id = if self.config.idempotent {
             Some(self.client.init_producer_id().await?)
         } else {

@@ -8,11 +8,22 @@
 use std::time::Duration;
 
 use crate::batch::MAX_RECORDS_PER_BATCH;
-use crate::client::ClientError;
-use crate::domain::PRODUCER_BATCH_WINDOW;
+use crate::domain::{ConfigError, Quantity, PRODUCER_BATCH_WINDOW};
 
 /// Default time a record may take from `send` to its acknowledgement, retries included.
 pub const DEFAULT_DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Default time the first record of a batch waits for company.
+pub const DEFAULT_LINGER: Duration = Duration::from_millis(5);
+/// Default most records in one batch.
+pub const DEFAULT_BATCH_RECORDS: usize = 1000;
+/// Default largest batch, in bytes.
+pub const DEFAULT_BATCH_BYTES: usize = 1024 * 1024;
+/// Default most produce requests in flight (within [`PRODUCER_BATCH_WINDOW`], so an idempotent
+/// producer may use it).
+pub const DEFAULT_PRODUCER_MAX_IN_FLIGHT: usize = 4;
+/// Default most records sent but not yet acknowledged.
+pub const DEFAULT_MAX_PENDING_RECORDS: usize = 100_000;
 
 /// How a [`Producer`](super::Producer) forms batches.
 #[derive(Debug, Clone)]
@@ -46,11 +57,11 @@ pub struct ProducerConfig {
 impl Default for ProducerConfig {
     fn default() -> Self {
         Self {
-            linger: Duration::from_millis(5),
-            batch_records: 1000,
-            batch_bytes: 1024 * 1024,
-            max_in_flight: 4,
-            max_pending_records: 100_000,
+            linger: DEFAULT_LINGER,
+            batch_records: DEFAULT_BATCH_RECORDS,
+            batch_bytes: DEFAULT_BATCH_BYTES,
+            max_in_flight: DEFAULT_PRODUCER_MAX_IN_FLIGHT,
+            max_pending_records: DEFAULT_MAX_PENDING_RECORDS,
             idempotent: true,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
             acks: None,
@@ -58,28 +69,34 @@ impl Default for ProducerConfig {
     }
 }
 
-pub(super) fn validate(config: &ProducerConfig) -> Result<(), ClientError> {
-    if config.batch_records == 0
-        || config.batch_bytes == 0
-        || config.max_in_flight == 0
-        || config.max_pending_records == 0
-    {
-        return Err(ClientError::InvalidArgument(format!(
-            "producer batch sizes, max_in_flight and max_pending_records must be positive: {config:?}"
-        )));
+impl ProducerConfig {
+    /// Checks that the configuration can work: positive batch sizes, pipelining and pending
+    /// records, batches within the batch format's record count, and an idempotent producer's
+    /// pipelining within the batches the server remembers per producer.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let max_in_flight = if self.idempotent {
+            PRODUCER_BATCH_WINDOW
+        } else {
+            usize::MAX
+        };
+        for (field, value, max) in [
+            (
+                "batch_records",
+                self.batch_records,
+                MAX_RECORDS_PER_BATCH as usize,
+            ),
+            ("batch_bytes", self.batch_bytes, usize::MAX),
+            ("max_in_flight", self.max_in_flight, max_in_flight),
+            // Above the semaphore's permits it is clamped to them.
+            ("max_pending_records", self.max_pending_records, usize::MAX),
+        ] {
+            ConfigError::check_range(
+                field,
+                Quantity::count(value),
+                Quantity::Count(1),
+                Quantity::count(max),
+            )?;
+        }
+        Ok(())
     }
-    if config.batch_records > MAX_RECORDS_PER_BATCH as usize {
-        return Err(ClientError::InvalidArgument(format!(
-            "producer batch_records {} exceeds the batch format's limit of {MAX_RECORDS_PER_BATCH}",
-            config.batch_records
-        )));
-    }
-    if config.idempotent && config.max_in_flight > PRODUCER_BATCH_WINDOW {
-        return Err(ClientError::InvalidArgument(format!(
-            "an idempotent producer keeps at most {PRODUCER_BATCH_WINDOW} batches in flight (the \
-             batches the server remembers per producer), not {}",
-            config.max_in_flight
-        )));
-    }
-    Ok(())
 }

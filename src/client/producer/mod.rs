@@ -36,7 +36,10 @@ use super::{Client, ClientError, Lease, ProducerId};
 use crate::batch::now_ms;
 
 pub use builder::ProducerBuilder;
-pub use config::{ProducerConfig, DEFAULT_DELIVERY_TIMEOUT};
+pub use config::{
+    ProducerConfig, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_RECORDS, DEFAULT_DELIVERY_TIMEOUT,
+    DEFAULT_LINGER, DEFAULT_MAX_PENDING_RECORDS, DEFAULT_PRODUCER_MAX_IN_FLIGHT,
+};
 pub use send_error::SendError;
 
 use batcher::Batcher;

@@ -21,7 +21,7 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
             ResponseError::UnknownTopicOrPartition
         }
         BrokerError::TopicExists(_) => ResponseError::TopicAlreadyExists,
-        BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        BrokerError::InvalidConfig(_) | BrokerError::Config(_) => ResponseError::InvalidConfig,
         BrokerError::Locked(_) | BrokerError::Io { .. } => ResponseError::KafkaStorageError,
         BrokerError::PartitionUnavailable { .. } => ResponseError::KafkaStorageError,
         BrokerError::Storage(storage) => storage_error(storage),

@@ -32,6 +32,7 @@ pub mod exposition;
 pub use exposition::render;
 
 use crate::broker::BrokerService;
+use crate::domain::{ConfigError, Quantity};
 use exposition::CONTENT_TYPE as EXPOSITION_CONTENT_TYPE;
 
 /// The one path served.
@@ -79,21 +80,28 @@ pub enum MetricsEndpointError {
     },
     /// A limit is out of range.
     #[error("metrics listener: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(#[from] ConfigError),
 }
 
 impl MetricsEndpointConfig {
     /// Checks the limits.
-    pub fn validate(&self) -> Result<(), MetricsEndpointError> {
-        if self.max_connections == 0 {
-            return Err(MetricsEndpointError::InvalidConfig(
-                "max_connections must be at least 1".into(),
-            ));
-        }
-        if self.read_timeout.is_zero() || self.connection_timeout.is_zero() {
-            return Err(MetricsEndpointError::InvalidConfig(
-                "read_timeout and connection_timeout must be positive".into(),
-            ));
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "max_connections",
+            Quantity::count(self.max_connections),
+            Quantity::Count(1),
+            Quantity::count(Semaphore::MAX_PERMITS),
+        )?;
+        for (field, value) in [
+            ("read_timeout", self.read_timeout),
+            ("connection_timeout", self.connection_timeout),
+        ] {
+            ConfigError::check_range(
+                field,
+                Quantity::duration(value),
+                Quantity::Millis(1),
+                Quantity::Millis(u64::MAX),
+            )?;
         }
         Ok(())
     }

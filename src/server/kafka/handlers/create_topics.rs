@@ -178,7 +178,7 @@ async fn create(
         }
         crate::broker::partition_config(&config, partitions)
             .validate()
-            .map_err(|message| refused(BrokerError::InvalidConfig(message)))?;
+            .map_err(|error| refused(BrokerError::InvalidConfig(error.to_string())))?;
         return Ok(created);
     }
     service
