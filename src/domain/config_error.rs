@@ -105,7 +105,8 @@ impl ConfigError {
 pub enum Quantity {
     /// A count (connections, requests, slots, ...).
     Count(u64),
-    /// A size in bytes, shown in KiB, MiB or GiB when it is a whole number of them.
+    /// A size in bytes, shown exactly (what a flag takes) and in KiB, MiB or GiB beside it when
+    /// it is a whole number of them: `4096 (4 KiB)`.
     Bytes(u64),
     /// A length of time, kept in milliseconds.
     Millis(u64),
@@ -142,7 +143,7 @@ impl fmt::Display for Quantity {
             Quantity::Bytes(value) => {
                 for (unit, name) in [(KIB * KIB * KIB, "GiB"), (KIB * KIB, "MiB"), (KIB, "KiB")] {
                     if value != 0 && value % unit == 0 {
-                        return write!(f, "{} {name}", value / unit);
+                        return write!(f, "{value} ({} {name})", value / unit);
                     }
                 }
                 write!(f, "{value}")
@@ -168,7 +169,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             error.to_string(),
-            "max_frame_bytes 0 is out of range 1..=64 MiB"
+            "max_frame_bytes 0 is out of range 1..=67108864 (64 MiB)"
         );
         assert_eq!(error.field(), "max_frame_bytes");
         let error = ConfigError::check_at_most(
@@ -197,6 +198,6 @@ mod tests {
             .unwrap();
         }
         assert_eq!(Quantity::Bytes(1536).to_string(), "1536");
-        assert_eq!(Quantity::Bytes(3 << 30).to_string(), "3 GiB");
+        assert_eq!(Quantity::Bytes(3 << 30).to_string(), "3221225472 (3 GiB)");
     }
 }
