@@ -76,14 +76,7 @@ impl ClientConfig {
     /// Checks the values: at most a semaphore's permits in flight (0 is taken as 1), at least one
     /// byte per frame, positive timeouts, a positive initial reconnect backoff and a cap at least as long.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive = |field, value| {
-            ConfigError::check_range(
-                field,
-                Quantity::duration(value),
-                Quantity::Millis(1),
-                Quantity::Millis(u64::MAX),
-            )
-        };
+        let positive = |field, value| ConfigError::check_positive(field, Quantity::duration(value));
         positive("connect_timeout", self.connect_timeout)?;
         positive("request_timeout", self.request_timeout)?;
         ConfigError::check_range(

@@ -37,6 +37,12 @@ pub enum ConfigError {
         /// That setting's value.
         limit: Quantity,
     },
+    /// A count or a length of time that must be above zero.
+    #[error("{field} is 0; it must be above zero (leave it out for the default)")]
+    Zero {
+        /// The setting, as the struct names it.
+        field: &'static str,
+    },
     /// A setting that only some combinations allow.
     #[error("{field} {value} is not allowed: {reason}")]
     NotAllowed {
@@ -69,6 +75,16 @@ impl ConfigError {
         }
     }
 
+    /// `field` must be above zero (a count or a time with no upper limit but its type's):
+    /// `Ok` when it is, [`ConfigError::Zero`] otherwise.
+    pub fn check_positive(field: &'static str, value: Quantity) -> Result<(), ConfigError> {
+        if value.raw() > 0 {
+            Ok(())
+        } else {
+            Err(ConfigError::Zero { field })
+        }
+    }
+
     /// `field` must not exceed `limit_field`: `Ok` when it does not, [`ConfigError::AboveOther`]
     /// otherwise.
     pub fn check_at_most(
@@ -94,7 +110,8 @@ impl ConfigError {
         match self {
             ConfigError::OutOfRange { field, .. }
             | ConfigError::AboveOther { field, .. }
-            | ConfigError::NotAllowed { field, .. } => field,
+            | ConfigError::NotAllowed { field, .. }
+            | ConfigError::Zero { field } => field,
         }
     }
 }

@@ -88,24 +88,14 @@ impl LeaseConfig {
     /// Checks the bounds: `min_ttl_ms` at least 1 and at most `max_ttl_ms`, `max_slots` at
     /// least 1.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        ConfigError::check_range(
-            "min_ttl_ms",
-            Quantity::Millis(self.min_ttl_ms),
-            Quantity::Millis(1),
-            Quantity::Millis(u64::MAX),
-        )?;
+        ConfigError::check_positive("min_ttl_ms", Quantity::Millis(self.min_ttl_ms))?;
         ConfigError::check_at_most(
             "min_ttl_ms",
             Quantity::Millis(self.min_ttl_ms),
             "max_ttl_ms",
             Quantity::Millis(self.max_ttl_ms),
         )?;
-        ConfigError::check_range(
-            "max_slots",
-            Quantity::count(self.max_slots),
-            Quantity::Count(1),
-            Quantity::count(usize::MAX),
-        )
+        ConfigError::check_positive("max_slots", Quantity::count(self.max_slots))
     }
 }
 

@@ -148,14 +148,7 @@ impl ServerConfig {
             Quantity::Bytes(1),
             Quantity::Bytes(u64::from(u32::MAX)),
         )?;
-        let positive = |field, value| {
-            ConfigError::check_range(
-                field,
-                Quantity::duration(value),
-                Quantity::Millis(1),
-                Quantity::Millis(u64::MAX),
-            )
-        };
+        let positive = |field, value| ConfigError::check_positive(field, Quantity::duration(value));
         positive("write_timeout", self.write_timeout)?;
         positive("idle_timeout", self.idle_timeout)
     }

@@ -90,12 +90,7 @@ impl PartitionConfig {
             Quantity::bytes(usize::MAX),
         )?;
         if let FlushPolicy::Interval { interval_ms } = self.flush {
-            ConfigError::check_range(
-                "flush interval_ms",
-                Quantity::Millis(interval_ms),
-                Quantity::Millis(1),
-                Quantity::Millis(u64::MAX),
-            )?;
+            ConfigError::check_positive("flush interval_ms", Quantity::Millis(interval_ms))?;
         }
         Ok(())
     }

@@ -100,17 +100,10 @@ impl CoordinatorConfig {
             "max_session_timeout",
             Quantity::duration(self.max_session_timeout),
         )?;
-        ConfigError::check_range(
-            "max_groups",
-            Quantity::count(self.max_groups),
-            Quantity::Count(1),
-            Quantity::count(usize::MAX),
-        )?;
-        ConfigError::check_range(
+        ConfigError::check_positive("max_groups", Quantity::count(self.max_groups))?;
+        ConfigError::check_positive(
             "max_members_per_group",
             Quantity::count(self.max_members_per_group),
-            Quantity::Count(1),
-            Quantity::count(usize::MAX),
         )
     }
 }

@@ -59,17 +59,10 @@ impl GroupOffsetsConfig {
             Quantity::Bytes(0),
             Quantity::bytes(MAX_STORED_STRING_BYTES),
         )?;
-        ConfigError::check_range(
-            "max_groups",
-            Quantity::count(self.max_groups),
-            Quantity::Count(1),
-            Quantity::count(usize::MAX),
-        )?;
-        ConfigError::check_range(
+        ConfigError::check_positive("max_groups", Quantity::count(self.max_groups))?;
+        ConfigError::check_positive(
             "max_offsets_per_group",
             Quantity::count(self.max_offsets_per_group),
-            Quantity::Count(1),
-            Quantity::count(usize::MAX),
         )
     }
 }

@@ -96,12 +96,7 @@ impl MetricsEndpointConfig {
             ("read_timeout", self.read_timeout),
             ("connection_timeout", self.connection_timeout),
         ] {
-            ConfigError::check_range(
-                field,
-                Quantity::duration(value),
-                Quantity::Millis(1),
-                Quantity::Millis(u64::MAX),
-            )?;
+            ConfigError::check_positive(field, Quantity::duration(value))?;
         }
         Ok(())
     }
