@@ -8,7 +8,7 @@
 //! that receives a malformed body can still answer it with `INVALID_REQUEST`
 //! and the request's correlation id instead of dropping the connection. The
 //! byte-level contract lives in `docs/protocol.md`; this module implements it
-//! and the tests in `tests/protocol_codec.rs` check the two agree.
+//! and the tests in `tests/server/protocol_codec.rs` check the two agree.
 //!
 //! Module map: `wire` holds the bounds-checked reader and field writers every
 //! message is built from; `api` the API keys and versions, and under `api/`
