@@ -40,23 +40,31 @@ pub const PASSWORD_ENV: &str = "FENCELOG_PASSWORD";
 /// The password from `--password-file` (its first line) or FENCELOG_PASSWORD; an empty one is
 /// refused.
 pub fn read_password(password_file: Option<&std::path::Path>) -> Result<String, CliError> {
-    let password = match password_file {
+    read_secret(password_file, "--password-file", PASSWORD_ENV)
+}
+
+/// A password from `file` (its first line; the flag that named it is `file_flag`) or else the
+/// environment variable `env`; an empty one is refused. Every message names both sources.
+pub fn read_secret(
+    file: Option<&std::path::Path>,
+    file_flag: &str,
+    env: &str,
+) -> Result<String, CliError> {
+    let password = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
                 CliError::new(format!("read password file {}: {error}", path.display()))
             })?;
             text.lines().next().unwrap_or_default().to_owned()
         }
-        None => std::env::var(PASSWORD_ENV).map_err(|_| {
-            CliError::new(format!(
-                "no password: set {PASSWORD_ENV} or give --password-file FILE"
-            ))
+        None => std::env::var(env).map_err(|_| {
+            CliError::new(format!("no password: set {env} or give {file_flag} FILE"))
         })?,
     };
     if password.is_empty() {
-        return Err(CliError::new(
-            "the password is empty: set FENCELOG_PASSWORD or give --password-file FILE",
-        ));
+        return Err(CliError::new(format!(
+            "the password is empty: set {env} or give {file_flag} FILE"
+        )));
     }
     Ok(password)
 }

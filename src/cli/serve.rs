@@ -277,7 +277,12 @@ async fn cluster_membership(
     if let Some(user) = &args.broker_user {
         config.peer_credentials = Some(crate::client::Credentials {
             user: user.clone(),
-            password: broker_password(args.broker_password_file.as_deref())?,
+            password: super::common::read_secret(
+                args.broker_password_file.as_deref(),
+                "--broker-password-file",
+                BROKER_PASSWORD_ENV,
+            )
+            .map_err(|error| CliError::new(format!("--broker-user: {}", error.message)))?,
         });
     }
     crate::cluster::meta::validate_ttl(config.registration_ttl)
@@ -291,36 +296,6 @@ async fn cluster_membership(
 
 /// Environment variable holding the broker user's password (`serve --broker-user`).
 pub const BROKER_PASSWORD_ENV: &str = "FENCELOG_BROKER_PASSWORD";
-
-/// The broker user's password: the first line of `--broker-password-file`, or
-/// FENCELOG_BROKER_PASSWORD; an empty one is refused.
-#[cfg(feature = "etcd")]
-fn broker_password(file: Option<&std::path::Path>) -> Result<String, CliError> {
-    let password = match file {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|error| {
-                CliError::new(format!(
-                    "--broker-password-file {}: {error}",
-                    path.display()
-                ))
-            })?
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-        None => std::env::var(BROKER_PASSWORD_ENV).map_err(|_| {
-            CliError::new(format!(
-                "--broker-user: no password: set {BROKER_PASSWORD_ENV} or give --broker-password-file FILE"
-            ))
-        })?,
-    };
-    if password.is_empty() {
-        return Err(CliError::new(format!(
-            "--broker-user: the password is empty: set {BROKER_PASSWORD_ENV} or give --broker-password-file FILE"
-        )));
-    }
-    Ok(password)
-}
 
 /// Without the `etcd` feature there is no store to join.
 #[cfg(not(feature = "etcd"))]

@@ -28,13 +28,25 @@ const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 impl ClusterDriver {
     /// Steps `replica`'s node with `input` now and carries out its effects.
     pub(super) fn step(self: &Arc<Self>, replica: &Arc<Replica>, input: Input) {
+        self.step_each(replica, [input]);
+    }
+
+    /// Steps `replica`'s node with each of `inputs` in turn, carrying out each one's effects
+    /// before the next, under one acquisition of the replica's lock (the loop's tick).
+    pub(super) fn step_each(
+        self: &Arc<Self>,
+        replica: &Arc<Replica>,
+        inputs: impl IntoIterator<Item = Input>,
+    ) {
         let now = self.now_ms();
         let mut shell = replica.shell();
-        if shell.stopped || self.stop.is_cancelled() {
-            return;
+        for input in inputs {
+            if shell.stopped || self.stop.is_cancelled() {
+                return;
+            }
+            let effects = shell.node.step(now, replica.partition.as_ref(), input);
+            self.apply(replica, &mut shell, effects);
         }
-        let effects = shell.node.step(now, replica.partition.as_ref(), input);
-        self.apply(replica, &mut shell, effects);
     }
 
     /// Steps the follower of `generation` with the result of its last action; returns its next

@@ -460,9 +460,7 @@ impl ClusterDriver {
                 Input::LocalDurable { durable_end_offset },
                 Input::Tick,
             ];
-            for input in inputs {
-                self.step(&replica, input);
-            }
+            self.step_each(&replica, inputs);
         }
     }
 

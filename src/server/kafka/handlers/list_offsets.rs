@@ -53,14 +53,11 @@ pub fn handle(
                             .with_leader_epoch(-1)
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
-                    let answer =
-                        answer.with_leader_epoch(super::leader_epoch::shown(service, name, index));
-                    if let Err(error) = super::leader_epoch::check(
-                        service,
-                        name,
-                        index,
-                        partition.current_leader_epoch,
-                    ) {
+                    let known = super::leader_epoch::known(service, name, index);
+                    let answer = answer.with_leader_epoch(super::leader_epoch::shown(known));
+                    if let Err(error) =
+                        super::leader_epoch::check_known(known, partition.current_leader_epoch)
+                    {
                         return answer.with_error_code(error.code());
                     }
                     match offset(

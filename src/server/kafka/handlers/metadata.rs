@@ -33,6 +33,7 @@ use super::super::config::KafkaConfig;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::{topic_id, topic_name};
+use crate::broker::cluster::BrokerAddress;
 use crate::broker::{validate_topic_name, BrokerService, Topic};
 
 /// The answer to a Metadata request.
@@ -44,7 +45,8 @@ pub fn handle(
     request: &MetadataRequest,
 ) -> KafkaResponse {
     let node = kafka_broker_id(service);
-    let brokers = brokers(service, config);
+    let live = service.replica_manager().brokers("");
+    let brokers = listed(&live, service, config);
     let controller = brokers
         .iter()
         .map(|broker| broker.node_id)
@@ -54,9 +56,7 @@ pub fn handle(
         service,
         node,
         reachable: brokers.iter().map(|broker| broker.node_id).collect(),
-        registered: service
-            .replica_manager()
-            .brokers("")
+        registered: live
             .iter()
             .map(|broker| BrokerId(i32::try_from(broker.node_id).unwrap_or(i32::MAX)))
             .collect(),
@@ -83,31 +83,39 @@ pub(super) fn brokers(
     service: &BrokerService,
     config: &KafkaConfig,
 ) -> Vec<MetadataResponseBroker> {
+    listed(&service.replica_manager().brokers(""), service, config)
+}
+
+/// [`brokers`] from the live brokers already read.
+fn listed(
+    live: &[BrokerAddress],
+    service: &BrokerService,
+    config: &KafkaConfig,
+) -> Vec<MetadataResponseBroker> {
     let node = kafka_broker_id(service);
     let this = MetadataResponseBroker::default()
         .with_node_id(node)
         .with_host(StrBytes::from_string(config.advertised_host.clone()))
         .with_port(i32::from(config.advertised_port));
     let mut brokers = vec![this];
-    for broker in service.replica_manager().brokers("") {
+    for broker in live {
         let id = BrokerId(i32::try_from(broker.node_id).unwrap_or(i32::MAX));
         if id == node {
             continue;
         }
-        let Some((host, port)) = broker
+        // Registered as `KafkaConfig::advertised_address` wrote it.
+        let Some(advertised) = broker
             .kafka_addr
             .as_deref()
-            .and_then(|address| address.rsplit_once(':'))
-            .and_then(|(host, port)| Some((host, port.parse::<i32>().ok()?)))
+            .and_then(|address| KafkaConfig::advertising_host_port(address).ok())
         else {
             continue;
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
         brokers.push(
             MetadataResponseBroker::default()
                 .with_node_id(id)
-                .with_host(StrBytes::from_string(host.to_owned()))
-                .with_port(port),
+                .with_host(StrBytes::from_string(advertised.advertised_host))
+                .with_port(i32::from(advertised.advertised_port)),
         );
     }
     brokers.sort_by_key(|broker| broker.node_id);

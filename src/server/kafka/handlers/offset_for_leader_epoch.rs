@@ -86,9 +86,9 @@ fn end(
 ) -> Result<Option<(i32, i64)>, ResponseError> {
     let partition = u32::try_from(partition).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
     super::leader_epoch::check(service, topic, partition, current_leader_epoch)?;
-    // Asked of the service for its leader check: only the leader answers.
     service
-        .list_offsets(topic, partition)
+        .replica_manager()
+        .require_leader(topic, partition)
         .map_err(|error| kafka_error(&error))?;
     let Ok(asked) = u32::try_from(leader_epoch) else {
         return Ok(None);
