@@ -34,6 +34,7 @@ pub mod epoch_floors;
 pub mod error;
 pub mod groups;
 pub mod maintenance;
+pub mod offsets_topic;
 pub mod partition_opener;
 pub mod produce_queue;
 pub mod producer_ids;

@@ -20,6 +20,7 @@ use super::cluster::{ClusterDriver, ClusterError, ReplicaManager};
 use super::coordinator::{CoordinatorConfig, GroupCoordinator};
 use super::groups::PartitionCommits;
 use super::maintenance::Maintenance;
+use super::offsets_topic::ReplicatedOffsets;
 use super::produce_queue::ProduceQueue;
 use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
@@ -90,6 +91,9 @@ pub struct BrokerService {
     /// The cluster this broker is a member of, once joined ([`BrokerService::join_cluster`]);
     /// unset: standalone. The replica manager answers from it.
     cluster: OnceLock<Arc<ClusterDriver>>,
+    /// In a cluster: committed offsets and group membership in the replicated offsets topic
+    /// (set with the cluster); standalone they stay in the broker's `groups/` directory.
+    offsets: OnceLock<Arc<ReplicatedOffsets>>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -116,6 +120,7 @@ impl BrokerService {
             stopping: tokio::sync::watch::Sender::new(false),
             node_id: 0,
             cluster: OnceLock::new(),
+            offsets: OnceLock::new(),
         }
     }
 
@@ -143,9 +148,20 @@ impl BrokerService {
                 self.node_id
             )));
         }
-        self.cluster
-            .set(driver)
-            .map_err(|_| BrokerError::InvalidConfig("this broker already joined a cluster".into()))
+        let limits = *self.broker.group_offsets().config();
+        let offsets = Arc::new(ReplicatedOffsets::new(
+            Arc::clone(&self.broker),
+            Arc::clone(&driver),
+            limits,
+        ));
+        self.cluster.set(driver).map_err(|_| {
+            BrokerError::InvalidConfig("this broker already joined a cluster".into())
+        })?;
+        if let Some(coordinator) = self.coordinator.get() {
+            offsets.attach(coordinator);
+        }
+        let _ = self.offsets.set(offsets);
+        Ok(())
     }
 
     /// The replica manager: this broker's part in the cluster, which decides what every
@@ -217,8 +233,69 @@ impl BrokerService {
     /// ticker task checks session and rebalance deadlines. It stops when the service is dropped;
     /// its groups are in memory only (committed offsets are durable, membership is not).
     pub fn group_coordinator(&self) -> &Arc<GroupCoordinator> {
-        self.coordinator
-            .get_or_init(|| GroupCoordinator::start(self.coordinator_config.clone()))
+        self.coordinator.get_or_init(|| {
+            let coordinator = GroupCoordinator::start(self.coordinator_config.clone());
+            if let Some(offsets) = self.offsets.get() {
+                offsets.attach(&coordinator);
+            }
+            coordinator
+        })
+    }
+
+    /// Ok when this broker coordinates `group` (standalone: always). In a cluster the
+    /// coordinator is the leader of the group's offsets partition
+    /// ([`super::offsets_topic`]); another broker answers `NotCoordinator` naming it, and a
+    /// broker that just took the partition over loads it first.
+    pub async fn require_coordinator(&self, group: &str) -> Result<(), BrokerError> {
+        match self.offsets.get() {
+            None => Ok(()),
+            Some(offsets) => {
+                offsets
+                    .require_coordinator(self.group_coordinator(), group)
+                    .await
+            }
+        }
+    }
+
+    /// The node id of the broker coordinating `group`: this one standalone; on a cluster the
+    /// leader of the group's offsets partition.
+    pub async fn coordinator_of(&self, group: &str) -> Result<NodeId, BrokerError> {
+        match self.offsets.get() {
+            None => Ok(self.node_id),
+            Some(offsets) => offsets.coordinator_of(group).await,
+        }
+    }
+
+    /// Refuses a client's `operation` on the cluster's internal offsets topic (standalone a
+    /// topic of that name is an ordinary topic).
+    fn refuse_internal(&self, topic: &str, operation: &'static str) -> Result<(), BrokerError> {
+        match self.offsets.get().is_some() && topic == super::offsets_topic::OFFSETS_TOPIC {
+            true => Err(ClusterError::InternalTopic {
+                topic: topic.to_owned(),
+                operation,
+            }
+            .into()),
+            false => Ok(()),
+        }
+    }
+
+    /// The names of the groups holding committed offsets that this broker coordinates, sorted.
+    pub fn group_names(&self) -> Vec<String> {
+        match self.offsets.get() {
+            None => self.broker.group_offsets().group_names(),
+            Some(offsets) => offsets.group_names(),
+        }
+    }
+
+    /// Whether `group` holds committed offsets (on a cluster, as its coordinator loaded them).
+    pub async fn has_committed_offsets(&self, group: &str) -> bool {
+        match self.offsets.get() {
+            None => self.broker.group_offsets().has_group(group),
+            Some(_) => self
+                .committed_offsets(group)
+                .await
+                .is_ok_and(|commits| !commits.is_empty()),
+        }
     }
 
     /// A connection's produce queue: its produces append in the order they are submitted.
@@ -248,7 +325,10 @@ impl BrokerService {
             return queue.produce(request);
         }
         let acks = acks.unwrap_or_else(|| replicas.default_acks());
-        if let Err(refused) = replicas.check_produce(&request.topic, request.partition, acks) {
+        if let Err(refused) = self
+            .refuse_internal(&request.topic, "produced to")
+            .and_then(|()| replicas.check_produce(&request.topic, request.partition, acks))
+        {
             return Box::pin(futures::future::ready(Err(refused)));
         }
         let topic = request.topic.clone();
@@ -364,7 +444,8 @@ impl BrokerService {
     }
 
     /// Commits `group`'s position in `topic/partition` (the offset of the next record it will
-    /// read) durably: `Ok` means it survives a crash. The partition must exist and the offset
+    /// read) durably: `Ok` means it survives a crash (on a cluster: every in-sync replica of the
+    /// group's offsets partition has it). The partition must exist and, standalone, the offset
     /// must not be past its high watermark; an offset below the log start is accepted (the
     /// consumer learns it is gone when it fetches there).
     pub async fn commit_offset(
@@ -374,29 +455,24 @@ impl BrokerService {
         partition: u32,
         committed: CommittedOffset,
     ) -> Result<(), BrokerError> {
-        let high_watermark = self.broker.partition(&topic, partition)?.high_watermark();
-        if committed.offset > high_watermark {
-            return Err(BrokerError::CommitOutOfRange {
-                topic,
-                partition,
-                offset: committed.offset,
-                high_watermark,
-            });
+        let commits = self
+            .commit_offsets(group, vec![(topic, partition, committed)])
+            .await;
+        match commits.checked.into_iter().next() {
+            Some(Err(refused)) => Err(refused),
+            _ => commits.written,
         }
-        let broker = Arc::clone(&self.broker);
-        blocking(move || {
-            Ok(broker
-                .group_offsets()
-                .commit(&group, &topic, partition, committed)?)
-        })
-        .await
     }
 
     /// Commits several of `group`'s positions in one durable write (Kafka's OffsetCommit).
-    /// Each is checked as by [`BrokerService::commit_offset`] (the partition exists, the offset
-    /// is not past its high watermark) and its metadata against the store's limit, and gets its
-    /// own result, in request order; those that pass are written together, all or none, and
+    /// Each is checked on its own (the partition exists; standalone, the offset is not past its
+    /// high watermark; the metadata is within the store's limit) and gets its own result, in
+    /// request order; those that pass are written together, all or none, and
     /// [`OffsetCommits::written`] says how that went.
+    ///
+    /// On a cluster the coordinator need not hold a copy of the committed partitions, so only
+    /// their existence is checked there (as Kafka does), and the write is one record of the
+    /// group's offsets partition.
     pub async fn commit_offsets(
         &self,
         group: String,
@@ -407,9 +483,7 @@ impl BrokerService {
         let mut to_write = Vec::with_capacity(offsets.len());
         for (topic, partition, committed) in offsets {
             let check = self
-                .broker
-                .partition(&topic, partition)
-                .map(|target| target.high_watermark())
+                .commit_target_high_watermark(&topic, partition)
                 .and_then(|high_watermark| {
                     if committed.metadata.len() > max_metadata_bytes {
                         return Err(BrokerError::GroupOffsets(
@@ -419,24 +493,31 @@ impl BrokerService {
                             },
                         ));
                     }
-                    if committed.offset > high_watermark {
-                        return Err(BrokerError::CommitOutOfRange {
-                            topic: topic.clone(),
-                            partition,
-                            offset: committed.offset,
-                            high_watermark,
-                        });
+                    match high_watermark {
+                        Some(high_watermark) if committed.offset > high_watermark => {
+                            Err(BrokerError::CommitOutOfRange {
+                                topic: topic.clone(),
+                                partition,
+                                offset: committed.offset,
+                                high_watermark,
+                            })
+                        }
+                        _ => Ok(()),
                     }
-                    Ok(())
                 });
             if check.is_ok() {
                 to_write.push(((topic, partition), committed));
             }
             checked.push(check);
         }
-        let written = match to_write.is_empty() {
-            true => Ok(()),
-            false => {
+        let written = match (to_write.is_empty(), self.offsets.get()) {
+            (true, _) => Ok(()),
+            (false, Some(replicated)) => {
+                replicated
+                    .commit(self.group_coordinator(), &group, to_write)
+                    .await
+            }
+            (false, None) => {
                 let broker = Arc::clone(&self.broker);
                 blocking(move || Ok(broker.group_offsets().commit_all(&group, to_write)?)).await
             }
@@ -444,23 +525,62 @@ impl BrokerService {
         OffsetCommits { checked, written }
     }
 
+    /// Whether a position in `topic/partition` may be committed, and the high watermark it must
+    /// not pass (`None` on a cluster, where the coordinator may hold no copy of it).
+    fn commit_target_high_watermark(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<u64>, BrokerError> {
+        match self.cluster.get() {
+            None => Ok(Some(
+                self.broker.partition(topic, partition)?.high_watermark(),
+            )),
+            Some(driver) => match driver.partition_count(topic) {
+                None => Err(BrokerError::UnknownTopic(topic.to_owned())),
+                Some(count) if partition >= count => Err(BrokerError::UnknownPartition {
+                    topic: topic.to_owned(),
+                    partition,
+                    count,
+                }),
+                Some(_) => Ok(None),
+            },
+        }
+    }
+
+    /// Whether `topic/partition` exists (on a cluster: in the store's view, whether or not this
+    /// broker holds a copy).
+    pub fn partition_exists(&self, topic: &str, partition: u32) -> bool {
+        self.commit_target_high_watermark(topic, partition).is_ok()
+    }
+
     /// Every position `group` committed, by topic and partition (nothing committed: empty).
-    pub fn committed_offsets(&self, group: &str) -> Result<PartitionCommits, BrokerError> {
-        Ok(self.broker.group_offsets().committed_all(group)?)
+    pub async fn committed_offsets(&self, group: &str) -> Result<PartitionCommits, BrokerError> {
+        match self.offsets.get() {
+            None => Ok(self.broker.group_offsets().committed_all(group)?),
+            Some(offsets) => offsets.committed_all(self.group_coordinator(), group).await,
+        }
     }
 
     /// The offset `group` last committed for `topic/partition`, or `None` if it never did.
-    pub fn committed_offset(
+    pub async fn committed_offset(
         &self,
         group: &str,
         topic: &str,
         partition: u32,
     ) -> Result<Option<CommittedOffset>, BrokerError> {
-        self.broker.partition(topic, partition)?;
-        Ok(self
-            .broker
-            .group_offsets()
-            .committed(group, topic, partition)?)
+        self.commit_target_high_watermark(topic, partition)?;
+        match self.offsets.get() {
+            None => Ok(self
+                .broker
+                .group_offsets()
+                .committed(group, topic, partition)?),
+            Some(offsets) => {
+                offsets
+                    .committed(self.group_coordinator(), group, topic, partition)
+                    .await
+            }
+        }
     }
 
     /// The first offset whose record timestamp is at or after `timestamp` (ms), among visible
@@ -484,6 +604,7 @@ impl BrokerService {
         holder: String,
         ttl_ms: u64,
     ) -> Result<Grant, BrokerError> {
+        self.refuse_internal(topic, "leased")?;
         let target = self.lease_target(topic, partition)?;
         let log = Arc::clone(&target.log);
         match self.leases.acquire(target, holder, ttl_ms).await {
@@ -564,6 +685,7 @@ impl BrokerService {
         }
         match self.replica_manager() {
             ReplicaManager::Clustered(driver) => {
+                self.refuse_internal(&name, "created")?;
                 driver
                     .create_topic(name, partitions, config, replication)
                     .await
@@ -587,6 +709,7 @@ impl BrokerService {
     /// files are removed afterwards on the blocking pool, so deleting a big topic holds up
     /// neither the runtime nor the answer.
     pub async fn delete_topic(&self, name: String) -> Result<(), BrokerError> {
+        self.refuse_internal(&name, "deleted")?;
         if let ReplicaManager::Clustered(driver) = self.replica_manager() {
             return driver.delete_topic(&name).await;
         }

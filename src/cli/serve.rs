@@ -116,6 +116,14 @@ pub struct ServeArgs {
     /// broker-to-broker link.
     #[arg(long = "peer-addr", value_name = "NODE=HOST:PORT", value_parser = parse_peer_addr, requires = "etcd")]
     pub peer_addrs: Vec<(u32, String)>,
+    /// Partitions of the cluster's offsets topic (`__consumer_offsets`: committed offsets and
+    /// group membership), used by whichever broker creates it first.
+    #[arg(long, default_value_t = crate::broker::offsets_topic::DEFAULT_OFFSETS_PARTITIONS, requires = "etcd")]
+    pub offsets_partitions: u32,
+    /// Replication factor of the cluster's offsets topic: it is created (and groups work) only
+    /// once this many brokers are live.
+    #[arg(long, default_value_t = crate::broker::offsets_topic::DEFAULT_OFFSETS_REPLICATION_FACTOR, requires = "etcd")]
+    pub offsets_replication_factor: u16,
     /// Log filter (overrides RUST_LOG), e.g. `info` or `fencelog=debug`.
     #[arg(long)]
     pub log: Option<String>,
@@ -274,6 +282,12 @@ async fn cluster_membership(
     config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
     config.replication.pipelined_fetches = args.replica_fetch_pipelining;
     config.peer_addrs = args.peer_addrs.iter().cloned().collect();
+    config.offsets.partitions = args.offsets_partitions;
+    config.offsets.replication_factor = args.offsets_replication_factor;
+    config
+        .offsets
+        .validate()
+        .map_err(|error| CliError::new(format!("--offsets-*: {error}")))?;
     if let Some(user) = &args.broker_user {
         config.peer_credentials = Some(crate::client::Credentials {
             user: user.clone(),

@@ -43,6 +43,8 @@ pub(crate) struct Route {
 pub(crate) struct MetadataCache {
     brokers: HashMap<NodeId, String>,
     partitions: HashMap<(String, u32), Route>,
+    /// Partitions per topic, as the last full answer listed them.
+    partition_counts: HashMap<String, u32>,
     /// When a full `Metadata` answer was last applied.
     refreshed_at: Option<Instant>,
     /// An answer said the view is out of date: refresh before the next routed request.
@@ -88,6 +90,14 @@ impl MetadataCache {
                 replicas: partition.replicas.len(),
             };
             self.learn(key, route);
+        }
+        self.partition_counts.clear();
+        for partition in &cluster.partitions {
+            let count = self
+                .partition_counts
+                .entry(partition.topic.clone())
+                .or_default();
+            *count = (*count).max(partition.partition.saturating_add(1));
         }
         self.single_broker = self.brokers.len() <= 1;
         self.refreshed_at = Some(now);
@@ -160,6 +170,11 @@ impl MetadataCache {
             .leader?;
         let address = self.brokers.get(&leader)?;
         Some((leader, address.clone()))
+    }
+
+    /// How many partitions `topic` has, if the last full answer listed it.
+    pub(crate) fn partition_count(&self, topic: &str) -> Option<u32> {
+        self.partition_counts.get(topic).copied()
     }
 
     /// How many brokers hold a copy of `topic`/`partition`, if a full answer said.

@@ -5,9 +5,22 @@
 //!
 //! Committed means *the offset of the next record to read*: after processing the record at
 //! offset 41, commit 42. A commit is acknowledged once the server stored it durably.
+//!
+//! On a cluster a group's offsets live with its coordinator, the leader of the group's
+//! partition of the offsets topic ([`OFFSETS_TOPIC`], chosen by the group id as Kafka chooses
+//! it). The client sends group requests there once its metadata lists that topic, and to the
+//! bootstrap broker before; a broker that does not coordinate the group answers `NOT_LEADER`
+//! naming the coordinator, one that is still loading the group or creating the topic
+//! `LEADER_NOT_AVAILABLE`, and the client refreshes its view and sends the request again
+//! (a commit is safe to repeat: it sets the same position).
 
+use tokio::time::Instant;
+
+use super::retry::RetryDelay;
+use super::routing::{self, MAX_ROUTING_ATTEMPTS};
 use super::{Client, ClientError};
-use crate::protocol::{ProtocolError, Request, Response};
+use crate::domain::{offsets_partition, OFFSETS_TOPIC};
+use crate::protocol::{ErrorCode, ProtocolError, Request, Response};
 
 /// A group's committed position in a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,13 +62,16 @@ impl Client {
         metadata: &str,
     ) -> Result<(), ClientError> {
         let response = self
-            .call(Request::OffsetCommit {
-                group: group.to_owned(),
-                topic: topic.to_owned(),
-                partition,
-                offset,
-                metadata: metadata.to_owned(),
-            })
+            .call_group(
+                group,
+                Request::OffsetCommit {
+                    group: group.to_owned(),
+                    topic: topic.to_owned(),
+                    partition,
+                    offset,
+                    metadata: metadata.to_owned(),
+                },
+            )
             .await?;
         match response {
             Response::OffsetCommit => Ok(()),
@@ -72,17 +88,62 @@ impl Client {
         partition: u32,
     ) -> Result<Option<CommittedOffset>, ClientError> {
         let response = self
-            .call(Request::OffsetFetch {
-                group: group.to_owned(),
-                topic: topic.to_owned(),
-                partition,
-            })
+            .call_group(
+                group,
+                Request::OffsetFetch {
+                    group: group.to_owned(),
+                    topic: topic.to_owned(),
+                    partition,
+                },
+            )
             .await?;
         match response {
             Response::OffsetFetch { offset, metadata } => {
                 Ok(offset.map(|offset| CommittedOffset { offset, metadata }))
             }
             other => Err(unexpected(&other)),
+        }
+    }
+}
+
+impl Client {
+    /// Sends a request about `group` to its coordinator (see the module docs), within the
+    /// request timeout.
+    async fn call_group(&self, group: &str, request: Request) -> Result<Response, ClientError> {
+        let timeout = self.config().request_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut delay = RetryDelay::new(self.config());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let answer = match self.routing.partition_count(OFFSETS_TOPIC) {
+                Some(partitions) => {
+                    let partition = offsets_partition(group, partitions);
+                    self.call_partition(
+                        OFFSETS_TOPIC,
+                        partition,
+                        request.clone(),
+                        routing::remaining(deadline),
+                    )
+                    .await
+                }
+                None => {
+                    self.request(request.clone(), routing::remaining(deadline))
+                        .await
+                }
+            };
+            let coordinator_moved = matches!(
+                answer.as_ref().err().and_then(ClientError::code),
+                Some(ErrorCode::NotLeader | ErrorCode::LeaderNotAvailable)
+            );
+            if !coordinator_moved || attempt >= MAX_ROUTING_ATTEMPTS || !delay.wait(deadline).await
+            {
+                return answer;
+            }
+            self.routing.mark_stale();
+            if let Err(error) = self.routing.refresh(deadline).await {
+                tracing::debug!(%error, "metadata refresh failed while finding a group's coordinator");
+            }
         }
     }
 }

@@ -225,6 +225,16 @@ impl Routing {
             .map(|_| Acks::All)
     }
 
+    /// How many partitions `topic` has, if the last metadata answer listed it.
+    pub(crate) fn partition_count(&self, topic: &str) -> Option<u32> {
+        self.cache().partition_count(topic)
+    }
+
+    /// Marks the view out of date: the next routed request refreshes it first.
+    pub(crate) fn mark_stale(&self) {
+        self.cache().mark_stale();
+    }
+
     /// Whether the client routes requests to leaders (it knows several brokers).
     pub(crate) fn routes(&self) -> bool {
         self.cache().routes()

@@ -11,6 +11,7 @@
 mod cluster;
 mod config_error;
 mod flush_policy;
+mod groups;
 mod record;
 mod topic_config;
 
@@ -21,6 +22,7 @@ pub use topic_config::TopicConfig;
 pub use cluster::{
     leader_epoch_of_producer_epoch, producer_epoch_base, Acks, LeaderEpoch, NodeId, Replication,
 };
+pub use groups::{java_string_hash, offsets_partition, OFFSETS_TOPIC};
 pub use record::Record;
 
 /// How many recent batches each producer's retries are recognised among. A producer must not

@@ -71,6 +71,59 @@ pub enum ClusterError {
         /// Why.
         cause: AcksAllError,
     },
+    /// This broker does not coordinate `group`: it does not lead the group's offsets partition.
+    /// `leader` is the broker the store names for it, if any. Nothing was done.
+    #[error("not the coordinator of group {group}: it is the leader of {offsets_topic}/{offsets_partition}")]
+    NotCoordinator {
+        /// The group.
+        group: String,
+        /// The internal offsets topic.
+        offsets_topic: &'static str,
+        /// The group's offsets partition.
+        offsets_partition: u32,
+        /// The partition's leader as the store names it, with its native address.
+        leader: Option<(NodeId, String)>,
+        /// The leader epoch of that state.
+        leader_epoch: LeaderEpoch,
+    },
+    /// This broker just became the group's coordinator and is still reading the group's
+    /// offsets partition. Nothing was done; retry shortly.
+    #[error("group {group}: the coordinator is still loading {offsets_topic}/{offsets_partition}; retry shortly")]
+    CoordinatorLoading {
+        /// The group.
+        group: String,
+        /// The internal offsets topic.
+        offsets_topic: &'static str,
+        /// The group's offsets partition.
+        offsets_partition: u32,
+    },
+    /// No broker can coordinate groups yet (the offsets topic cannot be created or has no
+    /// leader), with why. Nothing was done; retry once the condition passes.
+    #[error("group {group}: no coordinator is available: {reason}")]
+    CoordinatorNotAvailable {
+        /// The group.
+        group: String,
+        /// What is missing and what to do.
+        reason: String,
+    },
+    /// A commit (or group snapshot) was appended to the group's offsets partition but not
+    /// acknowledged by its in-sync replicas: it may survive or not. Commit again.
+    #[error("group {group}: the commit was appended but its replication was not confirmed ({cause}); its outcome is unknown, commit again")]
+    CommitOutcomeUnknown {
+        /// The group.
+        group: String,
+        /// Why.
+        cause: String,
+    },
+    /// A client asked to write, lease, create or delete the cluster's internal offsets topic,
+    /// which only group coordinators write. Nothing was done.
+    #[error("{topic} is the cluster's internal offsets topic: only group coordinators write it; it cannot be {operation} by clients")]
+    InternalTopic {
+        /// The topic.
+        topic: String,
+        /// What was refused (`produced to`, `leased`, `created`, `deleted`).
+        operation: &'static str,
+    },
     /// The metadata store refused or could not be reached.
     #[error(transparent)]
     Meta(#[from] MetaError),

@@ -61,4 +61,8 @@ pub enum GroupError {
         /// The limit.
         max: usize,
     },
+    /// This broker no longer coordinates the group (its offsets partition moved to another
+    /// broker): find the coordinator again (`NOT_COORDINATOR`, 16).
+    #[error("this broker no longer coordinates the group: find its coordinator again")]
+    NotCoordinator,
 }

@@ -30,6 +30,7 @@
 mod describe;
 mod error;
 mod group;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 
@@ -46,6 +47,7 @@ use crate::domain::{ConfigError, Quantity};
 pub use describe::{GroupDescription, GroupListing, GroupState, MemberDescription};
 pub use error::GroupError;
 use group::{Group, Member, Phase};
+pub use snapshot::{GroupPersistence, GroupSnapshot, MemberSnapshot};
 
 /// How often deadlines (rebalance timeouts, session expiries) are checked.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -178,10 +180,22 @@ pub struct SyncRequest {
 }
 
 /// The consumer-group coordinator of one broker.
-#[derive(Debug)]
 pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Group>>,
+    /// Where snapshots of groups go when they change generation or empty (a cluster's
+    /// offsets partitions); unset standalone, where membership lives in memory only.
+    persistence: std::sync::OnceLock<GroupPersistence>,
+}
+
+impl std::fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("config", &self.config)
+            .field("groups", &self.lock().len())
+            .field("persists", &self.persists())
+            .finish()
+    }
 }
 
 impl GroupCoordinator {
@@ -191,9 +205,30 @@ impl GroupCoordinator {
         let coordinator = Arc::new(Self {
             config,
             groups: Mutex::new(HashMap::new()),
+            persistence: std::sync::OnceLock::new(),
         });
         tokio::spawn(tick_until_dropped(Arc::downgrade(&coordinator)));
         coordinator
+    }
+
+    /// Hands every later group snapshot to `persistence` (see [`GroupSnapshot`]). Only the
+    /// first call takes effect.
+    pub fn persist_with(&self, persistence: GroupPersistence) {
+        let _ = self.persistence.set(persistence);
+    }
+
+    /// Hands `snapshots` to the persistence, if any (called after the lock is released).
+    fn persist(&self, snapshots: Vec<(String, GroupSnapshot)>) {
+        if let Some(persistence) = self.persistence.get() {
+            for (group_id, snapshot) in snapshots {
+                persistence(group_id, snapshot);
+            }
+        }
+    }
+
+    /// Whether group snapshots are persisted (a cluster): only then are they taken.
+    fn persists(&self) -> bool {
+        self.persistence.get().is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
@@ -288,6 +323,7 @@ impl GroupCoordinator {
     /// Syncs a member after its join: the leader's sync brings the assignment; every member's
     /// sync resolves to its part once the leader's has arrived.
     pub async fn sync(&self, request: SyncRequest) -> Result<Bytes, GroupError> {
+        let mut stable = None;
         let answered = {
             let mut groups = self.lock();
             let group = groups
@@ -308,9 +344,13 @@ impl GroupCoordinator {
             }
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
                 group.install_assignment(request.assignments);
+                if self.persists() {
+                    stable = Some((request.group_id.clone(), GroupSnapshot::of(group)));
+                }
             }
             answered
         };
+        self.persist(stable.into_iter().collect());
         answered
             .await
             .unwrap_or(Err(GroupError::RebalanceInProgress))
@@ -349,6 +389,7 @@ impl GroupCoordinator {
                 .map(|_| Err(GroupError::UnknownMemberId))
                 .collect();
         };
+        let was_empty = matches!(group.phase, Phase::Empty);
         let results = member_ids
             .iter()
             .map(|member_id| match group.remove_member(member_id) {
@@ -357,9 +398,13 @@ impl GroupCoordinator {
             })
             .collect();
         group.after_membership_change(Instant::now(), self.config.initial_rebalance_delay);
+        let emptied = (!was_empty && matches!(group.phase, Phase::Empty) && self.persists())
+            .then(|| (group_id.to_owned(), GroupSnapshot::of(group)));
         if group.is_forgettable() {
             groups.remove(group_id);
         }
+        drop(groups);
+        self.persist(emptied.into_iter().collect());
         results
     }
 
@@ -395,11 +440,19 @@ impl GroupCoordinator {
 
     /// Checks every deadline: rebalance timeouts and initial delays, session expiries.
     fn tick(&self, now: Instant) {
+        let persists = self.persists();
+        let mut emptied = Vec::new();
         let mut groups = self.lock();
-        for group in groups.values_mut() {
+        for (group_id, group) in groups.iter_mut() {
+            let was_empty = matches!(group.phase, Phase::Empty);
             group.tick(now, self.config.initial_rebalance_delay);
+            if persists && !was_empty && matches!(group.phase, Phase::Empty) {
+                emptied.push((group_id.clone(), GroupSnapshot::of(group)));
+            }
         }
         groups.retain(|_, group| !group.is_forgettable());
+        drop(groups);
+        self.persist(emptied);
     }
 }
 

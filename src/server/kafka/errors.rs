@@ -43,6 +43,11 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError) -> ResponseError 
         ClusterError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         ClusterError::TooManyWaiters { .. } => ResponseError::RequestTimedOut,
         ClusterError::NotAcknowledged { .. } => ResponseError::NotEnoughReplicasAfterAppend,
+        ClusterError::NotCoordinator { .. } => ResponseError::NotCoordinator,
+        ClusterError::CoordinatorLoading { .. } => ResponseError::CoordinatorLoadInProgress,
+        ClusterError::CoordinatorNotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
+        ClusterError::CommitOutcomeUnknown { .. } => ResponseError::RequestTimedOut,
+        ClusterError::InternalTopic { .. } => ResponseError::InvalidTopicException,
         ClusterError::Meta(_) => ResponseError::UnknownServerError,
         ClusterError::Unsupported(_) => ResponseError::InvalidRequest,
         ClusterError::ClusterRequired(_) => ResponseError::InvalidReplicationFactor,
@@ -61,6 +66,7 @@ pub fn group_error(error: &GroupError) -> ResponseError {
         GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
         GroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached,
         GroupError::TooManyGroups { .. } => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }
 

@@ -45,6 +45,25 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError, message: String) 
         ClusterError::NotEnoughReplicas { .. } => plain(ErrorCode::NotEnoughReplicas),
         ClusterError::TooManyWaiters { .. } => plain(ErrorCode::ResourceExhausted),
         ClusterError::NotAcknowledged { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
+        // A native client finds a group's coordinator as it finds a partition's leader: the
+        // refusal names the leader of the group's offsets partition.
+        ClusterError::NotCoordinator {
+            offsets_topic,
+            offsets_partition,
+            leader,
+            leader_epoch,
+            ..
+        } => ErrorResponse::not_leader(
+            offsets_topic,
+            *offsets_partition,
+            leader.clone(),
+            *leader_epoch,
+        ),
+        ClusterError::CoordinatorLoading { .. } | ClusterError::CoordinatorNotAvailable { .. } => {
+            plain(ErrorCode::LeaderNotAvailable)
+        }
+        ClusterError::CommitOutcomeUnknown { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
+        ClusterError::InternalTopic { .. } => plain(ErrorCode::InvalidRequest),
         ClusterError::Meta(_) => plain(ErrorCode::Internal),
         ClusterError::Unsupported(_) => plain(ErrorCode::InvalidRequest),
         ClusterError::ClusterRequired(_) => plain(ErrorCode::ClusterRequired),

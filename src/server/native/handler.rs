@@ -193,17 +193,15 @@ fn answer(
             group,
             topic,
             partition,
-        } => {
-            let committed = service.committed_offset(&group, &topic, partition);
-            Box::pin(future::ready(committed.map(|committed| {
-                Response::OffsetFetch {
-                    offset: committed.as_ref().map(|committed| committed.offset),
-                    metadata: committed
-                        .map(|committed| committed.metadata)
-                        .unwrap_or_default(),
-                }
-            })))
-        }
+        } => Box::pin(async move {
+            let committed = service.committed_offset(&group, &topic, partition).await?;
+            Ok(Response::OffsetFetch {
+                offset: committed.as_ref().map(|committed| committed.offset),
+                metadata: committed
+                    .map(|committed| committed.metadata)
+                    .unwrap_or_default(),
+            })
+        }),
         Request::ReplicaFetch(fetch) => {
             Box::pin(async move { service.serve_replica_fetch(fetch).await })
         }

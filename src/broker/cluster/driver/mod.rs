@@ -98,6 +98,8 @@ pub struct ClusterConfig {
     /// What followers authenticate to their leaders with on a cluster run with `--auth`
     /// (`serve --broker-user`); `None`: they connect without authenticating.
     pub peer_credentials: Option<crate::client::Credentials>,
+    /// How the cluster's offsets topic (committed offsets and group membership) is made.
+    pub offsets: crate::broker::offsets_topic::OffsetsTopicConfig,
 }
 
 impl ClusterConfig {
@@ -115,6 +117,7 @@ impl ClusterConfig {
             replication: ReplicationConfig::default(),
             peer_addrs: HashMap::new(),
             peer_credentials: None,
+            offsets: Default::default(),
         }
     }
 }

@@ -188,4 +188,30 @@ impl ClusterDriver {
                 min_insync: 1,
             })
     }
+
+    /// The settings this broker joined the cluster with.
+    pub fn config(&self) -> &super::ClusterConfig {
+        &self.config
+    }
+
+    /// How many partitions `topic` has, if the store has it.
+    pub fn partition_count(&self, topic: &str) -> Option<u32> {
+        self.state()
+            .topics
+            .get(topic)
+            .map(|record| record.partition_count)
+    }
+
+    /// How many brokers are registered now.
+    pub fn live_broker_count(&self) -> usize {
+        self.state().brokers.len()
+    }
+
+    /// The address of broker `node_id`'s native listener, if it is registered.
+    pub fn native_addr_of(&self, node_id: crate::domain::NodeId) -> Option<String> {
+        self.state()
+            .brokers
+            .get(&node_id)
+            .map(|broker| broker.native_addr.clone())
+    }
 }

@@ -20,6 +20,9 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
 
+use std::sync::Arc;
+
+use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::coordinator::{GroupDescription, GroupState};
 use crate::broker::BrokerService;
@@ -30,25 +33,34 @@ pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// DESCRIBE 8): what an admin may do without an authorizer.
 pub const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
-/// The answer to a DescribeGroups request (immediate: it reads state, never waits).
-pub fn handle(
-    service: &BrokerService,
+/// The answer to a DescribeGroups request (it reads state; on a cluster a group's new
+/// coordinator may load it first, and a group coordinated elsewhere is `NOT_COORDINATOR`).
+pub async fn handle(
+    service: Arc<BrokerService>,
     correlation_id: i32,
     version: i16,
-    request: &DescribeGroupsRequest,
+    request: DescribeGroupsRequest,
 ) -> KafkaResponse {
     let authorized_operations = match version >= 3 && request.include_authorized_operations {
         true => ALL_GROUP_OPERATIONS,
         false => AUTHORIZED_OPERATIONS_OMITTED,
     };
-    let groups = request
-        .groups
-        .iter()
-        .map(|group_id| {
-            let description = describe(service, group_id.0.as_str());
-            described(version, description).with_authorized_operations(authorized_operations)
-        })
-        .collect();
+    let mut groups = Vec::with_capacity(request.groups.len());
+    for group_id in &request.groups {
+        if let Err(refused) = service.require_coordinator(group_id.0.as_str()).await {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id.clone())
+                    .with_error_code(kafka_error(&refused).code())
+                    .with_authorized_operations(authorized_operations),
+            );
+            continue;
+        }
+        let description = describe(&service, group_id.0.as_str()).await;
+        groups.push(
+            described(version, description).with_authorized_operations(authorized_operations),
+        );
+    }
     KafkaResponse {
         correlation_id,
         api_key: ApiKey::DescribeGroups,
@@ -59,11 +71,11 @@ pub fn handle(
 
 /// The group as the coordinator knows it, else `Empty` if it has committed offsets, else
 /// `Dead`.
-fn describe(service: &BrokerService, group_id: &str) -> GroupDescription {
+async fn describe(service: &BrokerService, group_id: &str) -> GroupDescription {
     if let Some(description) = service.group_coordinator().describe(group_id) {
         return description;
     }
-    let state = match service.broker().group_offsets().has_group(group_id) {
+    let state = match service.has_committed_offsets(group_id).await {
         true => GroupState::Empty,
         false => GroupState::Dead,
     };

@@ -8,25 +8,32 @@
 
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
-use super::super::errors::group_error;
+use std::sync::Arc;
+
+use super::super::errors::{group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::BrokerService;
 
-/// The answer to a Heartbeat request (immediate: a heartbeat never waits).
-pub fn handle(
-    service: &BrokerService,
+/// The answer to a Heartbeat request (immediate: a heartbeat never waits, except on a cluster
+/// for the group's new coordinator to load the group, or to learn it is not the coordinator:
+/// `NOT_COORDINATOR`).
+pub async fn handle(
+    service: Arc<BrokerService>,
     correlation_id: i32,
     version: i16,
-    request: &HeartbeatRequest,
+    request: HeartbeatRequest,
 ) -> KafkaResponse {
-    let outcome = service.group_coordinator().heartbeat(
-        request.group_id.0.as_str(),
-        request.generation_id,
-        request.member_id.as_str(),
-    );
-    let error_code = match outcome {
-        Ok(()) => 0,
-        Err(error) => group_error(&error).code(),
+    let group_id = request.group_id.0.as_str();
+    let error_code = match service.require_coordinator(group_id).await {
+        Err(refused) => kafka_error(&refused).code(),
+        Ok(()) => match service.group_coordinator().heartbeat(
+            group_id,
+            request.generation_id,
+            request.member_id.as_str(),
+        ) {
+            Ok(()) => 0,
+            Err(error) => group_error(&error).code(),
+        },
     };
     KafkaResponse {
         correlation_id,

@@ -46,6 +46,18 @@ pub async fn handle(
     if let Some(reason) = request.reason.as_deref() {
         tracing::debug!(group = %request.group_id.0, %member_id, reason, "JoinGroup");
     }
+    if let Err(refused) = service
+        .require_coordinator(request.group_id.0.as_str())
+        .await
+    {
+        let code = super::super::errors::kafka_error(&refused).code();
+        return KafkaResponse {
+            correlation_id,
+            api_key: ApiKey::JoinGroup,
+            api_version: version,
+            body: ResponseBody::JoinGroup(refused_with(version, member_id, code)),
+        };
+    }
     let outcome = service
         .group_coordinator()
         .join(join_request(client_id, client_host(peer), version, request))
@@ -98,6 +110,16 @@ fn join_request(
     }
 }
 
+/// A refused join: the error, no generation, and the member id to use next.
+fn refused_with(version: i16, member_id: String, error_code: i16) -> JoinGroupResponse {
+    let protocol_name = (version < 7).then(StrBytes::default);
+    JoinGroupResponse::default()
+        .with_error_code(error_code)
+        .with_generation_id(-1)
+        .with_protocol_name(protocol_name)
+        .with_member_id(StrBytes::from_string(member_id))
+}
+
 fn response(
     version: i16,
     member_id: String,
@@ -110,12 +132,7 @@ fn response(
                 GroupError::MemberIdRequired { member_id } => member_id.clone(),
                 _ => member_id,
             };
-            let protocol_name = (version < 7).then(StrBytes::default);
-            return JoinGroupResponse::default()
-                .with_error_code(group_error(&error).code())
-                .with_generation_id(-1)
-                .with_protocol_name(protocol_name)
-                .with_member_id(StrBytes::from_string(member_id));
+            return refused_with(version, member_id, group_error(&error).code());
         }
     };
     let members = joined

@@ -12,18 +12,31 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
-use super::super::errors::group_error;
+use std::sync::Arc;
+
+use super::super::errors::{group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::BrokerService;
 
 /// The answer to a LeaveGroup request (immediate: the rest of the group rebalances after it).
-pub fn handle(
-    service: &BrokerService,
+/// On a cluster, a broker that does not coordinate the group answers `NOT_COORDINATOR`.
+pub async fn handle(
+    service: Arc<BrokerService>,
     correlation_id: i32,
     version: i16,
-    request: &LeaveGroupRequest,
+    request: LeaveGroupRequest,
 ) -> KafkaResponse {
     let group_id = request.group_id.0.as_str();
+    if let Err(refused) = service.require_coordinator(group_id).await {
+        return KafkaResponse {
+            correlation_id,
+            api_key: ApiKey::LeaveGroup,
+            api_version: version,
+            body: ResponseBody::LeaveGroup(
+                LeaveGroupResponse::default().with_error_code(kafka_error(&refused).code()),
+            ),
+        };
+    }
     let coordinator = service.group_coordinator();
     let code = |result: &Result<(), _>| match result {
         Ok(()) => 0,

@@ -55,8 +55,6 @@ pub fn handle(
 /// The coordinator's groups, and the groups with committed offsets only as `Empty`.
 fn every_group(service: &BrokerService) -> Vec<GroupListing> {
     let mut groups: BTreeMap<String, GroupListing> = service
-        .broker()
-        .group_offsets()
         .group_names()
         .into_iter()
         .map(|group_id| {

@@ -114,13 +114,19 @@ pub fn start(
             ),
             close: false,
         },
-        RequestBody::FindCoordinator(body) => Started::ready(find_coordinator::handle(
-            service,
-            config,
-            correlation_id,
-            version,
-            &body,
-        )),
+        RequestBody::FindCoordinator(body) => Started {
+            response: Some(
+                find_coordinator::handle(
+                    Arc::clone(service),
+                    metadata::brokers(service, config),
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
         RequestBody::JoinGroup(body) => Started {
             response: Some(
                 join_group::handle(
@@ -141,33 +147,39 @@ pub fn start(
             ),
             close: false,
         },
-        RequestBody::Heartbeat(body) => {
-            Started::ready(heartbeat::handle(service, correlation_id, version, &body))
-        }
-        RequestBody::LeaveGroup(body) => {
-            Started::ready(leave_group::handle(service, correlation_id, version, &body))
-        }
+        RequestBody::Heartbeat(body) => Started {
+            response: Some(
+                heartbeat::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::LeaveGroup(body) => Started {
+            response: Some(
+                leave_group::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
         RequestBody::OffsetCommit(body) => Started {
             response: Some(
                 offset_commit::handle(Arc::clone(service), correlation_id, version, body).boxed(),
             ),
             close: false,
         },
-        RequestBody::DescribeGroups(body) => Started::ready(describe_groups::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
+        RequestBody::DescribeGroups(body) => Started {
+            response: Some(
+                describe_groups::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
         RequestBody::ListGroups(body) => {
             Started::ready(list_groups::handle(service, correlation_id, version, &body))
         }
-        RequestBody::OffsetFetch(body) => Started::ready(offset_fetch::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
+        RequestBody::OffsetFetch(body) => Started {
+            response: Some(
+                offset_fetch::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
         RequestBody::SaslHandshake(body) => {
             super::sasl::handshake(&mut session.sasl, correlation_id, version, &body)
         }

@@ -67,13 +67,18 @@ pub async fn handle(
 
 /// Every partition's error code, in request order.
 async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i16> {
+    let group = request.group_id.0.as_str();
+    if let Err(refused) = service.require_coordinator(group).await {
+        let code = kafka_error(&refused).code();
+        let count = request.topics.iter().map(|t| t.partitions.len()).sum();
+        return vec![code; count];
+    }
     let partitions = request.topics.iter().flat_map(|topic| {
         topic
             .partitions
             .iter()
             .map(move |partition| (topic.name.0.as_str(), partition))
     });
-    let group = request.group_id.0.as_str();
     if let Err(error) = service.group_coordinator().check_commit(
         group,
         request.generation_id_or_member_epoch,

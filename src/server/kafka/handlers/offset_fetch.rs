@@ -14,6 +14,7 @@
 //!   of v9+ (KIP-848's consumer protocol) are not advertised.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -41,31 +42,32 @@ struct GroupAnswer {
     topics: Vec<(TopicName, Vec<PartitionAnswer>)>,
 }
 
-/// The answer to an OffsetFetch request (immediate: committed offsets are in memory).
-pub fn handle(
-    service: &BrokerService,
+/// The answer to an OffsetFetch request (from memory; on a cluster each group's coordinator
+/// may first load the group's offsets partition, or answer `NOT_COORDINATOR`).
+pub async fn handle(
+    service: Arc<BrokerService>,
     correlation_id: i32,
     version: i16,
-    request: &OffsetFetchRequest,
+    request: OffsetFetchRequest,
 ) -> KafkaResponse {
+    let service = service.as_ref();
     let body = if version >= 8 {
-        let groups = request
-            .groups
-            .iter()
-            .map(|group| {
-                let topics = group.topics.as_ref().map(|topics| {
-                    topics
-                        .iter()
-                        .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
-                        .collect()
-                });
-                let answer = fetch_group(service, group.group_id.0.as_str(), topics);
+        let mut groups = Vec::with_capacity(request.groups.len());
+        for group in &request.groups {
+            let topics = group.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
+                    .collect()
+            });
+            let answer = fetch_group(service, group.group_id.0.as_str(), topics).await;
+            groups.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id.clone())
                     .with_error_code(answer.error_code)
-                    .with_topics(topics_v8(answer.topics))
-            })
-            .collect();
+                    .with_topics(topics_v8(answer.topics)),
+            );
+        }
         OffsetFetchResponse::default().with_groups(groups)
     } else {
         let topics = request.topics.as_ref().map(|topics| {
@@ -74,7 +76,7 @@ pub fn handle(
                 .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
                 .collect()
         });
-        let answer = fetch_group(service, request.group_id.0.as_str(), topics);
+        let answer = fetch_group(service, request.group_id.0.as_str(), topics).await;
         let response = OffsetFetchResponse::default().with_topics(topics_v1(answer.topics));
         match version {
             1 => response,
@@ -90,12 +92,12 @@ pub fn handle(
 }
 
 /// The group's committed offsets for `topics` (every committed partition when `None`).
-fn fetch_group(
+async fn fetch_group(
     service: &BrokerService,
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> GroupAnswer {
-    let (error_code, committed) = match service.committed_offsets(group) {
+    let (error_code, committed) = match service.committed_offsets(group).await {
         Ok(committed) => (0, committed.into_iter().collect::<HashMap<_, _>>()),
         Err(error) => (kafka_error(&error).code(), HashMap::new()),
     };
@@ -148,7 +150,7 @@ fn partition_answer(
     let Ok(partition) = u32::try_from(partition_index) else {
         return unknown();
     };
-    if service.broker().partition(topic, partition).is_err() {
+    if !service.partition_exists(topic, partition) {
         return unknown();
     }
     match committed.get(&(topic.to_string(), partition)) {

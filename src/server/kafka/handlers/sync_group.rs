@@ -37,6 +37,15 @@ pub async fn handle(
             .map(|assignment| (assignment.member_id.to_string(), assignment.assignment))
             .collect(),
     };
+    if let Err(refused) = service.require_coordinator(&sync.group_id).await {
+        let code = super::super::errors::kafka_error(&refused).code();
+        return KafkaResponse {
+            correlation_id,
+            api_key: ApiKey::SyncGroup,
+            api_version: version,
+            body: ResponseBody::SyncGroup(SyncGroupResponse::default().with_error_code(code)),
+        };
+    }
     let body = match service.group_coordinator().sync(sync).await {
         Ok(assignment) => SyncGroupResponse::default()
             .with_protocol_type(request.protocol_type)

@@ -1,0 +1,183 @@
+//! What one offsets partition says: every group's committed positions and last membership
+//! snapshot, rebuilt by applying the partition's records in log order.
+//!
+//! Each value remembers the log offset of the record that set it, and a record only replaces
+//! values set at lower offsets: a coordinator applies its own commits as their replication
+//! completes, which may be out of log order, and must end in the state a replay of the log would
+//! give.
+
+use std::collections::HashMap;
+
+use super::record::OffsetsRecord;
+use crate::broker::coordinator::GroupSnapshot;
+use crate::broker::groups::{CommittedOffset, PartitionCommits, PartitionKey};
+
+/// A group's part of the state.
+#[derive(Debug, Default, Clone)]
+struct GroupRecords {
+    /// Position by topic and partition, with the log offset that set it.
+    offsets: HashMap<PartitionKey, (CommittedOffset, u64)>,
+    /// The last membership snapshot, with the log offset that set it.
+    snapshot: Option<(GroupSnapshot, u64)>,
+}
+
+/// The state of one offsets partition (see the module docs).
+#[derive(Debug, Default, Clone)]
+pub struct OffsetsState {
+    groups: HashMap<String, GroupRecords>,
+}
+
+impl OffsetsState {
+    /// Applies `record`, stored at `log_offset`.
+    pub fn apply(&mut self, log_offset: u64, record: &OffsetsRecord) {
+        match record {
+            OffsetsRecord::Commit { group, offsets } => {
+                let entries = &mut self.groups.entry(group.clone()).or_default().offsets;
+                for entry in offsets {
+                    let key = (entry.topic.clone(), entry.partition);
+                    if entries.get(&key).is_some_and(|(_, at)| *at > log_offset) {
+                        continue;
+                    }
+                    let committed = CommittedOffset {
+                        offset: entry.offset,
+                        metadata: entry.metadata.clone(),
+                    };
+                    entries.insert(key, (committed, log_offset));
+                }
+            }
+            OffsetsRecord::Group { group, snapshot } => {
+                let records = self.groups.entry(group.clone()).or_default();
+                if records
+                    .snapshot
+                    .as_ref()
+                    .is_some_and(|(_, at)| *at > log_offset)
+                {
+                    return;
+                }
+                records.snapshot = Some((snapshot.clone(), log_offset));
+            }
+            OffsetsRecord::ForgetTopic { topic } => {
+                for records in self.groups.values_mut() {
+                    records
+                        .offsets
+                        .retain(|(name, _), (_, at)| name != topic || *at > log_offset);
+                }
+            }
+        }
+        self.groups
+            .retain(|_, records| !records.offsets.is_empty() || records.snapshot.is_some());
+    }
+
+    /// The position `group` committed for `topic/partition`, if any.
+    pub fn committed(&self, group: &str, topic: &str, partition: u32) -> Option<CommittedOffset> {
+        self.groups
+            .get(group)?
+            .offsets
+            .get(&(topic.to_owned(), partition))
+            .map(|(committed, _)| committed.clone())
+    }
+
+    /// Every position `group` committed, sorted by topic and partition.
+    pub fn committed_all(&self, group: &str) -> PartitionCommits {
+        let mut all: PartitionCommits = self
+            .groups
+            .get(group)
+            .map(|records| {
+                records
+                    .offsets
+                    .iter()
+                    .map(|(key, (committed, _))| (key.clone(), committed.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// How many positions `group` holds.
+    pub fn offset_count(&self, group: &str) -> usize {
+        self.groups
+            .get(group)
+            .map_or(0, |records| records.offsets.len())
+    }
+
+    /// Whether `group` has anything recorded.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.groups.contains_key(group)
+    }
+
+    /// How many groups have something recorded.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// The groups whose last snapshot has members, with it (for a coordinator taking over).
+    pub fn live_snapshots(&self) -> impl Iterator<Item = (&str, &GroupSnapshot)> {
+        self.groups.iter().filter_map(|(group, records)| {
+            records
+                .snapshot
+                .as_ref()
+                .filter(|(snapshot, _)| !snapshot.members.is_empty())
+                .map(|(snapshot, _)| (group.as_str(), snapshot))
+        })
+    }
+
+    /// The names of every group with committed positions, sorted.
+    pub fn group_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(_, records)| !records.offsets.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::CommitEntry;
+    use super::*;
+
+    fn commit(group: &str, topic: &str, partition: u32, offset: u64) -> OffsetsRecord {
+        OffsetsRecord::Commit {
+            group: group.into(),
+            offsets: vec![CommitEntry {
+                topic: topic.into(),
+                partition,
+                offset,
+                metadata: String::new(),
+            }],
+        }
+    }
+
+    /// Applied out of log order, commits end where the log order puts them.
+    #[test]
+    fn the_record_later_in_the_log_wins_whatever_the_order_applied() {
+        let mut state = OffsetsState::default();
+        state.apply(11, &commit("g", "t", 0, 7));
+        state.apply(10, &commit("g", "t", 0, 5));
+        state.apply(10, &commit("g", "t", 1, 3));
+        assert_eq!(state.committed("g", "t", 0).unwrap().offset, 7);
+        assert_eq!(state.committed("g", "t", 1).unwrap().offset, 3);
+        assert_eq!(state.offset_count("g"), 2);
+        assert_eq!(state.committed_all("g")[0].0, ("t".to_string(), 0));
+    }
+
+    /// A deleted topic's positions go, later commits of a re-created one stay.
+    #[test]
+    fn forgetting_a_topic_removes_only_what_came_before() {
+        let mut state = OffsetsState::default();
+        state.apply(1, &commit("g", "t", 0, 5));
+        state.apply(2, &commit("g", "u", 0, 1));
+        state.apply(4, &commit("h", "t", 0, 9));
+        state.apply(3, &OffsetsRecord::ForgetTopic { topic: "t".into() });
+        assert_eq!(state.committed("g", "t", 0), None);
+        assert_eq!(state.committed("g", "u", 0).unwrap().offset, 1);
+        assert_eq!(state.committed("h", "t", 0).unwrap().offset, 9);
+        state.apply(5, &OffsetsRecord::ForgetTopic { topic: "u".into() });
+        assert!(!state.has_group("g"));
+        assert_eq!(state.group_names(), vec!["h".to_string()]);
+    }
+}
