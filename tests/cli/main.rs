@@ -19,6 +19,7 @@ mod demo_cli;
 mod disk_trouble;
 mod hostile_clients;
 mod kafka_cluster;
+mod kafka_cluster_groups;
 mod tls;
 mod topic_cli;
 mod topic_delete_cli;
