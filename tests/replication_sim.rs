@@ -20,6 +20,8 @@ mod checker;
 mod log;
 #[path = "replication_sim/net.rs"]
 mod net;
+#[path = "replication_sim/offsets.rs"]
+mod offsets;
 #[path = "replication_sim/store.rs"]
 mod store;
 #[path = "replication_sim/world.rs"]
@@ -332,6 +334,7 @@ fn replication_sim_random_seeds() {
         "followers stopped: leader changed",
         "followers stopped: re-read asked",
         "followers stopped: elected",
+        "offsets partition loads",
     ] {
         assert!(
             stats.get(what).is_some_and(|count| *count > 0),

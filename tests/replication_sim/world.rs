@@ -210,6 +210,8 @@ pub struct World {
     next_id: u64,
     pub observed: Observed,
     consumer_high: Vec<u64>,
+    /// The (broker, leader epoch) pairs that loaded the offsets partition (`super::offsets`).
+    offsets_loaded: std::collections::BTreeSet<(NodeId, LeaderEpoch)>,
     config: ReplicationConfig,
     pub trace: Vec<String>,
     pub events: u64,
@@ -288,6 +290,7 @@ impl World {
                 violations: Vec::new(),
             },
             consumer_high: vec![0; plan.partitions],
+            offsets_loaded: Default::default(),
             config,
             trace: Vec::new(),
             events: 0,
@@ -1373,6 +1376,7 @@ impl World {
 
     fn consume(&mut self) {
         let mut seen = Vec::new();
+        let mut loads = Vec::new();
         for node in 0..BROKERS {
             let broker = &self.brokers[node as usize];
             if !broker.up || broker.paused_until > self.now {
@@ -1382,9 +1386,15 @@ impl World {
                 if let Some(leader) = broker.parts[partition].node.leader() {
                     if let Some(high_watermark) = leader.consumer_high_watermark(self.now) {
                         seen.push((node, partition, high_watermark));
+                        if partition == super::offsets::OFFSETS_PARTITION {
+                            loads.push((node, leader.epoch(), high_watermark));
+                        }
                     }
                 }
             }
+        }
+        for (node, leader_epoch, high_watermark) in loads {
+            self.load_offsets(node, leader_epoch, high_watermark);
         }
         for (node, partition, high_watermark) in seen {
             if high_watermark < self.consumer_high[partition] {
@@ -1403,6 +1413,33 @@ impl World {
                     )),
                 }
             }
+        }
+    }
+
+    /// A coordinator's load of the offsets partition (see `super::offsets`): once per broker
+    /// and leader epoch, when its high watermark covers its log end.
+    fn load_offsets(&mut self, node: NodeId, leader_epoch: LeaderEpoch, high_watermark: u64) {
+        let partition = super::offsets::OFFSETS_PARTITION;
+        let log = &self.logs[node as usize][partition];
+        let values: Vec<u64> = log.records().iter().map(|record| record.value).collect();
+        if high_watermark < values.len() as u64 || !self.offsets_loaded.insert((node, leader_epoch))
+        {
+            return;
+        }
+        let acknowledged: BTreeMap<u64, u64> = self
+            .observed
+            .values
+            .iter()
+            .filter_map(|(value, (_, sent_to, outcome))| match outcome {
+                Outcome::Acked { offset, .. } if *sent_to == partition => Some((*value, *offset)),
+                _ => None,
+            })
+            .collect();
+        self.count("offsets partition loads", 1);
+        if let Err(failure) = super::offsets::check_load(&values, high_watermark, &acknowledged) {
+            self.violation(format!(
+                "p{partition}: broker {node} loading in leader epoch {leader_epoch}: {failure}"
+            ));
         }
     }
 

@@ -297,3 +297,79 @@ async fn a_restarted_static_member_replaces_its_previous_incarnation_at_once() {
         Err(GroupError::UnknownMemberId)
     );
 }
+
+/// A stable group's snapshot, restored by another coordinator (its new coordinator on a
+/// cluster), answers the members' heartbeats and commits in the same generation: the group
+/// stays stable across the move. An emptied group's snapshot removes it.
+#[tokio::test(start_paused = true)]
+async fn a_restored_snapshot_keeps_a_stable_group_stable() {
+    let old = coordinator();
+    let snapshots = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&snapshots);
+    old.persist_with(Arc::new(move |group, snapshot| {
+        sink.lock().unwrap().push((group, snapshot));
+    }));
+    let (leader, follower) = two_member_group(&old).await;
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"p0")),
+        (follower.member_id.clone(), Bytes::from_static(b"p1")),
+    ];
+    let (from_leader, from_follower) = tokio::join!(
+        old.sync(sync_request(&leader, assignments)),
+        old.sync(sync_request(&follower, Vec::new())),
+    );
+    assert_eq!(from_leader.unwrap(), Bytes::from_static(b"p0"));
+    assert_eq!(from_follower.unwrap(), Bytes::from_static(b"p1"));
+    let (group, snapshot) = snapshots
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("a snapshot");
+    assert_eq!(group, "g");
+    assert_eq!(snapshot.generation, leader.generation_id);
+    assert_eq!(snapshot.members.len(), 2);
+
+    let new = coordinator();
+    new.restore("g", &snapshot);
+    new.heartbeat("g", leader.generation_id, &leader.member_id)
+        .expect("the leader's heartbeat in its generation");
+    new.heartbeat("g", follower.generation_id, &follower.member_id)
+        .expect("the follower's heartbeat in its generation");
+    new.check_commit("g", leader.generation_id, &leader.member_id)
+        .expect("a commit in the generation");
+    let synced = new
+        .sync(sync_request(&follower, Vec::new()))
+        .await
+        .expect("a stable group answers a sync with the member's assignment");
+    assert_eq!(synced, Bytes::from_static(b"p1"));
+    // An older snapshot does not replace what the coordinator holds.
+    let mut older = snapshot.clone();
+    older.generation -= 1;
+    older.members.clear();
+    new.restore("g", &older);
+    assert!(new.describe("g").is_some());
+
+    // Both leave: the emptied group's snapshot has no members and removes the group.
+    old.leave("g", &[leader.member_id.clone(), follower.member_id.clone()]);
+    let (_, emptied) = snapshots.lock().unwrap().last().cloned().unwrap();
+    assert!(emptied.members.is_empty());
+    assert!(emptied.generation > snapshot.generation);
+    new.restore("g", &emptied);
+    assert!(new.describe("g").is_none());
+
+    // A group whose coordinator moved away answers its waiters NOT_COORDINATOR.
+    new.restore(
+        "g",
+        &snapshot_with_generation(&snapshot, emptied.generation + 1),
+    );
+    new.forget_groups(|group| group == "g");
+    assert!(new.describe("g").is_none());
+}
+
+fn snapshot_with_generation(snapshot: &GroupSnapshot, generation: i32) -> GroupSnapshot {
+    GroupSnapshot {
+        generation,
+        ..snapshot.clone()
+    }
+}
