@@ -1230,6 +1230,67 @@ mod loom_models {
         });
     }
 
+    /// The offsets topic's case (`crate::broker::offsets_topic`): a group coordinator (the
+    /// leader of an offsets partition, in leader epoch 1) appends a commit without a lease
+    /// while it is deposed (`become_follower(2)`). Once the deposition returns no commit of the
+    /// old coordinator lands after it: the racing commit either landed before (and is the new
+    /// leader's to keep or truncate by leader epoch, never acknowledged by the old one past the
+    /// deposition) or was refused as not the leader. The new leader's replicated records are
+    /// then accepted.
+    #[test]
+    fn loom_a_deposed_coordinators_commit_never_lands_after_its_deposition() {
+        loom::model(|| {
+            let replica = ReplicaState {
+                role: Role::Leader,
+                leader_epoch: 1,
+                leased: false,
+            };
+            let fence = Arc::new(Fence::with_replica_state(
+                producer_epoch_base(1),
+                0,
+                replica,
+                Vec::new(),
+            ));
+            let coordinator = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    fence.append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(1);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                })
+            };
+            let mut length_at_install = 0;
+            fence
+                .become_follower(2, |_, log: &mut Vec<u64>| {
+                    length_at_install = log.len();
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            fence
+                .append_replicated(2, |log: &mut Vec<u64>, _| {
+                    log.push(2);
+                    Ok::<_, Refused>(())
+                })
+                .unwrap();
+            let commit = coordinator.join().unwrap();
+            fence.with_log(|log| {
+                assert!(
+                    log[length_at_install..].iter().all(|epoch| *epoch == 2),
+                    "the deposed coordinator's commit landed after its deposition: {log:?}"
+                );
+                match commit {
+                    Ok(position) => assert!(position < length_at_install),
+                    Err(error) => assert!(
+                        matches!(error, Refused::Replica(ReplicaError::NotLeader { .. })),
+                        "{error:?}"
+                    ),
+                }
+            });
+            assert_eq!(fence.leader_epoch(), 2);
+        });
+    }
+
     /// Two installs race: each epoch is installed at most once and the current epoch ends at the
     /// highest one installed; it never goes backwards.
     #[test]

@@ -228,9 +228,12 @@ fn described(topic: &Topic, view: &View<'_>) -> MetadataResponseTopic {
             }
         })
         .collect();
+    // Kafka clients leave internal topics out of pattern subscriptions.
+    let internal = view.cluster && topic.name() == crate::domain::OFFSETS_TOPIC;
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(topic.name())))
         .with_topic_id(topic_id(topic.name()))
+        .with_is_internal(internal)
         .with_partitions(partitions)
 }
 
