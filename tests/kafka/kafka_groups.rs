@@ -735,9 +735,10 @@ async fn offsets_commit_and_fetch_in_every_version() {
 
 /// OffsetCommit checks the group's membership: a member commits in its current generation; an
 /// old generation is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID, a consumer outside
-/// the group (generation -1) ILLEGAL_GENERATION while the group has members, and a commit
-/// during a rebalance REBALANCE_IN_PROGRESS. Every partition of a refused commit carries the
-/// code and nothing is stored.
+/// the group (generation -1) ILLEGAL_GENERATION while the group has members. As in Kafka, a
+/// member's commit is accepted while the group prepares a rebalance (a revoke callback's
+/// commit) and REBALANCE_IN_PROGRESS while it completes one. Every partition of a refused commit
+/// carries the code and nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_checked_against_the_group_generation() {
     let server = kafka_server().await;
@@ -771,7 +772,8 @@ async fn commits_are_checked_against_the_group_generation() {
     let offsets: Vec<(i32, i64)> = rows.iter().map(|row| (row.1, row.2)).collect();
     assert_eq!(offsets, vec![(0, 3), (1, 4)]);
 
-    // A second member's join starts a rebalance: the first member's commit must wait for it.
+    // A second member's join starts a rebalance: the first member may still commit what it
+    // processed (its revoke callback) before it rejoins.
     let mut other = KafkaConnection::connect(kafka).await;
     let pending = other.send(2, &join_request("app", "", b"m")).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -781,11 +783,24 @@ async fn commits_are_checked_against_the_group_generation() {
             &commit_request("app", joined.generation_id, &me, &[("orders", 0, 5)]),
         )
         .await;
-    assert_eq!(commit_codes(&response), vec![REBALANCE_IN_PROGRESS]);
+    assert_eq!(commit_codes(&response), vec![NONE]);
     let rejoined = member.call(5, &join_request("app", &me, b"m")).await;
     assert_eq!(rejoined.generation_id, joined.generation_id + 1);
     let joined_other = other.receive::<JoinGroupRequest>(pending, 2).await;
     assert_eq!(joined_other.generation_id, rejoined.generation_id);
+    // Joined, not yet synced: the new generation's commits wait for the assignment.
+    let response = member
+        .call(
+            8,
+            &commit_request("app", rejoined.generation_id, &me, &[("orders", 0, 5)]),
+        )
+        .await;
+    assert_eq!(commit_codes(&response), vec![REBALANCE_IN_PROGRESS]);
+    let (_, rows) = fetch_offsets(&mut member, 8, "app", None).await;
+    assert_eq!(
+        rows[0].2, 5,
+        "the commit made while preparing the rebalance is stored"
+    );
 }
 
 /// One store, two listeners: what a group commits through Kafka is where `fencelog consume

@@ -409,8 +409,13 @@ impl GroupCoordinator {
     }
 
     /// Whether an offset commit from `member_id` in `generation_id` may be stored: a member of
-    /// the current generation of a group that is not rebalancing, or a consumer outside any
-    /// group (`generation_id` < 0, empty member id) committing for a group without members.
+    /// the current generation, or a consumer outside any group (`generation_id` < 0, empty
+    /// member id) committing for a group without members.
+    ///
+    /// As in Kafka, a member's commit is accepted while the group prepares a rebalance (a
+    /// consumer commits what it processed in its revoke callback, or auto-commits, before it
+    /// rejoins: refusing it makes the next owner read those records again) and refused only
+    /// while the group completes one (the new generation's assignment is not known yet).
     pub fn check_commit(
         &self,
         group_id: &str,
@@ -432,7 +437,7 @@ impl GroupCoordinator {
         }
         let group = group.ok_or(GroupError::UnknownMemberId)?;
         group.check_member(member_id, generation_id)?;
-        if matches!(group.phase, Phase::PreparingRebalance { .. }) {
+        if matches!(group.phase, Phase::CompletingRebalance) {
             return Err(GroupError::RebalanceInProgress);
         }
         Ok(())

@@ -6,8 +6,10 @@
 //! - The commit is checked against the group's membership first
 //!   ([`GroupCoordinator::check_commit`](crate::broker::coordinator::GroupCoordinator::check_commit)):
 //!   a member must commit in the group's current generation (`ILLEGAL_GENERATION`, 22;
-//!   `UNKNOWN_MEMBER_ID`, 25; `REBALANCE_IN_PROGRESS`, 27, while the group waits for its members
-//!   to rejoin). A consumer outside any group (generation -1, empty member id, as `assign()`
+//!   `UNKNOWN_MEMBER_ID`, 25; `REBALANCE_IN_PROGRESS`, 27, between a rebalance's join answer
+//!   and the leader's assignment; accepted while the members rejoin, as Kafka does). On a
+//!   cluster a broker that is not the group's coordinator answers `NOT_COORDINATOR` (16). A
+//!   consumer outside any group (generation -1, empty member id, as `assign()`
 //!   consumers send) may commit for a group without members. That refusal is every partition's
 //!   error.
 //! - Each partition is then checked on its own: an unknown topic or partition is
