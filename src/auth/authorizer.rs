@@ -1,6 +1,16 @@
 //! [`Security`]: what a server with `--auth` checks, in one place both listeners call, so the
 //! native and Kafka listeners cannot drift apart. It knows the users (for authentication), the
 //! ACLs and the super users, and answers "may principal P do operation O on topic T?".
+//!
+//! The users and ACLs come from one of two sources: the files of a standalone server's data
+//! directory ([`Security::open`]), or a [`LiveSecurity`] kept current by someone else (a
+//! cluster's users and ACLs in etcd, [`Security::live`]). Both are read per decision, so a change
+//! takes effect without a restart.
+//!
+//! A principal whose user was removed while its connection was open is refused everything from
+//! then on (its connection stays open, and every request is `NOT_AUTHORIZED`): removing a user
+//! revokes what it may do at once, not at its next login, so a stolen password stops working
+//! when its user is removed. Changing a password (`user add` again) keeps open connections.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -11,14 +21,46 @@ use rand::RngCore;
 
 use super::acl::{AclFile, Operation};
 use super::files::{LiveFile, SecurityFileError, ACLS_FILE, RELOAD_INTERVAL, USERS_FILE};
+use super::live::LiveSecurity;
 use super::scram::{decoy_credential, ScramCredential};
 use super::users::UserFile;
+
+/// Where a server's users and ACLs come from.
+#[derive(Debug)]
+enum Source {
+    /// `users.json` and `acls.json` of the data directory (standalone).
+    Files {
+        users: LiveFile<UserFile>,
+        acls: LiveFile<AclFile>,
+    },
+    /// Kept current by another component (a cluster's users and ACLs in etcd).
+    Live(Arc<LiveSecurity>),
+}
+
+/// Where an administrator changes the users and ACLs: the flag the CLI's `acl add` takes, named
+/// in refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityStore {
+    /// A data directory's files (`--data-dir DIR`).
+    DataDirectory,
+    /// A cluster's etcd (`--etcd URL`).
+    Etcd,
+}
+
+impl SecurityStore {
+    fn flag(self) -> &'static str {
+        match self {
+            SecurityStore::DataDirectory => "--data-dir DIR",
+            SecurityStore::Etcd => "--etcd URL",
+        }
+    }
+}
 
 /// The server's authentication and authorization state (present only with `--auth`).
 #[derive(Debug)]
 pub struct Security {
-    users: LiveFile<UserFile>,
-    acls: LiveFile<AclFile>,
+    source: Source,
+    store: SecurityStore,
     super_users: BTreeSet<String>,
     /// The cluster's broker principal (`serve --broker-user`): it may replicate every topic
     /// (follow a leader), and nothing else unless an ACL grants it.
@@ -29,9 +71,7 @@ pub struct Security {
 
 /// A refused request: who, what, on which resource, and how to grant it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "principal {principal:?} is not authorized to {operation} on {resource}; an administrator can grant it with `fencelog acl add --principal {principal} --topic {pattern} --ops {operation} --data-dir DIR`"
-)]
+#[error("principal {principal:?} is not authorized to {operation} on {resource}; {remedy}")]
 pub struct NotAuthorized {
     /// The authenticated user.
     pub principal: String,
@@ -39,21 +79,46 @@ pub struct NotAuthorized {
     pub operation: Operation,
     /// `topic "NAME"`, or `any topic` for requests without one (InitProducerId, groups).
     pub resource: String,
-    /// The pattern the suggested grant uses.
-    pattern: String,
+    /// What to do about it: the grant that would allow it, or why no grant would.
+    remedy: String,
 }
 
 impl NotAuthorized {
-    fn new(principal: &str, operation: Operation, topic: Option<&str>) -> Self {
+    fn new(
+        principal: &str,
+        operation: Operation,
+        topic: Option<&str>,
+        store: SecurityStore,
+    ) -> Self {
+        let pattern = topic.unwrap_or("'*'");
         Self {
             principal: principal.to_owned(),
             operation,
-            resource: topic.map_or_else(
-                || "any topic".to_owned(),
-                |topic| format!("topic {topic:?}"),
+            resource: Self::resource(topic),
+            remedy: format!(
+                "an administrator can grant it with `fencelog acl add --principal {principal} --topic {pattern} --ops {operation} {}`",
+                store.flag()
             ),
-            pattern: topic.unwrap_or("'*'").to_owned(),
         }
+    }
+
+    /// The refusal of a request on a connection whose user was removed after it logged in.
+    fn removed(principal: &str, operation: Operation, topic: Option<&str>) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            operation,
+            resource: Self::resource(topic),
+            remedy: format!(
+                "user {principal:?} was removed after this connection authenticated, so it may do nothing more: reconnect as an existing user"
+            ),
+        }
+    }
+
+    fn resource(topic: Option<&str>) -> String {
+        topic.map_or_else(
+            || "any topic".to_owned(),
+            |topic| format!("topic {topic:?}"),
+        )
     }
 }
 
@@ -64,15 +129,40 @@ impl Security {
         data_dir: &Path,
         super_users: impl IntoIterator<Item = String>,
     ) -> Result<Self, SecurityFileError> {
+        Ok(Self::with_source(
+            Source::Files {
+                users: LiveFile::open(data_dir.join(USERS_FILE))?,
+                acls: LiveFile::open(data_dir.join(ACLS_FILE))?,
+            },
+            SecurityStore::DataDirectory,
+            super_users,
+        ))
+    }
+
+    /// Reads users and ACLs from `live` (a cluster's, kept current from etcd), naming `store`
+    /// in refusals.
+    pub fn live(
+        live: Arc<LiveSecurity>,
+        store: SecurityStore,
+        super_users: impl IntoIterator<Item = String>,
+    ) -> Self {
+        Self::with_source(Source::Live(live), store, super_users)
+    }
+
+    fn with_source(
+        source: Source,
+        store: SecurityStore,
+        super_users: impl IntoIterator<Item = String>,
+    ) -> Self {
         let mut decoy_secret = [0u8; 32];
         rand::thread_rng().fill_bytes(&mut decoy_secret);
-        Ok(Self {
-            users: LiveFile::open(data_dir.join(USERS_FILE))?,
-            acls: LiveFile::open(data_dir.join(ACLS_FILE))?,
+        Self {
+            source,
+            store,
             super_users: super_users.into_iter().collect(),
             broker_principal: None,
             decoy_secret,
-        })
+        }
     }
 
     /// Names the cluster's broker principal (see [`Security::may_replicate`]).
@@ -85,6 +175,7 @@ impl Security {
     /// epochs end): the broker principal always, anyone else with `admin` on the topic.
     pub fn may_replicate(&self, principal: &str, topic: &str) -> Result<(), NotAuthorized> {
         if self.broker_principal.as_deref() == Some(principal) {
+            self.check_exists(principal, Operation::Admin, Some(topic))?;
             return Ok(());
         }
         self.authorize(principal, Operation::Admin, topic)
@@ -93,16 +184,40 @@ impl Security {
     /// The credential to run an exchange against: the user's (re-reading the users file if it
     /// changed, so a user added a moment ago can log in), or a decoy that no password matches.
     pub fn credential(&self, user: &str) -> ScramCredential {
-        self.users
-            .current(Duration::ZERO)
+        self.users(Duration::ZERO)
             .users
             .get(user)
             .and_then(|stored| stored.credential())
             .unwrap_or_else(|| decoy_credential(&self.decoy_secret, user))
     }
 
+    /// The users, re-read from the file if the last check is older than `max_age`.
+    fn users(&self, max_age: Duration) -> Arc<UserFile> {
+        match &self.source {
+            Source::Files { users, .. } => users.current(max_age),
+            Source::Live(live) => live.users(),
+        }
+    }
+
     fn acls(&self) -> Arc<AclFile> {
-        self.acls.current(RELOAD_INTERVAL)
+        match &self.source {
+            Source::Files { acls, .. } => acls.current(RELOAD_INTERVAL),
+            Source::Live(live) => live.acls(),
+        }
+    }
+
+    /// Refuses a principal whose user no longer exists (removed after it authenticated).
+    fn check_exists(
+        &self,
+        principal: &str,
+        operation: Operation,
+        topic: Option<&str>,
+    ) -> Result<(), NotAuthorized> {
+        if self.users(RELOAD_INTERVAL).users.contains_key(principal) {
+            Ok(())
+        } else {
+            Err(NotAuthorized::removed(principal, operation, topic))
+        }
     }
 
     fn is_super_user(&self, principal: &str) -> bool {
@@ -116,10 +231,16 @@ impl Security {
         operation: Operation,
         topic: &str,
     ) -> Result<(), NotAuthorized> {
+        self.check_exists(principal, operation, Some(topic))?;
         if self.is_super_user(principal) || self.acls().allows(principal, operation, topic) {
             return Ok(());
         }
-        Err(NotAuthorized::new(principal, operation, Some(topic)))
+        Err(NotAuthorized::new(
+            principal,
+            operation,
+            Some(topic),
+            self.store,
+        ))
     }
 
     /// Whether `principal` may do `operation` on some topic (for requests that name none:
@@ -129,15 +250,18 @@ impl Security {
         principal: &str,
         operation: Operation,
     ) -> Result<(), NotAuthorized> {
+        self.check_exists(principal, operation, None)?;
         if self.is_super_user(principal) || self.acls().allows_somewhere(principal, operation) {
             return Ok(());
         }
-        Err(NotAuthorized::new(principal, operation, None))
+        Err(NotAuthorized::new(principal, operation, None, self.store))
     }
 
     /// Whether `principal` may see `topic` in Metadata (any operation on it).
     pub fn may_see(&self, principal: &str, topic: &str) -> bool {
-        self.is_super_user(principal) || self.acls().allows_any(principal, topic)
+        self.check_exists(principal, Operation::Consume, Some(topic))
+            .is_ok()
+            && (self.is_super_user(principal) || self.acls().allows_any(principal, topic))
     }
 }
 

@@ -10,6 +10,7 @@
 //! * [`scram`]: the SCRAM-SHA-256 messages and both sides of the exchange.
 //! * [`users`], [`acl`]: the two files in the data directory and the CLI's changes to them.
 //! * [`files`]: atomic, lock-serialized writes and the server's live reload.
+//! * [`live`]: users and ACLs kept current by another component (a cluster's, from etcd).
 //! * [`authorizer`]: [`Security`] (the server's view) and [`Access`] (one connection's rights).
 //! * [`connection`]: one connection's authentication state machine.
 
@@ -17,11 +18,13 @@ pub mod acl;
 pub mod authorizer;
 pub mod connection;
 pub mod files;
+pub mod live;
 pub mod scram;
 pub mod users;
 
 pub use acl::{AclEntry, AclFile, Operation, TopicPattern};
-pub use authorizer::{Access, NotAuthorized, Security};
+pub use authorizer::{Access, NotAuthorized, Security, SecurityStore};
 pub use connection::{AuthenticationError, ConnectionAuthentication, MAX_AUTHENTICATION_FAILURES};
 pub use files::SecurityFileError;
+pub use live::LiveSecurity;
 pub use scram::{ClientExchange, ScramCredential, ScramError, MECHANISM};

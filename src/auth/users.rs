@@ -98,6 +98,18 @@ pub fn validate_user_name(name: &str) -> Result<(), SecurityFileError> {
 
 /// Adds `name` or replaces its password. Returns whether the user existed.
 pub fn add_user(data_dir: &Path, name: &str, password: &str) -> Result<bool, SecurityFileError> {
+    // The slow key derivation happens before the lock is taken.
+    let stored = new_stored_user(name, password)?;
+    files::update(data_dir, USERS_FILE, |file: &mut UserFile| {
+        file.format = USERS_FORMAT;
+        Ok(file.users.insert(name.to_owned(), stored).is_some())
+    })
+}
+
+/// The stored credential of a new user `name` with `password`, after checking both (the name
+/// by [`validate_user_name`], the password non-empty and at most [`MAX_PASSWORD_BYTES`]): what
+/// every store of users (the data directory's file, a cluster's etcd) keeps.
+pub fn new_stored_user(name: &str, password: &str) -> Result<StoredUser, SecurityFileError> {
     validate_user_name(name)?;
     if password.is_empty() {
         return Err(SecurityFileError::Refused(
@@ -109,12 +121,10 @@ pub fn add_user(data_dir: &Path, name: &str, password: &str) -> Result<bool, Sec
             "the password is longer than {MAX_PASSWORD_BYTES} bytes"
         )));
     }
-    // The slow key derivation happens before the lock is taken.
-    let stored = StoredUser::from_credential(&ScramCredential::new(password, DEFAULT_ITERATIONS));
-    files::update(data_dir, USERS_FILE, |file: &mut UserFile| {
-        file.format = USERS_FORMAT;
-        Ok(file.users.insert(name.to_owned(), stored).is_some())
-    })
+    Ok(StoredUser::from_credential(&ScramCredential::new(
+        password,
+        DEFAULT_ITERATIONS,
+    )))
 }
 
 /// Removes `name`. Returns whether it existed.

@@ -1,16 +1,15 @@
-//! `fencelog acl add|remove|list`: which user may do which operations on which topics. Works
-//! while a server runs on the directory (the server picks changes up within
-//! [`RELOAD_INTERVAL`](crate::auth::files::RELOAD_INTERVAL)).
-
-use std::path::PathBuf;
+//! `fencelog acl add|remove|list`: which user may do which operations on which topics, in a data
+//! directory or with `--etcd` in a cluster. Works while servers run (a standalone server picks
+//! changes up within [`RELOAD_INTERVAL`](crate::auth::files::RELOAD_INTERVAL), a cluster's
+//! brokers as soon as their etcd watch delivers them).
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::common::{conclude, Output};
-use super::serve::DEFAULT_DATA_DIR;
+use super::security_target::SecurityTarget;
 use super::CliError;
-use crate::auth::acl::{self, parse_operations, AclEntry, TopicPattern};
+use crate::auth::acl::{parse_operations, AclEntry, TopicPattern};
 
 /// Arguments of `fencelog acl`.
 #[derive(Debug, Args)]
@@ -32,9 +31,9 @@ pub struct AclChange {
     /// Comma-separated operations: create, lease, produce, consume, admin; or `all`.
     #[arg(long)]
     pub ops: String,
-    /// Data directory.
-    #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-    pub data_dir: PathBuf,
+    /// Where the ACLs live.
+    #[command(flatten)]
+    pub target: SecurityTarget,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -49,9 +48,9 @@ pub enum AclCommand {
     Remove(AclChange),
     /// List every grant.
     List {
-        /// Data directory.
-        #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        /// Where the ACLs live.
+        #[command(flatten)]
+        target: SecurityTarget,
         /// One JSON object per grant.
         #[arg(long)]
         json: bool,
@@ -86,21 +85,21 @@ fn printed(entry: &AclEntry) -> (Printed<'_>, String) {
 
 /// Runs a `fencelog acl` command.
 pub fn run(args: AclArgs) -> Result<(), CliError> {
-    let failed = |error: crate::auth::SecurityFileError| CliError::new(error.to_string());
     match args.command {
         AclCommand::Add(change) => {
             let (pattern, operations) = parse(&change)?;
-            let entry = acl::add_acl(&change.data_dir, &change.principal, &pattern, &operations)
-                .map_err(failed)?;
+            let entry = change
+                .target
+                .add_acl(&change.principal, &pattern, &operations)?;
             let (json, plain) = printed(&entry);
             let mut out = Output::new(change.json);
             conclude(out.emit(&json, plain).and_then(|()| out.flush()))
         }
         AclCommand::Remove(change) => {
             let (pattern, operations) = parse(&change)?;
-            let changed =
-                acl::remove_acl(&change.data_dir, &change.principal, &pattern, &operations)
-                    .map_err(failed)?;
+            let changed = change
+                .target
+                .remove_acl(&change.principal, &pattern, &operations)?;
             if !changed {
                 return Err(CliError::new(format!(
                     "no such grant: {} has none of {} on {}",
@@ -123,8 +122,8 @@ pub fn run(args: AclArgs) -> Result<(), CliError> {
             );
             conclude(out.emit(&removed, plain).and_then(|()| out.flush()))
         }
-        AclCommand::List { data_dir, json } => {
-            let entries = acl::list_acls(&data_dir).map_err(failed)?;
+        AclCommand::List { target, json } => {
+            let entries = target.list_acls()?;
             let mut out = Output::new(json);
             conclude(
                 entries

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod lease;
 pub mod logging;
 pub mod produce;
+pub mod security_target;
 pub mod serve;
 pub mod tls;
 pub mod topic;

@@ -57,14 +57,15 @@ pub struct ServeArgs {
     #[arg(long, env = "FENCELOG_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
     /// Require authentication (SCRAM-SHA-256, users from `fencelog user add`) and enforce the
-    /// ACLs of `fencelog acl add` on every listener. Off by default.
+    /// ACLs of `fencelog acl add` on every listener. Off by default. Standalone the users and
+    /// ACLs are the data directory's; with --etcd they are the cluster's, in etcd.
     #[arg(long)]
     pub auth: bool,
     /// A user the ACLs do not restrict (repeatable), like Kafka's super.users.
     #[arg(long = "super-user", value_name = "NAME", requires = "auth")]
     pub super_users: Vec<String>,
-    /// In a cluster with `--auth`: the user brokers authenticate to each other as (add it with
-    /// `fencelog user add` on every broker). It may replicate every topic and nothing else
+    /// In a cluster with `--auth`: the user brokers authenticate to each other as (add it once
+    /// with `fencelog user add NAME --etcd URL`). It may replicate every topic and nothing else
     /// unless granted. Its password comes from FENCELOG_BROKER_PASSWORD or
     /// `--broker-password-file`.
     #[arg(long = "broker-user", value_name = "NAME", requires = "auth")]
@@ -149,13 +150,10 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
-        let security = if args.auth {
-            let mut security =
-                crate::auth::Security::open(&args.data_dir, args.super_users.clone())
-                    .map_err(|error| CliError::new(format!("--auth: {error}")))?;
-            if let Some(broker_user) = &args.broker_user {
-                security = security.with_broker_principal(broker_user.clone());
-            }
+        // On a cluster the users and ACLs are the cluster's, read from etcd below.
+        let security = if args.auth && !in_cluster {
+            let security = crate::auth::Security::open(&args.data_dir, args.super_users.clone())
+                .map_err(|error| CliError::new(format!("--auth: {error}")))?;
             Some(Arc::new(security))
         } else {
             None
@@ -180,7 +178,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                     .map_err(|error| CliError::new(format!("listen address: {error}")))?
                     .to_string(),
             };
-            config.cluster = Some(cluster_membership(&args, advertised).await?);
+            let (membership, security) = cluster_membership(&args, advertised).await?;
+            config.cluster = Some(membership);
+            config.server.security = security;
         }
         let kafka = kafka_listener(&args).await?;
         let metrics = match &args.metrics_listen {
@@ -236,12 +236,15 @@ fn parse_peer_addr(text: &str) -> Result<(u32, String), String> {
 fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
     if args.auth && args.broker_user.is_none() {
         return Err(CliError::new(
-            "--auth with --etcd needs --broker-user NAME: followers authenticate to their leaders as that user (add it with `fencelog user add NAME` on every broker, its password in FENCELOG_BROKER_PASSWORD or --broker-password-file)",
+            "--auth with --etcd needs --broker-user NAME: followers authenticate to their leaders as that user (add it once with `fencelog user add NAME --etcd URL`, its password in FENCELOG_BROKER_PASSWORD or --broker-password-file)",
         ));
     }
-    if args.tls.tls_cert.is_some() {
+    if args.tls.tls_cert.is_some()
+        && args.tls.peer_tls_ca.is_none()
+        && args.tls.tls_client_ca.is_none()
+    {
         return Err(CliError::new(
-            "--tls-cert with --etcd: followers do not connect to their leaders over TLS yet, so they could not fetch; run the cluster on a trusted network without TLS for now",
+            "--tls-cert with --etcd needs --peer-tls-ca FILE (or --tls-client-ca FILE): followers connect to their leaders over TLS and check each leader's certificate against that CA",
         ));
     }
     if args.node_id > crate::broker::producer_ids::CLUSTER_NODE_ID_MAX {
@@ -265,19 +268,26 @@ fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Connects to etcd and says how this broker joins the cluster kept there.
+/// Connects to etcd and says how this broker joins the cluster kept there, and, with `--auth`,
+/// what it checks clients against: the cluster's users and ACLs in etcd, followed live.
 #[cfg(feature = "etcd")]
 async fn cluster_membership(
     args: &ServeArgs,
     advertised: String,
-) -> Result<ClusterMembership, CliError> {
+) -> Result<(ClusterMembership, Option<Arc<crate::auth::Security>>), CliError> {
     use crate::broker::cluster::ClusterConfig;
     use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
     let etcd = EtcdConfig::new(args.etcd.clone()).with_cluster_name(args.cluster_name.clone());
     let store = EtcdMetaStore::connect(etcd)
         .await
         .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
+    let security = if args.auth {
+        Some(Arc::new(cluster_security(args, &store).await?))
+    } else {
+        None
+    };
     let mut config = ClusterConfig::new(args.node_id, advertised);
+    config.peer_tls = args.tls.peer_tls()?;
     config.registration_ttl = std::time::Duration::from_millis(args.registration_ttl_ms);
     config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
     config.replication.pipelined_fetches = args.replica_fetch_pipelining;
@@ -302,10 +312,33 @@ async fn cluster_membership(
     crate::cluster::meta::validate_ttl(config.registration_ttl)
         .map_err(|error| CliError::new(format!("--registration-ttl-ms: {error}")))?;
     tracing::info!(node_id = args.node_id, advertised = %config.native_addr, etcd = ?args.etcd, "joining the cluster");
-    Ok(ClusterMembership {
-        config,
-        store: Arc::new(store),
-    })
+    Ok((
+        ClusterMembership {
+            config,
+            store: Arc::new(store),
+        },
+        security,
+    ))
+}
+
+/// The cluster's users and ACLs, read from etcd now (a damaged value or too many is an error)
+/// and followed from then on, with this broker's super users and broker principal.
+#[cfg(feature = "etcd")]
+async fn cluster_security(
+    args: &ServeArgs,
+    store: &crate::cluster::meta::EtcdMetaStore,
+) -> Result<crate::auth::Security, CliError> {
+    use crate::auth::{Security, SecurityStore};
+    use crate::cluster::meta::security::EtcdSecurityStore;
+    let live = EtcdSecurityStore::new(store.clone())
+        .load_and_follow()
+        .await
+        .map_err(|error| CliError::new(format!("--auth: the cluster's users and ACLs: {error}")))?;
+    let mut security = Security::live(live, SecurityStore::Etcd, args.super_users.clone());
+    if let Some(broker_user) = &args.broker_user {
+        security = security.with_broker_principal(broker_user.clone());
+    }
+    Ok(security)
 }
 
 /// Environment variable holding the broker user's password (`serve --broker-user`).
@@ -316,7 +349,7 @@ pub const BROKER_PASSWORD_ENV: &str = "FENCELOG_BROKER_PASSWORD";
 async fn cluster_membership(
     _args: &ServeArgs,
     _advertised: String,
-) -> Result<ClusterMembership, CliError> {
+) -> Result<(ClusterMembership, Option<Arc<crate::auth::Security>>), CliError> {
     Err(CliError::new(
         "--etcd: this build has no etcd client (built without the `etcd` feature)",
     ))

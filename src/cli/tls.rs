@@ -33,9 +33,39 @@ pub struct ServeTlsArgs {
         requires = "tls_cert"
     )]
     pub tls_client_ca: Option<PathBuf>,
+    /// On a cluster (--etcd) with --tls-cert: the PEM CA file followers check their leaders'
+    /// certificates against (defaults to --tls-client-ca). Each broker's certificate must name
+    /// the host of the address it advertises.
+    #[arg(
+        long = "peer-tls-ca",
+        env = "FENCELOG_PEER_TLS_CA",
+        requires = "tls_cert"
+    )]
+    pub peer_tls_ca: Option<PathBuf>,
 }
 
 impl ServeTlsArgs {
+    /// The TLS of this broker's connections to other brokers (a follower's to its leader), or
+    /// `None` without `--tls-cert`: brokers that serve TLS speak it to each other too. It
+    /// trusts `--peer-tls-ca` (else `--tls-client-ca`) and presents this broker's own
+    /// certificate to a leader that asks for one (mutual TLS with `--tls-client-ca`).
+    pub fn peer_tls(&self) -> Result<Option<TlsClientConfig>, CliError> {
+        let (Some(certificate), Some(private_key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let Some(ca) = self.peer_tls_ca.as_ref().or(self.tls_client_ca.as_ref()) else {
+            return Err(CliError::new(
+                "--tls-cert on a cluster needs --peer-tls-ca FILE (or --tls-client-ca FILE): the CA a follower checks its leader's certificate against",
+            ));
+        };
+        let fail =
+            |error: crate::tls::TlsConfigError| CliError::new(format!("inter-broker TLS: {error}"));
+        TlsClientConfig::ca_file(ca)
+            .and_then(|tls| tls.with_client_certificate(certificate, private_key))
+            .map(Some)
+            .map_err(fail)
+    }
+
     /// The listeners' TLS, or `None` without `--tls-cert`. A file that cannot be used is an
     /// error naming it.
     pub fn server_tls(&self) -> Result<Option<ServerTls>, CliError> {

@@ -1,5 +1,5 @@
-//! `fencelog user add|remove|list`: the SCRAM-SHA-256 credentials of a data directory. Works
-//! while a server runs on the directory (the server picks changes up without a restart).
+//! `fencelog user add|remove|list`: the SCRAM-SHA-256 credentials of a data directory, or with
+//! `--etcd` of a cluster. Works while servers run (they pick changes up without a restart).
 
 use std::path::PathBuf;
 
@@ -7,9 +7,8 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::common::{conclude, read_password, Output};
-use super::serve::DEFAULT_DATA_DIR;
+use super::security_target::SecurityTarget;
 use super::CliError;
-use crate::auth::users;
 
 /// Arguments of `fencelog user`.
 #[derive(Debug, Args)]
@@ -29,9 +28,9 @@ pub enum UserCommand {
         /// File whose first line is the password (instead of FENCELOG_PASSWORD).
         #[arg(long)]
         password_file: Option<PathBuf>,
-        /// Data directory.
-        #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        /// Where the users live.
+        #[command(flatten)]
+        target: SecurityTarget,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -40,18 +39,18 @@ pub enum UserCommand {
     Remove {
         /// The user name.
         name: String,
-        /// Data directory.
-        #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        /// Where the users live.
+        #[command(flatten)]
+        target: SecurityTarget,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List the user names (never any credential).
     List {
-        /// Data directory.
-        #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
+        /// Where the users live.
+        #[command(flatten)]
+        target: SecurityTarget,
         /// One JSON object per user.
         #[arg(long)]
         json: bool,
@@ -73,16 +72,15 @@ struct Listed<'a> {
 
 /// Runs a `fencelog user` command.
 pub fn run(args: UserArgs) -> Result<(), CliError> {
-    let failed = |error: crate::auth::SecurityFileError| CliError::new(error.to_string());
     match args.command {
         UserCommand::Add {
             name,
             password_file,
-            data_dir,
+            target,
             json,
         } => {
             let password = read_password(password_file.as_deref())?;
-            let existed = users::add_user(&data_dir, &name, &password).map_err(failed)?;
+            let existed = target.add_user(&name, &password)?;
             let action = if existed { "updated" } else { "added" };
             let mut out = Output::new(json);
             conclude(
@@ -96,15 +94,11 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
                 .and_then(|()| out.flush()),
             )
         }
-        UserCommand::Remove {
-            name,
-            data_dir,
-            json,
-        } => {
-            if !users::remove_user(&data_dir, &name).map_err(failed)? {
+        UserCommand::Remove { name, target, json } => {
+            if !target.remove_user(&name)? {
                 return Err(CliError::new(format!(
                     "no user {name:?} in {}",
-                    data_dir.display()
+                    target.describe()
                 )));
             }
             let mut out = Output::new(json);
@@ -119,8 +113,8 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
                 .and_then(|()| out.flush()),
             )
         }
-        UserCommand::List { data_dir, json } => {
-            let names = users::list_users(&data_dir).map_err(failed)?;
+        UserCommand::List { target, json } => {
+            let names = target.list_users()?;
             let mut out = Output::new(json);
             conclude(
                 names

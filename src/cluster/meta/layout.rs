@@ -148,6 +148,49 @@ fn canonical_number(text: &str) -> Option<u32> {
     (number.to_string() == text).then_some(number)
 }
 
+/// The keys of a cluster's users and ACLs (`crate::cluster::meta::security`):
+///
+/// ```text
+/// /fencelog/<cluster>/users/<name>                 StoredUser (a SCRAM credential, no password)
+/// /fencelog/<cluster>/acls/<principal>/<pattern>   AclEntry
+/// ```
+///
+/// A principal name has no `/` (the user name rule), so the first `/` after `acls/` ends it and
+/// the pattern is everything after, whatever it holds.
+impl KeyLayout {
+    /// The prefix of every user's credential.
+    pub fn users_prefix(&self) -> String {
+        format!("{}users/", self.prefix)
+    }
+
+    /// The key of user `name`'s credential.
+    pub fn user_key(&self, name: &str) -> String {
+        format!("{}users/{name}", self.prefix)
+    }
+
+    /// The prefix of every ACL entry.
+    pub fn acls_prefix(&self) -> String {
+        format!("{}acls/", self.prefix)
+    }
+
+    /// The key of the ACL entry of `principal` on topic pattern `pattern`.
+    pub fn acl_key(&self, principal: &str, pattern: &str) -> String {
+        format!("{}acls/{principal}/{pattern}", self.prefix)
+    }
+
+    /// The user name a key under [`Self::users_prefix`] addresses.
+    pub fn parse_user_key<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.prefix)?.strip_prefix("users/")
+    }
+
+    /// The principal and pattern a key under [`Self::acls_prefix`] addresses.
+    pub fn parse_acl_key<'a>(&self, key: &'a str) -> Option<(&'a str, &'a str)> {
+        key.strip_prefix(&self.prefix)?
+            .strip_prefix("acls/")?
+            .split_once('/')
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,8 @@ pub mod watch;
 pub mod etcd;
 #[cfg(feature = "etcd")]
 mod etcd_watch;
+#[cfg(feature = "etcd")]
+pub mod security;
 
 use std::fmt::{self, Debug};
 use std::time::Duration;

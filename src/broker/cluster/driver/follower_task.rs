@@ -331,6 +331,7 @@ async fn connect<'a>(
             connect_timeout: Duration::from_secs(2),
             reconnect_timeout: Duration::from_secs(2),
             credentials: driver.config.peer_credentials.clone(),
+            tls: driver.config.peer_tls.clone(),
             ..ClientConfig::default()
         };
         *connection = Some(Client::connect_with(address.as_str(), config).await?);

@@ -100,6 +100,9 @@ pub struct ClusterConfig {
     pub peer_credentials: Option<crate::client::Credentials>,
     /// How the cluster's offsets topic (committed offsets and group membership) is made.
     pub offsets: crate::broker::offsets_topic::OffsetsTopicConfig,
+    /// TLS of every connection this broker opens to another (a follower's to its leader) when
+    /// the brokers serve TLS (`serve --tls-cert` with `--peer-tls-ca`); `None`: plain TCP.
+    pub peer_tls: Option<crate::client::TlsClientConfig>,
 }
 
 impl ClusterConfig {
@@ -118,6 +121,7 @@ impl ClusterConfig {
             peer_addrs: HashMap::new(),
             peer_credentials: None,
             offsets: Default::default(),
+            peer_tls: None,
         }
     }
 }

@@ -1,0 +1,157 @@
+//! Where `fencelog user` and `fencelog acl` make their changes: a standalone server's data
+//! directory (`--data-dir`, the default), or a cluster's etcd (`--etcd URL [--cluster-name
+//! NAME]`), which every broker of the cluster watches, so a change reaches all of them without
+//! a restart.
+//!
+//! Why one type for both commands: the two stores must answer the same questions the same way
+//! (added or updated, removed or absent, a listing), and the commands should not care which one
+//! they talk to.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::serve::DEFAULT_DATA_DIR;
+use super::CliError;
+use crate::auth::acl::{self, AclEntry, TopicPattern};
+use crate::auth::{users, Operation};
+use crate::cluster::meta::layout::DEFAULT_CLUSTER_NAME;
+
+/// Runs `$body` with `$store` (the cluster's store) and returns its result when `--etcd` was
+/// given; without the `etcd` feature, returns that it cannot.
+macro_rules! on_cluster {
+    ($target:ident, |$store:ident| $body:expr) => {
+        if $target.on_cluster() {
+            #[cfg(feature = "etcd")]
+            return $target.on_etcd(|$store| async move { $body });
+            #[cfg(not(feature = "etcd"))]
+            return Err(CliError::new(
+                "--etcd: this build has no etcd client (built without the `etcd` feature)",
+            ));
+        }
+    };
+}
+
+/// The flags naming the store of users and ACLs.
+#[derive(Debug, Args)]
+pub struct SecurityTarget {
+    /// Data directory of a standalone server (not used with --etcd).
+    #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Change the users and ACLs of the cluster whose metadata lives in etcd at these client
+    /// URLs (comma-separated), instead of a data directory's: every broker of the cluster picks
+    /// the change up without a restart.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd: Vec<String>,
+    /// The cluster's name in etcd (with --etcd).
+    #[arg(long, env = "FENCELOG_CLUSTER", default_value = DEFAULT_CLUSTER_NAME)]
+    pub cluster_name: String,
+}
+
+impl SecurityTarget {
+    fn on_cluster(&self) -> bool {
+        !self.etcd.is_empty()
+    }
+
+    /// Where the change went, for messages: `DIR` or `cluster NAME in etcd URL`.
+    pub fn describe(&self) -> String {
+        if self.on_cluster() {
+            format!(
+                "cluster {} in etcd {}",
+                self.cluster_name,
+                self.etcd.join(",")
+            )
+        } else {
+            self.data_dir.display().to_string()
+        }
+    }
+
+    /// Adds `name` or changes its password; returns whether it existed.
+    pub fn add_user(&self, name: &str, password: &str) -> Result<bool, CliError> {
+        on_cluster!(self, |store| store.add_user(name, password).await);
+        users::add_user(&self.data_dir, name, password).map_err(failed)
+    }
+
+    /// Removes `name`; returns whether it existed.
+    pub fn remove_user(&self, name: &str) -> Result<bool, CliError> {
+        on_cluster!(self, |store| store.remove_user(name).await);
+        users::remove_user(&self.data_dir, name).map_err(failed)
+    }
+
+    /// The user names, sorted.
+    pub fn list_users(&self) -> Result<Vec<String>, CliError> {
+        on_cluster!(self, |store| Ok(store
+            .users()
+            .await?
+            .users
+            .into_keys()
+            .collect()));
+        users::list_users(&self.data_dir).map_err(failed)
+    }
+
+    /// Grants `operations` on `pattern` to `principal`; returns the grant as stored.
+    pub fn add_acl(
+        &self,
+        principal: &str,
+        pattern: &TopicPattern,
+        operations: &BTreeSet<Operation>,
+    ) -> Result<AclEntry, CliError> {
+        on_cluster!(self, |store| store
+            .add_acl(principal, pattern, operations)
+            .await);
+        acl::add_acl(&self.data_dir, principal, pattern, operations).map_err(failed)
+    }
+
+    /// Takes `operations` on `pattern` away from `principal`; returns whether a grant changed.
+    pub fn remove_acl(
+        &self,
+        principal: &str,
+        pattern: &TopicPattern,
+        operations: &BTreeSet<Operation>,
+    ) -> Result<bool, CliError> {
+        on_cluster!(self, |store| store
+            .remove_acl(principal, pattern, operations)
+            .await);
+        acl::remove_acl(&self.data_dir, principal, pattern, operations).map_err(failed)
+    }
+
+    /// Every grant.
+    pub fn list_acls(&self) -> Result<Vec<AclEntry>, CliError> {
+        on_cluster!(self, |store| Ok(store.acls().await?.acls));
+        acl::list_acls(&self.data_dir).map_err(failed)
+    }
+
+    /// Runs `operation` on the cluster's store in etcd, on a runtime of its own.
+    #[cfg(feature = "etcd")]
+    fn on_etcd<T, F>(
+        &self,
+        operation: impl FnOnce(crate::cluster::meta::security::EtcdSecurityStore) -> F,
+    ) -> Result<T, CliError>
+    where
+        F: std::future::Future<
+            Output = Result<T, crate::cluster::meta::security::SecurityStoreError>,
+        >,
+    {
+        use crate::cluster::meta::security::EtcdSecurityStore;
+        use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+        runtime.block_on(async {
+            let config =
+                EtcdConfig::new(self.etcd.clone()).with_cluster_name(self.cluster_name.clone());
+            let store = EtcdMetaStore::connect(config)
+                .await
+                .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
+            operation(EtcdSecurityStore::new(store))
+                .await
+                .map_err(|error| CliError::new(error.to_string()))
+        })
+    }
+}
+
+fn failed(error: crate::auth::SecurityFileError) -> CliError {
+    CliError::new(error.to_string())
+}
