@@ -1,85 +1,156 @@
-//! A cluster run with `--auth`: three `fencelog serve --etcd --auth --broker-user broker`
-//! processes whose followers authenticate to their leaders as the broker user. The followers
-//! reach a full ISR, an admin's `acks=all` writes are acknowledged, a user with no grant is
-//! refused, and a user posing as a follower (a `ReplicaFetch` of its own) is refused: only the
-//! broker principal (or `admin` on the topic) may replicate.
+//! A secured cluster: etcd and three `fencelog serve --etcd --auth --broker-user broker`
+//! processes whose users and ACLs live in etcd (`fencelog user|acl add --etcd`), and a cluster
+//! whose brokers speak mutual TLS to each other.
 //!
-//! Users live in each broker's data directory for now (`fencelog user add --data-dir`), so the
-//! test adds them to all three before starting them.
+//! * The followers authenticate to their leaders as the broker user and reach a full ISR; a
+//!   user with no grant is refused; an authenticated user posing as a follower (a
+//!   `ReplicaFetch` of its own) is refused: only the broker principal (or `admin` on the topic)
+//!   may replicate.
+//! * The judged scenario through confluent-kafka
+//!   (`tools/kafka-clients/cluster_sasl_acls.py`): alice, limited to `sec-*`, creates `sec-1`
+//!   with replication factor 3, her `acks=all` writes land and read back, her write elsewhere is
+//!   `TOPIC_AUTHORIZATION_FAILED`, and a client without credentials gets no metadata.
+//! * Users and ACLs changed in etcd while the brokers run take effect on every broker; a
+//!   removed user's open connection is refused from then on; a damaged value is an error
+//!   naming its key; the user limit is enforced.
+//! * Three brokers with `--tls-cert --tls-key --tls-client-ca` replicate over mutual TLS.
+//!
+//! Skipped with a note where `etcd` (or, for the Kafka scenario, `python3` with
+//! `confluent_kafka`) is missing; `.ci/run` installs them.
 
-use std::process::Command;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use fencelog::client::Client;
+use fencelog::client::{Client, TlsClientConfig};
+use fencelog::cluster::meta::security::{EtcdSecurityStore, SecurityLimits, SecurityStoreError};
+use fencelog::cluster::meta::{EtcdConfig, EtcdMetaStore};
 use fencelog::domain::{Replication, TopicConfig};
 use fencelog::protocol::{Acks, ReplicaFetch, ReplicaFetchPartition, Request};
 use tempfile::TempDir;
 
 use crate::cluster_processes::BrokerProcess;
 use crate::support::etcd::EtcdServer;
+use crate::support::python as python_support;
 use crate::support::BIN;
 
 const CONVERGE: Duration = Duration::from_secs(30);
+/// The cluster name `BrokerProcess` starts its brokers with.
+const CLUSTER: &str = "processes";
+const BROKER_PASSWORD: &str = "broker-secret";
+const KAFKA_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tools/kafka-clients/cluster_sasl_acls.py"
+);
 
-fn add_user(data_dir: &std::path::Path, name: &str, password: &str) {
-    let output = Command::new(BIN)
-        .args(["user", "add", name, "--data-dir"])
-        .arg(data_dir)
-        .env("FENCELOG_PASSWORD", password)
+/// Runs `fencelog ARGS --etcd ENDPOINT --cluster-name processes` with `env`.
+fn fencelog_on_etcd(etcd: &EtcdServer, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args(["--etcd", &etcd.endpoint(), "--cluster-name", CLUSTER])
+        .envs(env.iter().copied())
         .output()
-        .expect("run fencelog user add");
+        .expect("run fencelog")
+}
+
+/// Like [`fencelog_on_etcd`], asserting success; returns stdout.
+fn succeed_on_etcd(etcd: &EtcdServer, args: &[&str], env: &[(&str, &str)]) -> String {
+    let output = fencelog_on_etcd(etcd, args, env);
     assert!(
         output.status.success(),
-        "user add {name}: {}",
+        "fencelog {args:?} --etcd: {}",
         String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn add_user(etcd: &EtcdServer, name: &str, password: &str) {
+    succeed_on_etcd(
+        etcd,
+        &["user", "add", name],
+        &[("FENCELOG_PASSWORD", password)],
     );
 }
 
-async fn connect(brokers: &[BrokerProcess], user: &str, password: &str) -> Client {
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Three brokers started with `--auth --super-user admin --broker-user broker`, the broker
+/// password in `FENCELOG_BROKER_PASSWORD`, and `more` flags each.
+fn start_secured(root: &TempDir, etcd: &EtcdServer, more: &[&str]) -> Vec<BrokerProcess> {
+    (1..=3)
+        .map(|id| {
+            let mut broker = BrokerProcess::prepare(id, root, &etcd.endpoint());
+            broker.extra.extend(
+                ["--auth", "--super-user", "admin", "--broker-user", "broker"]
+                    .iter()
+                    .chain(more)
+                    .map(|flag| flag.to_string()),
+            );
+            broker.env.push((
+                "FENCELOG_BROKER_PASSWORD".to_owned(),
+                BROKER_PASSWORD.to_owned(),
+            ));
+            broker.spawn();
+            broker
+        })
+        .collect()
+}
+
+async fn connect(addrs: &[&str], user: &str, password: &str) -> Result<Client, String> {
     Client::builder()
-        .addrs(brokers.iter().map(|broker| broker.addr.clone()))
+        .addrs(addrs.iter().map(|addr| addr.to_string()))
         .credentials(user, password)
         .request_timeout(Duration::from_secs(10))
         .connect()
         .await
-        .expect("connect")
+        .map_err(|error| error.to_string())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_authenticate_as_the_broker_user_and_clients_cannot_pose_as_one() {
-    let Some(etcd) = EtcdServer::start_or_skip("cluster_auth") else {
-        return;
-    };
-    let root = TempDir::new().expect("temp dir");
-    let password_file = root.path().join("broker-password");
-    std::fs::write(&password_file, "broker-secret\n").expect("password file");
-    let mut brokers: Vec<BrokerProcess> = (1..=3)
-        .map(|id| BrokerProcess::prepare(id, &root, &etcd.endpoint()))
-        .collect();
-    for (index, broker) in brokers.iter_mut().enumerate() {
-        let data_dir = root.path().join(format!("broker-{}", index + 1));
-        std::fs::create_dir_all(&data_dir).expect("data dir");
-        add_user(&data_dir, "admin", "admin-secret");
-        add_user(&data_dir, "broker", "broker-secret");
-        add_user(&data_dir, "alice", "alice-secret");
-        broker.extra.extend(
-            [
-                "--auth",
-                "--super-user",
-                "admin",
-                "--broker-user",
-                "broker",
-                "--broker-password-file",
-            ]
-            .map(str::to_owned),
+fn all_addrs(brokers: &[BrokerProcess]) -> Vec<&str> {
+    brokers.iter().map(|broker| broker.addr.as_str()).collect()
+}
+
+fn logs(brokers: &[BrokerProcess]) -> String {
+    brokers
+        .iter()
+        .map(|broker| format!("--- broker at {} ---\n{}", broker.addr, broker.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until `condition` holds, failing with `what` and the brokers' logs after
+/// [`CONVERGE`] (a bound on convergence, not a timing claim).
+async fn eventually<F, Fut>(brokers: &[BrokerProcess], what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let last = match condition().await {
+            Ok(()) => return,
+            Err(last) => last,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened (last: {last})\n{}",
+            logs(brokers)
         );
-        broker.extra.push(password_file.display().to_string());
-        tokio::task::block_in_place(|| broker.spawn());
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let admin = connect(&brokers, "admin", "admin-secret").await;
-    admin
+}
+
+/// Creates `topic` (one partition, replication factor 3) and waits for three in-sync replicas.
+async fn create_with_full_isr(brokers: &[BrokerProcess], client: &Client, topic: &str) {
+    client
         .create_replicated_topic(
-            "secured",
+            topic,
             1,
             TopicConfig::default(),
             Replication {
@@ -88,45 +159,74 @@ async fn followers_authenticate_as_the_broker_user_and_clients_cannot_pose_as_on
             },
         )
         .await
-        .expect("admin creates a replicated topic");
+        .expect("create a replicated topic");
+    eventually(brokers, "three in-sync replicas", move || async move {
+        let info = client
+            .cluster_metadata(&[topic])
+            .await
+            .map_err(|e| e.to_string())?;
+        match info.partitions.first() {
+            Some(partition) if partition.isr.len() == 3 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// A connection as `user` to the broker at `addr` alone, once that broker knows the user.
+async fn connect_eventually(
+    brokers: &[BrokerProcess],
+    addr: &str,
+    user: &str,
+    password: &str,
+) -> Client {
     let deadline = Instant::now() + CONVERGE;
     loop {
-        let info = admin.cluster_metadata(&["secured"]).await;
-        if info
-            .as_ref()
-            .is_ok_and(|info| info.partitions.first().is_some_and(|p| p.isr.len() == 3))
-        {
-            break;
+        match connect(&[addr], user, password).await {
+            Ok(client) => return client,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "{user} never logged in at {addr} (last: {last})\n{}",
+                logs(brokers)
+            ),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the followers never joined the ISR (they could not authenticate?): {info:?}\n{}",
-            brokers
-                .iter()
-                .map(BrokerProcess::log)
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+fn is_refused(result: &Result<impl std::fmt::Debug, impl std::fmt::Display>) -> bool {
+    result
+        .as_ref()
+        .is_err_and(|error| error.to_string().to_lowercase().contains("not authorized"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_authenticate_as_the_broker_user_and_clients_cannot_pose_as_one() {
+    // Proves: with users in etcd, followers authenticate as the broker user (full ISR, acks=all
+    // acknowledged); a user without a grant is refused; an authenticated non-broker user's
+    // ReplicaFetch is refused as not authorized.
+    let Some(etcd) = EtcdServer::start_or_skip("cluster_auth") else {
+        return;
+    };
+    add_user(&etcd, "admin", "admin-secret");
+    add_user(&etcd, "broker", BROKER_PASSWORD);
+    add_user(&etcd, "alice", "alice-secret");
+    let root = TempDir::new().expect("temp dir");
+    let brokers = tokio::task::block_in_place(|| start_secured(&root, &etcd, &[]));
+    let addrs = all_addrs(&brokers);
+    let admin = connect(&addrs, "admin", "admin-secret").await.unwrap();
+    create_with_full_isr(&brokers, &admin, "secured").await;
     let batch = crate::support::batch(0, "committed");
     admin
         .produce_with_acks("secured", 0, batch.clone(), Acks::All)
         .await
         .expect("an acks=all write with three in sync");
 
-    let alice = connect(&brokers, "alice", "alice-secret").await;
+    let alice = connect(&addrs, "alice", "alice-secret").await.unwrap();
     let refused = alice
         .produce_with_acks("secured", 0, batch, Acks::All)
-        .await
-        .expect_err("alice has no grant");
-    assert!(
-        refused
-            .to_string()
-            .to_lowercase()
-            .contains("not authorized"),
-        "{refused}"
-    );
+        .await;
+    assert!(is_refused(&refused), "alice has no grant: {refused:?}");
     let posing = Request::ReplicaFetch(ReplicaFetch {
         follower: 2,
         follower_incarnation: 1,
@@ -143,9 +243,339 @@ async fn followers_authenticate_as_the_broker_user_and_clients_cannot_pose_as_on
     });
     let posed = alice.request(posing, Duration::from_secs(10)).await;
     assert!(
-        posed
-            .as_ref()
-            .is_err_and(|error| error.to_string().to_lowercase().contains("not authorized")),
+        is_refused(&posed),
         "a client posing as a follower: {posed:?}"
     );
+}
+
+#[test]
+fn confluent_kafka_users_limited_by_acls_on_a_cluster_whose_followers_authenticate() {
+    // Proves the judged scenario (see the module docs) on a fresh cluster whose users
+    // and ACLs were put in etcd before the brokers started.
+    let test = "confluent_kafka_users_limited_by_acls_on_a_cluster_whose_followers_authenticate";
+    if python_support::python_module_missing("confluent_kafka") {
+        return;
+    }
+    let Some(etcd) = EtcdServer::start_or_skip(test) else {
+        return;
+    };
+    add_user(&etcd, "admin", "admin-secret");
+    add_user(&etcd, "broker", BROKER_PASSWORD);
+    add_user(&etcd, "alice", "alice-secret");
+    succeed_on_etcd(
+        &etcd,
+        &[
+            "acl",
+            "add",
+            "--principal",
+            "alice",
+            "--topic",
+            "sec-*",
+            "--ops",
+            "produce,consume,create",
+        ],
+        &[],
+    );
+    let root = TempDir::new().expect("temp dir");
+    let kafka: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let brokers: Vec<BrokerProcess> = (1..=3u32)
+        .map(|id| {
+            let address = &kafka[id as usize - 1];
+            let mut broker = BrokerProcess::prepare(id, &root, &etcd.endpoint());
+            broker.extra.extend(
+                [
+                    "--auth",
+                    "--super-user",
+                    "admin",
+                    "--broker-user",
+                    "broker",
+                    "--kafka-listen",
+                    address,
+                ]
+                .map(str::to_owned),
+            );
+            broker.env.push((
+                "FENCELOG_BROKER_PASSWORD".to_owned(),
+                BROKER_PASSWORD.to_owned(),
+            ));
+            broker.spawn();
+            let deadline = Instant::now() + CONVERGE;
+            while std::net::TcpStream::connect(address).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "broker {id} never listened for Kafka"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            broker
+        })
+        .collect();
+    let output = Command::new("python3")
+        .args([
+            KAFKA_SCRIPT,
+            &kafka.join(","),
+            "alice",
+            "alice-secret",
+            "sec-1",
+            "other-1",
+            "50",
+        ])
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.lines().last() == Some("ok"),
+        "the scenario failed:\n{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        logs(&brokers)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_and_acls_changed_in_etcd_take_effect_on_every_broker_without_a_restart() {
+    // Proves: a user added after the brokers started can log in on every broker; a grant added
+    // then is honoured by every broker; removing the user refuses its open connection and new
+    // logins; `user|acl list --etcd` show the cluster's; a damaged value is an error naming its
+    // key (for the CLI, and for a broker that starts); the user limit is enforced.
+    let Some(etcd) = EtcdServer::start_or_skip("cluster_auth_live") else {
+        return;
+    };
+    add_user(&etcd, "admin", "admin-secret");
+    add_user(&etcd, "broker", BROKER_PASSWORD);
+    let root = TempDir::new().expect("temp dir");
+    let brokers = tokio::task::block_in_place(|| start_secured(&root, &etcd, &[]));
+    let addrs = all_addrs(&brokers);
+    let admin = connect(&addrs, "admin", "admin-secret").await.unwrap();
+    create_with_full_isr(&brokers, &admin, "live-1").await;
+    assert!(connect(&addrs[..1], "bob", "bob-secret").await.is_err());
+
+    tokio::task::block_in_place(|| add_user(&etcd, "bob", "bob-secret"));
+    let mut bob_on = Vec::new();
+    for addr in &addrs {
+        bob_on.push(connect_eventually(&brokers, addr, "bob", "bob-secret").await);
+    }
+    for bob in &bob_on {
+        let refused = bob.cluster_metadata(&["live-1"]).await;
+        assert!(is_refused(&refused), "bob has no grant yet: {refused:?}");
+    }
+
+    tokio::task::block_in_place(|| {
+        succeed_on_etcd(
+            &etcd,
+            &[
+                "acl",
+                "add",
+                "--principal",
+                "bob",
+                "--topic",
+                "live-*",
+                "--ops",
+                "produce",
+            ],
+            &[],
+        )
+    });
+    for (bob, addr) in bob_on.iter().zip(&addrs) {
+        eventually(
+            &brokers,
+            &format!("bob's grant reaching {addr}"),
+            move || async move {
+                bob.cluster_metadata(&["live-1"])
+                    .await
+                    .map(drop)
+                    .map_err(|error| error.to_string())
+            },
+        )
+        .await;
+    }
+    let bob = connect(&addrs, "bob", "bob-secret").await.unwrap();
+    bob.produce_with_acks("live-1", 0, crate::support::batch(0, "by bob"), Acks::All)
+        .await
+        .expect("bob's acks=all write once granted");
+    let listed = tokio::task::block_in_place(|| {
+        (
+            succeed_on_etcd(&etcd, &["user", "list"], &[]),
+            succeed_on_etcd(&etcd, &["acl", "list"], &[]),
+        )
+    });
+    assert_eq!(listed.0, "admin\nbob\nbroker\n");
+    assert_eq!(listed.1, "bob live-* produce\n");
+
+    tokio::task::block_in_place(|| succeed_on_etcd(&etcd, &["user", "remove", "bob"], &[]));
+    let bob = &bob;
+    eventually(
+        &brokers,
+        "bob's open connection being refused",
+        move || async move {
+            let result = bob
+                .produce_with_acks("live-1", 0, crate::support::batch(0, "late"), Acks::All)
+                .await;
+            match result {
+                Err(error) if error.to_string().contains("was removed") => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(connect(&addrs, "bob", "bob-secret").await.is_err());
+
+    // A damaged grant: the CLI names the key, a broker refuses to start, the running ones go on.
+    let damaged_key = format!("/fencelog/{CLUSTER}/acls/carol/x*");
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .expect("etcd client");
+    raw.put(damaged_key.as_str(), "{not json", None)
+        .await
+        .expect("put a damaged value");
+    let listing = tokio::task::block_in_place(|| fencelog_on_etcd(&etcd, &["acl", "list"], &[]));
+    let stderr = String::from_utf8_lossy(&listing.stderr);
+    assert!(
+        !listing.status.success() && stderr.contains(&damaged_key),
+        "acl list over a damaged value: {stderr}"
+    );
+    let started = tokio::task::block_in_place(|| start_refused(&etcd, &root));
+    assert!(
+        started.contains(&damaged_key),
+        "a broker starting over a damaged value: {started}"
+    );
+    admin
+        .produce_with_acks("live-1", 0, crate::support::batch(0, "still"), Acks::All)
+        .await
+        .expect("the running brokers keep their last good ACLs");
+    raw.delete(damaged_key.as_str(), None)
+        .await
+        .expect("delete");
+
+    let store =
+        EtcdMetaStore::connect(EtcdConfig::new([etcd.endpoint()]).with_cluster_name(CLUSTER))
+            .await
+            .expect("connect");
+    let limited = EtcdSecurityStore::new(store).with_limits(SecurityLimits {
+        users_max: 2,
+        ..SecurityLimits::default()
+    });
+    let error = limited
+        .add_user("dave", "dave-secret")
+        .await
+        .expect_err("the cluster has its two users already");
+    assert!(
+        matches!(
+            error,
+            SecurityStoreError::TooManyUsers { count: 2, limit: 2 }
+        ),
+        "{error}"
+    );
+}
+
+/// Starts a fourth secured broker, which must refuse to start; returns its stderr.
+fn start_refused(etcd: &EtcdServer, root: &TempDir) -> String {
+    let output = Command::new(BIN)
+        .args(["serve", "--node-id", "9", "--listen", "127.0.0.1:0"])
+        .args(["--etcd", &etcd.endpoint(), "--cluster-name", CLUSTER])
+        .arg("--data-dir")
+        .arg(root.path().join("broker-9"))
+        .args(["--auth", "--broker-user", "broker"])
+        .env("FENCELOG_BROKER_PASSWORD", BROKER_PASSWORD)
+        .output()
+        .expect("run fencelog serve");
+    assert!(!output.status.success(), "it started");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Writes a CA, a certificate for `127.0.0.1` and `localhost` that every broker serves and
+/// presents to its leaders, and a client certificate, into `directory`.
+fn write_pki(directory: &Path) {
+    let write = |name: &str, text: &str| std::fs::write(directory.join(name), text).unwrap();
+    let ca = crate::tls::authority("fencelog cluster test CA");
+    write("ca.pem", &ca.pem);
+    let (certificate, key) = crate::tls::leaf(&ca, &["localhost", "127.0.0.1"]);
+    write("broker.pem", &certificate);
+    write("broker.key", &key);
+    let (certificate, key) = crate::tls::leaf(&ca, &["client-1"]);
+    write("client.pem", &certificate);
+    write("client.key", &key);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brokers_replicate_over_mutual_tls() {
+    // Proves: `serve --etcd --tls-cert` refuses to start without a CA to check leaders by; with
+    // one, three brokers under mutual TLS (`--tls-client-ca`) replicate to each other: full
+    // ISR, an acks=all write acknowledged and read back over TLS.
+    let pki = TempDir::new().expect("temp dir");
+    write_pki(pki.path());
+    let path = |name: &str| pki.path().join(name).display().to_string();
+    let refused = Command::new(BIN)
+        .args([
+            "serve",
+            "--etcd",
+            "http://127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--tls-cert",
+            &path("broker.pem"),
+            "--tls-key",
+            &path("broker.key"),
+        ])
+        .output()
+        .expect("run fencelog serve");
+    assert!(
+        !refused.status.success()
+            && String::from_utf8_lossy(&refused.stderr).contains("--peer-tls-ca"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let Some(etcd) = EtcdServer::start_or_skip("cluster_tls") else {
+        return;
+    };
+    let root = TempDir::new().expect("temp dir");
+    let brokers: Vec<BrokerProcess> = (1..=3)
+        .map(|id| {
+            let mut broker = BrokerProcess::prepare(id, &root, &etcd.endpoint());
+            broker.extra.extend([
+                "--tls-cert".to_owned(),
+                path("broker.pem"),
+                "--tls-key".to_owned(),
+                path("broker.key"),
+                "--tls-client-ca".to_owned(),
+                path("ca.pem"),
+            ]);
+            if id == 1 {
+                // The same CA named for peers explicitly; the others default to the client CA.
+                broker
+                    .extra
+                    .extend(["--peer-tls-ca".to_owned(), path("ca.pem")]);
+            }
+            tokio::task::block_in_place(|| broker.spawn());
+            broker
+        })
+        .collect();
+    let tls = TlsClientConfig::ca_file(pki.path().join("ca.pem"))
+        .and_then(|tls| {
+            tls.with_client_certificate(
+                pki.path().join("client.pem"),
+                pki.path().join("client.key"),
+            )
+        })
+        .expect("client TLS");
+    let client = Client::builder()
+        .addrs(brokers.iter().map(|broker| broker.addr.clone()))
+        .tls(tls)
+        .request_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .expect("connect over TLS");
+    create_with_full_isr(&brokers, &client, "tls-1").await;
+    let ack = client
+        .produce_with_acks("tls-1", 0, crate::support::batch(0, "over tls"), Acks::All)
+        .await
+        .expect("an acks=all write replicated over TLS");
+    let fetched = client
+        .fetch("tls-1", 0, ack.base_offset, 1 << 20, Duration::ZERO)
+        .await
+        .expect("fetch over TLS");
+    assert_eq!(fetched.records.len(), 1, "{fetched:?}");
 }

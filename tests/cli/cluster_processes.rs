@@ -42,6 +42,8 @@ pub(crate) struct BrokerProcess {
     etcd: String,
     /// More `serve` flags (`--peer-addr` of a cluster started with links, `--kafka-listen`).
     pub(crate) extra: Vec<String>,
+    /// More environment variables of `serve` (`FENCELOG_BROKER_PASSWORD` of a secured cluster).
+    pub(crate) env: Vec<(String, String)>,
     pub(crate) child: Option<Child>,
 }
 
@@ -64,6 +66,7 @@ impl BrokerProcess {
             data_dir: root.path().join(format!("broker-{id}")),
             etcd: etcd.to_owned(),
             extra: Vec::new(),
+            env: Vec::new(),
             child: None,
         }
     }
@@ -84,6 +87,7 @@ impl BrokerProcess {
             .args(["--registration-ttl-ms", TTL_MS])
             .args(["--replica-lag-max-ms", LAG_MS])
             .args(&self.extra)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .env("RUST_LOG", "fencelog=info")
             .env_remove("FENCELOG_ADDR")
             .stdin(Stdio::null())

@@ -24,13 +24,13 @@ struct Pki {
     directory: tempfile::TempDir,
 }
 
-/// A CA: its parameters and key sign other certificates.
-struct Authority {
+/// A CA: its parameters and key sign other certificates (also the cluster TLS test's).
+pub(crate) struct Authority {
     issuer: Issuer<'static, KeyPair>,
-    pem: String,
+    pub(crate) pem: String,
 }
 
-fn authority(name: &str) -> Authority {
+pub(crate) fn authority(name: &str) -> Authority {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -48,7 +48,7 @@ fn authority(name: &str) -> Authority {
 }
 
 /// A certificate for `names` signed by `authority`: (certificate PEM, key PEM).
-fn leaf(authority: &Authority, names: &[&str]) -> (String, String) {
+pub(crate) fn leaf(authority: &Authority, names: &[&str]) -> (String, String) {
     let key = KeyPair::generate().unwrap();
     let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
     let mut params = CertificateParams::new(names).unwrap();
