@@ -23,11 +23,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use fencelog::client::{Client, TlsClientConfig};
+use fencelog::client::{Client, ClientError, TlsClientConfig};
 use fencelog::cluster::meta::security::{EtcdSecurityStore, SecurityLimits, SecurityStoreError};
 use fencelog::cluster::meta::{EtcdConfig, EtcdMetaStore};
 use fencelog::domain::{Replication, TopicConfig};
-use fencelog::protocol::{Acks, ReplicaFetch, ReplicaFetchPartition, Request};
+use fencelog::protocol::{Acks, ErrorCode, ReplicaFetch, ReplicaFetchPartition, Request};
 use tempfile::TempDir;
 
 use crate::cluster_processes::BrokerProcess;
@@ -147,19 +147,32 @@ where
 }
 
 /// Creates `topic` (one partition, replication factor 3) and waits for three in-sync replicas.
+/// The creation is retried while the brokers are still registering (a broker listens before
+/// its registration reaches etcd, and placing three replicas needs three registered).
 async fn create_with_full_isr(brokers: &[BrokerProcess], client: &Client, topic: &str) {
-    client
-        .create_replicated_topic(
-            topic,
-            1,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: Some(2),
-            },
-        )
-        .await
-        .expect("create a replicated topic");
+    eventually(brokers, "the topic's creation", move || async move {
+        let created = client
+            .create_replicated_topic(
+                topic,
+                1,
+                TopicConfig::default(),
+                Replication {
+                    factor: 3,
+                    min_insync: Some(2),
+                },
+            )
+            .await;
+        match created {
+            Ok(()) => Ok(()),
+            // An earlier attempt whose answer was lost created it.
+            Err(ClientError::Server {
+                code: ErrorCode::TopicExists,
+                ..
+            }) => Ok(()),
+            Err(error) => Err(error.to_string()),
+        }
+    })
+    .await;
     eventually(brokers, "three in-sync replicas", move || async move {
         let info = client
             .cluster_metadata(&[topic])
