@@ -327,3 +327,57 @@ impl Access {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::acl::{parse_operations, AclEntry, TopicPattern, ACLS_FORMAT};
+    use crate::auth::users::{new_stored_user, USERS_FORMAT};
+
+    fn users(names: &[&str]) -> UserFile {
+        UserFile {
+            format: USERS_FORMAT,
+            users: names
+                .iter()
+                .map(|name| (name.to_string(), new_stored_user(name, "pw").unwrap()))
+                .collect(),
+        }
+    }
+
+    /// A live source's replacements are seen by the next decision; a principal whose user was
+    /// removed is refused everything (the broker principal's replication too), saying why; a
+    /// refusal on a cluster names `--etcd`.
+    #[test]
+    fn live_changes_apply_to_the_next_decision_and_removal_revokes() {
+        let live = Arc::new(LiveSecurity::new(
+            users(&["alice", "broker"]),
+            AclFile::default(),
+        ));
+        let security = Security::live(Arc::clone(&live), SecurityStore::Etcd, Vec::new())
+            .with_broker_principal("broker");
+        let refused = security
+            .authorize("alice", Operation::Produce, "orders")
+            .unwrap_err();
+        assert!(refused.to_string().contains("--etcd URL"), "{refused}");
+        live.replace_acls(AclFile {
+            format: ACLS_FORMAT,
+            acls: vec![AclEntry {
+                principal: "alice".into(),
+                topic: TopicPattern::parse("orders*").unwrap(),
+                operations: parse_operations("produce").unwrap(),
+            }],
+        });
+        security
+            .authorize("alice", Operation::Produce, "orders")
+            .unwrap();
+        assert!(security.may_replicate("broker", "orders").is_ok());
+        assert!(security.may_replicate("alice", "orders").is_err());
+        live.replace_users(users(&[]));
+        let removed = security
+            .authorize("alice", Operation::Produce, "orders")
+            .unwrap_err();
+        assert!(removed.to_string().contains("was removed"), "{removed}");
+        assert!(!security.may_see("alice", "orders"));
+        assert!(security.may_replicate("broker", "orders").is_err());
+    }
+}

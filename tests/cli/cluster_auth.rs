@@ -592,3 +592,39 @@ async fn brokers_replicate_over_mutual_tls() {
         .expect("fetch over TLS");
     assert_eq!(fetched.records.len(), 1, "{fetched:?}");
 }
+
+#[test]
+fn user_and_acl_data_dir_forms_keep_working_standalone() {
+    // Proves: without --etcd, `user` and `acl` change the data directory's files as before.
+    let directory = TempDir::new().expect("temp dir");
+    let run = |args: &[&str]| {
+        let output = Command::new(BIN)
+            .args(args)
+            .arg("--data-dir")
+            .arg(directory.path())
+            .env("FENCELOG_PASSWORD", "pw")
+            .env_remove("FENCELOG_CLUSTER")
+            .output()
+            .expect("run fencelog");
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    run(&["user", "add", "carol"]);
+    run(&[
+        "acl",
+        "add",
+        "--principal",
+        "carol",
+        "--topic",
+        "c-*",
+        "--ops",
+        "consume",
+    ]);
+    assert_eq!(run(&["user", "list"]), "carol\n");
+    assert_eq!(run(&["acl", "list"]), "carol c-* consume\n");
+    assert!(directory.path().join("users.json").exists());
+}

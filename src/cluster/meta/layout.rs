@@ -192,6 +192,30 @@ impl KeyLayout {
 }
 
 #[cfg(test)]
+mod security_key_tests {
+    use super::*;
+
+    /// User and ACL keys parse back; a pattern may hold anything after the principal's `/`;
+    /// neither kind is mistaken for cluster metadata.
+    #[test]
+    fn user_and_acl_keys_parse_back() {
+        let layout = KeyLayout::new("prod").unwrap();
+        assert_eq!(layout.user_key("alice"), "/fencelog/prod/users/alice");
+        assert_eq!(
+            layout.parse_user_key(&layout.user_key("alice")),
+            Some("alice")
+        );
+        let key = layout.acl_key("alice", "orders/eu-*");
+        assert_eq!(key, "/fencelog/prod/acls/alice/orders/eu-*");
+        assert_eq!(layout.parse_acl_key(&key), Some(("alice", "orders/eu-*")));
+        assert_eq!(layout.parse(&key), None);
+        assert_eq!(layout.parse(&layout.user_key("alice")), None);
+        assert_eq!(layout.parse_acl_key("/fencelog/prod/acls/alice"), None);
+        assert_eq!(layout.parse_user_key("/fencelog/other/users/alice"), None);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
