@@ -42,10 +42,10 @@ pub struct SecurityTarget {
     /// Change the users and ACLs of the cluster whose metadata lives in etcd at these client
     /// URLs (comma-separated), instead of a data directory's: every broker of the cluster picks
     /// the change up without a restart.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
     pub etcd: Vec<String>,
     /// The cluster's name in etcd (with --etcd).
-    #[arg(long, env = "FENCELOG_CLUSTER", default_value = DEFAULT_CLUSTER_NAME)]
+    #[arg(long, value_name = "NAME", env = "FENCELOG_CLUSTER", default_value = DEFAULT_CLUSTER_NAME)]
     pub cluster_name: String,
 }
 

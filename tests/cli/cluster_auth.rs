@@ -13,7 +13,8 @@
 //! * Users and ACLs changed in etcd while the brokers run take effect on every broker; a
 //!   removed user's open connection is refused from then on; a damaged value is an error
 //!   naming its key; the user limit is enforced.
-//! * Three brokers with `--tls-cert --tls-key --tls-client-ca` replicate over mutual TLS.
+//! * Three brokers with `--tls-cert --tls-key --tls-client-ca --auth` replicate over mutual
+//!   TLS, their followers authenticating as the broker user inside it.
 //!
 //! Skipped with a note where `etcd` (or, for the Kafka scenario, `python3` with
 //! `confluent_kafka`) is missing; `.ci/run` installs them.
@@ -514,7 +515,8 @@ fn write_pki(directory: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brokers_replicate_over_mutual_tls() {
     // Proves: `serve --etcd --tls-cert` refuses to start without a CA to check leaders by; with
-    // one, three brokers under mutual TLS (`--tls-client-ca`) replicate to each other: full
+    // one, three brokers under mutual TLS (`--tls-client-ca`) and `--auth` replicate to each
+    // other (followers present their certificate, then authenticate as the broker user): full
     // ISR, an acks=all write acknowledged and read back over TLS.
     let pki = TempDir::new().expect("temp dir");
     write_pki(pki.path());
@@ -544,6 +546,8 @@ async fn brokers_replicate_over_mutual_tls() {
     let Some(etcd) = EtcdServer::start_or_skip("cluster_tls") else {
         return;
     };
+    add_user(&etcd, "admin", "admin-secret");
+    add_user(&etcd, "broker", BROKER_PASSWORD);
     let root = TempDir::new().expect("temp dir");
     let brokers: Vec<BrokerProcess> = (1..=3)
         .map(|id| {
@@ -556,6 +560,14 @@ async fn brokers_replicate_over_mutual_tls() {
                 "--tls-client-ca".to_owned(),
                 path("ca.pem"),
             ]);
+            // Followers authenticate with SCRAM inside the mutual-TLS session.
+            broker.extra.extend(
+                ["--auth", "--super-user", "admin", "--broker-user", "broker"].map(str::to_owned),
+            );
+            broker.env.push((
+                "FENCELOG_BROKER_PASSWORD".to_owned(),
+                BROKER_PASSWORD.to_owned(),
+            ));
             if id == 1 {
                 // The same CA named for peers explicitly; the others default to the client CA.
                 broker
@@ -577,6 +589,7 @@ async fn brokers_replicate_over_mutual_tls() {
     let client = Client::builder()
         .addrs(brokers.iter().map(|broker| broker.addr.clone()))
         .tls(tls)
+        .credentials("admin", "admin-secret")
         .request_timeout(Duration::from_secs(10))
         .connect()
         .await
