@@ -42,7 +42,6 @@ const SESSION_MS: i32 = 10_000;
 const NONE: i16 = 0;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const ILLEGAL_GENERATION: i16 = 22;
 const INVALID_GROUP_ID: i16 = 24;
 const UNKNOWN_MEMBER_ID: i16 = 25;
@@ -341,7 +340,7 @@ async fn api_versions_advertises_the_group_apis() {
 }
 
 /// FindCoordinator in every version names this broker at its advertised address for a group;
-/// a transactional id gets COORDINATOR_NOT_AVAILABLE with a message (transactions are not
+/// a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message (transactions are not
 /// implemented), an unknown key type INVALID_REQUEST.
 #[tokio::test]
 async fn find_coordinator_names_this_broker_in_every_version() {
@@ -360,7 +359,10 @@ async fn find_coordinator_names_this_broker_in_every_version() {
                 .with_key(text("tx-1"))
                 .with_key_type(1);
             let response = connection.call(version, &transactional).await;
-            assert_eq!(response.error_code, COORDINATOR_NOT_AVAILABLE, "v{version}");
+            assert_eq!(
+                response.error_code, 53,
+                "v{version}: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, so clients fail at once"
+            );
             assert!(response
                 .error_message
                 .as_deref()

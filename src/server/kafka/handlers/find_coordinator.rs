@@ -7,9 +7,10 @@
 //!   created by the first request that needs it. `COORDINATOR_NOT_AVAILABLE` (retriable) while
 //!   the partition has no leader, the topic cannot be created yet (too few live brokers for its
 //!   replication factor), or the leader has no Kafka listener registered.
-//! - `key_type` 1 (a transactional id): `COORDINATOR_NOT_AVAILABLE` with a message saying that
-//!   transactions are not implemented; a transactional producer keeps looking and then times
-//!   out, as it would against a Kafka cluster without a transaction coordinator.
+//! - `key_type` 1 (a transactional id): `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53) with a
+//!   message saying that transactions are not implemented yet. Java, librdkafka, aiokafka and
+//!   kafka-python treat it as fatal, so a transactional producer fails at once with that message
+//!   instead of retrying `COORDINATOR_NOT_AVAILABLE` until its timeout (a minute by default).
 //! - Any other key type (share groups are 2 in newer Kafka): `INVALID_REQUEST`.
 //! - v4+ (several keys per request, KIP-699) is not advertised.
 
@@ -67,8 +68,8 @@ pub async fn handle(
             }
         },
         KEY_TYPE_TRANSACTION => refused(
-            ResponseError::CoordinatorNotAvailable,
-            "transactions are not implemented by this fencelog broker",
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactions are not implemented by this fencelog broker yet: use an idempotent producer without transactional.id",
         ),
         other => refused(
             ResponseError::InvalidRequest,
