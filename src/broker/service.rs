@@ -595,6 +595,28 @@ impl BrokerService {
         Ok(target.offset_for_timestamp(timestamp)?)
     }
 
+    /// [`BrokerService::offset_for_timestamp`] with the found record's own timestamp (what
+    /// Kafka's ListOffsets answers): at least `timestamp`, read from the record's batch.
+    pub fn record_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp: i64,
+    ) -> Result<Option<(u64, i64)>, BrokerError> {
+        let target = self.broker.partition(topic, partition)?;
+        let Some(offset) = target.offset_for_timestamp(timestamp)? else {
+            return Ok(None);
+        };
+        let read = target.read(offset, 1)?;
+        let found = read
+            .batches
+            .first()
+            .and_then(|batch| crate::batch::decode_batch(batch).ok())
+            .and_then(|records| records.into_iter().find(|record| record.offset == offset))
+            .map_or(timestamp, |record| record.timestamp.max(timestamp));
+        Ok(Some((offset, found)))
+    }
+
     /// Grants the partition's lease if it has no live one; the new epoch is installed durably in
     /// the partition's writer before this returns.
     pub async fn acquire_lease(

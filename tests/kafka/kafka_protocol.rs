@@ -271,6 +271,7 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version(
             ask(0, -2),
             ask(0, -1),
             ask(0, 1_001),
+            ask(0, 999),
             ask(0, 5_000),
             ask(1, -1),
             ask(9, -1),
@@ -297,7 +298,8 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version(
         let mut expected = vec![
             (0, -1, 0),    // earliest
             (0, -1, 3),    // latest
-            (0, 1_001, 1), // first record at or after 1001
+            (0, 1_001, 1), // first record at or after 1001, with its own timestamp
+            (0, 1_000, 0), // asked earlier than any: the first record, its timestamp
             (0, -1, -1),   // nothing that recent
             (0, -1, 0),    // empty partition
             (3, -1, -1),   // unknown partition

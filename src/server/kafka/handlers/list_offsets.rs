@@ -3,9 +3,9 @@
 //!
 //! - Latest is the high watermark for both isolation levels: fencelog has no transactions, so
 //!   the last stable offset is the high watermark.
-//! - By timestamp, the answer's `timestamp` is the *requested* time, a lower bound of the found
-//!   record's own timestamp (the broker service returns the offset only); no record that recent
-//!   is offset -1 and timestamp -1, as Kafka answers.
+//! - By timestamp, the answer is the first record at or after the time: its offset and its own
+//!   timestamp, as Kafka answers (a consumer's `offsetsForTimes` shows that record's time); no
+//!   record that recent is offset -1 and timestamp -1.
 //! - Max timestamp (-3, v7) is refused per partition with `UNSUPPORTED_VERSION` (it needs the
 //!   offset of the largest timestamp, which the storage does not index yet); other negative
 //!   timestamps (-4, -5 belong to v8+) with `INVALID_REQUEST`.
@@ -112,10 +112,10 @@ fn offset(
         timestamp if timestamp < 0 => Err(ResponseError::InvalidRequest),
         timestamp => Ok(
             match service
-                .offset_for_timestamp(topic, partition, timestamp)
+                .record_for_timestamp(topic, partition, timestamp)
                 .map_err(broker_error)?
             {
-                Some(offset) => (timestamp, to_i64(offset)),
+                Some((offset, found)) => (found, to_i64(offset)),
                 None => (-1, -1),
             },
         ),
