@@ -801,3 +801,69 @@ async fn offset_for_leader_epoch_answers_the_log_end_in_every_version() {
         assert_eq!(response.topics[1].partitions[0].error_code, 3, "v{version}");
     }
 }
+
+/// `fetch.min.bytes`: a fetch asking for more bytes than the partition holds waits for more
+/// records (here produced after it was sent, on another connection) rather than answering with
+/// the few there are; `min_bytes` 1 answers at once with what is there.
+#[tokio::test]
+async fn fetch_waits_for_min_bytes() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, ProduceRequest};
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    let server = kafka_server().await;
+    topic_with_records(&server, "waits", 1, &[]).await;
+    let mut producer = KafkaConnection::connect(server.kafka_addr()).await;
+    let first = producer
+        .call::<ProduceRequest>(
+            9,
+            &produce_request("waits", kafka_batch(&["a".into()], None)),
+        )
+        .await;
+    assert_eq!(first.responses[0].partition_responses[0].error_code, 0);
+    let fetch = |min_bytes: i32| {
+        FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(20_000)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("waits")))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let values_of = |response: &kafka_protocol::messages::FetchResponse| -> Vec<String> {
+        let mut records = response.responses[0].partitions[0]
+            .records
+            .clone()
+            .unwrap_or_default();
+        RecordBatchDecoder::decode_all(&mut records)
+            .expect("Kafka batches")
+            .into_iter()
+            .flat_map(|set| set.records)
+            .map(|record| String::from_utf8(record.value.unwrap().to_vec()).unwrap())
+            .collect()
+    };
+    let mut consumer = KafkaConnection::connect(server.kafka_addr()).await;
+    let at_once = consumer.call::<FetchRequest>(12, &fetch(1)).await;
+    assert_eq!(values_of(&at_once), vec!["a".to_string()]);
+
+    let pending = consumer.send::<FetchRequest>(12, &fetch(2_000)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let big: Vec<String> = (0..4)
+        .map(|i| format!("{i}-{}", "x".repeat(1_000)))
+        .collect();
+    let produced = producer
+        .call::<ProduceRequest>(9, &produce_request("waits", kafka_batch(&big, None)))
+        .await;
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let waited = consumer.receive::<FetchRequest>(pending, 12).await;
+    let values = values_of(&waited);
+    assert_eq!(
+        values.len(),
+        5,
+        "the fetch waited for min_bytes: {values:?}"
+    );
+}

@@ -9,9 +9,12 @@
 //!   empty, `preferred_read_replica` -1.
 //! - **No fetch sessions** (KIP-227): the answer's `session_id` is 0, which tells the client to
 //!   keep sending full fetch requests.
-//! - Long poll: when no partition has data, the request waits until one has or `max_wait_ms`
-//!   (clamped to the server's limit) passes. `min_bytes` above 1 is treated as 1: any data
-//!   answers at once.
+//! - Long poll (`fetch.min.bytes`, `fetch.max.wait.ms`): while the partitions asked for hold
+//!   fewer than `min_bytes` (at least 1, at most the answer's `max_bytes`) past their fetch
+//!   offsets, the request waits until they do or `max_wait_ms` (clamped to the server's limit)
+//!   passes, then answers with what there is. Bytes are counted as stored (fencelog's batches,
+//!   a little larger or smaller than the Kafka batches they become). A partition that cannot be
+//!   read (not the leader, an offset out of range) ends the wait at once with its error.
 //! - Size: each partition returns at most `partition_max_bytes`, the whole answer at most
 //!   `max_bytes` (clamped to the server's fetch limit), except that the first batch of the first
 //!   partition with data is returned whole (KIP-74), so a consumer always progresses.
@@ -88,9 +91,12 @@ pub async fn handle(
         .collect();
     let (mut answers, mut held) =
         budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
-    if records_bytes(&answers) == 0 && !max_wait.is_zero() && !wanted.is_empty() {
+    let min_bytes = usize::try_from(request.min_bytes)
+        .unwrap_or(0)
+        .clamp(1, max_bytes);
+    if records_bytes(&answers) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
         drop(held);
-        wait_for_data(&service, &names, &wanted, max_wait).await;
+        wait_for_bytes(&service, &names, &wanted, min_bytes, max_wait).await;
         (answers, held) =
             budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
     }
@@ -269,33 +275,64 @@ fn with_offsets(answer: PartitionData, log_start: i64, high_watermark: i64) -> P
         .with_log_start_offset(log_start)
 }
 
-/// Waits until one wanted partition has data at its offset, or `max_wait` passes.
-async fn wait_for_data(
+/// Waits until the wanted partitions hold at least `min_bytes` of stored batches past their
+/// fetch offsets, one of them cannot be read (the answer then carries its error at once), the
+/// server shuts down, or `max_wait` passes. Counts stored bytes, which the reads return without
+/// copying; the converted answer is read once, after the wait.
+async fn wait_for_bytes(
     service: &Arc<BrokerService>,
     names: &[kafka_protocol::messages::TopicName],
     wanted: &[Wanted],
+    min_bytes: usize,
     max_wait: Duration,
 ) {
-    let waits: Vec<_> = wanted
-        .iter()
-        .filter_map(|want| {
-            let partition = u32::try_from(want.partition).ok()?;
-            let offset = u64::try_from(want.offset).ok()?;
-            let service = Arc::clone(service);
-            let read = Read {
-                topic: names[want.topic].0.to_string(),
-                partition,
-                offset,
-                max_bytes: 1,
-                max_wait,
-            };
-            Some(Box::pin(async move {
-                let _ = service.wait_for_data(read).await;
-            }))
-        })
-        .collect();
-    if waits.is_empty() {
+    let deadline = tokio::time::Instant::now() + max_wait;
+    let mut targets = Vec::with_capacity(wanted.len());
+    for want in wanted {
+        let (Ok(partition), Ok(offset)) =
+            (u32::try_from(want.partition), u64::try_from(want.offset))
+        else {
+            return;
+        };
+        let topic = names[want.topic].0.as_str();
+        if service
+            .replica_manager()
+            .require_leader(topic, partition)
+            .is_err()
+        {
+            return;
+        }
+        let Ok(target) = service.broker().partition(topic, partition) else {
+            return;
+        };
+        let changes = target.subscribe();
+        targets.push((target, offset, want.max_bytes.max(1), changes));
+    }
+    if targets.is_empty() {
         return;
     }
-    let _ = tokio::time::timeout(max_wait, futures::future::select_all(waits)).await;
+    loop {
+        let mut available = 0usize;
+        for (target, offset, max_bytes, _) in &targets {
+            match target.read(*offset, *max_bytes) {
+                Ok(read) => {
+                    available += read.batches.iter().map(|batch| batch.len()).sum::<usize>()
+                }
+                Err(_) => return,
+            }
+        }
+        if available >= min_bytes {
+            return;
+        }
+        let changed = futures::future::select_all(
+            targets
+                .iter_mut()
+                .map(|(_, _, _, changes)| Box::pin(changes.changed())),
+        );
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return,
+            () = service.shutting_down() => return,
+            (result, _, _) = changed => if result.is_err() { return },
+        }
+    }
 }
