@@ -153,7 +153,7 @@ impl BrokerProcess {
 
     /// Stops the broker gracefully (SIGTERM: it leaves the cluster, syncs and records its high
     /// watermark) and waits for it to exit.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
@@ -170,7 +170,7 @@ impl BrokerProcess {
 
     /// What this replica's log of `topic`/0 holds up to its high watermark, read from its files
     /// (the broker must be stopped): values and epochs, and its log end.
-    fn replica_contents(&self, topic: &str) -> (Vec<(String, u64)>, u64) {
+    pub(crate) fn replica_contents(&self, topic: &str) -> (Vec<(String, u64)>, u64) {
         let directory = self.data_dir.join("topics").join(topic).join("0");
         let config =
             fencelog::broker::partition_config(&fencelog::domain::TopicConfig::default(), 1);
