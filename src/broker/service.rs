@@ -143,6 +143,7 @@ impl BrokerService {
                 self.node_id
             )));
         }
+        driver.attach_service(Arc::clone(&self.leases), Arc::clone(&self.metrics));
         self.cluster
             .set(driver)
             .map_err(|_| BrokerError::InvalidConfig("this broker already joined a cluster".into()))

@@ -44,6 +44,8 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError) -> ResponseError 
         ClusterError::TooManyWaiters { .. } => ResponseError::RequestTimedOut,
         ClusterError::NotAcknowledged { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         ClusterError::Meta(_) => ResponseError::UnknownServerError,
+        // Kafka's own word for "not done in time, may still complete" (DeleteTopics' timeout).
+        ClusterError::OutcomeUnknown(_) => ResponseError::RequestTimedOut,
         ClusterError::Unsupported(_) => ResponseError::InvalidRequest,
         ClusterError::ClusterRequired(_) => ResponseError::InvalidReplicationFactor,
     }

@@ -46,6 +46,7 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError, message: String) 
         ClusterError::TooManyWaiters { .. } => plain(ErrorCode::ResourceExhausted),
         ClusterError::NotAcknowledged { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
         ClusterError::Meta(_) => plain(ErrorCode::Internal),
+        ClusterError::OutcomeUnknown(_) => plain(ErrorCode::Internal),
         ClusterError::Unsupported(_) => plain(ErrorCode::InvalidRequest),
         ClusterError::ClusterRequired(_) => plain(ErrorCode::ClusterRequired),
     }
