@@ -148,6 +148,7 @@ impl BrokerService {
                 self.node_id
             )));
         }
+        driver.attach_service(Arc::clone(&self.leases), Arc::clone(&self.metrics));
         let limits = *self.broker.group_offsets().config();
         let offsets = Arc::new(ReplicatedOffsets::new(
             Arc::clone(&self.broker),

@@ -149,6 +149,43 @@ impl TestCluster {
             .collect()
     }
 
+    /// Starts the crashed or stopped broker `id` again on its data directory (a new port and
+    /// incarnation, as a restarted process has), with the test timers. Its old process's
+    /// last tasks may still hold the directory's lock for a moment; it waits for them (up to
+    /// [`TEST_CLUSTER_START_WAIT`]).
+    ///
+    /// # Panics
+    ///
+    /// If there is no broker `id`, or it still runs.
+    pub async fn restart(&mut self, id: NodeId) -> Result<(), BrokerError> {
+        let index = self
+            .nodes
+            .iter()
+            .position(|node| node.id == id)
+            .expect("no broker with that node id");
+        assert!(!self.nodes[index].is_running(), "broker {id} still runs");
+        let TestClusterNode {
+            _dir: mut dir,
+            service,
+            ..
+        } = self.nodes.remove(index);
+        drop(service);
+        let deadline = Instant::now() + TEST_CLUSTER_START_WAIT;
+        loop {
+            match start_node_in(id, &self.store, &|_, _| {}, dir).await {
+                Ok(node) => {
+                    self.nodes.insert(index, node);
+                    return Ok(());
+                }
+                Err((BrokerError::Locked(_), back)) if Instant::now() < deadline => {
+                    dir = back;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+    }
+
     async fn wait_registered(&self, count: usize) -> Result<(), BrokerError> {
         let deadline = Instant::now() + TEST_CLUSTER_START_WAIT;
         loop {
@@ -179,6 +216,36 @@ async fn start_node(
         context: "create temporary directory".into(),
         source,
     })?;
+    start_node_in(id, store, configure, dir)
+        .await
+        .map_err(|(error, _)| error)
+}
+
+/// Starts broker `id` on `dir`; on failure gives the directory back (to try again).
+async fn start_node_in(
+    id: NodeId,
+    store: &Arc<dyn MetaStore>,
+    configure: &impl Fn(NodeId, &mut ClusterConfig),
+    dir: tempfile::TempDir,
+) -> Result<TestClusterNode, (BrokerError, tempfile::TempDir)> {
+    match start_node_on(id, store, configure, dir.path()).await {
+        Ok((addr, service, node)) => Ok(TestClusterNode {
+            id,
+            addr,
+            service,
+            node: Some(node),
+            _dir: dir,
+        }),
+        Err(error) => Err((error, dir)),
+    }
+}
+
+async fn start_node_on(
+    id: NodeId,
+    store: &Arc<dyn MetaStore>,
+    configure: &impl Fn(NodeId, &mut ClusterConfig),
+    dir: &std::path::Path,
+) -> Result<(SocketAddr, Arc<BrokerService>, Node), BrokerError> {
     let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let addr = local_address(&listener)?;
     let mut cluster = ClusterConfig::new(id, addr.to_string());
@@ -188,18 +255,12 @@ async fn start_node(
     cluster.replication.acks_all_timeout_ms = 5_000;
     cluster.replication.pipelined_fetches = id % 2 == 1;
     configure(id, &mut cluster);
-    let mut config = NodeConfig::new(dir.path());
+    let mut config = NodeConfig::new(dir);
     config.broker.node_id = id;
     config.cluster = Some(ClusterMembership {
         config: cluster,
         store: Arc::clone(store),
     });
     let node = Node::start(config, Listeners::native(listener)).await?;
-    Ok(TestClusterNode {
-        id,
-        addr,
-        service: Arc::clone(node.service()),
-        node: Some(node),
-        _dir: dir,
-    })
+    Ok((addr, Arc::clone(node.service()), node))
 }

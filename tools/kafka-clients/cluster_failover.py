@@ -245,7 +245,9 @@ class KafkaPython:
         finally:
             if admin is not self.admin:
                 admin.close()
-        brokers = sorted(broker["node_id"] for broker in cluster["brokers"])
+        # kafka-python 2.x names a broker's id node_id; 3.x, from Metadata, broker_id.
+        brokers = sorted(broker.get("node_id", broker.get("broker_id"))
+                         for broker in cluster["brokers"])
         partitions = {}
         for partition in described[0]["partitions"]:
             if partition["error_code"] == 0:

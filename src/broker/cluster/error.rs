@@ -127,6 +127,11 @@ pub enum ClusterError {
     /// The metadata store refused or could not be reached.
     #[error(transparent)]
     Meta(#[from] MetaError),
+    /// A change of the cluster's metadata was sent but its outcome is unknown (etcd's answer was
+    /// lost and the state could not be read back), with what to check before retrying. Do not
+    /// count it as done or as not done.
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
     /// The request cannot work in a cluster (yet), with why.
     #[error("{0}")]
     Unsupported(String),

@@ -28,11 +28,12 @@ use super::layout::{prefix_range_end, KeyLayout, ParsedKey, DEFAULT_CLUSTER_NAME
 use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
-    decode_value, encode_value, validate_new_topic, validate_ttl, validate_watch_capacity,
-    BrokerLease, MetaError, MetaStore, PartitionId, PartitionStates, TopicRecord,
+    decode_value, encode_value, start_above_floor, validate_new_topic, validate_ttl,
+    validate_watch_capacity, BrokerLease, MetaError, MetaStore, PartitionId, PartitionStates,
+    TopicRecord, TopicTombstone, TOPIC_DELETE_ATTEMPTS_MAX, TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{BrokerRegistration, PartitionState, Versioned};
+use crate::cluster::{BrokerRegistration, LeaderEpoch, PartitionState, Versioned};
 
 /// How long connecting to an etcd endpoint may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -301,6 +302,240 @@ impl EtcdMetaStore {
     }
 }
 
+/// A name's fence floor as read, with the revisions a transaction compares against (0: the key
+/// is absent, which etcd compares as mod revision 0).
+#[derive(Debug, Clone, Copy, Default)]
+struct FloorRead {
+    /// The name's own tombstone and its mod revision.
+    own: Option<(LeaderEpoch, i64)>,
+    /// The folded floor of names without a tombstone, and its mod revision.
+    folded: Option<(LeaderEpoch, i64)>,
+}
+
+impl FloorRead {
+    /// The floor the name has: its tombstone, else the folded floor.
+    fn floor(&self) -> LeaderEpoch {
+        match (self.own, self.folded) {
+            (Some((own, _)), _) => own,
+            (None, Some((folded, _))) => folded,
+            (None, None) => 0,
+        }
+    }
+
+    fn own_revision(&self) -> i64 {
+        self.own.map_or(0, |(_, revision)| revision)
+    }
+
+    fn folded_revision(&self) -> i64 {
+        self.folded.map_or(0, |(_, revision)| revision)
+    }
+}
+
+impl EtcdMetaStore {
+    /// Decodes a tombstone key-value into its floor and mod revision.
+    fn tombstone_of(key: &str, kv: &KeyValue) -> Result<(LeaderEpoch, i64), MetaError> {
+        let tombstone: TopicTombstone = decode_value(key, kv.value())?;
+        Ok((tombstone.leader_epoch_floor, kv.mod_revision()))
+    }
+
+    /// Reads `topic`'s tombstone and the folded floor at one revision.
+    async fn read_floor(&self, topic: &str) -> Result<FloorRead, MetaError> {
+        let layout = &self.inner.layout;
+        let own_key = layout.topic_tombstone_key(topic);
+        let folded_key = layout.folded_tombstone_key();
+        let txn = Txn::new().and_then([
+            TxnOp::get(own_key.clone(), None),
+            TxnOp::get(folded_key.clone(), None),
+        ]);
+        let response = self.txn("read the topic's fence floor", txn).await?;
+        let mut read = FloorRead::default();
+        for kv in txn_read(&response) {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            if key == own_key {
+                read.own = Some(Self::tombstone_of(&key, &kv)?);
+            } else if key == folded_key {
+                read.folded = Some(Self::tombstone_of(&key, &kv)?);
+            }
+        }
+        Ok(read)
+    }
+
+    /// One attempt at creating `topic` above its name's fence floor: `None` if a delete of the
+    /// name changed the floor between the read and the transaction (read again).
+    async fn try_create_topic(
+        &self,
+        topic: &TopicRecord,
+        partitions: &[PartitionState],
+    ) -> Result<Option<Vec<Versioned<PartitionState>>>, MetaError> {
+        let floor = self.read_floor(&topic.name).await?;
+        let mut topic = topic.clone();
+        let mut partitions = partitions.to_vec();
+        start_above_floor(&mut topic, &mut partitions, floor.floor())?;
+        let layout = &self.inner.layout;
+        let topic_key = layout.topic_key(&topic.name);
+        let mut puts = Vec::with_capacity(partitions.len() + 1);
+        puts.push(TxnOp::put(topic_key.clone(), encode_value(&topic), None));
+        for (index, state) in partitions.iter().enumerate() {
+            let id = PartitionId::new(&topic.name, index as u32);
+            puts.push(TxnOp::put(
+                layout.partition_key(&id),
+                encode_value(state),
+                None,
+            ));
+        }
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(topic_key.clone(), CompareOp::Equal, 0),
+                Compare::mod_revision(
+                    layout.topic_tombstone_key(&topic.name),
+                    CompareOp::Equal,
+                    floor.own_revision(),
+                ),
+                Compare::mod_revision(
+                    layout.folded_tombstone_key(),
+                    CompareOp::Equal,
+                    floor.folded_revision(),
+                ),
+            ])
+            .and_then(puts)
+            .or_else([TxnOp::get(topic_key, None)]);
+        let response = self.txn("create the topic", txn).await?;
+        if !response.succeeded() {
+            if txn_read(&response).is_empty() {
+                return Ok(None);
+            }
+            return Err(MetaError::AlreadyExists {
+                what: format!("topic {}", topic.name),
+            });
+        }
+        let revision = txn_revision(&response);
+        Ok(Some(
+            partitions
+                .into_iter()
+                .map(|value| Versioned { value, revision })
+                .collect(),
+        ))
+    }
+
+    /// One attempt at deleting `topic` and raising its tombstone: `None` if anything read
+    /// changed before the transaction (an election raised an epoch: read again), `NotFound` if
+    /// the topic is gone.
+    ///
+    /// The read and the compares: the topic record's mod revision; every partition key of the
+    /// topic at a mod revision no later than the read (one range compare, so a topic of any
+    /// partition count fits etcd's operation limit); the name's tombstone and the folded floor
+    /// at the mod revisions read; and each tombstone folded away unchanged.
+    async fn try_delete_topic(&self, topic: &str) -> Result<Option<TopicTombstone>, MetaError> {
+        let layout = &self.inner.layout;
+        let topic_key = layout.topic_key(topic);
+        let partitions_prefix = layout.topic_partitions_prefix(topic);
+        let own_key = layout.topic_tombstone_key(topic);
+        let folded_key = layout.folded_tombstone_key();
+        let tombstones_prefix = layout.topic_tombstones_prefix();
+        let read = Txn::new().and_then([
+            TxnOp::get(topic_key.clone(), None),
+            TxnOp::get(
+                partitions_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            ),
+            TxnOp::get(
+                tombstones_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            ),
+            TxnOp::get(folded_key.clone(), None),
+        ]);
+        let response = self.txn("read the topic to delete", read).await?;
+        let read_revision = txn_revision(&response);
+        let mut topic_revision = None;
+        let mut highest: LeaderEpoch = 0;
+        let mut tombstones: Vec<(String, LeaderEpoch, i64)> = Vec::new();
+        let mut folded: Option<(LeaderEpoch, i64)> = None;
+        for kv in txn_read(&response) {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            if key == topic_key {
+                let record: TopicRecord = decode_value(&key, kv.value())?;
+                highest = highest.max(record.first_leader_epoch());
+                topic_revision = Some(kv.mod_revision());
+            } else if key.starts_with(&partitions_prefix) {
+                let state: PartitionState = decode_value(&key, kv.value())?;
+                highest = highest.max(state.leader_epoch);
+            } else if let Some(name) = key.strip_prefix(&tombstones_prefix) {
+                let (floor, revision) = Self::tombstone_of(&key, &kv)?;
+                tombstones.push((name.to_owned(), floor, revision));
+            } else if key == folded_key {
+                folded = Some(Self::tombstone_of(&key, &kv)?);
+            }
+        }
+        let Some(topic_revision) = topic_revision else {
+            return Err(MetaError::NotFound {
+                what: format!("topic {topic}"),
+            });
+        };
+        let own = tombstones
+            .iter()
+            .find(|(name, _, _)| name == topic)
+            .map(|(_, floor, revision)| (*floor, *revision));
+        let floor_read = FloorRead { own, folded };
+        let leader_epoch_floor = highest.max(floor_read.floor());
+        let tombstone = TopicTombstone { leader_epoch_floor };
+        // Fold the lowest other tombstones while the names kept would pass the limit.
+        let listed = tombstones.len() + usize::from(own.is_none());
+        let mut others: Vec<&(String, LeaderEpoch, i64)> = tombstones
+            .iter()
+            .filter(|(name, _, _)| name != topic)
+            .collect();
+        others.sort_by_key(|(name, floor, _)| (*floor, name.clone()));
+        let folding = &others[..listed
+            .saturating_sub(TOPIC_TOMBSTONES_MAX)
+            .min(others.len())];
+        let mut compares = vec![
+            Compare::mod_revision(topic_key.clone(), CompareOp::Equal, topic_revision),
+            Compare::mod_revision(
+                partitions_prefix.clone(),
+                CompareOp::Less,
+                read_revision + 1,
+            )
+            .with_range(prefix_range_end(&partitions_prefix)),
+            Compare::mod_revision(own_key.clone(), CompareOp::Equal, floor_read.own_revision()),
+            Compare::mod_revision(
+                folded_key.clone(),
+                CompareOp::Equal,
+                floor_read.folded_revision(),
+            ),
+        ];
+        let mut operations = vec![
+            // Partitions first, the record last: a watcher sees the topic go as one event.
+            TxnOp::delete(partitions_prefix, Some(DeleteOptions::new().with_prefix())),
+            TxnOp::delete(topic_key, None),
+            TxnOp::put(own_key, encode_value(&tombstone), None),
+        ];
+        if !folding.is_empty() {
+            let mut folded_floor = floor_read.folded.map_or(0, |(floor, _)| floor);
+            for (name, floor, revision) in folding {
+                let key = layout.topic_tombstone_key(name);
+                compares.push(Compare::mod_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    *revision,
+                ));
+                operations.push(TxnOp::delete(key, None));
+                folded_floor = folded_floor.max(*floor);
+            }
+            let folded_tombstone = TopicTombstone {
+                leader_epoch_floor: folded_floor,
+            };
+            operations.push(TxnOp::put(
+                folded_key,
+                encode_value(&folded_tombstone),
+                None,
+            ));
+        }
+        let txn = Txn::new().when(compares).and_then(operations);
+        let response = self.txn("delete the topic", txn).await?;
+        Ok(response.succeeded().then_some(tombstone))
+    }
+}
+
 /// The revision a transaction was applied at.
 fn txn_revision(response: &TxnResponse) -> i64 {
     response.header().map_or(0, |header| header.revision())
@@ -510,32 +745,15 @@ impl MetaStore for EtcdMetaStore {
         let store = self.clone();
         Box::pin(async move {
             validate_new_topic(&topic, &partitions)?;
-            let layout = &store.inner.layout;
-            let topic_key = layout.topic_key(&topic.name);
-            let mut puts = Vec::with_capacity(partitions.len() + 1);
-            puts.push(TxnOp::put(topic_key.clone(), encode_value(&topic), None));
-            for (index, state) in partitions.iter().enumerate() {
-                let id = PartitionId::new(&topic.name, index as u32);
-                puts.push(TxnOp::put(
-                    layout.partition_key(&id),
-                    encode_value(state),
-                    None,
-                ));
+            for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+                if let Some(created) = store.try_create_topic(&topic, &partitions).await? {
+                    return Ok(created);
+                }
             }
-            let txn = Txn::new()
-                .when([Compare::create_revision(topic_key, CompareOp::Equal, 0)])
-                .and_then(puts);
-            let response = store.txn("create the topic", txn).await?;
-            if !response.succeeded() {
-                return Err(MetaError::AlreadyExists {
-                    what: format!("topic {}", topic.name),
-                });
-            }
-            let revision = txn_revision(&response);
-            Ok(partitions
-                .into_iter()
-                .map(|value| Versioned { value, revision })
-                .collect())
+            Err(MetaError::Contended {
+                what: format!("create topic {} (deletes of its name raced it)", topic.name),
+                attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+            })
         })
     }
 
@@ -556,34 +774,32 @@ impl MetaStore for EtcdMetaStore {
         })
     }
 
-    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<(), MetaError>> {
+    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<TopicTombstone, MetaError>> {
         let store = self.clone();
         let topic = topic.to_owned();
         Box::pin(async move {
             super::layout::validate_name("topic name", &topic)?;
-            let layout = &store.inner.layout;
-            let topic_key = layout.topic_key(&topic);
-            // Partitions first, the record last: a watcher sees the topic go as one event.
-            let txn = Txn::new()
-                .when([Compare::create_revision(
-                    topic_key.clone(),
-                    CompareOp::Greater,
-                    0,
-                )])
-                .and_then([
-                    TxnOp::delete(
-                        layout.topic_partitions_prefix(&topic),
-                        Some(DeleteOptions::new().with_prefix()),
-                    ),
-                    TxnOp::delete(topic_key, None),
-                ]);
-            let response = store.txn("delete the topic", txn).await?;
-            if !response.succeeded() {
-                return Err(MetaError::NotFound {
-                    what: format!("topic {topic}"),
-                });
+            for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+                if let Some(tombstone) = store.try_delete_topic(&topic).await? {
+                    return Ok(tombstone);
+                }
             }
-            Ok(())
+            Err(MetaError::Contended {
+                what: format!("delete topic {topic} (its partitions kept changing)"),
+                attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+            })
+        })
+    }
+
+    fn deleted_topic_floor(
+        &self,
+        topic: &str,
+    ) -> BoxFuture<'static, Result<LeaderEpoch, MetaError>> {
+        let store = self.clone();
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            super::layout::validate_name("topic name", &topic)?;
+            Ok(store.read_floor(&topic).await?.floor())
         })
     }
 

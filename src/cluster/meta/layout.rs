@@ -109,6 +109,28 @@ impl KeyLayout {
     }
 }
 
+/// Keys of deleted topics' fence floors (`docs/replication.md`, "Topic delete on a cluster").
+/// Not parsed by [`KeyLayout::parse`] (the watch and snapshots leave them out: a broker reads
+/// them only when it finds local files of a topic the store no longer has).
+impl KeyLayout {
+    /// The prefix of every deleted topic's tombstone.
+    pub fn topic_tombstones_prefix(&self) -> String {
+        format!("{}deleted-topics/", self.prefix)
+    }
+
+    /// The key of the tombstone of topic name `name`: a [`super::TopicTombstone`].
+    pub fn topic_tombstone_key(&self, name: &str) -> String {
+        format!("{}deleted-topics/{name}", self.prefix)
+    }
+
+    /// The key of the cluster-wide floor of every deleted name without a tombstone of its own
+    /// (tombstones folded past [`super::TOPIC_TOMBSTONES_MAX`]): a [`super::TopicTombstone`].
+    /// Outside [`KeyLayout::topic_tombstones_prefix`], so no name's tombstone can be it.
+    pub fn folded_tombstone_key(&self) -> String {
+        format!("{}deleted-topics-floor", self.prefix)
+    }
+}
+
 /// The end of etcd's range for every key starting with `prefix` (its last byte plus one).
 pub fn prefix_range_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();

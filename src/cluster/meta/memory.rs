@@ -23,11 +23,12 @@ use tokio::sync::mpsc;
 use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
-    validate_new_topic, validate_ttl, validate_watch_capacity, BrokerLease, MetaError, MetaStore,
-    PartitionId, PartitionStates, TopicRecord,
+    start_above_floor, validate_new_topic, validate_ttl, validate_watch_capacity, BrokerLease,
+    MetaError, MetaStore, PartitionId, PartitionStates, TopicRecord, TopicTombstone,
+    TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{BrokerRegistration, NodeId, PartitionState, Versioned};
+use crate::cluster::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
 
 /// A metadata store in memory; cheap to clone (clones share the store).
 #[derive(Clone)]
@@ -62,6 +63,10 @@ struct State {
     brokers: BTreeMap<NodeId, (BrokerRegistration, i64)>,
     topics: BTreeMap<String, TopicRecord>,
     partitions: BTreeMap<PartitionId, Versioned<PartitionState>>,
+    /// The fence floor of each deleted topic name (`deleted-topics/<name>`).
+    tombstones: BTreeMap<String, LeaderEpoch>,
+    /// The floor of every deleted name folded out of `tombstones` (`deleted-topics-floor`).
+    folded_floor: LeaderEpoch,
     watchers: Vec<Watcher>,
 }
 
@@ -238,6 +243,33 @@ impl State {
             .collect()
     }
 
+    /// The fence floor of the name `topic` (its tombstone, else the folded floor).
+    fn floor(&self, topic: &str) -> LeaderEpoch {
+        self.tombstones
+            .get(topic)
+            .copied()
+            .unwrap_or(self.folded_floor)
+    }
+
+    /// Raises `topic`'s tombstone to `floor` (never lowers it), folding the lowest other
+    /// tombstones into the folded floor past [`TOPIC_TOMBSTONES_MAX`]. Returns the floor kept.
+    fn raise_tombstone(&mut self, topic: &str, floor: LeaderEpoch) -> LeaderEpoch {
+        let floor = floor.max(self.floor(topic));
+        self.tombstones.insert(topic.to_owned(), floor);
+        while self.tombstones.len() > TOPIC_TOMBSTONES_MAX {
+            let lowest = self
+                .tombstones
+                .iter()
+                .filter(|(name, _)| name.as_str() != topic)
+                .min_by_key(|(_, floor)| **floor)
+                .map(|(name, floor)| (name.clone(), *floor))
+                .expect("more than one tombstone");
+            self.tombstones.remove(&lowest.0);
+            self.folded_floor = self.folded_floor.max(lowest.1);
+        }
+        floor
+    }
+
     fn snapshot(&self) -> MetaSnapshot {
         MetaSnapshot {
             revision: self.revision,
@@ -339,8 +371,8 @@ impl MetaStore for MemoryMetaStore {
 
     fn create_topic(
         &self,
-        topic: TopicRecord,
-        partitions: Vec<PartitionState>,
+        mut topic: TopicRecord,
+        mut partitions: Vec<PartitionState>,
     ) -> BoxFuture<'static, Result<Vec<Versioned<PartitionState>>, MetaError>> {
         let store = self.clone();
         Box::pin(async move {
@@ -351,6 +383,8 @@ impl MetaStore for MemoryMetaStore {
                         what: format!("topic {}", topic.name),
                     });
                 }
+                let floor = state.floor(&topic.name);
+                start_above_floor(&mut topic, &mut partitions, floor)?;
                 let revision = state.next_revision();
                 let mut events = vec![MetaEvent::TopicCreated(topic.clone())];
                 let mut created = Vec::with_capacity(partitions.len());
@@ -375,19 +409,41 @@ impl MetaStore for MemoryMetaStore {
         Box::pin(async move { Ok(topics) })
     }
 
-    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<(), MetaError>> {
+    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<TopicTombstone, MetaError>> {
         let topic = topic.to_owned();
         let result = self.apply(|state, _| {
-            if state.topics.remove(&topic).is_none() {
+            let Some(record) = state.topics.remove(&topic) else {
                 return Err(MetaError::NotFound {
                     what: format!("topic {topic}"),
                 });
-            }
+            };
             state.next_revision();
+            // One critical section is etcd's one transaction: no election can slip between the
+            // epochs read here and the tombstone written.
+            let highest = state
+                .partitions
+                .iter()
+                .filter(|(id, _)| id.topic == topic)
+                .map(|(_, versioned)| versioned.value.leader_epoch)
+                .max()
+                .unwrap_or(0)
+                .max(record.first_leader_epoch());
             state.partitions.retain(|id, _| id.topic != topic);
-            Ok(((), vec![MetaEvent::TopicDeleted(topic.clone())]))
+            let leader_epoch_floor = state.raise_tombstone(&topic, highest);
+            Ok((
+                TopicTombstone { leader_epoch_floor },
+                vec![MetaEvent::TopicDeleted(topic.clone())],
+            ))
         });
         Box::pin(async move { result })
+    }
+
+    fn deleted_topic_floor(
+        &self,
+        topic: &str,
+    ) -> BoxFuture<'static, Result<LeaderEpoch, MetaError>> {
+        let floor = self.read(|state| state.floor(topic));
+        Box::pin(async move { Ok(floor) })
     }
 
     fn partition_state(
@@ -534,5 +590,105 @@ mod tests {
             watch.events.recv().await,
             Some(MetaEvent::TopicDeleted("t0".into()))
         );
+    }
+
+    fn placed(replicas: Vec<NodeId>, leader_epoch: LeaderEpoch) -> PartitionState {
+        PartitionState {
+            leader: replicas.first().copied(),
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch,
+            min_insync: 1,
+        }
+    }
+
+    /// A delete records the highest leader epoch of the topic's partitions as its name's
+    /// floor; a topic re-created under the name starts every partition above it and says so
+    /// in its record; the floor never goes down over further deletes; an election on a
+    /// deleted partition finds nothing to change.
+    #[tokio::test]
+    async fn a_recreated_topic_starts_above_every_epoch_of_the_deleted_one() {
+        let store = MemoryMetaStore::new();
+        let topic = TopicRecord::new("t", 2, 1, TopicConfig::default());
+        let created = store
+            .create_topic(topic.clone(), vec![placed(vec![1], 1), placed(vec![2], 1)])
+            .await
+            .unwrap();
+        let id = PartitionId::new("t", 1);
+        store
+            .compare_and_swap_partition(id.clone(), created[1].revision, placed(vec![2], 7))
+            .await
+            .unwrap();
+        assert_eq!(store.deleted_topic_floor("t").await.unwrap(), 0);
+        let tombstone = store.delete_topic("t").await.unwrap();
+        assert_eq!(tombstone.leader_epoch_floor, 7);
+        assert_eq!(store.deleted_topic_floor("t").await.unwrap(), 7);
+        assert!(matches!(
+            store
+                .compare_and_swap_partition(id, created[1].revision, placed(vec![2], 8))
+                .await,
+            Err(MetaError::NotFound { .. })
+        ));
+
+        let again = store
+            .create_topic(topic.clone(), vec![placed(vec![1], 1), placed(vec![2], 1)])
+            .await
+            .unwrap();
+        assert!(again.iter().all(|state| state.value.leader_epoch == 8));
+        let record = store.topics().await.unwrap().remove(0);
+        assert_eq!(record.first_leader_epoch(), 8);
+        // The re-created topic's own epochs raise the floor on its delete; the floor of a
+        // lineage that went no higher than the previous floor stays where it was.
+        assert_eq!(store.delete_topic("t").await.unwrap().leader_epoch_floor, 8);
+        store
+            .create_topic(topic, vec![placed(vec![1], 1), placed(vec![2], 1)])
+            .await
+            .unwrap();
+        assert_eq!(store.delete_topic("t").await.unwrap().leader_epoch_floor, 9);
+        assert_eq!(store.deleted_topic_floor("t").await.unwrap(), 9);
+        assert!(matches!(
+            store.delete_topic("t").await,
+            Err(MetaError::NotFound { .. })
+        ));
+    }
+
+    /// Past `TOPIC_TOMBSTONES_MAX` deleted names, the lowest tombstones fold into the
+    /// cluster-wide floor: no name's floor goes down, a name never deleted reads the folded
+    /// floor, and a re-created folded name still starts above its old epochs.
+    #[tokio::test]
+    async fn tombstones_past_the_limit_fold_without_lowering_any_floor() {
+        let store = MemoryMetaStore::new();
+        let names = TOPIC_TOMBSTONES_MAX + 3;
+        for index in 0..names {
+            let name = format!("n{index}");
+            let epoch = LeaderEpoch::try_from(index).unwrap() + 1;
+            let topic = TopicRecord::new(name.clone(), 1, 1, TopicConfig::default());
+            store
+                .create_topic(topic, vec![placed(vec![1], epoch)])
+                .await
+                .unwrap();
+            store.delete_topic(&name).await.unwrap();
+        }
+        let state = store.shared.lock();
+        assert_eq!(state.tombstones.len(), TOPIC_TOMBSTONES_MAX);
+        assert_eq!(state.folded_floor, 3, "n0, n1 and n2 folded");
+        drop(state);
+        for index in 0..names {
+            let floor = store
+                .deleted_topic_floor(&format!("n{index}"))
+                .await
+                .unwrap();
+            assert!(
+                floor > LeaderEpoch::try_from(index).unwrap(),
+                "n{index}: {floor}"
+            );
+        }
+        assert_eq!(store.deleted_topic_floor("never").await.unwrap(), 3);
+        let topic = TopicRecord::new("n0", 1, 1, TopicConfig::default());
+        let recreated = store
+            .create_topic(topic, vec![placed(vec![1], 1)])
+            .await
+            .unwrap();
+        assert_eq!(recreated[0].value.leader_epoch, 4);
     }
 }

@@ -34,7 +34,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{BrokerRegistration, NodeId, PartitionState, Versioned};
+use super::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
 use crate::domain::TopicConfig;
 
 pub use layout::KeyLayout;
@@ -65,6 +65,18 @@ pub const CLUSTER_PARTITIONS_PER_TOPIC_MAX: u32 = (TRANSACTION_OPERATIONS_MAX - 
 /// Most replicas a partition may have.
 pub const REPLICATION_FACTOR_MAX: u16 = 16;
 
+/// Most deleted topic names whose fence floor the store keeps by name (one tombstone key each,
+/// `deleted-topics/<name>`). A delete past the limit folds the lowest tombstones into the one
+/// cluster-wide floor of every name not listed (`deleted-topics-floor`), as a standalone broker's
+/// `epoch-floors` file folds into `others`: floors only rise, so folding never lowers the floor
+/// any name sees; it only makes a re-created name start higher than it strictly had to.
+pub const TOPIC_TOMBSTONES_MAX: usize = 1000;
+
+/// How often a topic delete (or a re-creation) reads and tries its transaction again when a
+/// partition of the topic changed between the read and the transaction (an election, an ISR
+/// change): after that many it gives up with [`MetaError::Contended`], nothing written.
+pub const TOPIC_DELETE_ATTEMPTS_MAX: usize = 8;
+
 /// Default capacity of a watch's event channel; past it the watch sends a `Resync`.
 pub const DEFAULT_WATCH_EVENTS_CAPACITY: usize = 1024;
 
@@ -85,6 +97,15 @@ pub struct TopicRecord {
     pub min_insync: u16,
     /// Segment size, flush policy and retention, as for a standalone topic.
     pub config: TopicConfig,
+    /// The leader epoch its partitions were created at: [`INITIAL_LEADER_EPOCH`] for a name
+    /// never deleted, the name's fence floor plus one for a topic re-created under the name of a
+    /// deleted one (the store sets it when it creates the topic, whatever the caller gave). A
+    /// replica whose local leader-epoch history has an epoch below it holds a deleted lineage's
+    /// data, which must never be served or replicated into this topic. Records written before
+    /// the field existed read 0, which means [`INITIAL_LEADER_EPOCH`]
+    /// ([`TopicRecord::first_leader_epoch`]).
+    #[serde(default)]
+    pub first_leader_epoch: LeaderEpoch,
 }
 
 impl TopicRecord {
@@ -102,8 +123,63 @@ impl TopicRecord {
             replication_factor,
             min_insync: replication_factor.min(2),
             config,
+            first_leader_epoch: INITIAL_LEADER_EPOCH,
         }
     }
+
+    /// The leader epoch this topic's partitions started at (see the field; a record written
+    /// before it existed started at [`INITIAL_LEADER_EPOCH`]).
+    pub fn first_leader_epoch(&self) -> LeaderEpoch {
+        self.first_leader_epoch.max(INITIAL_LEADER_EPOCH)
+    }
+}
+
+/// What deleting a topic recorded: the fence floor of its name, kept in the store
+/// (`deleted-topics/<name>`) after the topic record and its partition states are gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicTombstone {
+    /// The highest leader epoch any partition of any deleted topic of this name ever had (at
+    /// least the floor recorded before): every producer epoch such a lineage granted is below
+    /// `producer_epoch_base(leader_epoch_floor + 1)`. A topic re-created under the name starts
+    /// its leader epochs at `leader_epoch_floor + 1`.
+    pub leader_epoch_floor: LeaderEpoch,
+}
+
+/// The leader epoch a topic re-created above the fence floor `floor` starts at, or `Invalid` if
+/// the name used up every leader epoch (`u32::MAX` deleted leader changes: not in practice).
+pub(crate) fn first_leader_epoch_above(
+    topic: &str,
+    floor: LeaderEpoch,
+) -> Result<LeaderEpoch, MetaError> {
+    floor
+        .checked_add(1)
+        .map(|first| first.max(INITIAL_LEADER_EPOCH))
+        .ok_or_else(|| {
+            MetaError::Invalid(format!(
+                "topic {topic}: its deleted lineages used up every leader epoch ({floor}); \
+                 choose another name"
+            ))
+        })
+}
+
+/// Moves a new topic's partition states and record above the fence floor `floor` of its name
+/// (every partition's leader epoch at least `floor + 1`; the record's first leader epoch the
+/// lowest of them). The one place a creation starts above a deleted lineage, for every store.
+pub(crate) fn start_above_floor(
+    topic: &mut TopicRecord,
+    partitions: &mut [PartitionState],
+    floor: LeaderEpoch,
+) -> Result<(), MetaError> {
+    let first = first_leader_epoch_above(&topic.name, floor)?;
+    for state in partitions.iter_mut() {
+        state.leader_epoch = state.leader_epoch.max(first);
+    }
+    topic.first_leader_epoch = partitions
+        .iter()
+        .map(|state| state.leader_epoch)
+        .min()
+        .unwrap_or(first);
+    Ok(())
 }
 
 /// One partition of one topic: the address of a partition state.
@@ -185,6 +261,16 @@ pub enum MetaError {
         /// What the decoder said.
         reason: String,
     },
+    /// A write kept losing its compare-and-swap to other changes (a topic delete whose
+    /// partitions kept electing leaders, a creation racing deletes of its name) for
+    /// [`TOPIC_DELETE_ATTEMPTS_MAX`] attempts. Nothing was written; retry.
+    #[error("{what}: the metadata changed under it {attempts} times; nothing was written, retry")]
+    Contended {
+        /// What was tried (`delete topic orders`).
+        what: String,
+        /// How many attempts were made.
+        attempts: usize,
+    },
     /// The request itself is invalid (a TTL out of range, partition states that do not match
     /// the topic record...). Nothing was sent.
     #[error("invalid metadata request: {0}")]
@@ -222,8 +308,24 @@ pub trait MetaStore: Send + Sync + Debug {
     /// Every topic, by name.
     fn topics(&self) -> BoxFuture<'static, Result<Vec<TopicRecord>, MetaError>>;
 
-    /// Deletes `topic` and all its partition states in one transaction (`NotFound` if absent).
-    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<(), MetaError>>;
+    /// Deletes `topic` and all its partition states in one transaction (`NotFound` if absent),
+    /// and in the same transaction raises the name's tombstone to the highest leader epoch any
+    /// of its partitions had (compared against the revisions read, so no election can raise an
+    /// epoch past the recorded floor unseen). Returns the tombstone written. Past
+    /// [`TOPIC_TOMBSTONES_MAX`] names, the lowest tombstones fold into the cluster-wide floor.
+    ///
+    /// [`MetaStore::create_topic`] starts a topic of a deleted name above its floor: whatever
+    /// epochs the caller's partition states carry, each starts at `floor + 1` at least and the
+    /// record's `first_leader_epoch` says where (compared against the tombstone read, so a
+    /// concurrent delete cannot slip a higher floor in).
+    fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<TopicTombstone, MetaError>>;
+
+    /// The fence floor of the name `topic`: its tombstone, or the cluster-wide floor of folded
+    /// names when it has none (0 if no topic of the name was ever deleted and nothing folded).
+    fn deleted_topic_floor(
+        &self,
+        topic: &str,
+    ) -> BoxFuture<'static, Result<LeaderEpoch, MetaError>>;
 
     /// One partition's state and the revision a compare-and-swap must present.
     fn partition_state(

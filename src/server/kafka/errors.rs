@@ -49,6 +49,8 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError) -> ResponseError 
         ClusterError::CommitOutcomeUnknown { .. } => ResponseError::RequestTimedOut,
         ClusterError::InternalTopic { .. } => ResponseError::InvalidTopicException,
         ClusterError::Meta(_) => ResponseError::UnknownServerError,
+        // Kafka's own word for "not done in time, may still complete" (DeleteTopics' timeout).
+        ClusterError::OutcomeUnknown(_) => ResponseError::RequestTimedOut,
         ClusterError::Unsupported(_) => ResponseError::InvalidRequest,
         ClusterError::ClusterRequired(_) => ResponseError::InvalidReplicationFactor,
     }

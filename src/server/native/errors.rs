@@ -65,6 +65,7 @@ fn cluster_error(error: &crate::broker::cluster::ClusterError, message: String) 
         ClusterError::CommitOutcomeUnknown { .. } => plain(ErrorCode::NotEnoughReplicasAfterAppend),
         ClusterError::InternalTopic { .. } => plain(ErrorCode::InvalidRequest),
         ClusterError::Meta(_) => plain(ErrorCode::Internal),
+        ClusterError::OutcomeUnknown(_) => plain(ErrorCode::Internal),
         ClusterError::Unsupported(_) => plain(ErrorCode::InvalidRequest),
         ClusterError::ClusterRequired(_) => plain(ErrorCode::ClusterRequired),
     }

@@ -22,6 +22,7 @@
 
 mod effects;
 mod follower_task;
+mod lineage;
 mod replica;
 mod requests;
 mod serve;
@@ -145,6 +146,10 @@ pub struct ClusterDriver {
     view_changed: tokio::sync::watch::Sender<u64>,
     stop: CancellationToken,
     next_waiter: std::sync::atomic::AtomicU64,
+    /// Local topics the store has no record of, examined and kept (`lineage.rs`).
+    kept_absent: Mutex<std::collections::HashSet<String>>,
+    /// What the broker service forgets of a deleted local topic (set when it joins).
+    service_state: std::sync::OnceLock<lineage::ServiceState>,
 }
 
 impl ClusterDriver {
@@ -192,7 +197,22 @@ impl ClusterDriver {
             view_changed: tokio::sync::watch::Sender::new(0),
             stop: CancellationToken::new(),
             next_waiter: std::sync::atomic::AtomicU64::new(1),
+            kept_absent: Mutex::new(std::collections::HashSet::new()),
+            service_state: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Gives the driver the service's lease table and metrics, which forget a topic when its
+    /// local copy is deleted (a cluster delete, or a returning broker's leftover). Called by
+    /// [`BrokerService::join_cluster`](crate::broker::BrokerService::join_cluster); once.
+    pub(crate) fn attach_service(
+        &self,
+        leases: Arc<dyn crate::lease::LeaseAuthority>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) {
+        let _first_only = self
+            .service_state
+            .set(lineage::ServiceState { leases, metrics });
     }
 
     /// Starts the loop on the current runtime. It runs until [`ClusterDriver::shutdown`].
@@ -330,7 +350,7 @@ impl ClusterDriver {
                     }
                 }
             }
-            self.reconcile_all().await;
+            self.reconcile_all(events.is_some()).await;
             tokio::select! {
                 () = self.stop.cancelled() => return,
                 _ = tick.tick() => {}
@@ -403,16 +423,24 @@ impl ClusterDriver {
     }
 
     fn apply_event(&self, event: MetaEvent) {
+        if let MetaEvent::Resync(_) = &event {
+            self.kept_absent
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
         let changed = self.state().apply(event);
         if changed {
             self.view_changed.send_modify(|generation| *generation += 1);
         }
     }
 
-    /// Brings every local replica in line with the view: creates missing local topics, stops
-    /// the replicas this broker no longer holds, and steps each one it holds with the
-    /// registration, the state last read, what its log made durable, and the tick.
-    async fn reconcile_all(self: &Arc<Self>) {
+    /// Brings every local replica in line with the view: deletes local copies of deleted or
+    /// older topics (`lineage.rs`; of topics the store lacks only once the view is `synced`),
+    /// creates missing local topics, stops the replicas this broker no longer holds, and steps
+    /// each one it holds with the registration, the state last read, what its log made durable,
+    /// and the tick.
+    async fn reconcile_all(self: &Arc<Self>, synced: bool) {
         let (topics, partitions, live) = {
             let state = self.state();
             (
@@ -421,9 +449,7 @@ impl ClusterDriver {
                 state.live_brokers(),
             )
         };
-        for topic in &topics {
-            self.ensure_local_topic(topic).await;
-        }
+        self.reconcile_local_topics(&topics, synced).await;
         let mut wanted = Vec::new();
         for (id, versioned) in &partitions {
             if versioned.value.replicas.contains(&self.config.node_id) {
@@ -495,8 +521,12 @@ impl ClusterDriver {
 
     /// The local replica of `id`, opened on first use.
     fn open_replica(&self, id: &PartitionId) -> Option<Arc<Replica>> {
-        let mut replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(replica) = replicas.get(id) {
+        if let Some(replica) = self
+            .replicas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+        {
             return Some(Arc::clone(replica));
         }
         let partition = match self.broker.partition(&id.topic, id.partition) {
@@ -506,14 +536,27 @@ impl ClusterDriver {
                 return None;
             }
         };
+        // Never open a deleted lineage's files for the topic in the store (their removal
+        // failed, or has not run yet): they would be served or replicated into it.
+        let record = self.state().topics.get(&id.topic).cloned();
+        if let (Some(record), Ok(local)) = (record, self.broker.topic(&id.topic)) {
+            let epochs = lineage::LocalEpochs::of(&local);
+            if let Some(reason) = lineage::older_lineage(local.partitions().len(), &epochs, &record)
+            {
+                debug!(partition = %id, %reason, "local replica is of an older lineage; not opened");
+                return None;
+            }
+        }
         let node = ReplicaNode::new(ReplicaNodeConfig::new(
             self.config.node_id,
             self.incarnation,
             self.config.replication.clone(),
         ));
-        let replica = Arc::new(Replica::new(id.clone(), partition, node));
-        replicas.insert(id.clone(), Arc::clone(&replica));
-        Some(replica)
+        let mut replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
+        let replica = replicas
+            .entry(id.clone())
+            .or_insert_with(|| Arc::new(Replica::new(id.clone(), partition, node)));
+        Some(Arc::clone(replica))
     }
 }
 

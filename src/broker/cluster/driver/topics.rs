@@ -1,8 +1,8 @@
-//! Topics of a cluster: created in the metadata store (placed over the live brokers in one
-//! transaction) rather than in the local data directory, which every replica's broker then
-//! follows (`ClusterDriver::ensure_local_topic`).
+//! Topics of a cluster: created and deleted in the metadata store (each in one transaction)
+//! rather than in the local data directory, which every broker then follows
+//! (`ClusterDriver::ensure_local_topic`, `lineage.rs`).
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{ClusterDriver, DEFAULT_REPLICATION_FACTOR_MAX};
 use crate::broker::cluster::ClusterError;
@@ -10,6 +10,7 @@ use crate::broker::BrokerError;
 use crate::cluster::meta::{
     create_topic_placed, MetaError, PartitionId, TopicRecord, INITIAL_LEADER_EPOCH,
 };
+use crate::cluster::LeaderEpoch;
 use crate::domain::{Replication, TopicConfig};
 
 impl ClusterDriver {
@@ -76,14 +77,90 @@ impl ClusterDriver {
         })
     }
 
-    /// Deleting a cluster topic is refused for now: every broker would have to move its copy
-    /// aside, and a topic re-created under the name must start its leader epochs above the old
-    /// one's producer epochs (else the new leaders' bases would not fence the old lineage's
-    /// grants). Until both are built, nothing is deleted.
+    /// Deletes a cluster topic: one etcd transaction removes its record and partition states
+    /// and raises the name's tombstone to the highest leader epoch any of its partitions had
+    /// (`MetaStore::delete_topic`), so a topic re-created under the name starts its leader
+    /// epochs, and so its producer epochs (`leader_epoch << 32 | n`), above every epoch the
+    /// deleted one granted. Answers `Ok` only once that transaction committed; then waits (up
+    /// to `topic_ready_wait`) until this broker removed its own copy, so its metadata no longer
+    /// lists the topic. Every broker removes its copy when it sees the delete, or when it
+    /// returns (`lineage.rs`).
+    ///
+    /// Errors: `UnknownTopic` (nothing to delete); etcd unavailable before anything was sent, or
+    /// the topic read back as still there: nothing deleted, retry; etcd's answer lost and the
+    /// topic could not be read back: [`ClusterError::OutcomeUnknown`].
     pub async fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
-        Err(ClusterError::Unsupported(format!(
-            "deleting topic {name}: deleting a topic of a cluster is not supported yet; nothing was deleted"
-        ))
-        .into())
+        crate::broker::validate_topic_name(name)?;
+        let tombstone = match self.store.delete_topic(name).await {
+            Ok(tombstone) => Some(tombstone),
+            Err(MetaError::NotFound { .. }) => return Err(BrokerError::UnknownTopic(name.into())),
+            Err(MetaError::Invalid(reason)) => return Err(BrokerError::InvalidConfig(reason)),
+            Err(MetaError::Unavailable { endpoints, reason }) => {
+                self.resolve_lost_delete(name, endpoints, reason).await?;
+                None
+            }
+            Err(error) => return Err(ClusterError::Meta(error).into()),
+        };
+        match tombstone {
+            Some(tombstone) => info!(
+                topic = %name,
+                leader_epoch_floor = tombstone.leader_epoch_floor,
+                "deleted the cluster topic; a topic re-created under its name starts above the floor"
+            ),
+            None => {
+                info!(topic = %name, "the cluster topic is deleted (read back after etcd's answer was lost)")
+            }
+        }
+        let floor = tombstone.map_or(LeaderEpoch::MAX, |t| t.leader_epoch_floor);
+        let mut changes = self.view_changed.subscribe();
+        let removed = async {
+            loop {
+                let recreated = self
+                    .state()
+                    .topics
+                    .get(name)
+                    .is_some_and(|record| record.first_leader_epoch() > floor);
+                if recreated || self.broker.topic(name).is_err() {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(self.config.topic_ready_wait, removed)
+            .await
+            .is_err()
+        {
+            warn!(topic = %name, "deleted from the cluster, but this broker's copy was not removed in time; it is removed when the broker sees the delete");
+        }
+        Ok(())
+    }
+
+    /// etcd did not answer the delete: its transaction may or may not have been applied. Reads
+    /// the topics back: gone means deleted (by this request or a concurrent one); there, or
+    /// unreadable, is an error that says which.
+    async fn resolve_lost_delete(
+        &self,
+        name: &str,
+        endpoints: String,
+        reason: String,
+    ) -> Result<(), BrokerError> {
+        match self.store.topics().await {
+            Ok(topics) if !topics.iter().any(|topic| topic.name == name) => Ok(()),
+            Ok(_) => Err(ClusterError::OutcomeUnknown(format!(
+                "deleting topic {name}: etcd ({endpoints}) did not answer ({reason}); the topic \
+                 still exists as read just after, but the request may yet be applied: run \
+                 `fencelog topic list` and delete it again if it is still listed"
+            ))
+            .into()),
+            Err(read_error) => Err(ClusterError::OutcomeUnknown(format!(
+                "deleting topic {name}: etcd ({endpoints}) did not answer ({reason}) and the \
+                 topics could not be read back ({read_error}): the topic may or may not be \
+                 deleted; once etcd is reachable run `fencelog topic list` and delete it again \
+                 if it is still listed"
+            ))
+            .into()),
+        }
     }
 }

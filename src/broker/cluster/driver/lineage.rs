@@ -1,0 +1,259 @@
+//! A broker's local copies of cluster topics follow the store's *lineage* of each name: a topic
+//! deleted from the store is deleted here too, and local files of an older topic of the same name
+//! (a broker that was down while the topic was deleted, and maybe re-created) are removed before
+//! anything of the new topic is opened on them, so no replica ever serves or replicates a
+//! deleted lineage's records into the new topic.
+//!
+//! How a local copy is judged (`docs/replication.md`, "Topic delete on a cluster"):
+//! * the store has a record of the name: the local copy is of an older lineage when its
+//!   partition count differs from the record's, or a partition's leader-epoch floor or history
+//!   has an epoch below the record's `first_leader_epoch` (the store starts a re-created topic
+//!   above every epoch of the deleted ones, so only a deleted lineage has epochs below it);
+//! * the store has no record of the name: the local copy is deleted when the name's fence floor
+//!   (its tombstone, or the folded floor) is above 0 and covers every leader epoch the copy
+//!   holds. A copy without a tombstone, or with epochs above it, is left alone and not served
+//!   (a wrong `--cluster-name`, or a store restored from an old backup, must not erase data).
+//!
+//! Deleting a local copy is the standalone delete ([`crate::broker::Broker::delete_topic`]): the
+//! partitions retire, the highest producer epoch becomes the name's local fence floor, the
+//! directory moves into `DATA/deleted/` and committed offsets of the topic are forgotten; then the
+//! service's leases and metrics forget it and the files are removed off the runtime.
+
+use std::collections::HashSet;
+use std::sync::{Arc, PoisonError};
+
+use tracing::{debug, error, info, warn};
+
+use super::ClusterDriver;
+use crate::broker::{BrokerError, Topic};
+use crate::cluster::meta::TopicRecord;
+use crate::cluster::LeaderEpoch;
+use crate::lease::LeaseAuthority;
+use crate::metrics::Metrics;
+
+/// What the broker service forgets when a local copy of a topic is deleted (set when the service
+/// joins the cluster; a driver run without a service only deletes the files).
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceState {
+    /// The lease table: a deleted topic's leases are forgotten.
+    pub leases: Arc<dyn LeaseAuthority>,
+    /// The server-wide metrics: a deleted topic's partitions' share is kept in them.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The leader epochs one local partition holds: its leader-epoch floor and the epochs of its
+/// leader-epoch history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalEpochs {
+    /// The highest leader epoch installed (0: never followed or led).
+    pub floor: LeaderEpoch,
+    /// The epochs of its history entries.
+    pub history: Vec<LeaderEpoch>,
+}
+
+impl LocalEpochs {
+    pub(super) fn of(topic: &Topic) -> Vec<LocalEpochs> {
+        topic
+            .open_partitions()
+            .map(|partition| LocalEpochs {
+                floor: partition.leader_epoch_floor(),
+                history: partition
+                    .leader_epoch_history()
+                    .into_iter()
+                    .map(|(epoch, _)| epoch)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn highest(&self) -> LeaderEpoch {
+        self.history
+            .iter()
+            .copied()
+            .fold(self.floor, LeaderEpoch::max)
+    }
+}
+
+/// Why the local copy (`local_partitions` partitions holding `epochs`) is of an older lineage
+/// than `record`, or `None` if it is the record's own.
+pub(crate) fn older_lineage(
+    local_partitions: usize,
+    epochs: &[LocalEpochs],
+    record: &TopicRecord,
+) -> Option<String> {
+    if local_partitions != record.partition_count as usize {
+        return Some(format!(
+            "the local copy has {local_partitions} partitions, the topic in the store {}",
+            record.partition_count
+        ));
+    }
+    let first = record.first_leader_epoch();
+    let below = epochs
+        .iter()
+        .flat_map(|partition| {
+            let floor = (partition.floor != 0).then_some(partition.floor);
+            floor.into_iter().chain(partition.history.iter().copied())
+        })
+        .filter(|epoch| *epoch < first)
+        .min();
+    below.map(|epoch| {
+        format!(
+            "the local copy holds leader epoch {epoch}, below {first} where the topic in the \
+             store starts (a deleted topic of the same name)"
+        )
+    })
+}
+
+/// Whether a local copy holding `epochs`, of a name the store has no record of and whose fence
+/// floor is `floor`, is a deleted lineage's (see the module docs).
+pub(crate) fn deleted_lineage(epochs: &[LocalEpochs], floor: LeaderEpoch) -> bool {
+    floor > 0 && epochs.iter().all(|partition| partition.highest() <= floor)
+}
+
+impl ClusterDriver {
+    /// Brings the local topics in line with the store's: deletes local copies of older or
+    /// deleted lineages (the latter only once the view is `synced` with the store, never from
+    /// an empty view), then creates the store's topics missing locally.
+    pub(super) async fn reconcile_local_topics(
+        self: &Arc<Self>,
+        topics: &[TopicRecord],
+        synced: bool,
+    ) {
+        for record in topics {
+            if let Ok(local) = self.broker.topic(&record.name) {
+                let epochs = LocalEpochs::of(&local);
+                if let Some(reason) = older_lineage(local.partitions().len(), &epochs, record) {
+                    self.delete_local_topic(&record.name, &reason).await;
+                }
+            }
+            self.ensure_local_topic(record).await;
+        }
+        if !synced {
+            return;
+        }
+        let wanted: HashSet<&str> = topics.iter().map(|topic| topic.name.as_str()).collect();
+        let absent: Vec<Arc<Topic>> = self
+            .broker
+            .topics()
+            .into_iter()
+            .filter(|topic| !wanted.contains(topic.name()))
+            .collect();
+        for local in absent {
+            let name = local.name().to_owned();
+            if self.kept_absent().contains(&name) {
+                continue;
+            }
+            let floor = match self.store.deleted_topic_floor(&name).await {
+                Ok(floor) => floor,
+                Err(error) => {
+                    debug!(topic = %name, %error, "cannot read the fence floor of a topic the store does not have; trying again");
+                    continue;
+                }
+            };
+            // The view may have learned of a re-creation meanwhile: judge that on the next round.
+            if self.state().topics.contains_key(&name) {
+                continue;
+            }
+            if deleted_lineage(&LocalEpochs::of(&local), floor) {
+                let reason = format!(
+                    "the topic was deleted from the cluster (fence floor: leader epoch {floor})"
+                );
+                self.delete_local_topic(&name, &reason).await;
+            } else {
+                warn!(topic = %name, floor, "a local topic is not in the cluster's store and no deletion of it covers its epochs; it is kept and not served (another cluster's data directory, or a store restored from an old backup?)");
+                self.kept_absent().insert(name);
+            }
+        }
+    }
+
+    /// Names of local topics absent from the store that were examined and kept (so the store
+    /// is not asked again every tick; forgotten on every resync of the view).
+    fn kept_absent(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.kept_absent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Deletes the local copy of `name` (see the module docs): its replicas stop first, so no
+    /// follower appends to and no leader serves the files being removed.
+    pub(super) async fn delete_local_topic(self: &Arc<Self>, name: &str, reason: &str) {
+        let stopped: Vec<_> = {
+            let mut replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
+            let ids: Vec<_> = replicas
+                .keys()
+                .filter(|id| id.topic == name)
+                .cloned()
+                .collect();
+            ids.iter().filter_map(|id| replicas.remove(id)).collect()
+        };
+        for replica in &stopped {
+            self.stop_replica(replica);
+        }
+        let Ok(topic) = self.broker.topic(name) else {
+            return;
+        };
+        let broker = Arc::clone(&self.broker);
+        let owned = name.to_owned();
+        let deleted = crate::broker::service::blocking(move || broker.delete_topic(&owned)).await;
+        match deleted {
+            Ok(deleted) => {
+                info!(topic = %name, %reason, floor = deleted.floor, "deleted the local copy of the topic");
+                if let Some(service) = self.service_state.get() {
+                    service.leases.forget_topic(&deleted.name);
+                    service.metrics.forget_partitions(
+                        topic.open_partitions().map(|partition| partition.metrics()),
+                    );
+                }
+                tokio::task::spawn_blocking(move || deleted.remove_files());
+                self.view_changed.send_modify(|generation| *generation += 1);
+            }
+            Err(BrokerError::UnknownTopic(_)) => {}
+            Err(error) => {
+                error!(topic = %name, %reason, %error, "cannot delete the local copy of the topic; it is not served, and deleting it is tried again")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::TopicConfig;
+
+    fn record(partitions: u32, first: LeaderEpoch) -> TopicRecord {
+        let mut record = TopicRecord::new("t", partitions, 3, TopicConfig::default());
+        record.first_leader_epoch = first;
+        record
+    }
+
+    fn epochs(floor: LeaderEpoch, history: &[LeaderEpoch]) -> LocalEpochs {
+        LocalEpochs {
+            floor,
+            history: history.to_vec(),
+        }
+    }
+
+    /// A copy with epochs below where the record starts, or another partition count, is of an
+    /// older lineage; a fresh copy (no epochs) or one with only the record's epochs is not.
+    #[test]
+    fn a_copy_with_epochs_below_the_first_is_an_older_lineage() {
+        let recreated = record(1, 8);
+        assert!(older_lineage(1, &[epochs(7, &[2, 5])], &recreated).is_some());
+        assert!(older_lineage(1, &[epochs(9, &[5, 9])], &recreated).is_some());
+        assert!(older_lineage(1, &[epochs(0, &[])], &recreated).is_none());
+        assert!(older_lineage(1, &[epochs(9, &[9])], &recreated).is_none());
+        assert!(older_lineage(2, &[epochs(0, &[]), epochs(0, &[])], &recreated).is_some());
+        // A record written before first_leader_epoch existed reads as the initial epoch.
+        let legacy = record(1, 0);
+        assert!(older_lineage(1, &[epochs(3, &[2, 3])], &legacy).is_none());
+    }
+
+    /// A copy of a name the store lacks is deleted only when a floor covers all its epochs.
+    #[test]
+    fn only_a_floor_covering_every_epoch_deletes_an_absent_copy() {
+        assert!(deleted_lineage(&[epochs(5, &[2, 5])], 5));
+        assert!(deleted_lineage(&[epochs(0, &[])], 5));
+        assert!(!deleted_lineage(&[epochs(6, &[6])], 5));
+        assert!(!deleted_lineage(&[epochs(2, &[2])], 0), "never deleted");
+    }
+}
