@@ -155,3 +155,68 @@ async fn committed_offsets_survive_a_crash_of_the_groups_coordinator() {
     let missing: Result<_, ClientError> = client.committed_offset("billing", "nothing", 0).await;
     assert!(missing.is_err(), "an unknown topic is refused");
 }
+
+/// A position committed for a deleted topic is not the re-created topic's: after the delete and
+/// a re-creation under the same name, the group has no position for it until it commits again
+/// (Kafka forgets a deleted topic's offsets too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_topics_committed_offsets_are_not_the_recreated_topics() {
+    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
+    let nodes = cluster.nodes_mut();
+    let client = client_of(&nodes.iter().collect::<Vec<_>>()).await;
+    let replication = Replication {
+        factor: 3,
+        min_insync: None,
+    };
+    client
+        .create_replicated_topic("again", 1, TopicConfig::default(), replication)
+        .await
+        .expect("create");
+    leader_of(&client, "again", 0).await;
+    client
+        .produce_with_acks("again", 0, batch(0, "a"), Acks::All)
+        .await
+        .expect("produce");
+    client
+        .commit_offset("billing", "again", 0, 1, "old")
+        .await
+        .expect("commit");
+
+    client.delete_topic("again").await.expect("delete");
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match client
+            .create_replicated_topic("again", 1, TopicConfig::default(), replication)
+            .await
+        {
+            Ok(()) => break,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "re-create: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    leader_of(&client, "again", 0).await;
+    let deadline = Instant::now() + CONVERGE;
+    let committed = loop {
+        match client.committed_offset("billing", "again", 0).await {
+            Ok(committed) => break committed,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "read back: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(committed, None, "the deleted topic's position is forgotten");
+
+    client
+        .commit_offset("billing", "again", 0, 0, "new")
+        .await
+        .expect("commit to the re-created topic");
+    let committed = client
+        .committed_offset("billing", "again", 0)
+        .await
+        .expect("read back")
+        .expect("committed");
+    assert_eq!((committed.offset, committed.metadata.as_str()), (0, "new"));
+}

@@ -24,6 +24,7 @@ fn commit_of(value: u64) -> OffsetsRecord {
             partition: 0,
             offset: value,
             metadata: String::new(),
+            lineage: 0,
         }],
     }
 }

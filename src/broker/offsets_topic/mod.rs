@@ -19,6 +19,11 @@
 //! * Membership is persisted the same way ([`OffsetsRecord::Group`], see
 //!   [`crate::broker::coordinator::GroupSnapshot`]) and restored into the group coordinator by
 //!   the load, so a stable group stays stable across a coordinator move.
+//! * A position carries the **lineage** of its topic (the leader epoch the topic's partitions
+//!   started at, [`CommitEntry::lineage`]) and is read only while the topic in the cluster's
+//!   view has that lineage: a deleted topic's positions are never read as those of a topic
+//!   re-created under its name, without any write at delete time (a delete cannot fail half
+//!   way through the offsets partitions).
 //!
 //! The topic is created by the first broker that needs it, with [`OffsetsTopicConfig`]'s
 //! partitions and replication factor, and only once that many brokers are live: like Kafka's
@@ -552,6 +557,7 @@ impl ReplicatedOffsets {
             offsets: offsets
                 .into_iter()
                 .map(|((topic, partition), committed)| CommitEntry {
+                    lineage: self.driver.topic_lineage(&topic).unwrap_or(0),
                     topic,
                     partition,
                     offset: committed.offset,
@@ -570,7 +576,9 @@ impl ReplicatedOffsets {
     ) -> Result<PartitionCommits, BrokerError> {
         self.check_group(group)?;
         let slot = self.slot(coordinator, group).await?;
-        let all = slot.state().committed_all(group);
+        let all = slot
+            .state()
+            .committed_all(group, |topic| self.driver.topic_lineage(topic));
         Ok(all)
     }
 
@@ -584,7 +592,12 @@ impl ReplicatedOffsets {
     ) -> Result<Option<CommittedOffset>, BrokerError> {
         self.check_group(group)?;
         let slot = self.slot(coordinator, group).await?;
-        let committed = slot.state().committed(group, topic, partition);
+        let Some(lineage) = self.driver.topic_lineage(topic) else {
+            return Ok(None);
+        };
+        let committed = slot
+            .state()
+            .committed_in_lineage(group, topic, partition, lineage);
         Ok(committed)
     }
 

@@ -50,6 +50,16 @@ pub struct CommitEntry {
     /// What the committer stored with it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub metadata: String,
+    /// The lineage of the topic it was committed for: the leader epoch the topic's partitions
+    /// started at (`TopicRecord::first_leader_epoch`). A position whose lineage is not the
+    /// topic's now belongs to a deleted topic of the same name and is not read. 0 (records
+    /// written before the field existed) means the initial leader epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lineage: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 impl OffsetsRecord {
@@ -90,6 +100,7 @@ mod tests {
                 partition: 3,
                 offset: 42,
                 metadata: "m".into(),
+                lineage: 9,
             }],
         };
         let batch = record.to_batch(7);

@@ -11,12 +11,23 @@ use std::collections::HashMap;
 use super::record::OffsetsRecord;
 use crate::broker::coordinator::GroupSnapshot;
 use crate::broker::groups::{CommittedOffset, PartitionCommits, PartitionKey};
+use crate::cluster::meta::INITIAL_LEADER_EPOCH;
+use crate::cluster::LeaderEpoch;
+
+/// One committed position, with the log offset of the record that set it and the lineage of the
+/// topic it was committed for (`CommitEntry::lineage`, 0 read as the initial leader epoch).
+#[derive(Debug, Clone)]
+struct Position {
+    committed: CommittedOffset,
+    at: u64,
+    lineage: LeaderEpoch,
+}
 
 /// A group's part of the state.
 #[derive(Debug, Default, Clone)]
 struct GroupRecords {
-    /// Position by topic and partition, with the log offset that set it.
-    offsets: HashMap<PartitionKey, (CommittedOffset, u64)>,
+    /// Position by topic and partition.
+    offsets: HashMap<PartitionKey, Position>,
     /// The last membership snapshot, with the log offset that set it.
     snapshot: Option<(GroupSnapshot, u64)>,
 }
@@ -35,14 +46,21 @@ impl OffsetsState {
                 let entries = &mut self.groups.entry(group.clone()).or_default().offsets;
                 for entry in offsets {
                     let key = (entry.topic.clone(), entry.partition);
-                    if entries.get(&key).is_some_and(|(_, at)| *at > log_offset) {
+                    if entries
+                        .get(&key)
+                        .is_some_and(|position| position.at > log_offset)
+                    {
                         continue;
                     }
-                    let committed = CommittedOffset {
-                        offset: entry.offset,
-                        metadata: entry.metadata.clone(),
+                    let position = Position {
+                        committed: CommittedOffset {
+                            offset: entry.offset,
+                            metadata: entry.metadata.clone(),
+                        },
+                        at: log_offset,
+                        lineage: entry.lineage.max(INITIAL_LEADER_EPOCH),
                     };
-                    entries.insert(key, (committed, log_offset));
+                    entries.insert(key, position);
                 }
             }
             OffsetsRecord::Group { group, snapshot } => {
@@ -60,7 +78,7 @@ impl OffsetsState {
                 for records in self.groups.values_mut() {
                     records
                         .offsets
-                        .retain(|(name, _), (_, at)| name != topic || *at > log_offset);
+                        .retain(|(name, _), position| name != topic || position.at > log_offset);
                 }
             }
         }
@@ -68,17 +86,42 @@ impl OffsetsState {
             .retain(|_, records| !records.offsets.is_empty() || records.snapshot.is_some());
     }
 
-    /// The position `group` committed for `topic/partition`, if any.
+    /// The position `group` committed for `topic/partition`, if any, whatever its lineage.
     pub fn committed(&self, group: &str, topic: &str, partition: u32) -> Option<CommittedOffset> {
+        self.position(group, topic, partition)
+            .map(|position| position.committed.clone())
+    }
+
+    /// The position `group` committed for `topic/partition` of the topic whose lineage (first
+    /// leader epoch) is `lineage`: a position committed for a deleted topic of the same name is
+    /// not this topic's.
+    pub fn committed_in_lineage(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        lineage: LeaderEpoch,
+    ) -> Option<CommittedOffset> {
+        self.position(group, topic, partition)
+            .filter(|position| position.lineage == lineage.max(INITIAL_LEADER_EPOCH))
+            .map(|position| position.committed.clone())
+    }
+
+    fn position(&self, group: &str, topic: &str, partition: u32) -> Option<&Position> {
         self.groups
             .get(group)?
             .offsets
             .get(&(topic.to_owned(), partition))
-            .map(|(committed, _)| committed.clone())
     }
 
-    /// Every position `group` committed, sorted by topic and partition.
-    pub fn committed_all(&self, group: &str) -> PartitionCommits {
+    /// Every position `group` committed for a topic whose lineage `lineage_of` (the topic's
+    /// first leader epoch, `None` for a topic that does not exist) is the position's, sorted by
+    /// topic and partition.
+    pub fn committed_all(
+        &self,
+        group: &str,
+        lineage_of: impl Fn(&str) -> Option<LeaderEpoch>,
+    ) -> PartitionCommits {
         let mut all: PartitionCommits = self
             .groups
             .get(group)
@@ -86,7 +129,11 @@ impl OffsetsState {
                 records
                     .offsets
                     .iter()
-                    .map(|(key, (committed, _))| (key.clone(), committed.clone()))
+                    .filter(|((topic, _), position)| {
+                        lineage_of(topic).map(|lineage| lineage.max(INITIAL_LEADER_EPOCH))
+                            == Some(position.lineage)
+                    })
+                    .map(|(key, position)| (key.clone(), position.committed.clone()))
                     .collect()
             })
             .unwrap_or_default();
@@ -148,6 +195,7 @@ mod tests {
                 partition,
                 offset,
                 metadata: String::new(),
+                lineage: 0,
             }],
         }
     }
@@ -162,7 +210,10 @@ mod tests {
         assert_eq!(state.committed("g", "t", 0).unwrap().offset, 7);
         assert_eq!(state.committed("g", "t", 1).unwrap().offset, 3);
         assert_eq!(state.offset_count("g"), 2);
-        assert_eq!(state.committed_all("g")[0].0, ("t".to_string(), 0));
+        assert_eq!(
+            state.committed_all("g", |_| Some(1))[0].0,
+            ("t".to_string(), 0)
+        );
     }
 
     /// A deleted topic's positions go, later commits of a re-created one stay.
@@ -179,5 +230,40 @@ mod tests {
         state.apply(5, &OffsetsRecord::ForgetTopic { topic: "u".into() });
         assert!(!state.has_group("g"));
         assert_eq!(state.group_names(), vec!["h".to_string()]);
+    }
+
+    /// A position committed for a deleted topic is not read as a re-created one's: it carries
+    /// the old lineage, until a commit of the new lineage replaces it.
+    #[test]
+    fn a_deleted_lineages_position_is_not_the_recreated_topics() {
+        let mut state = OffsetsState::default();
+        state.apply(1, &commit("g", "t", 0, 5));
+        state.apply(2, &commit("g", "u", 0, 2));
+        assert_eq!(
+            state.committed_in_lineage("g", "t", 0, 1).unwrap().offset,
+            5
+        );
+        assert_eq!(
+            state.committed_in_lineage("g", "t", 0, 0).unwrap().offset,
+            5
+        );
+        assert_eq!(state.committed_in_lineage("g", "t", 0, 8), None);
+        let recreated = |topic: &str| match topic {
+            "t" => Some(8),
+            "u" => Some(1),
+            _ => None,
+        };
+        assert_eq!(state.committed_all("g", recreated).len(), 1);
+        assert_eq!(state.committed_all("g", |_| None), vec![]);
+        let mut again = commit("g", "t", 0, 1);
+        if let OffsetsRecord::Commit { offsets, .. } = &mut again {
+            offsets[0].lineage = 8;
+        }
+        state.apply(3, &again);
+        assert_eq!(
+            state.committed_in_lineage("g", "t", 0, 8).unwrap().offset,
+            1
+        );
+        assert_eq!(state.committed_all("g", recreated).len(), 2);
     }
 }

@@ -202,6 +202,17 @@ impl ClusterDriver {
             .map(|record| record.partition_count)
     }
 
+    /// The leader epoch topic `topic`'s partitions started at in the cluster's view (its
+    /// lineage: a topic re-created under a deleted one's name starts above it), or `None` if the
+    /// view has no such topic. Committed offsets carry it, so a deleted lineage's are not read as
+    /// the re-created topic's.
+    pub fn topic_lineage(&self, topic: &str) -> Option<crate::cluster::LeaderEpoch> {
+        self.state()
+            .topics
+            .get(topic)
+            .map(|record| record.first_leader_epoch())
+    }
+
     /// How many brokers are registered now.
     pub fn live_broker_count(&self) -> usize {
         self.state().brokers.len()
