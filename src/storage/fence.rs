@@ -1291,6 +1291,76 @@ mod loom_models {
         });
     }
 
+    /// A cluster topic deleted and re-created (`docs/replication.md`, "Topic delete on a
+    /// cluster"): the deleted lineage's partitions reached leader epoch 5, so etcd's tombstone
+    /// floor is 5 and the new lineage's leader takes over at leader epoch 7. On the re-created
+    /// local partition (created at the broker's local fence floor: 0 on a broker that never held
+    /// the old topic, or above the old holder's producer epoch on one that did), the old
+    /// lineage's lease holder (producer epoch `5 << 32 | 1`) and its deposed leader (a replicated
+    /// append of leader epoch 5) race the new leader's takeover. Neither ever lands, before or
+    /// after the takeover, whatever the interleaving; the new leader's write does.
+    #[test]
+    fn loom_a_recreated_topics_partition_never_takes_the_deleted_lineages_writes() {
+        let old_holder_epoch = producer_epoch_base(5) | 1;
+        for creation_epoch in [0, old_holder_epoch + 1] {
+            loom::model(move || {
+                let fence = Arc::new(Fence::with_creation_epoch(
+                    creation_epoch,
+                    creation_epoch,
+                    Vec::new(),
+                ));
+                let old_holder = {
+                    let fence = Arc::clone(&fence);
+                    thread::spawn(move || append(&fence, old_holder_epoch))
+                };
+                let old_leader = {
+                    let fence = Arc::clone(&fence);
+                    thread::spawn(move || {
+                        fence.append_replicated(5, |log: &mut Vec<u64>, _| {
+                            log.push(5);
+                            Ok::<_, Refused>(log.len() - 1)
+                        })
+                    })
+                };
+                fence
+                    .become_leader(7, |change, _: &mut Vec<u64>| {
+                        assert_eq!(change.producer_epoch, Some(producer_epoch_base(7)));
+                        Ok::<_, Refused>(())
+                    })
+                    .unwrap();
+                fence
+                    .append_as(WriteCredential::Unleased, |log: &mut Vec<u64>| {
+                        log.push(7);
+                        Ok::<_, Refused>(log.len() - 1)
+                    })
+                    .unwrap();
+                let holder = old_holder.join().unwrap();
+                let leader = old_leader.join().unwrap();
+                assert!(
+                    matches!(
+                        holder,
+                        Err(Refused::Fence(
+                            FenceError::Fenced { .. } | FenceError::UnknownEpoch { .. }
+                        ))
+                    ),
+                    "the deleted lineage's holder: {holder:?}"
+                );
+                assert!(
+                    matches!(
+                        leader,
+                        Err(Refused::Replica(
+                            ReplicaError::NotFollower { .. }
+                                | ReplicaError::FencedLeaderEpoch { .. }
+                        ))
+                    ),
+                    "the deleted lineage's leader: {leader:?}"
+                );
+                fence.with_log(|log| assert_eq!(log, &[7], "only the new lineage's write"));
+                assert_eq!(fence.leader_epoch(), 7);
+            });
+        }
+    }
+
     /// Two installs race: each epoch is installed at most once and the current epoch ends at the
     /// highest one installed; it never goes backwards.
     #[test]
