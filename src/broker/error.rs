@@ -59,6 +59,19 @@ pub enum BrokerError {
     /// The committed-offset store refused or failed (bad group name, a limit, damage, disk).
     #[error(transparent)]
     GroupOffsets(#[from] GroupOffsetsError),
+    /// A group an admin asked to delete (or to delete offsets of) has neither members nor
+    /// committed offsets here (Kafka's `GROUP_ID_NOT_FOUND`).
+    #[error("group {0:?} not found: it has no members and no committed offsets")]
+    GroupNotFound(String),
+    /// A group an admin asked to delete still has members (Kafka's `NON_EMPTY_GROUP`): stop its
+    /// consumers (or wait for their sessions to expire) first.
+    #[error("group {group:?} has {members} members: stop its consumers before deleting it")]
+    GroupNotEmpty {
+        /// The group.
+        group: String,
+        /// How many members it has.
+        members: usize,
+    },
     /// A commit named an offset past the partition's high watermark: no consumer can have read
     /// up to there.
     #[error(

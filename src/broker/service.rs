@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 
 use super::cluster::{ClusterDriver, ClusterError, ReplicaManager};
 use super::coordinator::{CoordinatorConfig, GroupCoordinator};
-use super::groups::PartitionCommits;
+use super::groups::{PartitionCommits, PartitionKey};
 use super::maintenance::Maintenance;
 use super::offsets_topic::ReplicatedOffsets;
 use super::produce_queue::ProduceQueue;
@@ -553,6 +553,72 @@ impl BrokerService {
     /// broker holds a copy).
     pub fn partition_exists(&self, topic: &str, partition: u32) -> bool {
         self.commit_target_high_watermark(topic, partition).is_ok()
+    }
+
+    /// Deletes group `group` (Kafka's DeleteGroups): it must have no members; its committed
+    /// offsets and (on a cluster) its membership snapshot are deleted durably. `GroupNotFound`
+    /// if it has neither members nor committed offsets, `GroupNotEmpty` if it has members; on a
+    /// cluster, only its coordinator deletes it.
+    pub async fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.broker.group_offsets().check_group(group)?;
+        self.require_coordinator(group).await?;
+        let known = self
+            .group_coordinator()
+            .remove_empty_group(group)
+            .map_err(|refused| BrokerError::GroupNotEmpty {
+                group: group.to_owned(),
+                members: refused.members,
+            })?;
+        let has_offsets = self.has_committed_offsets(group).await;
+        if !known && !has_offsets {
+            return Err(BrokerError::GroupNotFound(group.to_owned()));
+        }
+        self.delete_offsets_of(group, None).await
+    }
+
+    /// Deletes `group`'s committed offsets of `partitions` (Kafka's OffsetDelete; the Kafka
+    /// handler decides which partitions an active group may lose). `GroupNotFound` if the group
+    /// has neither members nor committed offsets. Partitions it never committed are no error.
+    pub async fn delete_committed_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<PartitionKey>,
+    ) -> Result<(), BrokerError> {
+        self.broker.group_offsets().check_group(group)?;
+        self.require_coordinator(group).await?;
+        let known = self.group_coordinator().describe(group).is_some();
+        if !known && !self.has_committed_offsets(group).await {
+            return Err(BrokerError::GroupNotFound(group.to_owned()));
+        }
+        if partitions.is_empty() {
+            return Ok(());
+        }
+        self.delete_offsets_of(group, Some(partitions)).await
+    }
+
+    async fn delete_offsets_of(
+        &self,
+        group: &str,
+        partitions: Option<Vec<PartitionKey>>,
+    ) -> Result<(), BrokerError> {
+        match self.offsets.get() {
+            Some(replicated) => {
+                replicated
+                    .delete(self.group_coordinator(), group, partitions)
+                    .await
+            }
+            None => {
+                let broker = Arc::clone(&self.broker);
+                let group = group.to_owned();
+                blocking(move || {
+                    broker
+                        .group_offsets()
+                        .delete(&group, partitions.as_deref())?;
+                    Ok(())
+                })
+                .await
+            }
+        }
     }
 
     /// Every position `group` committed, by topic and partition (nothing committed: empty).

@@ -1201,3 +1201,231 @@ async fn a_restarted_static_member_replaces_its_previous_incarnation() {
     let beat = restarted.call(4, &heartbeat_request("static", &old)).await;
     assert_eq!(beat.error_code, UNKNOWN_MEMBER_ID);
 }
+
+/// A consumer's subscription metadata (ConsumerProtocolSubscription v0) to `topics`.
+fn subscription(topics: &[&str]) -> &'static [u8] {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Encodable;
+    let mut out = bytes::BytesMut::new();
+    out.extend_from_slice(&0i16.to_be_bytes());
+    ConsumerProtocolSubscription::default()
+        .with_topics(topics.iter().map(|topic| text(topic)).collect())
+        .encode(&mut out, 0)
+        .expect("encode the subscription");
+    Box::leak(out.to_vec().into_boxed_slice())
+}
+
+/// A stable one-member consumer group subscribed to `topics`.
+async fn stable_member(connection: &mut KafkaConnection, group_id: &str, topics: &[&str]) {
+    let joined = connection
+        .call(
+            5,
+            &join_request(group_id, "", subscription(topics))
+                .with_group_instance_id(Some(text(&format!("{group_id}-instance")))),
+        )
+        .await;
+    assert_eq!(joined.error_code, NONE);
+    let member_id = joined.member_id.to_string();
+    let synced = connection
+        .call(
+            5,
+            &sync_request(group_id, &joined, vec![(&member_id, b"assignment")]),
+        )
+        .await;
+    assert_eq!(synced.error_code, NONE);
+}
+
+/// ApiVersions lists DeleteGroups (42), OffsetDelete (47) and DescribeCluster (60) with exactly
+/// the versions tested below.
+#[tokio::test]
+async fn api_versions_advertises_delete_groups_offset_delete_and_describe_cluster() {
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let response = connection.call(3, &ApiVersionsRequest::default()).await;
+    let table: Vec<(i16, i16, i16)> = response
+        .api_keys
+        .iter()
+        .map(|api| (api.api_key, api.min_version, api.max_version))
+        .filter(|(key, _, _)| [42, 47, 60].contains(key))
+        .collect();
+    assert_eq!(table, vec![(42, 0, 2), (47, 0, 0), (60, 0, 2)]);
+}
+
+/// DeleteGroups in every version (0..=2): a group with committed offsets only is deleted (its
+/// offsets are gone, and deleting it again finds nothing), a group with a member is
+/// NON_EMPTY_GROUP and keeps its offsets, an unknown group is GROUP_ID_NOT_FOUND, an empty id is
+/// INVALID_GROUP_ID; the results come in request order.
+#[tokio::test]
+async fn delete_groups_deletes_empty_groups_only_in_every_version() {
+    const INVALID_GROUP_ID: i16 = 24;
+    const NON_EMPTY_GROUP: i16 = 68;
+    const GROUP_ID_NOT_FOUND: i16 = 69;
+    use kafka_protocol::messages::DeleteGroupsRequest;
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    topic_with_records(&server, "deleted", 1, 2).await;
+    let committed = connection
+        .call(2, &commit_request("active", -1, "", &[("deleted", 0, 1)]))
+        .await;
+    assert_eq!(commit_codes(&committed), vec![NONE]);
+    stable_member(&mut connection, "active", &["deleted"]).await;
+    for version in 0..=2i16 {
+        let committed = connection
+            .call(2, &commit_request("idle", -1, "", &[("deleted", 0, 1)]))
+            .await;
+        assert_eq!(commit_codes(&committed), vec![NONE], "v{version}");
+        let request = DeleteGroupsRequest::default()
+            .with_groups_names(["idle", "active", "nobody", ""].map(group).to_vec());
+        let response = connection.call(version, &request).await;
+        let results: Vec<(&str, i16)> = response
+            .results
+            .iter()
+            .map(|result| (result.group_id.0.as_str(), result.error_code))
+            .collect();
+        assert_eq!(
+            results,
+            vec![
+                ("idle", NONE),
+                ("active", NON_EMPTY_GROUP),
+                ("nobody", GROUP_ID_NOT_FOUND),
+                ("", INVALID_GROUP_ID)
+            ],
+            "v{version}"
+        );
+        let (_, idle) = fetch_offsets(&mut connection, 2, "idle", None).await;
+        assert!(idle.is_empty(), "v{version}: {idle:?}");
+        let (_, active) = fetch_offsets(&mut connection, 2, "active", None).await;
+        assert_eq!(
+            active.len(),
+            1,
+            "v{version}: the active group keeps its offsets"
+        );
+        let again = connection
+            .call(
+                version,
+                &DeleteGroupsRequest::default().with_groups_names(vec![group("idle")]),
+            )
+            .await;
+        assert_eq!(
+            again.results[0].error_code, GROUP_ID_NOT_FOUND,
+            "v{version}"
+        );
+    }
+}
+
+/// OffsetDelete (v0): a group without members loses the named partitions' offsets and keeps
+/// the others; an active consumer group keeps the offsets of the topics it subscribes to
+/// (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; an unknown partition is
+/// UNKNOWN_TOPIC_OR_PARTITION; an unknown group is GROUP_ID_NOT_FOUND for the request.
+#[tokio::test]
+async fn offset_delete_spares_the_topics_an_active_group_reads() {
+    const GROUP_ID_NOT_FOUND: i16 = 69;
+    const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    use kafka_protocol::messages::OffsetDeleteRequest;
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    topic_with_records(&server, "read", 2, 2).await;
+    topic_with_records(&server, "unread", 1, 2).await;
+    let request = |group_id: &str, partitions: &[(&str, i32)]| {
+        OffsetDeleteRequest::default()
+            .with_group_id(group(group_id))
+            .with_topics(
+                partitions
+                    .iter()
+                    .map(|(topic, partition)| {
+                        OffsetDeleteRequestTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partitions(vec![OffsetDeleteRequestPartition::default()
+                                .with_partition_index(*partition)])
+                    })
+                    .collect(),
+            )
+    };
+    let codes = |response: &kafka_protocol::messages::OffsetDeleteResponse| -> Vec<i16> {
+        response
+            .topics
+            .iter()
+            .flat_map(|topic| topic.partitions.iter().map(|p| p.error_code))
+            .collect()
+    };
+    let all = [("read", 0, 1), ("read", 1, 1), ("unread", 0, 2)];
+
+    let committed = connection
+        .call(2, &commit_request("idle", -1, "", &all))
+        .await;
+    assert_eq!(commit_codes(&committed), vec![NONE; 3]);
+    let deleted = connection
+        .call(
+            0,
+            &request("idle", &[("read", 0), ("unread", 0), ("read", 9)]),
+        )
+        .await;
+    assert_eq!(deleted.error_code, NONE);
+    assert_eq!(
+        codes(&deleted),
+        vec![NONE, NONE, UNKNOWN_TOPIC_OR_PARTITION]
+    );
+    let (_, left) = fetch_offsets(&mut connection, 2, "idle", None).await;
+    let left: Vec<(String, i32)> = left.into_iter().map(|row| (row.0, row.1)).collect();
+    assert_eq!(left, vec![("read".to_string(), 1)]);
+
+    let committed = connection
+        .call(2, &commit_request("reader", -1, "", &all))
+        .await;
+    assert_eq!(commit_codes(&committed), vec![NONE; 3]);
+    stable_member(&mut connection, "reader", &["read"]).await;
+    let deleted = connection
+        .call(0, &request("reader", &[("read", 0), ("unread", 0)]))
+        .await;
+    assert_eq!(deleted.error_code, NONE);
+    assert_eq!(codes(&deleted), vec![GROUP_SUBSCRIBED_TO_TOPIC, NONE]);
+    let (_, left) = fetch_offsets(&mut connection, 2, "reader", None).await;
+    let left: Vec<(String, i32)> = left.into_iter().map(|row| (row.0, row.1)).collect();
+    assert_eq!(left, vec![("read".to_string(), 0), ("read".to_string(), 1)]);
+
+    let unknown = connection.call(0, &request("nobody", &[("read", 0)])).await;
+    assert_eq!(unknown.error_code, GROUP_ID_NOT_FOUND);
+}
+
+/// DescribeCluster in every version (0..=2): this broker as the one broker and controller, the
+/// cluster id Metadata reports; v1+ answer the broker endpoint type and refuse the controller
+/// endpoint type with UNSUPPORTED_ENDPOINT_TYPE.
+#[tokio::test]
+async fn describe_cluster_names_the_brokers_in_every_version() {
+    use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest};
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let metadata = connection.call(12, &MetadataRequest::default()).await;
+    for version in 0..=2i16 {
+        let response = connection
+            .call(version, &DescribeClusterRequest::default())
+            .await;
+        assert_eq!(response.error_code, NONE, "v{version}");
+        assert_eq!(
+            Some(&response.cluster_id),
+            metadata.cluster_id.as_ref(),
+            "v{version}"
+        );
+        assert_eq!(response.controller_id, metadata.controller_id);
+        assert_eq!(response.brokers.len(), 1);
+        let broker = &response.brokers[0];
+        assert_eq!(broker.broker_id, metadata.brokers[0].node_id);
+        assert_eq!(broker.host, metadata.brokers[0].host);
+        assert_eq!(broker.port, i32::from(server.kafka_addr().port()));
+        assert!(!broker.is_fenced);
+        if version >= 1 {
+            assert_eq!(response.endpoint_type, 1);
+            let controllers = connection
+                .call(
+                    version,
+                    &DescribeClusterRequest::default().with_endpoint_type(2),
+                )
+                .await;
+            assert_eq!(controllers.error_code, 115, "v{version}");
+            assert!(controllers.error_message.is_some());
+        }
+    }
+}

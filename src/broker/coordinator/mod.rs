@@ -27,6 +27,7 @@
 //! (joins again without a member id) replaces its previous member at once, and the group
 //! rebalances (Kafka would hand it the previous assignment without one).
 
+mod admin;
 mod describe;
 mod error;
 mod group;
@@ -44,6 +45,7 @@ use tokio::time::Instant;
 
 use crate::domain::{ConfigError, Quantity};
 
+pub use admin::{GroupHasMembers, GroupSubscriptions};
 pub use describe::{GroupDescription, GroupListing, GroupState, MemberDescription};
 pub use error::GroupError;
 use group::{Group, Member, Phase};

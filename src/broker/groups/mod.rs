@@ -274,6 +274,57 @@ impl GroupOffsets {
         Ok(forgotten)
     }
 
+    /// Deletes `group`'s committed offsets of `partitions`, or with `None` every one of them
+    /// (the group is then forgotten), durably. Returns how many were deleted (0 if the group
+    /// had none of them: nothing is written). Blocking (fsyncs): call it off the async runtime.
+    pub fn delete(
+        &self,
+        group: &str,
+        partitions: Option<&[PartitionKey]>,
+    ) -> Result<usize, GroupOffsetsError> {
+        self.check_group(group)?;
+        let bucket_number = bucket_file::bucket_of(group);
+        let bucket = self.bucket(bucket_number);
+        let mut bucket = bucket.lock().expect("group offsets bucket lock poisoned");
+        self.check_damage(&bucket, bucket_number)?;
+        let mut groups = bucket.groups.clone();
+        let Some(entries) = groups.get_mut(group) else {
+            return Ok(0);
+        };
+        let before = entries.len();
+        match partitions {
+            None => entries.clear(),
+            Some(keys) => {
+                for key in keys {
+                    entries.remove(key);
+                }
+            }
+        }
+        let deleted = before - entries.len();
+        if deleted == 0 {
+            return Ok(0);
+        }
+        let emptied = entries.is_empty();
+        if emptied {
+            groups.remove(group);
+        }
+        let name = bucket_file::file_name(bucket_number);
+        write_durably(&self.directory, &name, &bucket_file::encode(&groups)).map_err(|source| {
+            GroupOffsetsError::Io {
+                context: format!(
+                    "write committed offsets {}",
+                    self.directory.join(&name).display()
+                ),
+                source,
+            }
+        })?;
+        bucket.groups = groups;
+        if emptied {
+            self.group_count.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok(deleted)
+    }
+
     /// The offset `group` committed for `topic/partition`, if any.
     pub fn committed(
         &self,
@@ -375,7 +426,8 @@ impl GroupOffsets {
         }
     }
 
-    fn check_group(&self, group: &str) -> Result<(), GroupOffsetsError> {
+    /// Refuses a group name the store cannot hold (empty, or past its limit).
+    pub fn check_group(&self, group: &str) -> Result<(), GroupOffsetsError> {
         let max = self.config.max_group_name_bytes;
         if group.is_empty() || group.len() > max {
             return Err(GroupOffsetsError::InvalidGroupName {

@@ -45,13 +45,15 @@ use tracing::{debug, info, warn};
 
 use super::cluster::{ClusterDriver, ClusterError};
 use super::coordinator::{GroupCoordinator, GroupSnapshot};
-use super::groups::{CommittedOffset, GroupOffsetsConfig, GroupOffsetsError, PartitionCommits};
+use super::groups::{
+    CommittedOffset, GroupOffsetsConfig, GroupOffsetsError, PartitionCommits, PartitionKey,
+};
 use super::{Broker, BrokerError};
 use crate::domain::{ConfigError, FlushPolicy, LeaderEpoch, Quantity, Replication, TopicConfig};
 use crate::storage::WriteCredential;
 
 pub use crate::domain::{offsets_partition, OFFSETS_TOPIC};
-pub use record::{CommitEntry, OffsetsRecord};
+pub use record::{CommitEntry, OffsetsRecord, PartitionRef};
 pub use state::OffsetsState;
 
 /// Default partitions of the offsets topic (Kafka's default is 50; fewer suit the clusters of a
@@ -564,6 +566,27 @@ impl ReplicatedOffsets {
                     metadata: committed.metadata,
                 })
                 .collect(),
+        };
+        self.append(coordinator, group, record).await
+    }
+
+    /// Deletes `group`'s positions in `partitions`, or with `None` the whole group (every
+    /// position and its membership snapshot): one [`OffsetsRecord::Delete`], acknowledged once
+    /// every in-sync replica of the group's offsets partition has it.
+    pub async fn delete(
+        &self,
+        coordinator: &GroupCoordinator,
+        group: &str,
+        partitions: Option<Vec<PartitionKey>>,
+    ) -> Result<(), BrokerError> {
+        self.check_group(group)?;
+        let record = OffsetsRecord::Delete {
+            group: group.to_owned(),
+            partitions: partitions.map(|keys| {
+                keys.into_iter()
+                    .map(|(topic, partition)| PartitionRef { topic, partition })
+                    .collect()
+            }),
         };
         self.append(coordinator, group, record).await
     }

@@ -36,6 +36,25 @@ pub enum OffsetsRecord {
         /// The deleted topic.
         topic: String,
     },
+    /// An admin deleted `group`'s positions in `partitions` (Kafka's OffsetDelete), or, when
+    /// `partitions` is `None`, the whole group: every position and its membership snapshot
+    /// (Kafka's DeleteGroups).
+    Delete {
+        /// The group.
+        group: String,
+        /// The positions deleted; `None`: the whole group.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partitions: Option<Vec<PartitionRef>>,
+    },
+}
+
+/// One topic partition a [`OffsetsRecord::Delete`] names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRef {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: u32,
 }
 
 /// One committed position.
@@ -66,7 +85,9 @@ impl OffsetsRecord {
     /// The group the record is about (none for a topic's deletion).
     pub fn group(&self) -> Option<&str> {
         match self {
-            OffsetsRecord::Commit { group, .. } | OffsetsRecord::Group { group, .. } => Some(group),
+            OffsetsRecord::Commit { group, .. }
+            | OffsetsRecord::Group { group, .. }
+            | OffsetsRecord::Delete { group, .. } => Some(group),
             OffsetsRecord::ForgetTopic { .. } => None,
         }
     }

@@ -74,6 +74,31 @@ impl OffsetsState {
                 }
                 records.snapshot = Some((snapshot.clone(), log_offset));
             }
+            OffsetsRecord::Delete { group, partitions } => {
+                if let Some(records) = self.groups.get_mut(group) {
+                    let earlier = |at: u64| at < log_offset;
+                    match partitions {
+                        None => {
+                            records.offsets.retain(|_, position| !earlier(position.at));
+                            if records
+                                .snapshot
+                                .as_ref()
+                                .is_some_and(|(_, at)| earlier(*at))
+                            {
+                                records.snapshot = None;
+                            }
+                        }
+                        Some(partitions) => {
+                            for named in partitions {
+                                let key = (named.topic.clone(), named.partition);
+                                if records.offsets.get(&key).is_some_and(|p| earlier(p.at)) {
+                                    records.offsets.remove(&key);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             OffsetsRecord::ForgetTopic { topic } => {
                 for records in self.groups.values_mut() {
                     records
@@ -265,5 +290,39 @@ mod tests {
             1
         );
         assert_eq!(state.committed_all("g", recreated).len(), 2);
+    }
+
+    /// An admin's delete removes what came before it in the log: the named positions, or the
+    /// whole group with its snapshot; a commit later in the log stays.
+    #[test]
+    fn a_delete_removes_what_came_before_it() {
+        use super::super::record::PartitionRef;
+        let mut state = OffsetsState::default();
+        state.apply(1, &commit("g", "t", 0, 5));
+        state.apply(2, &commit("g", "t", 1, 6));
+        state.apply(5, &commit("g", "u", 0, 7));
+        let named = OffsetsRecord::Delete {
+            group: "g".into(),
+            partitions: Some(vec![PartitionRef {
+                topic: "t".into(),
+                partition: 0,
+            }]),
+        };
+        state.apply(3, &named);
+        assert_eq!(state.committed("g", "t", 0), None);
+        assert_eq!(state.committed("g", "t", 1).unwrap().offset, 6);
+        let whole = OffsetsRecord::Delete {
+            group: "g".into(),
+            partitions: None,
+        };
+        state.apply(4, &whole);
+        assert_eq!(state.committed("g", "t", 1), None);
+        assert_eq!(
+            state.committed("g", "u", 0).unwrap().offset,
+            7,
+            "later in the log"
+        );
+        state.apply(6, &whole);
+        assert!(!state.has_group("g"));
     }
 }

@@ -16,6 +16,7 @@
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -33,11 +34,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsResponse, DeleteTopicsResponse, DescribeGroupsResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataRequest,
-    OffsetCommitResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ProducerId, SyncGroupResponse,
+    ApiKey, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
+    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, MetadataRequest, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ProducerId,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -320,8 +322,31 @@ pub fn refuse(
             let body = LeaveGroupResponse::default().with_error_code(group_refused);
             (ApiKey::LeaveGroup, ResponseBody::LeaveGroup(body))
         }
+        RequestBody::DeleteGroups(request) => {
+            let results = request
+                .groups_names
+                .iter()
+                .map(|group| {
+                    DeletableGroupResult::default()
+                        .with_group_id(group.clone())
+                        .with_error_code(group_refused)
+                })
+                .collect();
+            let body = DeleteGroupsResponse::default().with_results(results);
+            (ApiKey::DeleteGroups, ResponseBody::DeleteGroups(body))
+        }
+        RequestBody::OffsetDelete(_) => {
+            let code = if access.check_somewhere(Operation::Admin).is_err() {
+                group_refused
+            } else {
+                TOPIC_REFUSED
+            };
+            let body = OffsetDeleteResponse::default().with_error_code(code);
+            (ApiKey::OffsetDelete, ResponseBody::OffsetDelete(body))
+        }
         // `check` lets these through; a refusal cannot reach here.
         RequestBody::ApiVersions(_)
+        | RequestBody::DescribeCluster(_)
         | RequestBody::Metadata(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => return None,
@@ -345,6 +370,7 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
     };
     match body {
         RequestBody::ApiVersions(_)
+        | RequestBody::DescribeCluster(_)
         | RequestBody::Metadata(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => Ok(()),
@@ -411,6 +437,17 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         }
         RequestBody::DescribeGroups(_) | RequestBody::ListGroups(_) => {
             access.check_somewhere(Operation::Consume)
+        }
+        // Kafka asks DELETE on the group; fencelog has no group ACLs, so deleting a group (or
+        // its offsets) is an admin's: `admin` on some topic, and `consume` on each topic whose
+        // offsets go.
+        RequestBody::DeleteGroups(_) => access.check_somewhere(Operation::Admin),
+        RequestBody::OffsetDelete(request) => {
+            access.check_somewhere(Operation::Admin)?;
+            each(
+                Operation::Consume,
+                &mut request.topics.iter().map(|topic| topic.name.as_str()),
+            )
         }
         RequestBody::FindCoordinator(_)
         | RequestBody::JoinGroup(_)

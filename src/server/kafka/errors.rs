@@ -30,6 +30,8 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
         BrokerError::Lease(AuthorityError::Unavailable(_)) => ResponseError::UnknownServerError,
         BrokerError::GroupOffsets(group) => group_offsets_error(group),
         BrokerError::CommitOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        BrokerError::GroupNotFound(_) => ResponseError::GroupIdNotFound,
+        BrokerError::GroupNotEmpty { .. } => ResponseError::NonEmptyGroup,
         BrokerError::Cluster(cluster) => cluster_error(cluster),
     }
 }

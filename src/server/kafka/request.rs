@@ -20,10 +20,11 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
     RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
@@ -89,6 +90,12 @@ pub enum RequestBody {
     SaslHandshake(SaslHandshakeRequest),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest),
+    /// DeleteGroups (42).
+    DeleteGroups(DeleteGroupsRequest),
+    /// OffsetDelete (47).
+    OffsetDelete(OffsetDeleteRequest),
+    /// DescribeCluster (60).
+    DescribeCluster(DescribeClusterRequest),
 }
 
 impl RequestBody {
@@ -138,6 +145,15 @@ impl RequestBody {
             }
             ApiKey::SaslAuthenticate => {
                 SaslAuthenticateRequest::decode(frame, version).map(Self::SaslAuthenticate)
+            }
+            ApiKey::DeleteGroups => {
+                DeleteGroupsRequest::decode(frame, version).map(Self::DeleteGroups)
+            }
+            ApiKey::OffsetDelete => {
+                OffsetDeleteRequest::decode(frame, version).map(Self::OffsetDelete)
+            }
+            ApiKey::DescribeCluster => {
+                DescribeClusterRequest::decode(frame, version).map(Self::DescribeCluster)
             }
             _ => return None,
         };

@@ -4,12 +4,12 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
-    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
-    SaslHandshakeResponse, SyncGroupResponse,
+    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
+    DescribeClusterResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -73,6 +73,12 @@ pub enum ResponseBody {
     SaslHandshake(SaslHandshakeResponse),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateResponse),
+    /// DeleteGroups (42).
+    DeleteGroups(DeleteGroupsResponse),
+    /// OffsetDelete (47).
+    OffsetDelete(OffsetDeleteResponse),
+    /// DescribeCluster (60).
+    DescribeCluster(DescribeClusterResponse),
 }
 
 impl ResponseBody {
@@ -98,6 +104,9 @@ impl ResponseBody {
             Self::ListGroups(body) => body.encode(out, version),
             Self::SaslHandshake(body) => body.encode(out, version),
             Self::SaslAuthenticate(body) => body.encode(out, version),
+            Self::DeleteGroups(body) => body.encode(out, version),
+            Self::OffsetDelete(body) => body.encode(out, version),
+            Self::DescribeCluster(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

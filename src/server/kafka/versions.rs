@@ -119,6 +119,21 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         min_version: 0,
         max_version: 2,
     },
+    SupportedApi {
+        key: ApiKey::DeleteGroups,
+        min_version: 0,
+        max_version: 2,
+    },
+    SupportedApi {
+        key: ApiKey::OffsetDelete,
+        min_version: 0,
+        max_version: 0,
+    },
+    SupportedApi {
+        key: ApiKey::DescribeCluster,
+        min_version: 0,
+        max_version: 2,
+    },
 ];
 
 /// The API's implemented versions, or `None` if the listener does not answer it.

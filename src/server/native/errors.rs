@@ -27,6 +27,9 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::Lease(AuthorityError::Unavailable(_)) => plain(ErrorCode::Internal),
         BrokerError::GroupOffsets(group) => plain(group_offsets_code(group)),
         BrokerError::CommitOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
+        BrokerError::GroupNotFound(_) | BrokerError::GroupNotEmpty { .. } => {
+            plain(ErrorCode::InvalidGroup)
+        }
         BrokerError::Cluster(cluster) => cluster_error(cluster, message),
     }
 }

@@ -10,7 +10,9 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_cluster;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
@@ -23,6 +25,7 @@ pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
+pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
@@ -186,5 +189,24 @@ pub fn start(
         RequestBody::SaslAuthenticate(body) => {
             super::sasl::authenticate(&mut session.sasl, correlation_id, version, &body)
         }
+        RequestBody::DeleteGroups(body) => Started {
+            response: Some(
+                delete_groups::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::OffsetDelete(body) => Started {
+            response: Some(
+                offset_delete::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
+            service,
+            config,
+            correlation_id,
+            version,
+            &body,
+        )),
     }
 }
