@@ -255,6 +255,48 @@ async fn kafka_python_producer_consumer_and_offsets_api() {
     assert_eq!(outcome["future"], json!({"0": null, "1": null}));
 }
 
+/// Group admin calls of both Python clients (`tools/kafka-clients/admin_groups.py`):
+/// confluent-kafka's delete_consumer_groups deletes an idle group (no longer listed, deleting it
+/// again is GROUP_ID_NOT_FOUND) and refuses one with a live member (NON_EMPTY_GROUP);
+/// kafka-python 3's describe_cluster, delete_group_offsets and delete_groups work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_clients_delete_groups_and_their_offsets() {
+    if python_module_missing("confluent_kafka") || python_module_missing("kafka") {
+        return;
+    }
+    let server = kafka_server().await;
+    create_topic(&server, "admin-groups", 1).await;
+    let client = Client::connect(server.addr()).await.expect("connect");
+    let lease = client
+        .acquire_lease("admin-groups", 0, "writer", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let mut batch = fencelog::batch::BatchBuilder::new(lease.epoch);
+    batch.push(1_000, None, Some(b"one".as_slice()));
+    client
+        .produce("admin-groups", 0, batch.finish())
+        .await
+        .expect("produce");
+    let seen = run_json(
+        "python3",
+        vec![
+            script("admin_groups.py"),
+            server.kafka_addr().to_string(),
+            "admin-groups".into(),
+        ],
+    )
+    .await;
+    assert_eq!(
+        seen["confluent"]["delete_cf-doomed"],
+        json!("GROUP_ID_NOT_FOUND")
+    );
+    assert_eq!(
+        seen["confluent"]["delete_cf-busy"],
+        json!("NON_EMPTY_GROUP")
+    );
+    assert_eq!(seen["kafka_python"]["offsets_after"], json!(0), "{seen}");
+}
+
 /// kafka-python: while a KafkaConsumer is a member, KafkaAdminClient's list_groups shows its
 /// group Stable, describe_groups its member (client id, host, subscription, assignment) and
 /// list_group_offsets its commits; after it closes the group is Empty and keeps its offsets.
