@@ -13,7 +13,8 @@ PIDS is `node=pid,node=pid,...` of the brokers. The script:
 4. asks DescribeConsumerGroups for the group's coordinator and kills it with SIGKILL;
 5. from a new consumer of the same group: the committed offsets are unchanged (waiting while
    the group moves to the new leader of its offsets partition), and after 30 more records are
-   produced the group reads exactly those, from where it had committed.
+   produced the group reads exactly those, from where it had committed;
+6. DeleteGroups deletes the group (now without members) and its committed offsets.
 
 Prints one line per check and `ok` at the end; exits non-zero with the reason otherwise.
 """
@@ -160,6 +161,27 @@ def main():
         fail(f"the resumed group read {values[:10]}... ({len(values)}), not just the 30 new values")
     resumed.close()
     print("the group resumed where it had committed", flush=True)
+
+    # DeleteGroups on a cluster: the admin finds the coordinator, which deletes the group and
+    # its offsets in its offsets partition; a new consumer of the group has no position.
+    survivor_admin = AdminClient({"bootstrap.servers": survivors})
+
+    def deleted():
+        try:
+            survivor_admin.delete_consumer_groups([GROUP], request_timeout=10)[GROUP].result()
+            return True
+        except KafkaException as error:
+            if error.args[0].name() == "NON_EMPTY_GROUP":  # the closed member's leave in flight
+                return None
+            raise
+
+    wait_for("the group's deletion", deleted)
+    fresh = consumer_of(survivors)
+    gone = fresh.committed(wanted, timeout=30)
+    fresh.close()
+    if any(tp.offset >= 0 for tp in gone):
+        fail(f"the deleted group still has committed offsets: {gone}")
+    print("deleted the group: no committed offsets left", flush=True)
     print("ok", flush=True)
 
 
