@@ -684,6 +684,17 @@ impl BrokerService {
         Ok(Some((offset, found)))
     }
 
+    /// The first visible offset holding `topic/partition`'s largest record timestamp, with that
+    /// timestamp (Kafka's ListOffsets max timestamp); `None` if no record is visible.
+    pub fn record_of_max_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<(u64, i64)>, BrokerError> {
+        let target = self.broker.partition(topic, partition)?;
+        Ok(target.offset_of_max_timestamp()?)
+    }
+
     /// Grants the partition's lease if it has no live one; the new epoch is installed durably in
     /// the partition's writer before this returns.
     pub async fn acquire_lease(

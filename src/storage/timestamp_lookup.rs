@@ -45,6 +45,82 @@ pub(super) fn first_offset_at_or_after(
     Ok(None)
 }
 
+/// The first offset below `high_watermark` holding the largest record timestamp of the visible
+/// records, with that timestamp (Kafka's ListOffsets "max timestamp", KIP-734), or `None` if no
+/// record is visible. A segment wholly below the high watermark answers with its largest
+/// timestamp at once; only a segment the high watermark cuts (the active one), or one whose
+/// largest timestamp is not known yet, has its batch headers walked. Then the first record at
+/// that time is found as [`first_offset_at_or_after`] does: ties go to the lowest offset.
+pub(super) fn offset_of_max_timestamp(
+    partition: &str,
+    segments: &[Arc<SegmentReader>],
+    high_watermark: u64,
+) -> Result<Option<(u64, i64)>, StorageError> {
+    let mut largest: Option<i64> = None;
+    for (index, segment) in segments.iter().enumerate() {
+        if segment.base_offset() >= high_watermark {
+            break;
+        }
+        let wholly_visible = segments
+            .get(index + 1)
+            .is_some_and(|next| next.base_offset() <= high_watermark);
+        let segment_largest = if wholly_visible && segment.max_timestamp_known() {
+            (segment.max_timestamp() != i64::MIN).then(|| segment.max_timestamp())
+        } else {
+            visible_max_timestamp(partition, segment, high_watermark)?
+        };
+        largest = largest.max(segment_largest);
+    }
+    let Some(largest) = largest else {
+        return Ok(None);
+    };
+    Ok(
+        first_offset_at_or_after(partition, segments, high_watermark, largest)?
+            .map(|offset| (offset, largest)),
+    )
+}
+
+/// The largest batch-header timestamp of one segment's batches below `high_watermark`, walking
+/// only the 48-byte headers (a batch's `max_timestamp` covers its records).
+fn visible_max_timestamp(
+    partition: &str,
+    segment: &SegmentReader,
+    high_watermark: u64,
+) -> Result<Option<i64>, StorageError> {
+    let map = segment
+        .open_map()
+        .map_err(|error| error.into_storage_error(partition))?;
+    let visible = map.visible();
+    let mut position = 0usize;
+    let mut largest = None;
+    while position + HEADER_BYTES <= visible {
+        let corrupt = |offset: u64, reason: String| StorageError::Corrupt {
+            partition: partition.to_owned(),
+            segment: segment.path().display().to_string(),
+            position: position as u64,
+            offset,
+            reason,
+        };
+        let header = map
+            .bytes(position, position + HEADER_BYTES)
+            .and_then(BatchHeader::parse)
+            .ok_or_else(|| corrupt(segment.base_offset(), "unreadable batch header".into()))?;
+        let length = header.batch_length as usize;
+        if header.base_offset >= high_watermark {
+            break;
+        }
+        if length < HEADER_BYTES || position + length > visible {
+            return Err(corrupt(
+                header.base_offset,
+                format!("batch length {length} runs past the data"),
+            ));
+        }
+        largest = largest.max(Some(header.max_timestamp));
+        position += length;
+    }
+    Ok(largest)
+}
+
 /// Walks one segment's batch headers to the first batch that reaches `timestamp`, then picks
 /// the first such record inside it.
 fn search_segment(

@@ -255,7 +255,7 @@ async fn metadata_describes_the_broker_and_topics_in_every_version() {
 }
 
 /// ListOffsets in every advertised version: earliest, latest, by timestamp, no record that
-/// recent, max timestamp refused, unknown partitions.
+/// recent, max timestamp (v7), unknown partitions.
 #[tokio::test]
 async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version() {
     let server = kafka_server().await;
@@ -278,6 +278,7 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version(
         ];
         if version >= 7 {
             partitions.push(ask(0, -3));
+            partitions.push(ask(1, -3));
         }
         let request = ListOffsetsRequest::default()
             .with_replica_id((-1).into())
@@ -305,7 +306,8 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp_in_every_version(
             (3, -1, -1),   // unknown partition
         ];
         if version >= 7 {
-            expected.push((35, -1, -1)); // max timestamp: not implemented
+            expected.push((0, 1_002, 2)); // max timestamp: the record with the largest
+            expected.push((0, -1, -1)); // max timestamp of an empty partition
         }
         assert_eq!(answer, expected, "v{version}");
         assert_eq!(response.topics[1].partitions[0].error_code, 3, "v{version}");

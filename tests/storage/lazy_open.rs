@@ -297,3 +297,35 @@ fn timestamp_lookup_opens_what_it_needs() {
         None
     );
 }
+
+/// The max-timestamp lookup (Kafka's ListOffsets -3) finds the first record holding the
+/// largest timestamp whatever order the producers' timestamps came in, before and after a
+/// restart (segments not opened yet): a peak in an early segment, a later tie, and later
+/// records with smaller timestamps.
+#[test]
+fn max_timestamp_lookup_finds_the_first_record_of_the_largest_timestamp() {
+    let directory = tempfile::tempdir().unwrap();
+    let timestamp_of = |step: u64| match step {
+        10 | 45 => 99_000,
+        _ => 10_000 + (step as i64) * 100,
+    };
+    {
+        let partition = storage::fresh(directory.path(), config());
+        assert_eq!(partition.offset_of_max_timestamp().unwrap(), None);
+        for step in 0..60 {
+            partition
+                .append(&storage::batch_at(1, timestamp_of(step), 4, 100))
+                .unwrap();
+        }
+        assert_eq!(
+            partition.offset_of_max_timestamp().unwrap(),
+            Some((40, 99_000))
+        );
+    }
+    let (partition, report) = reopen(directory.path(), config());
+    assert!(report.segments_not_opened > 3, "{report:?}");
+    assert_eq!(
+        partition.offset_of_max_timestamp().unwrap(),
+        Some((40, 99_000))
+    );
+}

@@ -134,4 +134,21 @@ impl Partition {
             timestamp,
         )
     }
+
+    /// The first visible offset holding the largest record timestamp, with that timestamp;
+    /// `None` when no record is visible (see `timestamp_lookup`).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<(u64, i64)>, StorageError> {
+        let high_watermark = self.high_watermark();
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .expect("segments lock poisoned")
+            .clone();
+        super::super::timestamp_lookup::offset_of_max_timestamp(
+            &self.name,
+            &segments,
+            high_watermark,
+        )
+    }
 }

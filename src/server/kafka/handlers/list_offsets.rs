@@ -6,9 +6,10 @@
 //! - By timestamp, the answer is the first record at or after the time: its offset and its own
 //!   timestamp, as Kafka answers (a consumer's `offsetsForTimes` shows that record's time); no
 //!   record that recent is offset -1 and timestamp -1.
-//! - Max timestamp (-3, v7) is refused per partition with `UNSUPPORTED_VERSION` (it needs the
-//!   offset of the largest timestamp, which the storage does not index yet); other negative
-//!   timestamps (-4, -5 belong to v8+) with `INVALID_REQUEST`.
+//! - Max timestamp (-3, v7, KIP-734): the first visible record with the largest timestamp, its
+//!   offset and timestamp (offset -1, timestamp -1 for an empty partition); found from the
+//!   segments' largest timestamps and the batch headers of the active segment. Other negative
+//!   timestamps (-4, -5 belong to v8+) are `INVALID_REQUEST`.
 //! - The leader epoch (v4+) is the partition's as Metadata shows it (-1 standalone); in a
 //!   cluster `current_leader_epoch` is checked (`FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`)
 //!   and only the leader answers (`NOT_LEADER_OR_FOLLOWER`).
@@ -27,7 +28,7 @@ use crate::broker::{BrokerError, BrokerService};
 pub const LATEST_TIMESTAMP: i64 = -1;
 /// Kafka's "earliest offset" timestamp.
 pub const EARLIEST_TIMESTAMP: i64 = -2;
-/// Kafka's "offset of the largest timestamp" (v7+), not implemented.
+/// Kafka's "offset of the largest timestamp" (v7+).
 pub const MAX_TIMESTAMP: i64 = -3;
 
 /// The answer to a ListOffsets request.
@@ -108,7 +109,15 @@ fn offset(
             };
             Ok((-1, to_i64(offset)))
         }
-        MAX_TIMESTAMP => Err(ResponseError::UnsupportedVersion),
+        MAX_TIMESTAMP => Ok(
+            match service
+                .record_of_max_timestamp(topic, partition)
+                .map_err(broker_error)?
+            {
+                Some((offset, found)) => (found, to_i64(offset)),
+                None => (-1, -1),
+            },
+        ),
         timestamp if timestamp < 0 => Err(ResponseError::InvalidRequest),
         timestamp => Ok(
             match service
