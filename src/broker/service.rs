@@ -99,6 +99,17 @@ pub struct BrokerService {
 /// One position of a group to commit: topic, partition, offset and metadata.
 pub type OffsetToCommit = (String, u32, CommittedOffset);
 
+/// How far a committed position may go (the listeners' protocols differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitBound {
+    /// Not past the partition's high watermark where this broker can tell (standalone): the
+    /// native protocol's rule, which catches a consumer committing what it never read.
+    HighWatermark,
+    /// Any offset of an existing partition: Kafka's OffsetCommit, which tools use to set a
+    /// group's position ahead (`kafka-consumer-groups --reset-offsets --to-offset`).
+    Existence,
+}
+
 /// What [`BrokerService::commit_offsets`] did.
 #[derive(Debug)]
 pub struct OffsetCommits {
@@ -479,6 +490,18 @@ impl BrokerService {
         group: String,
         offsets: Vec<OffsetToCommit>,
     ) -> OffsetCommits {
+        self.commit_offsets_within(group, offsets, CommitBound::HighWatermark)
+            .await
+    }
+
+    /// [`BrokerService::commit_offsets`] with the bound of `bound` (Kafka's OffsetCommit passes
+    /// [`CommitBound::Existence`]).
+    pub async fn commit_offsets_within(
+        &self,
+        group: String,
+        offsets: Vec<OffsetToCommit>,
+        bound: CommitBound,
+    ) -> OffsetCommits {
         let max_metadata_bytes = self.broker.group_offsets().config().max_metadata_bytes;
         let mut checked = Vec::with_capacity(offsets.len());
         let mut to_write = Vec::with_capacity(offsets.len());
@@ -494,7 +517,7 @@ impl BrokerService {
                             },
                         ));
                     }
-                    match high_watermark {
+                    match high_watermark.filter(|_| bound == CommitBound::HighWatermark) {
                         Some(high_watermark) if committed.offset > high_watermark => {
                             Err(BrokerError::CommitOutOfRange {
                                 topic: topic.clone(),

@@ -624,7 +624,8 @@ async fn two_members_share_a_group_and_rebalance_when_a_third_comes_and_goes() {
 /// OffsetCommit in every version (a consumer outside any group) and OffsetFetch in every
 /// version read the same store: a committed offset and its metadata, -1 where nothing was
 /// committed, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
-/// OFFSET_OUT_OF_RANGE past the high watermark or negative, OFFSET_METADATA_TOO_LARGE for that
+/// an offset past the high watermark accepted (as Kafka does), OFFSET_OUT_OF_RANGE for a negative
+/// one, OFFSET_METADATA_TOO_LARGE for that
 /// partition only; null topics (v2+) list everything
 /// the group committed; v8 answers several groups in one request.
 #[tokio::test]
@@ -651,7 +652,7 @@ async fn offsets_commit_and_fetch_in_every_version() {
             commit_codes(&response),
             vec![
                 NONE,
-                OFFSET_OUT_OF_RANGE,
+                NONE, // past the high watermark: accepted, as Kafka does
                 UNKNOWN_TOPIC_OR_PARTITION,
                 UNKNOWN_TOPIC_OR_PARTITION,
                 OFFSET_OUT_OF_RANGE
@@ -677,7 +678,7 @@ async fn offsets_commit_and_fetch_in_every_version() {
             rows,
             vec![
                 ("orders".into(), 0, 2, "note".into(), NONE),
-                ("orders".into(), 1, -1, "".into(), NONE),
+                ("orders".into(), 1, 4, "note".into(), NONE),
                 (
                     "orders".into(),
                     9,
@@ -698,7 +699,13 @@ async fn offsets_commit_and_fetch_in_every_version() {
         if version >= 2 {
             let (error, rows) = fetch_offsets(&mut connection, version, &group_id, None).await;
             assert_eq!(error, NONE);
-            assert_eq!(rows, vec![("orders".into(), 0, 2, "note".into(), NONE)]);
+            assert_eq!(
+                rows,
+                vec![
+                    ("orders".into(), 0, 2, "note".into(), NONE),
+                    ("orders".into(), 1, 4, "note".into(), NONE)
+                ]
+            );
         }
     }
     // v8: several groups at once, each with its own answer.

@@ -13,8 +13,9 @@
 //!   consumers send) may commit for a group without members. That refusal is every partition's
 //!   error.
 //! - Each partition is then checked on its own: an unknown topic or partition is
-//!   `UNKNOWN_TOPIC_OR_PARTITION` (3); an offset past the partition's high watermark, or
-//!   negative, is `OFFSET_OUT_OF_RANGE` (1); metadata over 4096 bytes is
+//!   `UNKNOWN_TOPIC_OR_PARTITION` (3); a negative offset is `OFFSET_OUT_OF_RANGE` (1); an
+//!   offset past the high watermark is accepted, as Kafka accepts it (tools set positions
+//!   ahead; a consumer fetching there learns the range); metadata over 4096 bytes is
 //!   `OFFSET_METADATA_TOO_LARGE` (12). The partitions that pass are written in one durable write
 //!   (fsync before the answer); a failed write is `KAFKA_STORAGE_ERROR` (56) for each of them.
 //! - Committed offsets never expire: `retention_time_ms` (v2..=4) is ignored, and so are the
@@ -30,6 +31,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::service::CommitBound;
 use crate::broker::{BrokerService, CommittedOffset};
 
 /// Commits the request's offsets; the answer has every partition's outcome.
@@ -113,7 +115,9 @@ async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i
             }
         }
     }
-    let commits = service.commit_offsets(group.to_string(), to_commit).await;
+    let commits = service
+        .commit_offsets_within(group.to_string(), to_commit, CommitBound::Existence)
+        .await;
     let written = commits.written.as_ref().map_err(kafka_error);
     let mut checked = commits.checked.iter().map(|check| match (check, written) {
         (Err(error), _) => kafka_error(error).code(),
