@@ -1,4 +1,5 @@
-//! `fencelog topic create|list|delete`: create topics, show their configuration, delete them.
+//! `fencelog topic create|list|describe|delete`: create topics, show their configuration, delete
+//! them.
 
 use std::time::Duration;
 
@@ -35,6 +36,22 @@ pub enum TopicCommand {
     /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
     /// "retention_bytes", "retention_ms"} (null retention = unlimited).
     List(ListArgs),
+    /// Show one topic's settings under the names Kafka tools use (the Kafka listener's
+    /// DescribeConfigs reports the same): `retention.ms`, `retention.bytes`, `segment.bytes`,
+    /// `cleanup.policy`, `message.timestamp.type`, `fencelog.flush` (-1: unlimited).
+    ///
+    /// Exit status 1 if there is no such topic. With --json: the object `topic list` prints.
+    Describe(DescribeArgs),
+}
+
+/// Arguments of `fencelog topic describe`.
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Name of the topic to describe.
+    pub name: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
 }
 
 /// Arguments of `fencelog topic create`.
@@ -174,7 +191,43 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
         TopicCommand::Create(args) => common::block_on(create(args)),
         TopicCommand::List(args) => common::block_on(list(args)),
         TopicCommand::Delete(args) => common::block_on(delete(args)),
+        TopicCommand::Describe(args) => common::block_on(describe(args)),
     }
+}
+
+/// `key=value` lines of a topic's settings under Kafka's names.
+fn kafka_named(config: &TopicConfig) -> Vec<String> {
+    let unlimited = |value: Option<u64>| value.map_or_else(|| "-1".to_owned(), |v| v.to_string());
+    vec![
+        "cleanup.policy=delete".to_owned(),
+        format!("fencelog.flush={}", config.flush),
+        "message.timestamp.type=CreateTime".to_owned(),
+        format!("retention.bytes={}", unlimited(config.retention_bytes)),
+        format!("retention.ms={}", unlimited(config.retention_ms)),
+        format!("segment.bytes={}", config.segment_bytes),
+    ]
+}
+
+async fn describe(args: DescribeArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let topics = client.metadata(&[args.name.as_str()]).await?;
+    let mut out = Output::new(args.client.json);
+    for topic in &topics {
+        if out.json() {
+            out.emit(&TopicJson::new(&topic.name, topic.partitions, &topic.config), "")?;
+            continue;
+        }
+        out.line(format!(
+            "topic {} ({} partition{})",
+            topic.name,
+            topic.partitions,
+            if topic.partitions == 1 { "" } else { "s" }
+        ))?;
+        for line in kafka_named(&topic.config) {
+            out.line(line)?;
+        }
+    }
+    out.flush()
 }
 
 async fn delete(args: DeleteArgs) -> Result<(), Failure> {

@@ -20,7 +20,7 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
     OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
@@ -89,6 +89,12 @@ pub enum RequestBody {
     SaslHandshake(SaslHandshakeRequest),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest),
+    /// DescribeConfigs (32).
+    DescribeConfigs(DescribeConfigsRequest),
+    /// AlterConfigs (33).
+    AlterConfigs(AlterConfigsRequest),
+    /// IncrementalAlterConfigs (44).
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
 }
 
 impl RequestBody {
@@ -138,6 +144,16 @@ impl RequestBody {
             }
             ApiKey::SaslAuthenticate => {
                 SaslAuthenticateRequest::decode(frame, version).map(Self::SaslAuthenticate)
+            }
+            ApiKey::DescribeConfigs => {
+                DescribeConfigsRequest::decode(frame, version).map(Self::DescribeConfigs)
+            }
+            ApiKey::AlterConfigs => {
+                AlterConfigsRequest::decode(frame, version).map(Self::AlterConfigs)
+            }
+            ApiKey::IncrementalAlterConfigs => {
+                IncrementalAlterConfigsRequest::decode(frame, version)
+                    .map(Self::IncrementalAlterConfigs)
             }
             _ => return None,
         };

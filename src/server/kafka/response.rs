@@ -4,7 +4,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse, CreateTopicsResponse, DeleteTopicsResponse,
     DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
     ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
@@ -73,6 +73,12 @@ pub enum ResponseBody {
     SaslHandshake(SaslHandshakeResponse),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateResponse),
+    /// DescribeConfigs (32).
+    DescribeConfigs(DescribeConfigsResponse),
+    /// AlterConfigs (33).
+    AlterConfigs(AlterConfigsResponse),
+    /// IncrementalAlterConfigs (44).
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
 }
 
 impl ResponseBody {
@@ -98,6 +104,9 @@ impl ResponseBody {
             Self::ListGroups(body) => body.encode(out, version),
             Self::SaslHandshake(body) => body.encode(out, version),
             Self::SaslAuthenticate(body) => body.encode(out, version),
+            Self::DescribeConfigs(body) => body.encode(out, version),
+            Self::AlterConfigs(body) => body.encode(out, version),
+            Self::IncrementalAlterConfigs(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }
