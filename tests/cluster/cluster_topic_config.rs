@@ -53,17 +53,23 @@ async fn an_alter_reaches_every_broker() {
     let deadline = Instant::now() + CONVERGE;
     loop {
         let applied = cluster.nodes().iter().all(|node| {
-            node.service().broker().topic("configured").is_ok_and(|topic| {
-                topic.config().retention_ms == Some(3_600_000)
-                    && topic
-                        .open_partitions()
-                        .all(|partition| partition.limits().segment_bytes == 1 << 20)
-            })
+            node.service()
+                .broker()
+                .topic("configured")
+                .is_ok_and(|topic| {
+                    topic.config().retention_ms == Some(3_600_000)
+                        && topic
+                            .open_partitions()
+                            .all(|partition| partition.limits().segment_bytes == 1 << 20)
+                })
         });
         if applied {
             break;
         }
-        assert!(Instant::now() < deadline, "not every broker applied the change");
+        assert!(
+            Instant::now() < deadline,
+            "not every broker applied the change"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The record in the store has it, and a change from the stale config loses its CAS.
@@ -73,16 +79,29 @@ async fn an_alter_reaches_every_broker() {
         .store()
         .alter_topic_config("configured", TopicConfig::default(), TopicConfig::default())
         .await;
-    assert!(matches!(stale, Err(MetaError::TopicConfigChanged { .. })), "{stale:?}");
+    assert!(
+        matches!(stale, Err(MetaError::TopicConfigChanged { .. })),
+        "{stale:?}"
+    );
     // validate_only changes nothing anywhere.
     let other = Arc::clone(cluster.nodes()[1].service());
     other
         .alter_topic_config(
             "configured".into(),
-            Arc::new(|config: &TopicConfig| Ok(TopicConfig { retention_ms: None, ..*config })),
+            Arc::new(|config: &TopicConfig| {
+                Ok(TopicConfig {
+                    retention_ms: None,
+                    ..*config
+                })
+            }),
             true,
         )
         .await
         .expect("validate");
-    assert_eq!(cluster.store().topics().await.unwrap()[0].config.retention_ms, Some(3_600_000));
+    assert_eq!(
+        cluster.store().topics().await.unwrap()[0]
+            .config
+            .retention_ms,
+        Some(3_600_000)
+    );
 }

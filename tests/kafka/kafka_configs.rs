@@ -52,7 +52,11 @@ fn value<'a>(result: &'a DescribeConfigsResult, key: &str) -> Option<&'a str> {
         .and_then(|entry| entry.value.as_ref().map(|value| value.as_str()))
 }
 
-async fn describe(connection: &mut KafkaConnection, version: i16, topic: &str) -> DescribeConfigsResult {
+async fn describe(
+    connection: &mut KafkaConnection,
+    version: i16,
+    topic: &str,
+) -> DescribeConfigsResult {
     let request = DescribeConfigsRequest::default().with_resources(vec![resource(TOPIC, topic)]);
     let mut response = connection.call(version, &request).await;
     response.results.remove(0)
@@ -78,7 +82,7 @@ async fn describe_configs_in_every_version() {
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     for version in 1..=4 {
         let request = DescribeConfigsRequest::default()
-            .with_include_documentation(true)
+            .with_include_documentation(version >= 3)
             .with_resources(vec![
                 resource(TOPIC, "described"),
                 resource(BROKER, &server_node_id(&server)),
@@ -111,10 +115,18 @@ async fn describe_configs_in_every_version() {
         assert_eq!(value(topic, "cleanup.policy"), Some("delete"));
         assert_eq!(value(topic, "segment.bytes"), Some("67108864"));
         assert_eq!(value(topic, "fencelog.flush"), Some("always"));
-        let retention = topic.configs.iter().find(|c| c.name.as_str() == "retention.ms").unwrap();
+        let retention = topic
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .unwrap();
         assert!(!retention.read_only && !retention.is_sensitive);
         assert_eq!(retention.config_source, 5, "DEFAULT_CONFIG");
-        let flush = topic.configs.iter().find(|c| c.name.as_str() == "fencelog.flush").unwrap();
+        let flush = topic
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == "fencelog.flush")
+            .unwrap();
         assert!(flush.read_only);
         if version >= 3 {
             assert_eq!(retention.config_type, 5, "v{version}: LONG");
@@ -123,12 +135,22 @@ async fn describe_configs_in_every_version() {
         let broker = &response.results[1];
         assert!(!broker.configs.is_empty());
         assert!(broker.configs.iter().all(|c| c.read_only));
-        assert_eq!(value(broker, "broker.id"), Some(server_node_id(&server).as_str()));
+        assert_eq!(
+            value(broker, "broker.id"),
+            Some(server_node_id(&server).as_str())
+        );
         assert_eq!(response.results[2].configs.len(), broker.configs.len());
-        let filtered: Vec<&str> = response.results[3].configs.iter().map(|c| c.name.as_str()).collect();
+        let filtered: Vec<&str> = response.results[3]
+            .configs
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(filtered, ["retention.ms"], "v{version}");
         for refused in &response.results[4..] {
-            assert!(refused.error_message.is_some(), "v{version}: a message says why");
+            assert!(
+                refused.error_message.is_some(),
+                "v{version}: a message says why"
+            );
         }
     }
 }
@@ -143,7 +165,11 @@ fn alterable(name: &str, value: Option<&str>) -> alter_configs_request::Alterabl
         .with_value(value.map(|value| StrBytes::from_string(value.to_string())))
 }
 
-fn incremental(name: &str, operation: i8, value: Option<&str>) -> incremental_alter_configs_request::AlterableConfig {
+fn incremental(
+    name: &str,
+    operation: i8,
+    value: Option<&str>,
+) -> incremental_alter_configs_request::AlterableConfig {
     incremental_alter_configs_request::AlterableConfig::default()
         .with_name(StrBytes::from_string(name.to_string()))
         .with_config_operation(operation)
@@ -164,16 +190,25 @@ async fn incremental_alter_configs_in_every_version() {
         let alter = |configs, validate_only| {
             IncrementalAlterConfigsRequest::default()
                 .with_validate_only(validate_only)
-                .with_resources(vec![incremental_alter_configs_request::AlterConfigsResource::default()
-                    .with_resource_type(TOPIC)
-                    .with_resource_name(StrBytes::from_string(topic.clone()))
-                    .with_configs(configs)])
+                .with_resources(vec![
+                    incremental_alter_configs_request::AlterConfigsResource::default()
+                        .with_resource_type(TOPIC)
+                        .with_resource_name(StrBytes::from_string(topic.clone()))
+                        .with_configs(configs),
+                ])
         };
         let response = connection
-            .call(version, &alter(vec![incremental("retention.ms", 0, Some("3600000"))], true))
+            .call(
+                version,
+                &alter(vec![incremental("retention.ms", 0, Some("3600000"))], true),
+            )
             .await;
         assert_eq!(response.responses[0].error_code, 0, "v{version}");
-        assert_eq!(value(&describe(&mut connection, 1, &topic).await, "retention.ms"), Some("-1"), "validate_only changed nothing");
+        assert_eq!(
+            value(&describe(&mut connection, 1, &topic).await, "retention.ms"),
+            Some("-1"),
+            "validate_only changed nothing"
+        );
 
         let response = connection
             .call(
@@ -189,44 +224,117 @@ async fn incremental_alter_configs_in_every_version() {
                 ),
             )
             .await;
-        assert_eq!(response.responses[0].error_code, 0, "v{version}: {:?}", response.responses[0].error_message);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "v{version}: {:?}",
+            response.responses[0].error_message
+        );
         let described = describe(&mut connection, 1, &topic).await;
         assert_eq!(value(&described, "retention.ms"), Some("3600000"));
         assert_eq!(value(&described, "segment.bytes"), Some("1048576"));
-        let source = described.configs.iter().find(|c| c.name.as_str() == "retention.ms").unwrap().config_source;
+        let source = described
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .unwrap()
+            .config_source;
         assert_eq!(source, 1, "TOPIC_CONFIG");
         let local = server.broker().topic(&topic).unwrap();
         assert_eq!(local.config().retention_ms, Some(3_600_000));
         let partition = server.broker().partition(&topic, 0).unwrap();
-        assert_eq!(partition.limits().retention_ms, Some(3_600_000), "applied to the open partition");
+        assert_eq!(
+            partition.limits().retention_ms,
+            Some(3_600_000),
+            "applied to the open partition"
+        );
         assert_eq!(partition.limits().segment_bytes, 1_048_576);
-        let file = std::fs::read_to_string(server.data_dir().join("topics").join(&topic).join("topic.json")).unwrap();
+        let file = std::fs::read_to_string(
+            server
+                .data_dir()
+                .join("topics")
+                .join(&topic)
+                .join("topic.json"),
+        )
+        .unwrap();
         assert!(file.contains("3600000"), "durable in topic.json: {file}");
 
         // DELETE goes back to the default.
         let response = connection
-            .call(version, &alter(vec![incremental("retention.bytes", 1, None)], false))
+            .call(
+                version,
+                &alter(vec![incremental("retention.bytes", 1, None)], false),
+            )
             .await;
         assert_eq!(response.responses[0].error_code, 0);
-        assert_eq!(value(&describe(&mut connection, 1, &topic).await, "retention.bytes"), Some("-1"));
+        assert_eq!(
+            value(
+                &describe(&mut connection, 1, &topic).await,
+                "retention.bytes"
+            ),
+            Some("-1")
+        );
 
         for (config, code, key) in [
-            (incremental("cleanup.policy", 0, Some("compact")), 44, "cleanup.policy"),
-            (incremental("message.timestamp.type", 0, Some("LogAppendTime")), 44, "message.timestamp.type"),
-            (incremental("fencelog.flush", 0, Some("never")), 44, "fencelog.flush"),
-            (incremental("min.insync.replicas", 0, Some("2")), 44, "min.insync.replicas"),
-            (incremental("compression.type", 0, Some("zstd")), 40, "compression.type"),
-            (incremental("retention.ms", 0, Some("0")), 40, "retention.ms"),
-            (incremental("segment.bytes", 0, Some("12")), 40, "segment_bytes"),
-            (incremental("retention.ms", 2, Some("5")), 40, "retention.ms"),
+            (
+                incremental("cleanup.policy", 0, Some("compact")),
+                44,
+                "cleanup.policy",
+            ),
+            (
+                incremental("message.timestamp.type", 0, Some("LogAppendTime")),
+                44,
+                "message.timestamp.type",
+            ),
+            (
+                incremental("fencelog.flush", 0, Some("never")),
+                44,
+                "fencelog.flush",
+            ),
+            (
+                incremental("min.insync.replicas", 0, Some("2")),
+                44,
+                "min.insync.replicas",
+            ),
+            (
+                incremental("compression.type", 0, Some("zstd")),
+                40,
+                "compression.type",
+            ),
+            (
+                incremental("retention.ms", 0, Some("0")),
+                40,
+                "retention.ms",
+            ),
+            (
+                incremental("segment.bytes", 0, Some("12")),
+                40,
+                "segment_bytes",
+            ),
+            (
+                incremental("retention.ms", 2, Some("5")),
+                40,
+                "retention.ms",
+            ),
         ] {
             let response = connection.call(version, &alter(vec![config], false)).await;
             let answer = &response.responses[0];
-            assert_eq!(answer.error_code, code, "v{version} {key}: {:?}", answer.error_message);
-            let message = answer.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+            assert_eq!(
+                answer.error_code, code,
+                "v{version} {key}: {:?}",
+                answer.error_message
+            );
+            let message = answer
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
             assert!(message.contains(key), "v{version}: {message:?} names {key}");
         }
-        assert_eq!(value(&describe(&mut connection, 1, &topic).await, "retention.ms"), Some("3600000"), "refusals changed nothing");
+        assert_eq!(
+            value(&describe(&mut connection, 1, &topic).await, "retention.ms"),
+            Some("3600000"),
+            "refusals changed nothing"
+        );
 
         // Per resource: an unknown topic and a broker resource beside a good one.
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
@@ -246,7 +354,10 @@ async fn incremental_alter_configs_in_every_version() {
         let response = connection.call(version, &request).await;
         let codes: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
         assert_eq!(codes, [3, 44, 0], "v{version}");
-        assert_eq!(value(&describe(&mut connection, 1, &topic).await, "retention.ms"), Some("7200000"));
+        assert_eq!(
+            value(&describe(&mut connection, 1, &topic).await, "retention.ms"),
+            Some("7200000")
+        );
     }
 }
 
@@ -268,32 +379,72 @@ async fn alter_configs_in_every_version() {
                     .with_configs(configs)])
         };
         let response = connection
-            .call(version, &alter(vec![alterable("retention.bytes", Some("5000000")), alterable("retention.ms", Some("60000"))], false))
+            .call(
+                version,
+                &alter(
+                    vec![
+                        alterable("retention.bytes", Some("5000000")),
+                        alterable("retention.ms", Some("60000")),
+                    ],
+                    false,
+                ),
+            )
             .await;
-        assert_eq!(response.responses[0].error_code, 0, "v{version}: {:?}", response.responses[0].error_message);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "v{version}: {:?}",
+            response.responses[0].error_message
+        );
         let described = describe(&mut connection, 1, &topic).await;
         assert_eq!(value(&described, "retention.bytes"), Some("5000000"));
         assert_eq!(value(&described, "retention.ms"), Some("60000"));
 
         let response = connection
-            .call(version, &alter(vec![alterable("retention.ms", Some("120000"))], true))
+            .call(
+                version,
+                &alter(vec![alterable("retention.ms", Some("120000"))], true),
+            )
             .await;
         assert_eq!(response.responses[0].error_code, 0);
-        assert_eq!(value(&describe(&mut connection, 1, &topic).await, "retention.ms"), Some("60000"), "validate_only");
+        assert_eq!(
+            value(&describe(&mut connection, 1, &topic).await, "retention.ms"),
+            Some("60000"),
+            "validate_only"
+        );
 
         let response = connection
-            .call(version, &alter(vec![alterable("retention.ms", Some("120000")), alterable("cleanup.policy", Some("delete"))], false))
+            .call(
+                version,
+                &alter(
+                    vec![
+                        alterable("retention.ms", Some("120000")),
+                        alterable("cleanup.policy", Some("delete")),
+                    ],
+                    false,
+                ),
+            )
             .await;
         assert_eq!(response.responses[0].error_code, 0);
         let described = describe(&mut connection, 1, &topic).await;
         assert_eq!(value(&described, "retention.ms"), Some("120000"));
-        assert_eq!(value(&described, "retention.bytes"), Some("-1"), "not named: back to the default");
+        assert_eq!(
+            value(&described, "retention.bytes"),
+            Some("-1"),
+            "not named: back to the default"
+        );
 
         let response = connection
-            .call(version, &alter(vec![alterable("cleanup.policy", Some("compact"))], false))
+            .call(
+                version,
+                &alter(vec![alterable("cleanup.policy", Some("compact"))], false),
+            )
             .await;
         assert_eq!(response.responses[0].error_code, 44, "POLICY_VIOLATION");
-        assert!(response.responses[0].error_message.as_ref().unwrap().contains("cleanup.policy"));
+        assert!(response.responses[0]
+            .error_message
+            .as_ref()
+            .unwrap()
+            .contains("cleanup.policy"));
     }
 }
 
@@ -304,17 +455,24 @@ async fn create_topics_v5_and_later_return_the_configs() {
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     for version in 5..=7 {
         let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(format!("with-configs-{version}"))))
+            .with_name(TopicName(StrBytes::from_string(format!(
+                "with-configs-{version}"
+            ))))
             .with_num_partitions(1)
             .with_replication_factor(1)
-            .with_configs(vec![kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
-                .with_name(StrBytes::from_static_str("retention.ms"))
-                .with_value(Some(StrBytes::from_static_str("60000")))])]);
+            .with_configs(vec![
+                kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_value(Some(StrBytes::from_static_str("60000"))),
+            ])]);
         let response = connection.call(version, &request).await;
         let topic = &response.topics[0];
         assert_eq!(topic.error_code, 0);
         let configs = topic.configs.as_ref().expect("configs");
-        let retention = configs.iter().find(|c| c.name.as_str() == "retention.ms").expect("retention.ms");
+        let retention = configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .expect("retention.ms");
         assert_eq!(retention.value.as_ref().map(|v| v.as_str()), Some("60000"));
         assert_eq!(retention.config_source, 1);
         assert!(configs.iter().any(|c| c.name.as_str() == "segment.bytes"));
@@ -341,7 +499,13 @@ async fn confluent_kafka_describes_and_alters_topic_configs() {
     let broker_id = server_node_id(&server);
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")
-            .args([ADMIN_SCRIPT, &bootstrap, "configured", &broker_id, "3600000"])
+            .args([
+                ADMIN_SCRIPT,
+                &bootstrap,
+                "configured",
+                &broker_id,
+                "3600000",
+            ])
             .output()
             .unwrap()
     })
@@ -358,10 +522,19 @@ async fn confluent_kafka_describes_and_alters_topic_configs() {
         lines[0],
         "topic retention.ms=-1 cleanup.policy=delete segment.bytes=67108864 retention.bytes=-1"
     );
-    assert!(lines[1].starts_with("broker ") && !lines[1].starts_with("broker 0 "), "{}", lines[1]);
+    assert!(
+        lines[1].starts_with("broker ") && !lines[1].starts_with("broker 0 "),
+        "{}",
+        lines[1]
+    );
     assert_eq!(lines[2..], ["altered", "topic retention.ms=3600000"]);
     assert_eq!(
-        server.broker().topic("configured").unwrap().config().retention_ms,
+        server
+            .broker()
+            .topic("configured")
+            .unwrap()
+            .config()
+            .retention_ms,
         Some(3_600_000)
     );
 }

@@ -179,13 +179,26 @@ pub fn topic_configs(
 }
 
 /// The configs of `topic` as this broker has it now.
-pub fn topic_configs_of(service: &BrokerService, topic: &str) -> Result<Vec<ConfigEntry>, BrokerError> {
+pub fn topic_configs_of(
+    service: &BrokerService,
+    topic: &str,
+) -> Result<Vec<ConfigEntry>, BrokerError> {
     let local = service.broker().topic(topic)?;
     let manager = service.replica_manager();
     let state = manager.partition_state(topic, 0);
-    let factor = u16::try_from(state.replicas.len()).unwrap_or(u16::MAX).max(1);
-    let default_min_insync = if manager.is_cluster() { factor.min(2) } else { 1 };
-    Ok(topic_configs(local.config(), state.min_insync.max(1), default_min_insync))
+    let factor = u16::try_from(state.replicas.len())
+        .unwrap_or(u16::MAX)
+        .max(1);
+    let default_min_insync = if manager.is_cluster() {
+        factor.min(2)
+    } else {
+        1
+    };
+    Ok(topic_configs(
+        local.config(),
+        state.min_insync.max(1),
+        default_min_insync,
+    ))
 }
 
 /// The broker's configs: all read-only.
@@ -356,25 +369,39 @@ pub fn topic_changes(
                 format!("config {name} appears more than once for the resource"),
             ));
         }
-        let invalid = |why: String| Refusal::new(ResponseError::InvalidConfig, format!("config {name}: {why}"));
+        let invalid = |why: String| {
+            Refusal::new(
+                ResponseError::InvalidConfig,
+                format!("config {name}: {why}"),
+            )
+        };
         let Some(entry) = current.iter().find(|entry| entry.name == name) else {
             return Err(invalid(format!(
                 "not a fencelog topic config (known: {})",
                 TOPIC_KEYS.join(", ")
             )));
         };
-        if let Some(reset) = (*operation == Operation::Delete).then(|| LiveChange::reset(name)).flatten() {
+        if let Some(reset) = (*operation == Operation::Delete)
+            .then(|| LiveChange::reset(name))
+            .flatten()
+        {
             changes.push(reset);
             continue;
         }
-        if matches!(operation, Operation::Append | Operation::Subtract) && entry.config_type != ConfigType::List {
-            return Err(invalid("APPEND and SUBTRACT apply only to list configs".into()));
+        if matches!(operation, Operation::Append | Operation::Subtract)
+            && entry.config_type != ConfigType::List
+        {
+            return Err(invalid(
+                "APPEND and SUBTRACT apply only to list configs".into(),
+            ));
         }
         if entry.read_only {
             let unchanged = match operation {
                 // The default is the one value it has.
                 Operation::Delete => true,
-                Operation::Set | Operation::Append => value.as_deref().map(str::trim) == Some(entry.value.as_str()),
+                Operation::Set | Operation::Append => {
+                    value.as_deref().map(str::trim) == Some(entry.value.as_str())
+                }
                 Operation::Subtract => false,
             };
             if unchanged {
@@ -392,8 +419,12 @@ pub fn topic_changes(
             return Err(invalid("a value is required".into()));
         };
         changes.push(match name.as_str() {
-            "retention.ms" => LiveChange::RetentionMs(unlimited_or_positive(value).map_err(invalid)?),
-            "retention.bytes" => LiveChange::RetentionBytes(unlimited_or_positive(value).map_err(invalid)?),
+            "retention.ms" => {
+                LiveChange::RetentionMs(unlimited_or_positive(value).map_err(invalid)?)
+            }
+            "retention.bytes" => {
+                LiveChange::RetentionBytes(unlimited_or_positive(value).map_err(invalid)?)
+            }
             "segment.bytes" => match unlimited_or_positive(value).map_err(invalid)? {
                 Some(bytes) => LiveChange::SegmentBytes(bytes),
                 None => return Err(invalid("must be a positive number of bytes".into())),
@@ -452,7 +483,9 @@ mod tests {
         let configs = topic_configs(&TopicConfig::default(), 1, 1);
         let names: Vec<&str> = configs.iter().map(|entry| entry.name).collect();
         assert_eq!(names, TOPIC_KEYS);
-        assert!(configs.iter().all(|entry| entry.source == ConfigSource::Default));
+        assert!(configs
+            .iter()
+            .all(|entry| entry.source == ConfigSource::Default));
     }
 
     #[test]
@@ -460,7 +493,11 @@ mod tests {
         let current = topic_configs(&TopicConfig::default(), 1, 1);
         let changes = topic_changes(
             &current,
-            &[set("retention.ms", "60000"), set("segment.bytes", "8192"), set("cleanup.policy", "delete")],
+            &[
+                set("retention.ms", "60000"),
+                set("segment.bytes", "8192"),
+                set("cleanup.policy", "delete"),
+            ],
             false,
         )
         .unwrap();
@@ -470,12 +507,19 @@ mod tests {
         }
         assert_eq!(config.retention_ms, Some(60_000));
         assert_eq!(config.segment_bytes, 8192);
-        let refused = topic_changes(&current, &[set("cleanup.policy", "compact")], false).unwrap_err();
+        let refused =
+            topic_changes(&current, &[set("cleanup.policy", "compact")], false).unwrap_err();
         assert_eq!(refused.error, ResponseError::PolicyViolation);
-        assert!(refused.message.contains("cleanup.policy"), "{}", refused.message);
-        let refused = topic_changes(&current, &[set("fencelog.flush", "never")], false).unwrap_err();
+        assert!(
+            refused.message.contains("cleanup.policy"),
+            "{}",
+            refused.message
+        );
+        let refused =
+            topic_changes(&current, &[set("fencelog.flush", "never")], false).unwrap_err();
         assert!(refused.message.contains("fencelog.flush"));
-        let unknown = topic_changes(&current, &[set("compression.type", "zstd")], false).unwrap_err();
+        let unknown =
+            topic_changes(&current, &[set("compression.type", "zstd")], false).unwrap_err();
         assert_eq!(unknown.error, ResponseError::InvalidConfig);
         assert!(unknown.message.contains("compression.type"));
         let bad = topic_changes(&current, &[set("retention.ms", "0")], false).unwrap_err();

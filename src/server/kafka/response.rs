@@ -4,12 +4,12 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse, CreateTopicsResponse, DeleteTopicsResponse,
-    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
-    SaslHandshakeResponse, SyncGroupResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+    DescribeConfigsResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 

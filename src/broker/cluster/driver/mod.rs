@@ -528,13 +528,18 @@ impl ClusterDriver {
         let broker = Arc::clone(&self.broker);
         let (name, config) = (topic.name.clone(), topic.config);
         let applied =
-            tokio::task::spawn_blocking(move || broker.alter_topic_config(&name, |_| Ok(config))).await;
+            tokio::task::spawn_blocking(move || broker.alter_topic_config(&name, |_| Ok(config)))
+                .await;
         match applied {
-            Ok(Ok(_)) => info!(topic = %topic.name, config = ?topic.config, "applied the cluster topic's changed config locally"),
+            Ok(Ok(_)) => {
+                info!(topic = %topic.name, config = ?topic.config, "applied the cluster topic's changed config locally")
+            }
             Ok(Err(error)) => {
                 warn!(topic = %topic.name, %error, "cannot apply the cluster topic's changed config locally")
             }
-            Err(error) => warn!(topic = %topic.name, %error, "applying the topic config locally panicked"),
+            Err(error) => {
+                warn!(topic = %topic.name, %error, "applying the topic config locally panicked")
+            }
         }
     }
 

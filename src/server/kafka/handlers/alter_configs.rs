@@ -56,7 +56,9 @@ async fn alter_all(
 ) -> Vec<Result<(), Refusal>> {
     let mut seen: HashMap<(i8, String), usize> = HashMap::new();
     for resource in &resources {
-        *seen.entry((resource.resource_type, resource.name.clone())).or_default() += 1;
+        *seen
+            .entry((resource.resource_type, resource.name.clone()))
+            .or_default() += 1;
     }
     let mut outcomes = Vec::with_capacity(resources.len());
     for (index, resource) in resources.into_iter().enumerate() {
@@ -68,7 +70,10 @@ async fn alter_all(
         } else if seen[&(resource.resource_type, resource.name.clone())] > 1 {
             Err(Refusal::new(
                 ResponseError::InvalidRequest,
-                format!("resource {:?} appears more than once in the request", resource.name),
+                format!(
+                    "resource {:?} appears more than once in the request",
+                    resource.name
+                ),
             ))
         } else {
             alter(service, access, resource, replace_all, validate_only).await
@@ -90,9 +95,14 @@ async fn alter(
     match resource.resource_type {
         RESOURCE_TOPIC => {
             if let Err(refused) = access.check(crate::auth::Operation::Admin, &name) {
-                return Err(Refusal::new(ResponseError::TopicAuthorizationFailed, refused.to_string()));
+                return Err(Refusal::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    refused.to_string(),
+                ));
             }
-            let refused = |error: crate::broker::BrokerError| Refusal::new(kafka_error(&error), error.to_string());
+            let refused = |error: crate::broker::BrokerError| {
+                Refusal::new(kafka_error(&error), error.to_string())
+            };
             let current = topic_configs_of(service, &name).map_err(refused)?;
             let changes = topic_changes(&current, &requested, replace_all)?;
             let change = Arc::new(move |config: &crate::domain::TopicConfig| {
@@ -110,7 +120,10 @@ async fn alter(
         }
         RESOURCE_BROKER => {
             if let Err(refused) = access.check_somewhere(crate::auth::Operation::Admin) {
-                return Err(Refusal::new(ResponseError::ClusterAuthorizationFailed, refused.to_string()));
+                return Err(Refusal::new(
+                    ResponseError::ClusterAuthorizationFailed,
+                    refused.to_string(),
+                ));
             }
             check_broker_name(service, &name)?;
             broker_changes(&broker_configs(service), &requested)
@@ -125,7 +138,10 @@ async fn alter(
 fn error_parts(outcome: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
     match outcome {
         Ok(()) => (0, None),
-        Err(refusal) => (refusal.error.code(), Some(StrBytes::from_string(refusal.message))),
+        Err(refusal) => (
+            refusal.error.code(),
+            Some(StrBytes::from_string(refusal.message)),
+        ),
     }
 }
 

@@ -26,8 +26,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::super::configs::{
-    broker_configs, topic_configs_of, ConfigEntry, Refusal, CONFIG_RESOURCES_MAX,
-    RESOURCE_BROKER, RESOURCE_TOPIC,
+    broker_configs, topic_configs_of, ConfigEntry, Refusal, CONFIG_RESOURCES_MAX, RESOURCE_BROKER,
+    RESOURCE_TOPIC,
 };
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
@@ -51,7 +51,9 @@ pub fn handle(
             let outcome = if index >= CONFIG_RESOURCES_MAX {
                 Err(Refusal::new(
                     ResponseError::InvalidRequest,
-                    format!("a DescribeConfigs request names at most {CONFIG_RESOURCES_MAX} resources"),
+                    format!(
+                        "a DescribeConfigs request names at most {CONFIG_RESOURCES_MAX} resources"
+                    ),
                 ))
             } else {
                 describe(service, access, resource)
@@ -63,7 +65,9 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::DescribeConfigs,
         api_version: version,
-        body: ResponseBody::DescribeConfigs(DescribeConfigsResponse::default().with_results(results)),
+        body: ResponseBody::DescribeConfigs(
+            DescribeConfigsResponse::default().with_results(results),
+        ),
     }
 }
 
@@ -100,7 +104,10 @@ fn describe(
         }
         RESOURCE_BROKER => {
             if let Err(refused) = access.check_somewhere(Operation::Admin) {
-                return Err(Refusal::new(ResponseError::ClusterAuthorizationFailed, refused.to_string()));
+                return Err(Refusal::new(
+                    ResponseError::ClusterAuthorizationFailed,
+                    refused.to_string(),
+                ));
             }
             check_broker_name(service, name)?;
             broker_configs(service)
