@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencelog::client::Client;
-use fencelog::cluster::meta::{MetaError, MetaStore};
+use fencelog::cluster::meta::MetaError;
 use fencelog::protocol::{Replication, TopicConfig};
 use fencelog::testing::TestCluster;
 
