@@ -736,13 +736,13 @@ impl BrokerService {
     pub async fn alter_topic_config(
         &self,
         name: String,
-        change: Arc<dyn Fn(&TopicConfig) -> Result<TopicConfig, BrokerError> + Send + Sync>,
+        change: TopicConfigChangeFn,
         validate_only: bool,
     ) -> Result<TopicConfig, BrokerError> {
         self.refuse_internal(&name, "altered")?;
         if let ReplicaManager::Clustered(driver) = self.replica_manager() {
             return driver
-                .alter_topic_config(&name, change.as_ref(), validate_only)
+                .alter_topic_config(&name, &change, validate_only)
                 .await;
         }
         let topic = self.broker.topic(&name)?;
@@ -822,6 +822,12 @@ impl BrokerService {
         blocking(move || broker.sync_all()).await
     }
 }
+
+/// How [`BrokerService::alter_topic_config`] computes a topic's new config from its current one
+/// (refusing, with `BrokerError::InvalidConfig`, what cannot change). Called again if another
+/// change came first (in a cluster).
+pub type TopicConfigChangeFn =
+    Arc<dyn Fn(&TopicConfig) -> Result<TopicConfig, BrokerError> + Send + Sync>;
 
 /// The refusal of a replication API by a standalone broker.
 fn not_in_a_cluster(api: &str) -> BrokerError {

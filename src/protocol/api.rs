@@ -206,7 +206,8 @@ mod tests {
         assert_eq!(ApiKey::AuthenticateContinue.as_u16(), 14);
         assert_eq!(ApiKey::ReplicaFetch.as_u16(), 15);
         assert_eq!(ApiKey::LeaderEpochEnd.as_u16(), 16);
-        assert_eq!(ApiKey::from_u16(17), None);
+        assert_eq!(ApiKey::AlterTopicConfig.as_u16(), 17);
+        assert_eq!(ApiKey::from_u16(18), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

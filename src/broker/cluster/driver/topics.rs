@@ -86,7 +86,7 @@ impl ClusterDriver {
     pub async fn alter_topic_config(
         &self,
         name: &str,
-        change: &(dyn Fn(&TopicConfig) -> Result<TopicConfig, BrokerError> + Send + Sync),
+        change: &crate::broker::service::TopicConfigChangeFn,
         validate_only: bool,
     ) -> Result<TopicConfig, BrokerError> {
         let record = self.state().topics.get(name).cloned();
