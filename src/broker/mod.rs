@@ -494,6 +494,62 @@ impl Broker {
         Ok(topic)
     }
 
+    /// Changes the settings of an existing topic that can change while it is open: segment size
+    /// and retention. Durable first (`topic.json` written to a temporary file, fsynced and
+    /// renamed over the old one), then applied to every open partition (the next retention pass
+    /// and the next roll use it) and to what metadata reports. The flush policy cannot change
+    /// here (`BrokerError::InvalidConfig` names it). Setting what is already there is a no-op.
+    ///
+    /// `change` computes the new settings from the current ones, under the lock that serializes
+    /// topic changes (so two concurrent changes cannot both start from the same settings).
+    pub fn alter_topic_config(
+        &self,
+        name: &str,
+        change: impl FnOnce(&TopicConfig) -> Result<TopicConfig, BrokerError>,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let _serialized = self.create_lock.lock().expect("create lock poisoned");
+        let topic = self.topic(name)?;
+        let config = change(&topic.config)?;
+        if topic.config == config {
+            return Ok(topic);
+        }
+        if topic.config.flush != config.flush {
+            return Err(BrokerError::InvalidConfig(format!(
+                "topic {name:?}: the flush policy ({}) cannot change on an existing topic; \
+                 create a new topic with the policy wanted",
+                topic.config.flush
+            )));
+        }
+        let partitions = topic.partitions.len() as u32;
+        partition_config(&config, partitions)
+            .validate()
+            .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
+        let topic_dir = self.data_dir.join("topics").join(name);
+        let file = TopicFile::new(partitions, &config).to_json();
+        write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
+        let limits = crate::storage::Limits {
+            segment_bytes: config.segment_bytes,
+            retention_bytes: config.retention_bytes,
+            retention_ms: config.retention_ms,
+        };
+        for partition in topic.open_partitions() {
+            partition
+                .set_limits(limits)
+                .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
+        }
+        let altered = Arc::new(Topic {
+            name: name.to_string(),
+            config,
+            partitions: topic.partitions.clone(),
+        });
+        self.topics
+            .write()
+            .expect("topics lock poisoned")
+            .insert(name.to_string(), Arc::clone(&altered));
+        info!(topic = name, ?config, "altered topic config");
+        Ok(altered)
+    }
+
     /// Gives each partition of a topic re-created under a deleted one's name the creation epoch
     /// `floor + 1`, durably, before the partitions are opened: holders of the old epochs are
     /// fenced and the first grant is above all of them.

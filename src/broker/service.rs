@@ -826,6 +826,39 @@ impl BrokerService {
         }
     }
 
+    /// Changes the live settings of a topic (segment size, retention): `change` computes the new
+    /// config from the current one and refuses what cannot change (with
+    /// `BrokerError::InvalidConfig` naming it). Standalone: durable in the topic's `topic.json`
+    /// (written atomically) and applied to its open partitions before this returns. In a
+    /// cluster: a compare-and-swap of the topic record in the metadata store, which every
+    /// broker's driver applies to its local copy. `validate_only` checks and changes nothing.
+    /// Returns the config in force after the change.
+    pub async fn alter_topic_config(
+        &self,
+        name: String,
+        change: TopicConfigChangeFn,
+        validate_only: bool,
+    ) -> Result<TopicConfig, BrokerError> {
+        self.refuse_internal(&name, "altered")?;
+        if let ReplicaManager::Clustered(driver) = self.replica_manager() {
+            return driver
+                .alter_topic_config(&name, &change, validate_only)
+                .await;
+        }
+        let topic = self.broker.topic(&name)?;
+        if validate_only {
+            let config = change(topic.config())?;
+            crate::broker::partition_config(&config, topic.partitions().len() as u32)
+                .validate()
+                .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
+            return Ok(config);
+        }
+        let broker = Arc::clone(&self.broker);
+        blocking(move || broker.alter_topic_config(&name, |current| change(current)))
+            .await
+            .map(|topic| *topic.config())
+    }
+
     /// Deletes a topic (see [`Broker::delete_topic`]): once this returns `Ok` the deletion and the
     /// name's fence floor are durable, the topic is no longer served (metadata, produce, fetch
     /// and leases answer UNKNOWN_TOPIC), its leases and committed offsets are forgotten. Its
@@ -889,6 +922,12 @@ impl BrokerService {
         blocking(move || broker.sync_all()).await
     }
 }
+
+/// How [`BrokerService::alter_topic_config`] computes a topic's new config from its current one
+/// (refusing, with `BrokerError::InvalidConfig`, what cannot change). Called again if another
+/// change came first (in a cluster).
+pub type TopicConfigChangeFn =
+    Arc<dyn Fn(&TopicConfig) -> Result<TopicConfig, BrokerError> + Send + Sync>;
 
 /// The refusal of a replication API by a standalone broker.
 fn not_in_a_cluster(api: &str) -> BrokerError {

@@ -1,4 +1,5 @@
-//! `fencelog topic create|list|delete`: create topics, show their configuration, delete them.
+//! `fencelog topic create|list|describe|alter|delete`: create topics, show and change their
+//! configuration, delete them.
 
 use std::time::Duration;
 
@@ -8,7 +9,9 @@ use serde::Serialize;
 use super::common::{self, ClientArgs, Failure, Output};
 use super::CliError;
 use crate::client::ClientError;
-use crate::protocol::{ErrorCode, FlushPolicy, Replication, TopicConfig, TopicMetadata};
+use crate::protocol::{
+    ErrorCode, FlushPolicy, Replication, TopicConfig, TopicConfigChange, TopicMetadata,
+};
 
 /// Arguments of `fencelog topic`.
 #[derive(Debug, Args)]
@@ -35,6 +38,64 @@ pub enum TopicCommand {
     /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
     /// "retention_bytes", "retention_ms"} (null retention = unlimited).
     List(ListArgs),
+    /// Show one topic's settings under the names Kafka tools use (the Kafka listener's
+    /// DescribeConfigs reports the same): `retention.ms`, `retention.bytes`, `segment.bytes`,
+    /// `cleanup.policy`, `message.timestamp.type`, `fencelog.flush` (-1: unlimited).
+    ///
+    /// Exit status 1 if there is no such topic. With --json: the object `topic list` prints.
+    Describe(DescribeArgs),
+    /// Change a topic's retention or segment size while it is served (durable; in a cluster on
+    /// every broker). The flush policy is chosen at creation.
+    ///
+    /// Prints the topic's settings after the change, as `topic describe` does (with --json:
+    /// the object `topic list` prints).
+    Alter(AlterArgs),
+}
+
+/// Arguments of `fencelog topic alter`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
+    .args(["retention", "retention_bytes", "segment_bytes"])))]
+pub struct AlterArgs {
+    /// Name of the topic to change.
+    pub name: String,
+    /// Delete segments whose newest record is older than this, e.g. `7d`, `12h`; 0 means
+    /// unlimited.
+    #[arg(long, value_parser = parse_retention)]
+    pub retention: Option<Duration>,
+    /// Delete the oldest segments once a partition holds more than this many bytes; 0 means
+    /// unlimited.
+    #[arg(long, value_name = "BYTES")]
+    pub retention_bytes: Option<u64>,
+    /// Segment file size in bytes, 4096 to 1073741824, for segments rolled from now on.
+    #[arg(long, value_name = "BYTES")]
+    pub segment_bytes: Option<u64>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+/// The change `topic alter` sends (0 retention: unlimited, as on the wire).
+fn config_change(args: &AlterArgs) -> TopicConfigChange {
+    TopicConfigChange {
+        segment_bytes: args.segment_bytes,
+        retention_bytes: args
+            .retention_bytes
+            .map(|bytes| (bytes != 0).then_some(bytes)),
+        retention_ms: args.retention.map(|retention| {
+            (!retention.is_zero()).then(|| u64::try_from(retention.as_millis()).unwrap_or(u64::MAX))
+        }),
+    }
+}
+
+/// Arguments of `fencelog topic describe`.
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Name of the topic to describe.
+    pub name: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
 }
 
 /// Arguments of `fencelog topic create`.
@@ -174,7 +235,66 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
         TopicCommand::Create(args) => common::block_on(create(args)),
         TopicCommand::List(args) => common::block_on(list(args)),
         TopicCommand::Delete(args) => common::block_on(delete(args)),
+        TopicCommand::Describe(args) => common::block_on(describe(args)),
+        TopicCommand::Alter(args) => common::block_on(alter(args)),
     }
+}
+
+/// `key=value` lines of a topic's settings under Kafka's names.
+fn kafka_named(config: &TopicConfig) -> Vec<String> {
+    let unlimited = |value: Option<u64>| value.map_or_else(|| "-1".to_owned(), |v| v.to_string());
+    vec![
+        "cleanup.policy=delete".to_owned(),
+        format!("fencelog.flush={}", config.flush),
+        "message.timestamp.type=CreateTime".to_owned(),
+        format!("retention.bytes={}", unlimited(config.retention_bytes)),
+        format!("retention.ms={}", unlimited(config.retention_ms)),
+        format!("segment.bytes={}", config.segment_bytes),
+    ]
+}
+
+async fn alter(args: AlterArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let config = client
+        .alter_topic_config(&args.name, config_change(&args))
+        .await?;
+    let topics = client.metadata(&[args.name.as_str()]).await?;
+    let partitions = topics.first().map_or(0, |topic| topic.partitions);
+    let mut out = Output::new(args.client.json);
+    if out.json() {
+        out.emit(&TopicJson::new(&args.name, partitions, &config), "")?;
+        return out.flush();
+    }
+    out.line(format!("altered topic {}", args.name))?;
+    for line in kafka_named(&config) {
+        out.line(line)?;
+    }
+    out.flush()
+}
+
+async fn describe(args: DescribeArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let topics = client.metadata(&[args.name.as_str()]).await?;
+    let mut out = Output::new(args.client.json);
+    for topic in &topics {
+        if out.json() {
+            out.emit(
+                &TopicJson::new(&topic.name, topic.partitions, &topic.config),
+                "",
+            )?;
+            continue;
+        }
+        out.line(format!(
+            "topic {} ({} partition{})",
+            topic.name,
+            topic.partitions,
+            if topic.partitions == 1 { "" } else { "s" }
+        ))?;
+        for line in kafka_named(&topic.config) {
+            out.line(line)?;
+        }
+    }
+    out.flush()
 }
 
 async fn delete(args: DeleteArgs) -> Result<(), Failure> {

@@ -92,6 +92,22 @@ impl Client {
         expect_response!(response, Response::DeleteTopic => ())
     }
 
+    /// Changes a topic's live settings (segment size, retention; `AlterTopicConfig`), durably
+    /// (in a cluster on every broker), and returns its settings after the change.
+    pub async fn alter_topic_config(
+        &self,
+        name: &str,
+        change: crate::domain::TopicConfigChange,
+    ) -> Result<crate::domain::TopicConfig, ClientError> {
+        let response = self
+            .call(Request::AlterTopicConfig {
+                name: name.to_owned(),
+                change,
+            })
+            .await?;
+        expect_response!(response, Response::AlterTopicConfig { config } => config)
+    }
+
     /// Describes the named topics, in the order asked; an empty list means all topics (sorted
     /// by name). Fails with `UNKNOWN_TOPIC` if any named topic does not exist.
     pub async fn metadata<S: AsRef<str>>(

@@ -24,7 +24,8 @@ use crate::protocol::{ApiKey, ErrorCode, Request};
 ///   `RenewLease` twice extends the same lease twice from "now", as once would; `ReleaseLease`
 ///   of a lease already released answers `LEASE_LOST`, which tells the caller it is gone, as
 ///   wanted; `OffsetFetch` reads; `OffsetCommit` of the same offset twice stores it once;
-///   `InitProducerId` twice only leaves an id unused.
+///   `InitProducerId` twice only leaves an id unused; `AlterTopicConfig` sets absolute values,
+///   so twice is once.
 /// * Not retried: `CreateTopic` a second time would answer `TOPIC_EXISTS` for a topic the first
 ///   attempt created, hiding the success (`DeleteTopic` likewise, with `UNKNOWN_TOPIC`); `AcquireLease` a second time is refused with
 ///   `LEASE_HELD` by the very lease the first attempt obtained (whose id the caller never
@@ -42,7 +43,8 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::OffsetCommit
         | ApiKey::InitProducerId
         | ApiKey::ReplicaFetch
-        | ApiKey::LeaderEpochEnd => true,
+        | ApiKey::LeaderEpochEnd
+        | ApiKey::AlterTopicConfig => true,
         ApiKey::CreateTopic | ApiKey::DeleteTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
         // An exchange belongs to its connection: on a new one it must start over.
         ApiKey::AuthenticateStart | ApiKey::AuthenticateContinue => false,

@@ -17,7 +17,7 @@ mod topic_config;
 
 pub use config_error::{ConfigError, Quantity};
 pub use flush_policy::{FlushPolicy, ParseFlushPolicyError, DEFAULT_FLUSH_INTERVAL_MS};
-pub use topic_config::TopicConfig;
+pub use topic_config::{TopicConfig, TopicConfigChange};
 
 pub use cluster::{
     leader_epoch_of_producer_epoch, producer_epoch_base, Acks, LeaderEpoch, NodeId, Replication,

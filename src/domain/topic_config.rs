@@ -43,6 +43,36 @@ impl Default for TopicConfig {
     }
 }
 
+/// A change of a topic's live settings (`fencelog topic alter`, the native `AlterTopicConfig`):
+/// each field `None` is left as it is. The flush policy is not among them: it is chosen at
+/// creation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TopicConfigChange {
+    /// A new segment size (from the next roll).
+    pub segment_bytes: Option<u64>,
+    /// A new size-based retention (`Some(None)`: unlimited).
+    pub retention_bytes: Option<Option<u64>>,
+    /// A new time-based retention (`Some(None)`: unlimited).
+    pub retention_ms: Option<Option<u64>>,
+}
+
+impl TopicConfigChange {
+    /// `config` with this change.
+    pub fn apply(&self, config: &TopicConfig) -> TopicConfig {
+        TopicConfig {
+            segment_bytes: self.segment_bytes.unwrap_or(config.segment_bytes),
+            flush: config.flush,
+            retention_bytes: self.retention_bytes.unwrap_or(config.retention_bytes),
+            retention_ms: self.retention_ms.unwrap_or(config.retention_ms),
+        }
+    }
+
+    /// Whether it changes nothing at all.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 use std::fmt;
 
 pub(in crate::protocol) mod acquire_lease;
+pub(in crate::protocol) mod alter_topic_config;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod authenticate;
 pub(in crate::protocol) mod create_topic;
@@ -64,12 +65,14 @@ pub enum ApiKey {
     ReplicaFetch = 15,
     /// Where a leader epoch ended in the leader's log, for truncation (cluster only).
     LeaderEpochEnd = 16,
+    /// Change a topic's live settings (segment size, retention).
+    AlterTopicConfig = 17,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 17] = [
+    pub const ALL: [ApiKey; 18] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -87,6 +90,7 @@ impl ApiKey {
         ApiKey::AuthenticateContinue,
         ApiKey::ReplicaFetch,
         ApiKey::LeaderEpochEnd,
+        ApiKey::AlterTopicConfig,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -119,6 +123,7 @@ impl ApiKey {
             ApiKey::AuthenticateContinue => "AuthenticateContinue",
             ApiKey::ReplicaFetch => "ReplicaFetch",
             ApiKey::LeaderEpochEnd => "LeaderEpochEnd",
+            ApiKey::AlterTopicConfig => "AlterTopicConfig",
         }
     }
 
@@ -201,7 +206,8 @@ mod tests {
         assert_eq!(ApiKey::AuthenticateContinue.as_u16(), 14);
         assert_eq!(ApiKey::ReplicaFetch.as_u16(), 15);
         assert_eq!(ApiKey::LeaderEpochEnd.as_u16(), 16);
-        assert_eq!(ApiKey::from_u16(17), None);
+        assert_eq!(ApiKey::AlterTopicConfig.as_u16(), 17);
+        assert_eq!(ApiKey::from_u16(18), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

@@ -53,7 +53,7 @@ pub use request::Request;
 pub use response::Response;
 
 pub use crate::domain::{
-    FlushPolicy, ParseFlushPolicyError, TopicConfig, DEFAULT_FLUSH_INTERVAL_MS,
+    FlushPolicy, ParseFlushPolicyError, TopicConfig, TopicConfigChange, DEFAULT_FLUSH_INTERVAL_MS,
 };
 
 /// Failures of the framing layer and of response parsing.

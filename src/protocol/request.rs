@@ -6,13 +6,13 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
-    leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease,
-    renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_topic,
+    fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch,
+    produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication};
-use crate::domain::TopicConfig;
+use crate::domain::{TopicConfig, TopicConfigChange};
 
 /// A request body, one variant per API (see `docs/protocol.md` for the
 /// semantics of each field).
@@ -31,6 +31,13 @@ pub enum Request {
         /// How the partitions are replicated; `Some` makes the request version 1 (`None`: one
         /// copy, as version 0).
         replication: Option<Replication>,
+    },
+    /// Change a topic's live settings.
+    AlterTopicConfig {
+        /// Topic name.
+        name: String,
+        /// What to change.
+        change: TopicConfigChange,
     },
     /// Delete a topic.
     DeleteTopic {
@@ -162,6 +169,7 @@ impl Request {
             Request::ApiVersions => ApiKey::ApiVersions,
             Request::CreateTopic { .. } => ApiKey::CreateTopic,
             Request::DeleteTopic { .. } => ApiKey::DeleteTopic,
+            Request::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
             Request::Metadata { .. } => ApiKey::Metadata,
             Request::AcquireLease { .. } => ApiKey::AcquireLease,
             Request::RenewLease { .. } => ApiKey::RenewLease,
@@ -199,6 +207,7 @@ impl Request {
                 name, replication, ..
             } => create_topic::request_body_len(name, *replication),
             Request::DeleteTopic { name } => delete_topic::request_body_len(name),
+            Request::AlterTopicConfig { name, .. } => alter_topic_config::request_body_len(name),
             Request::Metadata { topics, .. } => metadata::request_body_len(topics),
             Request::AcquireLease { topic, holder, .. } => {
                 acquire_lease::request_body_len(topic, holder)
@@ -244,6 +253,9 @@ impl Request {
                 replication,
             } => create_topic::encode_request(dst, name, *partitions, config, *replication),
             Request::DeleteTopic { name } => delete_topic::encode_request(dst, name),
+            Request::AlterTopicConfig { name, change } => {
+                alter_topic_config::encode_request(dst, name, change)
+            }
             Request::Metadata { topics, .. } => metadata::encode_request(dst, topics),
             Request::AcquireLease {
                 topic,
@@ -316,6 +328,7 @@ impl Request {
             ApiKey::ApiVersions => api_versions::decode_request(r),
             ApiKey::CreateTopic => create_topic::decode_request(r, version),
             ApiKey::DeleteTopic => delete_topic::decode_request(r),
+            ApiKey::AlterTopicConfig => alter_topic_config::decode_request(r),
             ApiKey::Metadata => metadata::decode_request(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_request(r),
             ApiKey::RenewLease => renew_lease::decode_request(r),

@@ -7,9 +7,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, api_versions, authenticate, create_topic, delete_topic, fetch, init_producer_id,
-    leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch, produce, release_lease,
-    renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_topic,
+    fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch,
+    produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -31,6 +31,11 @@ pub enum Response {
     CreateTopic,
     /// The topic was deleted. Empty body.
     DeleteTopic,
+    /// The topic's config after the change.
+    AlterTopicConfig {
+        /// Its settings now.
+        config: crate::domain::TopicConfig,
+    },
     /// Topic descriptions.
     Metadata {
         /// The requested topics (or all of them).
@@ -143,6 +148,7 @@ impl Response {
             Response::ApiVersions { .. } => ApiKey::ApiVersions,
             Response::CreateTopic => ApiKey::CreateTopic,
             Response::DeleteTopic => ApiKey::DeleteTopic,
+            Response::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
             Response::Metadata { .. } => ApiKey::Metadata,
             Response::AcquireLease { .. } => ApiKey::AcquireLease,
             Response::RenewLease { .. } => ApiKey::RenewLease,
@@ -166,6 +172,7 @@ impl Response {
             Response::ApiVersions { server, apis } => api_versions::response_body_len(server, apis),
             Response::CreateTopic => create_topic::response_body_len(),
             Response::DeleteTopic => delete_topic::response_body_len(),
+            Response::AlterTopicConfig { .. } => alter_topic_config::response_body_len(),
             Response::Metadata { topics, cluster } => {
                 metadata::response_body_len(topics, cluster.as_ref())
             }
@@ -198,6 +205,9 @@ impl Response {
             }
             Response::CreateTopic => create_topic::encode_response(dst),
             Response::DeleteTopic => delete_topic::encode_response(dst),
+            Response::AlterTopicConfig { config } => {
+                alter_topic_config::encode_response(dst, config)
+            }
             Response::Metadata { topics, cluster } => {
                 metadata::encode_response(dst, topics, cluster.as_ref())
             }
@@ -264,6 +274,7 @@ impl Response {
             ApiKey::ApiVersions => api_versions::decode_response(r),
             ApiKey::CreateTopic => create_topic::decode_response(r),
             ApiKey::DeleteTopic => delete_topic::decode_response(r),
+            ApiKey::AlterTopicConfig => alter_topic_config::decode_response(r),
             ApiKey::Metadata => metadata::decode_response(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),
             ApiKey::RenewLease => renew_lease::decode_response(r),

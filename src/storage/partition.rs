@@ -90,6 +90,8 @@ pub struct Partition {
     name: String,
     directory: PathBuf,
     config: PartitionConfig,
+    /// The settings that change while the partition is open (see [`LiveLimits`]).
+    limits: LiveLimits,
     fence: Fence<Writer>,
     shared: Arc<Shared>,
     commit: GroupCommit,
@@ -109,9 +111,39 @@ impl Partition {
         &self.directory
     }
 
-    /// The partition's settings.
+    /// The partition's settings as it was opened with (the live ones are [`Partition::limits`]).
     pub fn config(&self) -> &PartitionConfig {
         &self.config
+    }
+
+    /// The segment size and retention in force now: what it was opened with, or the last
+    /// [`Partition::set_limits`].
+    pub fn limits(&self) -> Limits {
+        self.limits.get()
+    }
+
+    /// Changes the segment size and retention of the open partition: the next retention pass
+    /// deletes by the new limits, and the next roll creates a segment of the new size (the
+    /// active one keeps its size). Checked against the same bounds as at open.
+    pub fn set_limits(&self, limits: Limits) -> Result<(), StorageError> {
+        let mut config = self.config;
+        config.segment_bytes = limits.segment_bytes;
+        config.retention_bytes = limits.retention_bytes;
+        config.retention_ms = limits.retention_ms;
+        config.validate().map_err(StorageError::InvalidConfig)?;
+        self.fence.with_log(|writer| {
+            writer.options.segment_bytes = limits.segment_bytes;
+            self.limits.set(limits);
+        });
+        Ok(())
+    }
+
+    /// The largest batch the partition takes now: the configured maximum, and never more than
+    /// a segment of the current size.
+    pub(crate) fn batch_limit(&self) -> usize {
+        self.config
+            .max_batch_bytes
+            .min(usize::try_from(self.limits.get().segment_bytes).unwrap_or(usize::MAX))
     }
 
     /// What the partition counts: produce, fetch, fence refusals, lease events, sync latency.
@@ -205,5 +237,66 @@ impl Partition {
 impl From<FenceError> for StorageError {
     fn from(error: FenceError) -> Self {
         StorageError::Fence(error)
+    }
+}
+
+/// A partition's settings that can change while it is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Size of the segments rolled from now on.
+    pub segment_bytes: u64,
+    /// Delete closed segments while the partition is larger than this.
+    pub retention_bytes: Option<u64>,
+    /// Delete closed segments whose newest record is older than this.
+    pub retention_ms: Option<u64>,
+}
+
+impl Limits {
+    /// The limits of a partition opened with `config`.
+    pub fn of(config: &PartitionConfig) -> Self {
+        Self {
+            segment_bytes: config.segment_bytes,
+            retention_bytes: config.retention_bytes,
+            retention_ms: config.retention_ms,
+        }
+    }
+}
+
+/// [`Limits`] readable without a lock (retention and the batch check read them on every pass);
+/// 0 stands for "unlimited" in the retention fields, which never hold a real 0.
+#[derive(Debug)]
+struct LiveLimits {
+    segment_bytes: AtomicU64,
+    retention_bytes: AtomicU64,
+    retention_ms: AtomicU64,
+}
+
+impl LiveLimits {
+    fn new(limits: Limits) -> Self {
+        let live = Self {
+            segment_bytes: AtomicU64::new(0),
+            retention_bytes: AtomicU64::new(0),
+            retention_ms: AtomicU64::new(0),
+        };
+        live.set(limits);
+        live
+    }
+
+    fn set(&self, limits: Limits) {
+        self.segment_bytes
+            .store(limits.segment_bytes, Ordering::Release);
+        self.retention_bytes
+            .store(limits.retention_bytes.unwrap_or(0), Ordering::Release);
+        self.retention_ms
+            .store(limits.retention_ms.unwrap_or(0), Ordering::Release);
+    }
+
+    fn get(&self) -> Limits {
+        let unlimited_if_zero = |value: u64| (value != 0).then_some(value);
+        Limits {
+            segment_bytes: self.segment_bytes.load(Ordering::Acquire),
+            retention_bytes: unlimited_if_zero(self.retention_bytes.load(Ordering::Acquire)),
+            retention_ms: unlimited_if_zero(self.retention_ms.load(Ordering::Acquire)),
+        }
     }
 }

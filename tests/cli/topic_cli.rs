@@ -139,3 +139,77 @@ fn values_the_wire_would_misread_or_the_server_refuses_fail_clearly() {
     let listed = run(&["topic", "list", "--json"], Some(&addr));
     assert_eq!(stdout(&listed), "", "no topic was created");
 }
+
+#[test]
+fn topic_describe_and_alter_show_and_change_the_live_settings() {
+    // Proves: `topic describe` prints a topic's settings under Kafka's names, `topic alter`
+    // changes retention and segment size of the served topic (printing the result), `describe`
+    // shows the change, a bad value is refused naming it, and alter needs something to change.
+    let (server, _runtime) = start_server_on_own_runtime();
+    let addr = server.addr().to_string();
+    let created = run(
+        &["topic", "create", "logs", "--partitions", "2"],
+        Some(&addr),
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let described = run(&["topic", "describe", "logs"], Some(&addr));
+    assert_eq!(described.status.code(), Some(0), "{}", stderr(&described));
+    assert_eq!(
+        stdout(&described),
+        "topic logs (2 partitions)\ncleanup.policy=delete\nfencelog.flush=always\n\
+         message.timestamp.type=CreateTime\nretention.bytes=-1\nretention.ms=-1\n\
+         segment.bytes=67108864\n"
+    );
+    let altered = run(
+        &[
+            "topic",
+            "alter",
+            "logs",
+            "--retention",
+            "1h",
+            "--segment-bytes",
+            "1048576",
+            "--retention-bytes",
+            "1000000",
+        ],
+        Some(&addr),
+    );
+    assert_eq!(altered.status.code(), Some(0), "{}", stderr(&altered));
+    assert!(
+        stdout(&altered).starts_with("altered topic logs\n"),
+        "{}",
+        stdout(&altered)
+    );
+    let described = run(&["topic", "describe", "logs", "--json"], Some(&addr));
+    let json: Value = serde_json::from_str(stdout(&described).trim()).unwrap();
+    assert_eq!(json["retention_ms"], 3_600_000);
+    assert_eq!(json["retention_bytes"], 1_000_000);
+    assert_eq!(json["segment_bytes"], 1_048_576);
+    assert_eq!(json["partitions"], 2);
+    let unlimited = run(
+        &["topic", "alter", "logs", "--retention-bytes", "0"],
+        Some(&addr),
+    );
+    assert_eq!(unlimited.status.code(), Some(0), "{}", stderr(&unlimited));
+    assert!(
+        stdout(&unlimited).contains("retention.bytes=-1"),
+        "{}",
+        stdout(&unlimited)
+    );
+    assert!(
+        stdout(&unlimited).contains("retention.ms=3600000"),
+        "kept: {}",
+        stdout(&unlimited)
+    );
+
+    let bad = run(
+        &["topic", "alter", "logs", "--segment-bytes", "12"],
+        Some(&addr),
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("segment_bytes"), "{}", stderr(&bad));
+    let nothing = run(&["topic", "alter", "logs"], Some(&addr));
+    assert_ne!(nothing.status.code(), Some(0));
+    let missing = run(&["topic", "describe", "nope"], Some(&addr));
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+}

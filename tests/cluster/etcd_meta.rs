@@ -482,6 +482,59 @@ async fn slow_watcher_gets_a_resync(backend: &Backend) {
     }
 }
 
+/// A topic config change is a compare-and-swap of the topic record: it wins from the config
+/// read, loses (`TopicConfigChanged` with the config now, nothing written) from a stale one,
+/// is `NotFound` for a missing topic, leaves the partition states alone, and a watch delivers
+/// the new record as `TopicCreated`.
+async fn alter_topic_config_is_a_compare_and_swap(backend: &Backend) {
+    let store = backend.store();
+    let (record, states) = topic("configured", 2);
+    store.create_topic(record.clone(), states).await.unwrap();
+    let partitions = store.partition_states().await.unwrap();
+    let mut watch = store.watch(16).await.unwrap();
+    let altered = TopicConfig {
+        retention_ms: Some(3_600_000),
+        ..record.config
+    };
+    let written = store
+        .alter_topic_config("configured", record.config, altered)
+        .await
+        .unwrap();
+    assert_eq!(written.config, altered);
+    assert_eq!(written.partition_count, record.partition_count);
+    assert_eq!(store.topics().await.unwrap(), vec![written.clone()]);
+    assert_eq!(
+        store.partition_states().await.unwrap(),
+        partitions,
+        "untouched"
+    );
+    let stale = store
+        .alter_topic_config("configured", record.config, TopicConfig::default())
+        .await;
+    assert!(
+        matches!(&stale, Err(MetaError::TopicConfigChanged { current, .. }) if *current == altered),
+        "{stale:?}"
+    );
+    assert_eq!(store.topics().await.unwrap(), vec![written.clone()]);
+    let missing = store
+        .alter_topic_config("missing", record.config, altered)
+        .await;
+    assert!(
+        matches!(missing, Err(MetaError::NotFound { .. })),
+        "{missing:?}"
+    );
+    loop {
+        match backend.next_event(&mut watch).await {
+            MetaEvent::TopicCreated(seen) => {
+                assert_eq!(seen, written);
+                break;
+            }
+            MetaEvent::Resync(snapshot) if snapshot.topics == vec![written.clone()] => break,
+            _ => {}
+        }
+    }
+}
+
 /// Runs each shared body against a fresh memory store and a fresh etcd.
 macro_rules! on_both_stores {
     ($($body:ident),* $(,)?) => {
@@ -515,6 +568,7 @@ on_both_stores!(
     create_topic_is_atomic_and_only_if_absent,
     watch_delivers_broker_down_and_partition_changes,
     slow_watcher_gets_a_resync,
+    alter_topic_config_is_a_compare_and_swap,
 );
 
 // ---- etcd only ----

@@ -1010,3 +1010,62 @@ fn reopen_with_another_segment_size_keeps_the_log() {
         assert_eq!(records.len() as u64, expected);
     }
 }
+
+#[test]
+fn live_limits_change_retention_and_the_next_segments_size() {
+    // Proves: `set_limits` on an open partition makes the next retention pass delete by the new
+    // limit (nothing was due before), the next roll creates segments of the new size, a batch
+    // larger than a shrunk segment is refused up front (never a roll that cannot hold it),
+    // and an out-of-range size is refused naming segment_bytes, changing nothing.
+    use fencelog::storage::Limits;
+    let dir = tempfile::tempdir().unwrap();
+    let partition = fresh(dir.path(), small(FlushPolicy::Never));
+    fill(&partition, 40, |tag| batch(1, tag, 2, 300));
+    assert_eq!(
+        partition.enforce_retention(0).unwrap().segments,
+        0,
+        "unlimited"
+    );
+    let before = segment_bases(dir.path()).len();
+    assert!(before >= 4, "{before}");
+    let limits = Limits {
+        segment_bytes: 4 * SMALL_SEGMENT_BYTES,
+        retention_bytes: Some(2 * SMALL_SEGMENT_BYTES),
+        retention_ms: None,
+    };
+    partition.set_limits(limits).unwrap();
+    assert_eq!(partition.limits(), limits);
+    let report = partition.enforce_retention(0).unwrap();
+    assert!(report.segments > 0, "the new limit applies at once");
+    let log_start = partition.log_start_offset();
+    assert!(log_start > 0);
+    // The next segments are 4 times as large: far fewer rolls for the same data.
+    let last_before = *segment_bases(dir.path()).last().unwrap();
+    fill(&partition, 40, |tag| batch(1, 100 + tag, 2, 300));
+    let rolled = segment_bases(dir.path())
+        .into_iter()
+        .filter(|base| *base > last_before)
+        .count();
+    assert!(
+        rolled >= 1 && rolled * 2 < before,
+        "rolled {rolled} segments, {before} before"
+    );
+
+    let bad = partition.set_limits(Limits {
+        segment_bytes: 12,
+        ..limits
+    });
+    assert!(bad.unwrap_err().to_string().contains("segment_bytes"));
+    assert_eq!(partition.limits(), limits, "unchanged");
+    partition
+        .set_limits(Limits {
+            segment_bytes: SMALL_SEGMENT_BYTES,
+            ..limits
+        })
+        .unwrap();
+    let too_big = partition.append(&batch(1, 999, 1, 2 * SMALL_SEGMENT_BYTES as usize));
+    assert!(
+        matches!(too_big, Err(StorageError::BatchTooLarge { .. })),
+        "{too_big:?}"
+    );
+}

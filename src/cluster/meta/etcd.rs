@@ -34,6 +34,7 @@ use super::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{BrokerRegistration, LeaderEpoch, PartitionState, Versioned};
+use crate::domain::TopicConfig;
 
 /// How long connecting to an etcd endpoint may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -786,6 +787,56 @@ impl MetaStore for EtcdMetaStore {
             }
             Err(MetaError::Contended {
                 what: format!("delete topic {topic} (its partitions kept changing)"),
+                attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+            })
+        })
+    }
+
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        expected: TopicConfig,
+        config: TopicConfig,
+    ) -> BoxFuture<'static, Result<TopicRecord, MetaError>> {
+        let store = self.clone();
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            super::layout::validate_name("topic name", &topic)?;
+            let key = store.inner.layout.topic_key(&topic);
+            for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+                let read = Txn::new().and_then([TxnOp::get(key.clone(), None)]);
+                let response = store.txn("read the topic to alter", read).await?;
+                let Some(kv) = txn_read(&response).into_iter().next() else {
+                    return Err(MetaError::NotFound {
+                        what: format!("topic {topic}"),
+                    });
+                };
+                let mut record: TopicRecord = decode_value(&key, kv.value())?;
+                if record.config != expected {
+                    return Err(MetaError::TopicConfigChanged {
+                        topic,
+                        current: record.config,
+                    });
+                }
+                record.config = config;
+                // The record unchanged since the read (not deleted, not re-created, no other
+                // field rewritten): else read again.
+                let txn = Txn::new()
+                    .when([
+                        Compare::version(key.clone(), CompareOp::Greater, 0),
+                        Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
+                    ])
+                    .and_then([TxnOp::put(key.clone(), encode_value(&record), None)]);
+                if store
+                    .txn("compare-and-swap the topic record", txn)
+                    .await?
+                    .succeeded()
+                {
+                    return Ok(record);
+                }
+            }
+            Err(MetaError::Contended {
+                what: format!("alter the config of topic {topic}"),
                 attempts: TOPIC_DELETE_ATTEMPTS_MAX,
             })
         })

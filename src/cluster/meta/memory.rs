@@ -29,6 +29,7 @@ use super::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
+use crate::domain::TopicConfig;
 
 /// A metadata store in memory; cheap to clone (clones share the store).
 #[derive(Clone)]
@@ -434,6 +435,34 @@ impl MetaStore for MemoryMetaStore {
                 TopicTombstone { leader_epoch_floor },
                 vec![MetaEvent::TopicDeleted(topic.clone())],
             ))
+        });
+        Box::pin(async move { result })
+    }
+
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        expected: TopicConfig,
+        config: TopicConfig,
+    ) -> BoxFuture<'static, Result<TopicRecord, MetaError>> {
+        let topic = topic.to_owned();
+        let result = self.apply(|state, _| {
+            let Some(record) = state.topics.get(&topic) else {
+                return Err(MetaError::NotFound {
+                    what: format!("topic {topic}"),
+                });
+            };
+            if record.config != expected {
+                return Err(MetaError::TopicConfigChanged {
+                    topic: topic.clone(),
+                    current: record.config,
+                });
+            }
+            let mut record = record.clone();
+            record.config = config;
+            state.next_revision();
+            state.topics.insert(topic.clone(), record.clone());
+            Ok((record.clone(), vec![MetaEvent::TopicCreated(record)]))
         });
         Box::pin(async move { result })
     }

@@ -271,6 +271,16 @@ pub enum MetaError {
         /// How many attempts were made.
         attempts: usize,
     },
+    /// A topic config change lost its compare-and-swap: the topic's config is no longer the one
+    /// the change was computed from. Nothing was written; `current` is the config now, to
+    /// compute the change again from.
+    #[error("topic {topic}: its config changed since it was read; nothing was written: apply the change to the current config and retry")]
+    TopicConfigChanged {
+        /// The topic.
+        topic: String,
+        /// Its config now.
+        current: TopicConfig,
+    },
     /// The request itself is invalid (a TTL out of range, partition states that do not match
     /// the topic record...). Nothing was sent.
     #[error("invalid metadata request: {0}")]
@@ -319,6 +329,19 @@ pub trait MetaStore: Send + Sync + Debug {
     /// record's `first_leader_epoch` says where (compared against the tombstone read, so a
     /// concurrent delete cannot slip a higher floor in).
     fn delete_topic(&self, topic: &str) -> BoxFuture<'static, Result<TopicTombstone, MetaError>>;
+
+    /// Replaces the config (segment size, flush policy, retention) of topic `topic` with
+    /// `config` if it is still `expected`: a compare-and-swap of the topic record, so two
+    /// concurrent changes cannot both be computed from the same config and one lost. Else
+    /// `TopicConfigChanged` with the config now (`NotFound` if the topic is gone); nothing is
+    /// written. Returns the record written; watches see it as `TopicCreated` with the new record
+    /// (a topic record's put, as etcd reports it), which every broker applies to its local copy.
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        expected: TopicConfig,
+        config: TopicConfig,
+    ) -> BoxFuture<'static, Result<TopicRecord, MetaError>>;
 
     /// The fence floor of the name `topic`: its tombstone, or the cluster-wide floor of folded
     /// names when it has none (0 if no topic of the name was ever deleted and nothing folded).

@@ -32,7 +32,8 @@ pub enum MetaEvent {
     BrokerUp(BrokerRegistration),
     /// A broker's registration is gone: its lease lapsed or was revoked.
     BrokerDown(NodeId),
-    /// A topic was created. Its partition states follow as `PartitionChanged` events.
+    /// A topic was created (its partition states follow as `PartitionChanged` events), or the
+    /// record of an existing one changed (its config: `MetaStore::alter_topic_config`).
     TopicCreated(TopicRecord),
     /// A topic was deleted, with all its partition states.
     TopicDeleted(String),

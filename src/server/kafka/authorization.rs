@@ -12,6 +12,10 @@
 //!   IdempotentWrite check answers.
 //! - An `acks=0` produce that is refused closes the connection (there is no response to carry
 //!   the error; Kafka does the same).
+//! - The config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) are checked per
+//!   resource in their handlers: describing a topic needs some operation on it, altering it
+//!   `admin` on it (`TOPIC_AUTHORIZATION_FAILED`); a broker resource needs `admin` somewhere
+//!   (`CLUSTER_AUTHORIZATION_FAILED`). The other resources of the request still run.
 //! - Metadata of all topics leaves out the topics the principal may not see (no operation on
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
@@ -348,6 +352,9 @@ pub fn refuse(
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
         | RequestBody::Metadata(_)
+        | RequestBody::DescribeConfigs(_)
+        | RequestBody::AlterConfigs(_)
+        | RequestBody::IncrementalAlterConfigs(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => return None,
     };
@@ -369,9 +376,13 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         Ok(())
     };
     match body {
+        // The config APIs are checked per resource by their handlers.
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
         | RequestBody::Metadata(_)
+        | RequestBody::DescribeConfigs(_)
+        | RequestBody::AlterConfigs(_)
+        | RequestBody::IncrementalAlterConfigs(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => Ok(()),
         RequestBody::Produce(request) => each(

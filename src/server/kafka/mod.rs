@@ -25,6 +25,7 @@
 pub mod authorization;
 pub mod batches;
 pub mod config;
+pub mod configs;
 pub mod errors;
 pub mod handlers;
 pub mod request;

@@ -20,12 +20,13 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -96,6 +97,12 @@ pub enum RequestBody {
     OffsetDelete(OffsetDeleteRequest),
     /// DescribeCluster (60).
     DescribeCluster(DescribeClusterRequest),
+    /// DescribeConfigs (32).
+    DescribeConfigs(DescribeConfigsRequest),
+    /// AlterConfigs (33).
+    AlterConfigs(AlterConfigsRequest),
+    /// IncrementalAlterConfigs (44).
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
 }
 
 impl RequestBody {
@@ -154,6 +161,16 @@ impl RequestBody {
             }
             ApiKey::DescribeCluster => {
                 DescribeClusterRequest::decode(frame, version).map(Self::DescribeCluster)
+            }
+            ApiKey::DescribeConfigs => {
+                DescribeConfigsRequest::decode(frame, version).map(Self::DescribeConfigs)
+            }
+            ApiKey::AlterConfigs => {
+                AlterConfigsRequest::decode(frame, version).map(Self::AlterConfigs)
+            }
+            ApiKey::IncrementalAlterConfigs => {
+                IncrementalAlterConfigsRequest::decode(frame, version)
+                    .map(Self::IncrementalAlterConfigs)
             }
             _ => return None,
         };

@@ -4,12 +4,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
-    DescribeClusterResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
-    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse,
+    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader,
+    SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -79,6 +80,12 @@ pub enum ResponseBody {
     OffsetDelete(OffsetDeleteResponse),
     /// DescribeCluster (60).
     DescribeCluster(DescribeClusterResponse),
+    /// DescribeConfigs (32).
+    DescribeConfigs(DescribeConfigsResponse),
+    /// AlterConfigs (33).
+    AlterConfigs(AlterConfigsResponse),
+    /// IncrementalAlterConfigs (44).
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
 }
 
 impl ResponseBody {
@@ -107,6 +114,9 @@ impl ResponseBody {
             Self::DeleteGroups(body) => body.encode(out, version),
             Self::OffsetDelete(body) => body.encode(out, version),
             Self::DescribeCluster(body) => body.encode(out, version),
+            Self::DescribeConfigs(body) => body.encode(out, version),
+            Self::AlterConfigs(body) => body.encode(out, version),
+            Self::IncrementalAlterConfigs(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

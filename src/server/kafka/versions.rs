@@ -115,6 +115,16 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 4,
     },
     SupportedApi {
+        key: ApiKey::DescribeConfigs,
+        min_version: 1,
+        max_version: 4,
+    },
+    SupportedApi {
+        key: ApiKey::AlterConfigs,
+        min_version: 0,
+        max_version: 2,
+    },
+    SupportedApi {
         key: ApiKey::SaslAuthenticate,
         min_version: 0,
         max_version: 2,
@@ -123,6 +133,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         key: ApiKey::DeleteGroups,
         min_version: 0,
         max_version: 2,
+    },
+    SupportedApi {
+        key: ApiKey::IncrementalAlterConfigs,
+        min_version: 0,
+        max_version: 1,
     },
     SupportedApi {
         key: ApiKey::OffsetDelete,

@@ -142,6 +142,16 @@ fn answer(
             service.delete_topic(name).await?;
             Ok(Response::DeleteTopic)
         }),
+        Request::AlterTopicConfig { name, change } => Box::pin(async move {
+            let config = service
+                .alter_topic_config(
+                    name,
+                    Arc::new(move |config| Ok(change.apply(config))),
+                    false,
+                )
+                .await?;
+            Ok(Response::AlterTopicConfig { config })
+        }),
         Request::AcquireLease {
             topic,
             partition,

@@ -148,13 +148,13 @@ impl Partition {
                 return Err(StorageError::Fence(FenceError::Fenced { epoch, current }));
             }
         }
-        if batch_bytes.len() > self.config.batch_limit() {
+        if batch_bytes.len() > self.batch_limit() {
             return Err(StorageError::BatchTooLarge {
                 len: batch_bytes.len(),
-                max: self.config.batch_limit(),
+                max: self.batch_limit(),
             });
         }
-        let header = batch::validate(batch_bytes, self.config.batch_limit())?;
+        let header = batch::validate(batch_bytes, self.batch_limit())?;
         if header.epoch != epoch {
             return Err(batch::BatchError::EpochMismatch {
                 header: header.epoch,

@@ -142,6 +142,7 @@ impl Partition {
                 name: name.to_string(),
                 directory: directory.to_path_buf(),
                 config,
+                limits: super::LiveLimits::new(super::Limits::of(&config)),
                 fence: Fence::with_replica_state(epoch, creation_epoch, replica, writer),
                 shared,
                 commit: GroupCommit::new(log_end),

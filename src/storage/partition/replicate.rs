@@ -289,7 +289,7 @@ impl Partition {
                     len: bytes.len() - position,
                 })?;
             let batch_bytes = &bytes[position..end];
-            let header = batch::validate(batch_bytes, self.config.batch_limit())?;
+            let header = batch::validate(batch_bytes, self.config.max_batch_bytes)?;
             if let Some(previous) = batches.last() {
                 if header.base_offset != previous.header.next_offset() {
                     return Err(self.diverged(format!(

@@ -91,7 +91,8 @@ impl Partition {
     /// Whether retention would delete a segment now: a check under the segment list's read lock
     /// only, so running retention often costs the writer nothing while nothing is due.
     fn retention_due(&self, now_ms: i64) -> bool {
-        if self.config.retention_bytes.is_none() && self.config.retention_ms.is_none() {
+        let limits = self.limits();
+        if limits.retention_bytes.is_none() && limits.retention_ms.is_none() {
             return false;
         }
         self.learn_retention_facts(now_ms);
@@ -109,11 +110,11 @@ impl Partition {
     /// the first that is not expired (found by checking those segments whole, once). Nothing
     /// is looked at when everything needed is known, so frequent passes stay cheap.
     fn learn_retention_facts(&self, now_ms: i64) {
-        let age_limit_ms = self
-            .config
+        let limits = self.limits();
+        let age_limit_ms = limits
             .retention_ms
             .map(|ms| now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)));
-        let by_bytes = self.config.retention_bytes.is_some();
+        let by_bytes = limits.retention_bytes.is_some();
         let age_unknown = |segments: &[Arc<SegmentReader>]| {
             age_limit_ms.is_some_and(|limit| {
                 segments[..segments.len().saturating_sub(1)]
@@ -156,8 +157,9 @@ impl Partition {
     /// Whether a log of `total` bytes whose oldest segment's newest record is `oldest_max_ms`
     /// is beyond the retention limits (the oldest segment must go).
     fn exceeds_retention(&self, total: u64, oldest_max_ms: i64, now_ms: i64) -> bool {
-        let too_big = self.config.retention_bytes.is_some_and(|max| total > max);
-        let too_old = self.config.retention_ms.is_some_and(|ms| {
+        let limits = self.limits();
+        let too_big = limits.retention_bytes.is_some_and(|max| total > max);
+        let too_old = limits.retention_ms.is_some_and(|ms| {
             oldest_max_ms < now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))
         });
         too_big || too_old

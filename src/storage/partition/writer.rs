@@ -140,11 +140,11 @@ impl Writer {
         {
             Some(end) => end,
             None => {
-                self.roll()?;
+                self.roll(batch_bytes.len() as u64)?;
                 self.active
                     .append(batch_bytes, header)
                     .map_err(io_error("write to segment"))?
-                    .expect("a batch no larger than a segment fits in an empty one")
+                    .expect("a segment rolled for a batch is at least its size")
             }
         };
         // Track the segment as unsynced on its first append only: no Arc clone per append.
@@ -173,22 +173,28 @@ impl Writer {
     /// The sealed segment is synced whole in the background ([`super::super::seal`]), which then moves
     /// the recovery point past it: recovery cuts torn data only after the recovery point and
     /// treats damage before it as corruption (refused, never cut or deleted).
-    fn roll(&mut self) -> Result<(), StorageError> {
+    ///
+    /// The new segment has the current segment size, or `batch_bytes` if that is larger: a
+    /// batch accepted before a live shrink of the segment size (or a follower's batch from a
+    /// leader that applied a growth first) still fits in the segment rolled for it.
+    fn roll(&mut self, batch_bytes: u64) -> Result<(), StorageError> {
         let base_offset = self.active.next_offset();
+        let mut options = self.options;
+        options.segment_bytes = options.segment_bytes.max(batch_bytes);
         // A reused file's old tail goes first: recovery must never find old bytes after a
         // segment's data once another segment follows it (see `spare`).
         self.active
             .finish_writing(self.durable_rolls)
             .map_err(io_error("cut a reused segment file"))?;
-        let next = match self.shared.spares.take(self.options.segment_bytes) {
+        let next = match self.shared.spares.take(options.segment_bytes) {
             Some(spare) => {
-                ActiveSegment::create_reusing(&self.directory, base_offset, self.options, &spare)
+                ActiveSegment::create_reusing(&self.directory, base_offset, options, &spare)
                     .or_else(|error| {
                         warn!(directory = %self.directory.display(), %error, "could not reuse a spare segment file; creating one");
-                        ActiveSegment::create(&self.directory, base_offset, self.options)
+                        ActiveSegment::create(&self.directory, base_offset, options)
                     })
             }
-            None => ActiveSegment::create(&self.directory, base_offset, self.options),
+            None => ActiveSegment::create(&self.directory, base_offset, options),
         }
         .map_err(io_error("create segment"))?;
         // Under `never` the directory is synced by the seal, for many rolls at once (see

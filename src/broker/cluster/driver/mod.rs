@@ -500,7 +500,10 @@ impl ClusterDriver {
     /// Creates `topic` in the local data directory if it is not there yet.
     async fn ensure_local_topic(&self, topic: &TopicRecord) {
         let broker = Arc::clone(&self.broker);
-        if broker.topic(&topic.name).is_ok() {
+        if let Ok(local) = broker.topic(&topic.name) {
+            if *local.config() != topic.config {
+                self.apply_topic_config(topic).await;
+            }
             return;
         }
         let record = topic.clone();
@@ -516,6 +519,27 @@ impl ClusterDriver {
                 warn!(topic = %topic.name, %error, "cannot create the cluster topic locally")
             }
             Err(error) => warn!(topic = %topic.name, %error, "creating the topic locally panicked"),
+        }
+    }
+
+    /// Applies a changed topic record's config to the local copy (durably, and to its open
+    /// partitions: see [`crate::broker::Broker::alter_topic_config`]).
+    pub(super) async fn apply_topic_config(&self, topic: &TopicRecord) {
+        let broker = Arc::clone(&self.broker);
+        let (name, config) = (topic.name.clone(), topic.config);
+        let applied =
+            tokio::task::spawn_blocking(move || broker.alter_topic_config(&name, |_| Ok(config)))
+                .await;
+        match applied {
+            Ok(Ok(_)) => {
+                info!(topic = %topic.name, config = ?topic.config, "applied the cluster topic's changed config locally")
+            }
+            Ok(Err(error)) => {
+                warn!(topic = %topic.name, %error, "cannot apply the cluster topic's changed config locally")
+            }
+            Err(error) => {
+                warn!(topic = %topic.name, %error, "applying the topic config locally panicked")
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use crate::broker::cluster::ClusterError;
 use crate::broker::BrokerError;
 use crate::cluster::meta::{
     create_topic_placed, MetaError, PartitionId, TopicRecord, INITIAL_LEADER_EPOCH,
+    TOPIC_DELETE_ATTEMPTS_MAX,
 };
 use crate::cluster::LeaderEpoch;
 use crate::domain::{Replication, TopicConfig};
@@ -75,6 +76,50 @@ impl ClusterDriver {
                     p.value.leader.is_some() && p.value.leader_epoch > INITIAL_LEADER_EPOCH
                 })
         })
+    }
+
+    /// Changes a cluster topic's config: `change` computes it from the record's config, which is
+    /// then compare-and-swapped into the store (computed again from the newer config, up to
+    /// [`TOPIC_DELETE_ATTEMPTS_MAX`] times, if another change came first). Durable once etcd
+    /// answers; applied to this broker's copy before returning, and by every other broker when
+    /// its watch delivers the record. `validate_only` computes and checks, writes nothing.
+    pub async fn alter_topic_config(
+        &self,
+        name: &str,
+        change: &crate::broker::service::TopicConfigChangeFn,
+        validate_only: bool,
+    ) -> Result<TopicConfig, BrokerError> {
+        let record = self.state().topics.get(name).cloned();
+        let Some(record) = record else {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        };
+        let mut current = record.config;
+        for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+            let config = change(&current)?;
+            crate::broker::partition_config(&config, record.partition_count)
+                .validate()
+                .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
+            if validate_only || config == current {
+                return Ok(config);
+            }
+            match self.store.alter_topic_config(name, current, config).await {
+                Ok(written) => {
+                    self.apply_topic_config(&written).await;
+                    return Ok(written.config);
+                }
+                Err(MetaError::TopicConfigChanged { current: now, .. }) => current = now,
+                Err(MetaError::NotFound { .. }) => {
+                    return Err(BrokerError::UnknownTopic(name.to_string()))
+                }
+                Err(MetaError::Invalid(reason)) => return Err(BrokerError::InvalidConfig(reason)),
+                Err(error) => return Err(ClusterError::Meta(error).into()),
+            }
+        }
+        Err(ClusterError::Meta(MetaError::Contended {
+            what: format!("alter the config of topic {name}"),
+            attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+        })
+        .into())
     }
 
     /// Deletes a cluster topic: one etcd transaction removes its record and partition states

@@ -19,12 +19,16 @@
 //! - `validate_only` checks everything, including that the name is free, and creates nothing.
 //! - A name given twice in one request is `INVALID_REQUEST` for each of them, as in Kafka.
 //! - `timeout_ms` is not used: creation is synchronous and durable before the answer.
+//! - v5+: a created (or validated) topic's answer carries its configs, as DescribeConfigs
+//!   reports them ([`super::super::configs`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -89,15 +93,42 @@ pub async fn handle(
 struct Created {
     partitions: u32,
     replication_factor: u16,
+    config: TopicConfig,
+    min_insync: u16,
 }
 
 fn result(topic: &CreatableTopic, outcome: Result<Created, Refusal>) -> CreatableTopicResult {
     let answer = CreatableTopicResult::default().with_name(topic.name.clone());
     match outcome {
-        Ok(created) => answer
-            .with_topic_id(topic_id(topic.name.0.as_str()))
-            .with_num_partitions(i32::try_from(created.partitions).unwrap_or(i32::MAX))
-            .with_replication_factor(i16::try_from(created.replication_factor).unwrap_or(i16::MAX)),
+        Ok(created) => {
+            let default_min_insync = if created.replication_factor > 1 {
+                created.replication_factor.min(2)
+            } else {
+                1
+            };
+            let configs = super::super::configs::topic_configs(
+                &created.config,
+                created.min_insync,
+                default_min_insync,
+            )
+            .into_iter()
+            .map(|entry| {
+                CreatableTopicConfigs::default()
+                    .with_name(StrBytes::from_static_str(entry.name))
+                    .with_value(Some(StrBytes::from_string(entry.value)))
+                    .with_read_only(entry.read_only)
+                    .with_config_source(entry.source as i8)
+                    .with_is_sensitive(false)
+            })
+            .collect();
+            answer
+                .with_topic_id(topic_id(topic.name.0.as_str()))
+                .with_num_partitions(i32::try_from(created.partitions).unwrap_or(i32::MAX))
+                .with_replication_factor(
+                    i16::try_from(created.replication_factor).unwrap_or(i16::MAX),
+                )
+                .with_configs(Some(configs))
+        }
         Err(refusal) => answer
             .with_error_code(refusal.error.code())
             .with_error_message(Some(StrBytes::from_string(refusal.message))),
@@ -165,6 +196,8 @@ async fn create(
     let created = Created {
         partitions,
         replication_factor: factor,
+        config,
+        min_insync: min_insync.unwrap_or(if cluster { factor.min(2) } else { 1 }),
     };
     let refused = |error: BrokerError| Refusal::new(kafka_error(&error), error.to_string());
     if validate_only {

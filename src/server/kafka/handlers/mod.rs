@@ -8,11 +8,13 @@
 //! `Started { response: None, .. }`; APIs that wait (Fetch, JoinGroup, SyncGroup) return a
 //! response future.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
@@ -180,6 +182,39 @@ pub fn start(
         RequestBody::OffsetFetch(body) => Started {
             response: Some(
                 offset_fetch::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::DescribeConfigs(body) => Started::ready(describe_configs::handle(
+            service,
+            &access,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::AlterConfigs(body) => Started {
+            response: Some(
+                alter_configs::handle_alter(
+                    Arc::clone(service),
+                    access,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::IncrementalAlterConfigs(body) => Started {
+            response: Some(
+                alter_configs::handle_incremental(
+                    Arc::clone(service),
+                    access,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
             ),
             close: false,
         },
