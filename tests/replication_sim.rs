@@ -9,13 +9,16 @@
 //!
 //! Scripted scenarios cover the places others lost data (`/work/shared/cluster.md`): KIP-101
 //! double failover, a paused leader waking up with a stale follower, a follower cut off leaving
-//! the ISR and coming back, the ISR shrinking to an isolated leader, etcd unreachable. Random
-//! schedules cover the rest: `replication_sim_random_seeds` runs 200 seeds; `tools/replication-sim`
-//! runs many more (`FENCELOG_SIM_SEEDS`, `FENCELOG_SIM_START`) and replays one with its trace
+//! the ISR and coming back, the ISR shrinking to an isolated leader, etcd unreachable, a topic
+//! deleted and re-created while a follower is down (`replication_sim/lineage.rs`). Random
+//! schedules cover the rest (a quarter of them delete and re-create a topic too):
+//! `replication_sim_random_seeds` runs 200 seeds; `tools/replication-sim` runs many more (`FENCELOG_SIM_SEEDS`, `FENCELOG_SIM_START`) and replays one with its trace
 //! (`FENCELOG_SIM_SEED`).
 
 #[path = "replication_sim/checker.rs"]
 mod checker;
+#[path = "replication_sim/lineage.rs"]
+mod lineage;
 #[path = "replication_sim/log.rs"]
 mod log;
 #[path = "replication_sim/net.rs"]
@@ -315,6 +318,81 @@ fn store_unreachable_means_no_failover_and_no_shrink() {
     );
 }
 
+/// A topic deleted and re-created while a follower is down (`docs/replication.md`, "Topic delete
+/// on a cluster"): the live brokers delete their copies when they see the topic gone, the new
+/// topic starts above the tombstone, and the follower that returns with the old topic's files
+/// deletes them by the driver's lineage rules and catches up only the new topic's data (the
+/// checker: nothing of the old lineage is served, replicated or acknowledged in the new one,
+/// nothing acknowledged in the new one is lost).
+#[test]
+fn topic_recreated_while_a_follower_is_down_catches_up_only_new_data() {
+    let script = vec![
+        (
+            2_000,
+            Fault::Crash {
+                target: Target::Node(2),
+            },
+        ),
+        (
+            5_500,
+            Fault::Restart {
+                node: Some(2),
+                target: Target::Node(2),
+            },
+        ),
+    ];
+    let mut plan = Plan::scripted(4_711, script, 9_000);
+    // Partition 0 is also the offsets partition (`offsets.rs`): its loads in the new topic
+    // answer only the new topic's commits.
+    plan.deletes = vec![(3_000, 0, 600)];
+    let world = run_or_panic(plan);
+    let stat = |what: &str| world.stats.get(what).copied().unwrap_or(0);
+    assert_eq!(stat("topic deletes"), 1);
+    assert_eq!(stat("topic re-creations"), 1);
+    assert!(
+        stat("local copies of a deleted topic deleted") >= 2,
+        "the live brokers saw the topic gone: {:#?}",
+        world.stats
+    );
+    assert_eq!(
+        stat("local copies of an older lineage deleted"),
+        1,
+        "the returning follower deleted its old copy: {:#?}",
+        world.stats
+    );
+    assert!(
+        stat("records deleted with an older lineage's copy") > 0,
+        "the returning follower held the old topic's records: {:#?}",
+        world.stats
+    );
+    let lineages: Vec<_> = world.store.topics_ever(0).collect();
+    assert_eq!(lineages.len(), 2, "{lineages:#?}");
+    let (old, new) = (lineages[0], lineages[1]);
+    let (_, _, floor) = old.deleted.expect("the first topic was deleted");
+    assert!(floor >= old.highest_epoch && floor > 0, "{old:#?}");
+    assert_eq!(new.record.first_leader_epoch(), floor + 1, "{new:#?}");
+    let returned = world.logs[2][0].records();
+    assert!(
+        !returned.is_empty()
+            && returned
+                .iter()
+                .all(|record| record.lineage == new.id && record.epoch > floor),
+        "the returning follower holds the new topic's records only"
+    );
+    let acked_in = |lineage: u32| {
+        world
+            .observed
+            .values
+            .values()
+            .filter(|(_, _, outcome)| {
+                matches!(outcome, world::Outcome::Acked { lineage: acked, .. } if *acked == lineage)
+            })
+            .count()
+    };
+    assert!(acked_in(old.id) > 0 && acked_in(new.id) > 0);
+    assert!(stat("offsets partition loads") > 0);
+}
+
 /// 200 random schedules of faults, each checked; prints seeds per second.
 #[test]
 fn replication_sim_random_seeds() {
@@ -335,6 +413,10 @@ fn replication_sim_random_seeds() {
         "followers stopped: re-read asked",
         "followers stopped: elected",
         "offsets partition loads",
+        "topic deletes",
+        "local copies of a deleted topic deleted",
+        "local copies of an older lineage deleted",
+        "local copies created for a re-created topic",
     ] {
         assert!(
             stats.get(what).is_some_and(|count| *count > 0),

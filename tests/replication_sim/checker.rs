@@ -13,6 +13,9 @@
 //!    record a consumer read still there.
 //! 4. No follower ever needed its high watermark to stop a truncation (an invariant of the
 //!    truncation by leader epoch).
+//! 5. Topic delete and re-create (`lineage.rs`): 1 and 3 hold for the partition's final
+//!    lineage (what older ones acknowledged went with their topic, and must not be in the
+//!    final log); every record is of the final lineage; the floors and producer epochs rose.
 
 use std::collections::BTreeMap;
 
@@ -29,9 +32,21 @@ pub fn check(world: &World) -> Vec<String> {
             "{clamped} truncations stopped at a high watermark above the leader's answer"
         ));
     }
+    failures.extend(super::lineage::check(
+        &world.store.lineages,
+        &world.observed.grants,
+    ));
     let plan = &world.plan;
     for partition in 0..plan.partitions {
-        let state = world.store.partition(partition).value.clone();
+        let Some(state) = world
+            .store
+            .partition(partition)
+            .map(|state| state.value.clone())
+        else {
+            failures.push(format!("p{partition}: deleted after healing"));
+            continue;
+        };
+        let lineage = world.store.lineage_of(partition).expect("present");
         let Some(leader) = state.leader else {
             failures.push(format!("p{partition}: no leader after healing: {state:?}"));
             continue;
@@ -43,6 +58,12 @@ pub fn check(world: &World) -> Vec<String> {
         }
         let leader_log = &world.logs[leader as usize][partition];
         let records = leader_log.records();
+        if let Some(record) = records.iter().find(|record| record.lineage != lineage) {
+            failures.push(format!(
+                "p{partition}: leader {leader}'s final log holds value {:x} of lineage {}, not of the topic's lineage {lineage}",
+                record.value, record.lineage
+            ));
+        }
         if leader_log.high_watermark() != records.len() as u64 {
             failures.push(format!(
                 "p{partition}: the leader's high watermark {} is not its log end {} after healing",
@@ -93,7 +114,21 @@ pub fn check(world: &World) -> Vec<String> {
             if *sent_to != partition {
                 continue;
             }
-            if let Outcome::Acked { offset, at_ms } = outcome {
+            if let Outcome::Acked {
+                offset,
+                at_ms,
+                lineage: acked_in,
+            } = outcome
+            {
+                if *acked_in != lineage {
+                    // Acknowledged by a deleted topic of the name: gone with it.
+                    if let Some(at) = seen.get(value) {
+                        failures.push(format!(
+                            "p{partition}: value {value:x} acknowledged in deleted lineage {acked_in} is at {at} in lineage {lineage}"
+                        ));
+                    }
+                    continue;
+                }
                 match seen.get(value) {
                     Some(at) if at == offset => {}
                     Some(at) => failures.push(format!(
@@ -105,8 +140,9 @@ pub fn check(world: &World) -> Vec<String> {
                 }
             }
         }
-        for (read_partition, offset, value) in &world.observed.consumer_reads {
+        for (read_partition, read_lineage, offset, value) in &world.observed.consumer_reads {
             if *read_partition == partition
+                && *read_lineage == lineage
                 && records.get(*offset as usize).map(|r| r.value) != Some(*value)
             {
                 failures.push(format!(
@@ -124,12 +160,18 @@ pub fn check(world: &World) -> Vec<String> {
         }
     }
     for (producer, values) in world.observed.sent.iter().enumerate() {
-        let mut last: BTreeMap<usize, u64> = BTreeMap::new();
+        // Offsets start again in a re-created topic: the order holds within one lineage.
+        let mut last: BTreeMap<(usize, u32), u64> = BTreeMap::new();
         for value in values {
-            if let Some((_, partition, Outcome::Acked { offset, .. })) =
-                world.observed.values.get(value)
+            if let Some((
+                _,
+                partition,
+                Outcome::Acked {
+                    offset, lineage, ..
+                },
+            )) = world.observed.values.get(value)
             {
-                if let Some(previous) = last.insert(*partition, *offset) {
+                if let Some(previous) = last.insert((*partition, *lineage), *offset) {
                     if previous >= *offset {
                         failures.push(format!(
                             "producer {producer}: value {value:x} acknowledged at {offset}, before an earlier value at {previous}"

@@ -1,6 +1,7 @@
 //! An in-memory `ReplicaLog` that keeps the trait's contract faithfully, for the simulation.
 //!
-//! A record is a `u64` value stamped with the leader epoch that wrote it. The leader-epoch fence
+//! A record is a `u64` value stamped with the leader epoch that wrote it and the id of the topic
+//! lineage (`lineage.rs`) whose leader wrote it, which travels with it when it is replicated. The leader-epoch fence
 //! (lower fenced, equal fine, higher unknown) runs inside `append_replicated` under the same lock
 //! as the write; the fence floor never goes down (not on truncation, not on a crash). Durability
 //! follows a flush policy: replicated appends are synced before they return (`flush always` on a
@@ -18,6 +19,8 @@ use fencelog::cluster::LeaderEpoch;
 pub struct Record {
     pub value: u64,
     pub epoch: LeaderEpoch,
+    /// The lineage whose leader appended it (never changed by replication).
+    pub lineage: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,19 +45,21 @@ pub struct SimLog {
     state: Mutex<State>,
 }
 
-/// Encodes replicated batches: base offset, count, then the values (the records' epoch travels
-/// as `records_epoch`).
-pub fn encode_batches(base_offset: u64, values: &[u64]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(16 + 8 * values.len());
+/// Encodes replicated batches: base offset, count, then each record's value and lineage (the
+/// records' epoch travels as `records_epoch`).
+pub fn encode_batches(base_offset: u64, records: &[Record]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(16 + 16 * records.len());
     bytes.extend_from_slice(&base_offset.to_be_bytes());
-    bytes.extend_from_slice(&(values.len() as u64).to_be_bytes());
-    for value in values {
-        bytes.extend_from_slice(&value.to_be_bytes());
+    bytes.extend_from_slice(&(records.len() as u64).to_be_bytes());
+    for record in records {
+        bytes.extend_from_slice(&record.value.to_be_bytes());
+        bytes.extend_from_slice(&u64::from(record.lineage).to_be_bytes());
     }
     bytes
 }
 
-fn decode_batches(bytes: &[u8]) -> Result<(u64, Vec<u64>), ReplicaLogError> {
+/// The (value, lineage) pairs of encoded batches, after their base offset.
+pub fn decode_batches(bytes: &[u8]) -> Result<(u64, Vec<(u64, u32)>), ReplicaLogError> {
     let word = |index: usize| -> Option<u64> {
         let slice = bytes.get(index * 8..index * 8 + 8)?;
         Some(u64::from_be_bytes(slice.try_into().ok()?))
@@ -62,11 +67,15 @@ fn decode_batches(bytes: &[u8]) -> Result<(u64, Vec<u64>), ReplicaLogError> {
     let corrupt = || ReplicaLogError::Corrupt("short batch".to_string());
     let base = word(0).ok_or_else(corrupt)?;
     let count = word(1).ok_or_else(corrupt)? as usize;
-    if bytes.len() != 16 + 8 * count {
+    if bytes.len() != 16 + 16 * count {
         return Err(corrupt());
     }
     let values = (0..count)
-        .map(|i| word(2 + i).expect("length checked"))
+        .map(|i| {
+            let value = word(2 + 2 * i).expect("length checked");
+            let lineage = word(3 + 2 * i).expect("length checked") as u32;
+            (value, lineage)
+        })
         .collect();
     Ok((base, values))
 }
@@ -90,8 +99,13 @@ impl SimLog {
     }
 
     /// A producer append on the leader of `epoch`: the fence check and the write under one lock.
-    /// Returns the first offset.
-    pub fn append_as_leader(&self, values: &[u64], epoch: LeaderEpoch) -> Result<u64, String> {
+    /// The records are stamped with the leader's `lineage`. Returns the first offset.
+    pub fn append_as_leader(
+        &self,
+        values: &[u64],
+        epoch: LeaderEpoch,
+        lineage: u32,
+    ) -> Result<u64, String> {
         let mut state = self.lock();
         if state.role != Role::Leader(epoch) || state.floor != epoch {
             return Err(format!(
@@ -100,9 +114,11 @@ impl SimLog {
             ));
         }
         let base = state.records.len() as u64;
-        state
-            .records
-            .extend(values.iter().map(|&value| Record { value, epoch }));
+        state.records.extend(values.iter().map(|&value| Record {
+            value,
+            epoch,
+            lineage,
+        }));
         Ok(base)
     }
 
@@ -138,16 +154,17 @@ impl SimLog {
     }
 
     /// Up to `max` records from `from` to `to` (exclusive).
-    pub fn read(&self, from: u64, to: u64, max: u64) -> Vec<u64> {
+    pub fn read(&self, from: u64, to: u64, max: u64) -> Vec<Record> {
         let state = self.lock();
         let end = to.min(from + max).min(state.records.len() as u64);
-        (from..end)
-            .map(|o| state.records[o as usize].value)
-            .collect()
+        state.records[from.min(end) as usize..end as usize].to_vec()
     }
 
-    pub fn value_at(&self, offset: u64) -> Option<u64> {
-        self.lock().records.get(offset as usize).map(|r| r.value)
+    /// The records from `from` to `to` (exclusive), as far as the log reaches.
+    pub fn range(&self, from: u64, to: u64) -> Vec<Record> {
+        let state = self.lock();
+        let end = (to as usize).min(state.records.len());
+        state.records[(from as usize).min(end)..end].to_vec()
     }
 }
 
@@ -268,10 +285,13 @@ impl ReplicaLog for SimLog {
             Some((latest, _)) if *latest == records_epoch => {}
             _ => state.history.push((records_epoch, base_offset)),
         }
-        state.records.extend(values.iter().map(|&value| Record {
-            value,
-            epoch: records_epoch,
-        }));
+        state
+            .records
+            .extend(values.iter().map(|&(value, lineage)| Record {
+                value,
+                epoch: records_epoch,
+                lineage,
+            }));
         // flush always on a follower: synced before the offset is reported.
         state.durable_end = state.records.len() as u64;
         Ok(state.durable_end)

@@ -8,7 +8,9 @@ use std::collections::{BTreeSet, BinaryHeap};
 use fencelog::cluster::replication::{
     EpochEndRequest, FetchError, FetchRequest, FetchResponse, LiveBrokers, Proposal,
 };
-use fencelog::cluster::{LeaderEpoch, NodeId, PartitionState, Versioned};
+use fencelog::cluster::{LeaderEpoch, NodeId};
+
+use super::lineage::PartitionView;
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -28,6 +30,8 @@ pub enum ProduceAnswer {
         base_offset: u64,
         broker: NodeId,
         epoch: LeaderEpoch,
+        /// The lineage of the leader's local copy (`lineage.rs`).
+        lineage: u32,
     },
     /// Refused before anything was written.
     Refused(String),
@@ -51,6 +55,10 @@ pub enum StoreOp {
         proposal: Proposal,
         election: bool,
         id: u64,
+        /// Which opening of the proposer's replica proposed (a replica deleted and opened again
+        /// for a re-created topic drops its predecessor's answers, as a stopped replica's
+        /// requests die with it in the driver).
+        opened: u64,
     },
 }
 
@@ -61,7 +69,7 @@ pub enum StoreAnswer {
     },
     KeptAlive(bool),
     Read {
-        partitions: Vec<Versioned<PartitionState>>,
+        partitions: Vec<PartitionView>,
         live: LiveBrokers,
         /// The store's revision the read saw (etcd's header revision).
         revision: i64,
@@ -188,7 +196,18 @@ pub enum Fault {
     Resume {
         node: NodeId,
     },
+    /// Delete partition `partition`'s topic (`lineage.rs`); re-create it `recreate_after_ms`
+    /// later (at the heal at the latest).
+    DeleteTopic {
+        partition: usize,
+        recreate_after_ms: u64,
+    },
+    /// Re-create partition `partition`'s deleted topic.
+    RecreateTopic {
+        partition: usize,
+    },
     /// End of the fault phase: resume, restart and heal everything; a quiet network from now.
+    /// Deleted topics are re-created.
     HealAll,
 }
 

@@ -19,12 +19,15 @@ use fencelog::cluster::replication::node::{
     Effect, Effects, ElectionOutcome, FollowerEvent, Input, ProposalPurpose, ReplicaNode,
     ReplicaNodeConfig, StopReason,
 };
-use fencelog::cluster::replication::{CasOutcome, FetchResponse, LiveBrokers, ReplicationConfig};
-use fencelog::cluster::{LeaderEpoch, NodeId, PartitionState, Versioned};
+use fencelog::cluster::replication::{
+    CasOutcome, FetchError, FetchResponse, LiveBrokers, ReplicationConfig,
+};
+use fencelog::cluster::{producer_epoch_base, LeaderEpoch, NodeId, PartitionState, Versioned};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::log::{encode_batches, SimLog};
+use super::lineage::{grant, judge, Grants, Judgement, PartitionView};
+use super::log::{encode_batches, Record, SimLog};
 use super::net::{
     Addr, Event, Fault, Msg, Net, ProduceAnswer, StoreAnswer, StoreOp, Target, Timer,
 };
@@ -68,6 +71,8 @@ pub struct Plan {
     pub random_faults: bool,
     /// Scripted faults: (at, fault).
     pub script: Vec<(u64, Fault)>,
+    /// Topic deletes (`lineage.rs`): (at, partition, ms until the re-creation).
+    pub deletes: Vec<(u64, usize, u64)>,
     /// Faults stop and everything heals here.
     pub heal_ms: u64,
     /// Producers stop here.
@@ -86,12 +91,14 @@ pub struct Plan {
 impl Plan {
     pub fn random(seed: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_fa17);
+        let partitions = rng.gen_range(1..=2);
         Plan {
             seed,
-            partitions: rng.gen_range(1..=2),
+            partitions,
             producers: rng.gen_range(1..=3),
             random_faults: true,
             script: Vec::new(),
+            deletes: Vec::new(),
             heal_ms: 10_000,
             producers_stop_ms: 17_000,
             end_ms: 20_000,
@@ -100,6 +107,26 @@ impl Plan {
             sync_delay_ms: rng.gen_range(1..=40),
             trace: false,
         }
+        .with_random_deletes(&mut rng, partitions)
+    }
+
+    /// A quarter of the random seeds delete a topic (sometimes twice) and re-create it after a
+    /// gap (sometimes none), among the other faults; drawn after every other field, so the rest
+    /// of a seed's plan is what it was before deletes existed.
+    fn with_random_deletes(mut self, rng: &mut StdRng, partitions: usize) -> Plan {
+        if rng.gen_ratio(1, 4) {
+            let mut at = rng.gen_range(1_500..5_000);
+            for _ in 0..rng.gen_range(1..=2) {
+                let gap = if rng.gen_bool(0.3) {
+                    0
+                } else {
+                    rng.gen_range(50..1_500)
+                };
+                self.deletes.push((at, rng.gen_range(0..partitions), gap));
+                at += gap + rng.gen_range(500..3_000);
+            }
+        }
+        self
     }
 
     pub fn scripted(seed: u64, script: Vec<(u64, Fault)>, heal_ms: u64) -> Plan {
@@ -109,6 +136,7 @@ impl Plan {
             producers: 2,
             random_faults: false,
             script,
+            deletes: Vec::new(),
             heal_ms,
             producers_stop_ms: heal_ms + 7_000,
             end_ms: heal_ms + 10_000,
@@ -140,6 +168,15 @@ struct Part {
 }
 
 impl Part {
+    /// The replica opened again in place of `old` (its local copy deleted): a fresh node whose
+    /// request tags continue past the old one's, so no answer to the old replica is taken.
+    fn reopened(old: &Part, node: NodeId, incarnation: u64, config: &ReplicationConfig) -> Part {
+        Part {
+            tag: old.tag + 1,
+            ..Part::new(node, incarnation, config)
+        }
+    }
+
     fn new(node: NodeId, incarnation: u64, config: &ReplicationConfig) -> Part {
         Part {
             node: ReplicaNode::new(ReplicaNodeConfig::new(node, incarnation, config.clone())),
@@ -167,13 +204,24 @@ struct Broker {
     /// dropped).
     read_revision: i64,
     parts: Vec<Part>,
+    /// The lineage of each partition's local copy (`lineage.rs`), `None` when it has none (its
+    /// topic deleted): the replica takes no input and serves nothing then. Kept over crashes,
+    /// as the files are.
+    local: Vec<Option<u32>>,
+    /// How often each partition's replica was opened (a wipe opens it again).
+    opened: Vec<u64>,
 }
 
 /// What one producer was told, per value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Pending,
-    Acked { offset: u64, at_ms: u64 },
+    Acked {
+        offset: u64,
+        at_ms: u64,
+        /// The lineage of the leader's copy that acknowledged it.
+        lineage: u32,
+    },
     Refused,
     Unknown,
 }
@@ -190,8 +238,10 @@ pub struct Observed {
     pub values: BTreeMap<u64, (usize, usize, Outcome)>,
     /// Each producer's values in send order.
     pub sent: Vec<Vec<u64>>,
-    /// (partition, offset, value) a consumer read below a high watermark.
-    pub consumer_reads: Vec<(usize, u64, u64)>,
+    /// (partition, lineage, offset, value) a consumer read below a high watermark.
+    pub consumer_reads: Vec<(usize, u32, u64, u64)>,
+    /// Producer epochs the leaders granted, by partition and lineage.
+    pub grants: Grants,
     pub refusals: BTreeMap<String, u64>,
     pub violations: Vec<String>,
 }
@@ -209,7 +259,8 @@ pub struct World {
     next_request: u64,
     next_id: u64,
     pub observed: Observed,
-    consumer_high: Vec<u64>,
+    /// The highest high watermark a consumer saw, by partition and lineage.
+    consumer_high: BTreeMap<(usize, u32), u64>,
     /// The (broker, leader epoch) pairs that loaded the offsets partition (`super::offsets`).
     offsets_loaded: std::collections::BTreeSet<(NodeId, LeaderEpoch)>,
     config: ReplicationConfig,
@@ -260,6 +311,8 @@ impl World {
                     parts: (0..plan.partitions)
                         .map(|_| Part::new(id, incarnation, &config))
                         .collect(),
+                    local: (0..plan.partitions as u32).map(Some).collect(),
+                    opened: vec![0; plan.partitions],
                 }
             })
             .collect();
@@ -286,10 +339,11 @@ impl World {
                 values: BTreeMap::new(),
                 sent: vec![Vec::new(); plan.producers],
                 consumer_reads: Vec::new(),
+                grants: Grants::new(),
                 refusals: BTreeMap::new(),
                 violations: Vec::new(),
             },
-            consumer_high: vec![0; plan.partitions],
+            consumer_high: BTreeMap::new(),
             offsets_loaded: Default::default(),
             config,
             trace: Vec::new(),
@@ -311,6 +365,13 @@ impl World {
         world.net.schedule(CONSUMER_MS, Event::ConsumerTick);
         world.net.schedule(CHECK_MS, Event::CheckTick);
         for (at, fault) in world.plan.script.clone() {
+            world.net.schedule(at, Event::Fault(fault));
+        }
+        for (at, partition, recreate_after_ms) in world.plan.deletes.clone() {
+            let fault = Fault::DeleteTopic {
+                partition,
+                recreate_after_ms,
+            };
             world.net.schedule(at, Event::Fault(fault));
         }
         if world.plan.random_faults {
@@ -719,12 +780,14 @@ impl World {
                 }
                 broker.read_revision = revision;
                 broker.live = live.clone();
-                for (partition, state) in partitions.into_iter().enumerate() {
-                    let input = Input::View {
-                        state,
-                        live: live.clone(),
-                    };
-                    self.step(node, partition, input);
+                for (partition, view) in partitions.into_iter().enumerate() {
+                    if let Some(state) = self.take_view(node, partition, view) {
+                        let input = Input::View {
+                            state,
+                            live: live.clone(),
+                        };
+                        self.step(node, partition, input);
+                    }
                 }
             }
             (
@@ -733,9 +796,14 @@ impl World {
                     proposal,
                     election,
                     id,
+                    opened,
                 },
                 StoreAnswer::Cas(result),
             ) => {
+                if self.brokers[node as usize].opened[partition] != opened {
+                    // The proposer's replica was deleted since (`lineage.rs`).
+                    return;
+                }
                 let part = &mut self.brokers[node as usize].parts[partition];
                 if part.cas.is_some_and(|(pending, _)| pending == id) {
                     part.cas = None;
@@ -780,6 +848,10 @@ impl World {
 
     /// Steps a replica's node with `input` now and carries out its effects.
     fn step(&mut self, node: NodeId, partition: usize, input: Input) {
+        if self.brokers[node as usize].local[partition].is_none() {
+            // No local copy (its topic deleted): no replica to step.
+            return;
+        }
         let now = self.now;
         let log = &self.logs[node as usize][partition];
         let effects = self.brokers[node as usize].parts[partition]
@@ -816,6 +888,7 @@ impl World {
                         )
                     }
                 });
+                let opened = self.brokers[node as usize].opened[partition];
                 self.send_to_store(
                     node,
                     StoreOp::Cas {
@@ -823,6 +896,7 @@ impl World {
                         proposal,
                         election,
                         id,
+                        opened,
                     },
                 );
                 self.timer(
@@ -925,11 +999,18 @@ impl World {
                         "broker {node} acknowledged with its registration lapsed"
                     ));
                 }
+                let lineage = self.brokers[node as usize].local[partition].unwrap_or(u32::MAX);
+                if completion.result.is_ok() {
+                    let acked =
+                        self.logs[node as usize][partition].range(base_offset, base_offset + 1);
+                    self.check_lineage(node, partition, "acknowledged", &acked);
+                }
                 let answer = match completion.result {
                     Ok(()) => ProduceAnswer::Acked {
                         base_offset,
                         broker: node,
                         epoch,
+                        lineage,
                     },
                     Err(error) => ProduceAnswer::Failed(error.to_string()),
                 };
@@ -1006,6 +1087,7 @@ impl World {
                 }
                 let part = &mut self.brokers[node as usize].parts[partition];
                 let log = &self.logs[node as usize][partition];
+                let before = log.log_end_offset();
                 let result = match part.fetched.take() {
                     Some(bytes) if record_count > 0 => {
                         log.append_replicated(&bytes, records_epoch, leader_epoch)
@@ -1018,6 +1100,8 @@ impl World {
                 if result.is_ok() {
                     log.advance_high_watermark(high_watermark);
                 }
+                let appended = log.range(before, log.log_end_offset());
+                self.check_lineage(node, partition, "replicated", &appended);
                 FollowerEvent::Appended(result)
             }
             FollowerAction::AskEpochEnd(request) => {
@@ -1082,21 +1166,50 @@ impl World {
                 partition,
                 request,
                 tag,
+            } if self.brokers[node as usize].local[partition].is_none() => {
+                // No replica here (its topic deleted): as a broker without the partition.
+                let msg = Msg::FetchAnswer {
+                    partition,
+                    tag,
+                    result: Err(FetchError::NotLeader),
+                };
+                self.send(node, Addr::Broker(request.follower), msg);
+            }
+            Msg::EpochEnd {
+                partition,
+                request,
+                tag,
+            } if self.brokers[node as usize].local[partition].is_none() => {
+                let msg = Msg::EpochEndAnswer {
+                    partition,
+                    tag,
+                    result: Err(FetchError::NotLeader),
+                };
+                self.send(node, Addr::Broker(request.follower), msg);
+            }
+            Msg::Fetch {
+                partition,
+                request,
+                tag,
             } => {
                 let log = &self.logs[node as usize][partition];
                 let (result, effects) = self.brokers[node as usize].parts[partition]
                     .node
                     .serve_fetch(now, log, &request);
+                let mut served = Vec::new();
                 let result = result.map(|serve| {
-                    let values = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
+                    let records = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
                     let response = FetchResponse {
                         base_offset: serve.from_offset,
-                        record_count: values.len() as u64,
+                        record_count: records.len() as u64,
                         records_epoch: serve.records_epoch,
                         high_watermark: serve.high_watermark,
                     };
-                    (response, encode_batches(serve.from_offset, &values))
+                    let batches = encode_batches(serve.from_offset, &records);
+                    served = records;
+                    (response, batches)
                 });
+                self.check_lineage(node, partition, "served", &served);
                 self.apply(node, partition, effects);
                 let msg = Msg::FetchAnswer {
                     partition,
@@ -1197,6 +1310,15 @@ impl World {
     ) {
         use fencelog::cluster::replication::leader::ProduceRefusal;
         let now = self.now;
+        let Some(lineage) = self.brokers[node as usize].local[partition] else {
+            let answer = ProduceAnswer::Refused("UNKNOWN_TOPIC_OR_PARTITION".into());
+            self.send(
+                node,
+                Addr::Client(client),
+                Msg::ProduceResponse { request, answer },
+            );
+            return;
+        };
         let (checked, effects) = self.brokers[node as usize].parts[partition]
             .node
             .check_produce(now, true);
@@ -1218,8 +1340,16 @@ impl World {
                 return;
             }
         };
+        // The producer epoch an idempotent producer would be granted here (`InitProducerId`).
+        let producer_epoch = producer_epoch_base(epoch) | client as u64;
+        grant(
+            &mut self.observed.grants,
+            partition,
+            lineage,
+            producer_epoch,
+        );
         let log = &self.logs[node as usize][partition];
-        let base_offset = match log.append_as_leader(&values, epoch) {
+        let base_offset = match log.append_as_leader(&values, epoch, lineage) {
             Ok(base) => base,
             Err(error) => {
                 let message = format!("leader's log refused the append: {error}");
@@ -1274,7 +1404,10 @@ impl World {
             let partition = self.rng.gen_range(0..self.plan.partitions);
             let target = match self.producers[client].target {
                 Some(target) => Some(target),
-                None => self.store.partition(partition).value.leader,
+                None => self
+                    .store
+                    .partition(partition)
+                    .and_then(|state| state.value.leader),
             };
             if let Some(target) = target {
                 self.producers[client].target = Some(target);
@@ -1329,11 +1462,16 @@ impl World {
         self.producers[client].outstanding = None;
         let now = self.now;
         match &answer {
-            ProduceAnswer::Acked { base_offset, .. } => {
+            ProduceAnswer::Acked {
+                base_offset,
+                lineage,
+                ..
+            } => {
                 for (i, value) in values.iter().enumerate() {
                     let outcome = Outcome::Acked {
                         offset: base_offset + i as u64,
                         at_ms: now,
+                        lineage: *lineage,
                     };
                     self.observed
                         .values
@@ -1383,31 +1521,42 @@ impl World {
                 continue;
             }
             for partition in 0..self.plan.partitions {
+                let Some(lineage) = broker.local[partition] else {
+                    continue;
+                };
                 if let Some(leader) = broker.parts[partition].node.leader() {
                     if let Some(high_watermark) = leader.consumer_high_watermark(self.now) {
-                        seen.push((node, partition, high_watermark));
+                        seen.push((node, partition, lineage, high_watermark));
                         if partition == super::offsets::OFFSETS_PARTITION {
-                            loads.push((node, leader.epoch(), high_watermark));
+                            loads.push((node, lineage, leader.epoch(), high_watermark));
                         }
                     }
                 }
             }
         }
-        for (node, leader_epoch, high_watermark) in loads {
-            self.load_offsets(node, leader_epoch, high_watermark);
+        for (node, lineage, leader_epoch, high_watermark) in loads {
+            self.load_offsets(node, lineage, leader_epoch, high_watermark);
         }
-        for (node, partition, high_watermark) in seen {
-            if high_watermark < self.consumer_high[partition] {
-                let before = self.consumer_high[partition];
+        for (node, partition, lineage, high_watermark) in seen {
+            // A re-created topic starts its offsets again: the high watermark only rises within
+            // one lineage.
+            let highest = self.consumer_high.entry((partition, lineage)).or_default();
+            let before = *highest;
+            *highest = before.max(high_watermark);
+            if high_watermark < before {
                 self.violation(format!(
-                    "p{partition}: a consumer saw the high watermark go back from {before} to {high_watermark} (leader {node})"
+                    "p{partition}: a consumer saw the high watermark go back from {before} to {high_watermark} (leader {node}, lineage {lineage})"
                 ));
             }
-            self.consumer_high[partition] = self.consumer_high[partition].max(high_watermark);
             if high_watermark > 0 {
                 let offset = self.rng.gen_range(0..high_watermark);
-                match self.logs[node as usize][partition].value_at(offset) {
-                    Some(value) => self.observed.consumer_reads.push((partition, offset, value)),
+                let read = self.logs[node as usize][partition].range(offset, offset + 1);
+                self.check_lineage(node, partition, "read by a consumer", &read);
+                match read.first().map(|record| record.value) {
+                    Some(value) => self
+                        .observed
+                        .consumer_reads
+                        .push((partition, lineage, offset, value)),
                     None => self.violation(format!(
                         "p{partition}: leader {node} has no record at {offset} below its high watermark {high_watermark}"
                     )),
@@ -1418,7 +1567,13 @@ impl World {
 
     /// A coordinator's load of the offsets partition (see `super::offsets`): once per broker
     /// and leader epoch, when its high watermark covers its log end.
-    fn load_offsets(&mut self, node: NodeId, leader_epoch: LeaderEpoch, high_watermark: u64) {
+    fn load_offsets(
+        &mut self,
+        node: NodeId,
+        lineage: u32,
+        leader_epoch: LeaderEpoch,
+        high_watermark: u64,
+    ) {
         let partition = super::offsets::OFFSETS_PARTITION;
         let log = &self.logs[node as usize][partition];
         let values: Vec<u64> = log.records().iter().map(|record| record.value).collect();
@@ -1431,7 +1586,12 @@ impl World {
             .values
             .iter()
             .filter_map(|(value, (_, sent_to, outcome))| match outcome {
-                Outcome::Acked { offset, .. } if *sent_to == partition => Some((*value, *offset)),
+                // A re-created offsets topic answers only what was acknowledged in it.
+                Outcome::Acked {
+                    offset,
+                    lineage: acked_in,
+                    ..
+                } if *sent_to == partition && *acked_in == lineage => Some((*value, *offset)),
                 _ => None,
             })
             .collect();
@@ -1454,6 +1614,10 @@ impl World {
                     (log.records(), log.high_watermark())
                 })
                 .collect();
+            for (node, (records, _)) in logs.iter().enumerate() {
+                let local = self.brokers[node].local[partition];
+                found.extend(self.lineage_breaks(node as NodeId, partition, local, records));
+            }
             for (node, (records, high_watermark)) in logs.iter().enumerate() {
                 if let Some(at) = records.windows(2).position(|w| w[1].epoch < w[0].epoch) {
                     found.push(format!(
@@ -1465,7 +1629,11 @@ impl World {
                     found.push(format!("p{partition}: broker {node}'s high watermark {high_watermark} is past its log end {}", records.len()));
                 }
                 for (other, (other_records, other_high_watermark)) in logs.iter().enumerate() {
-                    if other == node {
+                    // Copies of different lineages (one not yet wiped) share nothing.
+                    if other == node
+                        || self.brokers[other].local[partition]
+                            != self.brokers[node].local[partition]
+                    {
                         continue;
                     }
                     // Committed on both: a replica not yet truncated may hold a diverging
@@ -1486,14 +1654,185 @@ impl World {
         }
     }
 
+    // ----- topic delete and re-create (`lineage.rs`) -----
+
+    /// A broker's read of one partition: its local copy judged by the driver's rules (wiped if
+    /// of an older or deleted lineage), a copy created for a topic it lacks; the state to step
+    /// into the replica, if the topic is present.
+    fn take_view(
+        &mut self,
+        node: NodeId,
+        partition: usize,
+        view: PartitionView,
+    ) -> Option<Versioned<PartitionState>> {
+        let has_copy = self.brokers[node as usize].local[partition].is_some();
+        let log = &self.logs[node as usize][partition];
+        match judge(has_copy.then_some(log), &view) {
+            Judgement::Keep => {}
+            Judgement::Older(reason) => {
+                self.count("local copies of an older lineage deleted", 1);
+                let wiped = self.wipe(node, partition, &reason.to_string());
+                self.count("records deleted with an older lineage's copy", wiped);
+            }
+            Judgement::Deleted => {
+                self.count("local copies of a deleted topic deleted", 1);
+                self.wipe(node, partition, "the topic was deleted from the cluster");
+            }
+            Judgement::KeptAbsent => {
+                // Every epoch a copy holds came from the store, whose tombstone covers them all.
+                let epochs = super::lineage::local_epochs(log);
+                self.violation(format!(
+                    "p{partition}: broker {node}'s copy holds epochs {epochs:?} above the deleted topic's floor ({view:?})"
+                ));
+            }
+        }
+        let PartitionView::Present { lineage, state, .. } = view else {
+            return None;
+        };
+        let local = self.brokers[node as usize].local[partition];
+        if local != Some(lineage) {
+            // The driver's `ensure_local_topic` (no copy), or a copy judged the record's own
+            // (it holds no epoch of an older lineage): from now on the store's topic's.
+            if local.is_none() {
+                self.count("local copies created for a re-created topic", 1);
+            }
+            self.trace_line(|| {
+                format!("broker {node} p{partition}: local copy of lineage {local:?} -> {lineage}")
+            });
+            self.brokers[node as usize].local[partition] = Some(lineage);
+            let records = self.logs[node as usize][partition].records();
+            if let Some(broken) = self
+                .lineage_breaks(node, partition, Some(lineage), &records)
+                .into_iter()
+                .next()
+            {
+                self.violation(format!("taking part in lineage {lineage}: {broken}"));
+            }
+        }
+        Some(state)
+    }
+
+    /// Deletes a broker's local copy of `partition` (the driver's `delete_local_topic`): the
+    /// replica stops (its waiting producers are answered), the files go, and the replica takes
+    /// no input until a copy is created for a re-created topic.
+    /// Returns how many records the copy held.
+    fn wipe(&mut self, node: NodeId, partition: usize, reason: &str) -> u64 {
+        let broker = &mut self.brokers[node as usize];
+        let old = &broker.parts[partition];
+        self.clamped_truncations += old.node.clamped_truncations();
+        let reopened = Part::reopened(old, node, broker.incarnation, &self.config);
+        let waiters = std::mem::replace(&mut broker.parts[partition], reopened).waiters;
+        broker.opened[partition] += 1;
+        let lineage = broker.local[partition].take();
+        let wiped = self.logs[node as usize][partition].log_end_offset();
+        self.logs[node as usize][partition] = SimLog::new();
+        for (client, request, _, _) in waiters.into_values() {
+            let answer = ProduceAnswer::Failed("the topic was deleted".into());
+            self.send(
+                node,
+                Addr::Client(client),
+                Msg::ProduceResponse { request, answer },
+            );
+        }
+        self.trace_line(|| {
+            format!("broker {node} p{partition}: DELETES its copy of lineage {lineage:?}: {reason}")
+        });
+        wiped
+    }
+
+    fn delete_topic(&mut self, partition: usize, recreate_after_ms: u64) {
+        let Some(floor) = self.store.delete(self.now, partition) else {
+            return;
+        };
+        self.count("topic deletes", 1);
+        self.trace_line(|| format!("STORE p{partition}: topic deleted, tombstone {floor}"));
+        if recreate_after_ms == 0 {
+            self.recreate_topic(partition);
+        } else {
+            let at = (self.now + recreate_after_ms).min(self.plan.heal_ms);
+            self.net
+                .schedule(at, Event::Fault(Fault::RecreateTopic { partition }));
+        }
+    }
+
+    fn recreate_topic(&mut self, partition: usize) {
+        if let Some(id) = self.store.recreate(self.now, partition) {
+            self.count("topic re-creations", 1);
+            let state = self
+                .store
+                .partition(partition)
+                .map(|state| state.value.clone());
+            self.trace_line(|| {
+                format!("STORE p{partition}: re-created as lineage {id}: {state:?}")
+            });
+        }
+    }
+
+    /// A violation if any of `records`, which broker `node` just did `what` with, is not of
+    /// the lineage of its local copy of `partition`.
+    fn check_lineage(&mut self, node: NodeId, partition: usize, what: &str, records: &[Record]) {
+        let local = self.brokers[node as usize].local[partition];
+        if let Some(record) = records.iter().find(|record| Some(record.lineage) != local) {
+            self.violation(format!(
+                "p{partition}: broker {node} (copy of lineage {local:?}) {what} value {:x} of lineage {}",
+                record.value, record.lineage
+            ));
+        }
+    }
+
+    /// What is wrong with broker `node`'s log `records` of `partition`, whose local copy is of
+    /// lineage `local`: records of another lineage, records with an epoch not above the floor
+    /// their lineage was created over or above the floor its deletion raised (at most one
+    /// finding of each kind).
+    fn lineage_breaks(
+        &self,
+        node: NodeId,
+        partition: usize,
+        local: Option<u32>,
+        records: &[Record],
+    ) -> Vec<String> {
+        let mut found = Vec::new();
+        if let Some((offset, record)) = records
+            .iter()
+            .enumerate()
+            .find(|(_, record)| Some(record.lineage) != local)
+        {
+            found.push(format!(
+                "p{partition}: broker {node}'s copy of lineage {local:?} holds value {:x} of lineage {} at offset {offset}",
+                record.value, record.lineage
+            ));
+        }
+        let lineages = &self.store.lineages;
+        if let Some(record) = records
+            .iter()
+            .find(|record| lineages[record.lineage as usize].below_floor(record.epoch))
+        {
+            found.push(format!(
+                "p{partition}: broker {node} holds value {:x} of lineage {} written in epoch {}, not above the floor {} it was created over",
+                record.value, record.lineage, record.epoch, lineages[record.lineage as usize].floor_below
+            ));
+        }
+        if let Some(record) = records.iter().find(|record| {
+            lineages[record.lineage as usize]
+                .deleted
+                .is_some_and(|(_, _, floor)| record.epoch > floor)
+        }) {
+            found.push(format!(
+                "p{partition}: broker {node} holds value {:x} of deleted lineage {} written in epoch {}, above its tombstone",
+                record.value, record.lineage, record.epoch
+            ));
+        }
+        found
+    }
+
     // ----- faults -----
 
     fn resolve(&self, target: Target) -> Option<NodeId> {
         match target {
             Target::Node(node) => Some(node),
-            Target::Leader(partition) => self.store.partition(partition).value.leader,
+            Target::Leader(partition) => self.store.partition(partition)?.value.leader,
             Target::Follower(partition, k) => {
-                let state = &self.store.partition(partition).value;
+                let state = &self.store.partition(partition)?.value;
                 state
                     .replicas
                     .iter()
@@ -1514,7 +1853,7 @@ impl World {
     }
 
     fn fault(&mut self, fault: Fault) {
-        if self.healed && !matches!(fault, Fault::HealAll) {
+        if self.healed && !matches!(fault, Fault::HealAll | Fault::RecreateTopic { .. }) {
             return;
         }
         let description = format!("{fault:?}");
@@ -1577,7 +1916,15 @@ impl World {
                     self.brokers[node as usize].paused_until = 0;
                 }
             }
+            Fault::DeleteTopic {
+                partition,
+                recreate_after_ms,
+            } => self.delete_topic(partition, recreate_after_ms),
+            Fault::RecreateTopic { partition } => self.recreate_topic(partition),
             Fault::HealAll => {
+                for partition in 0..self.plan.partitions {
+                    self.recreate_topic(partition);
+                }
                 self.healed = true;
                 self.net.heal_all();
                 self.net.drop_per_mille = 0;
@@ -1647,17 +1994,23 @@ impl World {
     pub fn log_summary(&self) -> String {
         let mut out = String::new();
         for partition in 0..self.plan.partitions {
-            let state = self.store.partition(partition);
-            let _ = writeln!(
-                out,
-                "p{partition}: store {:?} rev {}",
-                state.value, state.revision
-            );
+            match self.store.partition(partition) {
+                Some(state) => writeln!(
+                    out,
+                    "p{partition}: store {:?} rev {} lineage {:?}",
+                    state.value,
+                    state.revision,
+                    self.store.lineage_of(partition)
+                ),
+                None => writeln!(out, "p{partition}: deleted"),
+            }
+            .expect("a String takes writes");
             for node in 0..BROKERS as usize {
                 let log = &self.logs[node][partition];
                 let _ = writeln!(
                     out,
-                    "  broker {node}: end {} hw {} floor {} history {:?}",
+                    "  broker {node}: lineage {:?} end {} hw {} floor {} history {:?}",
+                    self.brokers[node].local[partition],
                     log.log_end_offset(),
                     log.high_watermark(),
                     log.leader_epoch_floor(),

@@ -699,6 +699,7 @@ mod tests {
             store.delete_topic(&name).await.unwrap();
         }
         {
+            // A block, not `drop`: clippy's await_holding_lock sees only scopes.
             let state = store.shared.lock();
             assert_eq!(state.tombstones.len(), TOPIC_TOMBSTONES_MAX);
             assert_eq!(state.folded_floor, 3, "n0, n1 and n2 folded");

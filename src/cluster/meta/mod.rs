@@ -147,10 +147,7 @@ pub struct TopicTombstone {
 
 /// The leader epoch a topic re-created above the fence floor `floor` starts at, or `Invalid` if
 /// the name used up every leader epoch (`u32::MAX` deleted leader changes: not in practice).
-pub(crate) fn first_leader_epoch_above(
-    topic: &str,
-    floor: LeaderEpoch,
-) -> Result<LeaderEpoch, MetaError> {
+pub fn first_leader_epoch_above(topic: &str, floor: LeaderEpoch) -> Result<LeaderEpoch, MetaError> {
     floor
         .checked_add(1)
         .map(|first| first.max(INITIAL_LEADER_EPOCH))
@@ -165,7 +162,7 @@ pub(crate) fn first_leader_epoch_above(
 /// Moves a new topic's partition states and record above the fence floor `floor` of its name
 /// (every partition's leader epoch at least `floor + 1`; the record's first leader epoch the
 /// lowest of them). The one place a creation starts above a deleted lineage, for every store.
-pub(crate) fn start_above_floor(
+pub fn start_above_floor(
     topic: &mut TopicRecord,
     partitions: &mut [PartitionState],
     floor: LeaderEpoch,

@@ -22,11 +22,14 @@
 //! - [`node`]: one broker's replica as one state machine over the three (`step(input, now) ->
 //!   effects`), what the broker's driver and the simulation both run.
 //! - [`epoch_range`]: which leader epoch wrote a given offset, from the leader-epoch history.
+//! - [`lineage`]: whether a local copy of a topic is of the store's topic of that name or of a
+//!   deleted one (a topic deleted and re-created), by its leader epochs.
 
 pub mod election;
 pub mod epoch_range;
 pub mod follower;
 pub mod leader;
+pub mod lineage;
 pub mod node;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,8 @@
 //! anything of the new topic is opened on them, so no replica ever serves or replicates a
 //! deleted lineage's records into the new topic.
 //!
-//! How a local copy is judged (`docs/replication.md`, "Topic delete on a cluster"):
+//! How a local copy is judged (`docs/replication.md`, "Topic delete on a cluster"; the rules are
+//! the sans-I/O [`crate::cluster::replication::lineage`], which the simulation runs too):
 //! * the store has a record of the name: the local copy is of an older lineage when its
 //!   partition count differs from the record's, or a partition's leader-epoch floor or history
 //!   has an epoch below the record's `first_leader_epoch` (the store starts a re-created topic
@@ -27,7 +28,7 @@ use tracing::{debug, error, info, warn};
 use super::ClusterDriver;
 use crate::broker::{BrokerError, Topic};
 use crate::cluster::meta::TopicRecord;
-use crate::cluster::LeaderEpoch;
+use crate::cluster::replication::lineage::{deleted_lineage, older_lineage, LocalEpochs};
 use crate::lease::LeaseAuthority;
 use crate::metrics::Metrics;
 
@@ -41,73 +42,20 @@ pub(crate) struct ServiceState {
     pub metrics: Arc<Metrics>,
 }
 
-/// The leader epochs one local partition holds: its leader-epoch floor and the epochs of its
-/// leader-epoch history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LocalEpochs {
-    /// The highest leader epoch installed (0: never followed or led).
-    pub floor: LeaderEpoch,
-    /// The epochs of its history entries.
-    pub history: Vec<LeaderEpoch>,
-}
-
-impl LocalEpochs {
-    pub(super) fn of(topic: &Topic) -> Vec<LocalEpochs> {
-        topic
-            .open_partitions()
-            .map(|partition| LocalEpochs {
-                floor: partition.leader_epoch_floor(),
-                history: partition
-                    .leader_epoch_history()
-                    .into_iter()
-                    .map(|(epoch, _)| epoch)
-                    .collect(),
-            })
-            .collect()
-    }
-
-    fn highest(&self) -> LeaderEpoch {
-        self.history
-            .iter()
-            .copied()
-            .fold(self.floor, LeaderEpoch::max)
-    }
-}
-
-/// Why the local copy (`local_partitions` partitions holding `epochs`) is of an older lineage
-/// than `record`, or `None` if it is the record's own.
-pub(crate) fn older_lineage(
-    local_partitions: usize,
-    epochs: &[LocalEpochs],
-    record: &TopicRecord,
-) -> Option<String> {
-    if local_partitions != record.partition_count as usize {
-        return Some(format!(
-            "the local copy has {local_partitions} partitions, the topic in the store {}",
-            record.partition_count
-        ));
-    }
-    let first = record.first_leader_epoch();
-    let below = epochs
-        .iter()
-        .flat_map(|partition| {
-            let floor = (partition.floor != 0).then_some(partition.floor);
-            floor.into_iter().chain(partition.history.iter().copied())
+/// The leader epochs each open partition of the local copy `topic` holds, for the judgement of
+/// [`crate::cluster::replication::lineage`].
+pub(super) fn local_epochs(topic: &Topic) -> Vec<LocalEpochs> {
+    topic
+        .open_partitions()
+        .map(|partition| LocalEpochs {
+            floor: partition.leader_epoch_floor(),
+            history: partition
+                .leader_epoch_history()
+                .into_iter()
+                .map(|(epoch, _)| epoch)
+                .collect(),
         })
-        .filter(|epoch| *epoch < first)
-        .min();
-    below.map(|epoch| {
-        format!(
-            "the local copy holds leader epoch {epoch}, below {first} where the topic in the \
-             store starts (a deleted topic of the same name)"
-        )
-    })
-}
-
-/// Whether a local copy holding `epochs`, of a name the store has no record of and whose fence
-/// floor is `floor`, is a deleted lineage's (see the module docs).
-pub(crate) fn deleted_lineage(epochs: &[LocalEpochs], floor: LeaderEpoch) -> bool {
-    floor > 0 && epochs.iter().all(|partition| partition.highest() <= floor)
+        .collect()
 }
 
 impl ClusterDriver {
@@ -121,9 +69,10 @@ impl ClusterDriver {
     ) {
         for record in topics {
             if let Ok(local) = self.broker.topic(&record.name) {
-                let epochs = LocalEpochs::of(&local);
+                let epochs = local_epochs(&local);
                 if let Some(reason) = older_lineage(local.partitions().len(), &epochs, record) {
-                    self.delete_local_topic(&record.name, &reason).await;
+                    self.delete_local_topic(&record.name, &reason.to_string())
+                        .await;
                 }
             }
             self.ensure_local_topic(record).await;
@@ -154,7 +103,7 @@ impl ClusterDriver {
             if self.state().topics.contains_key(&name) {
                 continue;
             }
-            if deleted_lineage(&LocalEpochs::of(&local), floor) {
+            if deleted_lineage(&local_epochs(&local), floor) {
                 let reason = format!(
                     "the topic was deleted from the cluster (fence floor: leader epoch {floor})"
                 );
@@ -212,48 +161,5 @@ impl ClusterDriver {
                 error!(topic = %name, %reason, %error, "cannot delete the local copy of the topic; it is not served, and deleting it is tried again")
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::TopicConfig;
-
-    fn record(partitions: u32, first: LeaderEpoch) -> TopicRecord {
-        let mut record = TopicRecord::new("t", partitions, 3, TopicConfig::default());
-        record.first_leader_epoch = first;
-        record
-    }
-
-    fn epochs(floor: LeaderEpoch, history: &[LeaderEpoch]) -> LocalEpochs {
-        LocalEpochs {
-            floor,
-            history: history.to_vec(),
-        }
-    }
-
-    /// A copy with epochs below where the record starts, or another partition count, is of an
-    /// older lineage; a fresh copy (no epochs) or one with only the record's epochs is not.
-    #[test]
-    fn a_copy_with_epochs_below_the_first_is_an_older_lineage() {
-        let recreated = record(1, 8);
-        assert!(older_lineage(1, &[epochs(7, &[2, 5])], &recreated).is_some());
-        assert!(older_lineage(1, &[epochs(9, &[5, 9])], &recreated).is_some());
-        assert!(older_lineage(1, &[epochs(0, &[])], &recreated).is_none());
-        assert!(older_lineage(1, &[epochs(9, &[9])], &recreated).is_none());
-        assert!(older_lineage(2, &[epochs(0, &[]), epochs(0, &[])], &recreated).is_some());
-        // A record written before first_leader_epoch existed reads as the initial epoch.
-        let legacy = record(1, 0);
-        assert!(older_lineage(1, &[epochs(3, &[2, 3])], &legacy).is_none());
-    }
-
-    /// A copy of a name the store lacks is deleted only when a floor covers all its epochs.
-    #[test]
-    fn only_a_floor_covering_every_epoch_deletes_an_absent_copy() {
-        assert!(deleted_lineage(&[epochs(5, &[2, 5])], 5));
-        assert!(deleted_lineage(&[epochs(0, &[])], 5));
-        assert!(!deleted_lineage(&[epochs(6, &[6])], 5));
-        assert!(!deleted_lineage(&[epochs(2, &[2])], 0), "never deleted");
     }
 }

@@ -564,9 +564,12 @@ impl ClusterDriver {
         // failed, or has not run yet): they would be served or replicated into it.
         let record = self.state().topics.get(&id.topic).cloned();
         if let (Some(record), Ok(local)) = (record, self.broker.topic(&id.topic)) {
-            let epochs = lineage::LocalEpochs::of(&local);
-            if let Some(reason) = lineage::older_lineage(local.partitions().len(), &epochs, &record)
-            {
+            let epochs = lineage::local_epochs(&local);
+            if let Some(reason) = crate::cluster::replication::lineage::older_lineage(
+                local.partitions().len(),
+                &epochs,
+                &record,
+            ) {
                 debug!(partition = %id, %reason, "local replica is of an older lineage; not opened");
                 return None;
             }
