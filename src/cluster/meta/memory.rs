@@ -669,10 +669,11 @@ mod tests {
                 .unwrap();
             store.delete_topic(&name).await.unwrap();
         }
-        let state = store.shared.lock();
-        assert_eq!(state.tombstones.len(), TOPIC_TOMBSTONES_MAX);
-        assert_eq!(state.folded_floor, 3, "n0, n1 and n2 folded");
-        drop(state);
+        {
+            let state = store.shared.lock();
+            assert_eq!(state.tombstones.len(), TOPIC_TOMBSTONES_MAX);
+            assert_eq!(state.folded_floor, 3, "n0, n1 and n2 folded");
+        }
         for index in 0..names {
             let floor = store
                 .deleted_topic_floor(&format!("n{index}"))
