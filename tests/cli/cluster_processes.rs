@@ -36,14 +36,17 @@ const CONVERGE: Duration = Duration::from_secs(30);
 
 /// One `fencelog serve` process and where it keeps its data (also the Kafka cluster test's).
 pub(crate) struct BrokerProcess {
-    id: u32,
+    pub(crate) id: u32,
     pub(crate) addr: String,
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     etcd: String,
     /// More `serve` flags (`--peer-addr` of a cluster started with links, `--kafka-listen`).
     pub(crate) extra: Vec<String>,
     /// More environment variables of `serve` (`FENCELOG_BROKER_PASSWORD` of a secured cluster).
     pub(crate) env: Vec<(String, String)>,
+    /// `--registration-ttl-ms` ([`TTL_MS`] unless a test needs a kill -9'd broker's
+    /// registration to linger longer).
+    pub(crate) ttl_ms: &'static str,
     pub(crate) child: Option<Child>,
 }
 
@@ -67,6 +70,7 @@ impl BrokerProcess {
             etcd: etcd.to_owned(),
             extra: Vec::new(),
             env: Vec::new(),
+            ttl_ms: TTL_MS,
             child: None,
         }
     }
@@ -84,7 +88,7 @@ impl BrokerProcess {
             .args(["--listen", &self.addr])
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .args(["--registration-ttl-ms", TTL_MS])
+            .args(["--registration-ttl-ms", self.ttl_ms])
             .args(["--replica-lag-max-ms", LAG_MS])
             .args(&self.extra)
             .envs(self.env.iter().map(|(name, value)| (name, value)))
@@ -144,7 +148,7 @@ impl BrokerProcess {
         }
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -396,7 +400,7 @@ fn create_replicated(cluster: &Cluster, topic: &str, extra: &[&str]) {
 }
 
 /// Produces `count` single-record batches `prefix-i` with `acks=all`, each acknowledged.
-async fn produce_values(
+pub(crate) async fn produce_values(
     client: &Client,
     topic: &str,
     epoch: u64,
@@ -491,7 +495,7 @@ fn status(cluster: &Cluster, topic: &str) -> serde_json::Value {
 }
 
 /// The leader of partition 0 of `topic` and its epoch, once one serves above `above`.
-async fn leader_above(client: &Client, topic: &str, above: u32) -> (u32, u32) {
+pub(crate) async fn leader_above(client: &Client, topic: &str, above: u32) -> (u32, u32) {
     let deadline = Instant::now() + CONVERGE;
     loop {
         if let Ok(info) = client.cluster_metadata(&[topic]).await {
@@ -512,7 +516,7 @@ async fn leader_above(client: &Client, topic: &str, above: u32) -> (u32, u32) {
 }
 
 /// Waits until a broker's own view (asked directly) shows the ISR at `size`.
-async fn wait_isr(client: &Client, topic: &str, size: usize) {
+pub(crate) async fn wait_isr(client: &Client, topic: &str, size: usize) {
     let deadline = Instant::now() + CONVERGE;
     loop {
         if let Ok(info) = client.cluster_metadata(&[topic]).await {
@@ -592,7 +596,7 @@ impl Load {
 }
 
 /// Reads the whole partition from its leader: values and their epochs.
-async fn read_all(client: &Client, topic: &str) -> Vec<(String, u64)> {
+pub(crate) async fn read_all(client: &Client, topic: &str) -> Vec<(String, u64)> {
     let mut records = Vec::new();
     let mut offset = 0;
     loop {

@@ -52,7 +52,7 @@ const RECORDS: usize = 3000;
 const SCENARIOS: [(&str, &str, &[&str]); 2] =
     [("sigstop", "paused", &["warm"]), ("kill9", "killed", &[])];
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("free port")
@@ -77,12 +77,12 @@ fn start_broker(id: u32, root: &TempDir, etcd: &str, kafka: &str) -> BrokerProce
     broker
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn logs(brokers: &[BrokerProcess]) -> String {
+pub(crate) fn logs(brokers: &[BrokerProcess]) -> String {
     brokers
         .iter()
         .map(|broker| {
@@ -224,7 +224,7 @@ fn every_replica_holds_the_sequence(brokers: &mut [BrokerProcess]) {
 
 /// Every broker, asked directly, reports the same high watermark of `topic`/0, at least
 /// `expected`.
-async fn high_watermarks_reach(brokers: &[BrokerProcess], topic: &str, expected: u64) {
+pub(crate) async fn high_watermarks_reach(brokers: &[BrokerProcess], topic: &str, expected: u64) {
     let deadline = Instant::now() + CONVERGE;
     loop {
         let mut marks = Vec::new();

@@ -1,6 +1,7 @@
 //! Tests that run the real `fencelog` binary (feature `cli`): its commands as a user runs them,
 //! TLS, hostile clients, corruption, disk trouble and kill -9 crashes of `fencelog serve`, and a
-//! cluster of processes over etcd.
+//! cluster of processes over etcd (failovers, Kafka clients, a topic deleted and re-created while
+//! a broker is down).
 //!
 //! One module per subject; the helpers they share are in `tests/support/` (one binary per area
 //! keeps the build to a few links: see `tests/support/mod.rs`).
@@ -12,6 +13,7 @@ mod bench_cli;
 mod client_cli;
 mod cluster_auth;
 mod cluster_processes;
+mod cluster_topic_delete;
 mod consumer_groups;
 mod corruption;
 mod crash_kill9;

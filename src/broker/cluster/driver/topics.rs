@@ -8,8 +8,7 @@ use super::{ClusterDriver, DEFAULT_REPLICATION_FACTOR_MAX};
 use crate::broker::cluster::ClusterError;
 use crate::broker::BrokerError;
 use crate::cluster::meta::{
-    create_topic_placed, MetaError, PartitionId, TopicRecord, INITIAL_LEADER_EPOCH,
-    TOPIC_DELETE_ATTEMPTS_MAX,
+    create_topic_placed, MetaError, TopicRecord, TOPIC_DELETE_ATTEMPTS_MAX,
 };
 use crate::cluster::LeaderEpoch;
 use crate::domain::{Replication, TopicConfig};
@@ -65,17 +64,9 @@ impl ClusterDriver {
     }
 
     /// Whether every partition of `topic` has a leader that took over (it re-elects itself
-    /// above the placement's initial epoch before it serves).
+    /// above the topic's first leader epoch before it serves; `ClusterState::topic_ready`).
     fn topic_ready(&self, topic: &str, partitions: u32) -> bool {
-        let state = self.state();
-        (0..partitions).all(|index| {
-            state
-                .partitions
-                .get(&PartitionId::new(topic, index))
-                .is_some_and(|p| {
-                    p.value.leader.is_some() && p.value.leader_epoch > INITIAL_LEADER_EPOCH
-                })
-        })
+        self.state().topic_ready(topic, partitions)
     }
 
     /// Changes a cluster topic's config: `change` computes it from the record's config, which is

@@ -81,11 +81,72 @@ impl ClusterState {
         }
     }
 
+    /// Whether `topic` has its record and `partitions` partitions, each with a leader that took
+    /// over: the placement names a leader at the topic's first leader epoch, and that leader
+    /// re-elects itself above it before it serves. The first epoch is the record's, not
+    /// [`INITIAL_LEADER_EPOCH`]: a topic re-created after a delete starts above the deleted one's
+    /// fence floor, so its placement's own epoch is already above the initial one.
+    ///
+    /// [`INITIAL_LEADER_EPOCH`]: crate::cluster::meta::INITIAL_LEADER_EPOCH
+    pub fn topic_ready(&self, topic: &str, partitions: u32) -> bool {
+        let Some(first) = self.topics.get(topic).map(TopicRecord::first_leader_epoch) else {
+            return false;
+        };
+        (0..partitions).all(|index| {
+            self.partitions
+                .get(&PartitionId::new(topic, index))
+                .is_some_and(|p| p.value.leader.is_some() && p.value.leader_epoch > first)
+        })
+    }
+
     /// The live brokers with their incarnations, as the replication logic takes them.
     pub fn live_brokers(&self) -> LiveBrokers {
         self.brokers
             .iter()
             .map(|(node, broker)| (*node, broker.incarnation))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::meta::place_replicas;
+    use crate::domain::TopicConfig;
+
+    /// A view of `topic` (one partition, first leader epoch `first`) whose partition is led at
+    /// `epoch`.
+    fn led_at(first: u32, epoch: u32) -> ClusterState {
+        let mut record = TopicRecord::new("t", 1, 3, TopicConfig::default());
+        record.first_leader_epoch = first;
+        let mut state = place_replicas(&[1, 2, 3], "t", 1, 3, 2).expect("placement");
+        let mut partition = state.remove(0);
+        partition.leader_epoch = epoch;
+        let mut view = ClusterState::default();
+        view.topics.insert("t".into(), record);
+        view.partitions.insert(
+            PartitionId::new("t", 0),
+            Versioned {
+                value: partition,
+                revision: 1,
+            },
+        );
+        view
+    }
+
+    /// A topic is ready once its leader took over above the record's first epoch: for a topic
+    /// re-created above a fence floor of 7 (first epoch 8), the placement's epoch 8 is not
+    /// ready yet, 9 is. (It used to compare with the initial epoch 1, so a re-created topic
+    /// read as ready before its leader served, and its creator's first produce could fail.)
+    #[test]
+    fn a_recreated_topic_is_ready_only_once_its_leader_took_over_above_its_first_epoch() {
+        assert!(!led_at(1, 1).topic_ready("t", 1));
+        assert!(led_at(1, 2).topic_ready("t", 1));
+        assert!(!led_at(8, 8).topic_ready("t", 1));
+        assert!(led_at(8, 9).topic_ready("t", 1));
+        // A record written before first_leader_epoch existed reads as the initial epoch.
+        assert!(led_at(0, 2).topic_ready("t", 1));
+        assert!(!led_at(8, 9).topic_ready("t", 2), "partition 1 is missing");
+        assert!(!ClusterState::default().topic_ready("t", 1));
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! - The brokers are those Metadata lists (standalone: this one; on a cluster every live broker
 //!   with a Kafka address), none of them fenced (v2's `is_fenced` is false: a broker whose
-//!   registration lapsed is simply not listed). The controller is Metadata's (the live broker
-//!   with the lowest id: etcd, not a controller, decides in fencelog).
+//!   registration lapsed is simply not listed). The controller is Metadata's (the answering
+//!   broker: etcd, not a controller, decides in fencelog).
 //! - `endpoint_type` (v1+): 1 (brokers) is answered; 2 (controllers) is refused with
 //!   `UNSUPPORTED_ENDPOINT_TYPE` (fencelog has no controller listener).
 //! - `cluster_authorized_operations` is Kafka's "not requested" value (`i32::MIN`) whatever was
@@ -48,11 +48,7 @@ pub fn handle(
             .with_controller_id(kafka_protocol::messages::BrokerId(-1));
     } else {
         let brokers = metadata::brokers(service, config);
-        let controller = brokers
-            .iter()
-            .map(|broker| broker.node_id)
-            .min()
-            .unwrap_or_else(|| metadata::kafka_broker_id(service));
+        let controller = metadata::kafka_broker_id(service);
         body = body.with_controller_id(controller).with_brokers(
             brokers
                 .into_iter()

@@ -12,8 +12,8 @@
 //!   as it advertises itself); a partition names its leader (-1 with `LEADER_NOT_AVAILABLE`
 //!   while it has none), its leader epoch (the cluster's, which Fetch, ListOffsets and
 //!   OffsetForLeaderEpoch check), replicas, ISR and offline replicas (replicas with no live
-//!   registration). The controller is the live broker with the lowest id: fencelog has no
-//!   controller (etcd decides), and clients only need a live broker there.
+//!   registration). The controller is the answering broker: fencelog has no controller (etcd
+//!   decides), any broker carries out admin requests, and clients only need a live one there.
 //! - Topic ids (v10+) are derived from the name ([`super::super::topic_id`]).
 //! - Authorized operations (v8+) are left at Kafka's "not requested" value.
 //! - Which topics: v0 lists all topics for an empty array; v1+ for a null array (an empty one
@@ -47,11 +47,11 @@ pub fn handle(
     let node = kafka_broker_id(service);
     let live = service.replica_manager().brokers("");
     let brokers = listed(&live, service, config);
-    let controller = brokers
-        .iter()
-        .map(|broker| broker.node_id)
-        .min()
-        .unwrap_or(node);
+    // The answering broker: it is live (it answers), and any broker carries out what a Kafka
+    // client sends its controller (etcd decides). A fixed choice such as the lowest id would
+    // name a killed broker until its registration lapses, and admin clients would keep trying
+    // it.
+    let controller = node;
     let view = View {
         service,
         node,
