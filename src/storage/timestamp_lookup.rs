@@ -87,48 +87,27 @@ fn visible_max_timestamp(
     segment: &SegmentReader,
     high_watermark: u64,
 ) -> Result<Option<i64>, StorageError> {
-    let map = segment
-        .open_map()
-        .map_err(|error| error.into_storage_error(partition))?;
-    let visible = map.visible();
-    let mut position = 0usize;
     let mut largest = None;
-    while position + HEADER_BYTES <= visible {
-        let corrupt = |offset: u64, reason: String| StorageError::Corrupt {
-            partition: partition.to_owned(),
-            segment: segment.path().display().to_string(),
-            position: position as u64,
-            offset,
-            reason,
-        };
-        let header = map
-            .bytes(position, position + HEADER_BYTES)
-            .and_then(BatchHeader::parse)
-            .ok_or_else(|| corrupt(segment.base_offset(), "unreadable batch header".into()))?;
-        let length = header.batch_length as usize;
-        if header.base_offset >= high_watermark {
-            break;
-        }
-        if length < HEADER_BYTES || position + length > visible {
-            return Err(corrupt(
-                header.base_offset,
-                format!("batch length {length} runs past the data"),
-            ));
-        }
+    walk_visible_batches(partition, segment, high_watermark, |header, _, _| {
         largest = largest.max(Some(header.max_timestamp));
-        position += length;
-    }
+        Ok(None::<()>)
+    })?;
     Ok(largest)
 }
 
-/// Walks one segment's batch headers to the first batch that reaches `timestamp`, then picks
-/// the first such record inside it.
-fn search_segment(
+/// Reads one batch's bytes out of the segment's map, on demand.
+type BatchBytes<'a> = dyn Fn() -> Result<Bytes, StorageError> + 'a;
+
+/// Calls `visit` with each batch header of `segment` below `high_watermark`, in order, its byte
+/// position and a reader of the batch's bytes (its CRC not checked: `visit` decodes what it needs), until
+/// `visit` returns `Some`. A header that cannot be read or a length past the data is
+/// `Corrupt`, never skipped.
+fn walk_visible_batches<T>(
     partition: &str,
     segment: &SegmentReader,
     high_watermark: u64,
-    timestamp: i64,
-) -> Result<Option<u64>, StorageError> {
+    mut visit: impl FnMut(&BatchHeader, usize, &BatchBytes<'_>) -> Result<Option<T>, StorageError>,
+) -> Result<Option<T>, StorageError> {
     let map = segment
         .open_map()
         .map_err(|error| error.into_storage_error(partition))?;
@@ -156,21 +135,47 @@ fn search_segment(
                 format!("batch length {length} runs past the data"),
             ));
         }
-        if header.max_timestamp >= timestamp {
-            let bytes: Bytes = map
-                .slice(position, position + length)
-                .ok_or_else(|| corrupt(header.base_offset, "batch not mapped".into()))?;
-            let records = batch::decode_batch(&bytes)
-                .map_err(|error| corrupt(header.base_offset, error.to_string()))?;
-            let found = records
-                .iter()
-                .take_while(|record| record.offset < high_watermark)
-                .find(|record| record.timestamp >= timestamp);
-            if let Some(record) = found {
-                return Ok(Some(record.offset));
-            }
+        let bytes = || {
+            map.slice(position, position + length)
+                .ok_or_else(|| corrupt(header.base_offset, "batch not mapped".into()))
+        };
+        if let Some(found) = visit(&header, position, &bytes)? {
+            return Ok(Some(found));
         }
         position += length;
     }
     Ok(None)
+}
+
+/// Walks one segment's batch headers to the first batch that reaches `timestamp`, then picks
+/// the first such record inside it.
+fn search_segment(
+    partition: &str,
+    segment: &SegmentReader,
+    high_watermark: u64,
+    timestamp: i64,
+) -> Result<Option<u64>, StorageError> {
+    walk_visible_batches(
+        partition,
+        segment,
+        high_watermark,
+        |header, position, bytes| {
+            if header.max_timestamp < timestamp {
+                return Ok(None);
+            }
+            let records =
+                batch::decode_batch(&bytes()?).map_err(|error| StorageError::Corrupt {
+                    partition: partition.to_owned(),
+                    segment: segment.path().display().to_string(),
+                    position: position as u64,
+                    offset: header.base_offset,
+                    reason: error.to_string(),
+                })?;
+            Ok(records
+                .iter()
+                .take_while(|record| record.offset < high_watermark)
+                .find(|record| record.timestamp >= timestamp)
+                .map(|record| record.offset))
+        },
+    )
 }

@@ -120,13 +120,7 @@ impl Partition {
     /// The first offset whose record timestamp is at or after `timestamp` (ms), among the
     /// records readers can see; `None` if none is that recent (see `timestamp_lookup`).
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, StorageError> {
-        let high_watermark = self.high_watermark();
-        let segments = self
-            .shared
-            .segments
-            .read()
-            .expect("segments lock poisoned")
-            .clone();
+        let (high_watermark, segments) = self.visible_segments();
         super::super::timestamp_lookup::first_offset_at_or_after(
             &self.name,
             &segments,
@@ -138,6 +132,17 @@ impl Partition {
     /// The first visible offset holding the largest record timestamp, with that timestamp;
     /// `None` when no record is visible (see `timestamp_lookup`).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(u64, i64)>, StorageError> {
+        let (high_watermark, segments) = self.visible_segments();
+        super::super::timestamp_lookup::offset_of_max_timestamp(
+            &self.name,
+            &segments,
+            high_watermark,
+        )
+    }
+
+    /// The high watermark, then the segments (oldest first): read in that order, so every
+    /// record below the high watermark is in a segment listed.
+    fn visible_segments(&self) -> (u64, Vec<Arc<super::super::segment::SegmentReader>>) {
         let high_watermark = self.high_watermark();
         let segments = self
             .shared
@@ -145,10 +150,6 @@ impl Partition {
             .read()
             .expect("segments lock poisoned")
             .clone();
-        super::super::timestamp_lookup::offset_of_max_timestamp(
-            &self.name,
-            &segments,
-            high_watermark,
-        )
+        (high_watermark, segments)
     }
 }
