@@ -43,6 +43,25 @@ async fn leader_of(client: &Client, topic: &str, partition: u32) -> u32 {
     }
 }
 
+/// Retries `attempt` every 100 ms until it succeeds (within [`CONVERGE`]), while the cluster
+/// moves a group or places a topic.
+async fn eventually<T, E: std::fmt::Display, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{what}: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn committed_offsets_survive_a_crash_of_the_groups_coordinator() {
     let mut cluster = TestCluster::start(3).await.expect("start the cluster");
@@ -117,16 +136,10 @@ async fn committed_offsets_survive_a_crash_of_the_groups_coordinator() {
     let client = client_of(&survivors).await;
 
     // The new coordinator (another broker) has every committed position.
-    let deadline = Instant::now() + CONVERGE;
-    let committed = loop {
-        match client.committed_offset("billing", "events", 0).await {
-            Ok(committed) => break committed,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "no new coordinator: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let committed = eventually("no new coordinator", || {
+        client.committed_offset("billing", "events", 0)
+    })
+    .await;
     let committed = committed.expect("the commit survived the coordinator's crash");
     assert_eq!(
         (committed.offset, committed.metadata.as_str()),
@@ -183,30 +196,15 @@ async fn a_deleted_topics_committed_offsets_are_not_the_recreated_topics() {
         .expect("commit");
 
     client.delete_topic("again").await.expect("delete");
-    let deadline = Instant::now() + CONVERGE;
-    loop {
-        match client
-            .create_replicated_topic("again", 1, TopicConfig::default(), replication)
-            .await
-        {
-            Ok(()) => break,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "re-create: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    eventually("re-create", || {
+        client.create_replicated_topic("again", 1, TopicConfig::default(), replication)
+    })
+    .await;
     leader_of(&client, "again", 0).await;
-    let deadline = Instant::now() + CONVERGE;
-    let committed = loop {
-        match client.committed_offset("billing", "again", 0).await {
-            Ok(committed) => break committed,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "read back: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let committed = eventually("read back", || {
+        client.committed_offset("billing", "again", 0)
+    })
+    .await;
     assert_eq!(committed, None, "the deleted topic's position is forgotten");
 
     client
