@@ -161,6 +161,10 @@ pub struct Broker {
     producer_ids: producer_ids::ProducerIds,
     /// Committed offsets of consumer groups.
     group_offsets: GroupOffsets,
+    /// The classic groups' membership, next to their offsets (used standalone).
+    group_memberships: Arc<groups::membership::GroupMemberships>,
+    /// The memberships read at open, until the group coordinator takes them.
+    loaded_memberships: std::sync::Mutex<Vec<(String, coordinator::GroupSnapshot)>>,
     /// The fence floors of deleted topic names (behind `create_lock` for writes).
     epoch_floors: std::sync::Mutex<epoch_floors::EpochFloors>,
     _lock_file: File,
@@ -333,6 +337,9 @@ impl Broker {
             &data_dir.join(groups::GROUPS_DIRECTORY),
             GroupOffsetsConfig::default(),
         )?;
+        let (group_memberships, loaded_memberships) =
+            groups::membership::GroupMemberships::open(&data_dir.join(groups::GROUPS_DIRECTORY))
+                .map_err(io_error("read the group memberships"))?;
         let epoch_floors = epoch_floors::EpochFloors::open(data_dir)
             .map_err(io_error("read the epoch floors of deleted topics"))?;
         if Self::purge_deleted(data_dir)? {
@@ -350,6 +357,8 @@ impl Broker {
             seal_worker,
             producer_ids,
             group_offsets,
+            group_memberships: Arc::new(group_memberships),
+            loaded_memberships: std::sync::Mutex::new(loaded_memberships),
             epoch_floors: std::sync::Mutex::new(epoch_floors),
             _lock_file: lock_file,
         })
@@ -439,6 +448,22 @@ impl Broker {
     /// The committed offsets of consumer groups.
     pub fn group_offsets(&self) -> &GroupOffsets {
         &self.group_offsets
+    }
+
+    /// The classic groups' membership store (a standalone coordinator writes to it).
+    pub fn group_memberships(&self) -> &Arc<groups::membership::GroupMemberships> {
+        &self.group_memberships
+    }
+
+    /// The memberships read when the broker opened; empty after the first call (one
+    /// coordinator restores them).
+    pub fn take_loaded_memberships(&self) -> Vec<(String, coordinator::GroupSnapshot)> {
+        std::mem::take(
+            &mut *self
+                .loaded_memberships
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Creates a topic durably: its settings file is written and fsynced before it is announced.

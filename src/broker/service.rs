@@ -243,12 +243,17 @@ impl BrokerService {
     /// The consumer-group coordinator (membership and generations of Kafka's classic group
     /// protocol), started on first use. Must be called inside a tokio runtime: the coordinator's
     /// ticker task checks session and rebalance deadlines. It stops when the service is dropped;
-    /// its groups are in memory only (committed offsets are durable, membership is not).
+    /// its groups live in the offsets partitions on a cluster, in `DATA/groups/` standalone
+    /// (loaded here, so a restart keeps stable groups stable).
     pub fn group_coordinator(&self) -> &Arc<GroupCoordinator> {
         self.coordinator.get_or_init(|| {
             let coordinator = GroupCoordinator::start(self.coordinator_config.clone());
-            if let Some(offsets) = self.offsets.get() {
-                offsets.attach(&coordinator);
+            match self.offsets.get() {
+                Some(offsets) => offsets.attach(&coordinator),
+                None => coordinator.store_in(
+                    Arc::clone(self.broker.group_memberships()) as _,
+                    self.broker.take_loaded_memberships(),
+                ),
             }
             coordinator
         })

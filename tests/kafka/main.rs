@@ -15,6 +15,7 @@ mod kafka_configs;
 mod kafka_delete_topics;
 mod kafka_fetch_memory;
 mod kafka_fuzz_inputs;
+mod kafka_group_scenarios;
 mod kafka_groups;
 mod kafka_kcat;
 mod kafka_protocol;

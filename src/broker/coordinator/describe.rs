@@ -73,6 +73,9 @@ pub struct GroupDescription {
     pub group_id: String,
     /// Its state.
     pub state: GroupState,
+    /// Its generation (0 before the first rebalance); Kafka's DescribeGroups does not carry
+    /// it, but an operator (and a test) can tell a rebalance happened by it.
+    pub generation: i32,
     /// The protocol type its members use (e.g. `consumer`); empty if none joined yet.
     pub protocol_type: String,
     /// The protocol (assignor) chosen; empty unless the group is stable, as in Kafka.
@@ -156,6 +159,7 @@ fn describe(group_id: &str, group: &Group) -> GroupDescription {
     GroupDescription {
         group_id: group_id.to_string(),
         state,
+        generation: group.generation,
         protocol_type: group.protocol_type.clone().unwrap_or_default(),
         protocol,
         members,

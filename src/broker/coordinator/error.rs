@@ -65,4 +65,12 @@ pub enum GroupError {
     /// broker): find the coordinator again (`NOT_COORDINATOR`, 16).
     #[error("this broker no longer coordinates the group: find its coordinator again")]
     NotCoordinator,
+    /// The group's new generation could not be written to the broker's store, so its
+    /// assignment is not handed out; the group rebalances (`COORDINATOR_NOT_AVAILABLE`, 15:
+    /// retriable).
+    #[error("the group's state could not be stored ({reason}): rejoin")]
+    StoreFailed {
+        /// What failed.
+        reason: String,
+    },
 }

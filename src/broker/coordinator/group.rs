@@ -255,19 +255,33 @@ impl Group {
             .unwrap_or_default()
     }
 
-    /// The leader's assignment: stored per member, and every waiting sync answered.
-    pub(super) fn install_assignment(&mut self, assignments: Vec<(String, Bytes)>) {
+    /// The leader's assignment, stored per member; nobody is answered yet (the group stays
+    /// completing its rebalance until [`Self::answer_syncs`]).
+    pub(super) fn store_assignment(&mut self, assignments: Vec<(String, Bytes)>) {
         for (member_id, assignment) in assignments {
             if let Some(member) = self.members.get_mut(&member_id) {
                 member.assignment = assignment;
             }
         }
+    }
+
+    /// Every waiting sync answered with its member's assignment: the group is stable.
+    pub(super) fn answer_syncs(&mut self) {
         for member in self.members.values_mut() {
             if let Some(waiter) = member.sync_waiter.take() {
                 let _ = waiter.send(Ok(member.assignment.clone()));
             }
         }
         self.phase = Phase::Stable;
+    }
+
+    /// Every waiting sync answered `error` (the assignment could not be kept).
+    pub(super) fn fail_syncs(&mut self, error: &GroupError) {
+        for member in self.members.values_mut() {
+            if let Some(waiter) = member.sync_waiter.take() {
+                let _ = waiter.send(Err(error.clone()));
+            }
+        }
     }
 
     /// A known member of the current generation?

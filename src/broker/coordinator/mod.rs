@@ -29,6 +29,7 @@
 
 mod admin;
 mod describe;
+mod durable;
 mod error;
 mod group;
 mod snapshot;
@@ -47,6 +48,8 @@ use crate::domain::{ConfigError, Quantity};
 
 pub use admin::{GroupHasMembers, GroupSubscriptions};
 pub use describe::{GroupDescription, GroupListing, GroupState, MemberDescription};
+use durable::DurableWriter;
+pub use durable::{GroupStore, MAX_PENDING_GROUP_WRITES};
 pub use error::GroupError;
 use group::{Group, Member, Phase};
 pub use snapshot::{GroupPersistence, GroupSnapshot, MemberSnapshot};
@@ -188,6 +191,11 @@ pub struct GroupCoordinator {
     /// Where snapshots of groups go when they change generation or empty (a cluster's
     /// offsets partitions); unset standalone, where membership lives in memory only.
     persistence: std::sync::OnceLock<GroupPersistence>,
+    /// Where groups are written durably (a standalone broker's `DATA/groups/`); unset on a
+    /// cluster, where the offsets partitions hold them (see [`Self::store_in`]).
+    durable: std::sync::OnceLock<DurableWriter>,
+    /// This coordinator, for the tasks that finish a sync once its snapshot is written.
+    this: Weak<Self>,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -204,10 +212,12 @@ impl GroupCoordinator {
     /// A coordinator with its ticker task (stops once the coordinator is dropped). Must be
     /// called inside a tokio runtime.
     pub fn start(config: CoordinatorConfig) -> Arc<Self> {
-        let coordinator = Arc::new(Self {
+        let coordinator = Arc::new_cyclic(|this| Self {
             config,
             groups: Mutex::new(HashMap::new()),
             persistence: std::sync::OnceLock::new(),
+            durable: std::sync::OnceLock::new(),
+            this: this.clone(),
         });
         tokio::spawn(tick_until_dropped(Arc::downgrade(&coordinator)));
         coordinator
@@ -217,6 +227,26 @@ impl GroupCoordinator {
     /// first call takes effect.
     pub fn persist_with(&self, persistence: GroupPersistence) {
         let _ = self.persistence.set(persistence);
+    }
+
+    /// Installs `loaded` (the groups `store` held when the broker started: each stays in its
+    /// generation, its members' sessions starting now) and writes every later change of a
+    /// group to `store`: a generation completing (before any member's sync is answered),
+    /// members leaving or expiring, the group emptying. Only the first call takes effect.
+    pub fn store_in(&self, store: Arc<dyn GroupStore>, loaded: Vec<(String, GroupSnapshot)>) {
+        if self.durable.set(DurableWriter::start(store)).is_err() {
+            return;
+        }
+        for (group_id, snapshot) in &loaded {
+            self.restore(group_id, snapshot);
+        }
+    }
+
+    /// Queues `group`'s snapshot for the durable store, if there is one (call it under the
+    /// lock, right after the change, so writes keep the order of the changes).
+    fn store(&self, group_id: &str, group: &Group) -> Option<durable::WriteDone> {
+        let writer = self.durable.get()?;
+        Some(writer.enqueue(group_id.to_owned(), GroupSnapshot::of(group)))
     }
 
     /// Hands `snapshots` to the persistence, if any (called after the lock is released).
@@ -345,9 +375,17 @@ impl GroupCoordinator {
                 member.sync_waiter = Some(answer);
             }
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
-                group.install_assignment(request.assignments);
-                if self.persists() {
-                    stable = Some((request.group_id.clone(), GroupSnapshot::of(group)));
+                group.store_assignment(request.assignments);
+                match self.store(&request.group_id, group) {
+                    Some(written) => {
+                        self.finish_sync_once_written(&request.group_id, group.generation, written)
+                    }
+                    None => {
+                        group.answer_syncs();
+                        if self.persists() {
+                            stable = Some((request.group_id.clone(), GroupSnapshot::of(group)));
+                        }
+                    }
                 }
             }
             answered
@@ -356,6 +394,44 @@ impl GroupCoordinator {
         answered
             .await
             .unwrap_or(Err(GroupError::RebalanceInProgress))
+    }
+
+    /// Answers the syncs of `group_id`'s generation `generation` once its snapshot is written
+    /// (a task, so that the answer does not depend on the leader's request staying alive).
+    /// A failed write answers them [`GroupError::StoreFailed`] and the group rebalances: an
+    /// assignment the store does not hold is never handed out.
+    fn finish_sync_once_written(
+        &self,
+        group_id: &str,
+        generation: i32,
+        written: durable::WriteDone,
+    ) {
+        let this = self.this.clone();
+        let group_id = group_id.to_owned();
+        tokio::spawn(async move {
+            let result = written
+                .await
+                .unwrap_or_else(|_| Err("the group state writer stopped".into()));
+            let Some(coordinator) = this.upgrade() else {
+                return;
+            };
+            let mut groups = coordinator.lock();
+            let Some(group) = groups.get_mut(&group_id) else {
+                return;
+            };
+            if group.generation != generation || !matches!(group.phase, Phase::CompletingRebalance)
+            {
+                // Rebalancing again already (a member joined or left): its syncs were answered.
+                return;
+            }
+            match result {
+                Ok(()) => group.answer_syncs(),
+                Err(reason) => {
+                    group.fail_syncs(&GroupError::StoreFailed { reason });
+                    group.prepare_rebalance(Instant::now(), Duration::ZERO);
+                }
+            }
+        });
     }
 
     /// Records a member's heartbeat. Answers [`GroupError::RebalanceInProgress`] while the
@@ -382,17 +458,37 @@ impl GroupCoordinator {
         group.check_member(member_id, generation_id)
     }
 
-    /// Removes members from a group at once (a consumer closing); the rest rebalance.
-    pub fn leave(&self, group_id: &str, member_ids: &[String]) -> Vec<Result<(), GroupError>> {
+    /// Removes members from a group at once (a consumer closing); the rest rebalance. With a
+    /// durable store, answers once the change is written (a failed write is logged: the
+    /// members are gone here, and after a restart the ones left behind in the store expire by
+    /// their session timeout).
+    pub async fn leave(
+        &self,
+        group_id: &str,
+        member_ids: &[String],
+    ) -> Vec<Result<(), GroupError>> {
+        let (results, written) = self.leave_now(group_id, member_ids);
+        if let Some(written) = written {
+            let _ = written.await;
+        }
+        results
+    }
+
+    fn leave_now(
+        &self,
+        group_id: &str,
+        member_ids: &[String],
+    ) -> (Vec<Result<(), GroupError>>, Option<durable::WriteDone>) {
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(group_id) else {
-            return member_ids
+            let results = member_ids
                 .iter()
                 .map(|_| Err(GroupError::UnknownMemberId))
                 .collect();
+            return (results, None);
         };
         let was_empty = matches!(group.phase, Phase::Empty);
-        let results = member_ids
+        let results: Vec<Result<(), GroupError>> = member_ids
             .iter()
             .map(|member_id| match group.remove_member(member_id) {
                 true => Ok(()),
@@ -400,6 +496,10 @@ impl GroupCoordinator {
             })
             .collect();
         group.after_membership_change(Instant::now(), self.config.initial_rebalance_delay);
+        let written = match results.iter().any(Result::is_ok) && !was_empty {
+            true => self.store(group_id, group),
+            false => None,
+        };
         let emptied = (!was_empty && matches!(group.phase, Phase::Empty) && self.persists())
             .then(|| (group_id.to_owned(), GroupSnapshot::of(group)));
         if group.is_forgettable() {
@@ -407,7 +507,7 @@ impl GroupCoordinator {
         }
         drop(groups);
         self.persist(emptied.into_iter().collect());
-        results
+        (results, written)
     }
 
     /// Whether an offset commit from `member_id` in `generation_id` may be stored: a member of
@@ -452,7 +552,13 @@ impl GroupCoordinator {
         let mut groups = self.lock();
         for (group_id, group) in groups.iter_mut() {
             let was_empty = matches!(group.phase, Phase::Empty);
+            let members = group.members.len();
             group.tick(now, self.config.initial_rebalance_delay);
+            if !was_empty && group.members.len() < members {
+                // Members expired: the store must not bring them back after a restart. Nobody
+                // waits for this write.
+                drop(self.store(group_id, group));
+            }
             if persists && !was_empty && matches!(group.phase, Phase::Empty) {
                 emptied.push((group_id.clone(), GroupSnapshot::of(group)));
             }

@@ -43,6 +43,11 @@ pub struct GroupSnapshot {
     pub leader: Option<String>,
     /// Every member of the generation.
     pub members: Vec<MemberSnapshot>,
+    /// Members left or expired after the generation completed: the group was rebalancing, and
+    /// a restored group starts a rebalance (its members rejoin) instead of being stable.
+    /// Absent (false) in snapshots written before the field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebalance: bool,
 }
 
 /// One member of a [`GroupSnapshot`].
@@ -106,6 +111,7 @@ impl GroupSnapshot {
             protocol,
             leader: group.leader.clone(),
             members,
+            rebalance: matches!(group.phase, Phase::PreparingRebalance { .. }),
         }
     }
 
@@ -129,6 +135,10 @@ impl GroupSnapshot {
             member.protocols = vec![(protocol.clone(), decode(&saved.subscription))];
             member.assignment = decode(&saved.assignment);
             group.members.insert(saved.member_id.clone(), member);
+        }
+        if self.rebalance {
+            // No initial delay: the group is not empty.
+            group.prepare_rebalance(now, Duration::ZERO);
         }
         group
     }

@@ -191,7 +191,9 @@ async fn leaving_rebalances_the_rest_and_the_last_leave_empties_the_group() {
     let coordinator = coordinator();
     let (leader, follower) = two_member_group(&coordinator).await;
     assert_eq!(
-        coordinator.leave("g", std::slice::from_ref(&follower.member_id)),
+        coordinator
+            .leave("g", std::slice::from_ref(&follower.member_id))
+            .await,
         vec![Ok(())]
     );
     assert_eq!(
@@ -199,7 +201,9 @@ async fn leaving_rebalances_the_rest_and_the_last_leave_empties_the_group() {
         Err(GroupError::RebalanceInProgress)
     );
     assert_eq!(
-        coordinator.leave("g", &[leader.member_id.clone(), "nobody".into()]),
+        coordinator
+            .leave("g", &[leader.member_id.clone(), "nobody".into()])
+            .await,
         vec![Ok(()), Err(GroupError::UnknownMemberId)]
     );
     // No members: a consumer outside any group may commit for it again.
@@ -349,7 +353,8 @@ async fn a_restored_snapshot_keeps_a_stable_group_stable() {
     assert!(new.describe("g").is_some());
 
     // Both leave: the emptied group's snapshot has no members and removes the group.
-    old.leave("g", &[leader.member_id.clone(), follower.member_id.clone()]);
+    old.leave("g", &[leader.member_id.clone(), follower.member_id.clone()])
+        .await;
     let (_, emptied) = snapshots.lock().unwrap().last().cloned().unwrap();
     assert!(emptied.members.is_empty());
     assert!(emptied.generation > snapshot.generation);
@@ -370,4 +375,108 @@ fn snapshot_with_generation(snapshot: &GroupSnapshot, generation: i32) -> GroupS
         generation,
         ..snapshot.clone()
     }
+}
+
+/// A store that fails every write, for the sync that must not answer an unstored assignment.
+struct FailingStore;
+
+impl GroupStore for FailingStore {
+    fn save(&self, _: &str, _: &GroupSnapshot) -> Result<(), String> {
+        Err("disk full".into())
+    }
+}
+
+/// Runs a two-member group through one generation on `coordinator`: returns the joins after
+/// both syncs were answered.
+async fn stable_two_member_group(
+    coordinator: &Arc<GroupCoordinator>,
+) -> (JoinResponse, JoinResponse) {
+    let (leader, follower) = two_member_group(coordinator).await;
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"p0")),
+        (follower.member_id.clone(), Bytes::from_static(b"p1")),
+    ];
+    let (from_leader, from_follower) = tokio::join!(
+        coordinator.sync(sync_request(&leader, assignments)),
+        coordinator.sync(sync_request(&follower, Vec::new())),
+    );
+    assert_eq!(from_leader.unwrap(), Bytes::from_static(b"p0"));
+    assert_eq!(from_follower.unwrap(), Bytes::from_static(b"p1"));
+    (leader, follower)
+}
+
+fn reopened(directory: &std::path::Path) -> Arc<GroupCoordinator> {
+    use crate::broker::groups::membership::GroupMemberships;
+    let (store, loaded) = GroupMemberships::open(directory).unwrap();
+    let coordinator = coordinator();
+    coordinator.store_in(Arc::new(store), loaded);
+    coordinator
+}
+
+/// Proves: with a durable store, a stable group comes back from a restart (a new coordinator
+/// on the same directory) stable in the same generation: heartbeats, commits and syncs of
+/// the old members succeed without a rejoin; once every member left, a restart knows no group.
+#[tokio::test]
+async fn a_stored_group_stays_stable_in_its_generation_across_a_restart() {
+    let directory = tempfile::tempdir().unwrap();
+    let before = reopened(directory.path());
+    let (leader, follower) = stable_two_member_group(&before).await;
+    drop(before);
+
+    let after = reopened(directory.path());
+    let described = after.describe("g").expect("the group is loaded");
+    assert_eq!(described.state, GroupState::Stable);
+    after
+        .heartbeat("g", leader.generation_id, &leader.member_id)
+        .expect("the leader's heartbeat in its generation");
+    after
+        .heartbeat("g", follower.generation_id, &follower.member_id)
+        .expect("the follower's heartbeat in its generation");
+    after
+        .check_commit("g", follower.generation_id, &follower.member_id)
+        .expect("a commit in the generation");
+    let synced = after.sync(sync_request(&follower, Vec::new())).await;
+    assert_eq!(synced.unwrap(), Bytes::from_static(b"p1"));
+
+    // One leaves: after a restart the other is asked to rejoin (the group was rebalancing).
+    let left = after
+        .leave("g", std::slice::from_ref(&follower.member_id))
+        .await;
+    assert_eq!(left, vec![Ok(())]);
+    drop(after);
+    let after_leave = reopened(directory.path());
+    assert_eq!(
+        after_leave.heartbeat("g", leader.generation_id, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(
+        after_leave.heartbeat("g", follower.generation_id, &follower.member_id),
+        Err(GroupError::UnknownMemberId)
+    );
+    let left = after_leave
+        .leave("g", std::slice::from_ref(&leader.member_id))
+        .await;
+    assert_eq!(left, vec![Ok(())]);
+    drop(after_leave);
+    assert!(reopened(directory.path()).describe("g").is_none());
+}
+
+/// Proves: an assignment whose generation the store could not write is not handed out: every
+/// sync of the generation answers `StoreFailed` and the group rebalances.
+#[tokio::test]
+async fn a_generation_the_store_refuses_is_not_handed_out() {
+    let coordinator = coordinator();
+    coordinator.store_in(Arc::new(FailingStore), Vec::new());
+    let (leader, follower) = two_member_group(&coordinator).await;
+    let assignments = vec![(leader.member_id.clone(), Bytes::from_static(b"p0"))];
+    let (from_leader, from_follower) = tokio::join!(
+        coordinator.sync(sync_request(&leader, assignments)),
+        coordinator.sync(sync_request(&follower, Vec::new())),
+    );
+    assert!(matches!(from_leader, Err(GroupError::StoreFailed { .. })));
+    assert!(matches!(from_follower, Err(GroupError::StoreFailed { .. })));
+    assert_eq!(
+        coordinator.heartbeat("g", leader.generation_id, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
 }

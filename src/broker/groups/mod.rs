@@ -18,10 +18,14 @@
 //! * [`config`] holds the limits.
 //! * [`error`] holds [`GroupOffsetsError`].
 //! * [`bucket_file`] is the file format.
+//! * [`membership`] keeps the classic groups' membership (generation, members, assignments)
+//!   next to the offsets, in the format of [`membership_file`].
 
 pub mod bucket_file;
 pub mod config;
 pub mod error;
+pub mod membership;
+pub mod membership_file;
 
 use std::collections::HashMap;
 use std::fs;

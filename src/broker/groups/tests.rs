@@ -298,3 +298,106 @@ fn group_names_lists_every_group_with_offsets_after_reopening() {
     assert!(reopened.has_group("mid"));
     assert!(!reopened.has_group("never"));
 }
+
+fn membership_snapshot(generation: i32) -> crate::broker::coordinator::GroupSnapshot {
+    use crate::broker::coordinator::{GroupSnapshot, MemberSnapshot};
+    GroupSnapshot {
+        generation,
+        protocol_type: Some("consumer".into()),
+        protocol: Some("range".into()),
+        leader: Some("m-1".into()),
+        members: vec![MemberSnapshot {
+            member_id: "m-1".into(),
+            group_instance_id: Some("instance-1".into()),
+            client_id: "client".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 300_000,
+            subscription: "AAE=".into(),
+            assignment: "AAI=".into(),
+        }],
+        rebalance: false,
+    }
+}
+
+#[test]
+fn group_memberships_round_trip_through_their_files() {
+    // Proves: what `save` stored is what `open` loads (every field), a later save of a group
+    // replaces it, and a save without members removes it and its file.
+    use crate::broker::coordinator::GroupStore;
+    use membership::GroupMemberships;
+    let directory = tempfile::tempdir().unwrap();
+    let (store, loaded) = GroupMemberships::open(directory.path()).unwrap();
+    assert!(
+        loaded.is_empty(),
+        "a directory without membership files opens empty"
+    );
+    store.save("billing", &membership_snapshot(3)).unwrap();
+    store.save("billing", &membership_snapshot(4)).unwrap();
+    store.save("audit", &membership_snapshot(7)).unwrap();
+    let (_, mut loaded) = GroupMemberships::open(directory.path()).unwrap();
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        loaded,
+        vec![
+            ("audit".to_string(), membership_snapshot(7)),
+            ("billing".to_string(), membership_snapshot(4)),
+        ]
+    );
+    let mut emptied = membership_snapshot(5);
+    emptied.members.clear();
+    store.save("billing", &emptied).unwrap();
+    let (_, loaded) = GroupMemberships::open(directory.path()).unwrap();
+    assert_eq!(loaded, vec![("audit".to_string(), membership_snapshot(7))]);
+    let file = directory
+        .path()
+        .join(membership_file::file_name(bucket_file::bucket_of(
+            "billing",
+        )));
+    assert!(!file.exists(), "a bucket without groups has no file");
+}
+
+#[test]
+fn a_torn_or_damaged_membership_file_drops_its_groups_only() {
+    // Proves: a truncated (torn) file, one with a flipped byte, and one of another format are
+    // refused whole on open, without failing the open: their groups are dropped (members
+    // rejoin), the other groups load, and the committed offsets next to them still open.
+    use crate::broker::coordinator::GroupStore;
+    use membership::GroupMemberships;
+    let directory = tempfile::tempdir().unwrap();
+    let (store, _) = GroupMemberships::open(directory.path()).unwrap();
+    for group in ["torn", "flipped", "foreign", "kept"] {
+        store.save(group, &membership_snapshot(2)).unwrap();
+    }
+    let path_of = |group: &str| {
+        directory
+            .path()
+            .join(membership_file::file_name(bucket_file::bucket_of(group)))
+    };
+    let torn = fs::read(path_of("torn")).unwrap();
+    fs::write(path_of("torn"), &torn[..torn.len() - 5]).unwrap();
+    let mut flipped = fs::read(path_of("flipped")).unwrap();
+    let last = flipped.len() - 3;
+    flipped[last] ^= 0x20;
+    fs::write(path_of("flipped"), &flipped).unwrap();
+    fs::write(path_of("foreign"), b"not a membership file at all").unwrap();
+    let (store, loaded) = GroupMemberships::open(directory.path()).unwrap();
+    assert_eq!(loaded, vec![("kept".to_string(), membership_snapshot(2))]);
+    // A damaged bucket is rewritten with what is saved next.
+    store.save("torn", &membership_snapshot(3)).unwrap();
+    let (_, mut loaded) = GroupMemberships::open(directory.path()).unwrap();
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(loaded.len(), 2);
+    assert_eq!(loaded[1], ("torn".to_string(), membership_snapshot(3)));
+    open(directory.path());
+
+    let file =
+        membership_file::encode(&[("kept".to_string(), membership_snapshot(2))].into()).unwrap();
+    for cut in [0, 3, membership_file::HEADER_BYTES, file.len() - 1] {
+        assert!(
+            membership_file::decode(bucket_file::bucket_of("kept"), &file[..cut]).is_err(),
+            "a file cut at {cut} bytes is refused"
+        );
+    }
+    assert!(membership_file::decode(bucket_file::bucket_of("other"), &file).is_err());
+}

@@ -69,7 +69,9 @@ pub fn group_error(error: &GroupError) -> ResponseError {
         GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
         GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
         GroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached,
-        GroupError::TooManyGroups { .. } => ResponseError::CoordinatorNotAvailable,
+        GroupError::TooManyGroups { .. } | GroupError::StoreFailed { .. } => {
+            ResponseError::CoordinatorNotAvailable
+        }
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }

@@ -82,6 +82,7 @@ async fn describe(service: &BrokerService, group_id: &str) -> GroupDescription {
     GroupDescription {
         group_id: group_id.to_string(),
         state,
+        generation: 0,
         protocol_type: String::new(),
         protocol: String::new(),
         members: Vec::new(),

@@ -43,7 +43,9 @@ pub async fn handle(
         Err(error) => group_error(error).code(),
     };
     let body = if version < 3 {
-        let results = coordinator.leave(group_id, &[request.member_id.to_string()]);
+        let results = coordinator
+            .leave(group_id, &[request.member_id.to_string()])
+            .await;
         let error_code = results.first().map_or(0, code);
         LeaveGroupResponse::default().with_error_code(error_code)
     } else {
@@ -59,7 +61,7 @@ pub async fn handle(
         }
         let results = match member_ids.is_empty() {
             true => Vec::new(),
-            false => coordinator.leave(group_id, &member_ids),
+            false => coordinator.leave(group_id, &member_ids).await,
         };
         let members = request
             .members
