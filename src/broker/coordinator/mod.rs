@@ -24,8 +24,10 @@
 //! held across an `await`: pending joins and syncs wait on oneshot channels.
 //!
 //! Static membership (`group.instance.id`) is accepted and reported; an instance that restarts
-//! (joins again without a member id) replaces its previous member at once, and the group
-//! rebalances (Kafka would hand it the previous assignment without one).
+//! (joins again without a member id) replaces its previous member at once. In a stable group
+//! a follower's new incarnation gets its previous assignment without a rebalance, as in Kafka
+//! (KIP-345); a restarted leader, or an instance of a group that is rebalancing, rebalances
+//! the group.
 
 mod admin;
 mod describe;
@@ -303,6 +305,11 @@ impl GroupCoordinator {
         }
         let member_id = if request.member_id.is_empty() {
             let member_id = group.new_member_id(&request.client_id);
+            if let Some(answered) =
+                self.rejoin_static_follower(&request.group_id, group, &request, &member_id, now)
+            {
+                return Ok(answered);
+            }
             if let Some(instance_id) = &request.group_instance_id {
                 // A restarted static member (which left no LeaveGroup behind): its previous
                 // incarnation is replaced at once, as in Kafka, rather than held until its
@@ -350,6 +357,69 @@ impl GroupCoordinator {
         }
         group.complete_if_ready(now, false);
         Ok(answered)
+    }
+
+    /// A restarted static member (KIP-345) of a stable group that is not its leader takes its
+    /// previous incarnation's place and assignment without a rebalance, as in Kafka: the join
+    /// is answered at once in the current generation (once the new member id is stored), and
+    /// the member's sync returns the assignment. `None` when that does not apply (no such
+    /// instance, a group not stable, the leader, or a member that does not support the
+    /// group's protocol): the caller rebalances as for any join.
+    fn rejoin_static_follower(
+        &self,
+        group_id: &str,
+        group: &mut Group,
+        request: &JoinRequest,
+        member_id: &str,
+        now: Instant,
+    ) -> Option<oneshot::Receiver<Result<JoinResponse, GroupError>>> {
+        let instance_id = request.group_instance_id.as_deref()?;
+        let protocol = group.protocol.clone()?;
+        let previous = group
+            .members
+            .values()
+            .find(|member| member.group_instance_id.as_deref() == Some(instance_id))?;
+        let is_leader = group.leader.as_deref() == Some(previous.member_id.as_str());
+        let supports = request.protocols.iter().any(|(name, _)| *name == protocol);
+        if !matches!(group.phase, Phase::Stable) || is_leader || !supports {
+            return None;
+        }
+        let previous_id = previous.member_id.clone();
+        let assignment = previous.assignment.clone();
+        tracing::info!(%previous_id, %member_id, instance_id, "static member rejoined: previous assignment kept");
+        group.remove_member(&previous_id);
+        let mut member = Member::new(member_id.to_owned(), now);
+        member.group_instance_id = request.group_instance_id.clone();
+        member.client_id = request.client_id.clone();
+        member.client_host = request.client_host.clone();
+        member.session_timeout = request.session_timeout;
+        member.rebalance_timeout = request.rebalance_timeout;
+        member.protocols = request.protocols.clone();
+        member.assignment = assignment;
+        group.members.insert(member_id.to_owned(), member);
+        let response = JoinResponse {
+            generation_id: group.generation,
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            protocol_name: protocol,
+            leader: group.leader.clone().unwrap_or_default(),
+            member_id: member_id.to_owned(),
+            members: Vec::new(),
+        };
+        let (answer, answered) = oneshot::channel();
+        match self.store(group_id, group) {
+            None => {
+                let _ = answer.send(Ok(response));
+            }
+            Some(written) => {
+                tokio::spawn(async move {
+                    // A failed write is logged by the writer: after a restart the previous
+                    // incarnation is restored and replaced again when the instance rejoins.
+                    let _ = written.await;
+                    let _ = answer.send(Ok(response));
+                });
+            }
+        }
+        Some(answered)
     }
 
     /// Syncs a member after its join: the leader's sync brings the assignment; every member's

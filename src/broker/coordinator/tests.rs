@@ -480,3 +480,53 @@ async fn a_generation_the_store_refuses_is_not_handed_out() {
         Err(GroupError::RebalanceInProgress)
     );
 }
+
+/// Proves (KIP-345): a restarted static member of a stable group that is not its leader
+/// joins at once in the same generation with a new member id and gets its previous
+/// assignment from its sync; the leader keeps heartbeating in that generation (no
+/// rebalance), and the old member id is unknown.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_static_follower_gets_its_previous_assignment_without_a_rebalance() {
+    let coordinator = coordinator();
+    let static_join = |instance: &str| {
+        let mut request = join_request("", &["range"]);
+        request.group_instance_id = Some(instance.into());
+        request
+    };
+    let (a, b) = tokio::join!(
+        coordinator.join(static_join("instance-a")),
+        coordinator.join(static_join("instance-b")),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (leader, follower, follower_instance) = match a.leader == a.member_id {
+        true => (a, b, "instance-b"),
+        false => (b, a, "instance-a"),
+    };
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"p0")),
+        (follower.member_id.clone(), Bytes::from_static(b"p1")),
+    ];
+    let (from_leader, _) = tokio::join!(
+        coordinator.sync(sync_request(&leader, assignments)),
+        coordinator.sync(sync_request(&follower, Vec::new())),
+    );
+    assert_eq!(from_leader.unwrap(), Bytes::from_static(b"p0"));
+
+    let rejoined = coordinator
+        .join(static_join(follower_instance))
+        .await
+        .unwrap();
+    assert_eq!(rejoined.generation_id, follower.generation_id);
+    assert_ne!(rejoined.member_id, follower.member_id);
+    assert_eq!(rejoined.leader, leader.member_id);
+    assert!(rejoined.members.is_empty());
+    let synced = coordinator.sync(sync_request(&rejoined, Vec::new())).await;
+    assert_eq!(synced.unwrap(), Bytes::from_static(b"p1"));
+    coordinator
+        .heartbeat("g", leader.generation_id, &leader.member_id)
+        .expect("no rebalance: the leader's generation holds");
+    assert_eq!(
+        coordinator.heartbeat("g", follower.generation_id, &follower.member_id),
+        Err(GroupError::UnknownMemberId)
+    );
+}
