@@ -248,9 +248,11 @@ impl BrokerService {
     pub fn group_coordinator(&self) -> &Arc<GroupCoordinator> {
         self.coordinator.get_or_init(|| {
             let coordinator = GroupCoordinator::start(self.coordinator_config.clone());
-            match self.offsets.get() {
-                Some(offsets) => offsets.attach(&coordinator),
-                None => coordinator.store_in(
+            match (self.offsets.get(), self.cluster.get()) {
+                (Some(offsets), _) => offsets.attach(&coordinator),
+                // Joining a cluster right now: `join_cluster` attaches the offsets topic.
+                (None, Some(_)) => {}
+                (None, None) => coordinator.store_in(
                     Arc::clone(self.broker.group_memberships()) as _,
                     self.broker.take_loaded_memberships(),
                 ),

@@ -251,6 +251,12 @@ impl GroupCoordinator {
         Some(writer.enqueue(group_id.to_owned(), GroupSnapshot::of(group)))
     }
 
+    /// [`Self::store`] for a group whose leader's assignment was just stored.
+    fn store_completed(&self, group_id: &str, group: &Group) -> Option<durable::WriteDone> {
+        let writer = self.durable.get()?;
+        Some(writer.enqueue(group_id.to_owned(), GroupSnapshot::of_completed(group)))
+    }
+
     /// Hands `snapshots` to the persistence, if any (called after the lock is released).
     fn persist(&self, snapshots: Vec<(String, GroupSnapshot)>) {
         if let Some(persistence) = self.persistence.get() {
@@ -446,7 +452,7 @@ impl GroupCoordinator {
             }
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
                 group.store_assignment(request.assignments);
-                match self.store(&request.group_id, group) {
+                match self.store_completed(&request.group_id, group) {
                     Some(written) => {
                         self.finish_sync_once_written(&request.group_id, group.generation, written)
                     }

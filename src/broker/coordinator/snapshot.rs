@@ -111,7 +111,21 @@ impl GroupSnapshot {
             protocol,
             leader: group.leader.clone(),
             members,
-            rebalance: matches!(group.phase, Phase::PreparingRebalance { .. }),
+            // Between generations (members left or expired, or a rebalance completed but
+            // its assignment is not known yet): a group restored from this must rebalance.
+            rebalance: matches!(
+                group.phase,
+                Phase::PreparingRebalance { .. } | Phase::CompletingRebalance
+            ),
+        }
+    }
+
+    /// The snapshot of `group` whose leader's assignment was just stored: the generation is
+    /// complete (the group becomes stable once this is written).
+    pub(super) fn of_completed(group: &Group) -> Self {
+        Self {
+            rebalance: false,
+            ..Self::of(group)
         }
     }
 

@@ -530,3 +530,20 @@ async fn a_restarted_static_follower_gets_its_previous_assignment_without_a_reba
         Err(GroupError::UnknownMemberId)
     );
 }
+
+/// Proves: a snapshot taken between generations (joined, assignment not yet known) is marked
+/// as rebalancing, and a group restored from it asks its members to rejoin rather than being
+/// stable with no assignments.
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_between_generations_restores_a_rebalancing_group() {
+    let old = coordinator();
+    let (leader, _follower) = two_member_group(&old).await;
+    let snapshot = GroupSnapshot::of(&old.lock()["g"]);
+    assert!(snapshot.rebalance, "{snapshot:?}");
+    let new = coordinator();
+    new.restore("g", &snapshot);
+    assert_eq!(
+        new.heartbeat("g", leader.generation_id, &leader.member_id),
+        Err(GroupError::RebalanceInProgress)
+    );
+}
