@@ -141,6 +141,16 @@ async fn revoke_callback_commits_deliver_every_record_once_as_the_group_grows() 
             .map(|count| count.as_u64().unwrap())
             .sum();
         assert!(produced > 0, "{strategy}: {outcome}");
+        // The group did rebalance under the members while it grew: their revoke callbacks
+        // (which commit) ran, at least once per member joining after the first.
+        let revokes = outcome["callbacks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|callbacks| callbacks.as_array().unwrap())
+            .filter(|callback| callback[0] == "revoke")
+            .count();
+        assert!(revokes >= 2, "{strategy}: {outcome}");
     }
 }
 

@@ -13,8 +13,8 @@ on stderr) when the client surfaces an error.
         is off: each member's on_revoke callback commits what it consumed with
         commit(asynchronous=False), as the confluent-kafka docs suggest. Once three members
         share the topic the producer stops, the members read to the end, and close. Prints
-        every commit error, and per partition how many records were produced and the offsets
-        read more than once or never.
+        every commit error, per partition how many records were produced, the offsets read
+        more than once or never, and the rebalance callbacks before the members closed.
 
     group_scenarios.py fetch-wait BOOTSTRAP TOPIC
         One small record is produced to partition 0 of TOPIC; then a Consumer with
@@ -183,6 +183,8 @@ def revoke_commits(bootstrap, topic, group, strategy):
                 member.poll()
     produced = producer.stop()
     read_everything(members, produced, deadline)
+    # The callbacks of the rebalances while the group grew (closing revokes too).
+    callbacks = {m.name: list(m.callbacks) for m in members}
     for member in members:
         member.commit()
         member.consumer.close()
@@ -193,7 +195,7 @@ def revoke_commits(bootstrap, topic, group, strategy):
         "read_twice": twice[:20],
         "never_read": never[:20],
         "assignments": {m.name: sorted(m.assignment) for m in members},
-        "callbacks": {m.name: m.callbacks for m in members},
+        "callbacks": callbacks,
     }))
 
 

@@ -191,7 +191,7 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Group>>,
     /// Where snapshots of groups go when they change generation or empty (a cluster's
-    /// offsets partitions); unset standalone, where membership lives in memory only.
+    /// offsets partitions); unset standalone, where [`Self::store_in`] writes them instead.
     persistence: std::sync::OnceLock<GroupPersistence>,
     /// Where groups are written durably (a standalone broker's `DATA/groups/`); unset on a
     /// cluster, where the offsets partitions hold them (see [`Self::store_in`]).
