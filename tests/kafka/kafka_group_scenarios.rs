@@ -2,7 +2,8 @@
 //! `tools/kafka-clients/group_scenarios.py`: members committing in their revoke callback while
 //! more members join and records keep coming (no commit refused, every record delivered once);
 //! a fetch that waits for `fetch.min.bytes` up to `fetch.wait.max.ms`; and a stable group
-//! carried across a server restart without a rebalance (its state is in `DATA/groups/`).
+//! carried across a server restart without a rebalance (its state is in `DATA/groups/`), and
+//! a torn group file that does not stop the server.
 //!
 //! Each test skips, with a note, where python3 or confluent-kafka is missing.
 
@@ -231,4 +232,28 @@ async fn a_stable_group_stays_stable_across_a_server_restart() {
     assert_eq!(outcome["commit_errors"], json!([]), "{outcome}");
     assert_eq!(outcome["read_twice"], json!([]), "{outcome}");
     assert_eq!(outcome["never_read"], json!([]), "{outcome}");
+}
+
+/// Proves: a torn group membership file does not stop the server from starting: the server
+/// serves and the file's groups are simply not known (their members rejoin). (That the next
+/// write of the bucket replaces the file is a unit test of `broker::groups`.)
+#[tokio::test]
+async fn a_torn_group_file_does_not_stop_the_server() {
+    use fencelog::broker::groups::{bucket_file::bucket_of, membership_file::file_name};
+    let server = kafka_server().await;
+    let file = server
+        .data_dir()
+        .join("groups")
+        .join(file_name(bucket_of("torn-group")));
+    std::fs::write(&file, b"FLGM\0\x01\0\0\0\0\x10\0").expect("write a torn file");
+    let server = server.restart().await.expect("the server starts");
+    let coordinator = server.service().group_coordinator();
+    assert!(coordinator.describe("torn-group").is_none());
+    assert!(coordinator.list().is_empty());
+    Client::connect(server.addr())
+        .await
+        .expect("the server serves")
+        .create_topic("after-torn", 1, TopicConfig::default())
+        .await
+        .expect("create a topic");
 }
