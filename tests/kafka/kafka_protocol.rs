@@ -869,3 +869,38 @@ async fn fetch_waits_for_min_bytes() {
         "the fetch waited for min_bytes: {values:?}"
     );
 }
+
+/// ListTransactions in every advertised version (0..=1): fencelog has no transactions, so the
+/// list is empty whatever the filters; an unknown state filter is echoed back (as Kafka does).
+#[tokio::test]
+async fn list_transactions_is_empty_in_every_version() {
+    use kafka_protocol::messages::{ListTransactionsRequest, ProducerId};
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    for version in 0..=1i16 {
+        let all = connection
+            .call(version, &ListTransactionsRequest::default())
+            .await;
+        assert_eq!(all.error_code, 0, "v{version}");
+        assert!(all.transaction_states.is_empty(), "v{version}");
+        assert!(all.unknown_state_filters.is_empty(), "v{version}");
+        let mut filtered = ListTransactionsRequest::default()
+            .with_state_filters(vec![
+                StrBytes::from_static_str("Ongoing"),
+                StrBytes::from_static_str("Bogus"),
+            ])
+            .with_producer_id_filters(vec![ProducerId(7)]);
+        if version >= 1 {
+            filtered = filtered.with_duration_filter(60_000);
+        }
+        let response = connection.call(version, &filtered).await;
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert!(response.transaction_states.is_empty(), "v{version}");
+        assert_eq!(
+            response.unknown_state_filters,
+            vec![StrBytes::from_static_str("Bogus")],
+            "v{version}"
+        );
+    }
+    assert_still_serving(&server).await;
+}

@@ -351,6 +351,7 @@ pub fn refuse(
         // `check` lets these through; a refusal cannot reach here.
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
+        | RequestBody::ListTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
         | RequestBody::AlterConfigs(_)
@@ -379,6 +380,7 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         // The config APIs are checked per resource by their handlers.
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
+        | RequestBody::ListTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
         | RequestBody::AlterConfigs(_)

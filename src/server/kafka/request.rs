@@ -24,9 +24,9 @@ use kafka_protocol::messages::{
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
-    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -97,6 +97,8 @@ pub enum RequestBody {
     OffsetDelete(OffsetDeleteRequest),
     /// DescribeCluster (60).
     DescribeCluster(DescribeClusterRequest),
+    /// ListTransactions (66).
+    ListTransactions(ListTransactionsRequest),
     /// DescribeConfigs (32).
     DescribeConfigs(DescribeConfigsRequest),
     /// AlterConfigs (33).
@@ -161,6 +163,9 @@ impl RequestBody {
             }
             ApiKey::DescribeCluster => {
                 DescribeClusterRequest::decode(frame, version).map(Self::DescribeCluster)
+            }
+            ApiKey::ListTransactions => {
+                ListTransactionsRequest::decode(frame, version).map(Self::ListTransactions)
             }
             ApiKey::DescribeConfigs => {
                 DescribeConfigsRequest::decode(frame, version).map(Self::DescribeConfigs)

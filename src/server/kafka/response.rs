@@ -8,9 +8,9 @@ use kafka_protocol::messages::{
     DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
     FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader,
-    SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+    ListOffsetsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -80,6 +80,8 @@ pub enum ResponseBody {
     OffsetDelete(OffsetDeleteResponse),
     /// DescribeCluster (60).
     DescribeCluster(DescribeClusterResponse),
+    /// ListTransactions (66).
+    ListTransactions(ListTransactionsResponse),
     /// DescribeConfigs (32).
     DescribeConfigs(DescribeConfigsResponse),
     /// AlterConfigs (33).
@@ -114,6 +116,7 @@ impl ResponseBody {
             Self::DeleteGroups(body) => body.encode(out, version),
             Self::OffsetDelete(body) => body.encode(out, version),
             Self::DescribeCluster(body) => body.encode(out, version),
+            Self::ListTransactions(body) => body.encode(out, version),
             Self::DescribeConfigs(body) => body.encode(out, version),
             Self::AlterConfigs(body) => body.encode(out, version),
             Self::IncrementalAlterConfigs(body) => body.encode(out, version),

@@ -149,6 +149,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         min_version: 0,
         max_version: 2,
     },
+    SupportedApi {
+        key: ApiKey::ListTransactions,
+        min_version: 0,
+        max_version: 1,
+    },
 ];
 
 /// The API's implemented versions, or `None` if the listener does not answer it.

@@ -25,6 +25,7 @@ pub mod leader_epoch;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -236,6 +237,9 @@ pub fn start(
             ),
             close: false,
         },
+        RequestBody::ListTransactions(body) => {
+            Started::ready(list_transactions::handle(correlation_id, version, &body))
+        }
         RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
             service,
             config,
