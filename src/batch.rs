@@ -32,7 +32,7 @@
 //! Each record: `record_length u32` (bytes after this field), `timestamp_delta u32` (ms after
 //! `first_timestamp`), `key_length i32` (-1 = no key), key, `value_length i32` (-1 = no value),
 //! value, `header_count u16`, then per header `name_length u16`, name (UTF-8),
-//! `value_length u32`, value.
+//! `value_length u32` ([`NULL_HEADER_VALUE`] = a null value, as Kafka has), value.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
@@ -434,12 +434,16 @@ fn check_producer_fields(bytes: &[u8]) -> Result<(), BatchError> {
     Ok(())
 }
 
+/// A header's `value_length` that stands for a null value (no value at all, which Kafka headers
+/// may have), apart from an empty one. No real value is that long: a batch is far smaller.
+pub const NULL_HEADER_VALUE: u32 = u32::MAX;
+
 /// Borrowed view of one record while walking a batch.
 struct RawRecord<'a> {
     timestamp_delta: u32,
     key: Option<&'a [u8]>,
     value: Option<&'a [u8]>,
-    headers: Vec<(&'a [u8], &'a [u8])>,
+    headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
 }
 
 struct Cursor<'a> {
@@ -485,9 +489,11 @@ impl<'a> Cursor<'a> {
                 u16::from_be_bytes(self.take(2, end)?.try_into().expect("2 bytes")) as usize;
             let name = self.take(name_length, end)?;
             std::str::from_utf8(name).map_err(|_| "header name is not UTF-8")?;
-            let value_length =
-                u32::from_be_bytes(self.take(4, end)?.try_into().expect("4 bytes")) as usize;
-            let header_value = self.take(value_length, end)?;
+            let value_length = u32::from_be_bytes(self.take(4, end)?.try_into().expect("4 bytes"));
+            let header_value = match value_length {
+                NULL_HEADER_VALUE => None,
+                length => Some(self.take(length as usize, end)?),
+            };
             headers.push((name, header_value));
         }
         if self.position != end {
@@ -571,7 +577,12 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
             headers: raw
                 .headers
                 .into_iter()
-                .map(|(name, value)| (String::from_utf8_lossy(name).into_owned(), to_bytes(value)))
+                .map(|(name, value)| {
+                    (
+                        String::from_utf8_lossy(name).into_owned(),
+                        value.map(to_bytes),
+                    )
+                })
                 .collect(),
         });
     });
@@ -666,19 +677,27 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[(&str, &[u8])],
     ) -> usize {
-        4 + Self::record_body_len(key, value, headers)
+        4 + Self::record_body_len(key, value, headers.iter().map(|(n, v)| (*n, Some(*v))))
+    }
+
+    /// [`record_len`](Self::record_len) for headers whose values may be null.
+    pub fn record_len_nullable(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+    ) -> usize {
+        4 + Self::record_body_len(key, value, headers.iter().copied())
     }
 
     /// A record's `length` field: its bytes after that field.
-    fn record_body_len(
+    fn record_body_len<'h>(
         key: Option<&[u8]>,
         value: Option<&[u8]>,
-        headers: &[(&str, &[u8])],
+        headers: impl Iterator<Item = (&'h str, Option<&'h [u8]>)>,
     ) -> usize {
         let field = |value: Option<&[u8]>| value.map_or(0, |v| v.len()) + 4;
         let headers_len: usize = headers
-            .iter()
-            .map(|(name, value)| 2 + name.len() + 4 + value.len())
+            .map(|(name, value)| 2 + name.len() + 4 + value.map_or(0, <[u8]>::len))
             .sum();
         4 + field(key) + field(value) + 2 + headers_len
     }
@@ -712,12 +731,39 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[(&str, &[u8])],
     ) {
+        self.push_record(timestamp, key, value, headers.len(), || {
+            headers.iter().map(|(name, value)| (*name, Some(*value)))
+        });
+    }
+
+    /// [`push_with_headers`](Self::push_with_headers) for headers whose values may be null (a
+    /// Kafka header may have no value; stored as [`NULL_HEADER_VALUE`]).
+    pub fn push_with_nullable_headers(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+    ) {
+        self.push_record(timestamp, key, value, headers.len(), || {
+            headers.iter().copied()
+        });
+    }
+
+    fn push_record<'h, I: Iterator<Item = (&'h str, Option<&'h [u8]>)>>(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        header_count: usize,
+        headers: impl Fn() -> I,
+    ) {
         let first = *self.first_timestamp.get_or_insert(timestamp);
         let delta = timestamp
             .saturating_sub(first)
             .clamp(0, i64::from(u32::MAX));
         self.max_timestamp = self.max_timestamp.max(first + delta);
-        let length = Self::record_body_len(key, value, headers);
+        let length = Self::record_body_len(key, value, headers());
         let records = &mut self.buf;
         records.reserve(4 + length);
         records.put_u32(u32::try_from(length).expect("record larger than 4 GiB"));
@@ -731,12 +777,21 @@ impl BatchBuilder {
                 }
             }
         }
-        records.put_u16(u16::try_from(headers.len()).expect("more than 65535 headers"));
-        for (name, value) in headers {
+        records.put_u16(u16::try_from(header_count).expect("more than 65535 headers"));
+        for (name, value) in headers() {
             records.put_u16(u16::try_from(name.len()).expect("header name over 64 KiB"));
             records.put_slice(name.as_bytes());
-            records.put_u32(u32::try_from(value.len()).expect("header value over 4 GiB"));
-            records.put_slice(value);
+            match value {
+                None => records.put_u32(NULL_HEADER_VALUE),
+                Some(value) => {
+                    let length = u32::try_from(value.len())
+                        .ok()
+                        .filter(|length| *length != NULL_HEADER_VALUE)
+                        .expect("header value over 4 GiB");
+                    records.put_u32(length);
+                    records.put_slice(value);
+                }
+            }
         }
         self.count += 1;
     }
@@ -819,7 +874,31 @@ mod tests {
         let records = decode_batch(&batch).unwrap();
         assert_eq!(records[1].value.as_deref(), Some(&b"v2"[..]));
         assert_eq!(records[1].headers[0].0, "h");
+        assert_eq!(records[1].headers[0].1.as_deref(), Some(&b"x"[..]));
         assert_eq!(records[0].key.as_deref(), Some(&b"k"[..]));
+    }
+
+    /// A null header value survives the round trip apart from an empty one, and the record's
+    /// length counts it as no bytes.
+    #[test]
+    fn null_and_empty_header_values_stay_apart() {
+        let headers: &[(&str, Option<&[u8]>)] =
+            &[("null", None), ("empty", Some(b"")), ("x", Some(b"1"))];
+        let mut builder = BatchBuilder::new(3);
+        builder.push_with_nullable_headers(1000, None, Some(b"v"), headers);
+        let batch = builder.finish();
+        assert_eq!(
+            batch.len(),
+            HEADER_BYTES + BatchBuilder::record_len_nullable(None, Some(b"v"), headers)
+        );
+        validate(&batch, 1 << 20).unwrap();
+        let records = decode_batch(&batch).unwrap();
+        let decoded: Vec<(&str, Option<&[u8]>)> = records[0]
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_deref()))
+            .collect();
+        assert_eq!(decoded, headers);
     }
 
     /// A producer's batch carries its identity and sequence, and decodes like any other.

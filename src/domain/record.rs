@@ -17,6 +17,7 @@ pub struct Record {
     pub key: Option<Bytes>,
     /// Optional value.
     pub value: Option<Bytes>,
-    /// Headers, in order: (name, value).
-    pub headers: Vec<(String, Bytes)>,
+    /// Headers, in order: (name, value). A value is `None` when the header has no value at all
+    /// (Kafka headers may be null), apart from an empty one.
+    pub headers: Vec<(String, Option<Bytes>)>,
 }

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use bytes::Bytes;
 use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
@@ -92,8 +93,8 @@ async fn create_topic(server: &TestServer, topic: &str, partitions: u32) {
 }
 
 /// confluent-kafka: AdminClient creates topics and lists them; a Producer with every
-/// compression.type and acks 0/1/all sends keyed records with headers, which a Consumer reads
-/// back intact, and the native client reads the same records.
+/// compression.type and acks 0/1/all sends keyed records with headers (a null and an empty value
+/// among them), which a Consumer reads back intact, and the native client reads the same records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_kafka_admin_and_every_compression_and_acks() {
     if python_module_missing("confluent_kafka") {
@@ -135,7 +136,12 @@ async fn confluent_kafka_admin_and_every_compression_and_acks() {
         );
         assert_eq!(
             record["headers"],
-            json!([["compression", compression], ["index", i.to_string()]])
+            json!([
+                ["compression", compression],
+                ["index", i.to_string()],
+                ["null", null],
+                ["empty", ""]
+            ])
         );
     }
     // The same records through the native protocol.
@@ -151,7 +157,10 @@ async fn confluent_kafka_admin_and_every_compression_and_acks() {
             Some(format!("{compression}-{acks}-{i}").as_bytes())
         );
         assert_eq!(record.headers[0].0, "compression");
-        assert_eq!(&record.headers[0].1[..], compression.as_bytes());
+        assert_eq!(record.headers[0].1.as_deref(), Some(compression.as_bytes()));
+        // A null header value is null for the native client too, and an empty one empty.
+        assert_eq!(record.headers[2], ("null".to_string(), None));
+        assert_eq!(record.headers[3], ("empty".to_string(), Some(Bytes::new())));
     }
 }
 

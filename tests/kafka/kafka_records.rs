@@ -183,7 +183,7 @@ fn decode_kafka(batches: &Bytes) -> Vec<(i64, Sample, KafkaRecord)> {
         .collect()
 }
 
-/// A native record as a `Sample` (header values are never null in the native format).
+/// A native record as a `Sample`.
 fn native_sample(record: &NativeRecord) -> Sample {
     Sample {
         timestamp: record.timestamp,
@@ -192,18 +192,9 @@ fn native_sample(record: &NativeRecord) -> Sample {
         headers: record
             .headers
             .iter()
-            .map(|(name, value)| (name.clone(), Some(value.to_vec())))
+            .map(|(name, value)| (name.clone(), value.as_ref().map(|bytes| bytes.to_vec())))
             .collect(),
     }
-}
-
-/// What a sample becomes in the native format: a null header value is empty.
-fn as_stored(sample: &Sample) -> Sample {
-    let mut stored = sample.clone();
-    for (_, value) in &mut stored.headers {
-        value.get_or_insert_with(Vec::new);
-    }
-    stored
 }
 
 /// Concatenates converted native batches, stamping base offsets from `base_offset` on.
@@ -421,7 +412,7 @@ fn kafka_batches_of_every_compression_round_trip() {
                 .iter()
                 .map(native_sample)
                 .collect();
-            let expected: Vec<Sample> = samples.iter().map(as_stored).collect();
+            let expected: Vec<Sample> = samples.to_vec();
             assert_eq!(stored, expected, "{compression:?}");
 
             let mut served = BytesMut::new();
@@ -537,16 +528,30 @@ fn out_of_order_timestamps_are_kept_and_far_ones_clamped() {
     assert_eq!(timestamps, [1_000, 1_000 + i64::from(u32::MAX)]);
 }
 
-/// A null header value is stored empty; a header key that is not UTF-8 is refused.
+/// A null header value is stored null and an empty one empty, both ways (native decode and back
+/// to Kafka); a header key that is not UTF-8 is refused.
 #[test]
-fn null_header_values_become_empty_and_non_utf8_keys_are_refused() {
+fn null_header_values_stay_null_and_non_utf8_keys_are_refused() {
     let record = RawRecord {
-        headers: vec![(&b"k"[..], None)],
+        headers: vec![(&b"k"[..], None), (&b"e"[..], Some(&b""[..]))],
         ..raw_record(0, 0, b"v")
     };
     let converted = convert(&raw_batch(&RawHeader::plain(1), &raw_records(&[record]))).unwrap();
     let stored = decode_batches(converted[0].bytes.clone()).unwrap();
-    assert_eq!(stored[0].headers, [("k".to_string(), Bytes::new())]);
+    assert_eq!(
+        stored[0].headers,
+        [
+            ("k".to_string(), None),
+            ("e".to_string(), Some(Bytes::new()))
+        ]
+    );
+    let mut served = BytesMut::new();
+    to_kafka_batches(&[stamped(&converted, 0)], &mut served).unwrap();
+    let kafka = decode_kafka(&served.freeze());
+    assert_eq!(
+        kafka[0].1.headers,
+        [("k".to_string(), None), ("e".to_string(), Some(Vec::new()))]
+    );
 
     let record = RawRecord {
         headers: vec![(&[0xffu8, 0xfe][..], Some(&b"v"[..]))],
@@ -961,7 +966,7 @@ proptest! {
         let kafka = kafka_batch(&samples, compression, producer);
         let converted = convert(&kafka).unwrap();
         prop_assert_eq!(converted.len(), 1);
-        let expected: Vec<Sample> = samples.iter().map(as_stored).collect();
+        let expected: Vec<Sample> = samples.to_vec();
         let native = stamped(&converted, base_offset);
         let stored: Vec<Sample> =
             decode_batches(native.clone()).unwrap().iter().map(native_sample).collect();

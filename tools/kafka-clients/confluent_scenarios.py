@@ -110,13 +110,14 @@ def produce(bootstrap, topic):
                 producer.produce(topic, partition=0, key=f"{compression}-{acks}-{i}",
                                  value=f"value-{compression}-{acks}-{i}" * 20,
                                  headers=[("compression", compression.encode()),
-                                          ("index", str(i).encode())],
+                                          ("index", str(i).encode()),
+                                          ("null", None), ("empty", b"")],
                                  on_delivery=deliveries)
             deliveries.check(producer, f"compression {compression} acks {acks}")
             sent += 5
     read = [
         {"offset": m.offset(), "key": m.key().decode(), "value": m.value().decode(),
-         "headers": [[k, v.decode()] for k, v in (m.headers() or [])]}
+         "headers": [[k, None if v is None else v.decode()] for k, v in (m.headers() or [])]}
         for m in read_from_beginning(bootstrap, topic, 0, sent)
     ]
     print(json.dumps({"read": read}))

@@ -278,7 +278,8 @@ class Record:
     value: Optional[bytes]
     key: Optional[bytes] = None
     timestamp: Optional[int] = None  # ms since the Unix epoch; None = now
-    headers: List[Tuple[str, bytes]] = field(default_factory=list)
+    # A header value of None is a null value (value_length 0xFFFFFFFF), apart from b"".
+    headers: List[Tuple[str, Optional[bytes]]] = field(default_factory=list)
     # Filled in when parsed from a fetched batch:
     offset: Optional[int] = None
     epoch: Optional[int] = None
@@ -316,7 +317,10 @@ def _encode_record(rec: Record, first_ts: int) -> bytes:
     body.u16(len(rec.headers))
     for name, value in rec.headers:
         nb = name.encode("utf-8")
-        body.u16(len(nb)).raw(nb).u32(len(value)).raw(value)
+        if value is None:
+            body.u16(len(nb)).raw(nb).u32(0xFFFFFFFF)
+        else:
+            body.u16(len(nb)).raw(nb).u32(len(value)).raw(value)
     b = body.getvalue()
     return struct.pack(">I", len(b)) + b
 
@@ -369,7 +373,10 @@ def _parse_records(data: memoryview, pos: int, end: int, base_offset: int,
             name_length = r.u16()
             name = bytes(r._take(name_length)).decode("utf-8")
             value_length = r.u32()
-            headers.append((name, bytes(r._take(value_length))))
+            if value_length == 0xFFFFFFFF:  # a null value
+                headers.append((name, None))
+            else:
+                headers.append((name, bytes(r._take(value_length))))
         if r.pos != record_end:
             raise CorruptBatch(f"record {index}: fields do not fill record_length")
         ts = first_ts + delta

@@ -10,7 +10,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::records::layout::*;
 use super::records::{RecordsError, KAFKA_HEADER_BYTES, KAFKA_MAGIC};
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len, Reader};
-use crate::batch::{header_len, BatchHeader, ProducerStamp, MAX_RECORDS_PER_BATCH};
+use crate::batch::{
+    header_len, BatchHeader, ProducerStamp, MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
+};
 
 /// Kafka's "no producer id / epoch / sequence".
 const NO_PRODUCER_ID: i64 = -1;
@@ -122,7 +124,7 @@ fn write_record(offset_delta: i32, body: &[u8], out: &mut BytesMut) -> Result<()
     let mut headers_size = 0usize;
     for _ in 0..header_count {
         let (name, value) = native_header(&mut reader)?;
-        headers_size += kafka_len(name.len())? + name.len() + kafka_len(value.len())? + value.len();
+        headers_size += kafka_len(name.len())? + name.len() + field_size(value)?;
     }
     if reader.remaining() != 0 {
         return Err("record length does not match its fields");
@@ -155,8 +157,13 @@ fn write_record(offset_delta: i32, body: &[u8], out: &mut BytesMut) -> Result<()
         let (name, value) = native_header(&mut headers)?;
         put_varint(out, name.len() as i32);
         out.put_slice(name);
-        put_varint(out, value.len() as i32);
-        out.put_slice(value);
+        match value {
+            None => put_varint(out, -1),
+            Some(value) => {
+                put_varint(out, value.len() as i32);
+                out.put_slice(value);
+            }
+        }
     }
     Ok(())
 }
@@ -178,12 +185,17 @@ fn nullable<'a>(reader: &mut Reader<'a>) -> Result<Option<&'a [u8]>, &'static st
     }
 }
 
-/// A native header: `u16` name length, name, `u32` value length, value.
-fn native_header<'a>(reader: &mut Reader<'a>) -> Result<(&'a [u8], &'a [u8]), &'static str> {
+/// A native header: `u16` name length, name, `u32` value length ([`NULL_HEADER_VALUE`] = null),
+/// value.
+fn native_header<'a>(
+    reader: &mut Reader<'a>,
+) -> Result<(&'a [u8], Option<&'a [u8]>), &'static str> {
     let name_length = reader.be_u16()?;
     let name = reader.take(name_length.into())?;
-    let value_length = reader.be_u32()?;
-    let value = reader.take(value_length as usize)?;
+    let value = match reader.be_u32()? {
+        NULL_HEADER_VALUE => None,
+        value_length => Some(reader.take(value_length as usize)?),
+    };
     Ok((name, value))
 }
 

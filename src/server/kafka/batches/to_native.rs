@@ -14,7 +14,9 @@ use super::records::{
     KAFKA_HEADER_BYTES, KAFKA_MAGIC,
 };
 use super::varint::Reader;
-use crate::batch::{NewHeader, ProducerStamp, HEADER_BYTES, PRODUCER_HEADER_BYTES};
+use crate::batch::{
+    NewHeader, ProducerStamp, HEADER_BYTES, NULL_HEADER_VALUE, PRODUCER_HEADER_BYTES,
+};
 
 /// Native bytes a record takes beyond its key, value and header bytes (length, timestamp delta,
 /// key and value lengths, header count), minus the least a Kafka record spends on the same: used
@@ -27,8 +29,8 @@ const NATIVE_GROWTH_PER_RECORD: usize = 18 - 7;
 ///
 /// - A Kafka batch with `producerId >= 0` becomes a magic-3 batch with its `producerId`,
 ///   `producerEpoch` and `baseSequence`; any other becomes magic 1.
-/// - Keys, values and headers are copied as they are, except that a **null header value
-///   becomes an empty one** (the native format has no null header values). A header key must be
+/// - Keys, values and headers are copied as they are; a null header value is stored as the
+///   native [`NULL_HEADER_VALUE`] length, so it reads back null, not empty. A header key must be
 ///   UTF-8 and at most 65535 bytes, and a record at most 65535 headers.
 /// - Timestamps: each record's is Kafka's `baseTimestamp + timestampDelta` (whatever the
 ///   batch's timestamp type: producers write CreateTime; the header's `maxTimestamp` is
@@ -359,11 +361,17 @@ impl RecordWriter<'_> {
             if std::str::from_utf8(name).is_err() {
                 return Err(RecordsError::HeaderKeyNotUtf8 { index });
             }
-            let header_value = reader.nullable_bytes().map_err(malformed)?.unwrap_or(&[]);
+            let header_value = reader.nullable_bytes().map_err(malformed)?;
             out.put_u16(name_length);
             out.put_slice(name);
-            out.put_u32(header_value.len() as u32);
-            out.put_slice(header_value);
+            match header_value {
+                // A Kafka length is an i32, so a real value never reaches NULL_HEADER_VALUE.
+                None => out.put_u32(NULL_HEADER_VALUE),
+                Some(value) => {
+                    out.put_u32(value.len() as u32);
+                    out.put_slice(value);
+                }
+            }
         }
         if reader.remaining() != 0 {
             return Err(malformed("record length does not match its fields"));
