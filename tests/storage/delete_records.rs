@@ -145,3 +145,17 @@ fn a_recorded_log_start_past_a_shorter_log_starts_at_its_end() {
     reopened.append(&batch(1, 7, 1, 10)).unwrap();
     assert_eq!(reopened.read(300, 1 << 20).unwrap().batches.len(), 1);
 }
+
+#[test]
+fn a_follower_adopts_the_leaders_log_start_only_up_to_its_own_high_watermark() {
+    // Proves: `follow_log_start` (a follower seeing its leader's log start in a fetch answer)
+    // moves the log start up to the leader's, durably (it survives a reopen), never past this
+    // replica's own high watermark, and never back when the leader's is lower.
+    let dir = tempfile::tempdir().unwrap();
+    let partition = filled(dir.path());
+    assert_eq!(partition.follow_log_start(42).unwrap(), 42);
+    assert_eq!(partition.follow_log_start(7).unwrap(), 42);
+    assert_eq!(partition.follow_log_start(1_000).unwrap(), 300);
+    drop(partition);
+    assert_eq!(reopen(dir.path()).log_start_offset(), 300);
+}
