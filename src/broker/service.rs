@@ -450,6 +450,31 @@ impl BrokerService {
         })
     }
 
+    /// Deletes `topic/partition`'s records below `offset`
+    /// ([`DELETE_UP_TO_HIGH_WATERMARK`](crate::domain::DELETE_UP_TO_HIGH_WATERMARK): below the
+    /// high watermark) and returns the new low watermark (the log start). Only the partition's
+    /// leader accepts it (else `NotLeader`); an offset past the high watermark is out of range
+    /// and changes nothing; the log start never moves back. The answer comes once the new log
+    /// start is durable on this broker; followers adopt it from their next fetch (see
+    /// `docs/replication.md`). Off the async workers: it fsyncs and deletes files.
+    pub async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<u64, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
+        let target = self.broker.partition(topic, partition)?;
+        blocking(move || {
+            let offset = match offset {
+                crate::domain::DELETE_UP_TO_HIGH_WATERMARK => target.high_watermark(),
+                offset => offset,
+            };
+            Ok(target.delete_records_before(offset)?)
+        })
+        .await
+    }
+
     /// A new producer id and its first session (producer epoch 0), for idempotent appends. Off
     /// the async workers: a new block of ids is reserved with an fsync now and then.
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {

@@ -1,5 +1,5 @@
-//! `fencelog topic create|list|describe|alter|delete`: create topics, show and change their
-//! configuration, delete them.
+//! `fencelog topic create|list|describe|alter|delete|delete-records`: create topics, show and
+//! change their configuration, delete them or the records at their start.
 
 use std::time::Duration;
 
@@ -33,6 +33,14 @@ pub enum TopicCommand {
     /// Exit status 0 when deleted (or, with --if-exists, when there was no such topic), 1
     /// otherwise. With --json: {"name", "deleted"} (deleted false: it did not exist).
     Delete(DeleteArgs),
+    /// Delete a partition's records before an offset (Kafka's DeleteRecords): its log start
+    /// (low watermark) moves up to the offset, durably; consumers can no longer read below it.
+    ///
+    /// Prints the partition's low watermark after the request (the log start never moves back,
+    /// so an offset below it leaves it where it is). Exit status 1 when the offset is past the
+    /// high watermark or there is no such partition. With --json: {"name", "partition",
+    /// "low_watermark"}.
+    DeleteRecords(DeleteRecordsArgs),
     /// List every topic with its partitions, flush policy, segment size and retention.
     ///
     /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
@@ -235,6 +243,7 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
         TopicCommand::Create(args) => common::block_on(create(args)),
         TopicCommand::List(args) => common::block_on(list(args)),
         TopicCommand::Delete(args) => common::block_on(delete(args)),
+        TopicCommand::DeleteRecords(args) => common::block_on(delete_records(args)),
         TopicCommand::Describe(args) => common::block_on(describe(args)),
         TopicCommand::Alter(args) => common::block_on(alter(args)),
     }
@@ -460,4 +469,60 @@ mod tests {
         let error = create_args(&["--retention", "500us"]).unwrap_err();
         assert!(error.to_string().contains("at least 1ms"), "{error}");
     }
+}
+
+/// Arguments of `fencelog topic delete-records`.
+#[derive(Debug, Args)]
+pub struct DeleteRecordsArgs {
+    /// Name of the topic.
+    pub name: String,
+    /// The partition whose records are deleted.
+    #[arg(long)]
+    pub partition: u32,
+    /// Delete every record below this offset; at most the partition's high watermark, or
+    /// `high-watermark` for every record consumers can see now.
+    #[arg(long, value_name = "OFFSET", value_parser = parse_before)]
+    pub before: u64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+/// Reads `--before`: an offset, or `high-watermark`.
+fn parse_before(text: &str) -> Result<u64, String> {
+    match text {
+        "high-watermark" => Ok(crate::domain::DELETE_UP_TO_HIGH_WATERMARK),
+        offset => offset
+            .parse()
+            .map_err(|_| "must be an offset (a whole number) or `high-watermark`".to_owned()),
+    }
+}
+
+/// What `topic delete-records --json` prints.
+#[derive(Debug, Serialize)]
+struct DeletedRecordsJson<'a> {
+    name: &'a str,
+    partition: u32,
+    low_watermark: u64,
+}
+
+async fn delete_records(args: DeleteRecordsArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let low_watermark = client
+        .delete_records(&args.name, args.partition, args.before)
+        .await?;
+    let mut out = Output::new(args.client.json);
+    let json = DeletedRecordsJson {
+        name: &args.name,
+        partition: args.partition,
+        low_watermark,
+    };
+    out.emit(
+        &json,
+        format_args!(
+            "deleted records of {}/{}; low watermark {low_watermark}",
+            args.name, args.partition
+        ),
+    )?;
+    out.flush()
 }

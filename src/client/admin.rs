@@ -92,6 +92,29 @@ impl Client {
         expect_response!(response, Response::DeleteTopic => ())
     }
 
+    /// Deletes `topic/partition`'s records below `offset` (`DeleteRecords`;
+    /// [`DELETE_UP_TO_HIGH_WATERMARK`](crate::domain::DELETE_UP_TO_HIGH_WATERMARK): every
+    /// record below the high watermark) and returns the partition's new low watermark (its log
+    /// start), durable on its leader. The log start never moves back: an offset at or below it
+    /// answers it unchanged. Fails with `OFFSET_OUT_OF_RANGE` past the high watermark, and in a
+    /// cluster it goes to the partition's leader. Not repeated
+    /// after a lost connection (see `retry`).
+    pub async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<u64, ClientError> {
+        let request = Request::DeleteRecords {
+            topic: topic.to_owned(),
+            partition,
+            offset,
+        };
+        // To the partition's leader, followed like a produce's (a refusal there applied nothing).
+        let response = self.call_routed(topic, partition, request).await?;
+        expect_response!(response, Response::DeleteRecords { low_watermark } => low_watermark)
+    }
+
     /// Changes a topic's live settings (segment size, retention; `AlterTopicConfig`), durably
     /// (in a cluster on every broker), and returns its settings after the change.
     pub async fn alter_topic_config(

@@ -239,7 +239,7 @@ impl Consumer {
     /// time. Records the stream had buffered are returned first, without a fetch.
     ///
     /// Fails with [`ClientError::OffsetOutOfRange`] if the position is below the log start
-    /// (retention removed it) or beyond the end; [`seek`](Consumer::seek) to recover.
+    /// (retention or DeleteRecords removed it) or beyond the end; [`seek`](Consumer::seek) to recover.
     pub async fn poll(&mut self, max_wait: Duration) -> Result<Vec<Record>, ClientError> {
         if !self.buffer.is_empty() {
             let records: Vec<Record> = self.buffer.drain(..).collect();

@@ -64,7 +64,7 @@ pub enum ClientError {
         current_epoch: u64,
     },
     /// A fetch asked for an offset outside the partition's readable range: below the log start
-    /// (retention removed it) or beyond the high watermark. Seek into `earliest..=latest`.
+    /// (retention or DeleteRecords removed it) or beyond the high watermark. Seek into `earliest..=latest`.
     #[error("offset {offset} is out of range: the partition holds offsets {earliest}..{latest}")]
     OffsetOutOfRange {
         /// The offset asked for.

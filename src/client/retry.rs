@@ -30,7 +30,9 @@ use crate::protocol::{ApiKey, ErrorCode, Request};
 ///   attempt created, hiding the success (`DeleteTopic` likewise, with `UNKNOWN_TOPIC`); `AcquireLease` a second time is refused with
 ///   `LEASE_HELD` by the very lease the first attempt obtained (whose id the caller never
 ///   learnt), locking the caller out for a TTL; `Produce` a second time appends the batch twice
-///   (the producer's sequence numbers, not this layer, make produce retries safe).
+///   (the producer's sequence numbers, not this layer, make produce retries safe);
+///   `DeleteRecords` up to the high watermark a second time deletes the records produced in
+///   between too.
 pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
     match api {
         ApiKey::ApiVersions
@@ -45,7 +47,11 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::ReplicaFetch
         | ApiKey::LeaderEpochEnd
         | ApiKey::AlterTopicConfig => true,
-        ApiKey::CreateTopic | ApiKey::DeleteTopic | ApiKey::AcquireLease | ApiKey::Produce => false,
+        ApiKey::CreateTopic
+        | ApiKey::DeleteTopic
+        | ApiKey::DeleteRecords
+        | ApiKey::AcquireLease
+        | ApiKey::Produce => false,
         // An exchange belongs to its connection: on a new one it must start over.
         ApiKey::AuthenticateStart | ApiKey::AuthenticateContinue => false,
     }

@@ -43,6 +43,10 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// fenced, an equal one is accepted, a higher one (or 0) is an unknown epoch.
 pub type Epoch = u64;
 
+/// The offset a DeleteRecords names to delete every record below the high watermark (Kafka
+/// sends -1; the native `DeleteRecords` sends `u64::MAX`).
+pub const DELETE_UP_TO_HIGH_WATERMARK: Offset = u64::MAX;
+
 /// The position of a record in a partition: the first record appended gets offset 0 and each
 /// record after it the next one, so offsets only grow. Retention deletes the oldest records but
 /// never reuses their offsets.

@@ -6,9 +6,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_topic,
-    fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch,
-    produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_records,
+    delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication};
@@ -38,6 +38,15 @@ pub enum Request {
         name: String,
         /// What to change.
         change: TopicConfigChange,
+    },
+    /// Delete a partition's records below an offset.
+    DeleteRecords {
+        /// Topic name.
+        topic: String,
+        /// Partition index.
+        partition: u32,
+        /// Records below it are deleted; `u64::MAX`: every record below the high watermark.
+        offset: u64,
     },
     /// Delete a topic.
     DeleteTopic {
@@ -169,6 +178,7 @@ impl Request {
             Request::ApiVersions => ApiKey::ApiVersions,
             Request::CreateTopic { .. } => ApiKey::CreateTopic,
             Request::DeleteTopic { .. } => ApiKey::DeleteTopic,
+            Request::DeleteRecords { .. } => ApiKey::DeleteRecords,
             Request::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
             Request::Metadata { .. } => ApiKey::Metadata,
             Request::AcquireLease { .. } => ApiKey::AcquireLease,
@@ -207,6 +217,7 @@ impl Request {
                 name, replication, ..
             } => create_topic::request_body_len(name, *replication),
             Request::DeleteTopic { name } => delete_topic::request_body_len(name),
+            Request::DeleteRecords { topic, .. } => delete_records::request_body_len(topic),
             Request::AlterTopicConfig { name, .. } => alter_topic_config::request_body_len(name),
             Request::Metadata { topics, .. } => metadata::request_body_len(topics),
             Request::AcquireLease { topic, holder, .. } => {
@@ -253,6 +264,11 @@ impl Request {
                 replication,
             } => create_topic::encode_request(dst, name, *partitions, config, *replication),
             Request::DeleteTopic { name } => delete_topic::encode_request(dst, name),
+            Request::DeleteRecords {
+                topic,
+                partition,
+                offset,
+            } => delete_records::encode_request(dst, topic, *partition, *offset),
             Request::AlterTopicConfig { name, change } => {
                 alter_topic_config::encode_request(dst, name, change)
             }
@@ -328,6 +344,7 @@ impl Request {
             ApiKey::ApiVersions => api_versions::decode_request(r),
             ApiKey::CreateTopic => create_topic::decode_request(r, version),
             ApiKey::DeleteTopic => delete_topic::decode_request(r),
+            ApiKey::DeleteRecords => delete_records::decode_request(r),
             ApiKey::AlterTopicConfig => alter_topic_config::decode_request(r),
             ApiKey::Metadata => metadata::decode_request(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_request(r),

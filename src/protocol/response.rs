@@ -7,9 +7,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_topic,
-    fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch,
-    produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_records,
+    delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -31,6 +31,11 @@ pub enum Response {
     CreateTopic,
     /// The topic was deleted. Empty body.
     DeleteTopic,
+    /// The partition's records below the asked offset are deleted.
+    DeleteRecords {
+        /// The partition's log start now (its first offset still readable).
+        low_watermark: u64,
+    },
     /// The topic's config after the change.
     AlterTopicConfig {
         /// Its settings now.
@@ -148,6 +153,7 @@ impl Response {
             Response::ApiVersions { .. } => ApiKey::ApiVersions,
             Response::CreateTopic => ApiKey::CreateTopic,
             Response::DeleteTopic => ApiKey::DeleteTopic,
+            Response::DeleteRecords { .. } => ApiKey::DeleteRecords,
             Response::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
             Response::Metadata { .. } => ApiKey::Metadata,
             Response::AcquireLease { .. } => ApiKey::AcquireLease,
@@ -172,6 +178,7 @@ impl Response {
             Response::ApiVersions { server, apis } => api_versions::response_body_len(server, apis),
             Response::CreateTopic => create_topic::response_body_len(),
             Response::DeleteTopic => delete_topic::response_body_len(),
+            Response::DeleteRecords { .. } => delete_records::response_body_len(),
             Response::AlterTopicConfig { .. } => alter_topic_config::response_body_len(),
             Response::Metadata { topics, cluster } => {
                 metadata::response_body_len(topics, cluster.as_ref())
@@ -205,6 +212,9 @@ impl Response {
             }
             Response::CreateTopic => create_topic::encode_response(dst),
             Response::DeleteTopic => delete_topic::encode_response(dst),
+            Response::DeleteRecords { low_watermark } => {
+                delete_records::encode_response(dst, *low_watermark)
+            }
             Response::AlterTopicConfig { config } => {
                 alter_topic_config::encode_response(dst, config)
             }
@@ -274,6 +284,7 @@ impl Response {
             ApiKey::ApiVersions => api_versions::decode_response(r),
             ApiKey::CreateTopic => create_topic::decode_response(r),
             ApiKey::DeleteTopic => delete_topic::decode_response(r),
+            ApiKey::DeleteRecords => delete_records::decode_response(r),
             ApiKey::AlterTopicConfig => alter_topic_config::decode_response(r),
             ApiKey::Metadata => metadata::decode_response(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),

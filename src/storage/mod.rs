@@ -11,6 +11,7 @@
 //! * [`fence`]: the epoch check and its durable checkpoint (what loom models); in a cluster
 //!   also the leader-epoch check and the partition's role.
 //! * [`leader_epochs`]: the leader-epoch history and floor of a replicated partition.
+//! * [`log_start`]: the durable log start a DeleteRecords moved (`log-start`).
 //! * [`flush`]: group commit.
 //! * [`seal`]: syncing full segments in the background ([`SealWorker`]); the recovery point.
 //! * [`producer_state`]: each idempotent producer's recent batches, so that retries are appended
@@ -27,6 +28,7 @@ pub mod fence;
 pub mod flush;
 pub(crate) mod index;
 pub mod leader_epochs;
+pub mod log_start;
 pub(crate) mod mmap;
 pub mod open_segments;
 pub mod partition;

@@ -15,7 +15,8 @@
 //! module: `open` (opening with recovery, and closing), `writer` (the state behind the fence
 //! lock and the append and roll under it), `append` (epoch installs, the append path and
 //! acknowledgement), `sync` (group commit's sync and the sync observer), `read` (the read path
-//! and the background check), `retention` (deleting old segments).
+//! and the background check), `retention` (deleting old segments), `delete_records` (moving the
+//! log start forward: Kafka's DeleteRecords, durable in the `log-start` file).
 //!
 //! In a cluster a partition also has a replication role (see `docs/replication.md`); what that
 //! adds lives in the child modules: `replicate` (roles, replicated appends, the leader-side read
@@ -42,6 +43,7 @@ use high_watermark::Watermarks;
 use sync::ObserverSlot;
 
 mod append;
+mod delete_records;
 mod high_watermark;
 mod open;
 mod read;
@@ -173,7 +175,10 @@ impl Partition {
         self.shared.spares.count()
     }
 
-    /// The earliest offset still in the log.
+    /// The earliest offset still in the log: the first segment's base offset, or above it
+    /// where records were deleted ([`Partition::delete_records_before`]). Reads below it are
+    /// refused. Never moves back, except that it never stays past a log cut shorter than it
+    /// (see `docs/storage-format.md`, "Log start").
     pub fn log_start_offset(&self) -> u64 {
         self.shared.log_start_offset.load(Ordering::Acquire)
     }

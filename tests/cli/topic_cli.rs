@@ -213,3 +213,86 @@ fn topic_describe_and_alter_show_and_change_the_live_settings() {
     let missing = run(&["topic", "describe", "nope"], Some(&addr));
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
 }
+
+#[test]
+fn topic_delete_records_moves_the_low_watermark_and_prints_it() {
+    // Proves: `topic delete-records NAME --partition P --before OFFSET` deletes the records
+    // before the offset and prints the new low watermark (with --json: {"name", "partition",
+    // "low_watermark"}); an offset below it leaves it where it is; `--before high-watermark`
+    // deletes every record consumers can see; an offset past the high watermark fails with
+    // exit status 1 saying it is out of range, and a missing partition fails too.
+    let (server, runtime) = start_server_on_own_runtime();
+    let addr = server.addr().to_string();
+    let created = run(&["topic", "create", "trimmed"], Some(&addr));
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    runtime.block_on(async {
+        let client = fencelog::client::Client::connect(server.addr())
+            .await
+            .unwrap();
+        let lease = client
+            .acquire_lease("trimmed", 0, "writer", std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+        for index in 0..10 {
+            let value = format!("r{index}");
+            client
+                .produce("trimmed", 0, crate::support::batch(lease.epoch, &value))
+                .await
+                .unwrap();
+        }
+    });
+    let delete = |before: &str, json: bool| {
+        let mut args = vec![
+            "topic",
+            "delete-records",
+            "trimmed",
+            "--partition",
+            "0",
+            "--before",
+            before,
+        ];
+        if json {
+            args.push("--json");
+        }
+        run(&args, Some(&addr))
+    };
+    let deleted = delete("5", false);
+    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    assert_eq!(
+        stdout(&deleted),
+        "deleted records of trimmed/0; low watermark 5\n"
+    );
+    let kept = delete("3", true);
+    assert_eq!(kept.status.code(), Some(0), "{}", stderr(&kept));
+    let json: Value = serde_json::from_str(stdout(&kept).trim()).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"name": "trimmed", "partition": 0, "low_watermark": 5})
+    );
+    let everything = delete("high-watermark", true);
+    let json: Value = serde_json::from_str(stdout(&everything).trim()).unwrap();
+    assert_eq!(json["low_watermark"], 10);
+
+    let too_far = delete("11", false);
+    assert_eq!(too_far.status.code(), Some(1));
+    assert!(
+        stderr(&too_far).contains("out of range"),
+        "{}",
+        stderr(&too_far)
+    );
+    let missing = run(
+        &[
+            "topic",
+            "delete-records",
+            "trimmed",
+            "--partition",
+            "3",
+            "--before",
+            "1",
+        ],
+        Some(&addr),
+    );
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    let not_a_number = delete("five", false);
+    assert_ne!(not_a_number.status.code(), Some(0));
+}

@@ -341,3 +341,82 @@ trait MapEq: std::future::Future + Sized {
 }
 
 impl<F: std::future::Future> MapEq for F {}
+
+/// The log start of `topic/partition` on every running node of `nodes`.
+fn log_starts(nodes: &[TestClusterNode], topic: &str, partition: u32) -> Vec<u64> {
+    nodes
+        .iter()
+        .filter(|node| node.is_running())
+        .map(|node| {
+            node.service()
+                .broker()
+                .partition(topic, partition)
+                .expect("a replica of the partition")
+                .log_start_offset()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleted_records_stay_deleted_after_a_failover() {
+    // Proves: DeleteRecords is taken by the partition's leader only (a follower refuses it,
+    // NOT_LEADER); the followers adopt the leader's new log start from their next fetch; after
+    // the leader crashes and a follower leads, ListOffsets earliest is still 5, a fetch below it
+    // is out of range, and the records from 5 on are all there.
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
+    create_rf3(&client, "trimmed", 1).await;
+    let (leader, epoch) = leader_of(&client, "trimmed", 0).await;
+    let lease = client
+        .acquire_lease("trimmed", 0, "writer", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let written = produce_all(&client, "trimmed", lease.epoch, "r", 10).await;
+    assert_eq!(client.delete_records("trimmed", 0, 5).await.unwrap(), 5);
+
+    let follower = nodes.iter().find(|n| n.id() != leader).expect("a follower");
+    let refused = follower.service().delete_records("trimmed", 0, 6).await;
+    assert!(
+        matches!(
+            refused,
+            Err(fencelog::broker::BrokerError::Cluster(
+                fencelog::broker::cluster::ClusterError::NotLeader { .. }
+            ))
+        ),
+        "a follower must refuse DeleteRecords, got {refused:?}"
+    );
+
+    let deadline = Instant::now() + CONVERGE;
+    while log_starts(nodes, "trimmed", 0) != [5, 5, 5] {
+        assert!(
+            Instant::now() < deadline,
+            "the followers did not adopt the log start: {:?}",
+            log_starts(nodes, "trimmed", 0)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (client, new_leader, _) = crash_leader(nodes, "trimmed", leader, epoch).await;
+    assert_ne!(new_leader, leader);
+    assert_eq!(client.list_offsets("trimmed", 0).await.unwrap().earliest, 5);
+    let below = client.fetch("trimmed", 0, 0, 1 << 20, Duration::ZERO).await;
+    assert!(
+        matches!(below, Err(ClientError::OffsetOutOfRange { .. })),
+        "a fetch below the log start must be out of range, got {below:?}"
+    );
+    let mut values = Vec::new();
+    let mut offset = 5;
+    while offset < 10 {
+        let fetched = client
+            .fetch("trimmed", 0, offset, 1 << 20, Duration::ZERO)
+            .await
+            .expect("fetch from the log start");
+        for record in fetched.records {
+            offset = record.offset + 1;
+            values
+                .push(String::from_utf8_lossy(record.value.as_deref().unwrap_or(b"")).into_owned());
+        }
+    }
+    assert_eq!(values, written[5..].to_vec());
+}

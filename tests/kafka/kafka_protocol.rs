@@ -904,3 +904,108 @@ async fn list_transactions_is_empty_in_every_version() {
     }
     assert_still_serving(&server).await;
 }
+
+/// DeleteRecords in every advertised version (0..=2): the low watermark moves to the offset
+/// (inside a batch too), ListOffsets earliest then answers it and a fetch below it is
+/// OFFSET_OUT_OF_RANGE; it never moves back; -1 is the high watermark; past the high watermark,
+/// unknown partitions and unknown topics are refused per partition, the others still run.
+#[tokio::test]
+async fn delete_records_moves_the_low_watermark_in_every_version() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest};
+
+    let server = kafka_server().await;
+    let values: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    for version in 0..=2i16 {
+        let topic = format!("trimmed-{version}");
+        topic_with_records(&server, &topic, 2, &values).await;
+        let ask = |partition: i32, offset: i64| {
+            DeleteRecordsPartition::default()
+                .with_partition_index(partition)
+                .with_offset(offset)
+        };
+        let delete = |partitions: Vec<DeleteRecordsPartition>| {
+            DeleteRecordsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(vec![
+                    DeleteRecordsTopic::default()
+                        .with_name(name(&topic))
+                        .with_partitions(partitions),
+                    DeleteRecordsTopic::default()
+                        .with_name(name("nope"))
+                        .with_partitions(vec![ask(0, 0)]),
+                ])
+        };
+        let request = delete(vec![
+            ask(0, 5),
+            ask(1, 1),
+            ask(1, -1),
+            ask(0, -2),
+            ask(9, 0),
+        ]);
+        let response = connection.call(version, &request).await;
+        let answers: Vec<(i32, i16, i64)> = response.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code, p.low_watermark))
+            .collect();
+        let expected = vec![
+            (0, 0, 5),  // inside the one batch of ten records
+            (1, 1, -1), // the empty partition's high watermark is 0: out of range
+            (1, 0, 0),  // -1: up to the high watermark (0)
+            (0, 1, -1), // below -1: out of range
+            (9, 3, -1), // no such partition
+        ];
+        assert_eq!(answers, expected, "v{version}");
+        assert_eq!(response.topics[1].partitions[0].error_code, 3, "v{version}");
+
+        let earliest = ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(&topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-2)])]);
+        let offsets = connection.call(1, &earliest).await;
+        assert_eq!(offsets.topics[0].partitions[0].offset, 5, "v{version}");
+
+        let fetch = |offset: i64| {
+            FetchRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_max_wait_ms(0)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(name(&topic))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(1 << 20)])])
+        };
+        let below = connection.call(11, &fetch(0)).await;
+        assert_eq!(below.responses[0].partitions[0].error_code, 1, "v{version}");
+        let at = connection.call(11, &fetch(5)).await;
+        let partition = &at.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0, "v{version}");
+        assert_eq!(partition.log_start_offset, 5, "v{version}");
+        assert!(partition.records.as_ref().is_some_and(|r| !r.is_empty()));
+
+        let back = connection.call(version, &delete(vec![ask(0, 2)])).await;
+        assert_eq!(
+            (
+                back.topics[0].partitions[0].error_code,
+                back.topics[0].partitions[0].low_watermark
+            ),
+            (0, 5),
+            "v{version}: never back"
+        );
+        let all = connection.call(version, &delete(vec![ask(0, -1)])).await;
+        assert_eq!(all.topics[0].partitions[0].low_watermark, 10, "v{version}");
+    }
+    assert_still_serving(&server).await;
+}

@@ -12,6 +12,7 @@ mod acl;
 mod kafka_client_scenarios;
 mod kafka_clients;
 mod kafka_configs;
+mod kafka_delete_records;
 mod kafka_delete_topics;
 mod kafka_fetch_memory;
 mod kafka_fuzz_inputs;

@@ -401,6 +401,41 @@ fn doc_example_alter_topic_config() {
     );
 }
 
+#[test]
+fn doc_example_delete_records() {
+    // Proves: the DeleteRecords example of docs/protocol.md is what the encoder writes and the
+    // decoder reads, request and response, and the key is 19.
+    let request = RequestFrame::new(
+        17,
+        Request::DeleteRecords {
+            topic: "orders".into(),
+            partition: 0,
+            offset: 5,
+        },
+    );
+    assert_eq!(request.request.api_key(), ApiKey::DeleteRecords);
+    assert_eq!(ApiKey::DeleteRecords.as_u16(), 19);
+    let body = check_doc_example(
+        "DeleteRecords request",
+        encode_request(&request),
+        "00 00 00 1c 00 13 00 00 00 00 00 11 00 06 6f 72\n\
+         64 65 72 73 00 00 00 00 00 00 00 00 00 00 00 05",
+    );
+    assert_eq!(RequestFrame::decode(body), Ok(request));
+
+    let response = ResponseFrame::ok(17, Response::DeleteRecords { low_watermark: 5 });
+    let body = check_doc_example(
+        "DeleteRecords response",
+        encode_response(&response),
+        "00 00 00 0e 00 00 00 11 00 00 00 00 00 00 00 00\n\
+         00 05",
+    );
+    assert_eq!(
+        ResponseFrame::decode(ApiKey::DeleteRecords, body).unwrap(),
+        response
+    );
+}
+
 #[tokio::test]
 async fn alter_topic_config_changes_the_live_settings_durably() {
     // Proves: the native AlterTopicConfig changes retention and segment size of an existing

@@ -9,6 +9,7 @@
 mod support;
 
 mod data_dir_compat;
+mod delete_records;
 mod lazy_open;
 mod page_cache_loss;
 mod partitions_scale;

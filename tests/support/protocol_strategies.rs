@@ -123,6 +123,13 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
                 partition,
                 timestamp,
             }),
+        (arb_string(), any::<u32>(), any::<u64>()).prop_map(|(topic, partition, offset)| {
+            Request::DeleteRecords {
+                topic,
+                partition,
+                offset,
+            }
+        }),
         arb_replica_fetch().prop_map(Request::ReplicaFetch),
         proptest::collection::vec(arb_leader_epoch_query(), 0..4)
             .prop_map(|partitions| Request::LeaderEpochEnd { partitions }),

@@ -21,6 +21,9 @@
 
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -38,12 +41,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse,
-    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataRequest, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, ProducerId,
-    SyncGroupResponse,
+    ApiKey, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
+    DeleteTopicsResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataRequest, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ProducerId, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -287,6 +290,30 @@ pub fn refuse(
                 DeleteTopicsResponse::default().with_responses(named.chain(by_state).collect());
             (ApiKey::DeleteTopics, ResponseBody::DeleteTopics(body))
         }
+        RequestBody::DeleteRecords(request) => {
+            let topics = request
+                .topics
+                .iter()
+                .map(|topic| {
+                    DeleteRecordsTopicResult::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(
+                            topic
+                                .partitions
+                                .iter()
+                                .map(|partition| {
+                                    DeleteRecordsPartitionResult::default()
+                                        .with_partition_index(partition.partition_index)
+                                        .with_low_watermark(-1)
+                                        .with_error_code(TOPIC_REFUSED)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            let body = DeleteRecordsResponse::default().with_topics(topics);
+            (ApiKey::DeleteRecords, ResponseBody::DeleteRecords(body))
+        }
         RequestBody::DescribeGroups(request) => {
             let groups = request
                 .groups
@@ -448,6 +475,11 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
             }
             Ok(())
         }
+        // Kafka asks DELETE on the topic; fencelog's `admin` on it is what deletes a topic too.
+        RequestBody::DeleteRecords(request) => each(
+            Operation::Admin,
+            &mut request.topics.iter().map(|topic| topic.name.as_str()),
+        ),
         RequestBody::DescribeGroups(_) | RequestBody::ListGroups(_) => {
             access.check_somewhere(Operation::Consume)
         }

@@ -21,12 +21,12 @@
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -65,6 +65,8 @@ pub enum RequestBody {
     CreateTopics(CreateTopicsRequest),
     /// DeleteTopics (20).
     DeleteTopics(DeleteTopicsRequest),
+    /// DeleteRecords (21).
+    DeleteRecords(DeleteRecordsRequest),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdRequest),
     /// OffsetCommit (8).
@@ -125,6 +127,9 @@ impl RequestBody {
             }
             ApiKey::DeleteTopics => {
                 DeleteTopicsRequest::decode(frame, version).map(Self::DeleteTopics)
+            }
+            ApiKey::DeleteRecords => {
+                DeleteRecordsRequest::decode(frame, version).map(Self::DeleteRecords)
             }
             ApiKey::InitProducerId => {
                 InitProducerIdRequest::decode(frame, version).map(Self::InitProducerId)

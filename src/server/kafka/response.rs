@@ -5,12 +5,13 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse,
-    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+    DeleteRecordsResponse, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse,
+    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -48,6 +49,8 @@ pub enum ResponseBody {
     CreateTopics(CreateTopicsResponse),
     /// DeleteTopics (20).
     DeleteTopics(DeleteTopicsResponse),
+    /// DeleteRecords (21).
+    DeleteRecords(DeleteRecordsResponse),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdResponse),
     /// OffsetCommit (8).
@@ -100,6 +103,7 @@ impl ResponseBody {
             Self::ListOffsets(body) => body.encode(out, version),
             Self::CreateTopics(body) => body.encode(out, version),
             Self::DeleteTopics(body) => body.encode(out, version),
+            Self::DeleteRecords(body) => body.encode(out, version),
             Self::InitProducerId(body) => body.encode(out, version),
             Self::OffsetCommit(body) => body.encode(out, version),
             Self::OffsetFetch(body) => body.encode(out, version),

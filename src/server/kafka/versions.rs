@@ -105,6 +105,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 6,
     },
     SupportedApi {
+        key: ApiKey::DeleteRecords,
+        min_version: 0,
+        max_version: 2,
+    },
+    SupportedApi {
         key: ApiKey::InitProducerId,
         min_version: 0,
         max_version: 4,

@@ -96,6 +96,8 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         Request::DeleteTopic { name } | Request::AlterTopicConfig { name, .. } => {
             Some((Operation::Admin, Some(name)))
         }
+        // Kafka asks DELETE on the topic; `admin` on it is what deletes the topic too.
+        Request::DeleteRecords { topic, .. } => Some((Operation::Admin, Some(topic))),
         Request::AcquireLease { topic, .. }
         | Request::RenewLease { topic, .. }
         | Request::ReleaseLease { topic, .. } => Some((Operation::Lease, Some(topic))),

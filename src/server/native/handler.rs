@@ -142,6 +142,14 @@ fn answer(
             service.delete_topic(name).await?;
             Ok(Response::DeleteTopic)
         }),
+        Request::DeleteRecords {
+            topic,
+            partition,
+            offset,
+        } => Box::pin(async move {
+            let low_watermark = service.delete_records(&topic, partition, offset).await?;
+            Ok(Response::DeleteRecords { low_watermark })
+        }),
         Request::AlterTopicConfig { name, change } => Box::pin(async move {
             let config = service
                 .alter_topic_config(

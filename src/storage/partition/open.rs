@@ -25,7 +25,7 @@ use super::super::recovery::{self, DamagedRange, RecoveredLog, RecoveryReport};
 use super::super::seal::{RecoveryPoint, SealWorker};
 use super::super::segment::{SegmentOptions, SegmentReader};
 use super::super::spare::SpareSegments;
-use super::super::{io_error, StorageError};
+use super::super::{io_error, log_start, StorageError};
 use super::{ObserverSlot, Partition, Shared, Watermarks, Writer};
 use crate::batch::{BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
@@ -76,7 +76,14 @@ impl Partition {
             checkpoint.latest_epoch(),
         )?;
         let log_end = active.next_offset();
-        let log_start = readers.first().map_or(0, |r| r.base_offset());
+        let first_base = readers.first().map_or(0, |r| r.base_offset());
+        // Records deleted below a recorded log start stay deleted; but the log start never stays
+        // past the log end (a crash under flush `interval` or `never` may have cut the log
+        // shorter than it): the offsets from the log end on are written again, and what is
+        // acknowledged then must be readable.
+        let log_start = log_start::load(directory)
+            .map_err(io_error("load log start"))?
+            .map_or(first_base, |recorded| recorded.min(log_end).max(first_base));
         let epoch = report.epoch;
         let producers = rebuild_producer_states(
             name,
@@ -137,20 +144,19 @@ impl Partition {
             leader_epochs,
             last_epoch: epoch_in_log,
         };
-        Ok((
-            Self {
-                name: name.to_string(),
-                directory: directory.to_path_buf(),
-                config,
-                limits: super::LiveLimits::new(super::Limits::of(&config)),
-                fence: Fence::with_replica_state(epoch, creation_epoch, replica, writer),
-                shared,
-                commit: GroupCommit::new(log_end),
-                sync_observer: ObserverSlot::default(),
-                metrics: PartitionMetrics::default(),
-            },
-            report,
-        ))
+        let partition = Self {
+            name: name.to_string(),
+            directory: directory.to_path_buf(),
+            config,
+            limits: super::LiveLimits::new(super::Limits::of(&config)),
+            fence: Fence::with_replica_state(epoch, creation_epoch, replica, writer),
+            shared,
+            commit: GroupCommit::new(log_end),
+            sync_observer: ObserverSlot::default(),
+            metrics: PartitionMetrics::default(),
+        };
+        partition.delete_segments_below_log_start()?;
+        Ok((partition, report))
     }
 }
 

@@ -118,15 +118,19 @@ impl Partition {
     }
 
     /// The first offset whose record timestamp is at or after `timestamp` (ms), among the
-    /// records readers can see; `None` if none is that recent (see `timestamp_lookup`).
+    /// records readers can see; `None` if none is that recent (see `timestamp_lookup`). Never
+    /// below the log start: a record found in a segment's deleted part answers the log start
+    /// (what Kafka answers too), where the first record a reader can still get is.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, StorageError> {
         let (high_watermark, segments) = self.visible_segments();
-        super::super::timestamp_lookup::first_offset_at_or_after(
+        let log_start = self.log_start_offset();
+        let found = super::super::timestamp_lookup::first_offset_at_or_after(
             &self.name,
             &segments,
             high_watermark,
             timestamp,
-        )
+        )?;
+        Ok(found.map(|offset| offset.max(log_start)))
     }
 
     /// The first visible offset holding the largest record timestamp, with that timestamp;

@@ -52,12 +52,31 @@ impl Partition {
                 writer.dirty.remove(&oldest.base_offset());
                 victims.push(segments.remove(0));
             }
+            // Never back: a DeleteRecords may have moved the log start inside this segment.
             self.shared
                 .log_start_offset
-                .store(segments[0].base_offset(), Ordering::Release);
+                .fetch_max(segments[0].base_offset(), Ordering::AcqRel);
             victims
         });
-        // Not in a deleted partition's path, which a re-created topic may own by now.
+        let report = self.delete_segments(victims)?;
+        if report.segments > 0 {
+            info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
+        }
+        Ok(report)
+    }
+
+    /// Deletes the files of `victims`, segments already taken out of the log (under the writer
+    /// lock) because they lie wholly below the log start: each is marked deleted, its file kept
+    /// as a spare for a later roll where it can be, and the directory synced once. Nothing is
+    /// written in a deleted partition's path (a re-created topic may own it by now). Retention
+    /// and DeleteRecords both end here.
+    pub(super) fn delete_segments(
+        &self,
+        victims: Vec<Arc<SegmentReader>>,
+    ) -> Result<RetentionReport, StorageError> {
+        if victims.is_empty() {
+            return Ok(RetentionReport::default());
+        }
         let deleted = self.shared.recovery_point.unless_retired(|| {
             let mut report = RetentionReport::default();
             for victim in victims {
@@ -81,11 +100,7 @@ impl Partition {
             }
             Ok::<_, StorageError>(report)
         });
-        let report = deleted.transpose()?.unwrap_or_default();
-        if report.segments > 0 {
-            info!(partition = %self.name, segments = report.segments, bytes = report.bytes, log_start = self.log_start_offset(), "retention deleted segments");
-        }
-        Ok(report)
+        Ok(deleted.transpose()?.unwrap_or_default())
     }
 
     /// Whether retention would delete a segment now: a check under the segment list's read lock

@@ -188,6 +188,13 @@ impl Partition {
                 } else {
                     writer.last_epoch
                 };
+                // A cut below the log start (only after a crash left the recorded high
+                // watermark below it) starts the log at the cut: those offsets come again
+                // from the leader, whose log start the next fetch brings back.
+                writer
+                    .shared
+                    .log_start_offset
+                    .fetch_min(cut.offset, Ordering::AcqRel);
                 (recovered.segment, last_epoch)
             }
             None => {

@@ -78,6 +78,9 @@ async fn follow(
     let mut action = first;
     let mut connection: Option<Client> = None;
     let mut fetched: Option<Bytes> = None;
+    // The leader's log start, as its last answer said: adopted after the append (see
+    // `adopt_log_start`).
+    let mut leader_log_start: u64 = 0;
     // The fetch sent beside an append (`FollowerAction::Append::then_fetch`) and its answer.
     let mut pipelined: Option<(
         FetchRequest,
@@ -145,7 +148,7 @@ async fn follow(
                     fetch_request(driver, replica, &fetch),
                 )
                 .await;
-                on_fetch_answer(replica, &fetch, answer, &mut fetched).await
+                on_fetch_answer(replica, &fetch, answer, &mut fetched, &mut leader_log_start).await
             }
             FollowerAction::Append {
                 records_epoch,
@@ -183,6 +186,7 @@ async fn follow(
                     warn!(partition = %replica.id, %error, "replicated append refused");
                 }
                 log.advance_high_watermark(high_watermark);
+                adopt_log_start(replica, leader_log_start).await;
                 FollowerEvent::Appended(result)
             }
             FollowerAction::Report(report) => {
@@ -209,7 +213,7 @@ async fn follow(
                 if result.as_ref().is_err_and(|error| !keeps_connection(error)) {
                     connection = None;
                 }
-                on_fetch_answer(replica, &fetch, result, &mut fetched).await
+                on_fetch_answer(replica, &fetch, result, &mut fetched, &mut leader_log_start).await
             }
             FollowerAction::RereadMetadata => {
                 // The node takes this one itself (it stops the follower and re-reads).
@@ -268,13 +272,39 @@ fn fetch_request(driver: &ClusterDriver, replica: &Replica, fetch: &FetchRequest
     })
 }
 
+/// Moves this replica's log start up to the leader's (never past its own high watermark: see
+/// `Partition::follow_log_start`), durably, when the leader's is ahead: records deleted on the
+/// leader (DeleteRecords, retention) then stay deleted if this replica takes over. Nothing is
+/// written while the two agree, so a fetch costs no fsync. A failure is logged: the next
+/// answer tries again, and the replica's log is whole either way.
+async fn adopt_log_start(replica: &Replica, leader_log_start: u64) {
+    if leader_log_start <= replica.partition.log_start_offset() {
+        return;
+    }
+    let partition = Arc::clone(&replica.partition);
+    let adopted =
+        tokio::task::spawn_blocking(move || partition.follow_log_start(leader_log_start)).await;
+    match adopted {
+        Ok(Ok(log_start)) => {
+            debug!(partition = %replica.id, log_start, leader_log_start, "adopted the leader's log start")
+        }
+        Ok(Err(error)) => {
+            warn!(partition = %replica.id, leader_log_start, %error, "could not adopt the leader's log start")
+        }
+        Err(error) => {
+            warn!(partition = %replica.id, leader_log_start, %error, "the log start task failed")
+        }
+    }
+}
+
 /// The leader's answer to `fetch` (or the failure to get one) as the node's input, keeping the
-/// batches for the append it asks for next.
+/// batches for the append it asks for next and the leader's log start.
 async fn on_fetch_answer(
     replica: &Replica,
     fetch: &FetchRequest,
     answer: Result<Response, ClientError>,
     fetched: &mut Option<Bytes>,
+    leader_log_start: &mut u64,
 ) -> FollowerEvent {
     let Ok(Response::ReplicaFetch { partitions }) = answer else {
         tokio::time::sleep(RETRY_PAUSE).await;
@@ -282,6 +312,7 @@ async fn on_fetch_answer(
     };
     let response = match partitions.into_iter().next() {
         Some(entry) if entry.error == ErrorCode::None => {
+            *leader_log_start = (*leader_log_start).max(entry.log_start_offset);
             let batches = contiguous(entry.batches);
             let record_count = record_count(&batches, fetch.fetch_offset);
             *fetched = Some(batches);

@@ -12,6 +12,7 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -94,6 +95,12 @@ pub fn start(
         RequestBody::DeleteTopics(body) => Started {
             response: Some(
                 delete_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::DeleteRecords(body) => Started {
+            response: Some(
+                delete_records::handle(Arc::clone(service), correlation_id, version, body).boxed(),
             ),
             close: false,
         },
