@@ -93,8 +93,12 @@ fn creation(principal: &str, name: &str, pattern: i8, operation: i8) -> AclCreat
         .with_permission_type(ALLOW)
 }
 
+/// Matches every binding (the codec's defaults are not "any": empty names, LITERAL).
 fn describe_all() -> DescribeAclsRequest {
     DescribeAclsRequest::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_operation(ANY)
@@ -103,6 +107,8 @@ fn describe_all() -> DescribeAclsRequest {
 
 fn delete_filter(principal: &str, operation: i8) -> DeleteAclsFilter {
     DeleteAclsFilter::default()
+        .with_resource_name_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_principal_filter(Some(StrBytes::from_string(format!("User:{principal}"))))
@@ -304,9 +310,9 @@ async fn python_admin_clients_manage_acls_and_describe_log_dirs_and_producers() 
     // Proves: real clients' admin calls work unchanged (tools/kafka-clients/admin_misc.py):
     // confluent-kafka's AdminClient creates, describes and deletes ACLs on an `--auth` server
     // as the super user over SASL/SCRAM (the grants land in acls.json and go again), and gets
-    // SECURITY_DISABLED from a server without `--auth`; kafka-python's describe_log_dirs names
-    // the data directory and the topic's partitions, and describe_producers the idempotent
-    // producer that wrote the topic.
+    // SECURITY_DISABLED from a server without `--auth` (so does kafka-python's describe_acls);
+    // kafka-python's describe_log_dirs names the data directory and the topic's partitions,
+    // and describe_producers the idempotent producer that wrote the topic.
     if python_module_missing("confluent_kafka") || python_module_missing("kafka") {
         return;
     }
@@ -356,6 +362,10 @@ async fn python_admin_clients_manage_acls_and_describe_log_dirs_and_producers() 
     );
     assert_eq!(seen["kafka_python"]["partitions"], 2, "{seen}");
     assert_eq!(seen["kafka_python"]["producers"], 1, "{seen}");
+    assert_eq!(
+        seen["kafka_python"]["disabled"], "SECURITY_DISABLED",
+        "{seen}"
+    );
     // Only alice's starting grant is left.
     assert_eq!(list_acls(directory.path()).unwrap().len(), 1);
 }

@@ -10,10 +10,10 @@ with a message when a step does not behave as Kafka's broker would:
 - confluent-kafka (librdkafka): on the --auth server, over SASL/SCRAM-SHA-256,
   `AdminClient.create_acls` creates two bindings (READ on a literal topic, WRITE on a prefix),
   `describe_acls` lists them, `delete_acls` removes them (and a DENY binding is refused); on the
-  server without --auth, `describe_acls` fails with SECURITY_DISABLED.
+  server without --auth, `create_acls` fails with SECURITY_DISABLED.
 - kafka-python 3.x: on the server without --auth, an idempotent producer writes a two-partition
   topic; `describe_log_dirs` names the data directory and both partitions (the written one with
-  bytes), `describe_producers` lists the producer.
+  bytes), `describe_producers` lists the producer, `describe_acls` fails with SECURITY_DISABLED.
 """
 
 import json
@@ -75,10 +75,13 @@ def confluent(plain, auth, user, password):
     if admin.describe_acls(carol, request_timeout=15).result():
         fail("ACLs left after delete_acls")
 
+    # librdkafka reports DescribeAcls' top-level error only through the bindings it returns
+    # (none here), so SECURITY_DISABLED is checked with create_acls' per-binding result.
     open_admin = AdminClient({"bootstrap.servers": plain})
     try:
-        open_admin.describe_acls(carol, request_timeout=15).result()
-        fail("describe_acls without --auth succeeded")
+        for future in open_admin.create_acls(bindings[:1], request_timeout=15).values():
+            future.result()
+        fail("create_acls without --auth succeeded")
     except KafkaException as error:
         seen["disabled"] = error.args[0].name()
     return seen
@@ -113,6 +116,19 @@ def kafka_python(plain):
         fail(f"partition sizes {partitions}")
     seen["log_dir"] = dirs[0]["log_dir"]
     seen["partitions"] = len(partitions)
+
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType,
+                             ACLResourcePatternType, ResourcePatternFilter, ResourceType)
+    from kafka.errors import SecurityDisabledError
+    every = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                      permission_type=ACLPermissionType.ANY,
+                      resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
+                                                             ACLResourcePatternType.ANY))
+    try:
+        admin.describe_acls(every)
+        fail("kafka-python describe_acls without --auth succeeded")
+    except SecurityDisabledError:
+        seen["disabled"] = "SECURITY_DISABLED"
 
     states = admin.describe_producers([TopicPartition(TOPIC, 0)])
     producers = states[TopicPartition(TOPIC, 0)].active_producers
