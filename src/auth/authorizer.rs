@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use rand::RngCore;
 
-use super::acl::{AclFile, Operation};
+use super::acl::{AclEntry, AclFile, Operation, TopicPattern};
+use super::acl_store::{AclStore, AclStoreError, FileAclStore};
 use super::files::{LiveFile, SecurityFileError, ACLS_FILE, RELOAD_INTERVAL, USERS_FILE};
 use super::live::LiveSecurity;
 use super::scram::{decoy_credential, ScramCredential};
@@ -67,6 +68,9 @@ pub struct Security {
     broker_principal: Option<String>,
     /// Derives decoy credentials for unknown users; random per server process.
     decoy_secret: [u8; 32],
+    /// Where clients' ACL changes (Kafka's CreateAcls, DeleteAcls) are written: the data
+    /// directory's file standalone, etcd on a cluster ([`Security::with_acl_store`]).
+    acl_store: Option<Arc<dyn AclStore>>,
 }
 
 /// A refused request: who, what, on which resource, and how to grant it.
@@ -114,6 +118,19 @@ impl NotAuthorized {
         }
     }
 
+    /// The refusal of a change only a super user may make (granting or revoking ACLs: a grant
+    /// can give any right on any topic, so only a principal that has them all may make one).
+    fn super_user_only(principal: &str, resource: &str) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            operation: Operation::Admin,
+            resource: resource.to_owned(),
+            remedy: "only a super user may, because a grant can give any right on any topic: \
+                     connect as a user named by `serve --super-user NAME`"
+                .to_owned(),
+        }
+    }
+
     fn resource(topic: Option<&str>) -> String {
         topic.map_or_else(
             || "any topic".to_owned(),
@@ -129,14 +146,22 @@ impl Security {
         data_dir: &Path,
         super_users: impl IntoIterator<Item = String>,
     ) -> Result<Self, SecurityFileError> {
-        Ok(Self::with_source(
+        let mut security = Self::with_source(
             Source::Files {
                 users: LiveFile::open(data_dir.join(USERS_FILE))?,
                 acls: LiveFile::open(data_dir.join(ACLS_FILE))?,
             },
             SecurityStore::DataDirectory,
             super_users,
-        ))
+        );
+        security.acl_store = Some(Arc::new(FileAclStore::new(data_dir.to_path_buf())));
+        Ok(security)
+    }
+
+    /// Writes clients' ACL changes to `store` (a cluster's etcd) instead of refusing them.
+    pub fn with_acl_store(mut self, store: Arc<dyn AclStore>) -> Self {
+        self.acl_store = Some(store);
+        self
     }
 
     /// Reads users and ACLs from `live` (a cluster's, kept current from etcd), naming `store`
@@ -162,6 +187,7 @@ impl Security {
             super_users: super_users.into_iter().collect(),
             broker_principal: None,
             decoy_secret,
+            acl_store: None,
         }
     }
 
@@ -257,6 +283,76 @@ impl Security {
         Err(NotAuthorized::new(principal, operation, None, self.store))
     }
 
+    /// Whether `principal` is a super user (and still exists): what changing ACLs needs.
+    pub fn authorize_super_user(
+        &self,
+        principal: &str,
+        resource: &str,
+    ) -> Result<(), NotAuthorized> {
+        self.check_exists(principal, Operation::Admin, None)?;
+        if self.is_super_user(principal) {
+            return Ok(());
+        }
+        Err(NotAuthorized::super_user_only(principal, resource))
+    }
+
+    fn acl_store(&self) -> Result<&Arc<dyn AclStore>, AclStoreError> {
+        self.acl_store.as_ref().ok_or_else(|| {
+            AclStoreError::Refused(
+                "this server has no store for ACL changes; change them with `fencelog acl add|remove`"
+                    .to_owned(),
+            )
+        })
+    }
+
+    /// Every grant as stored now (read from the store, so a change just made is in it).
+    pub async fn stored_acls(&self) -> Result<Vec<AclEntry>, AclStoreError> {
+        match (&self.source, &self.acl_store) {
+            (Source::Live(live), None) => Ok(live.acls().acls.clone()),
+            _ => self.acl_store()?.acls().await,
+        }
+    }
+
+    /// Grants `operations` on `pattern` to `principal`, durably; the next decision sees it.
+    pub async fn add_acl(
+        &self,
+        principal: &str,
+        pattern: &TopicPattern,
+        operations: &BTreeSet<Operation>,
+    ) -> Result<AclEntry, AclStoreError> {
+        let result = self
+            .acl_store()?
+            .add(principal.to_owned(), pattern.clone(), operations.clone())
+            .await;
+        self.reload_acls();
+        result
+    }
+
+    /// Takes `operations` away from `principal`'s grant on `pattern`, durably; the next
+    /// decision sees it. Returns whether the grant changed.
+    pub async fn remove_acl(
+        &self,
+        principal: &str,
+        pattern: &TopicPattern,
+        operations: &BTreeSet<Operation>,
+    ) -> Result<bool, AclStoreError> {
+        let result = self
+            .acl_store()?
+            .remove(principal.to_owned(), pattern.clone(), operations.clone())
+            .await;
+        self.reload_acls();
+        result
+    }
+
+    /// Reads the ACL file again now (standalone), so a change made through this server applies
+    /// to the very next request rather than within [`RELOAD_INTERVAL`]. A cluster's brokers
+    /// follow etcd with their watch.
+    fn reload_acls(&self) {
+        if let Source::Files { acls, .. } = &self.source {
+            acls.current(Duration::ZERO);
+        }
+    }
+
     /// Whether `principal` may see `topic` in Metadata (any operation on it).
     pub fn may_see(&self, principal: &str, topic: &str) -> bool {
         self.check_exists(principal, Operation::Consume, Some(topic))
@@ -317,6 +413,19 @@ impl Access {
     /// Deleting a topic: the `admin` operation (for the DeleteTopic APIs).
     pub fn check_delete_topic(&self, topic: &str) -> Result<(), NotAuthorized> {
         self.check(Operation::Admin, topic)
+    }
+
+    /// The server's security, when authentication is on.
+    pub fn security(&self) -> Option<&Arc<Security>> {
+        self.checked.as_ref().map(|(security, _)| security)
+    }
+
+    /// Whether this connection's principal is a super user (changing ACLs on `resource`).
+    pub fn check_super_user(&self, resource: &str) -> Result<(), NotAuthorized> {
+        match &self.checked {
+            None => Ok(()),
+            Some((security, principal)) => security.authorize_super_user(principal, resource),
+        }
     }
 
     /// Whether Metadata shows `topic` to this connection.

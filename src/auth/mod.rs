@@ -9,12 +9,14 @@
 //!
 //! * [`scram`]: the SCRAM-SHA-256 messages and both sides of the exchange.
 //! * [`users`], [`acl`]: the two files in the data directory and the CLI's changes to them.
+//! * [`acl_store`]: where a running server reads and changes its ACLs (a client's request).
 //! * [`files`]: atomic, lock-serialized writes and the server's live reload.
 //! * [`live`]: users and ACLs kept current by another component (a cluster's, from etcd).
 //! * [`authorizer`]: [`Security`] (the server's view) and [`Access`] (one connection's rights).
 //! * [`connection`]: one connection's authentication state machine.
 
 pub mod acl;
+pub mod acl_store;
 pub mod authorizer;
 pub mod connection;
 pub mod files;
@@ -23,6 +25,7 @@ pub mod scram;
 pub mod users;
 
 pub use acl::{AclEntry, AclFile, Operation, TopicPattern};
+pub use acl_store::{AclStore, AclStoreError, AclStoreFuture, FileAclStore};
 pub use authorizer::{Access, NotAuthorized, Security, SecurityStore};
 pub use connection::{AuthenticationError, ConnectionAuthentication, MAX_AUTHENTICATION_FAILURES};
 pub use files::SecurityFileError;

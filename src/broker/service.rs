@@ -475,6 +475,17 @@ impl BrokerService {
         .await
     }
 
+    /// The idempotent producers `topic/partition` remembers (Kafka's DescribeProducers): only
+    /// its leader answers, as only the leader's state decides which retries land.
+    pub fn active_producers(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Vec<crate::storage::producer_state::ActiveProducer>, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
+        Ok(self.broker.partition(topic, partition)?.active_producers())
+    }
+
     /// A new producer id and its first session (producer epoch 0), for idempotent appends. Off
     /// the async workers: a new block of ids is reserved with an fsync now and then.
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {

@@ -330,11 +330,13 @@ async fn cluster_security(
 ) -> Result<crate::auth::Security, CliError> {
     use crate::auth::{Security, SecurityStore};
     use crate::cluster::meta::security::EtcdSecurityStore;
-    let live = EtcdSecurityStore::new(store.clone())
+    let etcd = EtcdSecurityStore::new(store.clone());
+    let live = etcd
         .load_and_follow()
         .await
         .map_err(|error| CliError::new(format!("--auth: the cluster's users and ACLs: {error}")))?;
-    let mut security = Security::live(live, SecurityStore::Etcd, args.super_users.clone());
+    let mut security = Security::live(live, SecurityStore::Etcd, args.super_users.clone())
+        .with_acl_store(std::sync::Arc::new(etcd));
     if let Some(broker_user) = &args.broker_user {
         security = security.with_broker_principal(broker_user.clone());
     }

@@ -153,6 +153,12 @@ impl Partition {
         &self.metrics
     }
 
+    /// The idempotent producers the partition remembers (their state is what makes their
+    /// retries land once). Takes the writer lock briefly.
+    pub fn active_producers(&self) -> Vec<crate::storage::producer_state::ActiveProducer> {
+        self.fence.with_log(|writer| writer.producers.active())
+    }
+
     /// The offset the next appended batch will get (acknowledged or not: under flush `always`
     /// it runs ahead of the high watermark until the sync). Takes the writer lock briefly.
     pub fn log_end_offset(&self) -> u64 {

@@ -138,6 +138,19 @@ impl ProducerEntry {
     }
 }
 
+/// What DescribeProducers reports of one producer a partition remembers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its current session.
+    pub producer_epoch: i16,
+    /// The last sequence number of its last batch.
+    pub last_sequence: i32,
+    /// The offset of its last batch's last record.
+    pub last_offset: u64,
+}
+
 /// The producer state of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerStates {
@@ -146,6 +159,25 @@ pub struct ProducerStates {
 }
 
 impl ProducerStates {
+    /// Every producer remembered, by producer id (a copy: the caller holds no lock).
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .filter_map(|(&producer_id, entry)| {
+                let last = entry.batches.back()?;
+                Some(ActiveProducer {
+                    producer_id,
+                    producer_epoch: entry.producer_epoch,
+                    last_sequence: last.last_sequence,
+                    last_offset: last.last_offset,
+                })
+            })
+            .collect();
+        active.sort_unstable_by_key(|producer| producer.producer_id);
+        active
+    }
+
     /// No producers yet; remembers at most `max_producers` (at least 1).
     pub fn new(max_producers: usize) -> Self {
         Self {

@@ -641,3 +641,165 @@ fn user_and_acl_data_dir_forms_keep_working_standalone() {
     assert_eq!(run(&["acl", "list"]), "carol c-* consume\n");
     assert!(directory.path().join("users.json").exists());
 }
+
+/// A Kafka connection to `addr` authenticated as `user` with `password` (SASL/SCRAM-SHA-256).
+async fn kafka_as(
+    addr: &str,
+    user: &str,
+    password: &str,
+) -> crate::support::kafka::KafkaConnection {
+    use fencelog::auth::ClientExchange;
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let mut connection =
+        crate::support::kafka::KafkaConnection::connect(addr.parse().expect("address")).await;
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256"));
+    assert_eq!(connection.call(1, &handshake).await.error_code, 0);
+    let (mut exchange, first) = ClientExchange::start(user, password);
+    let authenticate = |bytes: Vec<u8>| {
+        SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(bytes))
+    };
+    let answer = connection.call(2, &authenticate(first)).await;
+    let last = exchange.respond(&answer.auth_bytes).unwrap();
+    let answer = connection.call(2, &authenticate(last)).await;
+    assert_eq!(answer.error_code, 0, "authenticate {user}");
+    connection
+}
+
+/// The error code DescribeProducers answers `user` for partition 0 of the (absent) topic
+/// `orders` on `addr`: `UNKNOWN_TOPIC_OR_PARTITION` (3) once `consume` on it is granted,
+/// `TOPIC_AUTHORIZATION_FAILED` (29) before.
+async fn describe_producers_code(addr: &str, user: &str, password: &str) -> i16 {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{DescribeProducersRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut connection = kafka_as(addr, user, password).await;
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_static_str("orders")))
+        .with_partition_indexes(vec![0])]);
+    connection.call(0, &request).await.topics[0].partitions[0].error_code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_acl_changes_on_one_broker_reach_every_broker_through_etcd() {
+    // Proves: on a cluster, a super user's Kafka CreateAcls on broker 1 is written to etcd
+    // (`acl list --etcd` shows it as a fencelog grant) and applies on broker 2 without a restart
+    // (alice's DescribeProducers there goes from TOPIC_AUTHORIZATION_FAILED to authorized); a
+    // DeleteAcls on broker 2 revokes it on broker 1 the same way.
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let test = "kafka_acl_changes_on_one_broker_reach_every_broker_through_etcd";
+    let Some(etcd) = EtcdServer::start_or_skip(test) else {
+        return;
+    };
+    add_user(&etcd, "admin", "admin-secret");
+    add_user(&etcd, "broker", BROKER_PASSWORD);
+    add_user(&etcd, "alice", "alice-secret");
+    let root = TempDir::new().expect("temp dir");
+    let kafka: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let brokers: Vec<BrokerProcess> = (1..=2u32)
+        .map(|id| {
+            let address = &kafka[id as usize - 1];
+            let mut broker = BrokerProcess::prepare(id, &root, &etcd.endpoint());
+            broker.extra.extend(
+                [
+                    "--auth",
+                    "--super-user",
+                    "admin",
+                    "--broker-user",
+                    "broker",
+                    "--kafka-listen",
+                    address,
+                ]
+                .map(str::to_owned),
+            );
+            broker.env.push((
+                "FENCELOG_BROKER_PASSWORD".to_owned(),
+                BROKER_PASSWORD.to_owned(),
+            ));
+            broker.spawn();
+            let deadline = Instant::now() + CONVERGE;
+            while std::net::TcpStream::connect(address).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "broker {id} never listened for Kafka"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            broker
+        })
+        .collect();
+    assert_eq!(
+        describe_producers_code(&kafka[1], "alice", "alice-secret").await,
+        29
+    );
+
+    let mut admin = kafka_as(&kafka[0], "admin", "admin-secret").await;
+    let creation = AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("orders"))
+        .with_resource_pattern_type(3)
+        .with_principal(StrBytes::from_static_str("User:alice"))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(3)
+        .with_permission_type(3);
+    let created = admin
+        .call(
+            3,
+            &CreateAclsRequest::default().with_creations(vec![creation]),
+        )
+        .await;
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    let listed = succeed_on_etcd(&etcd, &["acl", "list", "--json"], &[]);
+    assert!(
+        listed.contains("\"alice\"") && listed.contains("\"orders\"") && listed.contains("consume"),
+        "{listed}"
+    );
+    let second: &str = &kafka[1];
+    eventually(
+        &brokers,
+        "the grant applies on broker 2",
+        move || async move {
+            match describe_producers_code(second, "alice", "alice-secret").await {
+                3 => Ok(()),
+                other => Err(format!("error code {other}")),
+            }
+        },
+    )
+    .await;
+
+    let mut admin = kafka_as(&kafka[1], "admin", "admin-secret").await;
+    let filter = DeleteAclsFilter::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(Some(StrBytes::from_static_str("User:alice")))
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let deleted = admin
+        .call(3, &DeleteAclsRequest::default().with_filters(vec![filter]))
+        .await;
+    assert_eq!(
+        deleted.filter_results[0].matching_acls.len(),
+        1,
+        "{deleted:?}"
+    );
+    let first: &str = &kafka[0];
+    eventually(
+        &brokers,
+        "the revocation applies on broker 1",
+        move || async move {
+            match describe_producers_code(first, "alice", "alice-secret").await {
+                29 => Ok(()),
+                other => Err(format!("error code {other}")),
+            }
+        },
+    )
+    .await;
+}

@@ -1009,3 +1009,171 @@ async fn delete_records_moves_the_low_watermark_in_every_version() {
     }
     assert_still_serving(&server).await;
 }
+
+/// DescribeLogDirs in every advertised version (1..=4): one log directory, the data directory
+/// as an absolute path, with each partition's bytes of log data (a partition with records has
+/// some, an empty one none), offset lag 0, not a future replica; v4 adds the filesystem's total
+/// and usable bytes. A topics filter keeps the named partitions; an unknown topic is left out.
+#[tokio::test]
+async fn describe_log_dirs_reports_the_data_directory_and_partition_sizes_in_every_version() {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    use kafka_protocol::messages::DescribeLogDirsRequest;
+    let server = kafka_server().await;
+    topic_with_records(&server, "sized", 2, &["one", "two", "three"]).await;
+    let expected_dir = std::path::absolute(server.data_dir()).unwrap();
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    for version in 1..=4i16 {
+        let response = connection
+            .call(
+                version,
+                &DescribeLogDirsRequest::default().with_topics(None),
+            )
+            .await;
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert_eq!(response.results.len(), 1, "v{version}");
+        let dir = &response.results[0];
+        assert_eq!(dir.error_code, 0);
+        assert_eq!(dir.log_dir.as_str(), expected_dir.display().to_string());
+        let topic = dir
+            .topics
+            .iter()
+            .find(|topic| topic.name.0.as_str() == "sized")
+            .expect("the topic is listed");
+        let sizes: Vec<(i32, i64, i64, bool)> = topic
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.partition_size,
+                    p.offset_lag,
+                    p.is_future_key,
+                )
+            })
+            .collect();
+        assert_eq!(sizes.len(), 2, "v{version}");
+        assert!(sizes[0].1 > 0, "v{version}: {sizes:?}");
+        assert_eq!(sizes[1], (1, 0, 0, false), "v{version}");
+        assert_eq!((sizes[0].2, sizes[0].3), (0, false));
+        if version >= 4 {
+            assert!(dir.total_bytes > 0 && dir.usable_bytes >= 0, "{dir:?}");
+            assert!(dir.usable_bytes <= dir.total_bytes);
+        }
+        let filtered = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(name("sized"))
+                .with_partitions(vec![1]),
+            DescribableLogDirTopic::default()
+                .with_topic(name("missing"))
+                .with_partitions(vec![0]),
+        ]));
+        let response = connection.call(version, &filtered).await;
+        let topics = &response.results[0].topics;
+        assert_eq!(topics.len(), 1, "v{version}");
+        assert_eq!(topics[0].partitions.len(), 1);
+        assert_eq!(topics[0].partitions[0].partition_index, 1);
+    }
+}
+
+/// DescribeProducers in its one advertised version (0): a partition lists the idempotent
+/// producer that wrote it (its id, producer epoch 0, the last sequence of its batch; no
+/// timestamp, coordinator epoch or transaction: -1), a partition nobody wrote idempotently
+/// lists none, and an unknown partition is UNKNOWN_TOPIC_OR_PARTITION.
+#[tokio::test]
+async fn describe_producers_lists_a_partitions_idempotent_producers() {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{
+        DescribeProducersRequest, InitProducerIdRequest, ProduceRequest,
+    };
+    let server = kafka_server().await;
+    topic_with_records(&server, "producers", 2, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let init = connection
+        .call::<InitProducerIdRequest>(4, &InitProducerIdRequest::default())
+        .await;
+    let values = ["a".to_string(), "b".to_string(), "c".to_string()];
+    let batch = kafka_batch(&values, Some((init.producer_id.0, 0)));
+    let response = connection
+        .call::<ProduceRequest>(9, &produce_request("producers", batch))
+        .await;
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(name("producers"))
+        .with_partition_indexes(vec![0, 1, 7])]);
+    let response = connection.call(0, &request).await;
+    let partitions = &response.topics[0].partitions;
+    assert_eq!(partitions.len(), 3);
+    assert_eq!(partitions[0].error_code, 0);
+    let producers: Vec<(i64, i32, i32, i64, i32, i64)> = partitions[0]
+        .active_producers
+        .iter()
+        .map(|p| {
+            (
+                p.producer_id.0,
+                p.producer_epoch,
+                p.last_sequence,
+                p.last_timestamp,
+                p.coordinator_epoch,
+                p.current_txn_start_offset,
+            )
+        })
+        .collect();
+    assert_eq!(producers, vec![(init.producer_id.0, 0, 2, -1, -1, -1)]);
+    assert_eq!(partitions[1].error_code, 0);
+    assert!(partitions[1].active_producers.is_empty());
+    assert_eq!(partitions[2].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+}
+
+/// DescribeAcls, CreateAcls and DeleteAcls in every advertised version (1..=3) on a server
+/// without `--auth`: SECURITY_DISABLED (54) with a message saying how to turn ACLs on, for the
+/// request (describe) or each binding and filter (create, delete); nothing is written.
+#[tokio::test]
+async fn acl_apis_answer_security_disabled_without_auth_in_every_version() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    for version in 1..=3i16 {
+        let describe = DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1);
+        let response = connection.call(version, &describe).await;
+        assert_eq!(response.error_code, 54, "v{version}");
+        let message = response.error_message.expect("a message");
+        assert!(message.contains("--auth"), "{message}");
+        let creation = AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("orders"))
+            .with_resource_pattern_type(3)
+            .with_principal(StrBytes::from_static_str("User:alice"))
+            .with_host(StrBytes::from_static_str("*"))
+            .with_operation(3)
+            .with_permission_type(3);
+        let response = connection
+            .call(
+                version,
+                &CreateAclsRequest::default().with_creations(vec![creation.clone(), creation]),
+            )
+            .await;
+        let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![54, 54], "v{version}");
+        let filter = DeleteAclsFilter::default()
+            .with_resource_type_filter(1)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1);
+        let response = connection
+            .call(
+                version,
+                &DeleteAclsRequest::default().with_filters(vec![filter]),
+            )
+            .await;
+        assert_eq!(response.filter_results.len(), 1);
+        assert_eq!(response.filter_results[0].error_code, 54, "v{version}");
+    }
+    assert!(!server.data_dir().join("acls.json").exists());
+    assert_still_serving(&server).await;
+}

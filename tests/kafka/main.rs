@@ -9,6 +9,7 @@
 mod support;
 
 mod acl;
+mod kafka_acls;
 mod kafka_client_scenarios;
 mod kafka_clients;
 mod kafka_configs;

@@ -35,6 +35,7 @@ use super::etcd_watch::{WATCH_RETRY_MAX, WATCH_RETRY_MIN};
 use super::layout::prefix_range_end;
 use super::{decode_value, encode_value, MetaError};
 use crate::auth::acl::{AclEntry, AclFile, Operation, TopicPattern, ACLS_FORMAT};
+use crate::auth::acl_store::{AclStore, AclStoreError, AclStoreFuture};
 use crate::auth::users::{new_stored_user, validate_user_name, StoredUser, UserFile, USERS_FORMAT};
 use crate::auth::LiveSecurity;
 
@@ -103,6 +104,64 @@ pub enum SecurityStoreError {
 impl From<crate::auth::SecurityFileError> for SecurityStoreError {
     fn from(error: crate::auth::SecurityFileError) -> Self {
         SecurityStoreError::Refused(error.to_string())
+    }
+}
+
+/// A store error as an ACL store's: a refused change and a lost compare-and-swap race wrote
+/// nothing; an etcd error during a write may have happened after etcd applied it.
+fn acl_store_error(error: SecurityStoreError, writing: bool) -> AclStoreError {
+    match error {
+        SecurityStoreError::Refused(_)
+        | SecurityStoreError::TooManyUsers { .. }
+        | SecurityStoreError::TooManyAcls { .. } => AclStoreError::Refused(error.to_string()),
+        SecurityStoreError::Contended { .. } => AclStoreError::NotWritten(error.to_string()),
+        SecurityStoreError::Meta(_) if writing => AclStoreError::OutcomeUnknown(error.to_string()),
+        SecurityStoreError::Meta(_) => AclStoreError::NotWritten(error.to_string()),
+    }
+}
+
+/// A broker's ACL changes (Kafka's CreateAcls, DeleteAcls) go to etcd, as `fencelog acl
+/// add|remove --etcd` do; every broker's watch then applies them.
+impl AclStore for EtcdSecurityStore {
+    fn acls(&self) -> AclStoreFuture<Vec<AclEntry>> {
+        let store = self.clone();
+        Box::pin(async move {
+            store
+                .acls()
+                .await
+                .map(|file| file.acls)
+                .map_err(|error| acl_store_error(error, false))
+        })
+    }
+
+    fn add(
+        &self,
+        principal: String,
+        pattern: TopicPattern,
+        operations: BTreeSet<Operation>,
+    ) -> AclStoreFuture<AclEntry> {
+        let store = self.clone();
+        Box::pin(async move {
+            store
+                .add_acl(&principal, &pattern, &operations)
+                .await
+                .map_err(|error| acl_store_error(error, true))
+        })
+    }
+
+    fn remove(
+        &self,
+        principal: String,
+        pattern: TopicPattern,
+        operations: BTreeSet<Operation>,
+    ) -> AclStoreFuture<bool> {
+        let store = self.clone();
+        Box::pin(async move {
+            store
+                .remove_acl(&principal, &pattern, &operations)
+                .await
+                .map_err(|error| acl_store_error(error, true))
+        })
     }
 }
 

@@ -16,6 +16,11 @@
 //!   resource in their handlers: describing a topic needs some operation on it, altering it
 //!   `admin` on it (`TOPIC_AUTHORIZATION_FAILED`); a broker resource needs `admin` somewhere
 //!   (`CLUSTER_AUTHORIZATION_FAILED`). The other resources of the request still run.
+//! - DescribeLogDirs, DescribeProducers and the ACL APIs are checked by their handlers:
+//!   DescribeLogDirs needs `admin` on some topic (`CLUSTER_AUTHORIZATION_FAILED`),
+//!   DescribeProducers `consume` on each topic (`TOPIC_AUTHORIZATION_FAILED` for its
+//!   partitions), DescribeAcls `admin` on some topic and CreateAcls/DeleteAcls a super user
+//!   ([`acl_api_security`]); without `--auth` the ACL APIs answer `SECURITY_DISABLED`.
 //! - Metadata of all topics leaves out the topics the principal may not see (no operation on
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
@@ -53,7 +58,7 @@ use kafka_protocol::ResponseError;
 
 use super::request::RequestBody;
 use super::response::{KafkaResponse, ResponseBody};
-use crate::auth::{Access, NotAuthorized, Operation};
+use crate::auth::{Access, NotAuthorized, Operation, Security};
 use crate::server::protocol::Started;
 
 const TOPIC_REFUSED: i16 = 29;
@@ -381,6 +386,11 @@ pub fn refuse(
         | RequestBody::ListTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
+        | RequestBody::DescribeLogDirs(_)
+        | RequestBody::DescribeProducers(_)
+        | RequestBody::DescribeAcls(_)
+        | RequestBody::CreateAcls(_)
+        | RequestBody::DeleteAcls(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
         | RequestBody::SaslHandshake(_)
@@ -410,6 +420,11 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         | RequestBody::ListTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
+        | RequestBody::DescribeLogDirs(_)
+        | RequestBody::DescribeProducers(_)
+        | RequestBody::DescribeAcls(_)
+        | RequestBody::CreateAcls(_)
+        | RequestBody::DeleteAcls(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
         | RequestBody::SaslHandshake(_)
@@ -500,6 +515,36 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         | RequestBody::Heartbeat(_)
         | RequestBody::LeaveGroup(_) => access.check_somewhere(Operation::Consume),
     }
+}
+
+/// What an ACL API may use: the server's [`Security`], or the error code and message to
+/// answer with. Without `--auth` there are no ACLs (`SECURITY_DISABLED`). Describing them needs
+/// `admin` on some topic (Kafka: DESCRIBE on the cluster); changing them needs a super user
+/// (Kafka: ALTER on the cluster), because a grant can give any right on any topic: a principal
+/// allowed to change ACLs can give itself everything, so only one that has everything may.
+pub fn acl_api_security(
+    access: &Access,
+    change: bool,
+) -> Result<std::sync::Arc<Security>, (i16, String)> {
+    let Some(security) = access.security() else {
+        return Err((
+            ResponseError::SecurityDisabled.code(),
+            "this server runs without --auth, so it has no ACLs: start it with `serve --auth` (and users) to use them".to_owned(),
+        ));
+    };
+    let checked = if change {
+        access.check_super_user("the ACLs")
+    } else {
+        access.check_somewhere(Operation::Admin)
+    };
+    if let Err(refused) = checked {
+        tracing::info!(%refused, "Kafka ACL request refused");
+        return Err((
+            ResponseError::ClusterAuthorizationFailed.code(),
+            refused.to_string(),
+        ));
+    }
+    Ok(std::sync::Arc::clone(security))
 }
 
 /// Whether a Metadata request asks for every topic.

@@ -14,6 +14,19 @@ use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::AuthorityError;
 use crate::storage::{FenceError, ReplicaError, SequenceError, StorageError};
 
+/// The Kafka error for an ACL store's refusal (CreateAcls, DeleteAcls, DescribeAcls): an
+/// invalid change is `INVALID_REQUEST`; a change not made `UNKNOWN_SERVER_ERROR`; a change whose
+/// outcome is unknown `REQUEST_TIMED_OUT`, Kafka's word for "may still have happened", never a
+/// plain failure.
+pub fn acl_store_error(error: &crate::auth::AclStoreError) -> ResponseError {
+    use crate::auth::AclStoreError;
+    match error {
+        AclStoreError::Refused(_) => ResponseError::InvalidRequest,
+        AclStoreError::NotWritten(_) => ResponseError::UnknownServerError,
+        AclStoreError::OutcomeUnknown(_) => ResponseError::RequestTimedOut,
+    }
+}
+
 /// The Kafka error for a broker error.
 pub fn kafka_error(error: &BrokerError) -> ResponseError {
     match error {

@@ -13,6 +13,7 @@
 //! vendored `kafka-protocol` crate, patched so that a count read from the wire cannot make it
 //! reserve more than the frame could hold (`vendor/kafka-protocol/PATCHES.md`).
 //!
+//! * [`acl_mapping`]: Kafka ACL bindings ⇄ fencelog grants (the ACL APIs' one mapping).
 //! * [`batches`]: Kafka record batches v2 ⇄ native batches (bounded decompression), apart from
 //!   any framing, so the bench and the fuzz targets use it without a listener.
 //! * [`config`]: advertised address, cluster id, frame limit (the node id is the broker's).
@@ -22,6 +23,7 @@
 //! * [`errors`]: broker errors as Kafka error codes.
 //! * [`topic_id`]: topic UUIDs derived from names.
 
+pub mod acl_mapping;
 pub mod authorization;
 pub mod batches;
 pub mod config;

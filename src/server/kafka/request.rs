@@ -20,13 +20,15 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -107,6 +109,16 @@ pub enum RequestBody {
     AlterConfigs(AlterConfigsRequest),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// DescribeAcls (29).
+    DescribeAcls(DescribeAclsRequest),
+    /// CreateAcls (30).
+    CreateAcls(CreateAclsRequest),
+    /// DeleteAcls (31).
+    DeleteAcls(DeleteAclsRequest),
+    /// DescribeLogDirs (35).
+    DescribeLogDirs(DescribeLogDirsRequest),
+    /// DescribeProducers (61).
+    DescribeProducers(DescribeProducersRequest),
 }
 
 impl RequestBody {
@@ -181,6 +193,17 @@ impl RequestBody {
             ApiKey::IncrementalAlterConfigs => {
                 IncrementalAlterConfigsRequest::decode(frame, version)
                     .map(Self::IncrementalAlterConfigs)
+            }
+            ApiKey::DescribeAcls => {
+                DescribeAclsRequest::decode(frame, version).map(Self::DescribeAcls)
+            }
+            ApiKey::CreateAcls => CreateAclsRequest::decode(frame, version).map(Self::CreateAcls),
+            ApiKey::DeleteAcls => DeleteAclsRequest::decode(frame, version).map(Self::DeleteAcls),
+            ApiKey::DescribeLogDirs => {
+                DescribeLogDirsRequest::decode(frame, version).map(Self::DescribeLogDirs)
+            }
+            ApiKey::DescribeProducers => {
+                DescribeProducersRequest::decode(frame, version).map(Self::DescribeProducers)
             }
             _ => return None,
         };

@@ -4,14 +4,15 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse,
-    DeleteRecordsResponse, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse,
-    DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
-    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
-    SyncGroupResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateAclsResponse, CreateTopicsResponse,
+    DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
+    DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeLogDirsResponse, DescribeProducersResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse,
+    MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
+    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
+    SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -91,6 +92,16 @@ pub enum ResponseBody {
     AlterConfigs(AlterConfigsResponse),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// DescribeAcls (29).
+    DescribeAcls(DescribeAclsResponse),
+    /// CreateAcls (30).
+    CreateAcls(CreateAclsResponse),
+    /// DeleteAcls (31).
+    DeleteAcls(DeleteAclsResponse),
+    /// DescribeLogDirs (35).
+    DescribeLogDirs(DescribeLogDirsResponse),
+    /// DescribeProducers (61).
+    DescribeProducers(DescribeProducersResponse),
 }
 
 impl ResponseBody {
@@ -124,6 +135,11 @@ impl ResponseBody {
             Self::DescribeConfigs(body) => body.encode(out, version),
             Self::AlterConfigs(body) => body.encode(out, version),
             Self::IncrementalAlterConfigs(body) => body.encode(out, version),
+            Self::DescribeAcls(body) => body.encode(out, version),
+            Self::CreateAcls(body) => body.encode(out, version),
+            Self::DeleteAcls(body) => body.encode(out, version),
+            Self::DescribeLogDirs(body) => body.encode(out, version),
+            Self::DescribeProducers(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

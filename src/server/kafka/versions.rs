@@ -120,6 +120,21 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 4,
     },
     SupportedApi {
+        key: ApiKey::DescribeAcls,
+        min_version: 1,
+        max_version: 3,
+    },
+    SupportedApi {
+        key: ApiKey::CreateAcls,
+        min_version: 1,
+        max_version: 3,
+    },
+    SupportedApi {
+        key: ApiKey::DeleteAcls,
+        min_version: 1,
+        max_version: 3,
+    },
+    SupportedApi {
         key: ApiKey::DescribeConfigs,
         min_version: 1,
         max_version: 4,
@@ -128,6 +143,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         key: ApiKey::AlterConfigs,
         min_version: 0,
         max_version: 2,
+    },
+    SupportedApi {
+        key: ApiKey::DescribeLogDirs,
+        min_version: 1,
+        max_version: 4,
     },
     SupportedApi {
         key: ApiKey::SaslAuthenticate,
@@ -153,6 +173,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         key: ApiKey::DescribeCluster,
         min_version: 0,
         max_version: 2,
+    },
+    SupportedApi {
+        key: ApiKey::DescribeProducers,
+        min_version: 0,
+        max_version: 0,
     },
     SupportedApi {
         key: ApiKey::ListTransactions,

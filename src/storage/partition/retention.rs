@@ -103,6 +103,25 @@ impl Partition {
         Ok(deleted.transpose()?.unwrap_or_default())
     }
 
+    /// Bytes of log data the partition holds on disk: the sum of its segments' data, not their
+    /// preallocated files (as retention measures it). A sealed segment opened on demand whose
+    /// size was never needed is opened for a moment to learn it; one that cannot be counts as
+    /// empty, with a warning (as in retention).
+    pub fn size_bytes(&self) -> u64 {
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .expect("segments lock poisoned")
+            .clone();
+        for segment in segments.iter().filter(|segment| !segment.size_known()) {
+            if let Err(error) = segment.learn_size() {
+                warn!(partition = %self.name, segment = %error.path().display(), %error, "could not learn a sealed segment's size; it counts as empty");
+            }
+        }
+        segments.iter().map(|s| s.written_bytes() as u64).sum()
+    }
+
     /// Whether retention would delete a segment now: a check under the segment list's read lock
     /// only, so running retention often costs the writer nothing while nothing is due.
     fn retention_due(&self, now_ms: i64) -> bool {

@@ -10,13 +10,18 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -247,6 +252,38 @@ pub fn start(
         RequestBody::ListTransactions(body) => {
             Started::ready(list_transactions::handle(correlation_id, version, &body))
         }
+        RequestBody::DescribeLogDirs(body) => Started {
+            response: Some(
+                describe_log_dirs::handle(
+                    Arc::clone(service),
+                    access,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::DescribeProducers(body) => Started::ready(describe_producers::handle(
+            service,
+            &access,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::DescribeAcls(body) => Started {
+            response: Some(describe_acls::handle(access, correlation_id, version, body).boxed()),
+            close: false,
+        },
+        RequestBody::CreateAcls(body) => Started {
+            response: Some(create_acls::handle(access, correlation_id, version, body).boxed()),
+            close: false,
+        },
+        RequestBody::DeleteAcls(body) => Started {
+            response: Some(delete_acls::handle(access, correlation_id, version, body).boxed()),
+            close: false,
+        },
         RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
             service,
             config,

@@ -1,0 +1,97 @@
+//! DescribeProducers (key 61), v0: the idempotent producers a partition remembers (Kafka's
+//! `kafka-transactions describe-producers`, the AdminClient's `describeProducers`).
+//!
+//! What a client sees, per partition:
+//! - Its producer state (`storage::producer_state`, the state that makes a producer's retries
+//!   land once): each producer's id, current producer epoch and last sequence number.
+//!   `last_timestamp` is -1: fencelog's producer state keeps sequences and offsets, not
+//!   timestamps. `coordinator_epoch` and `current_txn_start_offset` are -1: fencelog has no
+//!   transactions.
+//! - Only the partition's leader answers; any other broker of a cluster says
+//!   `NOT_LEADER_OR_FOLLOWER`, as Kafka's does. An unknown topic or partition:
+//!   `UNKNOWN_TOPIC_OR_PARTITION`.
+//! - ACL: Kafka asks READ on the topic; fencelog asks `consume` on it. A topic refused is
+//!   answered `TOPIC_AUTHORIZATION_FAILED` for each of its partitions; the other topics run.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{
+    ApiKey, DescribeProducersRequest, DescribeProducersResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::super::errors::kafka_error;
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::auth::{Access, Operation};
+use crate::broker::BrokerService;
+
+/// One partition's answer.
+fn partition_response(service: &BrokerService, topic: &str, index: i32) -> PartitionResponse {
+    let answer = PartitionResponse::default().with_partition_index(index);
+    let Ok(partition) = u32::try_from(index) else {
+        return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    };
+    match service.active_producers(topic, partition) {
+        Ok(producers) => answer.with_active_producers(
+            producers
+                .into_iter()
+                .map(|producer| {
+                    ProducerState::default()
+                        .with_producer_id(ProducerId(producer.producer_id))
+                        .with_producer_epoch(i32::from(producer.producer_epoch))
+                        .with_last_sequence(producer.last_sequence)
+                        .with_last_timestamp(-1)
+                        .with_coordinator_epoch(-1)
+                        .with_current_txn_start_offset(-1)
+                })
+                .collect(),
+        ),
+        Err(error) => answer
+            .with_error_code(kafka_error(&error).code())
+            .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+    }
+}
+
+/// Answers a DescribeProducers request (immediate: the state is in memory).
+pub fn handle(
+    service: &Arc<BrokerService>,
+    access: &Access,
+    correlation_id: i32,
+    version: i16,
+    request: &DescribeProducersRequest,
+) -> KafkaResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.as_str();
+            let refused = access.check(Operation::Consume, name).err();
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| match &refused {
+                    Some(refused) => PartitionResponse::default()
+                        .with_partition_index(index)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_error_message(Some(StrBytes::from_string(refused.to_string()))),
+                    None => partition_response(service, name, index),
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::DescribeProducers,
+        api_version: version,
+        body: ResponseBody::DescribeProducers(
+            DescribeProducersResponse::default().with_topics(topics),
+        ),
+    }
+}
