@@ -20,9 +20,10 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
@@ -105,6 +106,10 @@ pub enum RequestBody {
     AlterConfigs(AlterConfigsRequest),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// ConsumerGroupHeartbeat (68).
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    /// ConsumerGroupDescribe (69).
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 impl RequestBody {
@@ -177,6 +182,10 @@ impl RequestBody {
                 IncrementalAlterConfigsRequest::decode(frame, version)
                     .map(Self::IncrementalAlterConfigs)
             }
+            ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::decode(frame, version)
+                .map(Self::ConsumerGroupHeartbeat),
+            ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::decode(frame, version)
+                .map(Self::ConsumerGroupDescribe),
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

@@ -4,7 +4,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse, CreateTopicsResponse, DeleteGroupsResponse,
     DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
     FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
@@ -88,6 +89,10 @@ pub enum ResponseBody {
     AlterConfigs(AlterConfigsResponse),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// ConsumerGroupHeartbeat (68).
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    /// ConsumerGroupDescribe (69).
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
 }
 
 impl ResponseBody {
@@ -120,6 +125,8 @@ impl ResponseBody {
             Self::DescribeConfigs(body) => body.encode(out, version),
             Self::AlterConfigs(body) => body.encode(out, version),
             Self::IncrementalAlterConfigs(body) => body.encode(out, version),
+            Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
+            Self::ConsumerGroupDescribe(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

@@ -10,6 +10,8 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -240,6 +242,27 @@ pub fn start(
         RequestBody::ListTransactions(body) => {
             Started::ready(list_transactions::handle(correlation_id, version, &body))
         }
+        RequestBody::ConsumerGroupHeartbeat(body) => Started {
+            response: Some(
+                consumer_group_heartbeat::handle(
+                    Arc::clone(service),
+                    session.client_id.clone().unwrap_or_default(),
+                    session.peer,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::ConsumerGroupDescribe(body) => Started {
+            response: Some(
+                consumer_group_describe::handle(Arc::clone(service), correlation_id, version, body)
+                    .boxed(),
+            ),
+            close: false,
+        },
         RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
             service,
             config,
