@@ -126,5 +126,15 @@ async fn members_joining_and_leaving_share_every_partition_and_read_every_record
             .collect();
         owned.sort_unstable();
         assert_eq!(owned, vec![0, 1, 2], "{assignor}: {outcome}");
+        // The group rebalanced incrementally under its members: the first member revoked
+        // partitions for the newcomers (twice) before the three closes revoked the rest.
+        let revokes = outcome["callbacks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|callbacks| callbacks.as_array().unwrap())
+            .filter(|callback| callback[0] == "revoke")
+            .count();
+        assert!(revokes >= 5, "{assignor}: {outcome}");
     }
 }
