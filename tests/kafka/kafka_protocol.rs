@@ -928,7 +928,8 @@ fn consumer_join(member_id: &str, topic: &str) -> ConsumerGroupHeartbeatRequest 
 /// a member joins and gets every partition (topics by id) in epoch 1, the group describes as
 /// `Stable` with that member, a stale commit (an older epoch) is `STALE_MEMBER_EPOCH`, the
 /// member leaves with epoch -1, and an unknown assignor is `UNSUPPORTED_ASSIGNOR`; a classic
-/// JoinGroup cannot take a consumer-protocol group's id.
+/// JoinGroup cannot take a consumer-protocol group's id; ListGroups lists the group as a
+/// `consumer` group, DescribeGroups and DeleteGroups refuse it.
 #[tokio::test]
 async fn heartbeat_and_describe_work_in_every_version() {
     let server = kafka_server().await;
@@ -988,6 +989,35 @@ async fn heartbeat_and_describe_work_in_every_version() {
             .with_generation_id_or_member_epoch(joined.member_epoch);
         let accepted = connection.call(9, &current).await;
         assert_eq!(accepted.topics[0].partitions[0].error_code, 0);
+        // The admin APIs see a consumer-protocol group as one: ListGroups lists it with type
+        // `consumer`, DescribeGroups (classic only) and DeleteGroups (it has members) refuse.
+        let listed = connection
+            .call(5, &kafka_protocol::messages::ListGroupsRequest::default())
+            .await;
+        let group = listed
+            .groups
+            .iter()
+            .find(|group| group.group_id.0.as_str() == "raw-848")
+            .expect("listed");
+        assert_eq!(group.protocol_type.as_str(), "consumer");
+        assert_eq!(group.group_type.as_str(), "consumer");
+        assert_eq!(group.group_state.as_str(), "Stable");
+        let described = connection
+            .call(
+                5,
+                &kafka_protocol::messages::DescribeGroupsRequest::default()
+                    .with_groups(vec![group_id("raw-848")]),
+            )
+            .await;
+        assert_eq!(described.groups[0].error_code, 69, "GROUP_ID_NOT_FOUND");
+        let deleted = connection
+            .call(
+                2,
+                &kafka_protocol::messages::DeleteGroupsRequest::default()
+                    .with_groups_names(vec![group_id("raw-848")]),
+            )
+            .await;
+        assert_eq!(deleted.results[0].error_code, 68, "NON_EMPTY_GROUP");
         let classic = connection
             .call(
                 5,
