@@ -75,8 +75,15 @@ pub fn validate(
             "the member id is empty: send a generated member id (a UUID)",
         ));
     }
-    if request.member_id.len() > super::MAX_MEMBER_ID_BYTES {
-        return Err(invalid("the member id is too long"));
+    let too_long = |id: Option<&str>| id.is_some_and(|id| id.len() > super::MAX_MEMBER_ID_BYTES);
+    if too_long(Some(&request.member_id))
+        || too_long(request.instance_id.as_deref())
+        || too_long(request.rack_id.as_deref())
+    {
+        return Err(invalid(&format!(
+            "the member id, instance id and rack id must be at most {} bytes",
+            super::MAX_MEMBER_ID_BYTES
+        )));
     }
     if request.member_epoch < STATIC_LEAVE_EPOCH {
         return Err(invalid("the member epoch is below -2"));

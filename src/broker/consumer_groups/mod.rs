@@ -52,7 +52,8 @@ pub const DEFAULT_MAX_GROUPS: usize = 10_000;
 pub const DEFAULT_MAX_MEMBERS_PER_GROUP: usize = 1000;
 /// Default most topics one member subscribes to.
 pub const DEFAULT_MAX_SUBSCRIBED_TOPICS: usize = 10_000;
-/// Longest member id, in bytes (clients send a 22-character UUID).
+/// Longest member id, instance id or rack id, in bytes (clients send a 22-character UUID as
+/// member id).
 pub const MAX_MEMBER_ID_BYTES: usize = 255;
 /// Longest group id, in bytes (as for classic groups).
 pub const MAX_GROUP_ID_BYTES: usize = super::coordinator::MAX_GROUP_ID_BYTES;

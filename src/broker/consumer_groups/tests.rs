@@ -229,6 +229,9 @@ fn refusals_have_their_errors() {
     let mut no_subscription = join("a", &["t"]);
     no_subscription.subscribed_topic_names = None;
     assert!(invalid(groups.heartbeat(no_subscription, &t, now)));
+    let mut long = join("a", &["t"]);
+    long.instance_id = Some("i".repeat(MAX_MEMBER_ID_BYTES + 1));
+    assert!(invalid(groups.heartbeat(long, &t, now)));
     let mut regex = join("a", &["t"]);
     regex.subscribed_topic_regex = Some("^t.*".into());
     assert!(invalid(groups.heartbeat(regex, &t, now)));
