@@ -29,6 +29,7 @@
 //! ```
 
 pub mod cluster;
+pub mod consumer_groups;
 pub mod coordinator;
 pub mod epoch_floors;
 pub mod error;

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use super::cluster::{ClusterDriver, ClusterError, ReplicaManager};
+use super::consumer_groups::ConsumerGroups;
 use super::coordinator::{CoordinatorConfig, GroupCoordinator};
 use super::groups::{PartitionCommits, PartitionKey};
 use super::maintenance::Maintenance;
@@ -81,6 +82,9 @@ pub struct BrokerService {
     coordinator_config: CoordinatorConfig,
     /// Started by the first group request (inside the runtime, as its ticker task needs).
     coordinator: OnceLock<Arc<GroupCoordinator>>,
+    /// The consumer-protocol (KIP-848) groups, created on first use with the coordinator
+    /// settings' `consumer` part.
+    consumer_groups: OnceLock<ConsumerGroups>,
     /// Server-wide metrics (listeners); partitions count their own.
     metrics: Arc<Metrics>,
     /// Set when the server shuts down: pending long polls answer at once.
@@ -127,6 +131,7 @@ impl BrokerService {
             leases,
             coordinator_config: CoordinatorConfig::default(),
             coordinator: OnceLock::new(),
+            consumer_groups: OnceLock::new(),
             metrics: Arc::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             node_id: 0,
@@ -259,6 +264,28 @@ impl BrokerService {
             }
             coordinator
         })
+    }
+
+    /// The coordinator of consumer-protocol (KIP-848) groups: membership in memory only (see
+    /// [`ConsumerGroups`]); their committed offsets are in the same store as classic groups'.
+    /// On a cluster it answers for the groups whose offsets partition this broker leads
+    /// ([`Self::require_coordinator`] first, as for classic groups).
+    pub fn consumer_groups(&self) -> &ConsumerGroups {
+        self.consumer_groups
+            .get_or_init(|| ConsumerGroups::new(self.coordinator_config.consumer.clone()))
+    }
+
+    /// Every topic this broker knows and its partition count (what consumer-protocol
+    /// subscriptions resolve against).
+    pub fn topic_partition_counts(&self) -> std::collections::BTreeMap<String, u32> {
+        self.broker
+            .topics()
+            .iter()
+            .map(|topic| {
+                let count = u32::try_from(topic.partitions().len()).unwrap_or(u32::MAX);
+                (topic.name().to_owned(), count)
+            })
+            .collect()
     }
 
     /// Ok when this broker coordinates `group` (standalone: always). In a cluster the
@@ -628,6 +655,15 @@ impl BrokerService {
     pub async fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
         self.broker.group_offsets().check_group(group)?;
         self.require_coordinator(group).await?;
+        if let Some(active) = self
+            .consumer_groups()
+            .describe(group, std::time::Instant::now())
+        {
+            return Err(BrokerError::GroupNotEmpty {
+                group: group.to_owned(),
+                members: active.members.len(),
+            });
+        }
         let known = self
             .group_coordinator()
             .remove_empty_group(group)

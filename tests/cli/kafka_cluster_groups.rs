@@ -4,6 +4,9 @@
 //! (`tools/kafka-clients/cluster_group_failover.py`): the group consumes and commits, its
 //! coordinator (the leader of its `__consumer_offsets` partition) is killed, and a new consumer
 //! of the group reads the same committed offsets from the new coordinator and resumes there.
+//! Both with Kafka's classic group protocol and with KIP-848's consumer protocol
+//! (`group.protocol=consumer`, whose membership is in the coordinator's memory: the new
+//! coordinator's members join again with epoch 0 and resume from the committed offsets).
 //!
 //! Skipped with a note where `etcd`, `python3` or `confluent_kafka` is missing (`.ci/run`
 //! installs them).
@@ -21,9 +24,28 @@ const SCRIPT: &str = concat!(
     "/tools/kafka-clients/cluster_group_failover.py"
 );
 
+/// Proves (classic protocol): the committed offsets survive a kill -9 of the coordinator and a
+/// new consumer of the group resumes from them; DeleteGroups then deletes them.
 #[test]
 fn a_groups_committed_offsets_survive_a_kill_9_of_its_coordinator() {
-    let test = "a_groups_committed_offsets_survive_a_kill_9_of_its_coordinator";
+    survive_a_kill_9_of_the_coordinator(
+        "a_groups_committed_offsets_survive_a_kill_9_of_its_coordinator",
+        "classic",
+    );
+}
+
+/// Proves (KIP-848 consumer protocol): a `group.protocol=consumer` group is coordinated by
+/// the leader of its offsets partition (FindCoordinator), its commits survive a kill -9 of
+/// that broker, and a new member of the group joins the new coordinator and resumes there.
+#[test]
+fn a_consumer_protocol_groups_offsets_survive_a_kill_9_of_its_coordinator() {
+    survive_a_kill_9_of_the_coordinator(
+        "a_consumer_protocol_groups_offsets_survive_a_kill_9_of_its_coordinator",
+        "consumer",
+    );
+}
+
+fn survive_a_kill_9_of_the_coordinator(test: &str, protocol: &str) {
     if python_support::python_module_missing("confluent_kafka") {
         return;
     }
@@ -66,7 +88,7 @@ fn a_groups_committed_offsets_survive_a_kill_9_of_its_coordinator() {
         .collect::<Vec<_>>()
         .join(",");
     let output = Command::new("python3")
-        .args([SCRIPT, &kafka.join(","), "groups", "300", &pids])
+        .args([SCRIPT, &kafka.join(","), "groups", "300", &pids, protocol])
         .output()
         .expect("run python3");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -433,3 +433,101 @@ async fn config_apis_are_authorized_per_resource() {
         Some(1000)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_group_heartbeats_are_authorized_on_their_topics() {
+    // Proves: over SASL, alice (consume on orders-*) joins a KIP-848 consumer group reading
+    // orders-eu, but a heartbeat subscribing to payments is TOPIC_AUTHORIZATION_FAILED and
+    // joins nothing; bob, with no grant, gets GROUP_AUTHORIZATION_FAILED for the heartbeat and
+    // for ConsumerGroupDescribe.
+    use fencelog::auth::ClientExchange;
+    use kafka::KafkaConnection;
+    use kafka_protocol::messages::{
+        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, GroupId,
+        SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let security = tempfile::tempdir().unwrap();
+    users::add_user(security.path(), "admin", "admin-pw").unwrap();
+    users::add_user(security.path(), "alice", "alice-pw").unwrap();
+    users::add_user(security.path(), "bob", "bob-pw").unwrap();
+    grant(security.path(), "alice", "orders-*", "consume");
+    let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .kafka_config(kafka)
+        .start()
+        .await
+        .unwrap();
+    let admin = client_as(&server, "admin").await;
+    for topic in ["orders-eu", "payments"] {
+        admin
+            .create_topic(topic, 1, TopicConfig::default())
+            .await
+            .unwrap();
+    }
+    let login = |user: &'static str, password: &'static str| {
+        let addr = server.kafka_addr();
+        async move {
+            let mut connection = KafkaConnection::connect(addr).await;
+            let handshake = SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256"));
+            assert_eq!(connection.call(1, &handshake).await.error_code, 0);
+            let (mut exchange, first) = ClientExchange::start(user, password);
+            let answer = connection
+                .call(
+                    2,
+                    &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(first)),
+                )
+                .await;
+            let last = exchange.respond(&answer.auth_bytes).unwrap();
+            let answer = connection
+                .call(
+                    2,
+                    &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last)),
+                )
+                .await;
+            assert_eq!(answer.error_code, 0);
+            connection
+        }
+    };
+    let join = |member: &str, topic: &str| {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("acl-848")))
+            .with_member_id(StrBytes::from_string(member.to_owned()))
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_string(
+                topic.to_owned(),
+            ))]))
+            .with_topic_partitions(Some(Vec::new()))
+    };
+    let mut alice = login("alice", "alice-pw").await;
+    let joined = alice.call(1, &join("alice-1", "orders-eu")).await;
+    assert_eq!(
+        (joined.error_code, joined.member_epoch),
+        (0, 1),
+        "{joined:?}"
+    );
+    let refused = alice.call(1, &join("alice-2", "payments")).await;
+    assert_eq!(refused.error_code, 29, "TOPIC_AUTHORIZATION_FAILED");
+    let mut bob = login("bob", "bob-pw").await;
+    let refused = bob.call(1, &join("bob-1", "orders-eu")).await;
+    assert_eq!(refused.error_code, 30, "GROUP_AUTHORIZATION_FAILED");
+    let described = bob
+        .call(
+            0,
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("acl-848"))]),
+        )
+        .await;
+    assert_eq!(described.groups[0].error_code, 30);
+    let described = alice
+        .call(
+            0,
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("acl-848"))]),
+        )
+        .await;
+    assert_eq!(described.groups[0].members.len(), 1, "alice-2 never joined");
+}

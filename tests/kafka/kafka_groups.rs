@@ -328,8 +328,8 @@ async fn api_versions_advertises_the_group_apis() {
     assert_eq!(
         table,
         vec![
-            (8, 2, 8),
-            (9, 1, 8),
+            (8, 2, 9),
+            (9, 1, 9),
             (10, 0, 3),
             (11, 0, 9),
             (12, 0, 4),
@@ -633,7 +633,7 @@ async fn offsets_commit_and_fetch_in_every_version() {
     let server = kafka_server().await;
     topic_with_records(&server, "orders", 2, 3).await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
-    for version in 2..=8i16 {
+    for version in 2..=9i16 {
         let group_id = format!("simple-v{version}");
         let request = commit_request(
             &group_id,
@@ -669,7 +669,7 @@ async fn offsets_commit_and_fetch_in_every_version() {
         vec![NONE, 12],
         "OFFSET_METADATA_TOO_LARGE"
     );
-    for version in 1..=8i16 {
+    for version in 1..=9i16 {
         let group_id = format!("simple-v{}", version.max(2));
         let asked: &[(&str, &[i32])] = &[("orders", &[0, 1, 9]), ("missing", &[0])];
         let (error, rows) = fetch_offsets(&mut connection, version, &group_id, Some(asked)).await;

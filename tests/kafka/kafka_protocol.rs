@@ -1,5 +1,6 @@
 //! The Kafka listener, spoken to with requests encoded by `kafka-protocol`'s client-side
-//! encoder: every API and every version it advertises, the KIP-511 ApiVersions fallback,
+//! encoder: every API and every version it advertises (KIP-848's ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe included), the KIP-511 ApiVersions fallback,
 //! responses in request order, and hostile input (short, truncated and oversized frames, a bad
 //! header, unknown APIs and versions, counts far beyond the frame) that closes only the
 //! offending connection.
@@ -12,15 +13,17 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use fencelog::batch::BatchBuilder;
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
-use fencelog::server::kafka::versions::SUPPORTED_APIS;
+use fencelog::server::kafka::versions::{supported, SUPPORTED_APIS};
 use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, ListOffsetsRequest,
-    MetadataRequest, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -1176,4 +1179,142 @@ async fn acl_apis_answer_security_disabled_without_auth_in_every_version() {
     }
     assert!(!server.data_dir().join("acls.json").exists());
     assert_still_serving(&server).await;
+}
+
+fn group_id(id: &str) -> kafka_protocol::messages::GroupId {
+    kafka_protocol::messages::GroupId(StrBytes::from_string(id.to_string()))
+}
+
+fn consumer_join(member_id: &str, topic: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(group_id("raw-848"))
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_string(
+            topic.to_string(),
+        ))]))
+        .with_topic_partitions(Some(Vec::<TopicPartitions>::new()))
+}
+
+/// Proves, in every advertised version of ConsumerGroupHeartbeat and ConsumerGroupDescribe:
+/// a member joins and gets every partition (topics by id) in epoch 1, the group describes as
+/// `Stable` with that member, a stale commit (an older epoch) is `STALE_MEMBER_EPOCH`, the
+/// member leaves with epoch -1, and an unknown assignor is `UNSUPPORTED_ASSIGNOR`; a classic
+/// JoinGroup cannot take a consumer-protocol group's id; ListGroups lists the group as a
+/// `consumer` group, DescribeGroups and DeleteGroups refuse it.
+#[tokio::test]
+async fn heartbeat_and_describe_work_in_every_version() {
+    let server = kafka_server().await;
+    topic_with_records(&server, "raw-848", 2, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let heartbeat = supported(ApiKey::ConsumerGroupHeartbeat).expect("advertised");
+    let describe = supported(ApiKey::ConsumerGroupDescribe).expect("advertised");
+    assert_eq!(supported(ApiKey::OffsetCommit).unwrap().max_version, 9);
+    assert_eq!(supported(ApiKey::OffsetFetch).unwrap().max_version, 9);
+    for version in heartbeat.min_version..=heartbeat.max_version {
+        let member = format!("member-v{version}");
+        let joined = connection
+            .call(version, &consumer_join(&member, "raw-848"))
+            .await;
+        assert_eq!(joined.error_code, 0, "v{version}: {joined:?}");
+        assert!(joined.member_epoch >= 1, "v{version}: {joined:?}");
+        assert!(joined.heartbeat_interval_ms > 0);
+        let assignment = joined.assignment.expect("an assignment on join");
+        assert_eq!(assignment.topic_partitions.len(), 1);
+        assert_eq!(assignment.topic_partitions[0].partitions, vec![0, 1]);
+        for describe_version in describe.min_version..=describe.max_version {
+            let described = connection
+                .call(
+                    describe_version,
+                    &ConsumerGroupDescribeRequest::default()
+                        .with_group_ids(vec![group_id("raw-848"), group_id("no-such-848")]),
+                )
+                .await;
+            let found = &described.groups[0];
+            assert_eq!(found.error_code, 0, "{found:?}");
+            assert_eq!(found.group_state.as_str(), "Stable");
+            assert_eq!(found.assignor_name.as_str(), "uniform");
+            assert_eq!(found.members.len(), 1);
+            assert_eq!(found.members[0].member_id.as_str(), member);
+            assert_eq!(described.groups[1].error_code, 69, "GROUP_ID_NOT_FOUND");
+        }
+        let stale = OffsetCommitRequest::default()
+            .with_group_id(group_id("raw-848"))
+            .with_member_id(StrBytes::from_string(member.clone()))
+            .with_generation_id_or_member_epoch(joined.member_epoch - 1)
+            .with_topics(vec![
+                kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("raw-848")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(0),
+                    ]),
+            ]);
+        let refused = connection.call(9, &stale).await;
+        assert_eq!(
+            refused.topics[0].partitions[0].error_code, 113,
+            "STALE_MEMBER_EPOCH"
+        );
+        let current = stale
+            .clone()
+            .with_generation_id_or_member_epoch(joined.member_epoch);
+        let accepted = connection.call(9, &current).await;
+        assert_eq!(accepted.topics[0].partitions[0].error_code, 0);
+        // The admin APIs see a consumer-protocol group as one: ListGroups lists it with type
+        // `consumer`, DescribeGroups (classic only) and DeleteGroups (it has members) refuse.
+        let listed = connection
+            .call(5, &kafka_protocol::messages::ListGroupsRequest::default())
+            .await;
+        let group = listed
+            .groups
+            .iter()
+            .find(|group| group.group_id.0.as_str() == "raw-848")
+            .expect("listed");
+        assert_eq!(group.protocol_type.as_str(), "consumer");
+        assert_eq!(group.group_type.as_str(), "consumer");
+        assert_eq!(group.group_state.as_str(), "Stable");
+        let described = connection
+            .call(
+                5,
+                &kafka_protocol::messages::DescribeGroupsRequest::default()
+                    .with_groups(vec![group_id("raw-848")]),
+            )
+            .await;
+        assert_eq!(described.groups[0].error_code, 69, "GROUP_ID_NOT_FOUND");
+        let deleted = connection
+            .call(
+                2,
+                &kafka_protocol::messages::DeleteGroupsRequest::default()
+                    .with_groups_names(vec![group_id("raw-848")]),
+            )
+            .await;
+        assert_eq!(deleted.results[0].error_code, 68, "NON_EMPTY_GROUP");
+        let classic = connection
+            .call(
+                5,
+                &kafka_protocol::messages::JoinGroupRequest::default()
+                    .with_group_id(group_id("raw-848"))
+                    .with_session_timeout_ms(10_000)
+                    .with_rebalance_timeout_ms(10_000)
+                    .with_protocol_type(StrBytes::from_static_str("consumer"))
+                    .with_protocols(vec![
+                        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                            .with_name(StrBytes::from_static_str("range")),
+                    ]),
+            )
+            .await;
+        assert_eq!(classic.error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
+        let leave = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(group_id("raw-848"))
+            .with_member_id(StrBytes::from_string(member.clone()))
+            .with_member_epoch(-1);
+        let left = connection.call(version, &leave).await;
+        assert_eq!((left.error_code, left.member_epoch), (0, -1), "{left:?}");
+        let bad = consumer_join(&member, "raw-848")
+            .with_server_assignor(Some(StrBytes::from_static_str("nonesuch")));
+        let refused = connection.call(version, &bad).await;
+        assert_eq!(refused.error_code, 112, "UNSUPPORTED_ASSIGNOR");
+    }
 }

@@ -2,7 +2,9 @@
 """A consumer group's committed offsets through a kill -9 of its coordinator (confluent-kafka
 against a three-broker fencelog cluster's Kafka listeners).
 
-Usage: cluster_group_failover.py BOOTSTRAP TOPIC RECORDS PIDS
+Usage: cluster_group_failover.py BOOTSTRAP TOPIC RECORDS PIDS [PROTOCOL]
+
+PROTOCOL is the consumers' `group.protocol`: `classic` (the default) or `consumer` (KIP-848).
 
 PIDS is `node=pid,node=pid,...` of the brokers. The script:
 1. creates TOPIC (3 partitions, replication factor 3, min.insync.replicas=2) and waits for
@@ -71,14 +73,22 @@ def produce(bootstrap, topic, values):
         fail(f"produce failed: {errors[:5]}")
 
 
+PROTOCOL = "classic"
+
+
 def consumer_of(bootstrap):
-    return Consumer({
+    config = {
         "bootstrap.servers": bootstrap,
         "group.id": GROUP,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 10000,
-    })
+    }
+    if PROTOCOL == "consumer":
+        # The broker sets the session timeout of consumer-protocol members.
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = 10000
+    return Consumer(config)
 
 
 def consume(consumer, count, timeout=60.0):
@@ -93,7 +103,10 @@ def consume(consumer, count, timeout=60.0):
 
 
 def main():
+    global PROTOCOL
     bootstrap, topic, records, pids = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if len(sys.argv) > 5:
+        PROTOCOL = sys.argv[5]
     pid_of = {int(node): int(pid) for node, pid in (p.split("=") for p in pids.split(","))}
 
     admin = AdminClient({"bootstrap.servers": bootstrap})

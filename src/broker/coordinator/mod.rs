@@ -85,6 +85,8 @@ pub struct CoordinatorConfig {
     pub max_groups: usize,
     /// Most members of one group.
     pub max_members_per_group: usize,
+    /// Timings and limits of the consumer-protocol (KIP-848) groups.
+    pub consumer: crate::broker::consumer_groups::ConsumerGroupConfig,
 }
 
 impl Default for CoordinatorConfig {
@@ -95,13 +97,14 @@ impl Default for CoordinatorConfig {
             max_session_timeout: DEFAULT_MAX_SESSION_TIMEOUT,
             max_groups: DEFAULT_MAX_GROUPS,
             max_members_per_group: DEFAULT_MAX_MEMBERS_PER_GROUP,
+            consumer: Default::default(),
         }
     }
 }
 
 impl CoordinatorConfig {
     /// Checks the limits: the session timeout bounds in order, at least one group and one
-    /// member per group.
+    /// member per group, and the consumer-protocol groups' limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
         ConfigError::check_at_most(
             "min_session_timeout",
@@ -113,7 +116,8 @@ impl CoordinatorConfig {
         ConfigError::check_positive(
             "max_members_per_group",
             Quantity::count(self.max_members_per_group),
-        )
+        )?;
+        self.consumer.validate()
     }
 }
 

@@ -6,8 +6,9 @@
 //!   topic-partition of the request is answered `TOPIC_AUTHORIZATION_FAILED` (29) and nothing is
 //!   appended, read or committed. (Kafka's broker answers per partition and runs the allowed
 //!   ones; all-or-nothing is simpler to reason about and a client handles it the same way.)
-//! - Group APIs without a topic (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
-//!   need `consume` on some topic, else `GROUP_AUTHORIZATION_FAILED` (30); InitProducerId needs
+//! - Group APIs without a topic (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//!   ConsumerGroupDescribe) need `consume` on some topic; ConsumerGroupHeartbeat also needs
+//!   `consume` on every topic it subscribes to (Kafka's DESCRIBE on the topics); else `GROUP_AUTHORIZATION_FAILED` (30); InitProducerId needs
 //!   `produce` on some topic, else `CLUSTER_AUTHORIZATION_FAILED` (31), as Kafka's
 //!   IdempotentWrite check answers.
 //! - An `acks=0` produce that is refused closes the connection (there is no response to carry
@@ -46,12 +47,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
-    DeleteTopicsResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
-    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, MetadataRequest, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ProducerId, SyncGroupResponse,
+    ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, CreateTopicsResponse,
+    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeGroupsResponse,
+    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse,
+    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse,
+    MetadataRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
+    OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -358,6 +359,36 @@ pub fn refuse(
             let body = LeaveGroupResponse::default().with_error_code(group_refused);
             (ApiKey::LeaveGroup, ResponseBody::LeaveGroup(body))
         }
+        RequestBody::ConsumerGroupHeartbeat(_) => {
+            let code = match access.check_somewhere(Operation::Consume) {
+                Err(_) => group_refused,
+                Ok(()) => TOPIC_REFUSED,
+            };
+            let body = ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.clone());
+            (
+                ApiKey::ConsumerGroupHeartbeat,
+                ResponseBody::ConsumerGroupHeartbeat(body),
+            )
+        }
+        RequestBody::ConsumerGroupDescribe(request) => {
+            let groups = request
+                .group_ids
+                .iter()
+                .map(|group| {
+                    kafka_protocol::messages::consumer_group_describe_response::DescribedGroup::default()
+                        .with_group_id(group.clone())
+                        .with_error_code(group_refused)
+                        .with_error_message(message.clone())
+                })
+                .collect();
+            let body = ConsumerGroupDescribeResponse::default().with_groups(groups);
+            (
+                ApiKey::ConsumerGroupDescribe,
+                ResponseBody::ConsumerGroupDescribe(body),
+            )
+        }
         RequestBody::DeleteGroups(request) => {
             let results = request
                 .groups_names
@@ -509,7 +540,19 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
                 &mut request.topics.iter().map(|topic| topic.name.as_str()),
             )
         }
+        RequestBody::ConsumerGroupHeartbeat(request) => {
+            access.check_somewhere(Operation::Consume)?;
+            each(
+                Operation::Consume,
+                &mut request
+                    .subscribed_topic_names
+                    .iter()
+                    .flatten()
+                    .map(|topic| topic.as_str()),
+            )
+        }
         RequestBody::FindCoordinator(_)
+        | RequestBody::ConsumerGroupDescribe(_)
         | RequestBody::JoinGroup(_)
         | RequestBody::SyncGroup(_)
         | RequestBody::Heartbeat(_)

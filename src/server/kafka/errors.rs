@@ -9,6 +9,7 @@
 
 use kafka_protocol::ResponseError;
 
+use crate::broker::consumer_groups::ConsumerGroupError;
 use crate::broker::coordinator::GroupError;
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::AuthorityError;
@@ -86,6 +87,23 @@ pub fn group_error(error: &GroupError) -> ResponseError {
             ResponseError::CoordinatorNotAvailable
         }
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
+    }
+}
+
+/// The Kafka error for a refusal of the consumer-protocol coordinator (the code each variant
+/// documents).
+pub fn consumer_group_error(error: &ConsumerGroupError) -> ResponseError {
+    match error {
+        ConsumerGroupError::InvalidGroupId { .. } => ResponseError::InvalidGroupId,
+        ConsumerGroupError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+        ConsumerGroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        ConsumerGroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch,
+        ConsumerGroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch,
+        ConsumerGroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
+        ConsumerGroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached,
+        ConsumerGroupError::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor,
+        ConsumerGroupError::TooManyGroups { .. } => ResponseError::CoordinatorNotAvailable,
+        ConsumerGroupError::ClassicGroup { .. } => ResponseError::GroupIdNotFound,
     }
 }
 

@@ -20,15 +20,15 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -119,6 +119,10 @@ pub enum RequestBody {
     DescribeLogDirs(DescribeLogDirsRequest),
     /// DescribeProducers (61).
     DescribeProducers(DescribeProducersRequest),
+    /// ConsumerGroupHeartbeat (68).
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    /// ConsumerGroupDescribe (69).
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 impl RequestBody {
@@ -205,6 +209,10 @@ impl RequestBody {
             ApiKey::DescribeProducers => {
                 DescribeProducersRequest::decode(frame, version).map(Self::DescribeProducers)
             }
+            ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::decode(frame, version)
+                .map(Self::ConsumerGroupHeartbeat),
+            ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::decode(frame, version)
+                .map(Self::ConsumerGroupDescribe),
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

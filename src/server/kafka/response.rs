@@ -4,9 +4,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateAclsResponse, CreateTopicsResponse,
-    DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
-    DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse, CreateAclsResponse, CreateTopicsResponse, DeleteAclsResponse,
+    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
     DescribeLogDirsResponse, DescribeProducersResponse, FetchResponse, FindCoordinatorResponse,
     HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse,
     LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse,
@@ -102,6 +103,10 @@ pub enum ResponseBody {
     DescribeLogDirs(DescribeLogDirsResponse),
     /// DescribeProducers (61).
     DescribeProducers(DescribeProducersResponse),
+    /// ConsumerGroupHeartbeat (68).
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    /// ConsumerGroupDescribe (69).
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
 }
 
 impl ResponseBody {
@@ -140,6 +145,8 @@ impl ResponseBody {
             Self::DeleteAcls(body) => body.encode(out, version),
             Self::DescribeLogDirs(body) => body.encode(out, version),
             Self::DescribeProducers(body) => body.encode(out, version),
+            Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
+            Self::ConsumerGroupDescribe(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

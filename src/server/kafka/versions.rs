@@ -42,12 +42,12 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     SupportedApi {
         key: ApiKey::OffsetCommit,
         min_version: 2,
-        max_version: 8,
+        max_version: 9,
     },
     SupportedApi {
         key: ApiKey::OffsetFetch,
         min_version: 1,
-        max_version: 8,
+        max_version: 9,
     },
     SupportedApi {
         key: ApiKey::FindCoordinator,
@@ -181,6 +181,16 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     },
     SupportedApi {
         key: ApiKey::ListTransactions,
+        min_version: 0,
+        max_version: 1,
+    },
+    SupportedApi {
+        key: ApiKey::ConsumerGroupHeartbeat,
+        min_version: 0,
+        max_version: 1,
+    },
+    SupportedApi {
+        key: ApiKey::ConsumerGroupDescribe,
         min_version: 0,
         max_version: 1,
     },

@@ -11,6 +11,8 @@
 //!   metadata and assignment are given only once the group is `Stable` (empty before).
 //! - A group with committed offsets and no members: `Empty`, protocol type empty, no members.
 //! - A group fencelog does not know: `Dead`, no error (as Kafka answers v0..=5).
+//! - A consumer-protocol (KIP-848) group with members: `GROUP_ID_NOT_FOUND` (69), as Kafka
+//!   answers ("not a classic group"); ConsumerGroupDescribe describes it.
 //! - `include_authorized_operations` (v3+): there is no authorization, so every group
 //!   operation (READ, DELETE, DESCRIBE) is allowed; not asked for, Kafka's "omitted" value.
 //!
@@ -52,6 +54,15 @@ pub async fn handle(
                 DescribedGroup::default()
                     .with_group_id(group_id.clone())
                     .with_error_code(kafka_error(&refused).code())
+                    .with_authorized_operations(authorized_operations),
+            );
+            continue;
+        }
+        if service.consumer_groups().has_members(group_id.0.as_str()) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id.clone())
+                    .with_error_code(kafka_protocol::ResponseError::GroupIdNotFound.code())
                     .with_authorized_operations(authorized_operations),
             );
             continue;

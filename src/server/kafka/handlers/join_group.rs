@@ -58,6 +58,19 @@ pub async fn handle(
             body: ResponseBody::JoinGroup(refused_with(version, member_id, code)),
         };
     }
+    if service
+        .consumer_groups()
+        .has_members(request.group_id.0.as_str())
+    {
+        // The group id belongs to a consumer-protocol (KIP-848) group with members.
+        let code = group_error(&GroupError::InconsistentGroupProtocol).code();
+        return KafkaResponse {
+            correlation_id,
+            api_key: ApiKey::JoinGroup,
+            api_version: version,
+            body: ResponseBody::JoinGroup(refused_with(version, member_id, code)),
+        };
+    }
     let outcome = service
         .group_coordinator()
         .join(join_request(client_id, client_host(peer), version, request))
@@ -78,7 +91,7 @@ pub fn from_ms(ms: i32) -> Duration {
 
 /// A member's host as Kafka's coordinator reports it (`InetAddress.toString()`: `/` then the
 /// IP address).
-fn client_host(peer: SocketAddr) -> String {
+pub(super) fn client_host(peer: SocketAddr) -> String {
     format!("/{}", peer.ip())
 }
 

@@ -7,8 +7,10 @@
 //! groups the same way). Sorted by group id. What a client sees:
 //! - `states_filter` (v4+): only groups in one of the named states (`Stable`, `Empty`, ...,
 //!   compared without case, as Kafka does); empty means all.
-//! - `types_filter` (v5+): every group here is a `classic` group (Kafka's classic protocol);
-//!   a filter without `classic` lists nothing. The group type is answered from v5.
+//! - Consumer-protocol (KIP-848) groups with members are listed too, protocol type
+//!   `consumer`, state `Reconciling` or `Stable`, group type `consumer` (v5+).
+//! - `types_filter` (v5+): `classic` and/or `consumer` (compared without case); empty means
+//!   both. The group type is answered from v5.
 //! - The answer is bounded by the coordinator's and the offset store's group limits.
 
 use std::collections::BTreeMap;
@@ -23,6 +25,8 @@ use crate::broker::BrokerService;
 
 /// The type of every group fencelog coordinates: Kafka's classic group protocol.
 pub const CLASSIC_GROUP_TYPE: &str = "classic";
+/// The type of KIP-848 consumer-protocol groups.
+pub const CONSUMER_GROUP_TYPE: &str = "consumer";
 
 /// The answer to a ListGroups request (immediate).
 pub fn handle(
@@ -31,19 +35,41 @@ pub fn handle(
     version: i16,
     request: &ListGroupsRequest,
 ) -> KafkaResponse {
-    let classic_wanted = request.types_filter.is_empty()
-        || request
-            .types_filter
-            .iter()
-            .any(|wanted| wanted.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
-    let groups = match classic_wanted {
+    let type_wanted = |name: &str| {
+        request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|wanted| wanted.eq_ignore_ascii_case(name))
+    };
+    let consumer_groups = service.consumer_groups().list(std::time::Instant::now());
+    let mut groups: Vec<ListedGroup> = match type_wanted(CLASSIC_GROUP_TYPE) {
         true => every_group(service)
             .into_iter()
-            .filter(|group| state_wanted(&request.states_filter, group.state))
+            .filter(|group| !consumer_groups.iter().any(|(id, _)| *id == group.group_id))
+            .filter(|group| state_wanted(&request.states_filter, group.state.kafka_name()))
             .map(|group| listed(version, group))
             .collect(),
         false => Vec::new(),
     };
+    if type_wanted(CONSUMER_GROUP_TYPE) {
+        for (group_id, state) in consumer_groups {
+            if !state_wanted(&request.states_filter, state.kafka_name()) {
+                continue;
+            }
+            let mut group = ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group_id)))
+                .with_protocol_type(StrBytes::from_static_str("consumer"));
+            if version >= 4 {
+                group = group.with_group_state(StrBytes::from_static_str(state.kafka_name()));
+            }
+            if version >= 5 {
+                group = group.with_group_type(StrBytes::from_static_str(CONSUMER_GROUP_TYPE));
+            }
+            groups.push(group);
+        }
+        groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+    }
     KafkaResponse {
         correlation_id,
         api_key: ApiKey::ListGroups,
@@ -72,11 +98,11 @@ fn every_group(service: &BrokerService) -> Vec<GroupListing> {
     groups.into_values().collect()
 }
 
-fn state_wanted(states_filter: &[StrBytes], state: GroupState) -> bool {
+fn state_wanted(states_filter: &[StrBytes], state: &str) -> bool {
     states_filter.is_empty()
         || states_filter
             .iter()
-            .any(|wanted| wanted.eq_ignore_ascii_case(state.kafka_name()))
+            .any(|wanted| wanted.eq_ignore_ascii_case(state))
 }
 
 fn listed(version: i16, group: GroupListing) -> ListedGroup {

@@ -10,6 +10,8 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_topics;
 pub mod delete_acls;
@@ -265,6 +267,20 @@ pub fn start(
             ),
             close: false,
         },
+        RequestBody::ConsumerGroupHeartbeat(body) => Started {
+            response: Some(
+                consumer_group_heartbeat::handle(
+                    Arc::clone(service),
+                    session.client_id.clone().unwrap_or_default(),
+                    session.peer,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
         RequestBody::DescribeProducers(body) => Started::ready(describe_producers::handle(
             service,
             &access,
@@ -282,6 +298,13 @@ pub fn start(
         },
         RequestBody::DeleteAcls(body) => Started {
             response: Some(delete_acls::handle(access, correlation_id, version, body).boxed()),
+            close: false,
+        },
+        RequestBody::ConsumerGroupDescribe(body) => Started {
+            response: Some(
+                consumer_group_describe::handle(Arc::clone(service), correlation_id, version, body)
+                    .boxed(),
+            ),
             close: false,
         },
         RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(

@@ -1,4 +1,4 @@
-//! OffsetCommit (key 8), v2..=8: a group's positions stored durably, in the committed-offset
+//! OffsetCommit (key 8), v2..=9: a group's positions stored durably, in the committed-offset
 //! store both listeners share (an offset committed here is where `fencelog consume --group G`
 //! resumes, and the other way round).
 //!
@@ -12,6 +12,12 @@
 //!   consumer outside any group (generation -1, empty member id, as `assign()`
 //!   consumers send) may commit for a group without members. That refusal is every partition's
 //!   error.
+//! - A member of a consumer-protocol (KIP-848) group sends its member id and member epoch in
+//!   the same fields (v9 is the version such members use; the check is the same in every
+//!   version): an older epoch than its current one is `STALE_MEMBER_EPOCH` (113: heartbeat,
+//!   then retry), a newer one `FENCED_MEMBER_EPOCH` (110), an unknown member
+//!   `UNKNOWN_MEMBER_ID` (25), and so is a commit from outside the group while it has
+//!   members. Offsets go to the same store as classic groups'.
 //! - Each partition is then checked on its own: an unknown topic or partition is
 //!   `UNKNOWN_TOPIC_OR_PARTITION` (3); a negative offset is `OFFSET_OUT_OF_RANGE` (1); an
 //!   offset past the high watermark is accepted, as Kafka accepts it (tools set positions
@@ -29,7 +35,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use super::super::errors::{group_error, kafka_error};
+use super::super::errors::{consumer_group_error, group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::service::CommitBound;
 use crate::broker::{BrokerService, CommittedOffset};
@@ -83,12 +89,21 @@ async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i
             .iter()
             .map(move |partition| (topic.name.0.as_str(), partition))
     });
-    if let Err(error) = service.group_coordinator().check_commit(
+    let member_id = request.member_id.as_str();
+    let epoch = request.generation_id_or_member_epoch;
+    let checked = match service.consumer_groups().check_offsets(
         group,
-        request.generation_id_or_member_epoch,
-        request.member_id.as_str(),
+        member_id,
+        epoch,
+        std::time::Instant::now(),
     ) {
-        let code = group_error(&error).code();
+        Some(result) => result.map_err(|error| consumer_group_error(&error).code()),
+        None => service
+            .group_coordinator()
+            .check_commit(group, epoch, member_id)
+            .map_err(|error| group_error(&error).code()),
+    };
+    if let Err(code) = checked {
         return partitions.map(|_| code).collect();
     }
     // Checks that need no broker call first; `None` marks the ones sent to the service.

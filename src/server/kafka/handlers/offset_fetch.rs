@@ -1,4 +1,4 @@
-//! OffsetFetch (key 9), v1..=8: a group's committed positions, from the committed-offset store
+//! OffsetFetch (key 9), v1..=9: a group's committed positions, from the committed-offset store
 //! both listeners share (what `fencelog consume --group G` committed is read here too).
 //!
 //! What a client sees:
@@ -10,8 +10,11 @@
 //!   requested partition's (v1 has no response-level code).
 //! - The leader epoch (v5+) is -1 (unknown). `require_stable` (v7+) needs nothing: there are no
 //!   transactions, so every committed offset is stable.
-//! - v8 asks for several groups at once; each is answered on its own. The member id and epoch
-//!   of v9+ (KIP-848's consumer protocol) are not advertised.
+//! - v8 asks for several groups at once; each is answered on its own.
+//! - v9 carries the member id and epoch of a consumer-protocol (KIP-848) member: for such a
+//!   group they are checked as for a commit (`UNKNOWN_MEMBER_ID`, 25; `STALE_MEMBER_EPOCH`,
+//!   113; `FENCED_MEMBER_EPOCH`, 110, as the group's error, no topics). A null member id (an
+//!   admin) is not checked; neither is any member id of a classic group.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, 
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::super::errors::kafka_error;
+use super::super::errors::{consumer_group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::{BrokerService, CommittedOffset};
 
@@ -60,7 +63,22 @@ pub async fn handle(
                     .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
                     .collect()
             });
-            let answer = fetch_group(service, group.group_id.0.as_str(), topics).await;
+            let member = group.member_id.as_ref().filter(|id| !id.is_empty());
+            let refused = member.and_then(|member_id| {
+                service.consumer_groups().check_offsets(
+                    group.group_id.0.as_str(),
+                    member_id.as_str(),
+                    group.member_epoch,
+                    std::time::Instant::now(),
+                )
+            });
+            let answer = match refused {
+                Some(Err(error)) => GroupAnswer {
+                    error_code: consumer_group_error(&error).code(),
+                    topics: Vec::new(),
+                },
+                _ => fetch_group(service, group.group_id.0.as_str(), topics).await,
+            };
             groups.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id.clone())
