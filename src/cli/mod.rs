@@ -26,6 +26,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 /// Exit status when a write was rejected because its epoch is stale.
 pub const EXIT_FENCED: i32 = 3;
+/// Exit status when whether a write landed is unknown (`fencelog produce`: a line may or may
+/// not be in the log; read the partition before writing it again).
+pub const EXIT_OUTCOME_UNKNOWN: i32 = 4;
 
 /// fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
 #[derive(Debug, Parser)]

@@ -11,8 +11,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::common::{self, ClientArgs, Failure, Output};
-use super::CliError;
-use crate::client::{ClientError, Producer, ProducerStats};
+use super::{CliError, EXIT_OUTCOME_UNKNOWN};
+use crate::client::{ClientError, Outcome, Producer, ProducerStats};
 use crate::protocol::Acks;
 
 /// Arguments of `fencelog produce`.
@@ -35,14 +35,24 @@ If batches had to be resent, a summary goes to stderr at the end:
   plain:   resent N batches after M connection failures; every line was appended once
   --json:  {\"resends\":M,\"batches_resent\":N}
 
-Exit status: 0 when every line was appended; 3 when the server rejected the epoch as fenced (a
-newer lease exists; stderr names both epochs, e.g. `error: fenced: epoch 1 < current 2`); 1 for
-any other error. When a line cannot be appended (a line too large for a batch, fenced, ...),
-the lines before it are printed with their offsets, the failed line is not appended, and no
-line after it is appended either: to continue, rerun from the failed line. Stderr names the
-line and why (a fenced write says exactly `error: fenced: epoch A < current B`). Only when the
-server stays unreachable past --delivery-timeout is the outcome of the unacknowledged lines
-unknown; stderr then says so.")]
+A resend is answered with its original offsets even when a newer lease was granted meanwhile:
+a line written while its epoch was current counts as appended (exit 0), whatever the epoch is
+by the time the answer comes back. Only lines the partition never wrote are refused as fenced.
+
+Every line ends in one of three outcomes, and the exit status says which:
+  0  every line was appended (its offset printed).
+  3  fenced: a newer lease exists, and the first line not printed was NOT appended, nor any
+     line after it (stderr names both epochs, exactly `error: fenced: epoch A < current B`).
+  1  another error, and the first line not printed was NOT appended, nor any line after it
+     (a line too large for a batch, ...; stderr: `line N was not appended: ...`).
+  4  outcome unknown: the first line not printed may or may not be in the log, and so may the
+     lines after it (stderr: `outcome unknown for line N: ...`): the server stayed unreachable
+     past --delivery-timeout, the write reached the leader but not enough replicas
+     (NOT_ENOUGH_REPLICAS_AFTER_APPEND), the partition no longer remembers this producer, ...
+     Read the partition before sending those lines again. Also when a line is known to be
+     appended but its offset is not (`line N was appended, but its offset is no longer known`).
+In every case the lines before it were appended, with their offsets printed. After exit 1 or 3,
+rerun from the failed line to continue; after exit 4, from the first line not in the log.")]
 pub struct ProduceArgs {
     /// Topic name.
     pub topic: String,
@@ -181,26 +191,38 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
     outcome.map_err(Failure::from)
 }
 
-/// The error for line `line` (1-based), which was not appended; neither was any line after it.
-fn line_failed(line: u64, error: ClientError) -> CliError {
-    // A transport failure that outlasted the delivery timeout leaves the outcome unknown.
-    let unknown = error.is_retriable();
+/// The error for line `line` (1-based), the first line not reported appended, classified by the
+/// one outcome table ([`ClientError::outcome`]): not written (exit 3 when fenced, else 1; no
+/// line after it was written either), written without a known offset, or unknown (both exit
+/// 4, and never called "not appended").
+pub(crate) fn line_failed(line: u64, error: ClientError) -> CliError {
+    let outcome = error.outcome();
     let fenced = error.is_fenced();
     let mut failure = common::client_error(error);
-    // The fenced message is a contract scripts match on (`error: fenced: epoch A < current B`).
-    failure.message = if fenced {
-        failure.message
-    } else if unknown {
-        format!(
-            "line {line} was not acknowledged within the delivery timeout: {}; lines before it were appended (their offsets are printed), it and the lines after it may or may not have been",
-            failure.message
-        )
-    } else {
-        format!(
-            "line {line} was not appended: {}; lines before it were (their offsets are printed), no line after it was",
-            failure.message
-        )
-    };
+    match outcome {
+        // The fenced message is a contract scripts match on (`error: fenced: epoch A < current B`).
+        Outcome::NotWritten if fenced => {}
+        Outcome::NotWritten => {
+            failure.message = format!(
+                "line {line} was not appended: {}; lines before it were (their offsets are printed), no line after it was",
+                failure.message
+            );
+        }
+        Outcome::Written => {
+            failure.status = EXIT_OUTCOME_UNKNOWN;
+            failure.message = format!(
+                "line {line} was appended, but its offset is no longer known: {}; lines before it were appended (their offsets are printed), the lines after it may or may not have been",
+                failure.message
+            );
+        }
+        Outcome::Unknown => {
+            failure.status = EXIT_OUTCOME_UNKNOWN;
+            failure.message = format!(
+                "outcome unknown for line {line}: {}; lines before it were appended (their offsets are printed), it and the lines after it may or may not have been: read the partition before sending them again",
+                failure.message
+            );
+        }
+    }
     failure
 }
 
@@ -224,5 +246,72 @@ fn report_resends(stats: &ProducerStats, succeeded: bool, json: bool) {
                 ""
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{EXIT_ERROR, EXIT_FENCED};
+    use crate::protocol::ErrorCode;
+
+    fn server(code: ErrorCode) -> ClientError {
+        ClientError::Server {
+            code,
+            message: "the server's message".into(),
+        }
+    }
+
+    /// A line written on the leader but not on enough replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    /// is reported with an unknown outcome (exit 4), never as "not appended"; so is a line whose
+    /// answer never came, and a line behind one of those.
+    #[test]
+    fn a_line_that_may_be_in_the_log_is_never_reported_not_appended() {
+        for error in [
+            server(ErrorCode::NotEnoughReplicasAfterAppend),
+            server(ErrorCode::UnknownProducer),
+            ClientError::Timeout {
+                after: Duration::from_secs(1),
+            },
+            ClientError::OutcomeUnknown {
+                cause: Box::new(ClientError::Fenced {
+                    epoch: 1,
+                    current: 2,
+                }),
+            },
+            ClientError::ProducerHalted {
+                cause: Box::new(server(ErrorCode::NotEnoughReplicasAfterAppend)),
+            },
+        ] {
+            let failure = line_failed(3, error.clone());
+            assert_eq!(failure.status, EXIT_OUTCOME_UNKNOWN, "{error:?}");
+            assert!(
+                failure.message.starts_with("outcome unknown for line 3: ")
+                    && !failure.message.contains("not appended"),
+                "{}",
+                failure.message
+            );
+        }
+        let written = line_failed(3, server(ErrorCode::DuplicateSequence));
+        assert_eq!(written.status, EXIT_OUTCOME_UNKNOWN);
+        assert!(written.message.starts_with("line 3 was appended"));
+    }
+
+    /// What certainly was not written says so: fenced (exit 3, the message scripts match on)
+    /// and other refusals (exit 1).
+    #[test]
+    fn a_line_that_is_not_in_the_log_is_reported_not_appended() {
+        let fenced = line_failed(
+            3,
+            ClientError::Fenced {
+                epoch: 1,
+                current: 2,
+            },
+        );
+        assert_eq!(fenced.status, EXIT_FENCED);
+        assert_eq!(fenced.message, "fenced: epoch 1 < current 2");
+        let refused = line_failed(3, server(ErrorCode::BatchTooLarge));
+        assert_eq!(refused.status, EXIT_ERROR);
+        assert!(refused.message.starts_with("line 3 was not appended: "));
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::batch::BatchError;
 use crate::domain::{LeaderEpoch, NodeId};
-use crate::protocol::{ErrorCode, ErrorDetails, ErrorResponse, ProtocolError};
+use crate::protocol::{ErrorCode, ErrorDetails, ErrorResponse, Outcome, ProtocolError};
 
 /// Everything that can go wrong in a client call, typed so that callers can act on it.
 ///
@@ -88,11 +88,11 @@ pub enum ClientError {
         /// The leader epoch the broker knows the leader by.
         leader_epoch: LeaderEpoch,
     },
-    /// A produce (not from an idempotent producer) lost its connection after it was sent: the
-    /// server may or may not have appended it, and sending it again could append it twice. Read
-    /// the partition (or use an idempotent [`Producer`](super::Producer), whose resends are
-    /// safe) to find out.
-    #[error("outcome unknown: the produce was sent but its connection failed before the answer ({cause}); it may or may not have been appended")]
+    /// A produce was sent and no answer came (its connection failed, or the producer stopped
+    /// for another reason while it was on the wire): the server may or may not have appended
+    /// it, and sending it again without a producer id could append it twice. Read the partition
+    /// (or use an idempotent [`Producer`](super::Producer), whose resends are safe) to find out.
+    #[error("outcome unknown: the produce was sent but no answer came ({cause}); it may or may not have been appended")]
     OutcomeUnknown {
         /// The transport failure.
         cause: Box<ClientError>,
@@ -292,6 +292,36 @@ impl ClientError {
     /// the answer ([`ClientError::OutcomeUnknown`]).
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, ClientError::OutcomeUnknown { .. })
+    }
+
+    /// What this error says about a produced batch: [`Outcome::NotWritten`],
+    /// [`Outcome::Written`] or [`Outcome::Unknown`]. Server answers follow the one table,
+    /// [`ErrorCode::outcome`]; a request that was sent and got no answer (a timeout, a broken
+    /// connection, [`ClientError::OutcomeUnknown`]) is unknown; a record behind a failed batch
+    /// ([`ClientError::ProducerHalted`]) was not written when that batch was not (the server
+    /// refuses the gap), and is unknown otherwise (it may have been on the wire already).
+    /// Errors raised before anything was sent (bad arguments, no connection) are not written.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ClientError::Timeout { .. }
+            | ClientError::Disconnected
+            | ClientError::Io(_)
+            | ClientError::Protocol(_)
+            | ClientError::OutcomeUnknown { .. } => Outcome::Unknown,
+            ClientError::ProducerHalted { cause } => match cause.outcome() {
+                Outcome::NotWritten => Outcome::NotWritten,
+                Outcome::Written | Outcome::Unknown => Outcome::Unknown,
+            },
+            // Only sends the producer never put on the wire fail with these.
+            ClientError::Closed | ClientError::LeaseExpired { .. } => Outcome::NotWritten,
+            other => other.code().map_or(Outcome::NotWritten, ErrorCode::outcome),
+        }
+    }
+
+    /// Whether this answer to a produce speaks for every earlier send of the same batch too
+    /// (see [`ErrorCode::covers_earlier_sends`]).
+    pub fn covers_earlier_sends(&self) -> bool {
+        self.code().is_some_and(ErrorCode::covers_earlier_sends)
     }
 
     /// Whether the same request may succeed later without changes: retriable server codes

@@ -64,6 +64,7 @@ use std::sync::Arc;
 use tokio::net::ToSocketAddrs;
 
 pub use crate::batch::{BatchBuilder, Record};
+pub use crate::protocol::Outcome;
 pub use admin::{ClusterInfo, ServerInfo};
 pub use authenticate::Credentials;
 pub use builder::ClientBuilder;

@@ -230,6 +230,86 @@ impl ErrorCode {
         )
     }
 
+    /// What an answer with this code says about the produced batch: written, not written, or
+    /// unknown. The one table every client path classifies produce outcomes with (the library
+    /// producer, `fencelog produce`, and the Kafka listener's mapping keeps each class), so a
+    /// client never reports "not written" for a batch that may be in the log.
+    ///
+    /// The answer covers the batch *and every earlier send of it*: the server answers an exact
+    /// resend of a batch it holds with its original offsets whatever the lease epoch is now,
+    /// so a refusal of a resend means that no earlier send landed either, except where this
+    /// table says [`Outcome::Unknown`].
+    pub fn outcome(self) -> Outcome {
+        match self {
+            ErrorCode::None => Outcome::Written,
+            // Appended already, longer ago than the partition remembers offsets for.
+            ErrorCode::DuplicateSequence => Outcome::Written,
+            // Written on the leader, not yet on enough replicas: it may become committed, or be
+            // cut by a failover.
+            ErrorCode::NotEnoughReplicasAfterAppend => Outcome::Unknown,
+            // The partition forgot the producer: an earlier send of the batch may have landed.
+            ErrorCode::UnknownProducer => Outcome::Unknown,
+            // The server failed while writing or before answering: it may be in the log.
+            ErrorCode::StorageError | ErrorCode::Internal | ErrorCode::ShuttingDown => {
+                Outcome::Unknown
+            }
+            ErrorCode::Fenced
+            | ErrorCode::UnknownEpoch
+            | ErrorCode::LeaseLost
+            | ErrorCode::LeaseHeld
+            | ErrorCode::UnknownTopic
+            | ErrorCode::UnknownPartition
+            | ErrorCode::TopicExists
+            | ErrorCode::InvalidBatch
+            | ErrorCode::BatchTooLarge
+            | ErrorCode::InvalidRequest
+            | ErrorCode::UnsupportedVersion
+            | ErrorCode::UnknownApi
+            | ErrorCode::OffsetOutOfRange
+            | ErrorCode::CorruptData
+            | ErrorCode::InvalidConfig
+            | ErrorCode::TooManyConnections
+            | ErrorCode::FrameTooLarge
+            | ErrorCode::OutOfOrderSequence
+            | ErrorCode::InvalidProducerEpoch
+            | ErrorCode::InvalidGroup
+            | ErrorCode::OffsetMetadataTooLarge
+            | ErrorCode::GroupLimitReached
+            | ErrorCode::AuthenticationRequired
+            | ErrorCode::AuthenticationFailed
+            | ErrorCode::NotAuthorized
+            | ErrorCode::IllegalAuthenticationState
+            | ErrorCode::PartitionUnavailable
+            | ErrorCode::ResourceExhausted
+            | ErrorCode::NotLeader
+            | ErrorCode::FencedLeaderEpoch
+            | ErrorCode::UnknownLeaderEpoch
+            | ErrorCode::NotEnoughReplicas
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::ClusterRequired => Outcome::NotWritten,
+        }
+    }
+
+    /// Whether a produce answered with this code tells the outcome of every earlier send of the
+    /// same batch too, not only of this request: the partition gave it after its resend check
+    /// (an exact resend of a batch it holds is answered with its offsets, whatever the lease
+    /// epoch), or it refuses an epoch that cannot have written anything. The other refusals
+    /// (not the leader, too few replicas, a busy server, ...) come before the partition looks
+    /// at the batch: they say that *this* request wrote nothing, and a client that got no
+    /// answer to an earlier send must report the batch's outcome as unknown.
+    pub fn covers_earlier_sends(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::None
+                | ErrorCode::Fenced
+                | ErrorCode::UnknownEpoch
+                | ErrorCode::OutOfOrderSequence
+                | ErrorCode::DuplicateSequence
+                | ErrorCode::UnknownProducer
+                | ErrorCode::NotEnoughReplicasAfterAppend
+        )
+    }
+
     /// Whether the error body's `epoch` / `current_epoch` fields are
     /// meaningful for this code (they are 0 otherwise).
     pub fn carries_epochs(self) -> bool {
@@ -289,6 +369,18 @@ impl ErrorCode {
             ErrorCode::ClusterRequired => "CLUSTER_REQUIRED",
         }
     }
+}
+
+/// What a produce's answer says about its batch (see [`ErrorCode::outcome`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The batch is in the log (once), at the offsets answered when there are any.
+    Written,
+    /// The batch is not in the log: neither this send nor an earlier one of it landed.
+    NotWritten,
+    /// The batch may or may not be in the log: read the partition to find out. Never to be
+    /// reported as a failure to write.
+    Unknown,
 }
 
 impl fmt::Display for ErrorCode {
@@ -357,6 +449,37 @@ mod tests {
         assert!(ErrorCode::FencedLeaderEpoch.needs_metadata_refresh());
         assert!(ErrorCode::FencedLeaderEpoch.carries_epochs());
         assert!(!ErrorCode::NotEnoughReplicas.needs_metadata_refresh());
+    }
+
+    /// The outcome table: a batch written but not replicated, or whose producer the partition
+    /// forgot, is never classified as not written; a fenced or refused batch is.
+    #[test]
+    fn outcomes_never_call_a_possibly_written_batch_not_written() {
+        assert_eq!(ErrorCode::None.outcome(), Outcome::Written);
+        assert_eq!(ErrorCode::DuplicateSequence.outcome(), Outcome::Written);
+        for code in [
+            ErrorCode::NotEnoughReplicasAfterAppend,
+            ErrorCode::UnknownProducer,
+            ErrorCode::StorageError,
+            ErrorCode::Internal,
+        ] {
+            assert_eq!(code.outcome(), Outcome::Unknown, "{code}");
+        }
+        for code in [
+            ErrorCode::Fenced,
+            ErrorCode::UnknownEpoch,
+            ErrorCode::BatchTooLarge,
+            ErrorCode::NotEnoughReplicas,
+            ErrorCode::NotLeader,
+        ] {
+            assert_eq!(code.outcome(), Outcome::NotWritten, "{code}");
+        }
+        // Whatever a code says was not applied is not written.
+        for code in ErrorCode::ALL {
+            if code.nothing_applied() {
+                assert_eq!(code.outcome(), Outcome::NotWritten, "{code}");
+            }
+        }
     }
 
     #[test]

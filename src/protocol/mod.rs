@@ -45,7 +45,7 @@ pub use api::replica_fetch::{ReplicaFetch, ReplicaFetchPartition, ReplicaFetched
 pub use api::{ApiKey, ApiVersionRange};
 pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};
-pub use error_code::ErrorCode;
+pub use error_code::{ErrorCode, Outcome};
 pub use error_response::{ErrorDetails, ErrorResponse, RequestDecodeError, RequestDecodeErrorKind};
 pub use frame::{RequestFrame, ResponseFrame, REQUEST_HEADER_BYTES, RESPONSE_HEADER_BYTES};
 pub use node::{MAX_PARTITIONS_PER_REQUEST, MAX_REPLICA_LIST, NO_LEADER_EPOCH, NO_NODE};

@@ -416,6 +416,38 @@ impl<L> Fence<L> {
         write(&mut guarded.log)
     }
 
+    /// [`append_as`](Self::append_as) for a batch that may be the resend of one already in the
+    /// log (its first answer was lost, and a newer lease came meanwhile). Under the one lock,
+    /// when the credential is *superseded* (a lower epoch than the current one:
+    /// [`FenceError::Fenced`]; no lease on a leased partition: [`FenceError::Leased`]),
+    /// `resend` answers instead of the refusal: it sees the log read-only, since answering a
+    /// resend writes nothing, and the refusal, and returns the original answer of an exact
+    /// resend of a batch the log holds, or the refusal (or an error saying the standing
+    /// cannot be told) for anything else. So a batch written while its epoch was current gets
+    /// its offsets whatever the epoch is now, and no *new* batch of a superseded epoch is ever
+    /// written: `write` runs only for a current credential, exactly as in `append_as`. Every
+    /// other refusal stands (a follower; an epoch never granted, which cannot have written
+    /// anything).
+    pub fn append_or_answer_resend<T, E>(
+        &self,
+        credential: WriteCredential,
+        resend: impl FnOnce(&L, FenceError) -> Result<T, E>,
+        write: impl FnOnce(&mut L) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<FenceError> + From<ReplicaError>,
+    {
+        let mut guarded = self.lock();
+        match producer_standing(credential, &guarded, self.creation_epoch) {
+            Ok(()) => write(&mut guarded.log),
+            Err(Refusal::Fence(
+                refusal @ (FenceError::Fenced { .. } | FenceError::Leased { .. }),
+            )) => resend(&guarded.log, refusal),
+            Err(Refusal::Fence(refusal)) => Err(refusal.into()),
+            Err(Refusal::Replica(refusal)) => Err(refusal.into()),
+        }
+    }
+
     /// Makes `epoch` current: a lease grant. Refuses an epoch not above the current one, and any
     /// grant on a follower. `persist` runs under the lock, before the epoch becomes current, and
     /// must make it durable (on failure nothing changes). It gets the log to read the offset
@@ -592,11 +624,28 @@ fn check_producer<L, E: From<FenceError> + From<ReplicaError>>(
     guarded: &Guarded<L>,
     creation_epoch: u64,
 ) -> Result<(), E> {
+    producer_standing(credential, guarded, creation_epoch).map_err(|refusal| match refusal {
+        Refusal::Fence(error) => E::from(error),
+        Refusal::Replica(error) => E::from(error),
+    })
+}
+
+/// Either refusal of [`check_producer`], kept apart so that a caller can tell them.
+enum Refusal {
+    Fence(FenceError),
+    Replica(ReplicaError),
+}
+
+/// [`check_producer`] before its refusal is converted.
+fn producer_standing<L>(
+    credential: WriteCredential,
+    guarded: &Guarded<L>,
+    creation_epoch: u64,
+) -> Result<(), Refusal> {
     if guarded.replica.role == Role::Follower {
-        return Err(ReplicaError::NotLeader {
+        return Err(Refusal::Replica(ReplicaError::NotLeader {
             leader_epoch: guarded.replica.leader_epoch,
-        }
-        .into());
+        }));
     }
     let current = guarded.current;
     match credential {
@@ -606,7 +655,7 @@ fn check_producer<L, E: From<FenceError> + From<ReplicaError>>(
         WriteCredential::Unleased if !guarded.replica.leased => Ok(()),
         WriteCredential::Unleased => Err(FenceError::Leased { current }),
     }
-    .map_err(E::from)
+    .map_err(Refusal::Fence)
 }
 
 /// Only a follower takes replicated batches or truncates its log.
@@ -1386,6 +1435,94 @@ mod loom_models {
                 "epoch 3 is above every other epoch and must install"
             );
             assert_eq!(fence.current_epoch(), 3);
+        });
+    }
+
+    /// The log of the resend model: `(epoch, batch id)` per offset.
+    type Batches = Vec<(u64, u32)>;
+
+    /// A producer's send of batch `id` under `epoch`, the way the partition answers it: a batch
+    /// the log holds (same id, same epoch: an exact resend) gets its offset and writes nothing,
+    /// whether the epoch is current or superseded; a new batch is appended only under the
+    /// current epoch.
+    fn send(fence: &Fence<Batches>, epoch: u64, id: u32) -> Result<usize, Refused> {
+        let find = |log: &Batches| log.iter().position(|batch| *batch == (epoch, id));
+        fence.append_or_answer_resend(
+            WriteCredential::Epoch(epoch),
+            |log, refusal| find(log).ok_or(Refused::Fence(refusal)),
+            |log| {
+                Ok(find(log).unwrap_or_else(|| {
+                    log.push((epoch, id));
+                    log.len() - 1
+                }))
+            },
+        )
+    }
+
+    /// An exact resend of an epoch-1 batch (its first answer was lost) races the install of
+    /// epoch 2, the new holder's append, and a *new* batch of the old holder: the resend never
+    /// writes and always gets its original offset, whether it runs before or after the
+    /// install; the old holder's new batch either landed before the install or was fenced,
+    /// and nothing of epoch 1 lands after the install.
+    #[test]
+    fn loom_an_exact_resend_across_a_new_epoch_gets_its_offset_and_writes_nothing() {
+        loom::model(|| {
+            let fence = Arc::new(Fence::new(1, Vec::new()));
+            assert_eq!(send(&fence, 1, 10), Ok(0));
+            let resend = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || send(&fence, 1, 10))
+            };
+            let old_holder = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || send(&fence, 1, 11))
+            };
+            let new_holder = {
+                let fence = Arc::clone(&fence);
+                thread::spawn(move || {
+                    let mut length_at_install = 0;
+                    fence
+                        .install_epoch(2, |_, log: &mut Batches| {
+                            length_at_install = log.len();
+                            Ok::<_, Refused>(())
+                        })
+                        .unwrap();
+                    send(&fence, 2, 20).unwrap();
+                    length_at_install
+                })
+            };
+            let resent = resend.join().unwrap();
+            let old_result = old_holder.join().unwrap();
+            let length_at_install = new_holder.join().unwrap();
+            assert_eq!(resent, Ok(0), "the resend gets its original offset");
+            fence.with_log(|log| {
+                assert_eq!(
+                    log.iter().filter(|batch| batch.1 == 10).count(),
+                    1,
+                    "the resent batch is in the log once: {log:?}"
+                );
+                assert!(
+                    log[length_at_install..].iter().all(|batch| batch.0 >= 2),
+                    "an epoch-1 batch landed after epoch 2 was installed: {log:?}"
+                );
+                assert!(log.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+                match old_result {
+                    Ok(position) => {
+                        assert!(position < length_at_install);
+                        assert_eq!(log[position], (1, 11));
+                    }
+                    Err(error) => {
+                        assert_eq!(
+                            error,
+                            Refused::Fence(FenceError::Fenced {
+                                epoch: 1,
+                                current: 2
+                            })
+                        );
+                        assert!(!log.contains(&(1, 11)), "refused yet written: {log:?}");
+                    }
+                }
+            });
         });
     }
 }

@@ -29,6 +29,18 @@
 //! Bounded: at most `max_producers` producers per partition (the least recently written one is
 //! forgotten beyond that; its next batch, unless it has sequence 0, is refused with
 //! [`SequenceError::UnknownProducer`] and the producer starts a new session).
+//!
+//! **Resends across a newer lease.** A batch whose lease epoch is fenced may still be the resend
+//! of a batch written while that epoch was current (its answer was lost). Before the fence
+//! refuses it, the partition asks [`ProducerStates::check_resend`], under the same lock: an
+//! *exact* resend of a remembered batch (same producer id, producer epoch, sequence range and
+//! CRC) is answered with its original offsets and writes nothing; only what the partition can
+//! tell was never appended is refused as fenced. Where it cannot tell (the producer is not
+//! remembered but some producer was forgotten), it says so
+//! ([`SequenceError::ForgottenResend`]), so the client reports the outcome as unknown rather
+//! than as not written. The CRC of a remembered batch is kept in memory only (a batch
+//! remembered from a snapshot has none, and is matched by its sequence range alone), so the
+//! snapshot format does not change.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -93,6 +105,44 @@ pub enum SequenceError {
         /// The batch's base sequence.
         got: i32,
     },
+    /// A batch of a fenced epoch that may be the resend of a batch appended while its epoch
+    /// was current, but the partition no longer remembers the producer's batches (it forgot
+    /// producers beyond `max_producers`, or the batch is of an earlier producer session), so it
+    /// cannot tell. Nothing was written now; whether an earlier send landed is unknown.
+    #[error("fenced: epoch {epoch} < current {current}, and the partition no longer remembers producer {producer_id} (producer epoch {producer_epoch}), so whether an earlier send of this batch was appended cannot be told: nothing was written now; read the partition to find out")]
+    ForgottenResend {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        producer_epoch: i16,
+        /// The (fenced) lease epoch the batch carried.
+        epoch: u64,
+        /// The partition's current lease epoch.
+        current: u64,
+    },
+}
+
+/// What the partition knows of a batch a superseded writer sent (see
+/// [`ProducerStates::check_resend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResendVerdict {
+    /// An exact resend of a remembered batch: answer with these offsets, write nothing.
+    Remembered {
+        /// Offset of the batch's first record.
+        base_offset: u64,
+        /// Offset of its last record.
+        last_offset: u64,
+    },
+    /// Its sequences were appended, longer ago than the partition remembers offsets for.
+    AppendedLongAgo {
+        /// The sequence the producer's next batch must start with.
+        expected: i32,
+    },
+    /// The partition remembers the producer and this batch is not one it appended: refuse it
+    /// as the fence says (nothing of it is in the log).
+    NotAppended,
+    /// The partition cannot tell: the producer (or this session of it) is not remembered.
+    Unknowable,
 }
 
 /// What to do with a producer's batch that passed the sequence check.
@@ -109,14 +159,35 @@ pub enum SequenceVerdict {
     },
 }
 
-/// One remembered batch of a producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One remembered batch of a producer. Equality ignores the CRC: it is a cache of what the log
+/// holds (a state decoded from a snapshot has none), not part of what the state says.
+#[derive(Debug, Clone, Copy)]
 struct BatchEntry {
     first_sequence: i32,
     last_sequence: i32,
     base_offset: u64,
     last_offset: u64,
+    /// The batch's CRC, when known (not kept in snapshots): what makes a resend *exact*.
+    crc: Option<u32>,
 }
+
+impl PartialEq for BatchEntry {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.first_sequence,
+            self.last_sequence,
+            self.base_offset,
+            self.last_offset,
+        ) == (
+            other.first_sequence,
+            other.last_sequence,
+            other.base_offset,
+            other.last_offset,
+        )
+    }
+}
+
+impl Eq for BatchEntry {}
 
 /// What the partition remembers of one producer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +227,10 @@ pub struct ActiveProducer {
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
     max_producers: usize,
+    /// Whether a producer may have been forgotten (evicted beyond `max_producers`, or lost with
+    /// a damaged or missing part of the log): then a producer not remembered may still have
+    /// batches in the log. In memory only; set conservatively on open.
+    forgotten: bool,
 }
 
 impl ProducerStates {
@@ -183,7 +258,20 @@ impl ProducerStates {
         Self {
             producers: HashMap::new(),
             max_producers: max_producers.max(1),
+            forgotten: false,
         }
+    }
+
+    /// Records that producers may have been forgotten (their batches lost with a damaged or
+    /// unread part of the log): a batch of a producer not remembered is then of unknowable
+    /// standing (see [`check_resend`](Self::check_resend)).
+    pub fn note_forgotten(&mut self) {
+        self.forgotten = true;
+    }
+
+    /// Whether a producer may have been forgotten.
+    pub fn may_have_forgotten(&self) -> bool {
+        self.forgotten
     }
 
     /// Producers remembered.
@@ -262,15 +350,71 @@ impl ProducerStates {
         }
     }
 
+    /// What a batch of a *fenced* epoch is to this partition (asked under the fence's lock,
+    /// before the fence refuses it): an exact resend of a remembered batch (same producer id,
+    /// producer epoch, sequence range and `crc`; a batch remembered without its CRC, from a
+    /// snapshot, by its sequence range) is [`ResendVerdict::Remembered`] and is answered with
+    /// its offsets; sequences before the producer's remembered window were appended
+    /// ([`ResendVerdict::AppendedLongAgo`]); any other batch of a remembered producer session
+    /// is not in the log ([`ResendVerdict::NotAppended`]). A producer (or session) not
+    /// remembered is [`ResendVerdict::NotAppended`] only while the partition has forgotten no
+    /// producer; otherwise [`ResendVerdict::Unknowable`]. Changes nothing.
+    pub fn check_resend(
+        &self,
+        stamp: &ProducerStamp,
+        record_count: u32,
+        crc: u32,
+    ) -> ResendVerdict {
+        let Some(entry) = self.producers.get(&stamp.producer_id) else {
+            return if self.forgotten {
+                ResendVerdict::Unknowable
+            } else {
+                ResendVerdict::NotAppended
+            };
+        };
+        if stamp.producer_epoch < entry.producer_epoch {
+            // An earlier session's batches are forgotten when a new session starts.
+            return ResendVerdict::Unknowable;
+        }
+        if stamp.producer_epoch > entry.producer_epoch {
+            return ResendVerdict::NotAppended;
+        }
+        let got = stamp.base_sequence;
+        let last = stamp.last_sequence(record_count);
+        if let Some(batch) = entry
+            .batches
+            .iter()
+            .find(|batch| batch.first_sequence == got && batch.last_sequence == last)
+        {
+            return if batch.crc.is_none_or(|known| known == crc) {
+                ResendVerdict::Remembered {
+                    base_offset: batch.base_offset,
+                    last_offset: batch.last_offset,
+                }
+            } else {
+                // Other records under the same sequences: this batch's records are not the
+                // ones in the log.
+                ResendVerdict::NotAppended
+            };
+        }
+        let expected = entry.next_sequence();
+        if is_before(got, expected) {
+            ResendVerdict::AppendedLongAgo { expected }
+        } else {
+            ResendVerdict::NotAppended
+        }
+    }
+
     /// Remembers a batch appended at `base_offset` (after [`check`](Self::check) said
-    /// [`SequenceVerdict::Append`], or while replaying the log). Forgets the least recently
-    /// written producer when more than `max_producers` are remembered.
-    pub fn record(&mut self, stamp: &ProducerStamp, record_count: u32, base_offset: u64) {
+    /// [`SequenceVerdict::Append`], or while replaying the log), with its CRC. Forgets the least
+    /// recently written producer when more than `max_producers` are remembered.
+    pub fn record(&mut self, stamp: &ProducerStamp, record_count: u32, base_offset: u64, crc: u32) {
         let batch = BatchEntry {
             first_sequence: stamp.base_sequence,
             last_sequence: stamp.last_sequence(record_count),
             base_offset,
             last_offset: base_offset + u64::from(record_count.max(1)) - 1,
+            crc: Some(crc),
         };
         let entry = self
             .producers
@@ -302,6 +446,7 @@ impl ProducerStates {
             .map(|(id, _)| *id);
         if let Some(id) = oldest {
             self.producers.remove(&id);
+            self.forgotten = true;
             tracing::info!(
                 producer_id = id,
                 max_producers = self.max_producers,
@@ -383,6 +528,7 @@ impl ProducerStates {
                     last_sequence: i32::from_be_bytes(reader.array()?),
                     base_offset: reader.u64()?,
                     last_offset: reader.u64()?,
+                    crc: None,
                 };
                 let sequences_valid = (0..=MAX_SEQUENCE).contains(&batch.first_sequence)
                     && (0..=MAX_SEQUENCE).contains(&batch.last_sequence);
@@ -407,6 +553,11 @@ impl ProducerStates {
         }
         while state.producers.len() > state.max_producers {
             state.evict_least_recent(-1);
+        }
+        // A snapshot does not say whether producers were forgotten before it; at the limit,
+        // some may have been.
+        if state.producers.len() >= state.max_producers {
+            state.forgotten = true;
         }
         Ok((offset, state))
     }
@@ -517,7 +668,7 @@ mod tests {
     /// Appends `count`-record batches the way the partition does: check, then record.
     fn append(state: &mut ProducerStates, s: ProducerStamp, count: u32, offset: &mut u64) -> u64 {
         assert_eq!(state.check(&s, count), Ok(SequenceVerdict::Append));
-        state.record(&s, count, *offset);
+        state.record(&s, count, *offset, 0xC0FFEE);
         let base = *offset;
         *offset += u64::from(count);
         base

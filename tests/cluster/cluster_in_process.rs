@@ -230,6 +230,51 @@ async fn epoch_0_writes_are_unleased_until_the_first_grant_across_a_failover() {
     );
 }
 
+/// A batch of an idempotent producer is committed, its answer is (as if) lost, the leader
+/// crashes, and the producer resends the same bytes to the new leader: the new leader's producer
+/// state (built from what it replicated) recognises the exact resend although the new leader's
+/// producer-epoch base fences the batch's lease epoch, and answers with the original offset;
+/// the record is in the log once. A new batch of that lease epoch is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resend_to_a_new_leader_after_failover_gets_its_original_offset() {
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
+    create_rf3(&client, "events", 1).await;
+    let (leader, epoch) = leader_of(&client, "events", 0).await;
+    let lease = client
+        .acquire_lease("events", 0, "writer", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let stamped = |sequence: i32, value: &str| {
+        let mut builder = fencelog::batch::BatchBuilder::with_producer(lease.epoch, 4242, 0);
+        builder.push(1_000, None, Some(value.as_bytes()));
+        builder.finish_with_sequence(sequence)
+    };
+    let mut written = produce_all(&client, "events", lease.epoch, "before", 3).await;
+    let resent = stamped(0, "answer lost");
+    let first = client
+        .produce_with_acks("events", 0, resent.clone(), Acks::All)
+        .await
+        .expect("the first send is committed");
+    written.push("answer lost".into());
+
+    let (client, _, _) = crash_leader(nodes, "events", leader, epoch).await;
+    let again = client
+        .produce_with_acks("events", 0, resent, Acks::All)
+        .await
+        .expect("the resend to the new leader is answered with its offsets");
+    assert_eq!(again.base_offset, first.base_offset);
+    let late = client
+        .produce_with_acks("events", 0, stamped(1, "late"), Acks::All)
+        .await;
+    assert!(
+        matches!(late, Err(ClientError::Fenced { .. })),
+        "a new batch of the old lease epoch is fenced, got {late:?}"
+    );
+    assert_eq!(read_all(&client, "events", 0).await, written);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashed_leader_is_replaced_and_no_acknowledged_record_is_lost() {
     let mut cluster = cluster(3).await;

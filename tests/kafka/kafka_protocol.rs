@@ -763,6 +763,45 @@ async fn producer_state_and_committed_offsets_survive_a_restart() {
     );
 }
 
+/// A Kafka idempotent producer's retry of a batch it wrote before the partition's first lease
+/// grant (its answer was lost) gets the batch's original offset, not INVALID_PRODUCER_EPOCH,
+/// and appends nothing; its *new* batches are refused with INVALID_PRODUCER_EPOCH (not written).
+#[tokio::test]
+async fn an_idempotent_retry_across_the_first_lease_grant_gets_its_offset() {
+    use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
+
+    let server = kafka_server().await;
+    topic_with_records(&server, "orders", 1, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let init = connection
+        .call::<InitProducerIdRequest>(4, &InitProducerIdRequest::default())
+        .await;
+    let batch = kafka_batch(&["a".into(), "b".into()], Some((init.producer_id.0, 0)));
+    let first = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", batch.clone()))
+        .await;
+    assert_eq!(first.responses[0].partition_responses[0].base_offset, 0);
+    let client = Client::connect(server.addr()).await.expect("connect");
+    client
+        .acquire_lease("orders", 0, "owner", std::time::Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let retry = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", batch))
+        .await;
+    let partition = &retry.responses[0].partition_responses[0];
+    assert_eq!((partition.error_code, partition.base_offset), (0, 0));
+    let next = kafka_batch(&["c".into()], Some((init.producer_id.0, 2)));
+    let refused = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", next))
+        .await;
+    assert_eq!(
+        refused.responses[0].partition_responses[0].error_code, 47,
+        "INVALID_PRODUCER_EPOCH"
+    );
+    assert_eq!(client.list_offsets("orders", 0).await.unwrap().latest, 2);
+}
+
 /// OffsetForLeaderEpoch in every advertised version, standalone: one leader epoch (0) for the
 /// whole log, so any epoch asked ends at the log end; an unknown partition or topic is refused
 /// per partition.

@@ -157,3 +157,53 @@ async fn lost_resolves_when_a_newer_writer_takes_over() {
     assert!(reason.is_fencing(), "{reason:?}");
     assert!(producer.error().is_some());
 }
+
+/// The case on a standalone server: a batch reaches the server, the proxy swallows its
+/// answer, a newer lease is granted before the producer resends, and the resend (same producer
+/// id, producer epoch, sequences, CRC) is answered with its original offset: the send reports
+/// the record appended, and it is in the log once. A *new* batch of the old epoch is then
+/// refused as fenced, and reported not written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_across_a_newer_lease_of_a_batch_in_the_log_is_reported_appended() {
+    let (_server, proxy, direct) = setup().await;
+    let old = direct.acquire_lease("events", 0, "a", TTL).await.unwrap();
+    let client = Client::connect(proxy.addr()).await.unwrap();
+    let producer = Producer::builder(client, "events", 0)
+        .epoch(old.epoch)
+        .linger(Duration::from_millis(1))
+        .delivery_timeout(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(producer.send(None, "first").await.unwrap(), 0);
+    // The next request through the proxy (the produce) reaches the server, its answer does not,
+    // and the producer cannot reconnect until the test let it.
+    proxy.refuse_connections_for(Duration::from_secs(3));
+    proxy.cut_after_requests(1);
+    let lost = tokio::spawn(producer.send(None, "answer lost"));
+    while direct.list_offsets("events", 0).await.unwrap().latest < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy.stop_cutting_after_requests();
+    direct
+        .release_lease("events", 0, old.lease_id)
+        .await
+        .unwrap();
+    let newer = direct.acquire_lease("events", 0, "b", TTL).await.unwrap();
+    assert!(newer.epoch > old.epoch);
+    let offset = tokio::time::timeout(Duration::from_secs(20), lost)
+        .await
+        .expect("the resend is answered")
+        .unwrap()
+        .expect("a resend of a batch in the log is reported appended");
+    assert_eq!(offset, 1);
+    assert!(producer.stats().resends > 0, "the answer was never lost");
+    assert_eq!(all_values(&direct).await, ["first", "answer lost"]);
+    let late = producer
+        .send(None, "new under the old epoch")
+        .await
+        .unwrap_err();
+    assert!(late.error.is_fenced(), "{late:?}");
+    assert_eq!(late.outcome(), fencelog::client::Outcome::NotWritten);
+    assert_eq!(all_values(&direct).await, ["first", "answer lost"]);
+}

@@ -15,6 +15,7 @@ mod page_cache_loss;
 mod partitions_scale;
 mod producer_sequences;
 mod replica_log;
+mod resend_outcomes;
 mod segment_reuse;
 mod storage_crash;
 mod storage_format_doc;

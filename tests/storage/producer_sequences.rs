@@ -76,20 +76,136 @@ fn after_a_failed_batch_nothing_of_that_producer_lands_until_it_is_resent() {
     );
 }
 
+/// An exact resend of a batch written under epoch 1, after epoch 2 was granted (its first answer
+/// was lost), gets its original offsets and writes nothing; a *new* batch of epoch 1 is refused
+/// as fenced, before any other check (a gap, or other records under a remembered batch's
+/// sequences, are still "fenced", not a sequence error).
 #[test]
-fn the_fence_is_checked_before_the_sequence() {
+fn an_exact_resend_across_a_newer_lease_gets_its_offsets_and_new_batches_are_fenced() {
     let dir = tempfile::tempdir().unwrap();
     let partition = fresh(dir.path(), config(1 << 20, FlushPolicy::Never));
-    partition.append(&sequenced(1, 7, 0, 1)).unwrap();
+    let batch = sequenced(1, 7, 0, 2);
+    let first = partition.append(&batch).unwrap();
     partition.install_epoch(2).unwrap();
-    // Even a retry of a batch that is in the log tells a stale writer it is stale.
+    let resent = partition.append(&batch).unwrap();
+    assert!(resent.duplicate);
+    assert_eq!(
+        (resent.base_offset, resent.last_offset),
+        (first.base_offset, first.last_offset)
+    );
+    let fenced = |result: Result<_, StorageError>| {
+        matches!(
+            result,
+            Err(StorageError::Fence(FenceError::Fenced {
+                epoch: 1,
+                current: 2
+            }))
+        )
+    };
+    // The next batch, a gap, and other records under the remembered sequences.
+    assert!(fenced(partition.append(&sequenced(1, 7, 2, 1))));
+    assert!(fenced(partition.append(&sequenced(1, 7, 9, 1))));
+    let mut other = BatchBuilder::with_producer(1, 7, 0);
+    other.push(1_000, None, Some(b"not what was written"));
+    other.push(1_000, None, Some(b"at these sequences"));
+    assert!(fenced(partition.append(&other.finish_with_sequence(0))));
+    // A producer the partition never saw (it has forgotten none) is fenced too.
+    assert!(fenced(partition.append(&sequenced(1, 8, 0, 1))));
+    assert_eq!(values(&partition), ["p7 s0", "p7 s1"]);
+}
+
+/// A stale-epoch resend whose sequences were appended longer ago than the partition remembers
+/// offsets for is answered "duplicate" (appended, offsets forgotten), never "fenced"; and once
+/// the partition has forgotten a producer, a stale batch of a producer it does not remember is
+/// answered "cannot tell" (the client reports its outcome unknown), never "fenced".
+#[test]
+fn stale_resends_the_partition_cannot_place_are_never_called_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut small = config(1 << 20, FlushPolicy::Never);
+    small.max_producers = 1;
+    let partition = fresh(dir.path(), small);
+    let old = sequenced(1, 7, 0, 1);
+    partition.append(&old).unwrap();
+    for sequence in 1..=(fencelog::domain::PRODUCER_BATCH_WINDOW as i32 + 1) {
+        partition.append(&sequenced(1, 7, sequence, 1)).unwrap();
+    }
+    partition.install_epoch(2).unwrap();
     assert!(matches!(
-        partition.append(&sequenced(1, 7, 0, 1)),
-        Err(StorageError::Fence(FenceError::Fenced {
-            epoch: 1,
-            current: 2
+        partition.append(&old),
+        Err(StorageError::Sequence(SequenceError::Duplicate {
+            got: 0,
+            ..
         }))
     ));
+    // Producer 8 pushes producer 7 out (at most one producer is remembered).
+    partition.append(&sequenced(2, 8, 0, 1)).unwrap();
+    partition.install_epoch(3).unwrap();
+    assert!(matches!(
+        partition.append(&sequenced(1, 7, 3, 1)),
+        Err(StorageError::Sequence(SequenceError::ForgottenResend {
+            producer_id: 7,
+            epoch: 1,
+            current: 3,
+            ..
+        }))
+    ));
+    // A never-granted epoch is unknown, resend or not.
+    assert!(matches!(
+        partition.append(&sequenced(4, 8, 0, 1)),
+        Err(StorageError::Fence(FenceError::UnknownEpoch { .. }))
+    ));
+}
+
+/// A Kafka producer (no lease) whose batch landed before the partition's first grant gets the
+/// batch's offsets when it resends it afterwards; its new batches are refused as leased.
+#[test]
+fn an_unleased_writers_resend_after_the_first_grant_gets_its_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        config(1 << 20, FlushPolicy::Never),
+        &seal_worker(),
+    )
+    .unwrap();
+    let batch = sequenced(0, 7, 0, 1);
+    let append = |bytes: &Bytes| {
+        partition
+            .append_pending_as(WriteCredential::Unleased, bytes)
+            .and_then(|pending| partition.acknowledge(pending))
+    };
+    assert_eq!(append(&batch).unwrap().base_offset, 0);
+    partition.install_epoch(1).unwrap();
+    let resent = append(&batch).unwrap();
+    assert!(resent.duplicate && resent.base_offset == 0);
+    assert!(matches!(
+        append(&sequenced(0, 7, 1, 1)),
+        Err(StorageError::Fence(FenceError::Leased { current: 1 }))
+    ));
+    assert_eq!(values(&partition), ["p7 s0"]);
+}
+
+/// The resend is recognised after a restart too (the producer state is rebuilt from the log and
+/// its snapshot).
+#[test]
+fn an_exact_resend_across_a_newer_lease_is_recognised_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = sequenced(1, 7, 0, 2);
+    {
+        let partition = fresh(dir.path(), config(1 << 20, FlushPolicy::Always));
+        partition.append(&batch).unwrap();
+        partition.install_epoch(2).unwrap();
+    }
+    let partition = Partition::open(
+        "t/0",
+        dir.path(),
+        config(1 << 20, FlushPolicy::Always),
+        &seal_worker(),
+    )
+    .unwrap();
+    let resent = partition.append(&batch).unwrap();
+    assert!(resent.duplicate && resent.base_offset == 0);
+    assert_eq!(values(&partition), ["p7 s0", "p7 s1"]);
 }
 
 /// Fills several small segments with batches of three producers; returns the next sequence of

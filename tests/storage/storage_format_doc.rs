@@ -378,7 +378,7 @@ fn producer_files_are_where_and_what_the_doc_says() {
     }
 
     let mut state = ProducerStates::new(10);
-    state.record(&example_stamp(), 3, 0);
+    state.record(&example_stamp(), 3, 0, 0);
     let encoded = state.encode_snapshot(3);
     let file = std::fs::read(data.path().join("topics/orders/0").join(SNAPSHOT_FILE)).unwrap();
     assert_eq!(

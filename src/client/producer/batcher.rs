@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::batches::{Acknowledgement, ClosedBatch, InFlight, OpenBatch, Reply, Session};
 use super::{Command, ProducerConfig, Shared};
 use crate::batch::{add_sequence, BatchBuilder};
-use crate::client::{Client, ClientError, ProduceAck, ProducerId};
+use crate::client::{Client, ClientError, Outcome, ProduceAck, ProducerId};
 
 /// First pause before resending after a retriable failure; it doubles up to
 /// [`MAX_RETRY_BACKOFF`].
@@ -82,6 +82,9 @@ impl Batcher {
         let mut input_open = true;
         loop {
             if let Some(error) = self.shared.dead.get().cloned() {
+                // Killed from outside the batches' answers (the lease keeper): what is on the
+                // wire may have landed.
+                self.fail_in_flight_unknown(&error);
                 self.fail_everything(&error);
             }
             if self.retry_at.is_some_and(|at| at <= Instant::now()) {
@@ -186,6 +189,7 @@ impl Batcher {
                 bytes,
                 replies: open.replies,
                 give_up_at: Instant::now() + self.config.delivery_timeout,
+                maybe_landed: false,
             });
         }
     }
@@ -234,6 +238,7 @@ impl Batcher {
                 }
             }
             Err(error) if error.is_fencing() => {
+                let error = batch_error(&front.batch, error);
                 self.shared.kill(error.clone());
                 self.in_flight.push_front(front);
                 self.fail_everything(&error);
@@ -251,7 +256,7 @@ impl Batcher {
                 // Behind a failed batch the server refuses the gap: say why, not "out of order".
                 let error = match &self.halted {
                     Some(cause) => halted(cause),
-                    None => error,
+                    None => batch_error(&front.batch, error),
                 };
                 for reply in front.batch.replies {
                     reply.fail(error.clone());
@@ -268,9 +273,15 @@ impl Batcher {
     /// of the queue, in order, to be resent after a backoff (on a new connection if the old one
     /// broke). Those that landed already are answered as duplicates with their offsets.
     fn rewind(&mut self, front: InFlight, error: &ClientError) {
+        // No answer (a broken connection, a timeout): each batch on the wire may have landed.
+        let unanswered = error.outcome() == Outcome::Unknown;
         let mut batches: Vec<ClosedBatch> = std::iter::once(front)
             .chain(self.in_flight.drain(..))
             .map(|in_flight| in_flight.batch)
+            .map(|mut batch| {
+                batch.maybe_landed |= unanswered;
+                batch
+            })
             .collect();
         self.shared
             .batches_resent
@@ -313,7 +324,24 @@ impl Batcher {
         Ok(())
     }
 
-    /// Fails every record not yet acknowledged (in flight, ready, open) with `error`.
+    /// Fails every batch on the wire with [`ClientError::OutcomeUnknown`] caused by `error`: the
+    /// producer stopped for a reason other than their answers, so they may have been appended.
+    fn fail_in_flight_unknown(&mut self, error: &ClientError) {
+        let unknown = ClientError::OutcomeUnknown {
+            cause: Box::new(error.clone()),
+        };
+        for in_flight in self.in_flight.drain(..) {
+            self.done += 1;
+            for reply in in_flight.batch.replies {
+                reply.fail(unknown.clone());
+            }
+        }
+    }
+
+    /// Fails every record not yet acknowledged (in flight, ready, open) with `error`. For the
+    /// batches on the wire that is right only when `error` answered the oldest of them (a
+    /// producer's batches land in sequence order: none behind a batch that was not appended
+    /// was).
     fn fail_everything(&mut self, error: &ClientError) {
         for in_flight in self.in_flight.drain(..) {
             self.done += 1;
@@ -346,6 +374,21 @@ impl Batcher {
                 index += 1;
             }
         }
+    }
+}
+
+/// The error a failed batch's records get: the answer itself, unless an earlier send of the
+/// batch got no answer and this answer does not speak for earlier sends (it came from before
+/// the partition's resend check: not the leader, too few replicas, ...): then the batch may
+/// be in the log, and the outcome is unknown.
+fn batch_error(batch: &ClosedBatch, error: ClientError) -> ClientError {
+    if batch.maybe_landed && error.outcome() == Outcome::NotWritten && !error.covers_earlier_sends()
+    {
+        ClientError::OutcomeUnknown {
+            cause: Box::new(error),
+        }
+    } else {
+        error
     }
 }
 

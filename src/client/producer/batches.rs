@@ -51,6 +51,9 @@ pub(super) struct ClosedBatch {
     pub(super) replies: Vec<Reply>,
     /// After this it is not resent any more.
     pub(super) give_up_at: Instant,
+    /// Whether an earlier send of it may have landed (it got no answer): then a later refusal
+    /// that does not speak for earlier sends leaves its outcome unknown.
+    pub(super) maybe_landed: bool,
 }
 
 pub(super) type Acknowledgement =

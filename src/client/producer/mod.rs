@@ -121,7 +121,14 @@ impl Shared {
 ///   nothing later is appended, until [`resume`](Producer::resume).
 /// * **Fenced, lease lost or expired**: the producer is dead. Every pending and future send
 ///   fails with that error, and [`lost`](Producer::lost) resolves: leader work must stop. To
-///   write again, build a new producer (a new epoch).
+///   write again, build a new producer (a new epoch). A batch on the wire when the producer
+///   stopped for a reason other than its own answer fails with
+///   [`ClientError::OutcomeUnknown`]: it may have landed.
+///
+/// Every failed send says whether its record is in the log ([`SendError::outcome`]: written,
+/// not written, unknown, from one table, `ErrorCode::outcome`); an unknown outcome is never
+/// reported as not written. A batch written under an epoch that was fenced before its answer
+/// came back is answered with its offsets on the resend, and its sends succeed.
 ///
 /// Dropping the producer stops the renewals (the lease then expires after its TTL) but still
 /// sends the records already queued; [`close`](Producer::close) flushes and releases the lease
@@ -407,9 +414,11 @@ impl Producer {
 
     /// After a batch failed for good ([`ClientError::ProducerHalted`] for the sends behind it),
     /// starts a new producer session so that records sent after this call are appended again.
-    /// What failed stays failed: send those records again (the [`SendError`]s hold them) if
-    /// they should still be written. Does nothing if the producer is not halted; fails if it is
-    /// dead.
+    /// What to do with the failed records (the [`SendError`]s hold them) depends on their
+    /// [`outcome`](SendError::outcome): not written, send them again if they should still be
+    /// written; written, they are in the log once; unknown, read the partition first (a resend
+    /// in the new session is a new write). Does nothing if the producer is not halted; fails
+    /// if it is dead.
     pub async fn resume(&self) -> Result<(), ClientError> {
         let (done, resumed) = oneshot::channel();
         self.queue

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use crate::client::ClientError;
+use crate::client::{ClientError, Outcome};
 
 /// A send that failed, with its record given back so the caller can decide what to do with it.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -24,6 +24,13 @@ impl SendError {
             error,
             record: Box::new((key, value)),
         }
+    }
+
+    /// Whether the record is in the log: [`Outcome::NotWritten`] (send it again if it should
+    /// be), [`Outcome::Written`] (it is, once; its offset is no longer known) or
+    /// [`Outcome::Unknown`] (read the partition to find out before sending it again).
+    pub fn outcome(&self) -> Outcome {
+        self.error.outcome()
     }
 
     /// The record's key.

@@ -132,7 +132,9 @@ fn storage_error(error: &StorageError) -> ResponseError {
             SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
             SequenceError::Duplicate { .. } => ResponseError::DuplicateSequenceNumber,
             SequenceError::StaleProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
-            SequenceError::UnknownProducer { .. } => ResponseError::UnknownProducerId,
+            SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
+                ResponseError::UnknownProducerId
+            }
         },
         StorageError::InvalidBatch(_) => ResponseError::CorruptMessage,
         StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,

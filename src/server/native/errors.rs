@@ -135,7 +135,9 @@ fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
             SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequence,
             SequenceError::Duplicate { .. } => ErrorCode::DuplicateSequence,
             SequenceError::StaleProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
-            SequenceError::UnknownProducer { .. } => ErrorCode::UnknownProducer,
+            SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
+                ErrorCode::UnknownProducer
+            }
         }),
         StorageError::InvalidBatch(_) => plain(ErrorCode::InvalidBatch),
         StorageError::BatchTooLarge { .. } => plain(ErrorCode::BatchTooLarge),

@@ -4,6 +4,8 @@
 //! An append comes in two halves so that a connection can pipeline: [`Partition::append_pending`]
 //! fixes the batch's offsets (early epoch answer, validation outside the lock, then the fence's
 //! check and the copy in one critical section) and never waits on a sync;
+//! a batch of a superseded credential goes straight to the fence's lock, where an exact resend
+//! of a batch the log holds is answered with its original offsets and anything else refused;
 //! [`Partition::acknowledge`] then waits, outside every lock, until the flush policy says the
 //! batch is acknowledged. The authoritative epoch check stays inside the fence.
 
@@ -140,13 +142,26 @@ impl Partition {
         // replicated partition answers only staleness early (its never-granted epoch and its
         // lease state are the fence's to judge).
         let current = self.fence.current_epoch();
-        if !self.shared.watermarks.is_replicated() {
+        let early = if !self.shared.watermarks.is_replicated() {
             check_credential_since(credential, current, self.fence.creation_epoch())
-                .map_err(StorageError::Fence)?;
-        } else if let WriteCredential::Epoch(epoch) = credential {
-            if epoch != 0 && epoch < current {
-                return Err(StorageError::Fence(FenceError::Fenced { epoch, current }));
+        } else {
+            match credential {
+                WriteCredential::Epoch(epoch) if epoch != 0 && epoch < current => {
+                    Err(FenceError::Fenced { epoch, current })
+                }
+                _ => Ok(()),
             }
+        };
+        match early {
+            Ok(()) => {}
+            // A superseded writer's batch may be the resend of one written while its
+            // credential was current (the answer was lost): the producer state decides, under
+            // the fence's lock. No other check comes first, so a new batch of a stale holder
+            // is refused as fenced before anything else is looked at.
+            Err(refusal @ (FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
+                return self.answer_superseded(credential, batch_bytes, refusal)
+            }
+            Err(refusal) => return Err(StorageError::Fence(refusal)),
         }
         if batch_bytes.len() > self.batch_limit() {
             return Err(StorageError::BatchTooLarge {
@@ -166,14 +181,51 @@ impl Partition {
             return Err(self.failed_error());
         }
         let stamp = ProducerStamp::parse(batch_bytes);
-        self.fence.append_as(credential, |writer: &mut Writer| {
-            if writer.shared.recovery_point.is_retired() {
-                return Err(StorageError::Deleted {
-                    partition: self.name.clone(),
-                });
-            }
-            writer.append_batch(batch_bytes, &header, stamp)
-        })
+        self.fence.append_or_answer_resend(
+            credential,
+            // Superseded between the early check and the lock.
+            |writer: &Writer, refusal| self.answer_resend(writer, batch_bytes, refusal),
+            |writer: &mut Writer| {
+                if writer.shared.recovery_point.is_retired() {
+                    return Err(StorageError::Deleted {
+                        partition: self.name.clone(),
+                    });
+                }
+                writer.append_batch(batch_bytes, &header, stamp)
+            },
+        )
+    }
+
+    /// A batch whose credential the early check found superseded: answered under the fence's
+    /// lock from the producer state (an exact resend gets its original offsets), never written.
+    fn answer_superseded(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+        refusal: FenceError,
+    ) -> Result<PendingAppend, StorageError> {
+        self.fence.append_or_answer_resend(
+            credential,
+            |writer: &Writer, refusal| self.answer_resend(writer, batch_bytes, refusal),
+            // Supersession is final (epochs never go back; a leased partition stays leased),
+            // so the fence never finds this credential current; if it did, the refusal stands.
+            |_: &mut Writer| Err(StorageError::Fence(refusal)),
+        )
+    }
+
+    /// [`Writer::answer_resend`] on a partition that is not deleted.
+    fn answer_resend(
+        &self,
+        writer: &Writer,
+        batch_bytes: &[u8],
+        refusal: FenceError,
+    ) -> Result<PendingAppend, StorageError> {
+        if writer.shared.recovery_point.is_retired() {
+            return Err(StorageError::Deleted {
+                partition: self.name.clone(),
+            });
+        }
+        writer.answer_resend(batch_bytes, refusal)
     }
 
     /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.

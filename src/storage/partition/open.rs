@@ -233,10 +233,16 @@ pub(super) fn rebuild_producer_states(
             // its offset it would describe another history), nor keep newer ones from being
             // written: remove it, durably, before the partition takes writes.
             discard_snapshot(directory)?;
-            (log_start, ProducerStates::new(max_producers))
+            let mut fresh = ProducerStates::new(max_producers);
+            if log_start > 0 {
+                // Producers whose batches were all before the log start are gone with them.
+                fresh.note_forgotten();
+            }
+            (log_start, fresh)
         }
     };
     if offset < log_start {
+        producers.note_forgotten();
         warn!(
             partition = name,
             snapshot = offset,
@@ -254,6 +260,7 @@ pub(super) fn rebuild_producer_states(
             .find(|damage| (damage.start_offset..damage.end_offset).contains(&offset))
         {
             offset = damage.end_offset;
+            producers.note_forgotten();
             continue;
         }
         let at = segments.partition_point(|segment| segment.base_offset() <= offset);
@@ -264,6 +271,7 @@ pub(super) fn rebuild_producer_states(
             Ok(read) => read,
             Err(error) => {
                 warn!(partition = name, segment = %error.path().display(), %error, "producer-state replay stopped at unreadable data");
+                producers.note_forgotten();
                 break;
             }
         };
@@ -280,7 +288,7 @@ pub(super) fn rebuild_producer_states(
         for bytes in &read {
             let header = BatchHeader::parse(bytes).expect("a read returns whole batches");
             if let Some(stamp) = ProducerStamp::parse(bytes) {
-                producers.record(&stamp, header.record_count, header.base_offset);
+                producers.record(&stamp, header.record_count, header.base_offset, header.crc);
             }
             offset = offset.max(header.next_offset());
             batches += 1;

@@ -201,6 +201,7 @@ impl Partition {
                             stamp,
                             batch.header.record_count,
                             appended.base_offset,
+                            batch.header.crc,
                         );
                     }
                 }

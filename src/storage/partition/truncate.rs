@@ -237,6 +237,7 @@ impl Partition {
                 .save(epochs)
                 .map_err(io_error("write leader-epoch history"))?;
         }
+        let forgotten = writer.producers.may_have_forgotten();
         writer.producers = rebuild_producer_states(
             &self.name,
             &directory,
@@ -245,6 +246,10 @@ impl Partition {
             cut.offset,
             self.config.max_producers,
         )?;
+        if forgotten {
+            // What was forgotten before the cut stays forgotten.
+            writer.producers.note_forgotten();
+        }
         Ok(())
     }
 }

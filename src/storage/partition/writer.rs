@@ -17,9 +17,11 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::super::durable_file::sync_directory;
-use super::super::fence::EpochCheckpoint;
+use super::super::fence::{EpochCheckpoint, FenceError};
 use super::super::leader_epochs::LeaderEpochFile;
-use super::super::producer_state::{write_snapshot_if_newer, ProducerStates, SequenceVerdict};
+use super::super::producer_state::{
+    write_snapshot_if_newer, ProducerStates, ResendVerdict, SequenceError, SequenceVerdict,
+};
 use super::super::seal::{DeferredRoll, SealJob, SealWorker};
 use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::super::{io_error, StorageError};
@@ -70,23 +72,13 @@ impl Writer {
                 last_offset,
             } = self.producers.check(stamp, header.record_count)?
             {
-                return Ok(PendingAppend {
-                    appended: Appended {
-                        base_offset,
-                        last_offset,
-                        log_end_offset: self.active.next_offset(),
-                        duplicate: true,
-                    },
-                    durable_at: last_offset + 1,
-                    batch_bytes: batch_bytes.len() as u64,
-                    truncations: self.shared.truncations.load(Ordering::Acquire),
-                });
+                return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
             }
         }
         let appended = self.append(batch_bytes, header)?;
         if let Some(stamp) = &stamp {
             self.producers
-                .record(stamp, header.record_count, appended.base_offset);
+                .record(stamp, header.record_count, appended.base_offset, header.crc);
         }
         Ok(PendingAppend {
             appended,
@@ -94,6 +86,74 @@ impl Writer {
             batch_bytes: batch_bytes.len() as u64,
             truncations: self.shared.truncations.load(Ordering::Acquire),
         })
+    }
+
+    /// The answer to a batch the fence refused as superseded (see
+    /// `Fence::append_or_answer_resend`): an exact resend of a batch the log holds (same
+    /// producer id, producer epoch, sequence range, CRC and lease epoch) gets its original
+    /// offsets; sequences appended longer ago than remembered get
+    /// [`SequenceError::Duplicate`] (appended, offsets forgotten); a batch whose standing the
+    /// partition cannot tell gets [`SequenceError::ForgottenResend`]; everything else gets
+    /// `refusal`. Reads only: nothing is ever written for a superseded credential. The batch is
+    /// not validated: nothing of it is stored, and its header names the batch its sender meant.
+    pub(super) fn answer_resend(
+        &self,
+        batch_bytes: &[u8],
+        refusal: FenceError,
+    ) -> Result<PendingAppend, StorageError> {
+        let (Some(stamp), Some(header)) = (
+            ProducerStamp::parse(batch_bytes),
+            BatchHeader::parse(batch_bytes),
+        ) else {
+            return Err(refusal.into());
+        };
+        let (epoch, current) = match refusal {
+            FenceError::Fenced { epoch, current } => (epoch, current),
+            FenceError::Leased { current } => (0, current),
+            _ => return Err(refusal.into()),
+        };
+        if header.epoch != epoch {
+            return Err(refusal.into());
+        }
+        match self
+            .producers
+            .check_resend(&stamp, header.record_count, header.crc)
+        {
+            ResendVerdict::Remembered {
+                base_offset,
+                last_offset,
+            } => Ok(self.duplicate(base_offset, last_offset, batch_bytes.len())),
+            ResendVerdict::AppendedLongAgo { expected } => Err(SequenceError::Duplicate {
+                producer_id: stamp.producer_id,
+                got: stamp.base_sequence,
+                expected,
+            }
+            .into()),
+            ResendVerdict::NotAppended => Err(refusal.into()),
+            ResendVerdict::Unknowable => Err(SequenceError::ForgottenResend {
+                producer_id: stamp.producer_id,
+                producer_epoch: stamp.producer_epoch,
+                epoch,
+                current,
+            }
+            .into()),
+        }
+    }
+
+    /// The answer to a retry of the batch appended at `base_offset..=last_offset`: its offsets,
+    /// nothing written; acknowledged once the original batch is.
+    fn duplicate(&self, base_offset: u64, last_offset: u64, batch_bytes: usize) -> PendingAppend {
+        PendingAppend {
+            appended: Appended {
+                base_offset,
+                last_offset,
+                log_end_offset: self.active.next_offset(),
+                duplicate: true,
+            },
+            durable_at: last_offset + 1,
+            batch_bytes: batch_bytes as u64,
+            truncations: self.shared.truncations.load(Ordering::Acquire),
+        }
     }
 
     /// Writes the producer-state snapshot as of the log end (at close, when everything is

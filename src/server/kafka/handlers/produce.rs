@@ -7,7 +7,17 @@
 //!   That is accepted only on a partition that has never granted a lease; on a leased partition
 //!   the fence refuses it before any other check, and the producer gets
 //!   `INVALID_PRODUCER_EPOCH` (non-retriable) with a message naming the lease's epoch. Nothing
-//!   of the request's batches for that partition lands.
+//!   of the request's batches for that partition lands. The one exception writes nothing
+//!   either: an idempotent producer's retry of a batch it wrote before the first grant (its
+//!   answer was lost) is answered with the batch's original offsets, as on an unleased
+//!   partition (the conversion to fencelog batches is deterministic, so the retry's batches
+//!   match the stored ones byte for byte, CRC included).
+//! - **Outcomes.** Each storage answer keeps its class (written, not written, unknown; see
+//!   `ErrorCode::outcome`) in the Kafka code it becomes: fenced is `INVALID_PRODUCER_EPOCH` (not
+//!   written), a batch appended too long ago `DUPLICATE_SEQUENCE_NUMBER` (written), a forgotten
+//!   producer `UNKNOWN_PRODUCER_ID` and a commit not replicated in time
+//!   `NOT_ENOUGH_REPLICAS_AFTER_APPEND` or `REQUEST_TIMED_OUT` (unknown: Kafka clients retry
+//!   those, and the retry is answered from the producer state).
 //! - **Idempotence.** An idempotent producer's batches (producer id >= 0) become magic-3
 //!   batches: the partition's producer state dedupes retries (answered with the first offsets)
 //!   and refuses gaps (`OUT_OF_ORDER_SEQUENCE_NUMBER`), stale producer epochs
