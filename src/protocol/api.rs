@@ -12,6 +12,7 @@ pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod alter_topic_config;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod authenticate;
+pub(in crate::protocol) mod create_partitions;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod delete_topic;
 pub(in crate::protocol) mod fetch;
@@ -67,12 +68,14 @@ pub enum ApiKey {
     LeaderEpochEnd = 16,
     /// Change a topic's live settings (segment size, retention).
     AlterTopicConfig = 17,
+    /// Grow a topic to a partition count (partitions are only ever added).
+    CreatePartitions = 18,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 18] = [
+    pub const ALL: [ApiKey; 19] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -91,6 +94,7 @@ impl ApiKey {
         ApiKey::ReplicaFetch,
         ApiKey::LeaderEpochEnd,
         ApiKey::AlterTopicConfig,
+        ApiKey::CreatePartitions,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -124,6 +128,7 @@ impl ApiKey {
             ApiKey::ReplicaFetch => "ReplicaFetch",
             ApiKey::LeaderEpochEnd => "LeaderEpochEnd",
             ApiKey::AlterTopicConfig => "AlterTopicConfig",
+            ApiKey::CreatePartitions => "CreatePartitions",
         }
     }
 
@@ -207,7 +212,8 @@ mod tests {
         assert_eq!(ApiKey::ReplicaFetch.as_u16(), 15);
         assert_eq!(ApiKey::LeaderEpochEnd.as_u16(), 16);
         assert_eq!(ApiKey::AlterTopicConfig.as_u16(), 17);
-        assert_eq!(ApiKey::from_u16(18), None);
+        assert_eq!(ApiKey::CreatePartitions.as_u16(), 18);
+        assert_eq!(ApiKey::from_u16(19), None);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

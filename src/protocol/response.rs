@@ -7,9 +7,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_topic,
-    fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit, offset_fetch,
-    produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_partitions, create_topic,
+    delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -35,6 +35,12 @@ pub enum Response {
     AlterTopicConfig {
         /// Its settings now.
         config: crate::domain::TopicConfig,
+    },
+    /// The topic's partition count after the grow (with `validate_only`: the count it would
+    /// have).
+    CreatePartitions {
+        /// Its partitions now.
+        partition_count: u32,
     },
     /// Topic descriptions.
     Metadata {
@@ -149,6 +155,7 @@ impl Response {
             Response::CreateTopic => ApiKey::CreateTopic,
             Response::DeleteTopic => ApiKey::DeleteTopic,
             Response::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
+            Response::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Response::Metadata { .. } => ApiKey::Metadata,
             Response::AcquireLease { .. } => ApiKey::AcquireLease,
             Response::RenewLease { .. } => ApiKey::RenewLease,
@@ -173,6 +180,7 @@ impl Response {
             Response::CreateTopic => create_topic::response_body_len(),
             Response::DeleteTopic => delete_topic::response_body_len(),
             Response::AlterTopicConfig { .. } => alter_topic_config::response_body_len(),
+            Response::CreatePartitions { .. } => create_partitions::response_body_len(),
             Response::Metadata { topics, cluster } => {
                 metadata::response_body_len(topics, cluster.as_ref())
             }
@@ -207,6 +215,9 @@ impl Response {
             Response::DeleteTopic => delete_topic::encode_response(dst),
             Response::AlterTopicConfig { config } => {
                 alter_topic_config::encode_response(dst, config)
+            }
+            Response::CreatePartitions { partition_count } => {
+                create_partitions::encode_response(dst, *partition_count)
             }
             Response::Metadata { topics, cluster } => {
                 metadata::encode_response(dst, topics, cluster.as_ref())
@@ -275,6 +286,7 @@ impl Response {
             ApiKey::CreateTopic => create_topic::decode_response(r),
             ApiKey::DeleteTopic => delete_topic::decode_response(r),
             ApiKey::AlterTopicConfig => alter_topic_config::decode_response(r),
+            ApiKey::CreatePartitions => create_partitions::decode_response(r),
             ApiKey::Metadata => metadata::decode_response(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),
             ApiKey::RenewLease => renew_lease::decode_response(r),

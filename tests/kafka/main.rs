@@ -18,5 +18,6 @@ mod kafka_fuzz_inputs;
 mod kafka_group_scenarios;
 mod kafka_groups;
 mod kafka_kcat;
+mod kafka_partitions;
 mod kafka_protocol;
 mod kafka_records;

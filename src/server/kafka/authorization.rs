@@ -16,6 +16,8 @@
 //!   resource in their handlers: describing a topic needs some operation on it, altering it
 //!   `admin` on it (`TOPIC_AUTHORIZATION_FAILED`); a broker resource needs `admin` somewhere
 //!   (`CLUSTER_AUTHORIZATION_FAILED`). The other resources of the request still run.
+//!   CreatePartitions likewise, per topic in its handler: growing a topic needs `admin` on it
+//!   (Kafka's ALTER).
 //! - Metadata of all topics leaves out the topics the principal may not see (no operation on
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
@@ -356,6 +358,7 @@ pub fn refuse(
         | RequestBody::DescribeConfigs(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
+        | RequestBody::CreatePartitions(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => return None,
     };
@@ -385,6 +388,7 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         | RequestBody::DescribeConfigs(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
+        | RequestBody::CreatePartitions(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => Ok(()),
         RequestBody::Produce(request) => each(

@@ -20,13 +20,13 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -105,6 +105,8 @@ pub enum RequestBody {
     AlterConfigs(AlterConfigsRequest),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// CreatePartitions (37).
+    CreatePartitions(CreatePartitionsRequest),
 }
 
 impl RequestBody {
@@ -176,6 +178,9 @@ impl RequestBody {
             ApiKey::IncrementalAlterConfigs => {
                 IncrementalAlterConfigsRequest::decode(frame, version)
                     .map(Self::IncrementalAlterConfigs)
+            }
+            ApiKey::CreatePartitions => {
+                CreatePartitionsRequest::decode(frame, version).map(Self::CreatePartitions)
             }
             _ => return None,
         };

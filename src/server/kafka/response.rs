@@ -4,13 +4,14 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreateTopicsResponse, DeleteGroupsResponse,
-    DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+    AlterConfigsResponse, ApiKey, ApiVersionsResponse, CreatePartitionsResponse,
+    CreateTopicsResponse, DeleteGroupsResponse, DeleteTopicsResponse, DescribeClusterResponse,
+    DescribeConfigsResponse, DescribeGroupsResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse,
+    MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
+    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
+    SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -88,6 +89,8 @@ pub enum ResponseBody {
     AlterConfigs(AlterConfigsResponse),
     /// IncrementalAlterConfigs (44).
     IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// CreatePartitions (37).
+    CreatePartitions(CreatePartitionsResponse),
 }
 
 impl ResponseBody {
@@ -120,6 +123,7 @@ impl ResponseBody {
             Self::DescribeConfigs(body) => body.encode(out, version),
             Self::AlterConfigs(body) => body.encode(out, version),
             Self::IncrementalAlterConfigs(body) => body.encode(out, version),
+            Self::CreatePartitions(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

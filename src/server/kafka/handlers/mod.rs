@@ -10,6 +10,7 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -209,6 +210,19 @@ pub fn start(
         RequestBody::IncrementalAlterConfigs(body) => Started {
             response: Some(
                 alter_configs::handle_incremental(
+                    Arc::clone(service),
+                    access,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::CreatePartitions(body) => Started {
+            response: Some(
+                create_partitions::handle(
                     Arc::clone(service),
                     access,
                     correlation_id,
