@@ -13,7 +13,7 @@
 //!   writes them all). The message says which.
 //! - `UNKNOWN_TOPIC_OR_PARTITION` (3): no such topic. `INVALID_REQUEST` (42): explicit replica
 //!   `assignments` (fencelog places replicas itself, as CreateTopics refuses them; the message
-//!   says so), and a topic named more than once in the request (one result for the name, as
+//!   says so; a null or empty array is no assignment), and a topic named more than once in the request (one result for the name, as
 //!   Kafka answers "Duplicate topic in request").
 //! - Needs `admin` on the topic (Kafka's ALTER), else `TOPIC_AUTHORIZATION_FAILED` (29) for it;
 //!   the other topics of the request still run, as Kafka does.
@@ -99,7 +99,12 @@ async fn grow(
             BrokerError::UnknownTopic(name.to_owned()).to_string(),
         ));
     }
-    if topic.assignments.is_some() {
+    // Null is what clients send without assignments; an empty array asks for nothing either.
+    if topic
+        .assignments
+        .as_ref()
+        .is_some_and(|assignments| !assignments.is_empty())
+    {
         return Err((
             ResponseError::InvalidRequest,
             "explicit replica assignments are not supported: fencelog places the new \
