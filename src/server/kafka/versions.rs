@@ -125,14 +125,14 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 2,
     },
     SupportedApi {
-        key: ApiKey::CreatePartitions,
-        min_version: 0,
-        max_version: 3,
-    },
-    SupportedApi {
         key: ApiKey::SaslAuthenticate,
         min_version: 0,
         max_version: 2,
+    },
+    SupportedApi {
+        key: ApiKey::CreatePartitions,
+        min_version: 0,
+        max_version: 3,
     },
     SupportedApi {
         key: ApiKey::DeleteGroups,

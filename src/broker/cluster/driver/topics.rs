@@ -129,6 +129,13 @@ impl ClusterDriver {
                 Err(MetaError::Placement(error)) => {
                     return Err(BrokerError::InvalidConfig(error.to_string()))
                 }
+                Err(MetaError::Unavailable { endpoints, reason }) => {
+                    grown = Some(
+                        self.resolve_lost_grow(name, partitions, endpoints, reason)
+                            .await?,
+                    );
+                    break;
+                }
                 Err(error) => return Err(ClusterError::Meta(error).into()),
             }
         }
@@ -164,7 +171,42 @@ impl ClusterDriver {
         {
             warn!(topic = %name, "partitions added, but not every new partition had elected a leader in time");
         }
-        Ok(partitions)
+        Ok(grown.partition_count)
+    }
+
+    /// etcd did not answer during a grow: its transaction may or may not have been applied.
+    /// Reads the topic back: at least `partitions` partitions means grown (by this request or a
+    /// concurrent one), and the record is returned; fewer, or unreadable, is an error that says
+    /// the outcome is unknown and how to find out (never "failed": a client that retried a grow
+    /// that was applied would be refused, one that gave up on it would miss it).
+    async fn resolve_lost_grow(
+        &self,
+        name: &str,
+        partitions: u32,
+        endpoints: String,
+        reason: String,
+    ) -> Result<TopicRecord, BrokerError> {
+        match self.store.topics().await {
+            Ok(topics) => match topics.into_iter().find(|topic| topic.name == name) {
+                Some(record) if record.partition_count >= partitions => Ok(record),
+                Some(record) => Err(ClusterError::OutcomeUnknown(format!(
+                    "adding partitions to topic {name}: etcd ({endpoints}) did not answer \
+                     ({reason}); the topic has {} partitions as read just after, but the request \
+                     may yet be applied: run `fencelog topic describe {name}` and grow it again \
+                     if it still has fewer than {partitions}",
+                    record.partition_count
+                ))
+                .into()),
+                None => Err(BrokerError::UnknownTopic(name.to_string())),
+            },
+            Err(read_error) => Err(ClusterError::OutcomeUnknown(format!(
+                "adding partitions to topic {name}: etcd ({endpoints}) did not answer ({reason}) \
+                 and the topic could not be read back ({read_error}): it may or may not have \
+                 {partitions} partitions; once etcd is reachable run `fencelog topic describe \
+                 {name}` and grow it again if it has fewer"
+            ))
+            .into()),
+        }
     }
 
     /// Changes a cluster topic's config: `change` computes it from the record's config, which is
