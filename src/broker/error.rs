@@ -39,6 +39,10 @@ pub enum BrokerError {
     /// A topic of that name exists.
     #[error("topic {0:?} already exists")]
     TopicExists(String),
+    /// A partition count a topic cannot grow to (not above its current count, or above the
+    /// limit): Kafka's `INVALID_PARTITIONS`.
+    #[error("invalid partition count: {0}")]
+    InvalidPartitions(String),
     /// Bad topic name or settings.
     #[error("invalid topic config: {0}")]
     InvalidConfig(String),

@@ -219,6 +219,29 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     }
 }
 
+/// Checks that topic `topic` may grow from `current` to `requested` partitions (the new total):
+/// partitions only ever grow (a partition's records cannot move elsewhere, and keyed producers
+/// count on the partition of a key), up to `max` (the broker's or the cluster's limit).
+pub fn check_partition_growth(
+    topic: &str,
+    current: u32,
+    requested: u32,
+    max: u32,
+) -> Result<(), BrokerError> {
+    if requested <= current {
+        return Err(BrokerError::InvalidPartitions(format!(
+            "topic {topic:?} has {current} partitions and would have {requested}: partitions \
+             can only be added, so ask for a total above {current}"
+        )));
+    }
+    if requested > max {
+        return Err(BrokerError::InvalidPartitions(format!(
+            "topic {topic:?} would have {requested} partitions; a topic has at most {max} here"
+        )));
+    }
+    Ok(())
+}
+
 /// The partitions of topic `name` to open.
 fn open_jobs(
     topics_dir: &Path,
@@ -504,7 +527,7 @@ impl Broker {
             .expect("epoch floors lock poisoned")
             .floor(name);
         if floor > 0 {
-            Self::record_creation_epochs(&topic_dir, partitions, floor)?;
+            Self::record_creation_epochs(&topic_dir, 0..partitions, floor)?;
         }
         let topic = Self::open_topic(&topics_dir, name, partitions, config, &self.seal_worker)?;
         let file = TopicFile::new(partitions, &config).to_json();
@@ -518,6 +541,66 @@ impl Broker {
             .insert(name.to_string(), Arc::clone(&topic));
         info!(topic = name, partitions, ?config, "created topic");
         Ok(topic)
+    }
+
+    /// Grows topic `name` to `partitions` partitions (the new total, as Kafka's
+    /// CreatePartitions counts), durably, and serves the new ones at once. Partitions only ever
+    /// grow: a count not above the current one, or above [`MAX_PARTITIONS_PER_TOPIC`], is
+    /// [`BrokerError::InvalidPartitions`]; nothing changes then.
+    ///
+    /// In order, under the lock that serializes topic changes: the new partitions' directories
+    /// are created (with the name's creation epoch above its fence floor, as for a new topic:
+    /// [`Broker::record_creation_epochs`]) and opened; then `topic.json` records the new count
+    /// (temporary file, fsync, rename, directory fsync); then metadata lists them. Why this
+    /// order: a crash before the rename leaves `topic.json` at the old count, and the topic
+    /// opens as it was (the empty new directories are ignored, and reused by the next grow);
+    /// after it, the topic opens with every partition (a directory that is missing is
+    /// created by the open). No record was ever served from a new directory before the file
+    /// named it, so nothing acknowledged can be lost either way.
+    pub fn add_partitions(&self, name: &str, partitions: u32) -> Result<Arc<Topic>, BrokerError> {
+        validate_topic_name(name)?;
+        let _serialized = self.create_lock.lock().expect("create lock poisoned");
+        let topic = self.topic(name)?;
+        let current = u32::try_from(topic.partitions.len()).expect("partition counts fit u32");
+        check_partition_growth(name, current, partitions, MAX_PARTITIONS_PER_TOPIC)?;
+        let topics_dir = self.data_dir.join("topics");
+        let topic_dir = topics_dir.join(name);
+        let floor = self
+            .epoch_floors
+            .lock()
+            .expect("epoch floors lock poisoned")
+            .floor(name);
+        if floor > 0 {
+            Self::record_creation_epochs(&topic_dir, current..partitions, floor)?;
+        }
+        let jobs: Vec<_> = open_jobs(&topics_dir, name, partitions, &topic.config)
+            .into_iter()
+            .skip(current as usize)
+            .collect();
+        let added = partition_opener::open_all(&jobs, &self.seal_worker)
+            .into_iter()
+            .map(|opened| opened.map(|(partition, _)| PartitionSlot::Open(partition)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let file = TopicFile::new(partitions, &topic.config).to_json();
+        write_durably(&topic_dir, TOPIC_FILE, &file).map_err(io_error("write topic.json"))?;
+        let mut slots = topic.partitions.clone();
+        slots.extend(added);
+        let grown = Arc::new(Topic {
+            name: name.to_string(),
+            config: topic.config,
+            partitions: slots,
+        });
+        self.topics
+            .write()
+            .expect("topics lock poisoned")
+            .insert(name.to_string(), Arc::clone(&grown));
+        info!(
+            topic = name,
+            from = current,
+            to = partitions,
+            "added partitions"
+        );
+        Ok(grown)
     }
 
     /// Changes the settings of an existing topic that can change while it is open: segment size
@@ -581,7 +664,7 @@ impl Broker {
     /// fenced and the first grant is above all of them.
     fn record_creation_epochs(
         topic_dir: &Path,
-        partitions: u32,
+        partitions: std::ops::Range<u32>,
         floor: u64,
     ) -> Result<(), BrokerError> {
         let creation_epoch = floor.checked_add(1).ok_or_else(|| {
@@ -589,7 +672,7 @@ impl Broker {
                 "the deleted topic of this name used up every epoch ({floor})"
             ))
         })?;
-        for index in 0..partitions {
+        for index in partitions {
             let directory = topic_dir.join(index.to_string());
             fs::create_dir_all(&directory).map_err(io_error("create partition directory"))?;
             crate::storage::fence::EpochCheckpoint::load(&directory)

@@ -938,6 +938,49 @@ impl BrokerService {
             .map(|topic| *topic.config())
     }
 
+    /// Grows topic `name` to `partitions` partitions (the new total, as Kafka's CreatePartitions
+    /// and `fencelog topic add-partitions --count` count) and returns the count it has after.
+    /// Standalone: the new partitions are created and opened, then `topic.json` records the
+    /// count durably ([`Broker::add_partitions`]), and metadata lists them before this returns.
+    /// In a cluster: one transaction of the metadata store adds the new partitions' states
+    /// (placed over the live brokers) and the new count to the topic record, compared against
+    /// the record as read; every broker's driver then creates its replicas of them, and this
+    /// waits (up to `topic_ready_wait`) until each new partition has an elected leader.
+    ///
+    /// A count not above the current one, or above the mode's limit ([`MAX_PARTITIONS_PER_TOPIC`]
+    /// standalone, [`crate::cluster::meta::CLUSTER_PARTITIONS_PER_TOPIC_MAX`] in a cluster), is
+    /// [`BrokerError::InvalidPartitions`]. `validate_only` checks and changes nothing.
+    ///
+    /// [`MAX_PARTITIONS_PER_TOPIC`]: super::MAX_PARTITIONS_PER_TOPIC
+    pub async fn create_partitions(
+        &self,
+        name: String,
+        partitions: u32,
+        validate_only: bool,
+    ) -> Result<u32, BrokerError> {
+        self.refuse_internal(&name, "grown")?;
+        if let ReplicaManager::Clustered(driver) = self.replica_manager() {
+            return driver
+                .create_partitions(&name, partitions, validate_only)
+                .await;
+        }
+        let topic = self.broker.topic(&name)?;
+        if validate_only {
+            let current = u32::try_from(topic.partitions().len()).unwrap_or(u32::MAX);
+            super::check_partition_growth(
+                &name,
+                current,
+                partitions,
+                super::MAX_PARTITIONS_PER_TOPIC,
+            )?;
+            return Ok(partitions);
+        }
+        let broker = Arc::clone(&self.broker);
+        blocking(move || broker.add_partitions(&name, partitions))
+            .await
+            .map(|topic| u32::try_from(topic.partitions().len()).unwrap_or(u32::MAX))
+    }
+
     /// Deletes a topic (see [`Broker::delete_topic`]): once this returns `Ok` the deletion and the
     /// name's fence floor are durable, the topic is no longer served (metadata, produce, fetch
     /// and leases answer UNKNOWN_TOPIC), its leases and committed offsets are forgotten. Its

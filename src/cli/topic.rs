@@ -1,5 +1,6 @@
-//! `fencelog topic create|list|describe|alter|delete|delete-records`: create topics, show and
-//! change their configuration, delete them or the records at their start.
+//! `fencelog topic create|list|describe|alter|add-partitions|delete|delete-records`: create
+//! topics, show and change their configuration, add partitions, delete them or the records at
+//! their start.
 
 use std::time::Duration;
 
@@ -58,6 +59,26 @@ pub enum TopicCommand {
     /// Prints the topic's settings after the change, as `topic describe` does (with --json:
     /// the object `topic list` prints).
     Alter(AlterArgs),
+    /// Grow a topic to --count partitions in all (the new total, like Kafka's --partitions;
+    /// partitions are only ever added). Durable; in a cluster on every broker, each new
+    /// partition with an elected leader when this returns.
+    ///
+    /// Prints the topic's new partition count (with --json: the object `topic list` prints).
+    /// Exit status 1 when the count is not above the current one, or above the limit.
+    AddPartitions(AddPartitionsArgs),
+}
+
+/// Arguments of `fencelog topic add-partitions`.
+#[derive(Debug, Args)]
+pub struct AddPartitionsArgs {
+    /// Name of the topic to grow.
+    pub name: String,
+    /// The partition count wanted in all, above the current one.
+    #[arg(long, value_name = "N")]
+    pub count: u32,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
 }
 
 /// Arguments of `fencelog topic alter`.
@@ -246,6 +267,7 @@ pub fn run(args: TopicArgs) -> Result<(), CliError> {
         TopicCommand::DeleteRecords(args) => common::block_on(delete_records(args)),
         TopicCommand::Describe(args) => common::block_on(describe(args)),
         TopicCommand::Alter(args) => common::block_on(alter(args)),
+        TopicCommand::AddPartitions(args) => common::block_on(add_partitions(args)),
     }
 }
 
@@ -278,6 +300,25 @@ async fn alter(args: AlterArgs) -> Result<(), Failure> {
     for line in kafka_named(&config) {
         out.line(line)?;
     }
+    out.flush()
+}
+
+async fn add_partitions(args: AddPartitionsArgs) -> Result<(), Failure> {
+    let client = common::connect(&args.client).await?;
+    let partitions = client.create_partitions(&args.name, args.count).await?;
+    let topics = client.metadata(&[args.name.as_str()]).await?;
+    let config = topics
+        .first()
+        .map_or_else(TopicConfig::default, |topic| topic.config);
+    let mut out = Output::new(args.client.json);
+    if out.json() {
+        out.emit(&TopicJson::new(&args.name, partitions, &config), "")?;
+        return out.flush();
+    }
+    out.line(format!(
+        "topic {} now has {partitions} partitions",
+        args.name
+    ))?;
     out.flush()
 }
 

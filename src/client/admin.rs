@@ -131,6 +131,27 @@ impl Client {
         expect_response!(response, Response::AlterTopicConfig { config } => config)
     }
 
+    /// Grows a topic to `partition_count` partitions (the new total; `CreatePartitions`),
+    /// durably (in a cluster on every broker, each new partition with an elected leader), and
+    /// returns its count after. A count not above the current one, or above the server's limit,
+    /// fails with `INVALID_CONFIG` naming it. Not repeated after a lost connection (a repeat
+    /// would be refused for the count the first attempt reached): check with
+    /// [`metadata`](Self::metadata) instead.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        partition_count: u32,
+    ) -> Result<u32, ClientError> {
+        let response = self
+            .call(Request::CreatePartitions {
+                name: name.to_owned(),
+                partition_count,
+                validate_only: false,
+            })
+            .await?;
+        expect_response!(response, Response::CreatePartitions { partition_count } => partition_count)
+    }
+
     /// Describes the named topics, in the order asked; an empty list means all topics (sorted
     /// by name). Fails with `UNKNOWN_TOPIC` if any named topic does not exist.
     pub async fn metadata<S: AsRef<str>>(

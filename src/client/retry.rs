@@ -52,6 +52,9 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::DeleteRecords
         | ApiKey::AcquireLease
         | ApiKey::Produce => false,
+        // A second attempt after the first grew the topic would answer INVALID_CONFIG (the
+        // count is no longer above the current one), hiding the success.
+        ApiKey::CreatePartitions => false,
         // An exchange belongs to its connection: on a new one it must start over.
         ApiKey::AuthenticateStart | ApiKey::AuthenticateContinue => false,
     }

@@ -12,6 +12,7 @@ pub(in crate::protocol) mod acquire_lease;
 pub(in crate::protocol) mod alter_topic_config;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod authenticate;
+pub(in crate::protocol) mod create_partitions;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod delete_records;
 pub(in crate::protocol) mod delete_topic;
@@ -68,6 +69,8 @@ pub enum ApiKey {
     LeaderEpochEnd = 16,
     /// Change a topic's live settings (segment size, retention).
     AlterTopicConfig = 17,
+    /// Grow a topic to a partition count (partitions are only ever added).
+    CreatePartitions = 18,
     /// Delete a partition's records below an offset (move its log start).
     DeleteRecords = 19,
 }
@@ -75,7 +78,7 @@ pub enum ApiKey {
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 19] = [
+    pub const ALL: [ApiKey; 20] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -94,6 +97,7 @@ impl ApiKey {
         ApiKey::ReplicaFetch,
         ApiKey::LeaderEpochEnd,
         ApiKey::AlterTopicConfig,
+        ApiKey::CreatePartitions,
         ApiKey::DeleteRecords,
     ];
 
@@ -128,6 +132,7 @@ impl ApiKey {
             ApiKey::ReplicaFetch => "ReplicaFetch",
             ApiKey::LeaderEpochEnd => "LeaderEpochEnd",
             ApiKey::AlterTopicConfig => "AlterTopicConfig",
+            ApiKey::CreatePartitions => "CreatePartitions",
             ApiKey::DeleteRecords => "DeleteRecords",
         }
     }
@@ -212,6 +217,7 @@ mod tests {
         assert_eq!(ApiKey::ReplicaFetch.as_u16(), 15);
         assert_eq!(ApiKey::LeaderEpochEnd.as_u16(), 16);
         assert_eq!(ApiKey::AlterTopicConfig.as_u16(), 17);
+        assert_eq!(ApiKey::CreatePartitions.as_u16(), 18);
         assert_eq!(ApiKey::DeleteRecords.as_u16(), 19);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());

@@ -6,9 +6,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_records,
-    delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit,
-    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_partitions, create_topic,
+    delete_records, delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication};
@@ -38,6 +38,15 @@ pub enum Request {
         name: String,
         /// What to change.
         change: TopicConfigChange,
+    },
+    /// Grow a topic to a partition count (the new total).
+    CreatePartitions {
+        /// Topic name.
+        name: String,
+        /// The partition count wanted, above the current one.
+        partition_count: u32,
+        /// Only check; change nothing.
+        validate_only: bool,
     },
     /// Delete a partition's records below an offset.
     DeleteRecords {
@@ -180,6 +189,7 @@ impl Request {
             Request::DeleteTopic { .. } => ApiKey::DeleteTopic,
             Request::DeleteRecords { .. } => ApiKey::DeleteRecords,
             Request::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
+            Request::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Request::Metadata { .. } => ApiKey::Metadata,
             Request::AcquireLease { .. } => ApiKey::AcquireLease,
             Request::RenewLease { .. } => ApiKey::RenewLease,
@@ -219,6 +229,7 @@ impl Request {
             Request::DeleteTopic { name } => delete_topic::request_body_len(name),
             Request::DeleteRecords { topic, .. } => delete_records::request_body_len(topic),
             Request::AlterTopicConfig { name, .. } => alter_topic_config::request_body_len(name),
+            Request::CreatePartitions { name, .. } => create_partitions::request_body_len(name),
             Request::Metadata { topics, .. } => metadata::request_body_len(topics),
             Request::AcquireLease { topic, holder, .. } => {
                 acquire_lease::request_body_len(topic, holder)
@@ -272,6 +283,11 @@ impl Request {
             Request::AlterTopicConfig { name, change } => {
                 alter_topic_config::encode_request(dst, name, change)
             }
+            Request::CreatePartitions {
+                name,
+                partition_count,
+                validate_only,
+            } => create_partitions::encode_request(dst, name, *partition_count, *validate_only),
             Request::Metadata { topics, .. } => metadata::encode_request(dst, topics),
             Request::AcquireLease {
                 topic,
@@ -346,6 +362,7 @@ impl Request {
             ApiKey::DeleteTopic => delete_topic::decode_request(r),
             ApiKey::DeleteRecords => delete_records::decode_request(r),
             ApiKey::AlterTopicConfig => alter_topic_config::decode_request(r),
+            ApiKey::CreatePartitions => create_partitions::decode_request(r),
             ApiKey::Metadata => metadata::decode_request(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_request(r),
             ApiKey::RenewLease => renew_lease::decode_request(r),

@@ -7,9 +7,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_topic, delete_records,
-    delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets, metadata, offset_commit,
-    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, alter_topic_config, api_versions, authenticate, create_partitions, create_topic,
+    delete_records, delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets,
+    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -40,6 +40,12 @@ pub enum Response {
     AlterTopicConfig {
         /// Its settings now.
         config: crate::domain::TopicConfig,
+    },
+    /// The topic's partition count after the grow (with `validate_only`: the count it would
+    /// have).
+    CreatePartitions {
+        /// Its partitions now.
+        partition_count: u32,
     },
     /// Topic descriptions.
     Metadata {
@@ -155,6 +161,7 @@ impl Response {
             Response::DeleteTopic => ApiKey::DeleteTopic,
             Response::DeleteRecords { .. } => ApiKey::DeleteRecords,
             Response::AlterTopicConfig { .. } => ApiKey::AlterTopicConfig,
+            Response::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Response::Metadata { .. } => ApiKey::Metadata,
             Response::AcquireLease { .. } => ApiKey::AcquireLease,
             Response::RenewLease { .. } => ApiKey::RenewLease,
@@ -180,6 +187,7 @@ impl Response {
             Response::DeleteTopic => delete_topic::response_body_len(),
             Response::DeleteRecords { .. } => delete_records::response_body_len(),
             Response::AlterTopicConfig { .. } => alter_topic_config::response_body_len(),
+            Response::CreatePartitions { .. } => create_partitions::response_body_len(),
             Response::Metadata { topics, cluster } => {
                 metadata::response_body_len(topics, cluster.as_ref())
             }
@@ -217,6 +225,9 @@ impl Response {
             }
             Response::AlterTopicConfig { config } => {
                 alter_topic_config::encode_response(dst, config)
+            }
+            Response::CreatePartitions { partition_count } => {
+                create_partitions::encode_response(dst, *partition_count)
             }
             Response::Metadata { topics, cluster } => {
                 metadata::encode_response(dst, topics, cluster.as_ref())
@@ -286,6 +297,7 @@ impl Response {
             ApiKey::DeleteTopic => delete_topic::decode_response(r),
             ApiKey::DeleteRecords => delete_records::decode_response(r),
             ApiKey::AlterTopicConfig => alter_topic_config::decode_response(r),
+            ApiKey::CreatePartitions => create_partitions::decode_response(r),
             ApiKey::Metadata => metadata::decode_response(r, version),
             ApiKey::AcquireLease => acquire_lease::decode_response(r),
             ApiKey::RenewLease => renew_lease::decode_response(r),

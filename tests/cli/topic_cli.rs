@@ -296,3 +296,59 @@ fn topic_delete_records_moves_the_low_watermark_and_prints_it() {
     let not_a_number = delete("five", false);
     assert_ne!(not_a_number.status.code(), Some(0));
 }
+
+#[test]
+fn topic_add_partitions_grows_a_topic_to_the_count_given() {
+    // Proves: `topic add-partitions NAME --count N` grows a served topic to N partitions in all
+    // (printing the new count; with --json the object `topic list` prints), `describe` shows
+    // them, and the same count or a smaller one fails with exit status 1 and a message that
+    // says partitions are only added.
+    let (server, _runtime) = start_server_on_own_runtime();
+    let addr = server.addr().to_string();
+    let created = run(
+        &["topic", "create", "events", "--partitions", "3"],
+        Some(&addr),
+    );
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let grown = run(
+        &["topic", "add-partitions", "events", "--count", "6"],
+        Some(&addr),
+    );
+    assert_eq!(grown.status.code(), Some(0), "{}", stderr(&grown));
+    assert_eq!(stdout(&grown), "topic events now has 6 partitions\n");
+    let described = run(&["topic", "describe", "events", "--json"], Some(&addr));
+    let json: Value = serde_json::from_str(stdout(&described).trim()).unwrap();
+    assert_eq!(json["partitions"], 6);
+    let again = run(
+        &[
+            "topic",
+            "add-partitions",
+            "events",
+            "--count",
+            "8",
+            "--json",
+        ],
+        Some(&addr),
+    );
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let json: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
+    assert_eq!(json["name"], "events");
+    assert_eq!(json["partitions"], 8);
+    assert_eq!(json["flush"], "always");
+    for refused in ["8", "4"] {
+        let output = run(
+            &["topic", "add-partitions", "events", "--count", refused],
+            Some(&addr),
+        );
+        assert_eq!(output.status.code(), Some(1), "{refused}");
+        assert!(
+            stderr(&output).contains("can only be added"),
+            "{refused}: {}",
+            stderr(&output)
+        );
+    }
+    assert_eq!(
+        server.broker().topic("events").unwrap().partitions().len(),
+        8
+    );
+}

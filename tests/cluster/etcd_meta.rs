@@ -535,6 +535,72 @@ async fn alter_topic_config_is_a_compare_and_swap(backend: &Backend) {
     }
 }
 
+/// Adding partitions is one transaction compared against the partition count read: it writes
+/// the record's new count and the new partitions' states (at the topic's first leader epoch at
+/// least, old partitions untouched); a grow computed from a stale count loses
+/// (`PartitionCountChanged` with the count now, nothing written); a missing topic is
+/// `NotFound`; a watch delivers the new record and the new partitions.
+async fn create_partitions_is_a_compare_and_swap_of_the_count(backend: &Backend) {
+    let store = backend.store();
+    let (record, states) = topic("grown", 2);
+    store.create_topic(record.clone(), states).await.unwrap();
+    let before = store.partition_states().await.unwrap();
+    let mut watch = store.watch(16).await.unwrap();
+    let placed = place_replicas(&[1, 2, 3], "grown", 4, 3, record.min_insync).unwrap();
+    let new_states: Vec<PartitionState> = placed[2..].to_vec();
+    let (written, created) = store
+        .create_partitions("grown", 2, new_states.clone())
+        .await
+        .unwrap();
+    assert_eq!(written.partition_count, 4);
+    assert_eq!(written.config, record.config);
+    assert_eq!(written.first_leader_epoch, record.first_leader_epoch);
+    assert_eq!(store.topics().await.unwrap(), vec![written.clone()]);
+    assert_eq!(created.len(), 2);
+    assert!(created
+        .iter()
+        .all(|state| state.value.leader_epoch >= record.first_leader_epoch()));
+    let after = store.partition_states().await.unwrap();
+    assert_eq!(after.len(), 4);
+    assert_eq!(&after[..2], &before[..], "old partitions untouched");
+    assert_eq!(after[2].0, PartitionId::new("grown", 2));
+    assert_eq!(after[3].1.value.replicas, new_states[1].replicas);
+
+    // Another grow placed from the old count loses; nothing is written.
+    let stale = store
+        .create_partitions("grown", 2, new_states.clone())
+        .await;
+    assert!(
+        matches!(
+            &stale,
+            Err(MetaError::PartitionCountChanged { current: 4, .. })
+        ),
+        "{stale:?}"
+    );
+    assert_eq!(store.partition_states().await.unwrap(), after);
+    let missing = store.create_partitions("missing", 1, new_states).await;
+    assert!(
+        matches!(missing, Err(MetaError::NotFound { .. })),
+        "{missing:?}"
+    );
+    let mut seen_record = false;
+    let mut seen_partitions = 0;
+    while !(seen_record && seen_partitions == 2) {
+        match backend.next_event(&mut watch).await {
+            MetaEvent::TopicCreated(seen) => {
+                assert_eq!(seen, written);
+                seen_record = true;
+            }
+            MetaEvent::PartitionChanged { partition, .. } => {
+                assert!(partition.partition >= 2, "{partition}");
+                seen_partitions += 1;
+            }
+            MetaEvent::Resync(snapshot) if snapshot.topics == vec![written.clone()] => break,
+            _ => {}
+        }
+    }
+}
+
 /// Runs each shared body against a fresh memory store and a fresh etcd.
 macro_rules! on_both_stores {
     ($($body:ident),* $(,)?) => {
@@ -569,6 +635,7 @@ on_both_stores!(
     watch_delivers_broker_down_and_partition_changes,
     slow_watcher_gets_a_resync,
     alter_topic_config_is_a_compare_and_swap,
+    create_partitions_is_a_compare_and_swap_of_the_count,
 );
 
 // ---- etcd only ----

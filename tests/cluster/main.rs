@@ -9,6 +9,7 @@ mod support;
 
 mod cluster_groups;
 mod cluster_in_process;
+mod cluster_partitions;
 mod cluster_topic_config;
 mod cluster_topic_delete;
 mod cluster_wire;

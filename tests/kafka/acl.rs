@@ -322,7 +322,8 @@ async fn config_apis_are_authorized_per_resource() {
     // Proves: over SASL, alice (consume on orders-*) may describe orders-eu's configs but not
     // payments' (TOPIC_AUTHORIZATION_FAILED for that resource alone) nor the broker's
     // (CLUSTER_AUTHORIZATION_FAILED), and may not alter orders-eu (admin needed); nothing
-    // changes. Through the native listener her AlterTopicConfig is NOT_AUTHORIZED too.
+    // changes. Through the native listener her AlterTopicConfig is NOT_AUTHORIZED too. Neither
+    // listener lets her grow orders-eu (CreatePartitions); admin can.
     use fencelog::auth::ClientExchange;
     use kafka::KafkaConnection;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -432,6 +433,31 @@ async fn config_apis_are_authorized_per_resource() {
             .retention_ms,
         Some(1000)
     );
+
+    // CreatePartitions needs admin (Kafka's ALTER) on the topic, per topic, on both listeners.
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    let grow = kafka_protocol::messages::CreatePartitionsRequest::default().with_topics(vec![
+        CreatePartitionsTopic::default()
+            .with_name(kafka_protocol::messages::TopicName(
+                StrBytes::from_static_str("orders-eu"),
+            ))
+            .with_count(2),
+    ]);
+    let grown = connection.call(3, &grow).await;
+    assert_eq!(grown.results[0].error_code, 29);
+    let error = alice.create_partitions("orders-eu", 2).await.unwrap_err();
+    assert_not_authorized(&error, "alice", "admin", "orders-eu");
+    assert_eq!(
+        server
+            .broker()
+            .topic("orders-eu")
+            .unwrap()
+            .partitions()
+            .len(),
+        1,
+        "nothing grew"
+    );
+    assert_eq!(admin.create_partitions("orders-eu", 2).await.unwrap(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

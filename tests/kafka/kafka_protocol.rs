@@ -1357,3 +1357,89 @@ async fn heartbeat_and_describe_work_in_every_version() {
         assert_eq!(refused.error_code, 112, "UNSUPPORTED_ASSIGNOR");
     }
 }
+
+/// CreatePartitions in every advertised version (0..=3): a topic grows to the total asked, at
+/// once in the broker and durably; `validate_only` changes nothing; the same count, a smaller
+/// one, and one above the per-topic limit are `INVALID_PARTITIONS` (37); an unknown topic is
+/// `UNKNOWN_TOPIC_OR_PARTITION` (3); explicit assignments and a topic named twice are
+/// `INVALID_REQUEST` (42, the duplicate answered once); each refusal carries a message.
+#[tokio::test]
+async fn create_partitions_grows_and_refuses_per_topic_in_every_version() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, CreatePartitionsRequest};
+    let server = kafka_server().await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let grow = |topic: &str, count: i32| {
+        CreatePartitionsTopic::default()
+            .with_name(name(topic))
+            .with_count(count)
+    };
+    for version in 0..=3i16 {
+        let grown = format!("grown-{version}");
+        let kept = format!("kept-{version}");
+        let assigned = format!("assigned-{version}");
+        for topic in [&grown, &kept, &assigned] {
+            topic_with_records(&server, topic, 3, &[]).await;
+        }
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(1_000)
+            .with_topics(vec![
+                grow(&grown, 6),
+                grow(&kept, 3),
+                grow(&format!("{kept}-x"), 2),
+                grow(&assigned, 4).with_assignments(Some(vec![
+                    CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(0)]),
+                ])),
+                grow("twice", 2),
+                grow("twice", 3),
+            ]);
+        let response = connection.call(version, &request).await;
+        let names: Vec<&str> = response.results.iter().map(|r| r.name.0.as_str()).collect();
+        let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(
+            names,
+            [
+                grown.as_str(),
+                kept.as_str(),
+                &format!("{kept}-x"),
+                assigned.as_str(),
+                "twice",
+            ],
+            "v{version}: one result per name"
+        );
+        assert_eq!(codes, [0, 37, 3, 42, 42], "v{version}");
+        for refused in &response.results[1..] {
+            assert!(
+                refused.error_message.is_some(),
+                "v{version}: a message says why"
+            );
+        }
+        assert_eq!(server.broker().topic(&grown).unwrap().partitions().len(), 6);
+        assert_eq!(server.broker().topic(&kept).unwrap().partitions().len(), 3);
+        assert_eq!(
+            server.broker().topic(&assigned).unwrap().partitions().len(),
+            3
+        );
+
+        // Shrinking and a count above the limit are refused; validate_only changes nothing.
+        let refused = CreatePartitionsRequest::default().with_topics(vec![grow(&grown, 4)]);
+        let response = connection.call(version, &refused).await;
+        assert_eq!(response.results[0].error_code, 37, "v{version}: shrink");
+        let above = CreatePartitionsRequest::default().with_topics(vec![grow(&grown, 10_001)]);
+        let response = connection.call(version, &above).await;
+        assert_eq!(response.results[0].error_code, 37, "v{version}: limit");
+        let dry = CreatePartitionsRequest::default()
+            .with_validate_only(true)
+            .with_topics(vec![grow(&kept, 5)]);
+        let response = connection.call(version, &dry).await;
+        assert_eq!(response.results[0].error_code, 0, "v{version}");
+        assert_eq!(
+            server.broker().topic(&kept).unwrap().partitions().len(),
+            3,
+            "validate_only grew nothing"
+        );
+    }
+    assert_still_serving(&server).await;
+}

@@ -21,5 +21,6 @@ mod kafka_group_scenarios;
 mod kafka_groups;
 mod kafka_kcat;
 mod kafka_kip848;
+mod kafka_partitions;
 mod kafka_protocol;
 mod kafka_records;

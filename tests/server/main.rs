@@ -25,3 +25,4 @@ mod protocol_versions;
 mod python_client;
 mod server_protocol;
 mod topic_delete;
+mod topic_partitions;

@@ -28,9 +28,10 @@ use super::layout::{prefix_range_end, KeyLayout, ParsedKey, DEFAULT_CLUSTER_NAME
 use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
-    decode_value, encode_value, start_above_floor, validate_new_topic, validate_ttl,
-    validate_watch_capacity, BrokerLease, MetaError, MetaStore, PartitionId, PartitionStates,
-    TopicRecord, TopicTombstone, TOPIC_DELETE_ATTEMPTS_MAX, TOPIC_TOMBSTONES_MAX,
+    decode_value, encode_value, prepare_new_partitions, start_above_floor, validate_new_topic,
+    validate_ttl, validate_watch_capacity, BrokerLease, GrownTopic, MetaError, MetaStore,
+    PartitionId, PartitionStates, TopicRecord, TopicTombstone, TOPIC_DELETE_ATTEMPTS_MAX,
+    TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{BrokerRegistration, LeaderEpoch, PartitionState, Versioned};
@@ -837,6 +838,65 @@ impl MetaStore for EtcdMetaStore {
             }
             Err(MetaError::Contended {
                 what: format!("alter the config of topic {topic}"),
+                attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+            })
+        })
+    }
+
+    fn create_partitions(
+        &self,
+        topic: &str,
+        expected_count: u32,
+        partitions: Vec<PartitionState>,
+    ) -> BoxFuture<'static, Result<GrownTopic, MetaError>> {
+        let store = self.clone();
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            super::layout::validate_name("topic name", &topic)?;
+            let layout = &store.inner.layout;
+            let key = layout.topic_key(&topic);
+            for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+                let read = Txn::new().and_then([TxnOp::get(key.clone(), None)]);
+                let response = store.txn("read the topic to grow", read).await?;
+                let Some(kv) = txn_read(&response).into_iter().next() else {
+                    return Err(MetaError::NotFound {
+                        what: format!("topic {topic}"),
+                    });
+                };
+                let record: TopicRecord = decode_value(&key, kv.value())?;
+                let mut states = partitions.clone();
+                let grown = prepare_new_partitions(&record, expected_count, &mut states)?;
+                let mut puts = Vec::with_capacity(states.len() + 1);
+                puts.push(TxnOp::put(key.clone(), encode_value(&grown), None));
+                for (offset, state) in states.iter().enumerate() {
+                    let index = expected_count + u32::try_from(offset).expect("at most 127 new");
+                    puts.push(TxnOp::put(
+                        layout.partition_key(&PartitionId::new(&topic, index)),
+                        encode_value(state),
+                        None,
+                    ));
+                }
+                // The record unchanged since the read (not deleted, not re-created, not grown
+                // by another, no config change): else read again, and a grow that came first
+                // answers `PartitionCountChanged` on the next read.
+                let txn = Txn::new()
+                    .when([
+                        Compare::version(key.clone(), CompareOp::Greater, 0),
+                        Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
+                    ])
+                    .and_then(puts);
+                let response = store.txn("grow the topic", txn).await?;
+                if response.succeeded() {
+                    let revision = txn_revision(&response);
+                    let created = states
+                        .into_iter()
+                        .map(|value| Versioned { value, revision })
+                        .collect();
+                    return Ok((grown, created));
+                }
+            }
+            Err(MetaError::Contended {
+                what: format!("add partitions to topic {topic}"),
                 attempts: TOPIC_DELETE_ATTEMPTS_MAX,
             })
         })

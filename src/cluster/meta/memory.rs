@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
-    start_above_floor, validate_new_topic, validate_ttl, validate_watch_capacity, BrokerLease,
-    MetaError, MetaStore, PartitionId, PartitionStates, TopicRecord, TopicTombstone,
-    TOPIC_TOMBSTONES_MAX,
+    prepare_new_partitions, start_above_floor, validate_new_topic, validate_ttl,
+    validate_watch_capacity, BrokerLease, GrownTopic, MetaError, MetaStore, PartitionId,
+    PartitionStates, TopicRecord, TopicTombstone, TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
@@ -467,6 +467,42 @@ impl MetaStore for MemoryMetaStore {
         Box::pin(async move { result })
     }
 
+    fn create_partitions(
+        &self,
+        topic: &str,
+        expected_count: u32,
+        mut partitions: Vec<PartitionState>,
+    ) -> BoxFuture<'static, Result<GrownTopic, MetaError>> {
+        let topic = topic.to_owned();
+        // One critical section is etcd's one transaction: the count compared is the count
+        // replaced, and no other grow can place the same partition indexes.
+        let result = self.apply(|state, _| {
+            let Some(record) = state.topics.get(&topic) else {
+                return Err(MetaError::NotFound {
+                    what: format!("topic {topic}"),
+                });
+            };
+            let grown = prepare_new_partitions(record, expected_count, &mut partitions)?;
+            let revision = state.next_revision();
+            let mut events = vec![MetaEvent::TopicCreated(grown.clone())];
+            let mut created = Vec::with_capacity(partitions.len());
+            for (offset, value) in partitions.into_iter().enumerate() {
+                let index = expected_count + u32::try_from(offset).expect("at most 127 new");
+                let id = PartitionId::new(&topic, index);
+                let versioned = Versioned { value, revision };
+                state.partitions.insert(id.clone(), versioned.clone());
+                events.push(MetaEvent::PartitionChanged {
+                    partition: id,
+                    state: versioned.clone(),
+                });
+                created.push(versioned);
+            }
+            state.topics.insert(topic.clone(), grown.clone());
+            Ok(((grown, created), events))
+        });
+        Box::pin(async move { result })
+    }
+
     fn deleted_topic_floor(
         &self,
         topic: &str,
@@ -679,6 +715,49 @@ mod tests {
             store.delete_topic("t").await,
             Err(MetaError::NotFound { .. })
         ));
+    }
+
+    /// The new partitions of a re-created topic start at its first leader epoch (above the
+    /// deleted lineage's floor), not at the epoch the caller placed them at; a grow from a stale
+    /// count, with the wrong number of replicas, or of nothing, writes nothing.
+    #[tokio::test]
+    async fn new_partitions_of_a_recreated_topic_start_above_the_deleted_lineage() {
+        let store = MemoryMetaStore::new();
+        let topic = TopicRecord::new("t", 1, 1, TopicConfig::default());
+        store
+            .create_topic(topic.clone(), vec![placed(vec![1], 7)])
+            .await
+            .unwrap();
+        assert_eq!(store.delete_topic("t").await.unwrap().leader_epoch_floor, 7);
+        store
+            .create_topic(topic, vec![placed(vec![1], 1)])
+            .await
+            .unwrap();
+        let (record, created) = store
+            .create_partitions("t", 1, vec![placed(vec![1], 1), placed(vec![1], 1)])
+            .await
+            .unwrap();
+        assert_eq!(record.partition_count, 3);
+        assert_eq!(record.first_leader_epoch(), 8);
+        assert!(created.iter().all(|state| state.value.leader_epoch == 8));
+        let revision = store.revision();
+        assert!(matches!(
+            store
+                .create_partitions("t", 1, vec![placed(vec![1], 1)])
+                .await,
+            Err(MetaError::PartitionCountChanged { current: 3, .. })
+        ));
+        assert!(matches!(
+            store
+                .create_partitions("t", 3, vec![placed(vec![1, 2], 1)])
+                .await,
+            Err(MetaError::Invalid(_))
+        ));
+        assert!(matches!(
+            store.create_partitions("t", 3, vec![]).await,
+            Err(MetaError::Invalid(_))
+        ));
+        assert_eq!(store.revision(), revision, "nothing written");
     }
 
     /// Past `TOPIC_TOMBSTONES_MAX` deleted names, the lowest tombstones fold into the

@@ -80,6 +80,10 @@ pub const TOPIC_DELETE_ATTEMPTS_MAX: usize = 8;
 /// Default capacity of a watch's event channel; past it the watch sends a `Resync`.
 pub const DEFAULT_WATCH_EVENTS_CAPACITY: usize = 1024;
 
+/// What [`MetaStore::create_partitions`] wrote: the topic record with its new count, and the new
+/// partitions' states (from the old count on) with their revisions.
+pub type GrownTopic = (TopicRecord, Vec<Versioned<PartitionState>>);
+
 /// Every partition state, by topic and index, with the revisions a compare-and-swap needs.
 pub type PartitionStates = Vec<(PartitionId, Versioned<PartitionState>)>;
 
@@ -278,6 +282,16 @@ pub enum MetaError {
         /// Its config now.
         current: TopicConfig,
     },
+    /// A partition grow lost its compare-and-swap: the topic's partition count is no longer the
+    /// one the new partitions were placed after (another grow came first). Nothing was written;
+    /// `current` is the count now, to decide again from.
+    #[error("topic {topic}: its partition count changed to {current} since it was read; nothing was written: decide again from the current count")]
+    PartitionCountChanged {
+        /// The topic.
+        topic: String,
+        /// Its partition count now.
+        current: u32,
+    },
     /// The request itself is invalid (a TTL out of range, partition states that do not match
     /// the topic record...). Nothing was sent.
     #[error("invalid metadata request: {0}")]
@@ -339,6 +353,24 @@ pub trait MetaStore: Send + Sync + Debug {
         expected: TopicConfig,
         config: TopicConfig,
     ) -> BoxFuture<'static, Result<TopicRecord, MetaError>>;
+
+    /// Grows topic `topic` from `expected_count` partitions to `expected_count +
+    /// partitions.len()` in one transaction: the record's new partition count and the new
+    /// partitions' states (`partitions[i]` is partition `expected_count + i`), only if the
+    /// record's count is still `expected_count` (a compare-and-swap of the topic record, so two
+    /// concurrent grows cannot both place partition `expected_count`; else
+    /// `PartitionCountChanged` with the count now, `NotFound` if the topic is gone; nothing is
+    /// written). Each new state's leader epoch is raised to the record's first leader epoch at
+    /// least, so the new partitions of a re-created topic start above its name's deleted
+    /// lineages as its first ones did. Returns the record written and the new states with their
+    /// revisions; watches see `TopicCreated` with the new record and `PartitionChanged` for each
+    /// new partition, which every broker's driver applies as it applies a created topic.
+    fn create_partitions(
+        &self,
+        topic: &str,
+        expected_count: u32,
+        partitions: Vec<PartitionState>,
+    ) -> BoxFuture<'static, Result<GrownTopic, MetaError>>;
 
     /// The fence floor of the name `topic`: its tombstone, or the cluster-wide floor of folded
     /// names when it has none (0 if no topic of the name was ever deleted and nothing folded).
@@ -445,6 +477,74 @@ pub(crate) fn validate_new_topic(
         }
     }
     Ok(())
+}
+
+/// Checks a grow of `record` (read from the store) from `expected_count` partitions by the
+/// states `partitions`, and raises each state's leader epoch to the record's first one: the
+/// shared part of every store's [`MetaStore::create_partitions`].
+pub(crate) fn prepare_new_partitions(
+    record: &TopicRecord,
+    expected_count: u32,
+    partitions: &mut [PartitionState],
+) -> Result<TopicRecord, MetaError> {
+    if record.partition_count != expected_count {
+        return Err(MetaError::PartitionCountChanged {
+            topic: record.name.clone(),
+            current: record.partition_count,
+        });
+    }
+    let added = u32::try_from(partitions.len()).unwrap_or(u32::MAX);
+    let count = expected_count.saturating_add(added);
+    if added == 0 || count > CLUSTER_PARTITIONS_PER_TOPIC_MAX {
+        return Err(MetaError::Invalid(format!(
+            "topic {} would have {count} partitions; a cluster topic grows by at least one, to \
+             at most {CLUSTER_PARTITIONS_PER_TOPIC_MAX} (one etcd transaction writes them all)",
+            record.name
+        )));
+    }
+    let first = record.first_leader_epoch();
+    for (index, state) in partitions.iter_mut().enumerate() {
+        if state.replicas.len() != usize::from(record.replication_factor) {
+            return Err(MetaError::Invalid(format!(
+                "partition {}/{} has {} replicas, the replication factor is {}",
+                record.name,
+                expected_count as usize + index,
+                state.replicas.len(),
+                record.replication_factor
+            )));
+        }
+        state.leader_epoch = state.leader_epoch.max(first);
+    }
+    let mut grown = record.clone();
+    grown.partition_count = count;
+    Ok(grown)
+}
+
+/// Reads the live brokers and grows `topic` (as read, with `partition_count` partitions) to
+/// `count` partitions, placed as a topic of `count` partitions would be ([`place_replicas`]:
+/// its first `partition_count` placements are the existing partitions', so the new ones
+/// continue the same spread), starting at the record's first leader epoch.
+pub async fn create_partitions_placed(
+    store: &dyn MetaStore,
+    topic: &TopicRecord,
+    count: u32,
+) -> Result<GrownTopic, MetaError> {
+    let brokers = store.live_brokers().await?;
+    let node_ids: Vec<NodeId> = brokers.iter().map(|broker| broker.node_id).collect();
+    let states = place_replicas(
+        &node_ids,
+        &topic.name,
+        count,
+        topic.replication_factor,
+        topic.min_insync,
+    )?;
+    let new_states = states
+        .into_iter()
+        .skip(topic.partition_count as usize)
+        .collect();
+    store
+        .create_partitions(&topic.name, topic.partition_count, new_states)
+        .await
 }
 
 /// Checks a watch's channel capacity.

@@ -33,7 +33,8 @@ pub enum MetaEvent {
     /// A broker's registration is gone: its lease lapsed or was revoked.
     BrokerDown(NodeId),
     /// A topic was created (its partition states follow as `PartitionChanged` events), or the
-    /// record of an existing one changed (its config: `MetaStore::alter_topic_config`).
+    /// record of an existing one changed (its config: `MetaStore::alter_topic_config`; its
+    /// partition count: `MetaStore::create_partitions`, the new states following).
     TopicCreated(TopicRecord),
     /// A topic was deleted, with all its partition states.
     TopicDeleted(String),

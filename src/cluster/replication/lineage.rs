@@ -7,9 +7,10 @@
 //! A topic name's successive topics are its *lineages*. Only their leader epochs tell them
 //! apart: the store starts a re-created topic above every epoch of the deleted ones (the name's
 //! tombstone, [`crate::cluster::meta::TopicTombstone`]), so
-//! * the store has a record of the name: the local copy is of an older lineage when its
-//!   partition count differs from the record's, or a partition's leader-epoch floor or history
-//!   has an epoch below the record's `first_leader_epoch` ([`older_lineage`]);
+//! * the store has a record of the name: the local copy is of an older lineage when it has
+//!   more partitions than the record (a topic only grows: fewer is a grow not applied here
+//!   yet), or a partition's leader-epoch floor or history has an epoch below the record's
+//!   `first_leader_epoch` ([`older_lineage`]);
 //! * the store has no record of the name: the local copy is a deleted lineage's when the name's
 //!   fence floor is above 0 and covers every leader epoch the copy holds ([`deleted_lineage`]).
 //!   A copy without a tombstone, or with epochs above it, is kept and not served (a wrong
@@ -47,7 +48,7 @@ impl LocalEpochs {
 /// is the reason the driver logs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OlderLineage {
-    /// The local copy has another partition count than the record.
+    /// The local copy has more partitions than the record (a topic never shrinks).
     PartitionCount {
         /// Partitions of the local copy.
         local: usize,
@@ -87,7 +88,9 @@ pub fn older_lineage(
     epochs: &[LocalEpochs],
     record: &TopicRecord,
 ) -> Option<OlderLineage> {
-    if local_partitions != record.partition_count as usize {
+    // Fewer partitions than the record is a grow this broker has not applied yet (its driver
+    // adds them); more can only be an older topic of the name, since a topic never shrinks.
+    if local_partitions > record.partition_count as usize {
         return Some(OlderLineage::PartitionCount {
             local: local_partitions,
             store: record.partition_count,
@@ -145,6 +148,9 @@ mod tests {
             older_lineage(2, &[epochs(0, &[]), epochs(0, &[])], &recreated),
             Some(OlderLineage::PartitionCount { local: 2, store: 1 })
         );
+        // Fewer local partitions than the record is a grow not applied yet, not a lineage.
+        assert!(older_lineage(1, &[epochs(9, &[9])], &record(3, 8)).is_none());
+        assert!(older_lineage(1, &[epochs(7, &[7])], &record(3, 8)).is_some());
         // A record written before first_leader_epoch existed reads as the initial epoch.
         let legacy = record(1, 0);
         assert!(older_lineage(1, &[epochs(3, &[2, 3])], &legacy).is_none());

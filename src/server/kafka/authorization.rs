@@ -17,6 +17,8 @@
 //!   resource in their handlers: describing a topic needs some operation on it, altering it
 //!   `admin` on it (`TOPIC_AUTHORIZATION_FAILED`); a broker resource needs `admin` somewhere
 //!   (`CLUSTER_AUTHORIZATION_FAILED`). The other resources of the request still run.
+//!   CreatePartitions likewise, per topic in its handler: growing a topic needs `admin` on it
+//!   (Kafka's ALTER).
 //! - DescribeLogDirs, DescribeProducers and the ACL APIs are checked by their handlers:
 //!   DescribeLogDirs needs `admin` on some topic (`CLUSTER_AUTHORIZATION_FAILED`),
 //!   DescribeProducers `consume` on each topic (`TOPIC_AUTHORIZATION_FAILED` for its
@@ -424,6 +426,7 @@ pub fn refuse(
         | RequestBody::DeleteAcls(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
+        | RequestBody::CreatePartitions(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => return None,
     };
@@ -458,6 +461,7 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         | RequestBody::DeleteAcls(_)
         | RequestBody::AlterConfigs(_)
         | RequestBody::IncrementalAlterConfigs(_)
+        | RequestBody::CreatePartitions(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => Ok(()),
         RequestBody::Produce(request) => each(

@@ -21,14 +21,15 @@
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
-    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest,
-    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
-    DescribeProducersRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -123,6 +124,8 @@ pub enum RequestBody {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     /// ConsumerGroupDescribe (69).
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    /// CreatePartitions (37).
+    CreatePartitions(CreatePartitionsRequest),
 }
 
 impl RequestBody {
@@ -213,6 +216,9 @@ impl RequestBody {
                 .map(Self::ConsumerGroupHeartbeat),
             ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::decode(frame, version)
                 .map(Self::ConsumerGroupDescribe),
+            ApiKey::CreatePartitions => {
+                CreatePartitionsRequest::decode(frame, version).map(Self::CreatePartitions)
+            }
             _ => return None,
         };
         Some(decoded.map_err(|error| format!("{error:#}")))

@@ -5,15 +5,15 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatResponse, CreateAclsResponse, CreateTopicsResponse, DeleteAclsResponse,
-    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, DescribeProducersResponse, FetchResponse, FindCoordinatorResponse,
-    HeartbeatResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse,
-    MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, ProduceResponse, ResponseHeader, SaslAuthenticateResponse,
-    SaslHandshakeResponse, SyncGroupResponse,
+    ConsumerGroupHeartbeatResponse, CreateAclsResponse, CreatePartitionsResponse,
+    CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
+    DeleteTopicsResponse, DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse,
+    DescribeGroupsResponse, DescribeLogDirsResponse, DescribeProducersResponse, FetchResponse,
+    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+    ListOffsetsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -107,6 +107,8 @@ pub enum ResponseBody {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
     /// ConsumerGroupDescribe (69).
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
+    /// CreatePartitions (37).
+    CreatePartitions(CreatePartitionsResponse),
 }
 
 impl ResponseBody {
@@ -147,6 +149,7 @@ impl ResponseBody {
             Self::DescribeProducers(body) => body.encode(out, version),
             Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
             Self::ConsumerGroupDescribe(body) => body.encode(out, version),
+            Self::CreatePartitions(body) => body.encode(out, version),
         };
         encoded.map_err(|error| format!("{error:#}"))
     }

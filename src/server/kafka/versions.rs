@@ -155,6 +155,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 2,
     },
     SupportedApi {
+        key: ApiKey::CreatePartitions,
+        min_version: 0,
+        max_version: 3,
+    },
+    SupportedApi {
         key: ApiKey::DeleteGroups,
         min_version: 0,
         max_version: 2,

@@ -93,9 +93,9 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         | Request::AuthenticateStart { .. }
         | Request::AuthenticateContinue { .. } => None,
         Request::CreateTopic { name, .. } => Some((Operation::Create, Some(name))),
-        Request::DeleteTopic { name } | Request::AlterTopicConfig { name, .. } => {
-            Some((Operation::Admin, Some(name)))
-        }
+        Request::DeleteTopic { name }
+        | Request::AlterTopicConfig { name, .. }
+        | Request::CreatePartitions { name, .. } => Some((Operation::Admin, Some(name))),
         // Kafka asks DELETE on the topic; `admin` on it is what deletes the topic too.
         Request::DeleteRecords { topic, .. } => Some((Operation::Admin, Some(topic))),
         Request::AcquireLease { topic, .. }

@@ -17,7 +17,9 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::UnknownPartition { .. } => plain(ErrorCode::UnknownPartition),
         BrokerError::PartitionUnavailable { .. } => plain(ErrorCode::PartitionUnavailable),
         BrokerError::TopicExists(_) => plain(ErrorCode::TopicExists),
-        BrokerError::InvalidConfig(_) | BrokerError::Config(_) => plain(ErrorCode::InvalidConfig),
+        BrokerError::InvalidConfig(_)
+        | BrokerError::InvalidPartitions(_)
+        | BrokerError::Config(_) => plain(ErrorCode::InvalidConfig),
         BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
         BrokerError::Storage(storage) => storage_error(storage, message),
         BrokerError::Lease(AuthorityError::Refused(lease)) => lease_error(lease, message),

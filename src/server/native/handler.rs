@@ -160,6 +160,16 @@ fn answer(
                 .await?;
             Ok(Response::AlterTopicConfig { config })
         }),
+        Request::CreatePartitions {
+            name,
+            partition_count,
+            validate_only,
+        } => Box::pin(async move {
+            let partition_count = service
+                .create_partitions(name, partition_count, validate_only)
+                .await?;
+            Ok(Response::CreatePartitions { partition_count })
+        }),
         Request::AcquireLease {
             topic,
             partition,

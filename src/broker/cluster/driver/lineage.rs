@@ -6,10 +6,11 @@
 //!
 //! How a local copy is judged (`docs/replication.md`, "Topic delete on a cluster"; the rules are
 //! the sans-I/O [`crate::cluster::replication::lineage`], which the simulation runs too):
-//! * the store has a record of the name: the local copy is of an older lineage when its
-//!   partition count differs from the record's, or a partition's leader-epoch floor or history
-//!   has an epoch below the record's `first_leader_epoch` (the store starts a re-created topic
-//!   above every epoch of the deleted ones, so only a deleted lineage has epochs below it);
+//! * the store has a record of the name: the local copy is of an older lineage when it has
+//!   more partitions than the record (fewer is a grow not applied yet), or a partition's
+//!   leader-epoch floor or history has an epoch below the record's `first_leader_epoch` (the
+//!   store starts a re-created topic above every epoch of the deleted ones, so only a deleted
+//!   lineage has epochs below it);
 //! * the store has no record of the name: the local copy is deleted when the name's fence floor
 //!   (its tombstone, or the folded floor) is above 0 and covers every leader epoch the copy
 //!   holds. A copy without a tombstone, or with epochs above it, is left alone and not served

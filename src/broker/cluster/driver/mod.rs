@@ -504,6 +504,9 @@ impl ClusterDriver {
             if *local.config() != topic.config {
                 self.apply_topic_config(topic).await;
             }
+            if local.partitions().len() < topic.partition_count as usize {
+                self.grow_local_topic(topic).await;
+            }
             return;
         }
         let record = topic.clone();
@@ -519,6 +522,28 @@ impl ClusterDriver {
                 warn!(topic = %topic.name, %error, "cannot create the cluster topic locally")
             }
             Err(error) => warn!(topic = %topic.name, %error, "creating the topic locally panicked"),
+        }
+    }
+
+    /// Adds the partitions a grown topic record has and the local copy lacks (durably: see
+    /// [`crate::broker::Broker::add_partitions`]); its replicas then start on the next round.
+    /// The local copy only grows from the view, which only moves forward, so it never has more
+    /// partitions than the record (more is an older lineage's copy: `lineage.rs`).
+    async fn grow_local_topic(&self, topic: &TopicRecord) {
+        let broker = Arc::clone(&self.broker);
+        let (name, count) = (topic.name.clone(), topic.partition_count);
+        let grown = tokio::task::spawn_blocking(move || broker.add_partitions(&name, count)).await;
+        match grown {
+            Ok(Ok(_)) => {
+                info!(topic = %topic.name, partitions = count, "added the cluster topic's new partitions locally");
+                self.view_changed.send_modify(|generation| *generation += 1);
+            }
+            Ok(Err(error)) => {
+                warn!(topic = %topic.name, %error, "cannot add the cluster topic's new partitions locally")
+            }
+            Err(error) => {
+                warn!(topic = %topic.name, %error, "adding partitions locally panicked")
+            }
         }
     }
 

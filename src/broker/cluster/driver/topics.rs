@@ -8,7 +8,8 @@ use super::{ClusterDriver, DEFAULT_REPLICATION_FACTOR_MAX};
 use crate::broker::cluster::ClusterError;
 use crate::broker::BrokerError;
 use crate::cluster::meta::{
-    create_topic_placed, MetaError, TopicRecord, TOPIC_DELETE_ATTEMPTS_MAX,
+    create_partitions_placed, create_topic_placed, place_replicas, MetaError, TopicRecord,
+    CLUSTER_PARTITIONS_PER_TOPIC_MAX, TOPIC_DELETE_ATTEMPTS_MAX,
 };
 use crate::cluster::LeaderEpoch;
 use crate::domain::{Replication, TopicConfig};
@@ -67,6 +68,145 @@ impl ClusterDriver {
     /// above the topic's first leader epoch before it serves; `ClusterState::topic_ready`).
     fn topic_ready(&self, topic: &str, partitions: u32) -> bool {
         self.state().topic_ready(topic, partitions)
+    }
+
+    /// Grows a cluster topic to `partitions` partitions (the new total): places the new
+    /// partitions over the live brokers as a topic of that many partitions would be placed,
+    /// and writes them with the record's new count in one transaction compared against the
+    /// count read ([`crate::cluster::meta::MetaStore::create_partitions`]). When another grow
+    /// came first, decides again from the count it left (a total not above it is refused), up
+    /// to [`TOPIC_DELETE_ATTEMPTS_MAX`] times. Once the store answered, waits (up to
+    /// `topic_ready_wait`) until this broker's watch delivered the grow, its local copy has the
+    /// new partitions, and each new partition has an elected leader, so the caller can produce
+    /// to them at once. Returns the count after.
+    ///
+    /// The new partitions start at the topic's first leader epoch (a re-created topic's above
+    /// its name's deleted lineages, as its first partitions did), with `min_insync` of the
+    /// record. `validate_only` checks the count and that the live brokers can hold the
+    /// replicas, and writes nothing.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        partitions: u32,
+        validate_only: bool,
+    ) -> Result<u32, BrokerError> {
+        let record = self.state().topics.get(name).cloned();
+        let Some(mut record) = record else {
+            return Err(BrokerError::UnknownTopic(name.to_string()));
+        };
+        let mut grown = None;
+        for _attempt in 0..TOPIC_DELETE_ATTEMPTS_MAX {
+            crate::broker::check_partition_growth(
+                name,
+                record.partition_count,
+                partitions,
+                CLUSTER_PARTITIONS_PER_TOPIC_MAX,
+            )?;
+            if validate_only {
+                let live: Vec<_> = self.state().brokers.keys().copied().collect();
+                place_replicas(
+                    &live,
+                    name,
+                    partitions,
+                    record.replication_factor,
+                    record.min_insync,
+                )
+                .map_err(|error| BrokerError::InvalidConfig(error.to_string()))?;
+                return Ok(partitions);
+            }
+            match create_partitions_placed(self.store.as_ref(), &record, partitions).await {
+                Ok((written, _states)) => {
+                    grown = Some(written);
+                    break;
+                }
+                Err(MetaError::PartitionCountChanged { current, .. }) => {
+                    record.partition_count = current;
+                }
+                Err(MetaError::NotFound { .. }) => {
+                    return Err(BrokerError::UnknownTopic(name.to_string()))
+                }
+                Err(MetaError::Invalid(reason)) => return Err(BrokerError::InvalidConfig(reason)),
+                Err(MetaError::Placement(error)) => {
+                    return Err(BrokerError::InvalidConfig(error.to_string()))
+                }
+                Err(MetaError::Unavailable { endpoints, reason }) => {
+                    grown = Some(
+                        self.resolve_lost_grow(name, partitions, endpoints, reason)
+                            .await?,
+                    );
+                    break;
+                }
+                Err(error) => return Err(ClusterError::Meta(error).into()),
+            }
+        }
+        let Some(grown) = grown else {
+            return Err(ClusterError::Meta(MetaError::Contended {
+                what: format!("add partitions to topic {name}"),
+                attempts: TOPIC_DELETE_ATTEMPTS_MAX,
+            })
+            .into());
+        };
+        info!(topic = %name, from = record.partition_count, to = partitions, "added partitions to the cluster topic");
+        let old = record.partition_count;
+        let mut changes = self.view_changed.subscribe();
+        let ready = async {
+            loop {
+                let local = self
+                    .broker
+                    .topic(name)
+                    .map_or(0, |topic| topic.partitions().len());
+                if local >= partitions as usize
+                    && self.state().partitions_ready(&grown, old..partitions)
+                {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(self.config.topic_ready_wait, ready)
+            .await
+            .is_err()
+        {
+            warn!(topic = %name, "partitions added, but not every new partition had elected a leader in time");
+        }
+        Ok(grown.partition_count)
+    }
+
+    /// etcd did not answer during a grow: its transaction may or may not have been applied.
+    /// Reads the topic back: at least `partitions` partitions means grown (by this request or a
+    /// concurrent one), and the record is returned; fewer, or unreadable, is an error that says
+    /// the outcome is unknown and how to find out (never "failed": a client that retried a grow
+    /// that was applied would be refused, one that gave up on it would miss it).
+    async fn resolve_lost_grow(
+        &self,
+        name: &str,
+        partitions: u32,
+        endpoints: String,
+        reason: String,
+    ) -> Result<TopicRecord, BrokerError> {
+        match self.store.topics().await {
+            Ok(topics) => match topics.into_iter().find(|topic| topic.name == name) {
+                Some(record) if record.partition_count >= partitions => Ok(record),
+                Some(record) => Err(ClusterError::OutcomeUnknown(format!(
+                    "adding partitions to topic {name}: etcd ({endpoints}) did not answer \
+                     ({reason}); the topic has {} partitions as read just after, but the request \
+                     may yet be applied: run `fencelog topic describe {name}` and grow it again \
+                     if it still has fewer than {partitions}",
+                    record.partition_count
+                ))
+                .into()),
+                None => Err(BrokerError::UnknownTopic(name.to_string())),
+            },
+            Err(read_error) => Err(ClusterError::OutcomeUnknown(format!(
+                "adding partitions to topic {name}: etcd ({endpoints}) did not answer ({reason}) \
+                 and the topic could not be read back ({read_error}): it may or may not have \
+                 {partitions} partitions; once etcd is reachable run `fencelog topic describe \
+                 {name}` and grow it again if it has fewer"
+            ))
+            .into()),
+        }
     }
 
     /// Changes a cluster topic's config: `change` computes it from the record's config, which is

@@ -89,12 +89,27 @@ impl ClusterState {
     ///
     /// [`INITIAL_LEADER_EPOCH`]: crate::cluster::meta::INITIAL_LEADER_EPOCH
     pub fn topic_ready(&self, topic: &str, partitions: u32) -> bool {
-        let Some(first) = self.topics.get(topic).map(TopicRecord::first_leader_epoch) else {
+        let Some(record) = self.topics.get(topic) else {
             return false;
         };
-        (0..partitions).all(|index| {
+        self.partitions_ready(record, 0..partitions)
+    }
+
+    /// Whether the view has `record`'s topic with at least its partition count, and each
+    /// partition of `indexes` a leader that took over (as [`ClusterState::topic_ready`]): what
+    /// a grow waits for, on its new partitions only (an old one without a leader, its broker
+    /// down, does not hold the answer up).
+    pub fn partitions_ready(&self, record: &TopicRecord, indexes: std::ops::Range<u32>) -> bool {
+        let Some(known) = self.topics.get(&record.name) else {
+            return false;
+        };
+        if known.partition_count < indexes.end {
+            return false;
+        }
+        let first = known.first_leader_epoch();
+        indexes.into_iter().all(|index| {
             self.partitions
-                .get(&PartitionId::new(topic, index))
+                .get(&PartitionId::new(&record.name, index))
                 .is_some_and(|p| p.value.leader.is_some() && p.value.leader_epoch > first)
         })
     }

@@ -13,6 +13,7 @@ pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_acls;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_groups;
@@ -223,6 +224,19 @@ pub fn start(
         RequestBody::IncrementalAlterConfigs(body) => Started {
             response: Some(
                 alter_configs::handle_incremental(
+                    Arc::clone(service),
+                    access,
+                    correlation_id,
+                    version,
+                    body,
+                )
+                .boxed(),
+            ),
+            close: false,
+        },
+        RequestBody::CreatePartitions(body) => Started {
+            response: Some(
+                create_partitions::handle(
                     Arc::clone(service),
                     access,
                     correlation_id,
