@@ -290,9 +290,29 @@ impl Cluster {
         // Listening is not registered: wait until every broker is in the store.
         let deadline = Instant::now() + CONVERGE;
         while self.registered() < 3 {
-            assert!(Instant::now() < deadline, "brokers never registered");
+            assert!(
+                Instant::now() < deadline,
+                "brokers never registered; their logs:\n{}",
+                self.log_tails()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The last lines of every broker's log, for a failure message (a broker that could not
+    /// bind its port or reach etcd says so there).
+    fn log_tails(&self) -> String {
+        self.brokers
+            .iter()
+            .map(|broker| {
+                let log = std::fs::read_to_string(broker.data_dir.with_extension("log"))
+                    .unwrap_or_else(|error| format!("(no log: {error})"));
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+                format!("--- broker {} at {}:\n{tail}", broker.id, broker.addr)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The link `from` reaches `to` through.
