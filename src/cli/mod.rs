@@ -48,7 +48,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(serve::ServeArgs),
-    /// Create and list topics.
+    /// Manage topics: create, list, describe, alter, add-partitions, delete, delete-records.
     Topic(topic::TopicArgs),
     /// Acquire, renew and release a partition's write lease.
     Lease(lease::LeaseArgs),
