@@ -283,9 +283,15 @@ impl Batcher {
                 batch
             })
             .collect();
-        self.shared
-            .batches_resent
-            .fetch_add(batches.len() as u64, Ordering::Relaxed);
+        // Only a failure without an answer counts as a resend in the stats: a refusal that says
+        // nothing was written (a NOT_LEADER redirect, a partition not ready yet) is the ordinary
+        // way to find the leader, not a connection failure to report.
+        if unanswered {
+            self.shared
+                .batches_resent
+                .fetch_add(batches.len() as u64, Ordering::Relaxed);
+            self.shared.resends.fetch_add(1, Ordering::Relaxed);
+        }
         while let Some(batch) = batches.pop() {
             self.ready.push_front(batch);
         }
@@ -293,7 +299,6 @@ impl Batcher {
             .saturating_mul(1 << self.retries.min(10))
             .min(MAX_RETRY_BACKOFF);
         self.retries += 1;
-        self.shared.resends.fetch_add(1, Ordering::Relaxed);
         tracing::info!(topic = %self.shared.topic, partition = self.shared.partition, %error, batches = self.ready.len(), ?backoff, "resending unacknowledged batches");
         self.retry_at = Some(Instant::now() + backoff);
     }

@@ -80,10 +80,11 @@ struct Shared {
 /// What a producer has had to do so far beyond sending each batch once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProducerStats {
-    /// Transient failures (a broken connection, a timeout) after which the unacknowledged
-    /// batches were resent.
+    /// Transient failures without an answer (a broken connection, a timeout) after which the
+    /// unacknowledged batches were resent. A refusal that says nothing was written (a
+    /// NOT_LEADER redirect) is not counted: following it is ordinary routing.
     pub resends: u64,
-    /// Batches resent, in all (the server appended each once).
+    /// Batches resent after those failures, in all (the server appended each once).
     pub batches_resent: u64,
 }
 
