@@ -3,7 +3,7 @@
 //!
 //! Both listeners drive the same state machine: the native protocol with its AuthenticateStart
 //! (key 13) and AuthenticateContinue (key 14), the Kafka listener with SaslHandshake v1 and two
-//! SaslAuthenticate requests (KIP-152).
+//! SaslAuthenticate requests (KIP-152), or SaslHandshake v0 and two raw token frames (KIP-43).
 
 use std::sync::Arc;
 

@@ -275,6 +275,17 @@ impl ServerExchange {
         )
     }
 
+    /// Whether the client-final message's nonce is this exchange's: the combined nonce, or
+    /// the client nonce followed by the combined nonce, which librdkafka before 2.6.1 (kcat
+    /// 1.7.1's librdkafka 2.0) sends and Kafka's broker accepts since 3.8.1
+    /// (confluentinc/librdkafka#4895). The proof still covers the message as sent.
+    fn accepts_final_nonce(&self, nonce: &str) -> bool {
+        nonce == self.nonce
+            || nonce
+                .strip_prefix(self.client_first.nonce.as_str())
+                .is_some_and(|rest| rest == self.nonce)
+    }
+
     /// The user name the client claimed.
     pub fn user(&self) -> &str {
         &self.client_first.user
@@ -298,7 +309,7 @@ impl ServerExchange {
                 "channel binding does not match the first message",
             ));
         }
-        if nonce != self.nonce {
+        if !self.accepts_final_nonce(nonce) {
             return Err(malformed("the nonce does not match the exchange"));
         }
         let proof: [u8; 32] = BASE64
@@ -438,6 +449,32 @@ mod tests {
 
     fn rfc_credential() -> ScramCredential {
         ScramCredential::derive("pencil", &BASE64.decode(SALT).unwrap(), 4096)
+    }
+
+    /// librdkafka before 2.6.1 repeats the client nonce before the combined nonce in its final
+    /// message; that exchange succeeds (the proof covers the message as sent), and any other
+    /// nonce is still refused.
+    #[test]
+    fn server_accepts_librdkafka_2_0_repeated_client_nonce_and_no_other() {
+        let first = ClientFirst::parse(CLIENT_FIRST.as_bytes()).unwrap();
+        let (server, _) = ServerExchange::start_with_nonce(first, rfc_credential(), SERVER_NONCE);
+        let credential = rfc_credential();
+        let final_with = |nonce: &str| {
+            let salted = salted_password("pencil", &BASE64.decode(SALT).unwrap(), 4096);
+            let client_key = hmac(&salted, b"Client Key");
+            let without_proof = format!("c=biws,r={nonce}");
+            let auth_message = format!("n=user,r={CLIENT_NONCE},{SERVER_FIRST},{without_proof}");
+            let signature = hmac(&credential.stored_key, auth_message.as_bytes());
+            let proof = xor(&client_key, &signature);
+            format!("{without_proof},p={}", BASE64.encode(proof))
+        };
+        let repeated = format!("{CLIENT_NONCE}{CLIENT_NONCE}{SERVER_NONCE}");
+        assert!(server.finish(final_with(&repeated).as_bytes()).is_ok());
+        let other = format!("x{CLIENT_NONCE}{SERVER_NONCE}");
+        assert!(matches!(
+            server.finish(final_with(&other).as_bytes()),
+            Err(ScramError::Malformed(_))
+        ));
     }
 
     /// The client side writes exactly the RFC 7677 messages and accepts its server signature.

@@ -317,6 +317,170 @@ async fn kafka_sasl_versions_run_the_scram_exchange() {
     connection.assert_closed().await;
 }
 
+/// Writes one raw SASL token frame (after SaslHandshake v0): a 4-byte big-endian length, then
+/// the token, no Kafka header.
+async fn write_raw_token(connection: &mut kafka::KafkaConnection, token: &[u8]) {
+    let mut frame = (token.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    connection.write(&frame).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_handshake_v0_runs_scram_over_raw_frames_and_closes_on_a_wrong_password() {
+    // Proves: SaslHandshake v0 (advertised for librdkafka 2.0) is implemented as Kafka's broker
+    // does: the SCRAM messages then travel as raw size-prefixed frames without Kafka headers,
+    // answered the same way, after which a Metadata request is answered with the topic; a wrong
+    // password, a token that is not SCRAM, and a token over the raw-token limit each close the
+    // connection without an answer.
+    use fencelog::auth::ClientExchange;
+    use fencelog::server::kafka::sasl::MAX_RAW_SASL_TOKEN_BYTES;
+    use kafka::KafkaConnection;
+    use kafka_protocol::messages::{MetadataRequest, SaslHandshakeRequest};
+    use kafka_protocol::protocol::StrBytes;
+
+    let security = tempfile::tempdir().unwrap();
+    users::add_user(security.path(), "admin", "admin-pw").unwrap();
+    users::add_user(security.path(), "alice", "alice-pw").unwrap();
+    grant(security.path(), "alice", "orders-*", "produce,consume");
+    let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .kafka_config(kafka)
+        .start()
+        .await
+        .unwrap();
+    client_as(&server, "admin")
+        .await
+        .create_topic("orders-raw", 1, TopicConfig::default())
+        .await
+        .unwrap();
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256"));
+
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let answer = connection.call(0, &handshake).await;
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(
+        answer.mechanisms,
+        vec![StrBytes::from_static_str("SCRAM-SHA-256")]
+    );
+    let (mut exchange, first) = ClientExchange::start("alice", "alice-pw");
+    write_raw_token(&mut connection, &first).await;
+    let server_first = connection
+        .read_frame()
+        .await
+        .expect("server-first as a raw frame");
+    let last = exchange.respond(&server_first).unwrap();
+    write_raw_token(&mut connection, &last).await;
+    let server_final = connection
+        .read_frame()
+        .await
+        .expect("server-final as a raw frame");
+    exchange.verify(&server_final).unwrap();
+    // Authenticated: ordinary Kafka requests follow.
+    let metadata = connection
+        .call(1, &MetadataRequest::default().with_topics(None))
+        .await;
+    let topics: Vec<&str> = metadata
+        .topics
+        .iter()
+        .filter_map(|topic| topic.name.as_ref().map(|name| name.as_str()))
+        .collect();
+    assert_eq!(topics, ["orders-raw"]);
+
+    // A wrong password: the server-first comes, the final message closes the connection.
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    assert_eq!(connection.call(0, &handshake).await.error_code, 0);
+    let (mut exchange, first) = ClientExchange::start("alice", "wrong-pw");
+    write_raw_token(&mut connection, &first).await;
+    let server_first = connection
+        .read_frame()
+        .await
+        .expect("server-first as a raw frame");
+    let last = exchange.respond(&server_first).unwrap();
+    write_raw_token(&mut connection, &last).await;
+    connection.assert_closed().await;
+
+    // A token that is not SCRAM (here a Kafka request, as after v1) closes the connection.
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    assert_eq!(connection.call(0, &handshake).await.error_code, 0);
+    connection.send(1, &MetadataRequest::default()).await;
+    connection.assert_closed().await;
+
+    // A token over the limit closes the connection unread.
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    assert_eq!(connection.call(0, &handshake).await.error_code, 0);
+    write_raw_token(&mut connection, &vec![b'n'; MAX_RAW_SASL_TOKEN_BYTES + 1]).await;
+    connection.assert_closed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_lists_metadata_from_an_auth_server_over_sasl_scram() {
+    // Proves issue 33: kcat 1.7.1 (librdkafka 2.0) logs in to an `--auth` server with
+    // SASL_PLAINTEXT / SCRAM-SHA-256 and lists the topic; a wrong password lists nothing.
+    if crate::kafka_kcat::kcat_missing() {
+        return;
+    }
+    let security = tempfile::tempdir().unwrap();
+    users::add_user(security.path(), "admin", "admin-pw").unwrap();
+    users::add_user(security.path(), "alice", "alice-pw").unwrap();
+    grant(security.path(), "alice", "orders-*", "produce,consume");
+    let kafka = KafkaConfig::advertising(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = TestServer::builder()
+        .server_config(security_config(security.path()))
+        .kafka_config(kafka)
+        .start()
+        .await
+        .unwrap();
+    client_as(&server, "admin")
+        .await
+        .create_topic("orders-kcat", 2, TopicConfig::default())
+        .await
+        .unwrap();
+    let bootstrap = server.kafka_addr().to_string();
+    let list = |password: &'static str| {
+        let bootstrap = bootstrap.clone();
+        tokio::task::spawn_blocking(move || {
+            Command::new("kcat")
+                .args([
+                    "-L",
+                    "-b",
+                    &bootstrap,
+                    "-m",
+                    "10",
+                    "-X",
+                    "security.protocol=SASL_PLAINTEXT",
+                    "-X",
+                    "sasl.mechanism=SCRAM-SHA-256",
+                    "-X",
+                    "sasl.username=alice",
+                    "-X",
+                    &format!("sasl.password={password}"),
+                ])
+                .output()
+                .unwrap()
+        })
+    };
+    let output = list("alice-pw").await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "kcat -L failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("topic \"orders-kcat\" with 2 partitions:"),
+        "{stdout}\n{stderr}"
+    );
+
+    let output = list("wrong-pw").await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success() && !stdout.contains("orders-kcat"),
+        "kcat with a wrong password listed metadata: {stdout}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_apis_are_authorized_per_resource() {
     // Proves: over SASL, alice (consume on orders-*) may describe orders-eu's configs but not

@@ -60,7 +60,7 @@ async fn kcat_lists_the_topics_and_their_leader() {
 }
 
 /// True (with a note) where kcat is not installed: the test is then skipped.
-fn kcat_missing() -> bool {
+pub(crate) fn kcat_missing() -> bool {
     let missing = Command::new("kcat").arg("-V").output().is_err();
     if missing {
         eprintln!("kcat not found: skipping the kcat check (apt-get install kcat)");

@@ -130,6 +130,9 @@ impl Protocol for KafkaProtocol {
         session: &mut KafkaSession,
         frame: Bytes,
     ) -> Started<KafkaResponse> {
+        if session.sasl.expects_raw_token() {
+            return sasl::raw_token(&mut session.sasl, frame);
+        }
         match request::decode(frame) {
             Ok(request::Decoded::Request(request)) => {
                 let client_id = request.header.client_id.as_ref().map(|id| id.as_str());

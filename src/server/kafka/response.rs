@@ -109,6 +109,9 @@ pub enum ResponseBody {
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
     /// CreatePartitions (37).
     CreatePartitions(CreatePartitionsResponse),
+    /// A raw SASL token after SaslHandshake v0: written after the size prefix as is, with no
+    /// response header (the client reads it as the SASL mechanism's bytes).
+    RawSaslToken(Bytes),
 }
 
 impl ResponseBody {
@@ -150,6 +153,10 @@ impl ResponseBody {
             Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
             Self::ConsumerGroupDescribe(body) => body.encode(out, version),
             Self::CreatePartitions(body) => body.encode(out, version),
+            Self::RawSaslToken(token) => {
+                out.put_slice(token);
+                Ok(())
+            }
         };
         encoded.map_err(|error| format!("{error:#}"))
     }
@@ -179,10 +186,12 @@ impl KafkaResponse {
         max_frame_bytes: usize,
     ) -> Result<(), String> {
         out.put_u32(0);
-        ResponseHeader::default()
-            .with_correlation_id(self.correlation_id)
-            .encode(out, self.header_version())
-            .map_err(|error| format!("response header: {error:#}"))?;
+        if !matches!(self.body, ResponseBody::RawSaslToken(_)) {
+            ResponseHeader::default()
+                .with_correlation_id(self.correlation_id)
+                .encode(out, self.header_version())
+                .map_err(|error| format!("response header: {error:#}"))?;
+        }
         self.body
             .encode(out, self.api_version)
             .map_err(|error| format!("response body: {error}"))?;

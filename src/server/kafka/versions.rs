@@ -86,7 +86,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     },
     SupportedApi {
         key: ApiKey::SaslHandshake,
-        min_version: 1,
+        min_version: 0,
         max_version: 1,
     },
     SupportedApi {
