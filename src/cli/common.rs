@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+use super::address::{check_host_port_list, AddressKind};
 use super::{CliError, EXIT_ERROR, EXIT_FENCED};
 use crate::client::{Client, ClientError};
 use crate::server::DEFAULT_LISTEN;
@@ -132,7 +133,10 @@ where
 }
 
 /// Connects to `--addr` (a comma-separated list: the first that accepts; reconnects go to any).
+/// A malformed `--addr` (or FENCELOG_ADDR) is refused first, saying what the address should
+/// look like.
 pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
+    check_host_port_list("--addr", &args.addr, AddressKind::Native)?;
     let mut builder = args.tls.apply(Client::builder().addr_list(&args.addr))?;
     if let Some(user) = &args.user {
         let password = read_password(args.password_file.as_deref())?;

@@ -65,6 +65,9 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
 }
 
 async fn story(args: DemoArgs) -> Result<(), CliError> {
+    if let Some(addr) = &args.addr {
+        super::address::check_host_port("--addr", addr, super::address::AddressKind::Native)?;
+    }
     let (_server, addr) = match &args.addr {
         Some(addr) => (None, addr.clone()),
         None => {

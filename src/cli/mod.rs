@@ -4,6 +4,7 @@
 //! other error (printed as one line on stderr).
 
 pub mod acl;
+pub mod address;
 pub mod bench;
 pub mod cluster;
 pub mod common;

@@ -8,7 +8,7 @@
 //! they talk to.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -70,13 +70,13 @@ impl SecurityTarget {
     /// Adds `name` or changes its password; returns whether it existed.
     pub fn add_user(&self, name: &str, password: &str) -> Result<bool, CliError> {
         on_cluster!(self, |store| store.add_user(name, password).await);
-        users::add_user(&self.data_dir, name, password).map_err(failed)
+        self.in_data_dir(|dir| users::add_user(dir, name, password))
     }
 
     /// Removes `name`; returns whether it existed.
     pub fn remove_user(&self, name: &str) -> Result<bool, CliError> {
         on_cluster!(self, |store| store.remove_user(name).await);
-        users::remove_user(&self.data_dir, name).map_err(failed)
+        self.in_data_dir(|dir| users::remove_user(dir, name))
     }
 
     /// The user names, sorted.
@@ -100,7 +100,7 @@ impl SecurityTarget {
         on_cluster!(self, |store| store
             .add_acl(principal, pattern, operations)
             .await);
-        acl::add_acl(&self.data_dir, principal, pattern, operations).map_err(failed)
+        self.in_data_dir(|dir| acl::add_acl(dir, principal, pattern, operations))
     }
 
     /// Takes `operations` on `pattern` away from `principal`; returns whether a grant changed.
@@ -113,13 +113,29 @@ impl SecurityTarget {
         on_cluster!(self, |store| store
             .remove_acl(principal, pattern, operations)
             .await);
-        acl::remove_acl(&self.data_dir, principal, pattern, operations).map_err(failed)
+        self.in_data_dir(|dir| acl::remove_acl(dir, principal, pattern, operations))
     }
 
     /// Every grant.
     pub fn list_acls(&self) -> Result<Vec<AclEntry>, CliError> {
         on_cluster!(self, |store| Ok(store.acls().await?.acls));
         acl::list_acls(&self.data_dir).map_err(failed)
+    }
+
+    /// Makes a change in the data directory, which creates the directory if it does not exist:
+    /// that is how a new setup starts (README's "Locking it down" adds users before the first
+    /// `serve`), so it is allowed, but a mistyped `--data-dir` would otherwise go unnoticed
+    /// (the server never sees the users), hence the note on stderr naming what was created.
+    fn in_data_dir<T>(
+        &self,
+        change: impl FnOnce(&Path) -> Result<T, crate::auth::SecurityFileError>,
+    ) -> Result<T, CliError> {
+        let existed = self.data_dir.exists();
+        let result = change(&self.data_dir).map_err(failed)?;
+        if !existed && self.data_dir.is_dir() {
+            eprintln!("{}", created_note(&self.data_dir));
+        }
+        Ok(result)
     }
 
     /// Runs `operation` on the cluster's store in etcd, on a runtime of its own.
@@ -150,6 +166,14 @@ impl SecurityTarget {
                 .map_err(|error| CliError::new(error.to_string()))
         })
     }
+}
+
+/// The note `user`/`acl` print when a change created the data directory.
+fn created_note(data_dir: &Path) -> String {
+    format!(
+        "note: created data directory {dir} (it did not exist); if that is a typo, remove it and give the --data-dir your server uses (`fencelog serve --data-dir {dir}` serves these users and ACLs)",
+        dir = data_dir.display()
+    )
 }
 
 fn failed(error: crate::auth::SecurityFileError) -> CliError {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use super::address::{check_host_port, AddressKind};
 use super::CliError;
 use crate::broker::BrokerError;
 use crate::server::kafka::{KafkaConfig, KafkaConfigError};
@@ -134,11 +135,16 @@ pub struct ServeArgs {
 }
 
 /// Runs the server.
+///
+/// Order matters: every flag is checked and every listener bound before anything touches the
+/// data directory, so a mistyped address or a port in use fails without creating or locking
+/// `--data-dir` (a newcomer's `serve --listen nonsense` leaves the directory it ran in empty).
 pub fn run(args: ServeArgs) -> Result<(), CliError> {
     if let Some(filter) = &args.log {
         std::env::set_var("RUST_LOG", filter);
     }
     super::init_tracing("info");
+    check_addresses(&args)?;
     let tls = args.tls.server_tls()?;
     let in_cluster = !args.etcd.is_empty();
     if in_cluster {
@@ -147,9 +153,13 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .map_err(|error| CliError::new(format!("listen on {}: {error}", args.listen)))?;
+        let listener = bind("--listen", &args.listen).await?;
+        let kafka = kafka_listener(&args).await?;
+        let metrics = match &args.metrics_listen {
+            Some(addr) => Some(bind("--metrics-listen", addr).await?),
+            None => None,
+        };
+        // Only now may the data directory be created: every listener is bound.
         // On a cluster the users and ACLs are the cluster's, read from etcd below.
         let security = if args.auth && !in_cluster {
             let security = crate::auth::Security::open(&args.data_dir, args.super_users.clone())
@@ -182,15 +192,6 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             config.cluster = Some(membership);
             config.server.security = security;
         }
-        let kafka = kafka_listener(&args).await?;
-        let metrics = match &args.metrics_listen {
-            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|error| {
-                CliError::new(format!(
-                    "metrics listener: cannot listen on {addr}: {error}; pick another --metrics-listen address"
-                ))
-            })?),
-            None => None,
-        };
         let listeners = Listeners {
             native: listener,
             kafka,
@@ -210,6 +211,37 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         node.serve_until(shutdown_signal())
             .await
             .map_err(|error| CliError::new(format!("server: {error}")))
+    })
+}
+
+/// Checks the shape of every address flag, before anything is bound or created.
+fn check_addresses(args: &ServeArgs) -> Result<(), CliError> {
+    check_host_port("--listen", &args.listen, AddressKind::Native)?;
+    if let Some(advertise) = &args.advertise {
+        check_host_port("--advertise", advertise, AddressKind::Native)?;
+    }
+    if let Some(listen) = &args.kafka_listen {
+        check_host_port("--kafka-listen", listen, AddressKind::Kafka)?;
+    }
+    if let Some(advertise) = &args.kafka_advertise {
+        check_host_port("--kafka-advertise", advertise, AddressKind::Kafka)?;
+    }
+    if let Some(listen) = &args.metrics_listen {
+        check_host_port("--metrics-listen", listen, AddressKind::Metrics)?;
+    }
+    Ok(())
+}
+
+/// Binds the listener `flag` names; a host that does not resolve or a port in use is an error
+/// naming the flag and the value.
+async fn bind(flag: &str, addr: &str) -> Result<tokio::net::TcpListener, CliError> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|error| {
+        let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
+            "another process listens there (another fencelog serve?): stop it or pick another port"
+        } else {
+            "pick another address"
+        };
+        CliError::new(format!("{flag} {addr}: cannot listen: {error}; {hint}"))
     })
 }
 
@@ -362,9 +394,7 @@ async fn kafka_listener(args: &ServeArgs) -> Result<Option<KafkaListener>, CliEr
     let Some(listen) = &args.kafka_listen else {
         return Ok(None);
     };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|error| CliError::new(format!("Kafka listen on {listen}: {error}")))?;
+    let listener = bind("--kafka-listen", listen).await?;
     let mut config = match &args.kafka_advertise {
         Some(advertise) => KafkaConfig::advertising_host_port(advertise)
             .map_err(|error| CliError::new(format!("--kafka-advertise: {error}")))?,

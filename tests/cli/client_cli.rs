@@ -590,14 +590,35 @@ fn bad_address_is_one_line_and_exit_status_1() {
     );
     assert!(refused.stdout.is_empty());
 
-    for bad in ["not-an-address", "nosuchhost.invalid:7171"] {
-        let unresolved = run(&["lease", "acquire", "t", "0", "--addr", bad], "", &[]);
-        assert_eq!(unresolved.code(), 1, "{unresolved:?}");
-        assert!(
-            unresolved.error_line().contains("cannot resolve address"),
-            "{unresolved:?}"
-        );
-    }
+    let unresolved = run(
+        &[
+            "lease",
+            "acquire",
+            "t",
+            "0",
+            "--addr",
+            "nosuchhost.invalid:7171",
+        ],
+        "",
+        &[],
+    );
+    assert_eq!(unresolved.code(), 1, "{unresolved:?}");
+    assert!(
+        unresolved.error_line().contains("cannot resolve address"),
+        "{unresolved:?}"
+    );
+    let shapeless = run(
+        &["lease", "acquire", "t", "0", "--addr", "not-an-address"],
+        "",
+        &[],
+    );
+    assert_eq!(shapeless.code(), 1, "{shapeless:?}");
+    assert!(
+        shapeless
+            .error_line()
+            .starts_with("error: --addr not-an-address: not an address: expected HOST:PORT"),
+        "{shapeless:?}"
+    );
     let produce = run(
         &["produce", "t", "--epoch", "1", "--addr", &addr],
         "x\n",

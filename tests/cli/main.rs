@@ -22,6 +22,7 @@ mod disk_trouble;
 mod hostile_clients;
 mod kafka_cluster;
 mod kafka_cluster_groups;
+mod serve_args;
 mod tls;
 mod topic_cli;
 mod topic_delete_cli;
