@@ -34,6 +34,14 @@ impl<R: Send + 'static> Started<R> {
             close: false,
         }
     }
+
+    /// A response that a future will produce; the connection reads on meanwhile.
+    pub fn later(response: impl std::future::Future<Output = R> + Send + 'static) -> Self {
+        Self {
+            response: Some(Box::pin(response)),
+            close: false,
+        }
+    }
 }
 
 /// What the connection does after a response is encoded.

@@ -45,8 +45,6 @@ pub mod sync_group;
 
 use std::sync::Arc;
 
-use futures::FutureExt;
-
 use super::request::{KafkaRequest, RequestBody};
 use super::{KafkaConfig, KafkaSession};
 use crate::broker::BrokerService;
@@ -94,113 +92,94 @@ pub fn start(
             version,
             &body,
         )),
-        RequestBody::CreateTopics(body) => Started {
-            response: Some(
-                create_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::DeleteTopics(body) => Started {
-            response: Some(
-                delete_topics::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::DeleteRecords(body) => Started {
-            response: Some(
-                delete_records::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::InitProducerId(body) => Started {
-            response: Some(
-                init_producer_id::handle(Arc::clone(service), correlation_id, version, body)
-                    .boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::CreateTopics(body) => Started::later(create_topics::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::DeleteTopics(body) => Started::later(delete_topics::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::DeleteRecords(body) => Started::later(delete_records::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::InitProducerId(body) => Started::later(init_producer_id::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::Produce(body) => {
             produce::start(service, session, correlation_id, version, body)
         }
-        RequestBody::Fetch(body) => Started {
-            response: Some(
-                fetch::handle(
-                    Arc::clone(service),
-                    session.fetch_memory.clone(),
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::FindCoordinator(body) => Started {
-            response: Some(
-                find_coordinator::handle(
-                    Arc::clone(service),
-                    metadata::brokers(service, config),
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::JoinGroup(body) => Started {
-            response: Some(
-                join_group::handle(
-                    Arc::clone(service),
-                    session.client_id.clone().unwrap_or_default(),
-                    session.peer,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::SyncGroup(body) => Started {
-            response: Some(
-                sync_group::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::Heartbeat(body) => Started {
-            response: Some(
-                heartbeat::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::LeaveGroup(body) => Started {
-            response: Some(
-                leave_group::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::OffsetCommit(body) => Started {
-            response: Some(
-                offset_commit::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::DescribeGroups(body) => Started {
-            response: Some(
-                describe_groups::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::Fetch(body) => Started::later(fetch::handle(
+            Arc::clone(service),
+            session.fetch_memory.clone(),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::FindCoordinator(body) => Started::later(find_coordinator::handle(
+            Arc::clone(service),
+            metadata::brokers(service, config),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::JoinGroup(body) => Started::later(join_group::handle(
+            Arc::clone(service),
+            session.client_id.clone().unwrap_or_default(),
+            session.peer,
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::SyncGroup(body) => Started::later(sync_group::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::Heartbeat(body) => Started::later(heartbeat::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::LeaveGroup(body) => Started::later(leave_group::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::OffsetCommit(body) => Started::later(offset_commit::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::DescribeGroups(body) => Started::later(describe_groups::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::ListGroups(body) => {
             Started::ready(list_groups::handle(service, correlation_id, version, &body))
         }
-        RequestBody::OffsetFetch(body) => Started {
-            response: Some(
-                offset_fetch::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::OffsetFetch(body) => Started::later(offset_fetch::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::DescribeConfigs(body) => Started::ready(describe_configs::handle(
             service,
             &access,
@@ -208,93 +187,67 @@ pub fn start(
             version,
             &body,
         )),
-        RequestBody::AlterConfigs(body) => Started {
-            response: Some(
-                alter_configs::handle_alter(
-                    Arc::clone(service),
-                    access,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::IncrementalAlterConfigs(body) => Started {
-            response: Some(
-                alter_configs::handle_incremental(
-                    Arc::clone(service),
-                    access,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::CreatePartitions(body) => Started {
-            response: Some(
-                create_partitions::handle(
-                    Arc::clone(service),
-                    access,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::AlterConfigs(body) => Started::later(alter_configs::handle_alter(
+            Arc::clone(service),
+            access,
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::IncrementalAlterConfigs(body) => {
+            Started::later(alter_configs::handle_incremental(
+                Arc::clone(service),
+                access,
+                correlation_id,
+                version,
+                body,
+            ))
+        }
+        RequestBody::CreatePartitions(body) => Started::later(create_partitions::handle(
+            Arc::clone(service),
+            access,
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::SaslHandshake(body) => {
             super::sasl::handshake(&mut session.sasl, correlation_id, version, &body)
         }
         RequestBody::SaslAuthenticate(body) => {
             super::sasl::authenticate(&mut session.sasl, correlation_id, version, &body)
         }
-        RequestBody::DeleteGroups(body) => Started {
-            response: Some(
-                delete_groups::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::OffsetDelete(body) => Started {
-            response: Some(
-                offset_delete::handle(Arc::clone(service), correlation_id, version, body).boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::DeleteGroups(body) => Started::later(delete_groups::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::OffsetDelete(body) => Started::later(offset_delete::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::ListTransactions(body) => {
             Started::ready(list_transactions::handle(correlation_id, version, &body))
         }
-        RequestBody::DescribeLogDirs(body) => Started {
-            response: Some(
-                describe_log_dirs::handle(
-                    Arc::clone(service),
-                    access,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
-        RequestBody::ConsumerGroupHeartbeat(body) => Started {
-            response: Some(
-                consumer_group_heartbeat::handle(
-                    Arc::clone(service),
-                    session.client_id.clone().unwrap_or_default(),
-                    session.peer,
-                    correlation_id,
-                    version,
-                    body,
-                )
-                .boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::DescribeLogDirs(body) => Started::later(describe_log_dirs::handle(
+            Arc::clone(service),
+            access,
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::ConsumerGroupHeartbeat(body) => {
+            Started::later(consumer_group_heartbeat::handle(
+                Arc::clone(service),
+                session.client_id.clone().unwrap_or_default(),
+                session.peer,
+                correlation_id,
+                version,
+                body,
+            ))
+        }
         RequestBody::DescribeProducers(body) => Started::ready(describe_producers::handle(
             service,
             &access,
@@ -302,25 +255,18 @@ pub fn start(
             version,
             &body,
         )),
-        RequestBody::DescribeAcls(body) => Started {
-            response: Some(describe_acls::handle(access, correlation_id, version, body).boxed()),
-            close: false,
-        },
-        RequestBody::CreateAcls(body) => Started {
-            response: Some(create_acls::handle(access, correlation_id, version, body).boxed()),
-            close: false,
-        },
-        RequestBody::DeleteAcls(body) => Started {
-            response: Some(delete_acls::handle(access, correlation_id, version, body).boxed()),
-            close: false,
-        },
-        RequestBody::ConsumerGroupDescribe(body) => Started {
-            response: Some(
-                consumer_group_describe::handle(Arc::clone(service), correlation_id, version, body)
-                    .boxed(),
-            ),
-            close: false,
-        },
+        RequestBody::DescribeAcls(body) => {
+            Started::later(describe_acls::handle(access, correlation_id, version, body))
+        }
+        RequestBody::CreateAcls(body) => {
+            Started::later(create_acls::handle(access, correlation_id, version, body))
+        }
+        RequestBody::DeleteAcls(body) => {
+            Started::later(delete_acls::handle(access, correlation_id, version, body))
+        }
+        RequestBody::ConsumerGroupDescribe(body) => Started::later(
+            consumer_group_describe::handle(Arc::clone(service), correlation_id, version, body),
+        ),
         RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
             service,
             config,
