@@ -44,24 +44,29 @@ impl ClusterDriver {
             }
             Err(error) => return Err(ClusterError::Meta(error).into()),
         }
+        if !self
+            .wait_for_view(|| self.topic_ready(&name, partitions))
+            .await
+        {
+            warn!(topic = %name, "created, but not every partition had elected a leader in time");
+        }
+        Ok(())
+    }
+
+    /// Waits, up to `topic_ready_wait`, until `ready` holds, checking it again at every change
+    /// of the view; false if the wait ran out (a driver shutting down counts as done).
+    async fn wait_for_view(&self, ready: impl Fn() -> bool) -> bool {
         let mut changes = self.view_changed.subscribe();
-        let ready = async {
-            loop {
-                if self.topic_ready(&name, partitions) {
-                    return;
-                }
+        let wait = async {
+            while !ready() {
                 if changes.changed().await.is_err() {
                     return;
                 }
             }
         };
-        if tokio::time::timeout(self.config.topic_ready_wait, ready)
+        tokio::time::timeout(self.config.topic_ready_wait, wait)
             .await
-            .is_err()
-        {
-            warn!(topic = %name, "created, but not every partition had elected a leader in time");
-        }
-        Ok(())
+            .is_ok()
     }
 
     /// Whether every partition of `topic` has a leader that took over (it re-elects itself
@@ -148,27 +153,14 @@ impl ClusterDriver {
         };
         info!(topic = %name, from = record.partition_count, to = partitions, "added partitions to the cluster topic");
         let old = record.partition_count;
-        let mut changes = self.view_changed.subscribe();
-        let ready = async {
-            loop {
-                let local = self
-                    .broker
-                    .topic(name)
-                    .map_or(0, |topic| topic.partitions().len());
-                if local >= partitions as usize
-                    && self.state().partitions_ready(&grown, old..partitions)
-                {
-                    return;
-                }
-                if changes.changed().await.is_err() {
-                    return;
-                }
-            }
+        let ready = || {
+            let local = self
+                .broker
+                .topic(name)
+                .map_or(0, |topic| topic.partitions().len());
+            local >= partitions as usize && self.state().partitions_ready(&grown, old..partitions)
         };
-        if tokio::time::timeout(self.config.topic_ready_wait, ready)
-            .await
-            .is_err()
-        {
+        if !self.wait_for_view(ready).await {
             warn!(topic = %name, "partitions added, but not every new partition had elected a leader in time");
         }
         Ok(grown.partition_count)
