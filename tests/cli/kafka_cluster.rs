@@ -257,27 +257,37 @@ pub(crate) async fn high_watermarks_reach(brokers: &[BrokerProcess], topic: &str
     }
 }
 
-/// `kcat -L` through one broker shows all three (where kcat is installed).
+/// `kcat -L` through one broker shows all three (where kcat is installed). The brokers were
+/// just started and register in etcd in their own time: the listing is asked again until all
+/// three are in it or [`CONVERGE`] passes.
 fn kcat_lists_three_brokers(broker: &str) {
-    let Ok(output) = Command::new("kcat")
-        .args(["-b", broker, "-L", "-J"])
-        .output()
-    else {
-        eprintln!("kcat not found: skipping its check (apt-get install kcat)");
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let Ok(output) = Command::new("kcat")
+            .args(["-b", broker, "-L", "-J"])
+            .output()
+        else {
+            eprintln!("kcat not found: skipping its check (apt-get install kcat)");
+            return;
+        };
+        assert!(
+            output.status.success(),
+            "kcat -L failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let listing: serde_json::Value = serde_json::from_slice(&output.stdout).expect("kcat json");
+        let mut ids: Vec<i64> = listing["brokers"]
+            .as_array()
+            .expect("brokers")
+            .iter()
+            .map(|broker| broker["id"].as_i64().expect("id"))
+            .collect();
+        ids.sort_unstable();
+        if ids.len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        assert_eq!(ids, vec![1, 2, 3], "kcat -L: {listing}");
         return;
-    };
-    assert!(
-        output.status.success(),
-        "kcat -L failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let listing: serde_json::Value = serde_json::from_slice(&output.stdout).expect("kcat json");
-    let mut ids: Vec<i64> = listing["brokers"]
-        .as_array()
-        .expect("brokers")
-        .iter()
-        .map(|broker| broker["id"].as_i64().expect("id"))
-        .collect();
-    ids.sort_unstable();
-    assert_eq!(ids, vec![1, 2, 3], "kcat -L: {listing}");
+    }
 }
