@@ -49,9 +49,10 @@ impl FromStr for StartAt {
 #[command(after_long_help = "\
 Output: one line per record, in offset order.
   plain:   the record's value (UTF-8; invalid bytes shown as U+FFFD), a line break after it
-  --json:  {\"offset\":N,\"epoch\":E,\"timestamp\":MS,\"key\":K,\"value\":V}
-           key and value are strings (null when absent); bytes that are not valid UTF-8 are
-           replaced by U+FFFD (lossy), so use plain output of text values only.
+  --json:  {\"offset\":N,\"epoch\":E,\"timestamp\":MS,\"key\":K,\"value\":V,
+            \"headers\":[{\"key\":HK,\"value\":HV},...]}
+           key, value and header values are strings (null when absent); bytes that are not
+           valid UTF-8 are replaced by U+FFFD (lossy), so use plain output of text values only.
 
 Without --follow, consume stops at the end of the log as it was when consume started (its high
 watermark then) and exits 0. With --follow it keeps long-polling for new records until
@@ -99,6 +100,16 @@ struct RecordJson {
     timestamp: i64,
     key: Option<String>,
     value: Option<String>,
+    /// In the record's order; a header may repeat a key, so a list rather than a map.
+    headers: Vec<HeaderJson>,
+}
+
+/// One header of a record under `--json`: its value is null when the header has none (Kafka
+/// headers may be null), apart from an empty one.
+#[derive(Serialize)]
+struct HeaderJson {
+    key: String,
+    value: Option<String>,
 }
 
 impl From<&Record> for RecordJson {
@@ -114,6 +125,14 @@ impl From<&Record> for RecordJson {
             timestamp: record.timestamp,
             key: text(&record.key),
             value: text(&record.value),
+            headers: record
+                .headers
+                .iter()
+                .map(|(key, value)| HeaderJson {
+                    key: key.clone(),
+                    value: text(value),
+                })
+                .collect(),
         }
     }
 }
