@@ -9,41 +9,19 @@
 //! can: pip for the Python clients, `npm ci` in `tools/kafka-clients/kafkajs/`). Servers here
 //! complete a new group's first rebalance after 200 ms instead of Kafka's 3 s.
 
+use crate::support::kafka::{create_topic, kafka_server_with_quick_groups};
 use crate::support::python;
 use python::python_module_missing;
 use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
-use fencelog::domain::TopicConfig;
-use fencelog::server::KafkaConfig;
-use fencelog::testing::TestServer;
 use serde_json::{json, Value};
 
 const TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/kafka-clients");
-
-/// A server with a Kafka listener whose coordinator waits 200 ms for a new group's members.
-async fn kafka_server() -> TestServer {
-    let broker = BrokerConfig {
-        coordinator: CoordinatorConfig {
-            initial_rebalance_delay: Duration::from_millis(200),
-            ..CoordinatorConfig::default()
-        },
-        ..BrokerConfig::default()
-    };
-    let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::builder()
-        .broker_config(broker)
-        .kafka_config(kafka)
-        .start()
-        .await
-        .expect("start server")
-}
 
 /// True (with a note) where python3 cannot import `module`: the test is then skipped.
 /// True (with a note) where node or the kafkajs package is missing.
@@ -84,14 +62,6 @@ fn script(name: &str) -> String {
     format!("{TOOLS}/{name}")
 }
 
-async fn create_topic(server: &TestServer, topic: &str, partitions: u32) {
-    let client = Client::connect(server.addr()).await.expect("connect");
-    client
-        .create_topic(topic, partitions, TopicConfig::default())
-        .await
-        .expect("create topic");
-}
-
 /// confluent-kafka: AdminClient creates topics and lists them; a Producer with every
 /// compression.type and acks 0/1/all sends keyed records with headers (a null and an empty value
 /// among them), which a Consumer reads back intact, and the native client reads the same records.
@@ -100,7 +70,7 @@ async fn confluent_kafka_admin_and_every_compression_and_acks() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let bootstrap = server.kafka_addr().to_string();
     let script = script("confluent_scenarios.py");
     let listed = run_json(
@@ -173,7 +143,7 @@ async fn confluent_kafka_groups_split_commit_and_resume_with_both_assignors() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let mut server = kafka_server().await;
+    let mut server = kafka_server_with_quick_groups().await;
     let bootstrap = server.kafka_addr().to_string();
     for (topic, strategy) in [
         ("c-groups-range", "default"),
@@ -239,7 +209,7 @@ async fn kafka_python_producer_consumer_and_offsets_api() {
     if python_module_missing("kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let outcome = run_json(
         "python3",
         vec![
@@ -273,7 +243,7 @@ async fn python_clients_delete_groups_and_their_offsets() {
     if python_module_missing("confluent_kafka") || python_module_missing("kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     create_topic(&server, "admin-groups", 1).await;
     let client = Client::connect(server.addr()).await.expect("connect");
     let lease = client
@@ -314,7 +284,7 @@ async fn kafka_python_admin_lists_and_describes_groups() {
     if python_module_missing("kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     create_topic(&server, "kp-groups", 2).await;
     let native = Client::connect(server.addr()).await.expect("connect");
     for partition in 0..2 {
@@ -379,7 +349,7 @@ async fn kafkajs_producers_consumer_group_and_admin() {
     if kafkajs_missing() {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let outcome = run_json(
         "node",
         vec![
@@ -407,7 +377,7 @@ async fn kafkajs_producers_consumer_group_and_admin() {
 /// once, in order: the producer state survived the restart, and the client saw no error.
 async fn idempotent_producer_across_a_restart(script_name: &str, topic: &str) {
     const COUNT: usize = 60;
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     create_topic(&server, topic, 1).await;
     let mut child = Command::new("python3")
         .args([

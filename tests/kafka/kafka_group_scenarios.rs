@@ -7,17 +7,14 @@
 //!
 //! Each test skips, with a note, where python3 or confluent-kafka is missing.
 
+use crate::support::kafka::{create_topic, kafka_server_with_quick_groups};
 use crate::support::python::python_module_missing;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
-use fencelog::broker::{BrokerConfig, CoordinatorConfig};
 use fencelog::client::Client;
 use fencelog::domain::TopicConfig;
-use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
 use serde_json::{json, Value};
 
@@ -25,32 +22,6 @@ const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tools/kafka-clients/group_scenarios.py"
 );
-
-/// A server with a Kafka listener whose coordinator waits 200 ms for a new group's members.
-async fn kafka_server() -> TestServer {
-    let broker = BrokerConfig {
-        coordinator: CoordinatorConfig {
-            initial_rebalance_delay: Duration::from_millis(200),
-            ..CoordinatorConfig::default()
-        },
-        ..BrokerConfig::default()
-    };
-    let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::builder()
-        .broker_config(broker)
-        .kafka_config(kafka)
-        .start()
-        .await
-        .expect("start server")
-}
-
-async fn create_topic(server: &TestServer, topic: &str, partitions: u32) {
-    let client = Client::connect(server.addr()).await.expect("connect");
-    client
-        .create_topic(topic, partitions, TopicConfig::default())
-        .await
-        .expect("create topic");
-}
 
 /// The script, running in the background, its stdout read line by line.
 struct Scenario {
@@ -123,7 +94,7 @@ async fn revoke_callback_commits_deliver_every_record_once_as_the_group_grows() 
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let bootstrap = server.kafka_addr().to_string();
     for (topic, strategy) in [
         ("revoke-eager", "default"),
@@ -162,7 +133,7 @@ async fn a_fetch_waits_for_min_bytes_until_its_max_wait() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     create_topic(&server, "fetch-wait", 1).await;
     let outcome = run(&["fetch-wait", &server.kafka_addr().to_string(), "fetch-wait"]);
     assert_eq!(outcome["value"], "small", "{outcome}");
@@ -182,7 +153,7 @@ async fn a_stable_group_stays_stable_across_a_server_restart() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     create_topic(&server, "restart-group", 4).await;
     let mut scenario = Scenario::start(&[
         "restart",
@@ -240,7 +211,7 @@ async fn a_stable_group_stays_stable_across_a_server_restart() {
 #[tokio::test]
 async fn a_torn_group_file_does_not_stop_the_server() {
     use fencelog::broker::groups::{bucket_file::bucket_of, membership_file::file_name};
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let file = server
         .data_dir()
         .join("groups")

@@ -5,7 +5,7 @@
 //! and kafka-python's `KafkaConsumer` splitting a topic between two members and resuming from
 //! the committed offsets (skipped, with a note, without python3 or kafka-python).
 
-use crate::support::kafka;
+use crate::support::kafka::{self, kafka_server_with_quick_groups};
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -48,25 +48,6 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const MEMBER_ID_REQUIRED: i16 = 79;
-
-/// A server with a Kafka listener whose coordinator completes a new group's first rebalance
-/// after 200 ms instead of Kafka's 3 s.
-async fn kafka_server() -> TestServer {
-    let broker = BrokerConfig {
-        coordinator: CoordinatorConfig {
-            initial_rebalance_delay: Duration::from_millis(200),
-            ..CoordinatorConfig::default()
-        },
-        ..BrokerConfig::default()
-    };
-    let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::builder()
-        .broker_config(broker)
-        .kafka_config(kafka)
-        .start()
-        .await
-        .expect("start server")
-}
 
 /// Creates `topic` and appends `records` records (`record-N`) to each partition natively.
 async fn topic_with_records(server: &TestServer, topic: &str, partitions: u32, records: u32) {
@@ -316,7 +297,7 @@ async fn fetch_offsets(
 /// ApiVersions lists the group APIs with exactly the versions implemented.
 #[tokio::test]
 async fn api_versions_advertises_the_group_apis() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let response = connection.call(3, &ApiVersionsRequest::default()).await;
     let table: Vec<(i16, i16, i16)> = response
@@ -344,7 +325,7 @@ async fn api_versions_advertises_the_group_apis() {
 /// implemented), an unknown key type INVALID_REQUEST.
 #[tokio::test]
 async fn find_coordinator_names_this_broker_in_every_version() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let kafka = server.kafka_addr();
     let mut connection = KafkaConnection::connect(kafka).await;
     for version in 0..=3 {
@@ -383,7 +364,7 @@ async fn find_coordinator_names_this_broker_in_every_version() {
 /// leaving its heartbeat is UNKNOWN_MEMBER_ID.
 #[tokio::test]
 async fn a_single_member_group_works_in_every_version() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     for version in 0..=9i16 {
         let group_id = format!("solo-v{version}");
@@ -457,7 +438,7 @@ async fn a_single_member_group_works_in_every_version() {
 /// group id, a rejoin with an id the coordinator never gave.
 #[tokio::test]
 async fn join_group_refusals_have_their_codes() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let short = join_request("g", "", b"m").with_session_timeout_ms(100);
     let response = connection.call(5, &short).await;
@@ -483,7 +464,7 @@ async fn join_group_refusals_have_their_codes() {
 /// has three members; when the third leaves the other two rebalance into generation 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_share_a_group_and_rebalance_when_a_third_comes_and_goes() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let kafka = server.kafka_addr();
     let group_id = "pair";
     let mut a = KafkaConnection::connect(kafka).await;
@@ -630,7 +611,7 @@ async fn two_members_share_a_group_and_rebalance_when_a_third_comes_and_goes() {
 /// the group committed; v8 answers several groups in one request.
 #[tokio::test]
 async fn offsets_commit_and_fetch_in_every_version() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     topic_with_records(&server, "orders", 2, 3).await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     for version in 2..=9i16 {
@@ -750,7 +731,7 @@ async fn offsets_commit_and_fetch_in_every_version() {
 /// carries the code and nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_are_checked_against_the_group_generation() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     topic_with_records(&server, "orders", 2, 5).await;
     let kafka = server.kafka_addr();
     let mut member = KafkaConnection::connect(kafka).await;
@@ -816,7 +797,7 @@ async fn commits_are_checked_against_the_group_generation() {
 /// --group` resumes, and what that consume commits is what Kafka's OffsetFetch answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_and_native_consumers_resume_from_each_others_commits() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     topic_with_records(&server, "events", 1, 6).await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let response = connection
@@ -875,7 +856,7 @@ async fn kafka_python_consumers_split_a_topic_and_resume_from_commits() {
         );
         return;
     }
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     topic_with_records(&server, "clicks", 2, 10).await;
     let bootstrap = server.kafka_addr().to_string();
     let run = |mode: &'static str| {
@@ -947,7 +928,7 @@ async fn kafka_python_consumers_split_a_topic_and_resume_from_commits() {
 /// the versions tested below.
 #[tokio::test]
 async fn api_versions_advertises_the_group_admin_apis() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let response = connection.call(3, &ApiVersionsRequest::default()).await;
     let table: Vec<(i16, i16, i16)> = response
@@ -1000,7 +981,7 @@ async fn groups_to_describe(server: &TestServer, connection: &mut KafkaConnectio
 /// operations are given from v3 when asked for.
 #[tokio::test]
 async fn describe_groups_reports_every_state_in_every_version() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     groups_to_describe(&server, &mut connection).await;
     for version in 0..=5i16 {
@@ -1064,7 +1045,7 @@ async fn describe_groups_reports_every_state_in_every_version() {
 /// (v4+, any case) and the types filter (v5) select.
 #[tokio::test]
 async fn list_groups_lists_members_and_offsets_only_groups_in_every_version() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     groups_to_describe(&server, &mut connection).await;
     for version in 0..=5i16 {
@@ -1176,7 +1157,7 @@ async fn a_crashed_member_does_not_hold_up_the_next_rebalance() {
 /// unknown. Static members get their id without MEMBER_ID_REQUIRED, as in Kafka.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_static_member_replaces_its_previous_incarnation() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut first = KafkaConnection::connect(server.kafka_addr()).await;
     let request = join_request("static", "", b"m")
         .with_group_instance_id(Some(text("pod-1")))
@@ -1246,7 +1227,7 @@ async fn stable_member(connection: &mut KafkaConnection, group_id: &str, topics:
 /// the versions tested below.
 #[tokio::test]
 async fn api_versions_advertises_delete_groups_offset_delete_and_describe_cluster() {
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let response = connection.call(3, &ApiVersionsRequest::default()).await;
     let table: Vec<(i16, i16, i16)> = response
@@ -1268,7 +1249,7 @@ async fn delete_groups_deletes_empty_groups_only_in_every_version() {
     const NON_EMPTY_GROUP: i16 = 68;
     const GROUP_ID_NOT_FOUND: i16 = 69;
     use kafka_protocol::messages::DeleteGroupsRequest;
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     topic_with_records(&server, "deleted", 1, 2).await;
     let committed = connection
@@ -1332,7 +1313,7 @@ async fn offset_delete_spares_the_topics_an_active_group_reads() {
         OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
     };
     use kafka_protocol::messages::OffsetDeleteRequest;
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     topic_with_records(&server, "read", 2, 2).await;
     topic_with_records(&server, "unread", 1, 2).await;
@@ -1403,7 +1384,7 @@ async fn offset_delete_spares_the_topics_an_active_group_reads() {
 #[tokio::test]
 async fn describe_cluster_names_the_brokers_in_every_version() {
     use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest};
-    let server = kafka_server().await;
+    let server = kafka_server_with_quick_groups().await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
     let metadata = connection.call(12, &MetadataRequest::default()).await;
     for version in 0..=2i16 {

@@ -7,17 +7,14 @@
 //!
 //! The client tests skip, with a note, where python3 or confluent-kafka is missing.
 
+use crate::support::kafka::{create_topic, kafka_server_with};
 use crate::support::python::python_module_missing;
 
-use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 use fencelog::broker::consumer_groups::ConsumerGroupConfig;
 use fencelog::broker::{BrokerConfig, CoordinatorConfig};
-use fencelog::client::Client;
-use fencelog::domain::TopicConfig;
-use fencelog::server::KafkaConfig;
 use fencelog::testing::TestServer;
 use serde_json::{json, Value};
 
@@ -26,10 +23,10 @@ const SCRIPT: &str = concat!(
     "/tools/kafka-clients/kip848_group.py"
 );
 
-/// A server with a Kafka listener whose consumer-protocol members heartbeat every 500 ms (so
-/// reconciliation steps take a fraction of Kafka's 5 s default).
+/// A Kafka server whose consumer-protocol members heartbeat every 500 ms (Kafka's 5 s default
+/// would make every assignment change take seconds).
 async fn kafka_server() -> TestServer {
-    let broker = BrokerConfig {
+    kafka_server_with(BrokerConfig {
         coordinator: CoordinatorConfig {
             consumer: ConsumerGroupConfig {
                 heartbeat_interval: Duration::from_millis(500),
@@ -38,22 +35,8 @@ async fn kafka_server() -> TestServer {
             ..CoordinatorConfig::default()
         },
         ..BrokerConfig::default()
-    };
-    let kafka = KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
-    TestServer::builder()
-        .broker_config(broker)
-        .kafka_config(kafka)
-        .start()
-        .await
-        .expect("start server")
-}
-
-async fn create_topic(server: &TestServer, topic: &str, partitions: u32) {
-    let client = Client::connect(server.addr()).await.expect("connect");
-    client
-        .create_topic(topic, partitions, TopicConfig::default())
-        .await
-        .expect("create topic");
+    })
+    .await
 }
 
 fn run(args: &[&str]) -> Value {

@@ -149,3 +149,40 @@ pub fn kafka_batch_of(records: &[Record], compression: Compression) -> Bytes {
     .expect("encode batch");
     out.freeze()
 }
+
+/// A test server with a Kafka listener on a free loopback port and `broker`'s settings.
+pub async fn kafka_server_with(
+    broker: fencelog::broker::BrokerConfig,
+) -> fencelog::testing::TestServer {
+    let kafka = fencelog::server::KafkaConfig::advertising(SocketAddr::from(([127, 0, 0, 1], 0)));
+    fencelog::testing::TestServer::builder()
+        .broker_config(broker)
+        .kafka_config(kafka)
+        .start()
+        .await
+        .expect("start server")
+}
+
+/// A Kafka test server whose new groups settle after 200 ms instead of Kafka's 3 s initial
+/// rebalance delay, so group tests do not spend most of their time waiting for more members.
+pub async fn kafka_server_with_quick_groups() -> fencelog::testing::TestServer {
+    kafka_server_with(fencelog::broker::BrokerConfig {
+        coordinator: fencelog::broker::CoordinatorConfig {
+            initial_rebalance_delay: Duration::from_millis(200),
+            ..fencelog::broker::CoordinatorConfig::default()
+        },
+        ..fencelog::broker::BrokerConfig::default()
+    })
+    .await
+}
+
+/// Creates `topic` with `partitions` partitions (default config) through the native client.
+pub async fn create_topic(server: &fencelog::testing::TestServer, topic: &str, partitions: u32) {
+    let client = fencelog::client::Client::connect(server.addr())
+        .await
+        .expect("connect");
+    client
+        .create_topic(topic, partitions, fencelog::domain::TopicConfig::default())
+        .await
+        .expect("create topic");
+}
