@@ -189,3 +189,91 @@ enum HolderFate {
     /// The store could not tell (unavailable, or this broker is stopping).
     Unknown(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::cluster::meta::MemoryMetaStore;
+
+    const TTL: Duration = Duration::from_secs(1);
+
+    fn registration(incarnation: u64) -> BrokerRegistration {
+        BrokerRegistration {
+            node_id: 4,
+            native_addr: format!("127.0.0.1:{}", 9000 + incarnation),
+            kafka_addr: None,
+            incarnation,
+        }
+    }
+
+    async fn claim(store: &Arc<dyn MetaStore>, incarnation: u64) -> Claim {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let stop = CancellationToken::new();
+        Claimant {
+            store,
+            clock: &clock,
+            stop: &stop,
+            ttl: TTL,
+        }
+        .claim(&registration(incarnation))
+        .await
+    }
+
+    /// A claim of a node id whose holder is alive (it renews its registration) is refused,
+    /// naming the holder's address, and the holder keeps its registration.
+    #[tokio::test]
+    async fn a_claim_of_a_live_holders_node_id_is_refused_naming_its_address() {
+        let store: Arc<dyn MetaStore> = Arc::new(MemoryMetaStore::new());
+        let holder = store.register_broker(registration(1), TTL).await.unwrap();
+        match claim(&store, 2).await {
+            Claim::Refused(error) => {
+                assert_eq!(error.holder_address, "127.0.0.1:9001");
+                assert!(error.to_string().contains("--node-id"), "{error}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let held = store.broker_registration(4).await.unwrap().unwrap();
+        assert_eq!(held.lease_id, holder.lease_id());
+    }
+
+    /// A dead holder (it stopped renewing, as a process killed with -9) is waited out: the
+    /// claim registers once its registration lapses, within about its TTL.
+    #[tokio::test]
+    async fn a_claim_registers_once_a_dead_holders_registration_lapses() {
+        let store: Arc<dyn MetaStore> = Arc::new(MemoryMetaStore::new());
+        store
+            .register_broker(registration(1), TTL)
+            .await
+            .unwrap()
+            .abandon();
+        let started = Instant::now();
+        match claim(&store, 2).await {
+            Claim::Registered(lease) => assert_eq!(lease.registration().incarnation, 2),
+            other => panic!("expected a registration, got {other:?}"),
+        }
+        assert!(started.elapsed() < TTL + HOLDER_WAIT_MARGIN);
+    }
+
+    /// This process's own registration, which the store kept after the process gave it up (as
+    /// etcd does across a restart), is revoked and replaced at once, without waiting it out.
+    #[tokio::test]
+    async fn a_claim_replaces_this_processs_own_kept_registration_at_once() {
+        let store: Arc<dyn MetaStore> = Arc::new(MemoryMetaStore::new());
+        let old = store.register_broker(registration(7), TTL).await.unwrap();
+        let old_lease = old.lease_id();
+        old.abandon();
+        let started = Instant::now();
+        match claim(&store, 7).await {
+            Claim::Registered(lease) => assert_ne!(lease.lease_id(), old_lease),
+            other => panic!("expected a registration, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < TTL / 2,
+            "it waited {:?}",
+            started.elapsed()
+        );
+    }
+}
