@@ -218,17 +218,32 @@ impl Node {
     }
 
     /// Serves until `signal` completes, then shuts down gracefully; or returns at once with the
-    /// server's error if it stops by itself first (a listener that cannot start).
+    /// server's error if it stops by itself first (a listener that cannot start), or with the
+    /// cluster's refusal when another live broker holds this node id.
     pub async fn serve_until(
         mut self,
         signal: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
         let mut task = self.task.take().expect("a started node has its task");
+        let driver = self.driver.clone();
+        let refused = async {
+            match driver {
+                Some(driver) => driver.refused().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             ended = &mut task => {
                 self.task = None;
                 self.leave().await;
                 return joined(ended);
+            }
+            error = refused => {
+                self.task = Some(task);
+                // Nothing of this process was registered: stop serving, and say why.
+                self.driver = None;
+                self.stop_serving().await?;
+                return Err(std::io::Error::other(error.to_string()));
             }
             () = signal => {}
         }

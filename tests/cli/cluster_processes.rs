@@ -48,6 +48,11 @@ pub(crate) struct BrokerProcess {
     /// registration to linger longer).
     pub(crate) ttl_ms: &'static str,
     pub(crate) child: Option<Child>,
+    /// The listener that reserved `addr` from `prepare` until the process is spawned: a port
+    /// only picked free and released could be taken meanwhile by the next port picked free (a
+    /// link proxy's of the same cluster: the broker then could not bind, while `spawn` saw the
+    /// proxy answer on its address; "brokers never registered" under load).
+    reserved: Option<TcpListener>,
 }
 
 impl BrokerProcess {
@@ -59,10 +64,8 @@ impl BrokerProcess {
 
     /// A broker on a free port, not started yet.
     pub(crate) fn prepare(id: u32, root: &TempDir, etcd: &str) -> BrokerProcess {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        let reserved = TcpListener::bind("127.0.0.1:0").expect("free port");
+        let port = reserved.local_addr().expect("free port").port();
         BrokerProcess {
             id,
             addr: format!("127.0.0.1:{port}"),
@@ -72,6 +75,7 @@ impl BrokerProcess {
             env: Vec::new(),
             ttl_ms: TTL_MS,
             child: None,
+            reserved: Some(reserved),
         }
     }
 
@@ -82,6 +86,8 @@ impl BrokerProcess {
             .append(true)
             .open(self.data_dir.with_extension("log"))
             .expect("log file");
+        // Released at the last moment: the process binds it next.
+        drop(self.reserved.take());
         let child = Command::new(BIN)
             .args(["serve", "--node-id", &self.id.to_string()])
             .args(["--etcd", &self.etcd, "--cluster-name", "processes"])

@@ -602,6 +602,31 @@ async fn create_partitions_is_a_compare_and_swap_of_the_count(backend: &Backend)
 }
 
 /// Runs each shared body against a fresh memory store and a fresh etcd.
+/// The registration of a node id is read with its lease: the holder's value, its lease id, the
+/// granted TTL, and a remaining TTL that a renewal raises again (what a broker claiming the node
+/// id watches); a node id nobody holds reads `None`; revoking the lease removes the
+/// registration at once, and revoking a lease already gone is no error.
+async fn a_registration_is_read_with_its_lease_and_revoked_by_lease_id(backend: &Backend) {
+    let store = backend.store();
+    assert!(store.broker_registration(5).await.unwrap().is_none());
+    let lease = store
+        .register_broker(registration(5), LONG_TTL)
+        .await
+        .unwrap();
+    let held = store.broker_registration(5).await.unwrap().expect("held");
+    assert_eq!(held.registration, registration(5));
+    assert_eq!(held.lease_id, lease.lease_id());
+    assert_eq!(held.granted_ttl, LONG_TTL);
+    assert!(held.remaining_ttl <= LONG_TTL && held.remaining_ttl >= LONG_TTL / 2);
+    store.revoke_lease(held.lease_id).await.unwrap();
+    backend.tick();
+    assert!(store.broker_registration(5).await.unwrap().is_none());
+    assert!(!backend.live().await.contains(&5));
+    store.revoke_lease(held.lease_id).await.unwrap();
+    // The handle learns the lease is gone at its next renewal; nothing else is needed.
+    drop(lease);
+}
+
 macro_rules! on_both_stores {
     ($($body:ident),* $(,)?) => {
         mod memory_store {
@@ -629,6 +654,7 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     registration_expires_after_ttl_without_revoke,
+    a_registration_is_read_with_its_lease_and_revoked_by_lease_id,
     dropping_the_handle_revokes_at_once,
     compare_and_swap_wins_once_and_conflict_returns_current,
     create_topic_is_atomic_and_only_if_absent,

@@ -29,12 +29,12 @@ use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
     decode_value, encode_value, prepare_new_partitions, start_above_floor, validate_new_topic,
-    validate_ttl, validate_watch_capacity, BrokerLease, GrownTopic, MetaError, MetaStore,
-    PartitionId, PartitionStates, TopicRecord, TopicTombstone, TOPIC_DELETE_ATTEMPTS_MAX,
-    TOPIC_TOMBSTONES_MAX,
+    validate_ttl, validate_watch_capacity, BrokerLease, GrownTopic, HeldRegistration, MetaError,
+    MetaStore, PartitionId, PartitionStates, TopicRecord, TopicTombstone,
+    TOPIC_DELETE_ATTEMPTS_MAX, TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{BrokerRegistration, LeaderEpoch, PartitionState, Versioned};
+use crate::cluster::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
 use crate::domain::TopicConfig;
 
 /// How long connecting to an etcd endpoint may take.
@@ -736,6 +736,66 @@ impl MetaStore for EtcdMetaStore {
             }
             brokers.sort_by_key(|broker| broker.node_id);
             Ok(brokers)
+        })
+    }
+
+    fn broker_registration(
+        &self,
+        node_id: NodeId,
+    ) -> BoxFuture<'static, Result<Option<HeldRegistration>, MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let key = store.inner.layout.broker_key(node_id);
+            let mut client = store.client();
+            let request_key = key.clone();
+            let response = store
+                .request("read a broker registration", async move {
+                    client.get(request_key, None).await
+                })
+                .await?;
+            let Some(kv) = response.kvs().first() else {
+                return Ok(None);
+            };
+            let registration = decode_value::<BrokerRegistration>(&key, kv.value())?;
+            let lease_id = kv.lease();
+            let mut client = store.client();
+            let lease = store
+                .request("read a registration's lease", async move {
+                    client.lease_time_to_live(lease_id, None).await
+                })
+                .await?;
+            // A negative TTL: the lease expired (its key goes with it).
+            let Ok(remaining) = u64::try_from(lease.ttl()) else {
+                return Ok(None);
+            };
+            Ok(Some(HeldRegistration {
+                registration,
+                lease_id,
+                granted_ttl: Duration::from_secs(lease.granted_ttl().unsigned_abs()),
+                remaining_ttl: Duration::from_secs(remaining),
+            }))
+        })
+    }
+
+    fn revoke_lease(&self, lease_id: i64) -> BoxFuture<'static, Result<(), MetaError>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let mut client = store.client();
+            match store
+                .request("revoke a registration lease", async move {
+                    client.lease_revoke(lease_id).await
+                })
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Already gone (expired): what revoking wanted.
+                Err(MetaError::Unavailable { reason, .. })
+                    if reason.contains("lease not found") =>
+                {
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            }
         })
     }
 

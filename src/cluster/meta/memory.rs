@@ -24,8 +24,8 @@ use super::registration::LeaseKeepAlive;
 use super::watch::{MetaEvent, MetaSnapshot, MetaWatch};
 use super::{
     prepare_new_partitions, start_above_floor, validate_new_topic, validate_ttl,
-    validate_watch_capacity, BrokerLease, GrownTopic, MetaError, MetaStore, PartitionId,
-    PartitionStates, TopicRecord, TopicTombstone, TOPIC_TOMBSTONES_MAX,
+    validate_watch_capacity, BrokerLease, GrownTopic, HeldRegistration, MetaError, MetaStore,
+    PartitionId, PartitionStates, TopicRecord, TopicTombstone, TOPIC_TOMBSTONES_MAX,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{BrokerRegistration, LeaderEpoch, NodeId, PartitionState, Versioned};
@@ -368,6 +368,29 @@ impl MetaStore for MemoryMetaStore {
     fn live_brokers(&self) -> BoxFuture<'static, Result<Vec<BrokerRegistration>, MetaError>> {
         let brokers = self.read(|state| state.brokers.values().map(|(r, _)| r.clone()).collect());
         Box::pin(async move { Ok(brokers) })
+    }
+
+    fn broker_registration(
+        &self,
+        node_id: NodeId,
+    ) -> BoxFuture<'static, Result<Option<HeldRegistration>, MetaError>> {
+        let now = self.shared.clock.now();
+        let held = self.read(|state| {
+            let (registration, lease_id) = state.brokers.get(&node_id)?;
+            let lease = state.leases.get(lease_id)?;
+            Some(HeldRegistration {
+                registration: registration.clone(),
+                lease_id: *lease_id,
+                granted_ttl: lease.ttl,
+                remaining_ttl: lease.expires_at.saturating_duration_since(now),
+            })
+        });
+        Box::pin(async move { Ok(held) })
+    }
+
+    fn revoke_lease(&self, lease_id: i64) -> BoxFuture<'static, Result<(), MetaError>> {
+        let result = self.apply(|state, _| Ok(((), state.revoke(lease_id))));
+        Box::pin(async move { result })
     }
 
     fn create_topic(

@@ -80,6 +80,19 @@ pub const TOPIC_DELETE_ATTEMPTS_MAX: usize = 8;
 /// Default capacity of a watch's event channel; past it the watch sends a `Resync`.
 pub const DEFAULT_WATCH_EVENTS_CAPACITY: usize = 1024;
 
+/// A registration as the store holds it, with its lease ([`MetaStore::broker_registration`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRegistration {
+    /// What the holder registered.
+    pub registration: BrokerRegistration,
+    /// The store's id of the holder's lease.
+    pub lease_id: i64,
+    /// The TTL the lease was granted for.
+    pub granted_ttl: Duration,
+    /// What is left of it now, as the store counts (etcd: whole seconds). A renewal raises it.
+    pub remaining_ttl: Duration,
+}
+
 /// What [`MetaStore::create_partitions`] wrote: the topic record with its new count, and the new
 /// partitions' states (from the old count on) with their revisions.
 pub type GrownTopic = (TopicRecord, Vec<Versioned<PartitionState>>);
@@ -316,6 +329,21 @@ pub trait MetaStore: Send + Sync + Debug {
 
     /// The brokers whose registration is live, by node id.
     fn live_brokers(&self) -> BoxFuture<'static, Result<Vec<BrokerRegistration>, MetaError>>;
+
+    /// The live registration of `node_id` with its lease (`None`: nobody holds the node id).
+    /// A broker whose registration is refused with `AlreadyExists` reads it to learn who holds
+    /// the node id, and watches its lease's remaining TTL to tell a live holder (it renews) from
+    /// a dead one (its lease runs out).
+    fn broker_registration(
+        &self,
+        node_id: NodeId,
+    ) -> BoxFuture<'static, Result<Option<HeldRegistration>, MetaError>>;
+
+    /// Revokes lease `lease_id` (the registration under it disappears at once); a lease already
+    /// gone is not an error. Only for a lease this broker's own process or data directory
+    /// holds: after etcd restarted, the lease of a registration this process gave up as lost may
+    /// still be there, and waiting it out would keep the broker unregistered for its TTL.
+    fn revoke_lease(&self, lease_id: i64) -> BoxFuture<'static, Result<(), MetaError>>;
 
     /// Creates `topic` and its partition states (`partitions[i]` is partition `i`) in one
     /// transaction, only if the topic does not exist (else `AlreadyExists`, nothing written).

@@ -295,6 +295,10 @@ async fn keep(
     let interval = shared.ttl / KEEP_ALIVES_PER_TTL;
     let retry = shared.ttl / KEEP_ALIVE_RETRIES_PER_TTL;
     let mut wait = interval;
+    // Failed keep-alives in a row: the first is a warning, the retries (every
+    // `ttl / KEEP_ALIVE_RETRIES_PER_TTL`) only debug lines, so a broker cut off from the store
+    // does not log one per retry.
+    let mut failures: u32 = 0;
     loop {
         let command = tokio::select! {
             changed = commands.changed() => match changed {
@@ -330,6 +334,10 @@ async fn keep(
             Ok(Ok(Some(granted))) => {
                 shared.renewed(sent_at, granted);
                 wait = interval;
+                if failures > 0 {
+                    tracing::info!(failures, "registration keep-alive succeeded again");
+                    failures = 0;
+                }
             }
             Ok(Ok(None)) => {
                 tracing::warn!("the broker registration's lease is gone from the metadata store");
@@ -337,11 +345,21 @@ async fn keep(
                 return;
             }
             Ok(Err(error)) => {
-                tracing::warn!(%error, "registration keep-alive failed; retrying");
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(%error, "registration keep-alive failed; retrying");
+                } else {
+                    tracing::debug!(%error, failures, "registration keep-alive failed again");
+                }
                 wait = retry;
             }
             Err(_elapsed) => {
-                tracing::warn!(timeout = ?interval, "registration keep-alive timed out; retrying");
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(timeout = ?interval, "registration keep-alive timed out; retrying");
+                } else {
+                    tracing::debug!(timeout = ?interval, failures, "registration keep-alive timed out again");
+                }
                 wait = retry;
             }
         }

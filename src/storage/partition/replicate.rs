@@ -136,6 +136,9 @@ impl Partition {
     /// Under the writer lock: no append of the old role is in progress when it returns.
     pub fn become_follower(&self, leader_epoch: LeaderEpoch) -> Result<(), StorageError> {
         let high_watermark = self.high_watermark();
+        // A follower task that restarts against the same leader (one that keeps refusing it)
+        // installs the same epoch again; only a change is worth an info line.
+        let unchanged = self.role() == Role::Follower && self.fence.leader_epoch() == leader_epoch;
         self.fence
             .become_follower(leader_epoch, |change, writer: &mut Writer| {
                 self.refuse_if_retired(writer)?;
@@ -149,7 +152,11 @@ impl Partition {
                 writer.shared.become_replicated();
                 Ok::<_, StorageError>(())
             })?;
-        info!(partition = %self.name, leader_epoch, "became follower");
+        if unchanged {
+            tracing::debug!(partition = %self.name, leader_epoch, "follows again in the same leader epoch");
+        } else {
+            info!(partition = %self.name, leader_epoch, "became follower");
+        }
         Ok(())
     }
 

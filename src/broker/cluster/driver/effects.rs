@@ -135,12 +135,17 @@ impl ClusterDriver {
                     if let Some(old) = shell.following.take() {
                         old.cancel.cancel();
                     }
+                    let announce = shell.last_followed != Some((leader, leader_epoch));
+                    shell.last_followed = Some((leader, leader_epoch));
                     let cancel = follower_task::spawn(
                         Arc::clone(self),
                         Arc::clone(replica),
-                        generation,
-                        leader,
-                        leader_epoch,
+                        follower_task::Following {
+                            generation,
+                            leader,
+                            leader_epoch,
+                            announce,
+                        },
                         first,
                     );
                     shell.following = Some(FollowTask {

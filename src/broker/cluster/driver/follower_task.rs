@@ -43,19 +43,40 @@ use crate::protocol::{
 /// Pause after a failed request or connection before the step is sent again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// Starts the task of follower `generation` (of `leader` in `leader_epoch`) for `replica`,
-/// beginning with the node's action `first`. Returns what cancels it.
+/// Which follower a task carries out.
+pub(super) struct Following {
+    /// The node's generation of the follower.
+    pub generation: u64,
+    /// The leader followed.
+    pub leader: NodeId,
+    /// In this leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// Log "following" at info: the leader or epoch differs from the last task's (a restart
+    /// against the same leader logs at debug only).
+    pub announce: bool,
+}
+
+/// Starts the task of the follower `following` for `replica`, beginning with the node's action
+/// `first`. Returns what cancels it.
 pub(super) fn spawn(
     driver: Arc<ClusterDriver>,
     replica: Arc<Replica>,
-    generation: u64,
-    leader: NodeId,
-    leader_epoch: LeaderEpoch,
+    following: Following,
     first: FollowerAction,
 ) -> CancellationToken {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    info!(partition = %replica.id, leader, leader_epoch, "following");
+    let Following {
+        generation,
+        leader,
+        leader_epoch,
+        announce,
+    } = following;
+    if announce {
+        info!(partition = %replica.id, leader, leader_epoch, "following");
+    } else {
+        debug!(partition = %replica.id, leader, leader_epoch, "following again");
+    }
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}

@@ -20,9 +20,11 @@
 //! leader-epoch check in the follower's segment writer. This module only has to deliver inputs
 //! and apply outputs; being late makes it slow, never wrong.
 
+mod claim;
 mod effects;
 mod follower_task;
 mod lineage;
+mod log_limit;
 mod replica;
 mod requests;
 mod serve;
@@ -37,15 +39,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+pub use claim::NodeIdInUse;
 pub(crate) use replica::Replica;
 pub use view::ClusterState;
 
 use super::ClusterError;
 use crate::broker::{Broker, BrokerError};
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::meta::{
-    BrokerLease, MetaError, MetaEvent, MetaStore, PartitionId, TopicRecord,
-};
+use crate::cluster::meta::{BrokerLease, MetaEvent, MetaStore, PartitionId, TopicRecord};
 use crate::cluster::replication::node::{Input, ReplicaNode, ReplicaNodeConfig};
 use crate::cluster::replication::ReplicationConfig;
 use crate::cluster::{BrokerRegistration, NodeId, PartitionState, Versioned};
@@ -150,6 +151,14 @@ pub struct ClusterDriver {
     kept_absent: Mutex<std::collections::HashSet<String>>,
     /// What the broker service forgets of a deleted local topic (set when it joins).
     service_state: std::sync::OnceLock<lineage::ServiceState>,
+    /// Set once this process held its node id: until then it opens no replica (a second
+    /// process with a live broker's node id must not follow, lead or delete anything).
+    ever_registered: std::sync::atomic::AtomicBool,
+    /// Set when another live broker holds this node id: the driver stopped (`claim.rs`).
+    refused: tokio::sync::watch::Sender<Option<NodeIdInUse>>,
+    /// Repeats of a failed registration or watch, logged at most once per interval.
+    register_failures: Mutex<log_limit::RepeatLimiter>,
+    watch_failures: Mutex<log_limit::RepeatLimiter>,
 }
 
 impl ClusterDriver {
@@ -199,6 +208,14 @@ impl ClusterDriver {
             next_waiter: std::sync::atomic::AtomicU64::new(1),
             kept_absent: Mutex::new(std::collections::HashSet::new()),
             service_state: std::sync::OnceLock::new(),
+            ever_registered: std::sync::atomic::AtomicBool::new(false),
+            refused: tokio::sync::watch::Sender::new(None),
+            register_failures: Mutex::new(log_limit::RepeatLimiter::new(
+                log_limit::REPEATED_LOG_INTERVAL,
+            )),
+            watch_failures: Mutex::new(log_limit::RepeatLimiter::new(
+                log_limit::REPEATED_LOG_INTERVAL,
+            )),
         }))
     }
 
@@ -266,6 +283,31 @@ impl ClusterDriver {
     /// This broker's node id.
     pub fn node_id(&self) -> NodeId {
         self.config.node_id
+    }
+
+    /// Resolves when the driver stopped because another live broker holds this node id
+    /// (`claim.rs`); the broker should then exit with that error. Pending for ever otherwise.
+    pub async fn refused(&self) -> NodeIdInUse {
+        let mut refused = self.refused.subscribe();
+        loop {
+            if let Some(error) = refused.borrow_and_update().clone() {
+                return error;
+            }
+            if refused.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Stops for good: another live broker holds this node id. Nothing of this process was
+    /// registered, so there is nothing to revoke.
+    fn refuse(self: &Arc<Self>, error: NodeIdInUse) {
+        tracing::error!(%error, "refusing to join the cluster");
+        self.stop.cancel();
+        for replica in self.replicas_snapshot() {
+            self.stop_replica(&replica);
+        }
+        self.refused.send_replace(Some(error));
     }
 
     /// This process's incarnation (random per start).
@@ -339,18 +381,32 @@ impl ClusterDriver {
                 return;
             }
             self.keep_registered().await;
+            if self.stop.is_cancelled() {
+                return;
+            }
             if events.is_none() {
                 match self.store.watch(WATCH_CAPACITY).await {
                     Ok(watch) => {
+                        self.limiter(&self.watch_failures).reset();
                         self.apply_event(MetaEvent::Resync(Box::new(watch.snapshot)));
                         events = Some(watch.events);
                     }
                     Err(error) => {
-                        warn!(%error, "cannot watch the metadata store; retrying");
+                        if let Some(repeats) =
+                            self.limiter(&self.watch_failures).admit(Instant::now())
+                        {
+                            warn!(%error, repeats, "cannot watch the metadata store; retrying");
+                        }
                     }
                 }
             }
-            self.reconcile_all(events.is_some()).await;
+            // Not before this process held its node id: see `ever_registered`.
+            if self
+                .ever_registered
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                self.reconcile_all(events.is_some()).await;
+            }
             tokio::select! {
                 () = self.stop.cancelled() => return,
                 _ = tick.tick() => {}
@@ -373,8 +429,17 @@ impl ClusterDriver {
         }
     }
 
-    /// Registers (again) when no registration is held or the held one was lost.
-    async fn keep_registered(&self) {
+    fn limiter<'a>(
+        &self,
+        limiter: &'a Mutex<log_limit::RepeatLimiter>,
+    ) -> std::sync::MutexGuard<'a, log_limit::RepeatLimiter> {
+        limiter.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers (again) when no registration is held or the held one was lost, by claiming
+    /// the node id (`claim.rs`): this process's own lease that the store kept is revoked and
+    /// replaced at once; another live process's refuses this broker for good.
+    async fn keep_registered(self: &Arc<Self>) {
         {
             let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
             match lease.as_ref() {
@@ -392,26 +457,31 @@ impl ClusterDriver {
             kafka_addr: self.config.kafka_addr.clone(),
             incarnation: self.incarnation,
         };
-        let registered = tokio::time::timeout(
-            self.config.registration_ttl,
-            self.store
-                .register_broker(registration, self.config.registration_ttl),
-        )
-        .await;
-        match registered {
-            Ok(Ok(lease)) => {
+        let claimant = claim::Claimant {
+            store: &self.store,
+            clock: &self.clock,
+            stop: &self.stop,
+            ttl: self.config.registration_ttl,
+        };
+        match claimant.claim(&registration).await {
+            claim::Claim::Registered(lease) => {
+                let failed_before = self.limiter(&self.register_failures).reset();
                 info!(
                     node_id = self.config.node_id,
                     lease = lease.lease_id(),
+                    failed_before,
                     "registered in the cluster"
                 );
                 *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(lease));
+                self.ever_registered
+                    .store(true, std::sync::atomic::Ordering::Release);
             }
-            Ok(Err(MetaError::AlreadyExists { what })) => {
-                debug!(%what, "a registration of this node id is still live (a previous process?); waiting for it to lapse");
+            claim::Claim::Refused(error) => self.refuse(error),
+            claim::Claim::NotNow(reason) => {
+                if let Some(repeats) = self.limiter(&self.register_failures).admit(Instant::now()) {
+                    warn!(%reason, repeats, "cannot register; retrying");
+                }
             }
-            Ok(Err(error)) => warn!(%error, "cannot register"),
-            Err(_) => warn!("registering timed out"),
         }
     }
 

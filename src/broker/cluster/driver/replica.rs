@@ -43,6 +43,10 @@ pub(super) struct ReplicaShell {
     pub waiters: HashMap<u64, Waiter>,
     /// The follower task, while one runs.
     pub following: Option<FollowTask>,
+    /// The leader and epoch the last follower task followed: a task started again for the same
+    /// pair (its leader refused it, and the node tries again after a pause) logs at debug, so
+    /// a broker in that state does not log a line per partition per pause.
+    pub last_followed: Option<(NodeId, LeaderEpoch)>,
     /// The replica was stopped (moved away, deleted, shut down): late answers of its I/O are
     /// not stepped into the node any more.
     pub stopped: bool,
@@ -65,6 +69,7 @@ impl Replica {
                 node,
                 waiters: HashMap::new(),
                 following: None,
+                last_followed: None,
                 stopped: false,
             }),
         }
