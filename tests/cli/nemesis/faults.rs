@@ -22,6 +22,9 @@ use super::workload::{PARTITIONS, TOPIC};
 /// the registration" lasts longer than this.
 pub const REGISTRATION_TTL: Duration = Duration::from_millis(2000);
 
+/// How long after a fault healed a window without acknowledgements is still laid at its door.
+pub const RECENTLY_HEALED: Duration = Duration::from_secs(3);
+
 /// The kinds of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -122,11 +125,12 @@ impl FaultLog {
             .collect()
     }
 
-    /// The faults active at some time within `[from, to]`.
+    /// The faults active at some time within `[from, to]`, or healed less than
+    /// [`RECENTLY_HEALED`] before it (a window often begins while the cluster recovers from one).
     pub fn overlapping(&self, from: Duration, to: Duration) -> Vec<&Fault> {
         self.faults
             .iter()
-            .filter(|f| f.start <= to && f.end >= from)
+            .filter(|f| f.start <= to && f.end + RECENTLY_HEALED >= from)
             .collect()
     }
 }
@@ -182,7 +186,7 @@ pub async fn run(
         log.faults.push(Fault {
             kind,
             broker: (kind != FaultKind::EtcdRestart).then_some(broker),
-            leader: aim_at_leader,
+            leader: aim_at_leader && kind != FaultKind::EtcdRestart,
             start,
             end: now(),
         });
