@@ -128,17 +128,18 @@ fn check_partition(history: &History, partition: u32, log: &Log, out: &mut Viola
     for attempt in attempts.values() {
         let found = positions.get(attempt.value.as_str()).copied();
         match (&attempt.answer, found) {
-            (Answer::Acked { offset }, Some(at)) if at as u64 == *offset => {
-                if log[at].1 != attempt.epoch {
-                    out.add(
-                        "acknowledged under another epoch",
-                        format!(
-                            "partition {partition}: {} sent under {} is in the log under {}",
-                            attempt.value, attempt.epoch, log[at].1
-                        ),
-                    );
-                }
+            (Answer::Acked { offset }, Some(at))
+                if at as u64 == *offset && log[at].1 != attempt.epoch =>
+            {
+                out.add(
+                    "acknowledged under another epoch",
+                    format!(
+                        "partition {partition}: {} sent under {} is in the log under {}",
+                        attempt.value, attempt.epoch, log[at].1
+                    ),
+                );
             }
+            (Answer::Acked { offset }, Some(at)) if at as u64 == *offset => {}
             (Answer::Acked { offset }, at) => out.add(
                 "acknowledged, not at its offset",
                 format!(
