@@ -117,7 +117,7 @@ impl BrokerProcess {
         }
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().expect("running").id().to_string();
         let status = Command::new("kill")
             .args([signal, &pid])
@@ -129,7 +129,7 @@ impl BrokerProcess {
     /// Stops the process (SIGSTOP) and waits until every one of its threads is stopped: the
     /// signal is delivered asynchronously, and a thread still running could serve a request
     /// sent "after" the pause.
-    fn pause(&self) {
+    pub(crate) fn pause(&self) {
         self.signal("-STOP");
         let pid = self.child.as_ref().expect("running").id();
         let deadline = Instant::now() + CONVERGE;

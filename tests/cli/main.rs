@@ -1,7 +1,7 @@
 //! Tests that run the real `fencelog` binary (feature `cli`): its commands as a user runs them,
 //! TLS, hostile clients, corruption, disk trouble and kill -9 crashes of `fencelog serve`, and a
 //! cluster of processes over etcd (failovers, Kafka clients, a topic deleted and re-created while
-//! a broker is down).
+//! a broker is down), and the nemesis (randomized faults on a three-broker cluster, checked).
 //!
 //! One module per subject; the helpers they share are in `tests/support/` (one binary per area
 //! keeps the build to a few links: see `tests/support/mod.rs`).
@@ -24,6 +24,7 @@ mod doc_console;
 mod hostile_clients;
 mod kafka_cluster;
 mod kafka_cluster_groups;
+mod nemesis;
 mod serve_args;
 mod tls;
 mod topic_cli;

@@ -1,0 +1,199 @@
+//! The nemesis's cluster: one etcd and three `fencelog serve` processes, with a [`LinkProxy`] on
+//! every broker-to-etcd link and on every ordered broker-to-broker link (advertised to the peers
+//! with `--peer-addr`), and each broker's data directory on a tmpfs of its own so that its disk
+//! can be filled. Clients reach the brokers directly: the faults are between the servers.
+//!
+//! Kept apart from the faults and the workload so that what the cluster *is* reads in one place;
+//! the faults only call the handles here.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fencelog::client::Client;
+use fencelog::testing_link::LinkProxy;
+use tempfile::TempDir;
+
+use crate::cluster_processes::BrokerProcess;
+use crate::support::etcd::EtcdServer;
+use crate::support::tmpfs::Tmpfs;
+
+/// Size of each broker's tmpfs: room for a long run's log (a few hundred thousand small
+/// records) many times over, small enough that filling it takes a moment.
+pub const DISK_BYTES: u64 = 192 << 20;
+
+/// How long the cluster may take to register, elect or converge before the run reports it.
+pub const CONVERGE: Duration = Duration::from_secs(90);
+
+/// The brokers' node ids.
+pub const NODES: [u32; 3] = [1, 2, 3];
+
+/// etcd, the three brokers and every link between them.
+pub struct NemesisCluster {
+    /// Declared first: dropped (killed) before the disks under them are unmounted.
+    pub brokers: Vec<BrokerProcess>,
+    /// Broker `id`'s link to etcd.
+    pub etcd_links: BTreeMap<u32, LinkProxy>,
+    /// The link `from` reaches `to` through, by `(from, to)`.
+    pub peer_links: BTreeMap<(u32, u32), LinkProxy>,
+    pub etcd: EtcdServer,
+    /// Each broker's tmpfs, by node id; empty where mounting is not permitted.
+    pub disks: BTreeMap<u32, Tmpfs>,
+    /// Why there are no disks, when there are none.
+    pub no_disks: Option<String>,
+    _root: TempDir,
+}
+
+impl NemesisCluster {
+    /// Starts etcd, the links and the brokers, and waits until all three are registered.
+    /// `None` (with a note) where etcd is not installed and `CI` is not `true`.
+    pub async fn start(test: &str) -> Option<NemesisCluster> {
+        let etcd = match EtcdServer::start_or_skip(test) {
+            Some(etcd) => etcd,
+            None if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!("{test}: etcd is required when CI=true")
+            }
+            None => return None,
+        };
+        let root = tempfile::tempdir().expect("temp dir");
+        let target: SocketAddr = etcd
+            .endpoint()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("etcd address");
+        let mut brokers = Vec::new();
+        let mut etcd_links = BTreeMap::new();
+        for id in NODES {
+            let link = LinkProxy::start(target).await.expect("link to etcd");
+            let endpoint = format!("http://{}", link.addr());
+            brokers.push(BrokerProcess::prepare(id, &root, &endpoint));
+            etcd_links.insert(id, link);
+        }
+        let mut peer_links = BTreeMap::new();
+        for from in 0..brokers.len() {
+            for to in 0..brokers.len() {
+                if from == to {
+                    continue;
+                }
+                let target = brokers[to].addr.parse().expect("broker address");
+                let link = LinkProxy::start(target).await.expect("broker link");
+                let flag = format!("{}={}", brokers[to].id, link.addr());
+                brokers[from].extra.extend(["--peer-addr".to_owned(), flag]);
+                peer_links.insert((brokers[from].id, brokers[to].id), link);
+            }
+        }
+        let mut disks = BTreeMap::new();
+        let mut no_disks = None;
+        for broker in &brokers {
+            match Tmpfs::mount(&broker.data_dir, DISK_BYTES) {
+                Ok(disk) => {
+                    disks.insert(broker.id, disk);
+                }
+                Err(why) => {
+                    no_disks = Some(why);
+                    break;
+                }
+            }
+        }
+        if no_disks.is_some() {
+            // All or none: a partly mounted cluster would fill only some disks.
+            disks.clear();
+        }
+        for broker in &mut brokers {
+            tokio::task::block_in_place(|| broker.spawn());
+        }
+        let cluster = NemesisCluster {
+            brokers,
+            etcd_links,
+            peer_links,
+            etcd,
+            disks,
+            no_disks,
+            _root: root,
+        };
+        cluster.wait_registered().await;
+        Some(cluster)
+    }
+
+    /// Every broker's client address, comma-separated order kept.
+    pub fn addrs(&self) -> Vec<String> {
+        self.brokers.iter().map(|b| b.addr.clone()).collect()
+    }
+
+    /// A client of every broker with timeouts short enough to notice a fault within seconds.
+    pub async fn client(&self) -> Client {
+        client_of(self.addrs()).await
+    }
+
+    /// The broker with node id `id`.
+    pub fn broker(&mut self, id: u32) -> &mut BrokerProcess {
+        self.brokers
+            .iter_mut()
+            .find(|b| b.id == id)
+            .expect("a broker of the cluster")
+    }
+
+    /// Every link touching broker `id` (to and from each peer).
+    pub fn peer_links_of(&self, id: u32) -> impl Iterator<Item = &LinkProxy> {
+        self.peer_links
+            .iter()
+            .filter(move |((from, to), _)| *from == id || *to == id)
+            .map(|(_, link)| link)
+    }
+
+    /// The last lines of every broker's log, for a report.
+    pub fn log_tails(&self, lines: usize) -> String {
+        self.brokers
+            .iter()
+            .map(|broker| {
+                let log = broker.log();
+                let all: Vec<&str> = log.lines().collect();
+                let tail = all[all.len().saturating_sub(lines)..].join("\n");
+                format!("--- broker {} at {}:\n{tail}\n", broker.id, broker.addr)
+            })
+            .collect()
+    }
+
+    async fn wait_registered(&self) {
+        let client = self.client().await;
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            if let Ok(info) = client.cluster_metadata::<&str>(&[]).await {
+                if info.brokers.len() == NODES.len() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "brokers never registered:\n{}",
+                self.log_tails(15)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A client of `addrs` with short timeouts: a request to a frozen or cut-off broker fails (its
+/// outcome unknown) within seconds, so the writers keep moving.
+pub async fn client_of(addrs: Vec<String>) -> Client {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match Client::builder()
+            .addrs(addrs.clone())
+            .connect_timeout(Duration::from_secs(1))
+            .request_timeout(Duration::from_secs(3))
+            .reconnect_timeout(Duration::from_secs(3))
+            .connect()
+            .await
+        {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no broker of {addrs:?} answers: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
