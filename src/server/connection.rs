@@ -217,7 +217,7 @@ fn answer_foreign<P: Protocol, W: AsyncWrite + Unpin>(
                 protocol.speaks()
             );
             let body = format!(
-                "This port is fencelog's {listener} listener: it speaks {}, not HTTP.\n\
+                "This port speaks {}, not HTTP (a fencelog {listener} listener).\n\
                  Prometheus metrics are served at http://ADDR/metrics by a server started with \
                  `fencelog serve --metrics-listen ADDR`.\n",
                 protocol.speaks()

@@ -3,10 +3,10 @@
 //!
 //! Why not a length-prefix codec: a codec sees a frame's declared length and must either
 //! reserve it (then 32 connections that send only a prefix declaring 16 MiB hold 512 MiB they
-//! never send) or read without a bound. This reader holds a share of memory
-//! ([`super::memory_budget`]) for the bytes it is *about* to read, a chunk at a time: from the
-//! connection's own share first, then from the shared budget. What a prefix-only connection
-//! holds is its prefix.
+//! never send) or read without a bound. This reader pays for the bytes it has read
+//! ([`super::memory_budget`]), from the connection's own share first, then from the shared
+//! budget, and reads no more (at most 64 KiB at a time) until they are paid for. What a
+//! prefix-only connection holds is its prefix; what a half-sent frame holds is what was sent.
 //!
 //! It also reads a frame's header (`api_key`, `api_version`, `correlation_id`: the same 8 bytes
 //! in fencelog's protocol and Kafka's) before it judges the frame, so that every refusal of a
@@ -48,8 +48,9 @@ pub const DEFAULT_PARTIAL_FRAME_TIMEOUT_MS: u64 = 30_000;
 /// Bytes read at a time while no frame's length and header are known: enough for the header
 /// and for a burst of small pipelined requests.
 const HEADER_READ_BYTES: usize = 4 * 1024;
-/// Most bytes of a frame's body read (and paid for) at a time.
-const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// Most bytes of a frame's body read at a time. Bytes are paid for once read, and no more is
+/// read until they are: a connection is at most this far ahead of its payments.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Most bytes of an HTTP request read and thrown away after the answer, so that closing the
 /// socket with them unread does not reset the connection before the client reads the answer.
 const DRAIN_BYTES: usize = 64 * 1024;
@@ -234,17 +235,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Cancel-safe: what was read, and the time waited, stay in the reader for the next call.
     pub async fn next(&mut self, must_authenticate: bool) -> Result<Option<ReadFrame>, ReadError> {
         loop {
+            self.pay().await?;
             if let Some(frame) = self.take_frame(must_authenticate)? {
                 return Ok(Some(frame));
             }
-            let want = self.read_target();
-            self.cover(want).await?;
-            let room = self
-                .held
-                .bytes()
-                .min(want)
-                .saturating_sub(self.buffer.len())
-                .max(1);
+            let room = self.read_target().saturating_sub(self.buffer.len()).max(1);
             let deadline = self
                 .first_byte
                 .map(|first| first + self.limits.partial_frame_timeout + self.waited);
@@ -265,6 +260,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 });
             }
             self.first_byte.get_or_insert_with(Instant::now);
+            self.try_pay();
         }
     }
 
@@ -325,7 +321,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.frame = Some(frame);
                 return Ok(None);
             }
-            frame.header = FrameHeader::peek(&self.buffer[FRAME_LENGTH_BYTES..]);
+            frame.header = FrameHeader::peek(&self.buffer[FRAME_LENGTH_BYTES..header_end]);
             self.frame = Some(frame);
             self.judge(frame, must_authenticate)?;
             frame.accepted = true;
@@ -401,33 +397,36 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
-    /// Holds memory for `want` buffered bytes, or at least for one more byte than the buffer
-    /// holds: the connection's own share first, then the shared budget; waits up to
-    /// `buffer_wait` when neither has any.
-    async fn cover(&mut self, want: usize) -> Result<(), ReadError> {
+    /// Pays for every buffered byte before the next read (and before a frame is handed on):
+    /// from the connection's own share first, then from the shared budget; waits up to
+    /// `buffer_wait` while neither has enough, reading nothing meanwhile (backpressure).
+    async fn pay(&mut self) -> Result<(), ReadError> {
         loop {
-            let needed = want.saturating_sub(self.held.bytes());
-            if needed == 0 {
+            self.try_pay();
+            let debt = self.buffer.len().saturating_sub(self.held.bytes());
+            if debt == 0 {
                 break;
             }
-            let from_own = needed.min(self.own.available());
-            if let Some(reservation) = self.own.try_reserve(from_own) {
-                self.held.merge(reservation);
-            }
-            let needed = want.saturating_sub(self.held.bytes());
-            let from_shared = needed.min(self.shared.available());
-            if let Some(reservation) = self.shared.try_reserve(from_shared) {
-                self.held.merge(reservation);
-            }
-            if self.held.bytes() > self.buffer.len() {
-                break;
-            }
-            self.wait_for_memory(needed).await?;
+            self.wait_for_memory(debt).await?;
         }
         if let Some(since) = self.waiting_since.take() {
             self.waited += since.elapsed();
         }
         Ok(())
+    }
+
+    /// Pays what it can of the buffered bytes now, without waiting.
+    fn try_pay(&mut self) {
+        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let from_own = debt.min(self.own.available());
+        if let Some(reservation) = self.own.try_reserve(from_own) {
+            self.held.merge(reservation);
+        }
+        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let from_shared = debt.min(self.shared.available());
+        if let Some(reservation) = self.shared.try_reserve(from_shared) {
+            self.held.merge(reservation);
+        }
     }
 
     /// Waits until either pool can give some bytes: `needed` of the shared budget, or one byte

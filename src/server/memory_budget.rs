@@ -3,10 +3,10 @@
 //!
 //! Every request frame is read into memory whole before it is decoded (a produce's batch then
 //! travels to storage without a copy). Its bytes are paid for *as they arrive*, never by the
-//! length a frame declares: before the connection reads more bytes of a frame it holds their
-//! share ([`super::frame_reader`]), and the frame gives it back when its response is ready (a
-//! produce's batch is appended by then). So a client that sends a 4-byte prefix declaring
-//! 16 MiB holds 4 bytes, not 16 MiB.
+//! length a frame declares: the connection pays for what it has read, and reads no more (at
+//! most 64 KiB at a time) until it has ([`super::frame_reader`]); the frame gives its share
+//! back when its response is ready (a produce's batch is appended by then). So a client that
+//! sends a 4-byte prefix declaring 16 MiB holds 4 bytes, not 16 MiB.
 //!
 //! The share comes from two pools. Each connection has a small pool of its own
 //! ([`ServerConfig::connection_buffer_bytes`](super::ServerConfig::connection_buffer_bytes),
@@ -19,8 +19,9 @@
 //! a frame larger than both pools, the client is answered `RESOURCE_EXHAUSTED` with its
 //! request's correlation id and the connection is closed (its frame cannot be skipped without
 //! reading it). Memory in request frames is therefore at most `max_connections x
-//! connection_buffer_bytes + max_buffer_bytes` (64 MiB + 512 MiB with the defaults), and only
-//! bytes clients really sent, for at most `partial_frame_timeout` each, can fill the shared pool.
+//! (connection_buffer_bytes + 64 KiB read ahead of payment) + max_buffer_bytes` (640 MiB with
+//! the defaults), and only bytes clients really sent, for at most `partial_frame_timeout` each,
+//! can fill the shared pool.
 //!
 //! Native fetch responses are not counted: the native listener sends batches as slices of the
 //! memory-mapped segments (page cache the kernel can reclaim, not heap), bounded per request by

@@ -9,7 +9,10 @@
 //!
 //! A frame it cannot answer (unknown API, unsupported version other than ApiVersions',
 //! malformed header or body) closes the connection after a log line, as Kafka's broker does:
-//! Kafka has no error response that every API's client can read. The request decoder is the
+//! Kafka has no error response that every API's client can read. The one exception is a
+//! native fencelog client that reached this listener by mistake: a first frame that is not a
+//! Kafka request but decodes as a native one is answered in the native format, naming the
+//! native listener's address. The request decoder is the
 //! vendored `kafka-protocol` crate, patched so that a count read from the wire cannot make it
 //! reserve more than the frame could hold (`vendor/kafka-protocol/PATCHES.md`).
 //!
