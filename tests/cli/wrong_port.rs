@@ -130,6 +130,8 @@ fn clients_at_the_wrong_port_are_told_where_they_are_and_the_server_does_not_war
         use tokio::io::AsyncWriteExt;
         let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
         socket.write_all(&[0, 0, 1, 0, 0]).await.unwrap();
+        // SO_LINGER 0: the close resets the connection, as a killed client's does.
+        #[allow(deprecated)]
         socket.set_linger(Some(Duration::ZERO)).unwrap();
         drop(socket);
     });

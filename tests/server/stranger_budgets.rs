@@ -134,10 +134,10 @@ async fn an_exhausted_budget_refuses_with_the_requests_id_and_small_requests_sti
         .start()
         .await
         .unwrap();
-    // A stranger sends 250 KiB of a 1 MiB frame and stalls: its bytes hold the shared budget
-    // but for 22 KiB.
+    // A stranger sends 250 KiB of a 260 KiB frame (one the two pools could hold) and stalls:
+    // its bytes hold the shared budget but for 22 KiB.
     let mut stranger = TcpStream::connect(server.addr()).await.unwrap();
-    let mut bytes = header_declaring(1 << 20, 1);
+    let mut bytes = header_declaring(260 * 1024, 1);
     bytes.resize(250 * 1024, 0);
     stranger.write_all(&bytes).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
