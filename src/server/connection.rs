@@ -67,6 +67,7 @@ pub async fn serve<P: Protocol, S: SplitStream>(
         max_unauthenticated_frame_bytes: config.max_unauthenticated_frame_bytes,
         partial_frame_timeout: config.partial_frame_timeout,
         buffer_wait: config.buffer_wait,
+        wait_for_header: protocol.answers_refused_frames(),
     };
     let mut frames = FrameReader::new(
         read_half,

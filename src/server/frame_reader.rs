@@ -66,6 +66,9 @@ pub struct FrameLimits {
     pub partial_frame_timeout: Duration,
     /// Longest the reader waits for memory.
     pub buffer_wait: Duration,
+    /// Whether refusals are answered (with the header's correlation id): when not (Kafka), a
+    /// frame is judged on its length alone, without waiting for its header.
+    pub wait_for_header: bool,
 }
 
 /// The header fields every request frame starts with, in both protocols.
@@ -316,7 +319,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         };
         let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
         if !frame.accepted {
-            let header_end = FRAME_LENGTH_BYTES + REQUEST_HEADER_BYTES.min(frame.declared);
+            let header_bytes = if self.limits.wait_for_header {
+                REQUEST_HEADER_BYTES.min(frame.declared)
+            } else {
+                0
+            };
+            let header_end = FRAME_LENGTH_BYTES + header_bytes;
             if self.buffer.len() < header_end {
                 self.frame = Some(frame);
                 return Ok(None);
@@ -479,6 +487,7 @@ mod tests {
             max_unauthenticated_frame_bytes: 1024,
             partial_frame_timeout: Duration::from_secs(30),
             buffer_wait: Duration::from_millis(100),
+            wait_for_header: true,
         }
     }
 

@@ -109,6 +109,12 @@ pub trait Protocol: Send + Sync + 'static {
         refusal: &FrameRefusal,
     ) -> Option<Self::Response>;
 
+    /// Whether [`Self::refuse_frame`] can answer at all: if not, a frame is judged on its
+    /// length without waiting for its header (there is no correlation id to answer with).
+    fn answers_refused_frames(&self) -> bool {
+        true
+    }
+
     /// The answer to a connection refused at accept (beyond the server's connection limit, or
     /// with the process out of descriptors), if the protocol has one.
     fn too_many_connections(&self, refusal: super::connection::Refusal) -> Option<Self::Response>;

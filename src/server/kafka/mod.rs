@@ -251,6 +251,10 @@ impl Protocol for KafkaProtocol {
         session.sasl.authentication.is_required()
     }
 
+    fn answers_refused_frames(&self) -> bool {
+        false
+    }
+
     /// Kafka has no response to a frame it could not read: the connection just closes.
     fn refuse_frame(
         &self,
