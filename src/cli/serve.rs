@@ -35,10 +35,24 @@ pub struct ServeArgs {
     /// Largest frame accepted, in bytes.
     #[arg(long, default_value_t = crate::protocol::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
-    /// Memory for request frames, all connections together, in bytes: a frame waits for its
-    /// share (up to 10 s) and is then refused with RESOURCE_EXHAUSTED.
+    /// Memory for request frames beyond each connection's own share, all connections
+    /// together, in bytes; paid as bytes arrive: a frame waits for its share (up to 10 s) and
+    /// is then refused with RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = server::memory_budget::DEFAULT_MAX_BUFFER_BYTES)]
     pub max_buffer_bytes: usize,
+    /// Memory each connection reads request frames into before it draws on
+    /// --max-buffer-bytes, in bytes: requests this small never wait for memory others hold.
+    #[arg(long, default_value_t = server::memory_budget::DEFAULT_CONNECTION_BUFFER_BYTES)]
+    pub connection_buffer_bytes: usize,
+    /// With --auth: largest frame a connection may send before it authenticates, in bytes
+    /// (like Kafka's sasl.server.max.receive.size); a larger one is refused and the connection
+    /// closed.
+    #[arg(long, default_value_t = server::frame_reader::DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES)]
+    pub max_unauthenticated_frame_bytes: usize,
+    /// Longest a request frame may take to arrive whole once its first byte has, in
+    /// milliseconds; a half-sent frame is then refused and its connection closed.
+    #[arg(long, default_value_t = server::frame_reader::DEFAULT_PARTIAL_FRAME_TIMEOUT_MS)]
+    pub partial_frame_timeout_ms: u64,
     /// Also serve Kafka's wire protocol on this address (off unless given), e.g. `127.0.0.1:9092`.
     #[arg(long, env = "FENCELOG_KAFKA_LISTEN")]
     pub kafka_listen: Option<String>,
@@ -177,6 +191,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_frame_bytes: args.max_frame_bytes,
             tls,
             memory_budget: server::memory_budget::MemoryBudget::new(args.max_buffer_bytes),
+            connection_buffer_bytes: args.connection_buffer_bytes,
+            max_unauthenticated_frame_bytes: args.max_unauthenticated_frame_bytes,
+            partial_frame_timeout: std::time::Duration::from_millis(args.partial_frame_timeout_ms),
             advertised_addr: args.advertise.clone(),
             ..ServerConfig::default()
         };

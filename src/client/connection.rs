@@ -411,7 +411,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     reason: "the server speaks TLS on this port: connect with TLS (--tls-ca FILE, or --tls for the system's CAs)".to_owned(),
                 };
             }
-            Some(Err(error)) => break ClientError::Protocol(error),
+            Some(Err(error)) => {
+                break ClientError::Protocol(crate::protocol::wrong_port::explain(error))
+            }
             Some(Ok(frame)) => frame,
         };
         let Some(correlation_id) = ResponseFrame::peek_correlation_id(&frame) else {

@@ -34,6 +34,7 @@ mod request;
 mod response;
 mod topic_config;
 mod wire;
+pub mod wrong_port;
 
 pub use api::api_versions::SERVER_SOFTWARE;
 pub use api::create_topic::Replication;
@@ -103,6 +104,9 @@ pub enum ProtocolError {
     /// `NONE`, ...). Nothing was written.
     #[error("cannot encode message: {0}")]
     Unencodable(String),
+    /// The peer speaks another protocol (HTTP, TLS): the client reached the wrong port.
+    #[error("{0}")]
+    WrongPort(#[from] wrong_port::WrongPort),
 }
 
 /// Kept by hand (the variant holds an `Arc`), so `?` on an I/O error, and the codec's
@@ -123,7 +127,7 @@ impl ProtocolError {
             ProtocolError::EmptyFrame | ProtocolError::Malformed(_) => {
                 Some(ErrorCode::InvalidRequest)
             }
-            ProtocolError::Io(_) => None,
+            ProtocolError::Io(_) | ProtocolError::WrongPort(_) => None,
             ProtocolError::UnknownErrorCode { .. } | ProtocolError::Unencodable(_) => {
                 Some(ErrorCode::Internal)
             }

@@ -8,7 +8,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
@@ -16,15 +18,16 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::broadcast;
-use tokio_util::codec::FramedRead;
 use tracing::{debug, info, warn};
 
-use super::memory_budget::{BudgetError, BudgetedCodec, BudgetedFrame, Reservation};
+use super::frame_reader::{FrameLimits, FrameReader, ReadError, ReadFrame};
+use super::memory_budget::MemoryBudget;
 use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
 use super::ServerConfig;
 use crate::broker::BrokerService;
 use crate::metrics::RequestTimers;
+use crate::protocol::wrong_port::Foreign;
 
 /// A byte stream the connection loop reads and writes at the same time, cut into a read half
 /// and a write half. A TCP socket gives its owned halves (no lock, vectored writes kept); a TLS
@@ -59,74 +62,81 @@ pub async fn serve<P: Protocol, S: SplitStream>(
 ) {
     debug!(%peer, protocol = protocol.name(), "connection opened");
     let (read_half, write_half) = socket.into_halves();
-    let budget = config.memory_budget.clone();
-    let mut frames = FramedRead::new(
+    let limits = FrameLimits {
+        max_frame_bytes: config.max_frame_bytes,
+        max_unauthenticated_frame_bytes: config.max_unauthenticated_frame_bytes,
+        partial_frame_timeout: config.partial_frame_timeout,
+        buffer_wait: config.buffer_wait,
+        wait_for_header: protocol.answers_refused_frames(),
+    };
+    let mut frames = FrameReader::new(
         read_half,
-        BudgetedCodec::new(config.max_frame_bytes, budget.clone()),
+        limits,
+        MemoryBudget::new(config.connection_buffer_bytes),
+        config.memory_budget.clone(),
     );
-    // The wait for the next frame's share of the memory budget, while there is one.
-    let mut budget_wait: Option<BoxFuture<'static, Result<Reservation, BudgetError>>> = None;
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
     let mut session = protocol.open_session(&service, peer);
     let listener_metrics = service.metrics().listener(protocol.name(), P::api_name);
     let mut timers = RequestTimers::new(listener_metrics, config.max_in_flight);
     let mut closing = false;
+    // An HTTP client was answered in HTTP: what it still sends is read and dropped before the
+    // close, so that the answer is not lost to a reset.
+    let mut drain_before_close = false;
     loop {
         if closing && pending.is_empty() {
             break;
         }
-        let can_read = !closing && pending.len() < config.max_in_flight && budget_wait.is_none();
+        let can_read = !closing && pending.len() < config.max_in_flight;
+        let must_authenticate = protocol.must_authenticate(&session);
         tokio::select! {
             _ = stop.recv(), if !closing => closing = true,
-            Some(reserved) = futures::future::OptionFuture::from(budget_wait.as_mut()), if !closing => {
-                budget_wait = None;
-                match reserved {
-                    Ok(reservation) => frames.decoder_mut().grant(reservation),
-                    Err(error) => {
-                        warn!(%peer, %error, "request memory budget exhausted; refusing and closing");
-                        closing = true;
-                        if let Some(response) = protocol.resource_exhausted(&error.to_string()) {
-                            timers.push_untimed();
-                            pending.push_back(Box::pin(futures::future::ready(response)));
-                        }
-                    }
-                }
-            }
-            frame = tokio::time::timeout(config.idle_timeout, frames.next()), if can_read => {
+            frame = tokio::time::timeout(config.idle_timeout, frames.next(must_authenticate)), if can_read => {
                 match frame {
                     Err(_) if pending.is_empty() => {
                         info!(%peer, "closing idle connection");
                         closing = true;
                     }
                     Err(_) => {}
-                    Ok(None) => closing = true,
-                    Ok(Some(Ok(BudgetedFrame::NeedBudget(bytes)))) => {
-                        let budget = budget.clone();
-                        let wait = config.buffer_wait;
-                        budget_wait = Some(Box::pin(async move { budget.reserve(bytes, wait).await }));
-                    }
-                    Ok(Some(Ok(BudgetedFrame::Frame(bytes, reservation)))) => {
+                    Ok(Ok(None)) => closing = true,
+                    Ok(Ok(Some(ReadFrame { bytes, reservation }))) => {
                         let timer = timers.start(&bytes);
                         let started = protocol.start(&service, &mut session, bytes);
                         closing |= started.close;
                         if let Some(response) = started.response {
                             timers.push(timer);
-                            // The frame's share of the budget is given back with its answer.
+                            // The frame's share of memory is given back with its answer.
                             pending.push_back(Box::pin(response.map(move |response| {
                                 drop(reservation);
                                 response
                             })));
                         }
                     }
-                    Ok(Some(Err(error))) => {
-                        // The stream cannot be resynchronized after a framing error: answer if
-                        // it is one the client can understand, then close.
-                        warn!(%peer, %error, "protocol error; closing connection");
+                    Ok(Err(error)) => {
+                        // The stream cannot be resynchronized after a refused frame: answer if
+                        // the client can understand it, then close.
                         closing = true;
-                        if let Some(response) = protocol.framing_error(&error) {
-                            timers.push_untimed();
-                            pending.push_back(Box::pin(futures::future::ready(response)));
+                        match error {
+                            ReadError::Foreign(foreign) => {
+                                drain_before_close |= answer_foreign(&*protocol, &mut writer, peer, foreign);
+                            }
+                            ReadError::Refused { header, refusal } => {
+                                info!(
+                                    %peer,
+                                    listener = protocol.name(),
+                                    correlation_id = header.map(|header| header.correlation_id),
+                                    "request frame refused; closing connection: {refusal}"
+                                );
+                                if let Some(response) = protocol.refuse_frame(header, &refusal) {
+                                    timers.push_untimed();
+                                    pending.push_back(Box::pin(futures::future::ready(response)));
+                                }
+                            }
+                            error if error.is_departure() => {
+                                debug!(%peer, %error, "client went away; closing connection");
+                            }
+                            error => info!(%peer, %error, "closing connection"),
                         }
                     }
                 }
@@ -157,12 +167,22 @@ pub async fn serve<P: Protocol, S: SplitStream>(
                         return;
                     }
                     Err(_) => {
-                        warn!(%peer, "client is not reading its responses; disconnecting");
+                        // Logged at info: a flood of clients that never read must not become
+                        // a flood of warnings.
+                        info!(%peer, timeout_ms = config.write_timeout.as_millis() as u64, "client is not reading its responses; disconnecting");
                         return;
                     }
                 }
             }
         }
+    }
+    // Whatever is still queued (an answer to another protocol's client) goes out before the
+    // write side is shut.
+    if !matches!(
+        tokio::time::timeout(config.write_timeout, writer.flush()).await,
+        Ok(Ok(()))
+    ) {
+        debug!(%peer, "last write failed or timed out");
     }
     if tokio::time::timeout(config.write_timeout, writer.shutdown())
         .await
@@ -170,7 +190,55 @@ pub async fn serve<P: Protocol, S: SplitStream>(
     {
         debug!(%peer, "shutdown of the write side timed out");
     }
+    if drain_before_close {
+        frames.drain(DRAIN_TIMEOUT).await;
+    }
     debug!(%peer, "connection closed");
+}
+
+/// Longest the connection reads and drops what an HTTP client still sends after its answer.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Logs a client of another protocol at info, naming what was seen and what to do, and queues
+/// an answer it can read where there is one (an HTTP `400` with a plain-text body). Returns
+/// whether an answer was queued.
+fn answer_foreign<P: Protocol, W: AsyncWrite + Unpin>(
+    protocol: &P,
+    writer: &mut ResponseWriter<W>,
+    peer: SocketAddr,
+    foreign: Foreign,
+) -> bool {
+    let listener = protocol.name();
+    match foreign {
+        Foreign::HttpRequest | Foreign::HttpResponse => {
+            info!(
+                %peer,
+                listener,
+                "an HTTP client reached the {listener} listener, which speaks {}; answered HTTP 400 (Prometheus metrics are served by `serve --metrics-listen ADDR` at http://ADDR/metrics)",
+                protocol.speaks()
+            );
+            let body = format!(
+                "This port speaks {}, not HTTP (a fencelog {listener} listener).\n\
+                 Prometheus metrics are served at http://ADDR/metrics by a server started with \
+                 `fencelog serve --metrics-listen ADDR`.\n",
+                protocol.speaks()
+            );
+            writer.push_raw(Bytes::from(format!(
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )));
+            true
+        }
+        Foreign::Tls => {
+            info!(
+                %peer,
+                listener,
+                "a TLS client reached the plain-TCP {listener} listener; closing connection (connect without TLS, or start the server with --tls-cert and --tls-key)"
+            );
+            false
+        }
+    }
 }
 
 /// Why a connection is refused as soon as it is accepted: the message its client reads says

@@ -1,38 +1,49 @@
-//! The server-wide memory budget for request frames, so that `max_connections x max_frame_bytes`
-//! cannot exhaust memory.
+//! The memory request frames are read into, so that `max_connections x max_frame_bytes` cannot
+//! exhaust memory and a stranger cannot hold memory that others need.
 //!
 //! Every request frame is read into memory whole before it is decoded (a produce's batch then
-//! travels to storage without a copy), so without a bound a thousand clients each declaring a
-//! 16 MiB frame could make the server reserve 16 GiB. The budget is one pool of bytes shared by
-//! every connection of every listener: a connection reserves a frame's declared length from it
-//! *before* the codec reserves any memory for the frame, and gives it back when the request's
-//! response is ready (a produce's batch is appended by then). When the pool is short, the
-//! connection stops reading (backpressure: the client's writes block) until enough is given back
-//! or [`ServerConfig::buffer_wait`](super::ServerConfig::buffer_wait) passes; then, or at once for a
-//! frame larger than the whole budget, the client is answered `RESOURCE_EXHAUSTED` and the
-//! connection is closed (its frame cannot be skipped without reading it).
+//! travels to storage without a copy). Its bytes are paid for *as they arrive*, never by the
+//! length a frame declares: the connection pays for what it has read, and reads no more (at
+//! most 64 KiB at a time) until it has ([`super::frame_reader`]); the frame gives its share
+//! back when its response is ready (a produce's batch is appended by then). So a client that
+//! sends a 4-byte prefix declaring 16 MiB holds 4 bytes, not 16 MiB.
+//!
+//! The share comes from two pools. Each connection has a small pool of its own
+//! ([`ServerConfig::connection_buffer_bytes`](super::ServerConfig::connection_buffer_bytes),
+//! 64 KiB by default): a request that fits it (ApiVersions, Metadata, a lease call, a small
+//! produce) never waits for anyone, whatever other connections hold. Bytes beyond it come from
+//! one pool shared by every connection of every listener (`serve --max-buffer-bytes`,
+//! [`MemoryBudget`]). When that pool is short the connection stops reading (backpressure: the
+//! client's writes block) until enough is given back or
+//! [`ServerConfig::buffer_wait`](super::ServerConfig::buffer_wait) passes; then, or at once for
+//! a frame larger than both pools, the client is answered `RESOURCE_EXHAUSTED` with its
+//! request's correlation id and the connection is closed (its frame cannot be skipped without
+//! reading it). Memory in request frames is therefore at most `max_connections x
+//! (connection_buffer_bytes + 64 KiB read ahead of payment) + max_buffer_bytes` (640 MiB with
+//! the defaults), and only bytes clients really sent, for at most `partial_frame_timeout` each,
+//! can fill the shared pool.
 //!
 //! Native fetch responses are not counted: the native listener sends batches as slices of the
 //! memory-mapped segments (page cache the kernel can reclaim, not heap), bounded per request by
 //! `max_fetch_bytes`. Kafka fetch responses are: their batches are converted into heap buffers,
-//! up to 64 MiB per request, so a Kafka fetch reserves its byte limit from the same pool after
+//! up to 64 MiB per request, so a Kafka fetch reserves its byte limit from the shared pool after
 //! its long poll (a waiting consumer holds nothing), keeps what its answer really uses until the
 //! answer is encoded, and gives the rest back at once ([`FetchMemory`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use thiserror::Error;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::codec::Decoder;
 
-use crate::protocol::{FrameCodec, ProtocolError};
-
-/// Default budget for request frames in memory, all connections together: 512 MiB.
+/// Default budget for request frames in memory beyond each connection's own share, all
+/// connections together: 512 MiB.
 pub const DEFAULT_MAX_BUFFER_BYTES: usize = 512 * 1024 * 1024;
 /// Default longest a connection waits for budget before its client is refused.
 pub const DEFAULT_BUFFER_WAIT_MS: u64 = 10_000;
+/// Default memory each connection may read request frames into without drawing on the shared
+/// budget: 64 KiB, enough for every request but large produces.
+pub const DEFAULT_CONNECTION_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Why a frame could not get its share of the budget.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -55,17 +66,19 @@ pub enum BudgetError {
     },
 }
 
-/// The pool of bytes request frames are read into; cheap to clone.
+/// A pool of bytes request frames are read into (the shared budget, or one connection's own
+/// share); cheap to clone.
 #[derive(Debug, Clone)]
 pub struct MemoryBudget {
     bytes: Arc<Semaphore>,
     total: usize,
 }
 
-/// A frame's share of the budget, given back when dropped.
-#[derive(Debug)]
+/// Bytes held from one or two pools (a connection's own share and the shared budget), given
+/// back when dropped.
+#[derive(Debug, Default)]
 pub struct Reservation {
-    _permit: Option<OwnedSemaphorePermit>,
+    parts: [Option<OwnedSemaphorePermit>; 2],
 }
 
 impl MemoryBudget {
@@ -94,14 +107,12 @@ impl MemoryBudget {
             return None;
         };
         if count == 0 {
-            return Some(Reservation { _permit: None });
+            return Some(Reservation::default());
         }
         Arc::clone(&self.bytes)
             .try_acquire_many_owned(count)
             .ok()
-            .map(|permit| Reservation {
-                _permit: Some(permit),
-            })
+            .map(Reservation::from_permit)
     }
 
     /// `bytes` of the budget, waiting up to `wait` for them to be given back.
@@ -115,9 +126,7 @@ impl MemoryBudget {
         }
         let count = u32::try_from(bytes).map_err(|_| too_large)?;
         match tokio::time::timeout(wait, Arc::clone(&self.bytes).acquire_many_owned(count)).await {
-            Ok(Ok(permit)) => Ok(Reservation {
-                _permit: Some(permit),
-            }),
+            Ok(Ok(permit)) => Ok(Reservation::from_permit(permit)),
             _ => Err(BudgetError::Exhausted {
                 budget_bytes: self.total,
                 waited_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
@@ -136,88 +145,70 @@ pub struct FetchMemory {
 }
 
 impl Reservation {
+    fn from_permit(permit: OwnedSemaphorePermit) -> Self {
+        Self {
+            parts: [Some(permit), None],
+        }
+    }
+
+    /// Adds the bytes of `other` to this reservation (from the same pools, or one more).
+    pub fn merge(&mut self, other: Reservation) {
+        for permit in other.parts.into_iter().flatten() {
+            self.absorb(permit);
+        }
+    }
+
+    fn absorb(&mut self, permit: OwnedSemaphorePermit) {
+        for held in self.parts.iter_mut().flatten() {
+            if Arc::ptr_eq(held.semaphore(), permit.semaphore()) {
+                held.merge(permit);
+                return;
+            }
+        }
+        let free = self.parts.iter_mut().find(|slot| slot.is_none());
+        // A reservation draws on a connection's own share and the shared budget, no more.
+        *free.expect("a reservation holds bytes of at most two pools") = Some(permit);
+    }
+
+    /// Moves `bytes` of this reservation (all of it when it holds less) into a new one.
+    pub fn split_off(&mut self, bytes: usize) -> Reservation {
+        let mut split = Reservation::default();
+        let mut wanted = bytes;
+        for slot in self.parts.iter_mut() {
+            if wanted == 0 {
+                break;
+            }
+            let Some(held) = slot.as_mut() else {
+                continue;
+            };
+            let count = held.num_permits();
+            if count <= wanted {
+                wanted -= count;
+                split.absorb(slot.take().expect("checked above"));
+            } else {
+                split.absorb(held.split(wanted).expect("fewer permits than held"));
+                wanted = 0;
+            }
+        }
+        split
+    }
+
     /// Gives back all but `keep` bytes of the reservation now (all of it when it holds less).
     pub fn shrink_to(&mut self, keep: usize) {
-        let Some(permit) = self._permit.as_mut() else {
-            return;
-        };
-        let held = permit.num_permits();
-        if keep >= held {
-            return;
+        let held = self.bytes();
+        if keep < held {
+            // The split-off part is dropped at once: those bytes go back to their pools.
+            drop(self.split_off(held - keep));
         }
-        if keep == 0 {
-            self._permit = None;
-            return;
-        }
-        // The split-off part is dropped at once: those bytes go back to the pool.
-        drop(permit.split(held - keep));
     }
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self._permit
-            .as_ref()
-            .map_or(0, |permit| permit.num_permits())
-    }
-}
-
-/// What the budgeted codec yields.
-#[derive(Debug)]
-pub enum BudgetedFrame {
-    /// A whole frame, with its share of the budget.
-    Frame(Bytes, Reservation),
-    /// The next frame declares this many bytes and the budget cannot hold them now: reserve
-    /// them ([`MemoryBudget::reserve`]), hand them over with [`BudgetedCodec::grant`], and read
-    /// again. Nothing of the frame was reserved meanwhile.
-    NeedBudget(usize),
-}
-
-/// [`FrameCodec`] that reserves each frame's declared length from a [`MemoryBudget`] before the
-/// frame's memory is reserved.
-#[derive(Debug)]
-pub struct BudgetedCodec {
-    inner: FrameCodec,
-    max_frame_bytes: usize,
-    budget: MemoryBudget,
-    granted: Option<Reservation>,
-}
-
-impl BudgetedCodec {
-    /// Frames up to `max_frame_bytes`, reserved from `budget`.
-    pub fn new(max_frame_bytes: usize, budget: MemoryBudget) -> Self {
-        Self {
-            inner: FrameCodec::new(max_frame_bytes),
-            max_frame_bytes,
-            budget,
-            granted: None,
-        }
-    }
-
-    /// Hands over the reservation for the frame a [`BudgetedFrame::NeedBudget`] asked for.
-    pub fn grant(&mut self, reservation: Reservation) {
-        self.granted = Some(reservation);
-    }
-}
-
-impl Decoder for BudgetedCodec {
-    type Item = BudgetedFrame;
-    type Error = ProtocolError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BudgetedFrame>, ProtocolError> {
-        if let (None, Some(&[a, b, c, d])) = (&self.granted, src.get(..4)) {
-            let declared = usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
-            // Zero and oversized lengths are the inner codec's errors.
-            if declared != 0 && declared <= self.max_frame_bytes {
-                match self.budget.try_reserve(declared) {
-                    Some(reservation) => self.granted = Some(reservation),
-                    None => return Ok(Some(BudgetedFrame::NeedBudget(declared))),
-                }
-            }
-        }
-        Ok(self.inner.decode(src)?.map(|frame| {
-            let reservation = self.granted.take().unwrap_or(Reservation { _permit: None });
-            BudgetedFrame::Frame(frame, reservation)
-        }))
+        self.parts
+            .iter()
+            .flatten()
+            .map(OwnedSemaphorePermit::num_permits)
+            .sum()
     }
 }
 
@@ -225,41 +216,35 @@ impl Decoder for BudgetedCodec {
 mod tests {
     use super::*;
 
-    fn frame(length: u32, body: &[u8]) -> BytesMut {
-        let mut bytes = BytesMut::new();
-        bytes.extend_from_slice(&length.to_be_bytes());
-        bytes.extend_from_slice(body);
-        bytes
+    /// A reservation holds what it was given from two pools, hands bytes on with
+    /// `split_off`, and every byte goes back to the pool it came from when dropped.
+    #[test]
+    fn reservations_from_two_pools_split_and_give_back_to_each() {
+        let own = MemoryBudget::new(10);
+        let shared = MemoryBudget::new(100);
+        let mut held = own.try_reserve(10).unwrap();
+        held.merge(shared.try_reserve(30).unwrap());
+        held.merge(shared.try_reserve(5).unwrap());
+        assert_eq!(held.bytes(), 45);
+        let frame = held.split_off(12);
+        assert_eq!((frame.bytes(), held.bytes()), (12, 33));
+        drop(frame);
+        assert_eq!(own.available() + shared.available(), 110 - 33);
+        drop(held);
+        assert_eq!((own.available(), shared.available()), (10, 100));
     }
 
-    /// A frame that fits takes its length from the budget until it is dropped; one that does
-    /// not fit asks for budget without reserving anything, and is decoded once granted.
+    /// A frame waits for the shared budget and is refused after the wait; one larger than the
+    /// budget is refused at once.
     #[tokio::test]
-    async fn frames_take_their_share_and_wait_when_it_is_short() {
+    async fn a_short_budget_makes_a_frame_wait_then_refuses_it() {
         let budget = MemoryBudget::new(10);
-        let mut codec = BudgetedCodec::new(100, budget.clone());
-        let mut first = frame(8, b"12345678");
-        let Some(BudgetedFrame::Frame(body, held)) = codec.decode(&mut first).unwrap() else {
-            panic!("a frame that fits is decoded");
-        };
-        assert_eq!(&body[..], b"12345678");
-        assert_eq!(budget.available(), 2);
-        let mut second = frame(5, b"abcde");
-        let capacity = second.capacity();
-        assert!(matches!(
-            codec.decode(&mut second).unwrap(),
-            Some(BudgetedFrame::NeedBudget(5))
-        ));
-        assert_eq!(second.capacity(), capacity, "nothing reserved for it");
+        let held = budget.try_reserve(8).unwrap();
+        assert!(budget.try_reserve(5).is_none());
         let waited = budget.reserve(5, Duration::from_millis(10)).await;
         assert!(matches!(waited, Err(BudgetError::Exhausted { .. })));
         drop(held);
-        let reservation = budget.reserve(5, Duration::from_millis(10)).await.unwrap();
-        codec.grant(reservation);
-        assert!(matches!(
-            codec.decode(&mut second).unwrap(),
-            Some(BudgetedFrame::Frame(..))
-        ));
+        assert!(budget.reserve(5, Duration::from_millis(10)).await.is_ok());
         assert!(matches!(
             budget.reserve(11, Duration::from_secs(60)).await,
             Err(BudgetError::LargerThanBudget { .. })

@@ -6,6 +6,8 @@
 //! * [`protocol`]: the [`Protocol`] trait a listener's wire protocol implements.
 //! * [`connection`]: the connection loop every protocol shares (limits, backpressure, timeouts,
 //!   response order, drain).
+//! * [`frame_reader`]: request frames read off a connection, their memory paid for as their
+//!   bytes arrive, every refusal with the request's correlation id.
 //! * [`writer`]: vectored response writes.
 //! * [`tls`]: TLS on every listener ([`ServerConfig::tls`]), the handshake in the connection's
 //!   own task.
@@ -17,6 +19,7 @@
 
 mod connection;
 pub mod descriptors;
+pub mod frame_reader;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory_budget;
@@ -91,6 +94,16 @@ pub struct ServerConfig {
     pub memory_budget: memory_budget::MemoryBudget,
     /// Longest a frame waits for its share of `memory_budget`.
     pub buffer_wait: Duration,
+    /// Memory each connection reads request frames into before it draws on `memory_budget`
+    /// (`serve --connection-buffer-bytes`): small requests never wait for memory others hold.
+    pub connection_buffer_bytes: usize,
+    /// Largest frame a connection may send before it authenticates, on a server with
+    /// `security` (`serve --max-unauthenticated-frame-bytes`); a larger one is refused and the
+    /// connection closed.
+    pub max_unauthenticated_frame_bytes: usize,
+    /// Longest a frame may take to arrive whole once its first byte has (`serve
+    /// --partial-frame-timeout-ms`); then it is refused and the connection closed.
+    pub partial_frame_timeout: Duration,
     /// The `host:port` clients are told to reach this broker at (`serve --advertise`); `None`:
     /// the native listener's bound address.
     pub advertised_addr: Option<String>,
@@ -112,6 +125,11 @@ impl Default for ServerConfig {
                 memory_budget::DEFAULT_MAX_BUFFER_BYTES,
             ),
             buffer_wait: Duration::from_millis(memory_budget::DEFAULT_BUFFER_WAIT_MS),
+            connection_buffer_bytes: memory_budget::DEFAULT_CONNECTION_BUFFER_BYTES,
+            max_unauthenticated_frame_bytes: frame_reader::DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES,
+            partial_frame_timeout: Duration::from_millis(
+                frame_reader::DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
+            ),
             advertised_addr: None,
         }
     }
@@ -119,6 +137,8 @@ impl Default for ServerConfig {
 
 /// Largest `max_frame_bytes`: a frame's length prefix is a `u32`.
 pub const MAX_FRAME_BYTES_LIMIT: usize = u32::MAX as usize;
+/// Smallest `connection_buffer_bytes`: a request header with its length prefix.
+pub const MIN_CONNECTION_BUFFER_BYTES: usize = 12;
 /// Largest `max_connections` and `max_in_flight`: each is a semaphore's permits.
 pub const MAX_PERMITS_LIMIT: usize = Semaphore::MAX_PERMITS;
 
@@ -148,9 +168,22 @@ impl ServerConfig {
             Quantity::Bytes(1),
             Quantity::Bytes(u64::from(u32::MAX)),
         )?;
+        ConfigError::check_range(
+            "connection_buffer_bytes",
+            Quantity::bytes(self.connection_buffer_bytes),
+            Quantity::bytes(MIN_CONNECTION_BUFFER_BYTES),
+            Quantity::bytes(MAX_PERMITS_LIMIT),
+        )?;
+        ConfigError::check_range(
+            "max_unauthenticated_frame_bytes",
+            Quantity::bytes(self.max_unauthenticated_frame_bytes),
+            Quantity::Bytes(1),
+            Quantity::bytes(MAX_FRAME_BYTES_LIMIT),
+        )?;
         let positive = |field, value| ConfigError::check_positive(field, Quantity::duration(value));
         positive("write_timeout", self.write_timeout)?;
-        positive("idle_timeout", self.idle_timeout)
+        positive("idle_timeout", self.idle_timeout)?;
+        positive("partial_frame_timeout", self.partial_frame_timeout)
     }
 }
 
@@ -246,6 +279,12 @@ async fn serve(
             kafka.listener,
             Arc::new(
                 KafkaProtocol::new(Arc::new(kafka.config))
+                    .with_native_listener(
+                        config
+                            .advertised_addr
+                            .clone()
+                            .unwrap_or_else(|| local.to_string()),
+                    )
                     .with_security(config.security.clone())
                     .with_fetch_memory(memory_budget::FetchMemory {
                         budget: config.memory_budget.clone(),

@@ -5,8 +5,9 @@
 //! by not reading), idle and write timeouts, responses written in request order, and graceful
 //! drain on shutdown. A protocol only turns a frame into a pending response (decode, call the
 //! [`BrokerService`], map errors) and a response into bytes. Both fencelog's protocol and
-//! Kafka's frame messages with a 4-byte big-endian length, so the loop cuts frames with
-//! [`crate::protocol::FrameCodec`] for both.
+//! Kafka's frame messages with a 4-byte big-endian length followed by the same 8 header bytes
+//! (`api_key`, `api_version`, `correlation_id`), so the loop reads frames with one
+//! [`super::frame_reader::FrameReader`] for both.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,8 +15,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 
+use super::frame_reader::{FrameHeader, FrameRefusal};
 use crate::broker::BrokerService;
-use crate::protocol::ProtocolError;
 
 /// What a frame started: the response to write when it is ready (in request order), if the
 /// request gets one, and whether the connection closes after it.
@@ -87,19 +88,36 @@ pub trait Protocol: Send + Sync + 'static {
         frame: Bytes,
     ) -> Started<Self::Response>;
 
-    /// The answer to a framing error (oversized or empty frame), if the client can read one.
-    fn framing_error(&self, error: &ProtocolError) -> Option<Self::Response>;
+    /// What the listener speaks, for the messages a client of another protocol gets (an HTTP
+    /// client is answered `400` naming it), e.g. "fencelog's native protocol".
+    fn speaks(&self) -> &'static str;
+
+    /// Whether the connection must authenticate before it may send more than small frames
+    /// ([`super::frame_reader`]'s `max_unauthenticated_frame_bytes`).
+    fn must_authenticate(&self, session: &Self::Session) -> bool {
+        let _ = session;
+        false
+    }
+
+    /// The answer to a frame refused before it was read whole (too large, empty, too large
+    /// before authentication, no memory, not finished in time), with the correlation id of
+    /// `header` when it arrived; the connection closes after it. `None` where the protocol
+    /// has no answer the client could read.
+    fn refuse_frame(
+        &self,
+        header: Option<FrameHeader>,
+        refusal: &FrameRefusal,
+    ) -> Option<Self::Response>;
+
+    /// Whether [`Self::refuse_frame`] can answer at all: if not, a frame is judged on its
+    /// length without waiting for its header (there is no correlation id to answer with).
+    fn answers_refused_frames(&self) -> bool {
+        true
+    }
 
     /// The answer to a connection refused at accept (beyond the server's connection limit, or
     /// with the process out of descriptors), if the protocol has one.
     fn too_many_connections(&self, refusal: super::connection::Refusal) -> Option<Self::Response>;
-
-    /// The answer to a request frame the server's memory budget cannot take (see
-    /// [`super::memory_budget`]; the connection closes after it), if the protocol has one.
-    fn resource_exhausted(&self, message: &str) -> Option<Self::Response> {
-        let _ = message;
-        None
-    }
 
     /// Encodes a response as a list of byte chunks (written with one vectored write), small
     /// parts built in `scratch`. A response that cannot be encoded within `max_frame_bytes` is

@@ -153,7 +153,7 @@ impl ServerTls {
             outcome = tokio::time::timeout(timeout, self.acceptor.accept(socket)) => match outcome {
                 Ok(Ok(stream)) => Some(stream),
                 Ok(Err(error)) => {
-                    info!(%peer, %error, "TLS handshake failed; closing connection");
+                    info!(%peer, %error, "TLS handshake failed (a client without TLS, or one that does not trust this server's certificate?); closing connection");
                     None
                 }
                 Err(_) => {

@@ -49,6 +49,12 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
         after
     }
 
+    /// Queues bytes that are not a response of the protocol (an HTTP answer to a client that
+    /// reached the wrong port).
+    pub fn push_raw(&mut self, bytes: Bytes) {
+        self.queue.push(bytes);
+    }
+
     /// Writes everything queued.
     pub async fn flush(&mut self) -> std::io::Result<()> {
         self.sink.write_all_buf(&mut self.queue).await?;

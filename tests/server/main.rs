@@ -24,5 +24,6 @@ mod protocol_offsets;
 mod protocol_versions;
 mod python_client;
 mod server_protocol;
+mod stranger_budgets;
 mod topic_delete;
 mod topic_partitions;

@@ -367,9 +367,10 @@ async fn hostile_input_fails_alone() {
     let mut good = RawClient::connect(&server).await;
     create(&mut good, "safe", FlushPolicy::Never).await;
 
-    // An oversized declared length: FRAME_TOO_LARGE with correlation id 0, then closed.
+    // An oversized declared length: FRAME_TOO_LARGE with the request's correlation id (the
+    // header after the length is read first), then closed.
     let mut huge = TcpStream::connect(server.addr()).await.unwrap();
-    huge.write_all(&[0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3])
+    huge.write_all(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 2, 0, 0, 0, 0, 0, 9, 1, 2, 3])
         .await
         .unwrap();
     let mut answer = Vec::new();
@@ -379,7 +380,7 @@ async fn hostile_input_fails_alone() {
         .unwrap();
     let response =
         ResponseFrame::decode(ApiKey::ApiVersions, Bytes::copy_from_slice(&answer[4..])).unwrap();
-    assert_eq!(response.correlation_id, 0);
+    assert_eq!(response.correlation_id, 9);
     assert_eq!(response.result.unwrap_err().code, ErrorCode::FrameTooLarge);
 
     // Garbage that happens to frame: a 4-byte body is shorter than a header → closed.

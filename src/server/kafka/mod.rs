@@ -9,7 +9,10 @@
 //!
 //! A frame it cannot answer (unknown API, unsupported version other than ApiVersions',
 //! malformed header or body) closes the connection after a log line, as Kafka's broker does:
-//! Kafka has no error response that every API's client can read. The request decoder is the
+//! Kafka has no error response that every API's client can read. The one exception is a
+//! native fencelog client that reached this listener by mistake: a first frame that is not a
+//! Kafka request but decodes as a native one is answered in the native format, naming the
+//! native listener's address. The request decoder is the
 //! vendored `kafka-protocol` crate, patched so that a count read from the wire cannot make it
 //! reserve more than the frame could hold (`vendor/kafka-protocol/PATCHES.md`).
 //!
@@ -40,18 +43,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use tracing::{debug, warn};
+use tracing::{debug, info};
 
 pub use config::{KafkaConfig, KafkaConfigError, DEFAULT_KAFKA_MAX_FRAME_BYTES};
 pub use request::KafkaRequestError;
 pub use response::KafkaResponse;
 
 use super::connection::Refusal;
+use super::frame_reader::{FrameHeader, FrameRefusal};
 use super::protocol::{AfterEncode, Protocol, Started};
 use crate::auth::{ConnectionAuthentication, Security};
 use crate::broker::produce_queue::ProduceQueue;
 use crate::broker::BrokerService;
-use crate::protocol::ProtocolError;
+use crate::protocol::{ErrorCode, ErrorResponse, RequestFrame, ResponseFrame};
 use crate::server::memory_budget::FetchMemory;
 
 /// Kafka's protocol, served by the generic connection loop.
@@ -60,6 +64,8 @@ pub struct KafkaProtocol {
     config: Arc<KafkaConfig>,
     security: Option<Arc<Security>>,
     fetch_memory: Option<FetchMemory>,
+    /// Where the same server's native listener is, for the native clients that reach this one.
+    native_listener: Option<String>,
 }
 
 impl KafkaProtocol {
@@ -69,6 +75,61 @@ impl KafkaProtocol {
             config,
             security: None,
             fetch_memory: None,
+            native_listener: None,
+        }
+    }
+
+    /// Names the native listener at `addr` to native clients that reach this listener by
+    /// mistake.
+    pub fn with_native_listener(mut self, addr: impl Into<String>) -> Self {
+        self.native_listener = Some(addr.into());
+        self
+    }
+
+    /// The native-format answer to a native client that reached this listener: an
+    /// `INVALID_REQUEST` with its correlation id naming this listener and the native one,
+    /// written after the size prefix as it is (the body kind that has no Kafka header).
+    fn answer_native_client(
+        &self,
+        session: &KafkaSession,
+        request: &RequestFrame,
+    ) -> Started<KafkaResponse> {
+        let native = match &self.native_listener {
+            Some(addr) => format!("the native listener is at {addr}: point --addr there"),
+            None => format!(
+                "point --addr at its native listener (default port {})",
+                crate::protocol::wrong_port::NATIVE_DEFAULT_PORT
+            ),
+        };
+        let message = format!(
+            "this is fencelog's Kafka listener (Kafka wire protocol), not its native protocol; {native}"
+        );
+        info!(
+            peer = %session.peer,
+            "a native fencelog client reached the Kafka listener; answered in the native format and closing: {message}"
+        );
+        let answer = ResponseFrame::error(
+            request.correlation_id,
+            ErrorResponse::new(ErrorCode::InvalidRequest, message),
+        );
+        let mut encoded = BytesMut::new();
+        let response = answer.encode(&mut encoded).ok().map(|()| KafkaResponse {
+            correlation_id: i32::from_be_bytes(request.correlation_id.to_be_bytes()),
+            api_key: kafka_protocol::messages::ApiKey::ApiVersions,
+            api_version: 0,
+            body: response::ResponseBody::RawSaslToken(
+                encoded
+                    .freeze()
+                    .slice(crate::protocol::FRAME_LENGTH_BYTES..),
+            ),
+        });
+        Started {
+            response: response.map(
+                |response| -> futures::future::BoxFuture<'static, KafkaResponse> {
+                    Box::pin(futures::future::ready(response))
+                },
+            ),
+            close: true,
         }
     }
 
@@ -99,6 +160,9 @@ pub struct KafkaSession {
     pub sasl: sasl::SaslSession,
     /// The budget fetch answers' record buffers are counted against, if any.
     pub fetch_memory: Option<FetchMemory>,
+    /// Whether a frame was read on the connection (only a first frame is checked for a native
+    /// client that reached the wrong listener).
+    pub started: bool,
 }
 
 impl Protocol for KafkaProtocol {
@@ -121,6 +185,7 @@ impl Protocol for KafkaProtocol {
             produce_queue: service.produce_queue(),
             sasl: sasl::SaslSession::new(ConnectionAuthentication::new(self.security.clone())),
             fetch_memory: self.fetch_memory.clone(),
+            started: false,
         }
     }
 
@@ -130,10 +195,11 @@ impl Protocol for KafkaProtocol {
         session: &mut KafkaSession,
         frame: Bytes,
     ) -> Started<KafkaResponse> {
+        let first = !std::mem::replace(&mut session.started, true);
         if session.sasl.expects_raw_token() {
             return sasl::raw_token(&mut session.sasl, frame);
         }
-        match request::decode(frame) {
+        match request::decode(frame.clone()) {
             Ok(request::Decoded::Request(request)) => {
                 let client_id = request.header.client_id.as_ref().map(|id| id.as_str());
                 if session.client_id.as_deref() != client_id {
@@ -156,8 +222,14 @@ impl Protocol for KafkaProtocol {
                 debug!(peer = %session.peer, api_version, "ApiVersions of an unsupported version: answering v0 with the table");
                 Started::ready(handlers::api_versions::unsupported(correlation_id))
             }
+            Err(_) if first && RequestFrame::decode(frame.clone()).is_ok() => {
+                let request = RequestFrame::decode(frame).expect("decoded just above");
+                self.answer_native_client(session, &request)
+            }
             Err(error) => {
-                warn!(
+                // Logged at info: bad input from a client is the client's problem, and a flood
+                // of it must not become a flood of warnings.
+                info!(
                     peer = %session.peer,
                     client_id = session.client_id.as_deref().unwrap_or(""),
                     %error,
@@ -171,8 +243,24 @@ impl Protocol for KafkaProtocol {
         }
     }
 
+    fn speaks(&self) -> &'static str {
+        "the Kafka wire protocol"
+    }
+
+    fn must_authenticate(&self, session: &KafkaSession) -> bool {
+        session.sasl.authentication.is_required()
+    }
+
+    fn answers_refused_frames(&self) -> bool {
+        false
+    }
+
     /// Kafka has no response to a frame it could not read: the connection just closes.
-    fn framing_error(&self, _error: &ProtocolError) -> Option<KafkaResponse> {
+    fn refuse_frame(
+        &self,
+        _header: Option<FrameHeader>,
+        _refusal: &FrameRefusal,
+    ) -> Option<KafkaResponse> {
         None
     }
 

@@ -14,6 +14,7 @@ use bytes::{Bytes, BytesMut};
 pub use errors::to_error_response;
 
 use super::connection::Refusal;
+use super::frame_reader::{FrameHeader, FrameRefusal};
 use super::protocol::{AfterEncode, Protocol, Started};
 use super::ServerConfig;
 use crate::auth::{ConnectionAuthentication, Security};
@@ -59,6 +60,11 @@ pub struct NativeSession {
     pub produce_queue: ProduceQueue,
     /// Who the connection is (with `--auth`), and its SCRAM exchange.
     pub authentication: ConnectionAuthentication,
+    /// The client's address, for logs.
+    pub peer: SocketAddr,
+    /// Whether a request was read on the connection (only a first frame is checked for a
+    /// Kafka client that reached the wrong listener).
+    pub started: bool,
 }
 
 impl Protocol for NativeProtocol {
@@ -73,10 +79,12 @@ impl Protocol for NativeProtocol {
         crate::protocol::ApiKey::from_u16(api_key).map(|key| key.name().to_string())
     }
 
-    fn open_session(&self, service: &Arc<BrokerService>, _peer: SocketAddr) -> NativeSession {
+    fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> NativeSession {
         NativeSession {
             produce_queue: service.produce_queue(),
             authentication: ConnectionAuthentication::new(self.security()),
+            peer,
+            started: false,
         }
     }
 
@@ -86,7 +94,8 @@ impl Protocol for NativeProtocol {
         session: &mut NativeSession,
         frame: Bytes,
     ) -> Started<ResponseFrame> {
-        match RequestFrame::decode(frame) {
+        let first = !std::mem::replace(&mut session.started, true);
+        match RequestFrame::decode(frame.clone()) {
             Ok(request) => {
                 if let Some(answered) =
                     authentication::intercept(&mut session.authentication, &request)
@@ -109,6 +118,17 @@ impl Protocol for NativeProtocol {
                     close: false,
                 }
             }
+            Err(_) if first && crate::protocol::wrong_port::looks_like_kafka_request(&frame) => {
+                // A Kafka client cannot read a native answer: say it here, and close.
+                tracing::info!(
+                    peer = %session.peer,
+                    "a Kafka client reached fencelog's native listener; closing connection (point Kafka clients at the Kafka listener, `serve --kafka-listen ADDR`)"
+                );
+                Started {
+                    response: None,
+                    close: true,
+                }
+            }
             Err(error) => {
                 tracing::debug!(%error, "malformed request");
                 Started {
@@ -119,15 +139,35 @@ impl Protocol for NativeProtocol {
         }
     }
 
-    fn framing_error(&self, error: &ProtocolError) -> Option<ResponseFrame> {
-        let code = match error {
-            ProtocolError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
-            ProtocolError::EmptyFrame | ProtocolError::Malformed(_) => ErrorCode::InvalidRequest,
-            _ => return None,
+    fn speaks(&self) -> &'static str {
+        "fencelog's native binary protocol (docs/protocol.md)"
+    }
+
+    fn must_authenticate(&self, session: &NativeSession) -> bool {
+        session.authentication.is_required()
+    }
+
+    fn refuse_frame(
+        &self,
+        header: Option<FrameHeader>,
+        refusal: &FrameRefusal,
+    ) -> Option<ResponseFrame> {
+        let code = match refusal {
+            FrameRefusal::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            FrameRefusal::Empty | FrameRefusal::Incomplete { .. } => ErrorCode::InvalidRequest,
+            FrameRefusal::Unauthenticated { .. } => ErrorCode::AuthenticationRequired,
+            FrameRefusal::Budget(_) => ErrorCode::ResourceExhausted,
+        };
+        // A frame whose header never arrived is not a request: there is nobody to answer but
+        // for an empty frame, whose client is told with correlation id 0 (it sent none).
+        let correlation_id = match (header, refusal) {
+            (Some(header), _) => header.correlation_id,
+            (None, FrameRefusal::Empty) => 0,
+            (None, _) => return None,
         };
         Some(ResponseFrame::error(
-            0,
-            ErrorResponse::new(code, error.to_string()),
+            correlation_id,
+            ErrorResponse::new(code, refusal.to_string()),
         ))
     }
 
@@ -135,13 +175,6 @@ impl Protocol for NativeProtocol {
         Some(ResponseFrame::error(
             0,
             ErrorResponse::new(ErrorCode::TooManyConnections, refusal.to_string()),
-        ))
-    }
-
-    fn resource_exhausted(&self, message: &str) -> Option<ResponseFrame> {
-        Some(ResponseFrame::error(
-            0,
-            ErrorResponse::new(ErrorCode::ResourceExhausted, message.to_string()),
         ))
     }
 

@@ -1,0 +1,584 @@
+//! Reading a client's request frames, paying for each byte of memory before it is read, under
+//! limits a stranger cannot turn against other clients.
+//!
+//! Why not a length-prefix codec: a codec sees a frame's declared length and must either
+//! reserve it (then 32 connections that send only a prefix declaring 16 MiB hold 512 MiB they
+//! never send) or read without a bound. This reader pays for the bytes it has read
+//! ([`super::memory_budget`]), from the connection's own share first, then from the shared
+//! budget, and reads no more (at most 64 KiB at a time) until they are paid for. What a
+//! prefix-only connection holds is its prefix; what a half-sent frame holds is what was sent.
+//!
+//! It also reads a frame's header (`api_key`, `api_version`, `correlation_id`: the same 8 bytes
+//! in fencelog's protocol and Kafka's) before it judges the frame, so that every refusal of a
+//! frame (too large, too large before authentication, no memory, not finished in time) can
+//! carry the request's correlation id. A frame whose header never comes is not a request and
+//! gets no answer; its connection is closed.
+//!
+//! The limits, each with a name, a default and an error:
+//! * `max_frame_bytes`: a larger declared length is refused without reading the body.
+//! * `max_unauthenticated_frame_bytes` (512 KiB, like Kafka's `sasl.server.max.receive.size`):
+//!   while a connection to a server with `--auth` has not authenticated, it may only send
+//!   frames this small, so a stranger cannot make the server read 16 MiB frames at all.
+//! * `partial_frame_timeout` (30 s): a frame whose first byte arrived must be whole within this
+//!   long (time spent waiting for memory not counted), so a half-sent frame, or one trickled a
+//!   byte at a time, cannot hold its memory for ever. The idle timeout is for between frames.
+//! * `buffer_wait` (10 s): the longest the reader waits for memory before refusing.
+//!
+//! The first frame of a connection whose length is over the limit is also checked for another
+//! protocol's opening bytes (an HTTP request, a TLS ClientHello:
+//! [`crate::protocol::wrong_port`]), so the client can be told it reached the wrong port.
+
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
+
+use super::memory_budget::{BudgetError, MemoryBudget, Reservation};
+use crate::protocol::wrong_port::{self, Foreign};
+use crate::protocol::{FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES};
+
+/// Default largest frame a connection may send before it authenticates (servers with
+/// `--auth`): 512 KiB, Kafka's `sasl.server.max.receive.size`.
+pub const DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 512 * 1024;
+/// Default longest a frame may take to arrive whole once its first byte has.
+pub const DEFAULT_PARTIAL_FRAME_TIMEOUT_MS: u64 = 30_000;
+
+/// Bytes read at a time while no frame's length and header are known: enough for the header
+/// and for a burst of small pipelined requests.
+const HEADER_READ_BYTES: usize = 4 * 1024;
+/// Most bytes of a frame's body read at a time. Bytes are paid for once read, and no more is
+/// read until they are: a connection is at most this far ahead of its payments.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most bytes of an HTTP request read and thrown away after the answer, so that closing the
+/// socket with them unread does not reset the connection before the client reads the answer.
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// The limits a [`FrameReader`] applies (from [`super::ServerConfig`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FrameLimits {
+    /// Largest frame (after its length prefix).
+    pub max_frame_bytes: usize,
+    /// Largest frame before the connection authenticates (servers with `--auth`).
+    pub max_unauthenticated_frame_bytes: usize,
+    /// Longest a frame may take to arrive once its first byte has.
+    pub partial_frame_timeout: Duration,
+    /// Longest the reader waits for memory.
+    pub buffer_wait: Duration,
+    /// Whether refusals are answered (with the header's correlation id): when not (Kafka), a
+    /// frame is judged on its length alone, without waiting for its header.
+    pub wait_for_header: bool,
+}
+
+/// The header fields every request frame starts with, in both protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// The API.
+    pub api_key: u16,
+    /// The API's version.
+    pub api_version: u16,
+    /// The client's id for the request, echoed in its answer.
+    pub correlation_id: u32,
+}
+
+impl FrameHeader {
+    /// The header at the start of a frame body, if it is long enough to hold one.
+    pub fn peek(body: &[u8]) -> Option<FrameHeader> {
+        let &[k0, k1, v0, v1, c0, c1, c2, c3] = body.get(..REQUEST_HEADER_BYTES)? else {
+            return None;
+        };
+        Some(FrameHeader {
+            api_key: u16::from_be_bytes([k0, k1]),
+            api_version: u16::from_be_bytes([v0, v1]),
+            correlation_id: u32::from_be_bytes([c0, c1, c2, c3]),
+        })
+    }
+}
+
+/// A whole request frame (its length prefix removed) and the memory it holds until its answer
+/// is ready.
+#[derive(Debug)]
+pub struct ReadFrame {
+    /// The frame body.
+    pub bytes: Bytes,
+    /// Its share of the connection's and the server's memory.
+    pub reservation: Reservation,
+}
+
+/// Why a frame was refused; the connection closes after it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FrameRefusal {
+    /// The declared length is over `max_frame_bytes`.
+    #[error("frame of {declared} bytes exceeds the maximum of {max}; raise max_frame_bytes on both ends or send smaller requests")]
+    TooLarge {
+        /// The declared length.
+        declared: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A length of 0: no frame holds nothing.
+    #[error("received a frame of length 0; every frame holds at least a header")]
+    Empty,
+    /// A frame over the limit for connections that have not authenticated.
+    #[error("a frame of {declared} bytes before authentication: until a connection authenticates, its frames may be at most {max} bytes (serve --max-unauthenticated-frame-bytes); authenticate first (FENCELOG_USER and FENCELOG_PASSWORD, or --user and --password-file)")]
+    Unauthenticated {
+        /// The declared length.
+        declared: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The frame did not arrive whole within `partial_frame_timeout`.
+    #[error("the request frame was not complete {timeout_ms} ms after its first byte ({received} bytes received) (serve --partial-frame-timeout-ms); send each frame without pausing in the middle")]
+    Incomplete {
+        /// Bytes of the frame received (its length prefix included).
+        received: usize,
+        /// The limit.
+        timeout_ms: u64,
+    },
+    /// No memory for the frame's bytes.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+}
+
+/// Why reading stopped (other than a clean end of the stream between frames).
+#[derive(Debug, Error)]
+pub enum ReadError {
+    /// The stream failed (a reset, TLS without close_notify, ...).
+    #[error("reading from the connection failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The stream ended in the middle of a frame.
+    #[error("the client closed the connection in the middle of a frame ({received} bytes of it received)")]
+    ClosedMidFrame {
+        /// Bytes of the unfinished frame received.
+        received: usize,
+    },
+    /// The client speaks another protocol.
+    #[error("the client speaks {}, not this listener's protocol", .0.name())]
+    Foreign(Foreign),
+    /// A frame was refused: answer it (with its header's correlation id) and close.
+    #[error("{refusal}")]
+    Refused {
+        /// The refused frame's header, when it arrived.
+        header: Option<FrameHeader>,
+        /// Why.
+        refusal: FrameRefusal,
+    },
+}
+
+impl ReadError {
+    /// Whether this is an ordinary departure of a client (it closed or was killed), not worth
+    /// more than a debug line.
+    pub fn is_departure(&self) -> bool {
+        match self {
+            ReadError::Io(error) => matches!(
+                error.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            ),
+            ReadError::ClosedMidFrame { .. } => true,
+            ReadError::Foreign(_) | ReadError::Refused { .. } => false,
+        }
+    }
+}
+
+/// The frame being read: its length is known.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    declared: usize,
+    header: Option<FrameHeader>,
+    /// Its header was read and its length judged acceptable.
+    accepted: bool,
+}
+
+/// Reads request frames from one connection.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    source: R,
+    buffer: BytesMut,
+    /// Memory held for the bytes in `buffer` and those about to be read.
+    held: Reservation,
+    own: MemoryBudget,
+    shared: MemoryBudget,
+    limits: FrameLimits,
+    frame: Option<Started>,
+    /// When the first byte of the frame being read arrived.
+    first_byte: Option<Instant>,
+    /// Time this frame spent waiting for memory (not counted against its timeout).
+    waited: Duration,
+    /// Since when the reader has been waiting for memory, if it is.
+    waiting_since: Option<Instant>,
+    frames_read: u64,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Reads from `source`, paying for memory from `own` (this connection's share) first and
+    /// `shared` (the server's budget) beyond it.
+    pub fn new(source: R, limits: FrameLimits, own: MemoryBudget, shared: MemoryBudget) -> Self {
+        Self {
+            source,
+            buffer: BytesMut::new(),
+            held: Reservation::default(),
+            own,
+            shared,
+            limits,
+            frame: None,
+            first_byte: None,
+            waited: Duration::ZERO,
+            waiting_since: None,
+            frames_read: 0,
+        }
+    }
+
+    /// The next whole frame; `None` when the client closed the connection between frames.
+    /// `must_authenticate`: the connection has not authenticated on a server that requires it.
+    ///
+    /// Cancel-safe: what was read, and the time waited, stay in the reader for the next call.
+    pub async fn next(&mut self, must_authenticate: bool) -> Result<Option<ReadFrame>, ReadError> {
+        loop {
+            self.pay().await?;
+            if let Some(frame) = self.take_frame(must_authenticate)? {
+                return Ok(Some(frame));
+            }
+            let room = self.read_target().saturating_sub(self.buffer.len()).max(1);
+            let deadline = self
+                .first_byte
+                .map(|first| first + self.limits.partial_frame_timeout + self.waited);
+            let read = read_some(&mut self.source, &mut self.buffer, room);
+            let read = match deadline {
+                None => read.await?,
+                Some(deadline) => tokio::select! {
+                    read = read => read?,
+                    () = tokio::time::sleep_until(deadline) => return Err(self.incomplete()),
+                },
+            };
+            if read == 0 {
+                if self.buffer.is_empty() {
+                    return Ok(None);
+                }
+                return Err(ReadError::ClosedMidFrame {
+                    received: self.buffer.len(),
+                });
+            }
+            self.first_byte.get_or_insert_with(Instant::now);
+            self.try_pay();
+        }
+    }
+
+    /// Reads and discards what the client still sends, for up to `limit` (at most
+    /// [`DRAIN_BYTES`]), so that an answer written before the close is not lost to a reset.
+    pub async fn drain(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        let mut scratch = [0u8; 4096];
+        let mut drained = 0;
+        while drained < DRAIN_BYTES {
+            match tokio::time::timeout_at(until, self.source.read(&mut scratch)).await {
+                Ok(Ok(read)) if read > 0 => drained += read,
+                _ => return,
+            }
+        }
+    }
+
+    /// The refusal of a frame that did not arrive in time.
+    fn incomplete(&self) -> ReadError {
+        ReadError::Refused {
+            header: self.frame.and_then(|frame| frame.header),
+            refusal: FrameRefusal::Incomplete {
+                received: self.buffer.len(),
+                timeout_ms: u64::try_from(self.limits.partial_frame_timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+            },
+        }
+    }
+
+    /// The frame at the start of the buffer if it is whole; judges its length once its header
+    /// is in.
+    fn take_frame(&mut self, must_authenticate: bool) -> Result<Option<ReadFrame>, ReadError> {
+        let mut frame = match self.frame {
+            Some(frame) => frame,
+            None => {
+                let Some(&[a, b, c, d]) = self.buffer.get(..FRAME_LENGTH_BYTES) else {
+                    return Ok(None);
+                };
+                let declared =
+                    usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
+                if declared == 0 {
+                    return Err(ReadError::Refused {
+                        header: None,
+                        refusal: FrameRefusal::Empty,
+                    });
+                }
+                Started {
+                    declared,
+                    header: None,
+                    accepted: false,
+                }
+            }
+        };
+        let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
+        if !frame.accepted {
+            let header_bytes = if self.limits.wait_for_header {
+                REQUEST_HEADER_BYTES.min(frame.declared)
+            } else {
+                0
+            };
+            let header_end = FRAME_LENGTH_BYTES + header_bytes;
+            if self.buffer.len() < header_end {
+                self.frame = Some(frame);
+                return Ok(None);
+            }
+            frame.header = FrameHeader::peek(&self.buffer[FRAME_LENGTH_BYTES..header_end]);
+            self.frame = Some(frame);
+            self.judge(frame, must_authenticate)?;
+            frame.accepted = true;
+            self.frame = Some(frame);
+            // Address space for the whole frame, so it is read without copies; its pages become
+            // resident (and are paid for) only as its bytes arrive.
+            self.buffer.reserve(end.saturating_sub(self.buffer.len()));
+        }
+        if self.buffer.len() < end {
+            return Ok(None);
+        }
+        let mut bytes = self.buffer.split_to(end).freeze();
+        bytes.advance(FRAME_LENGTH_BYTES);
+        let reservation = self.held.split_off(end);
+        self.frame = None;
+        self.waited = Duration::ZERO;
+        self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
+        self.frames_read += 1;
+        Ok(Some(ReadFrame { bytes, reservation }))
+    }
+
+    /// Refuses a frame whose length is over a limit (or that is another protocol's opening).
+    fn judge(&self, frame: Started, must_authenticate: bool) -> Result<(), ReadError> {
+        let declared = frame.declared;
+        let refused = |refusal| ReadError::Refused {
+            header: frame.header,
+            refusal,
+        };
+        if declared > self.limits.max_frame_bytes {
+            if self.frames_read == 0 {
+                let prefix = [
+                    self.buffer[0],
+                    self.buffer[1],
+                    self.buffer[2],
+                    self.buffer[3],
+                ];
+                if let Some(foreign) = wrong_port::sniff_request(prefix) {
+                    return Err(ReadError::Foreign(foreign));
+                }
+            }
+            return Err(refused(FrameRefusal::TooLarge {
+                declared,
+                max: self.limits.max_frame_bytes,
+            }));
+        }
+        if must_authenticate && declared > self.limits.max_unauthenticated_frame_bytes {
+            return Err(refused(FrameRefusal::Unauthenticated {
+                declared,
+                max: self.limits.max_unauthenticated_frame_bytes,
+            }));
+        }
+        let memory = self.own.total().saturating_add(self.shared.total());
+        if FRAME_LENGTH_BYTES.saturating_add(declared) > memory {
+            return Err(refused(FrameRefusal::Budget(
+                BudgetError::LargerThanBudget {
+                    frame_bytes: declared,
+                    budget_bytes: self.shared.total(),
+                },
+            )));
+        }
+        Ok(())
+    }
+
+    /// How many bytes the buffer should hold after the next read.
+    fn read_target(&self) -> usize {
+        match self.frame {
+            Some(Started {
+                declared,
+                accepted: true,
+                ..
+            }) => (FRAME_LENGTH_BYTES + declared).min(self.buffer.len() + READ_CHUNK_BYTES),
+            _ => self.buffer.len() + HEADER_READ_BYTES,
+        }
+    }
+
+    /// Pays for every buffered byte before the next read (and before a frame is handed on):
+    /// from the connection's own share first, then from the shared budget; waits up to
+    /// `buffer_wait` while neither has enough, reading nothing meanwhile (backpressure).
+    async fn pay(&mut self) -> Result<(), ReadError> {
+        loop {
+            self.try_pay();
+            let debt = self.buffer.len().saturating_sub(self.held.bytes());
+            if debt == 0 {
+                break;
+            }
+            self.wait_for_memory(debt).await?;
+        }
+        if let Some(since) = self.waiting_since.take() {
+            self.waited += since.elapsed();
+        }
+        Ok(())
+    }
+
+    /// Pays what it can of the buffered bytes now, without waiting.
+    fn try_pay(&mut self) {
+        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let from_own = debt.min(self.own.available());
+        if let Some(reservation) = self.own.try_reserve(from_own) {
+            self.held.merge(reservation);
+        }
+        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let from_shared = debt.min(self.shared.available());
+        if let Some(reservation) = self.shared.try_reserve(from_shared) {
+            self.held.merge(reservation);
+        }
+    }
+
+    /// Waits until either pool can give some bytes: `needed` of the shared budget, or one byte
+    /// of the connection's own share (given back by a request answered meanwhile).
+    async fn wait_for_memory(&mut self, needed: usize) -> Result<(), ReadError> {
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
+        let remaining = self.limits.buffer_wait.saturating_sub(since.elapsed());
+        let header = self.frame.and_then(|frame| frame.header);
+        let refusal = FrameRefusal::Budget(BudgetError::Exhausted {
+            budget_bytes: self.shared.total(),
+            waited_ms: u64::try_from(self.limits.buffer_wait.as_millis()).unwrap_or(u64::MAX),
+        });
+        let exhausted = move || ReadError::Refused { header, refusal };
+        if remaining.is_zero() {
+            return Err(exhausted());
+        }
+        let needed = needed.clamp(1, self.shared.total().max(1));
+        let reserved = tokio::select! {
+            shared = self.shared.reserve(needed, remaining) => shared,
+            own = self.own.reserve(1, remaining) => own,
+        };
+        match reserved {
+            Ok(reservation) => {
+                self.held.merge(reservation);
+                Ok(())
+            }
+            Err(_) => Err(exhausted()),
+        }
+    }
+}
+
+/// Reads at most `room` bytes into `buffer`.
+async fn read_some<R: AsyncRead + Unpin>(
+    source: &mut R,
+    buffer: &mut BytesMut,
+    room: usize,
+) -> std::io::Result<usize> {
+    buffer.reserve(room);
+    let limit = u64::try_from(room).unwrap_or(u64::MAX);
+    (&mut *source).take(limit).read_buf(buffer).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: 1 << 20,
+            max_unauthenticated_frame_bytes: 1024,
+            partial_frame_timeout: Duration::from_secs(30),
+            buffer_wait: Duration::from_millis(100),
+            wait_for_header: true,
+        }
+    }
+
+    fn frame(correlation_id: u32, body: usize) -> Vec<u8> {
+        let mut bytes = u32::try_from(8 + body).unwrap().to_be_bytes().to_vec();
+        bytes.extend_from_slice(&[0, 7, 0, 0]);
+        bytes.extend_from_slice(&correlation_id.to_be_bytes());
+        bytes.resize(4 + 8 + body, 0xab);
+        bytes
+    }
+
+    /// A prefix declaring a large frame holds only the bytes that arrived: the shared budget
+    /// is untouched, and the frame pays for its body as the body comes.
+    #[tokio::test]
+    async fn a_declared_length_holds_nothing_until_its_bytes_arrive() {
+        let own = MemoryBudget::new(4096);
+        let shared = MemoryBudget::new(1 << 20);
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let mut reader = FrameReader::new(server, limits(), own.clone(), shared.clone());
+        let whole = frame(5, 200_000);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &whole[..12])
+            .await
+            .unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(100), reader.next(false)).await;
+        assert!(pending.is_err(), "half a frame is not a frame");
+        assert_eq!(
+            shared.available(),
+            1 << 20,
+            "a prefix holds no shared memory"
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut client, &whole[12..])
+            .await
+            .unwrap();
+        let read = reader.next(false).await.unwrap().unwrap();
+        assert_eq!(read.bytes.len(), 200_008);
+        assert_eq!(read.reservation.bytes(), 200_012);
+        drop(read);
+        drop(reader);
+        assert_eq!((own.available(), shared.available()), (4096, 1 << 20));
+    }
+
+    /// Refusals carry the frame's correlation id: a frame over the limit, and one over the
+    /// limit before authentication; an HTTP request is recognised as HTTP.
+    #[tokio::test]
+    async fn refusals_carry_the_correlation_id_and_http_is_recognised() {
+        for (bytes, must_authenticate, expected) in [
+            (frame(41, 2 << 20), false, "TooLarge"),
+            (frame(42, 4096), true, "Unauthenticated"),
+            (b"GET /metrics HTTP/1.1\r\n\r\n".to_vec(), false, "HTTP"),
+        ] {
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let mut reader = FrameReader::new(
+                server,
+                limits(),
+                MemoryBudget::new(4096),
+                MemoryBudget::new(1 << 20),
+            );
+            tokio::io::AsyncWriteExt::write_all(&mut client, &bytes[..bytes.len().min(64)])
+                .await
+                .unwrap();
+            match reader.next(must_authenticate).await {
+                Err(ReadError::Refused { header, refusal }) => {
+                    assert!(format!("{refusal:?}").starts_with(expected), "{refusal:?}");
+                    let id = header.unwrap().correlation_id;
+                    assert!(id == 41 || id == 42);
+                }
+                Err(ReadError::Foreign(foreign)) => assert_eq!(foreign.name(), expected),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// A frame that stops half way is refused after the partial-frame timeout, with its id.
+    #[tokio::test(start_paused = true)]
+    async fn a_half_sent_frame_times_out_with_its_correlation_id() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let mut reader = FrameReader::new(
+            server,
+            limits(),
+            MemoryBudget::new(4096),
+            MemoryBudget::new(1 << 20),
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut client, &frame(9, 100)[..20])
+            .await
+            .unwrap();
+        match reader.next(false).await {
+            Err(ReadError::Refused {
+                header: Some(header),
+                refusal: FrameRefusal::Incomplete { received: 20, .. },
+            }) => assert_eq!(header.correlation_id, 9),
+            other => panic!("{other:?}"),
+        }
+    }
+}
