@@ -47,6 +47,7 @@ mod consumer;
 mod error;
 mod fetch;
 mod leases;
+mod liveness;
 mod metadata_cache;
 mod offsets;
 mod produce;
@@ -69,9 +70,9 @@ pub use admin::{ClusterInfo, ServerInfo};
 pub use authenticate::Credentials;
 pub use builder::ClientBuilder;
 pub use config::{
-    ClientConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_SLACK, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_RECONNECT_BACKOFF_INITIAL, DEFAULT_RECONNECT_BACKOFF_MAX, DEFAULT_RECONNECT_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT,
+    ClientConfig, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_SLACK,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_RECONNECT_BACKOFF_INITIAL, DEFAULT_RECONNECT_BACKOFF_MAX,
+    DEFAULT_RECONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use consumer::{
     Consumer, ConsumerBuilder, StartAt, DEFAULT_CONSUMER_MAX_BYTES, DEFAULT_CONSUMER_MAX_WAIT,

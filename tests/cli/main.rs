@@ -19,6 +19,7 @@ mod corruption;
 mod crash_kill9;
 mod demo_cli;
 mod disk_trouble;
+mod gray_failures;
 mod hostile_clients;
 mod kafka_cluster;
 mod kafka_cluster_groups;
