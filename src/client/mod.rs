@@ -32,6 +32,12 @@
 //!   its API, since the server never saw it.
 //!
 //! A request that times out does not fail the connection: the server still answers it, in order.
+//! A server that stops answering does (a gray failure: frozen, wedged, it still accepts TCP
+//! connections): when the oldest unanswered request on a connection is one the server answers
+//! from memory (`ApiVersions`, `Metadata`, `ListOffsets`, `InitProducerId`, authentication) and
+//! waits past [`ClientConfig::attempt_timeout`], or a fetch waits past its `max_wait` plus
+//! [`ClientConfig::fetch_slack`], the connection is failed as above, so those requests move to
+//! the next address (`liveness`).
 //!
 //! The server answers the requests of one connection in the order it received them, so a
 //! long-polling fetch delays the responses queued behind it. Give a long-polling [`Consumer`] its

@@ -163,7 +163,7 @@ fn topic_with_lease(topic: &str, addr: &str) -> u64 {
     fencelog_ok(&["topic", "create", topic, "--partitions", "1"], addr);
     let lease = fencelog_ok(
         &[
-            "lease", "acquire", topic, "0", "--holder", "test", "--ttl", "10m", "--json",
+            "lease", "acquire", topic, "0", "--holder", "test", "--ttl", "5m", "--json",
         ],
         addr,
     );
@@ -412,6 +412,18 @@ impl ProcessCluster {
         Some(cluster)
     }
 
+    /// The lease of `topic`/0 through every broker; its epoch.
+    fn lease(&self, topic: &str, addrs: &str) -> String {
+        let lease = fencelog_ok(
+            &[
+                "lease", "acquire", topic, "0", "--holder", "test", "--ttl", "5m", "--json",
+            ],
+            addrs,
+        );
+        let lease: serde_json::Value = serde_json::from_str(&lease).expect("lease JSON");
+        lease["epoch"].as_u64().expect("epoch").to_string()
+    }
+
     fn addrs(&self) -> String {
         let addrs: Vec<&str> = self.brokers.iter().map(|b| b.addr.as_str()).collect();
         addrs.join(",")
@@ -422,20 +434,20 @@ impl ProcessCluster {
         serde_json::from_str(&status).expect("status JSON")
     }
 
-    /// Creates `topic` with one partition on all three brokers and waits for its leader.
-    fn create_replicated(&self, topic: &str) -> u32 {
-        fencelog_ok(
-            &[
-                "topic",
-                "create",
-                topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "3",
-            ],
-            &self.addrs(),
-        );
+    /// Creates `topic` with one partition on all three brokers (`extra`: more flags) and waits
+    /// for its leader and a full ISR; the leader.
+    fn create_replicated(&self, topic: &str, extra: &[&str]) -> u32 {
+        let mut args = vec![
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ];
+        args.extend_from_slice(extra);
+        fencelog_ok(&args, &self.addrs());
         let deadline = Instant::now() + PATIENCE;
         loop {
             let status = self.status();
@@ -468,7 +480,7 @@ fn topic_list_and_cluster_status_answer_within_5s_with_the_first_broker_paused()
     ) else {
         return;
     };
-    cluster.create_replicated("orders");
+    cluster.create_replicated("orders", &[]);
     let first = cluster.brokers[0].child.as_ref().expect("running").id();
     pause(first);
     let addrs = cluster.addrs();
@@ -487,7 +499,7 @@ fn produce_through_a_follower_first_reports_no_connection_failures() {
     else {
         return;
     };
-    let leader = cluster.create_replicated("orders");
+    let leader = cluster.create_replicated("orders", &[]);
     let mut addrs: Vec<&str> = Vec::new();
     addrs.extend(
         cluster
@@ -504,14 +516,7 @@ fn produce_through_a_follower_first_reports_no_connection_failures() {
             .map(|b| b.addr.as_str()),
     );
     let addrs = addrs.join(",");
-    let lease = fencelog_ok(
-        &[
-            "lease", "acquire", "orders", "0", "--holder", "test", "--ttl", "10m", "--json",
-        ],
-        &addrs,
-    );
-    let lease: serde_json::Value = serde_json::from_str(&lease).expect("lease JSON");
-    let epoch = lease["epoch"].as_u64().expect("epoch").to_string();
+    let epoch = cluster.lease("orders", &addrs);
     let mut produce = spawn(&["produce", "orders", "--epoch", &epoch], &addrs);
     let mut stdin = produce.stdin.take().expect("stdin");
     let stdout = lines_of(produce.stdout.take().expect("stdout"));
@@ -533,4 +538,69 @@ fn produce_through_a_follower_first_reports_no_connection_failures() {
             .all(|line| !line.contains("resent") && !line.contains("connection failures")),
         "a redirect was reported as a connection failure: {stderr:?}"
     );
+}
+
+// Proves: a line the leader appended but could not commit with enough in-sync replicas (both
+// followers stopped after the ISR formed, min_insync 2: the ISR shrinks to the leader and the
+// write is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND) is reported with an unknown outcome (exit
+// 4), never as not appended, and it is in the log.
+#[test]
+fn a_line_appended_under_not_enough_replicas_after_append_is_never_reported_not_appended() {
+    let Some(cluster) = ProcessCluster::start(
+        "a_line_appended_under_not_enough_replicas_after_append_is_never_reported_not_appended",
+    ) else {
+        return;
+    };
+    let leader = cluster.create_replicated("orders", &["--min-insync", "2"]);
+    let addrs = cluster.addrs();
+    let epoch = cluster.lease("orders", &addrs);
+    let followers: Vec<u32> = cluster
+        .brokers
+        .iter()
+        .filter(|broker| broker.id != leader)
+        .map(|broker| broker.child.as_ref().expect("running").id())
+        .collect();
+    for follower in &followers {
+        pause(*follower);
+    }
+    let leader_addr = cluster
+        .brokers
+        .iter()
+        .find(|broker| broker.id == leader)
+        .map(|broker| broker.addr.clone())
+        .expect("leader");
+    let mut produce = spawn(
+        &[
+            "produce",
+            "orders",
+            "--epoch",
+            &epoch,
+            "--acks",
+            "all",
+            "--delivery-timeout",
+            "60s",
+        ],
+        &leader_addr,
+    );
+    let mut stdin = produce.stdin.take().expect("stdin");
+    let stderr = lines_of(produce.stderr.take().expect("stderr"));
+    write_line(&mut stdin, "maybe");
+    drop(stdin);
+    let code = wait_exit(&mut produce);
+    let message = stderr.iter().collect::<Vec<_>>().join("\n");
+    for follower in &followers {
+        signal(*follower, "-CONT");
+    }
+    assert_eq!(code, 4, "{message}");
+    assert!(
+        message.contains("outcome unknown for line 1")
+            && message.contains("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+            && !message.contains("not appended"),
+        "{message}"
+    );
+    let log = fencelog_ok(
+        &["consume", "orders", "--from", "0", "--count", "1"],
+        &leader_addr,
+    );
+    assert_eq!(log.trim_end(), "maybe", "the line is in the log");
 }
