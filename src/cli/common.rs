@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::address::{check_host_port_list, AddressKind};
 use super::{CliError, EXIT_ERROR, EXIT_FENCED};
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientBuilder, ClientError};
 use crate::server::DEFAULT_LISTEN;
 
 /// Flags every client command takes.
@@ -33,6 +33,14 @@ pub struct ClientArgs {
     /// File whose first line is the password (instead of FENCELOG_PASSWORD).
     #[arg(long, requires = "user")]
     pub password_file: Option<std::path::PathBuf>,
+    /// Time allowed to open a connection to one address before the next is tried, e.g. `3s`
+    /// (default 3s).
+    #[arg(long, value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
+    /// Time a server may take to answer a quick request (metadata, versions, offsets) before
+    /// it is taken for frozen and the request goes to the next address, e.g. `1s` (default 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub attempt_timeout: Option<Duration>,
 }
 
 /// Environment variable holding a password (for `--user` and `fencelog user add`).
@@ -136,12 +144,29 @@ where
 /// A malformed `--addr` (or FENCELOG_ADDR) is refused first, saying what the address should
 /// look like.
 pub async fn connect(args: &ClientArgs) -> Result<Client, Failure> {
+    connect_builder(args, client_builder(args)?).await
+}
+
+/// The client `--addr`, the TLS flags, `--user` and the timeout flags describe, not connected
+/// yet (a command that needs other settings changes them before [`connect_builder`]).
+pub fn client_builder(args: &ClientArgs) -> Result<ClientBuilder, Failure> {
     check_host_port_list("--addr", &args.addr, AddressKind::Native)?;
     let mut builder = args.tls.apply(Client::builder().addr_list(&args.addr))?;
     if let Some(user) = &args.user {
         let password = read_password(args.password_file.as_deref())?;
         builder = builder.credentials(user, password);
     }
+    if let Some(timeout) = args.connect_timeout {
+        builder = builder.connect_timeout(timeout);
+    }
+    if let Some(timeout) = args.attempt_timeout {
+        builder = builder.attempt_timeout(timeout);
+    }
+    Ok(builder)
+}
+
+/// Connects `builder` (from [`client_builder`]); an address that does not resolve is named.
+pub async fn connect_builder(args: &ClientArgs, builder: ClientBuilder) -> Result<Client, Failure> {
     builder.connect().await.map_err(|error| match error {
         ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
             "cannot resolve address {:?}: {source}",

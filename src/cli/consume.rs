@@ -18,6 +18,13 @@ use crate::client::{Client, Consumer, Offsets, Record};
 /// How long one long poll waits with `--follow` before asking again.
 const FOLLOW_WAIT: Duration = Duration::from_secs(10);
 
+/// With `--follow`, how long one poll keeps reconnecting to a server that went away before it
+/// gives up and the loss is reported (then the polls go on, quietly, until it is back).
+const FOLLOW_RECONNECT: Duration = Duration::from_secs(2);
+
+/// With `--follow`, the pause after a poll that failed transiently, before the next.
+const FOLLOW_RETRY_PAUSE: Duration = Duration::from_millis(500);
+
 /// Where to start reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartAt {
@@ -143,7 +150,11 @@ pub fn run(args: ConsumeArgs) -> Result<(), CliError> {
 }
 
 async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
-    let client = common::connect(&args.client).await?;
+    let mut builder = common::client_builder(&args.client)?;
+    if args.follow {
+        builder = builder.reconnect_timeout(FOLLOW_RECONNECT);
+    }
+    let client = common::connect_builder(&args.client, builder).await?;
     let offsets = client.list_offsets(&args.topic, args.partition).await?;
     let mut group = match &args.group {
         Some(name) => Some(GroupPosition::load(&client, name, &args).await?),
@@ -174,6 +185,7 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
     let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     // The offset of the next record to print (and to commit).
     let mut next = start;
+    let mut link = Link::new(args.client.json);
     loop {
         if remaining == 0 || (!args.follow && next >= end) {
             break;
@@ -183,9 +195,24 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         } else {
             Duration::ZERO
         };
-        let records = tokio::select! {
-            records = consumer.poll(wait) => records?,
+        let polled = tokio::select! {
+            records = consumer.poll(wait) => records,
             _ = &mut interrupted, if args.follow => break,
+        };
+        let records = match polled {
+            Ok(records) => {
+                link.up(next);
+                records
+            }
+            // Following, a server that went away is waited for, not a reason to stop.
+            Err(error) if args.follow && error.is_retriable() => {
+                link.down(&error);
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_RETRY_PAUSE) => continue,
+                    _ = &mut interrupted => break,
+                }
+            }
+            Err(error) => return Err(error.into()),
         };
         let shown = records
             .len()
@@ -205,7 +232,12 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
             remaining -= shown as u64;
         }
         if let Some(group) = &mut group {
-            group.commit(next).await?;
+            match group.commit(next).await {
+                Ok(()) => {}
+                // Committed after the next poll that succeeds (the position is still ahead).
+                Err(error) if args.follow && error.is_retriable() => link.down(&error),
+                Err(error) => return Err(error.into()),
+            }
         }
         if records.is_empty() && !args.follow {
             // Nothing below the starting high watermark came back (cannot happen with a
@@ -217,6 +249,67 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         group.commit(next).await?;
     }
     out.flush()
+}
+
+/// Whether `consume --follow` has the server, and the one stderr line for each change: when it
+/// is lost (not one per retry) and when it is back.
+struct Link {
+    json: bool,
+    lost: bool,
+}
+
+#[derive(Serialize)]
+struct LinkJson<'a> {
+    connection: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
+}
+
+impl Link {
+    fn new(json: bool) -> Self {
+        Self { json, lost: false }
+    }
+
+    /// A poll failed transiently: says so the first time.
+    fn down(&mut self, error: &crate::client::ClientError) {
+        if std::mem::replace(&mut self.lost, true) {
+            return;
+        }
+        let error = common::one_line(&error.to_string());
+        if self.json {
+            self.print(&LinkJson {
+                connection: "lost",
+                error: Some(error),
+                offset: None,
+            });
+        } else {
+            eprintln!("warning: lost the server ({error}); waiting for it to come back");
+        }
+    }
+
+    /// A poll succeeded: says so if the server had been lost.
+    fn up(&mut self, next: u64) {
+        if !std::mem::replace(&mut self.lost, false) {
+            return;
+        }
+        if self.json {
+            self.print(&LinkJson {
+                connection: "restored",
+                error: None,
+                offset: Some(next),
+            });
+        } else {
+            eprintln!("the server is back; following from offset {next}");
+        }
+    }
+
+    fn print(&self, line: &LinkJson<'_>) {
+        if let Ok(line) = serde_json::to_string(line) {
+            eprintln!("{line}");
+        }
+    }
 }
 
 /// Where a group resumes: its committed offset, unless the log no longer has it (retention
@@ -268,7 +361,7 @@ impl GroupPosition {
     }
 
     /// Commits `next` (the offset of the next record to read) unless it is already committed.
-    async fn commit(&mut self, next: u64) -> Result<(), Failure> {
+    async fn commit(&mut self, next: u64) -> Result<(), crate::client::ClientError> {
         if self.committed == Some(next) {
             return Ok(());
         }

@@ -62,6 +62,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Time a server may take to answer a prompt request (`ApiVersions`, `Metadata`, ...)
+    /// before its connection is taken for dead and the request goes to the next address (see
+    /// [`ClientConfig::attempt_timeout`]).
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.config.attempt_timeout = timeout;
+        self
+    }
+
     /// Most requests in flight on the connection.
     pub fn max_in_flight(mut self, max_in_flight: usize) -> Self {
         self.config.max_in_flight = max_in_flight;

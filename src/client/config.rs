@@ -14,10 +14,18 @@ use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 
 /// Default most requests in flight on one connection.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
-/// Default time allowed to establish the TCP connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default time allowed for a request, from queueing to response.
+/// Default time allowed to establish the TCP connection: a loopback or LAN connect takes
+/// microseconds or is refused at once, so a few seconds only wait out a lost SYN or two before
+/// the next address is tried.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default time allowed for a request, from queueing to response, every attempt included.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a server may take to answer a request it answers from memory (`ApiVersions`,
+/// `Metadata`, `ListOffsets`, `InitProducerId`, an authentication step) before its connection is
+/// taken for dead (a frozen or overloaded server) and the request, safe to repeat, goes to the
+/// next address. Well below the request timeout, so one frozen broker costs a command about a
+/// second, not its whole budget.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Extra time a fetch is allowed beyond its `max_wait`.
 pub const DEFAULT_FETCH_SLACK: Duration = Duration::from_secs(5);
 /// Default pause after the first failed reconnect attempt (then doubled, with jitter).
@@ -31,10 +39,20 @@ pub const DEFAULT_RECONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Time allowed to establish the TCP connection (per resolved address), and as much again
-    /// for the TLS handshake when [`tls`](Self::tls) is set.
+    /// for the TLS handshake when [`tls`](Self::tls) is set. A connection that does not open in
+    /// time counts as a failed attempt: the next address is tried.
     pub connect_timeout: Duration,
-    /// Time allowed for a request, from queueing to its response.
+    /// Time allowed for a request, from queueing to its response, every attempt included.
     pub request_timeout: Duration,
+    /// Time a server may take to answer a request it answers promptly (`ApiVersions`,
+    /// `Metadata`, `ListOffsets`, `InitProducerId`, authentication) once that request is the
+    /// oldest unanswered on its connection. Past it the connection is failed as unresponsive
+    /// (the server is frozen or overloaded): every request on it fails as a transport failure,
+    /// and those safe to repeat go again on a new connection, to the next address. Requests
+    /// the server may hold on purpose are not bound by it: a fetch is allowed its `max_wait`
+    /// plus [`fetch_slack`](Self::fetch_slack); a produce, topic creation or lease grant, which
+    /// wait for disks and replicas, only the request timeout.
+    pub attempt_timeout: Duration,
     /// A fetch is allowed `max(request_timeout, max_wait + fetch_slack)`.
     pub fetch_slack: Duration,
     /// Most requests in flight on the connection; more callers wait for a slot.
@@ -60,6 +78,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             fetch_slack: DEFAULT_FETCH_SLACK,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
@@ -79,6 +98,7 @@ impl ClientConfig {
         let positive = |field, value| ConfigError::check_positive(field, Quantity::duration(value));
         positive("connect_timeout", self.connect_timeout)?;
         positive("request_timeout", self.request_timeout)?;
+        positive("attempt_timeout", self.attempt_timeout)?;
         ConfigError::check_range(
             "max_in_flight",
             Quantity::count(self.max_in_flight),

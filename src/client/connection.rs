@@ -19,7 +19,9 @@
 //! `tokio::io::split`; over plain TCP the socket's owned halves are used as they are.
 //!
 //! A connection that failed stays failed: [`Connection::is_failed`] tells the client's
-//! `Endpoint` (in `reconnect`) to open a new one for the next request.
+//! `Endpoint` (in `reconnect`) to open a new one for the next request. A third task watches the
+//! oldest unanswered request and fails the connection when its server stays silent past that
+//! request's patience (a frozen server: `super::liveness`).
 //!
 //! Every request in flight holds a semaphore permit from the moment it is queued until its
 //! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
@@ -29,16 +31,18 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
-use super::{tls, ClientConfig, ClientError};
+use super::{liveness, tls, ClientConfig, ClientError};
 use crate::protocol::{
     ApiKey, Chunks, FrameCodec, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
     FRAME_LENGTH_BYTES,
@@ -51,6 +55,8 @@ struct Outgoing {
     request: Request,
     reply: Reply,
     permit: OwnedSemaphorePermit,
+    /// How long the server may take once it is the oldest unanswered (`liveness`).
+    patience: Option<Duration>,
 }
 
 /// A request that was handed to the socket and awaits its response.
@@ -62,6 +68,9 @@ struct Pending {
     reply: Reply,
     /// Released when the response arrives or the connection fails.
     _permit: OwnedSemaphorePermit,
+    /// How long the server may take to answer it once it is the oldest unanswered; `None`:
+    /// unwatched.
+    patience: Option<Duration>,
 }
 
 /// State shared by the handle and both tasks.
@@ -71,11 +80,29 @@ struct State {
     pending: VecDeque<Pending>,
     /// Why the connection is unusable, once it is.
     failed: Option<ClientError>,
+    /// Since when the front of `pending` has been the oldest unanswered request.
+    head_since: Option<Instant>,
 }
 
+impl State {
+    /// Registers a request handed to the socket; true if it became the oldest unanswered.
+    fn register(&mut self, pending: Pending) -> bool {
+        let first = self.pending.is_empty();
+        self.pending.push_back(pending);
+        if first {
+            self.head_since = Some(Instant::now());
+        }
+        first
+    }
+}
+
+/// State shared by the handle and the connection's tasks.
 #[derive(Default)]
-struct Shared {
+pub(super) struct Shared {
     state: Mutex<State>,
+    /// Wakes the liveness watch when the oldest unanswered request changes or the connection
+    /// fails (`notify_one`: a change while the watch is busy is kept for its next wait).
+    changed: Notify,
 }
 
 impl Shared {
@@ -86,7 +113,7 @@ impl Shared {
     }
 
     /// Marks the connection failed (the first reason wins) and fails every pending request.
-    fn fail(&self, reason: ClientError) {
+    pub(super) fn fail(&self, reason: ClientError) {
         let pending = {
             let mut state = self.lock();
             if state.failed.is_none() {
@@ -95,10 +122,29 @@ impl Shared {
             }
             std::mem::take(&mut state.pending)
         };
+        self.changed.notify_one();
         let reason = self.failure().unwrap_or(ClientError::Disconnected);
         for request in pending {
             let _ = request.reply.send(Err(reason.clone()));
         }
+    }
+
+    /// Whether the connection failed.
+    pub(super) fn is_failed(&self) -> bool {
+        self.lock().failed.is_some()
+    }
+
+    /// When the oldest unanswered request is overdue, with its patience; `None` when nothing
+    /// is pending or the oldest is not watched.
+    pub(super) fn oldest_due(&self) -> Option<(Instant, Duration)> {
+        let state = self.lock();
+        let patience = state.pending.front()?.patience?;
+        Some((state.head_since? + patience, patience))
+    }
+
+    /// Resolves when the oldest unanswered request may have changed, or the connection failed.
+    pub(super) async fn head_changed(&self) {
+        self.changed.notified().await;
     }
 
     fn failure(&self) -> Option<ClientError> {
@@ -111,6 +157,9 @@ impl Shared {
     fn take(&self, correlation_id: u32) -> Option<Pending> {
         let mut state = self.lock();
         if state.pending.front().map(|p| p.correlation_id) == Some(correlation_id) {
+            // The next request is the oldest now: its clock starts.
+            state.head_since = Some(Instant::now());
+            self.changed.notify_one();
             return state.pending.pop_front();
         }
         let position = state
@@ -131,7 +180,9 @@ pub(crate) struct Connection {
     permits: Arc<Semaphore>,
     shared: Arc<Shared>,
     peer: SocketAddr,
-    tasks: [AbortHandle; 2],
+    tasks: [AbortHandle; 3],
+    /// How long the server may take to answer each request (`liveness`).
+    patience: liveness::Patience,
 }
 
 impl Drop for Connection {
@@ -223,12 +274,18 @@ impl Connection {
         let shared = Arc::new(Shared::default());
         let writer = tokio::spawn(write_loop(sink, queue, Arc::clone(&shared), peer));
         let reader = tokio::spawn(read_loop(stream, Arc::clone(&shared), peer));
+        let watch = tokio::spawn(liveness::watch(Arc::clone(&shared), peer));
         Connection {
             requests,
             permits: Arc::new(Semaphore::new(max_in_flight)),
             shared,
             peer,
-            tasks: [writer.abort_handle(), reader.abort_handle()],
+            tasks: [
+                writer.abort_handle(),
+                reader.abort_handle(),
+                watch.abort_handle(),
+            ],
+            patience: liveness::Patience::new(config),
         }
     }
 
@@ -240,7 +297,7 @@ impl Connection {
     /// Whether the connection failed (closed, I/O error, connection-level server error): no
     /// request can succeed on it any more.
     pub(crate) fn is_failed(&self) -> bool {
-        self.shared.lock().failed.is_some()
+        self.shared.is_failed()
     }
 
     /// Queues `request` for the writer (waiting for an in-flight slot) and returns where its
@@ -256,10 +313,12 @@ impl Connection {
             return Err(NotSent { error, request });
         };
         let (reply, response) = oneshot::channel();
+        let patience = self.patience.of(&request);
         let outgoing = Outgoing {
             request,
             reply,
             permit,
+            patience,
         };
         if let Err(mpsc::error::SendError(outgoing)) = self.requests.send(outgoing).await {
             let error = self.closed();
@@ -365,13 +424,17 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 }
                 // Registered before the frame is written, so the response cannot overtake it.
                 let correlation_id = ids.next(&state.pending);
-                state.pending.push_back(Pending {
+                let oldest = state.register(Pending {
                     correlation_id,
                     api_key,
                     api_version,
                     reply: outgoing.reply,
                     _permit: outgoing.permit,
+                    patience: outgoing.patience,
                 });
+                if oldest {
+                    shared.changed.notify_one();
+                }
                 correlation_id
             };
             let frame = RequestFrame::new(correlation_id, outgoing.request);
@@ -489,6 +552,7 @@ mod tests {
             api_version: 0,
             reply: oneshot::channel().0,
             _permit: Arc::clone(permits).try_acquire_owned().unwrap(),
+            patience: None,
         }
     }
 

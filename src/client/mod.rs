@@ -32,6 +32,12 @@
 //!   its API, since the server never saw it.
 //!
 //! A request that times out does not fail the connection: the server still answers it, in order.
+//! A server that stops answering does (a gray failure: frozen, wedged, it still accepts TCP
+//! connections): when the oldest unanswered request on a connection is one the server answers
+//! from memory (`ApiVersions`, `Metadata`, `ListOffsets`, `InitProducerId`, authentication) and
+//! waits past [`ClientConfig::attempt_timeout`], or a fetch waits past its `max_wait` plus
+//! [`ClientConfig::fetch_slack`], the connection is failed as above, so those requests move to
+//! the next address (`liveness`).
 //!
 //! The server answers the requests of one connection in the order it received them, so a
 //! long-polling fetch delays the responses queued behind it. Give a long-polling [`Consumer`] its
@@ -47,6 +53,7 @@ mod consumer;
 mod error;
 mod fetch;
 mod leases;
+mod liveness;
 mod metadata_cache;
 mod offsets;
 mod produce;
@@ -69,9 +76,9 @@ pub use admin::{ClusterInfo, ServerInfo};
 pub use authenticate::Credentials;
 pub use builder::ClientBuilder;
 pub use config::{
-    ClientConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_SLACK, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_RECONNECT_BACKOFF_INITIAL, DEFAULT_RECONNECT_BACKOFF_MAX, DEFAULT_RECONNECT_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT,
+    ClientConfig, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_SLACK,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_RECONNECT_BACKOFF_INITIAL, DEFAULT_RECONNECT_BACKOFF_MAX,
+    DEFAULT_RECONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use consumer::{
     Consumer, ConsumerBuilder, StartAt, DEFAULT_CONSUMER_MAX_BYTES, DEFAULT_CONSUMER_MAX_WAIT,

@@ -79,7 +79,10 @@ impl Client {
     /// appended, in that order, however their acknowledgements are awaited: this is how the
     /// [`Producer`](super::Producer) pipelines batches without reordering them.
     ///
-    /// If the connection is dead this reconnects first (within the request timeout). A produce
+    /// Every wait (a metadata refresh, reconnecting, a slot on the connection, the answer) ends
+    /// by `give_up_at` or the request timeout, whichever comes first: a producer passes its
+    /// batch's delivery deadline, so that a server that died or froze costs it no more than
+    /// its delivery timeout. If the connection is dead this reconnects first. A produce
     /// already on the wire when its connection fails is not sent again: its acknowledgement
     /// fails with the transport error, and the produces started after it go on the new
     /// connection. The server orders appends per connection only, so the caller that retries
@@ -90,12 +93,14 @@ impl Client {
         partition: u32,
         batch: Bytes,
         acks: Option<Acks>,
+        give_up_at: Instant,
     ) -> Result<
         impl std::future::Future<Output = Result<ProduceAck, ClientError>> + Send + 'static,
         ClientError,
     > {
-        let timeout = self.config().request_timeout;
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let deadline = give_up_at.min(started + self.config().request_timeout);
+        let timeout = deadline.saturating_duration_since(started);
         let mut delay = RetryDelay::new(self.config());
         let acks = acks.or_else(|| self.routing.default_acks(topic, partition));
         let mut request = Request::Produce {
@@ -125,7 +130,7 @@ impl Client {
         let routing = Arc::clone(&self.routing);
         let topic = topic.to_owned();
         Ok(async move {
-            let response = tokio::time::timeout(timeout, connection.response(slot))
+            let response = tokio::time::timeout_at(deadline, connection.response(slot))
                 .await
                 .map_err(|_| ClientError::Timeout { after: timeout })?
                 // A new leader, or a lost connection to one: the next batch goes where it leads.

@@ -21,6 +21,7 @@ mod crash_kill9;
 mod demo_cli;
 mod disk_trouble;
 mod doc_console;
+mod gray_failures;
 mod hostile_clients;
 mod hostile_p99;
 mod kafka_cluster;

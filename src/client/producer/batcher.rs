@@ -190,6 +190,7 @@ impl Batcher {
                 replies: open.replies,
                 give_up_at: Instant::now() + self.config.delivery_timeout,
                 maybe_landed: false,
+                last_error: None,
             });
         }
     }
@@ -206,6 +207,20 @@ impl Batcher {
             let Some(batch) = self.ready.pop_front() else {
                 return;
             };
+            // Its delivery timeout ran out while it waited (a backoff, a slot): it is not sent
+            // again. Batches complete in order, so it fails once those on the wire before it
+            // are answered (their deadlines are earlier), and the producer halts behind it.
+            if Instant::now() >= batch.give_up_at {
+                if !self.in_flight.is_empty() {
+                    self.ready.push_front(batch);
+                    return;
+                }
+                self.expire(batch);
+                if let Some(cause) = self.halted.clone() {
+                    self.fail_ready(&halted(&cause));
+                }
+                return;
+            }
             let started = self
                 .client
                 .start_produce(
@@ -213,6 +228,7 @@ impl Batcher {
                     self.shared.partition,
                     batch.bytes.clone(),
                     self.config.acks,
+                    batch.give_up_at,
                 )
                 .await;
             let ack: Acknowledgement = match started {
@@ -222,6 +238,17 @@ impl Batcher {
             };
             self.in_flight.push_back(InFlight { batch, ack });
         }
+    }
+
+    /// Fails `batch`, the oldest pending, whose delivery timeout ran out before it could be
+    /// sent (again): with the error of its last attempt, unknown if an earlier send of it got
+    /// no answer. The producer halts behind it like behind any batch that failed for good.
+    fn expire(&mut self, mut batch: ClosedBatch) {
+        let timed_out = ClientError::Timeout {
+            after: self.config.delivery_timeout,
+        };
+        let error = batch.last_error.take().unwrap_or(timed_out);
+        self.fail_oldest(batch, error);
     }
 
     /// Handles the oldest batch's outcome.
@@ -251,21 +278,25 @@ impl Batcher {
             {
                 self.rewind(front, &error);
             }
-            Err(error) => {
-                self.done += 1;
-                // Behind a failed batch the server refuses the gap: say why, not "out of order".
-                let error = match &self.halted {
-                    Some(cause) => halted(cause),
-                    None => batch_error(&front.batch, error),
-                };
-                for reply in front.batch.replies {
-                    reply.fail(error.clone());
-                }
-                if self.session.is_some() && self.halted.is_none() {
-                    tracing::warn!(topic = %self.shared.topic, partition = self.shared.partition, %error, "batch failed; the producer sends nothing more until resumed");
-                    self.halted = Some(error);
-                }
-            }
+            Err(error) => self.fail_oldest(front.batch, error),
+        }
+    }
+
+    /// The oldest batch failed for good with `error`: its sends fail, and an idempotent
+    /// producer halts (the server would refuse the gap behind it).
+    fn fail_oldest(&mut self, batch: ClosedBatch, error: ClientError) {
+        self.done += 1;
+        // Behind a failed batch the server refuses the gap: say why, not "out of order".
+        let error = match &self.halted {
+            Some(cause) => halted(cause),
+            None => batch_error(&batch, error),
+        };
+        for reply in batch.replies {
+            reply.fail(error.clone());
+        }
+        if self.session.is_some() && self.halted.is_none() {
+            tracing::warn!(topic = %self.shared.topic, partition = self.shared.partition, %error, "batch failed; the producer sends nothing more until resumed");
+            self.halted = Some(error);
         }
     }
 
@@ -283,6 +314,11 @@ impl Batcher {
                 batch
             })
             .collect();
+        // What the oldest is failed with if its delivery timeout runs out before a resend.
+        if let Some(oldest) = batches.first_mut() {
+            oldest.last_error = Some(error.clone());
+        }
+        let give_up_at = batches.first().map(|oldest| oldest.give_up_at);
         // Only a failure without an answer counts as a resend in the stats: a refusal that says
         // nothing was written (a NOT_LEADER redirect, a partition not ready yet) is the ordinary
         // way to find the leader, not a connection failure to report.
@@ -300,7 +336,9 @@ impl Batcher {
             .min(MAX_RETRY_BACKOFF);
         self.retries += 1;
         tracing::info!(topic = %self.shared.topic, partition = self.shared.partition, %error, batches = self.ready.len(), ?backoff, "resending unacknowledged batches");
-        self.retry_at = Some(Instant::now() + backoff);
+        // Never past the oldest batch's delivery deadline: it fails then, without waiting.
+        let retry_at = Instant::now() + backoff;
+        self.retry_at = Some(give_up_at.map_or(retry_at, |give_up_at| retry_at.min(give_up_at)));
     }
 
     /// Starts a new session after a halt: the next producer epoch (or a new producer id when

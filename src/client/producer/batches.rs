@@ -54,6 +54,9 @@ pub(super) struct ClosedBatch {
     /// Whether an earlier send of it may have landed (it got no answer): then a later refusal
     /// that does not speak for earlier sends leaves its outcome unknown.
     pub(super) maybe_landed: bool,
+    /// Why its last send failed, when it waits to be sent again: what it fails with if its
+    /// delivery timeout runs out first.
+    pub(super) last_error: Option<ClientError>,
 }
 
 pub(super) type Acknowledgement =
