@@ -19,6 +19,15 @@ pub struct ClusterArgs {
     pub command: ClusterCommand,
 }
 
+impl ClusterArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            ClusterCommand::Status(args) => args.client.json,
+        }
+    }
+}
+
 /// Cluster subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::common::{conclude, read_password, Output};
+use super::error::codes;
 use super::security_target::SecurityTarget;
 use super::CliError;
 
@@ -16,6 +17,17 @@ pub struct UserArgs {
     /// What to do.
     #[command(subcommand)]
     pub command: UserCommand,
+}
+
+impl UserArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            UserCommand::Add { json, .. }
+            | UserCommand::Remove { json, .. }
+            | UserCommand::List { json, .. } => *json,
+        }
+    }
 }
 
 /// `fencelog user` subcommands.
@@ -57,7 +69,8 @@ pub enum UserCommand {
     },
 }
 
-/// What `user add` and `user remove` print with `--json`.
+/// What `user add` and `user remove` print with `--json`: the user and the change made
+/// (`added`, `updated`, `removed`), in the `action` field every changing command prints.
 #[derive(Debug, Serialize)]
 struct Changed<'a> {
     user: &'a str,
@@ -79,6 +92,7 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
             target,
             json,
         } => {
+            let target = target.with_json(json);
             let password = read_password(password_file.as_deref())?;
             let existed = target.add_user(&name, &password)?;
             let action = if existed { "updated" } else { "added" };
@@ -95,11 +109,16 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
             )
         }
         UserCommand::Remove { name, target, json } => {
+            let target = target.with_json(json);
             if !target.remove_user(&name)? {
-                return Err(CliError::new(format!(
-                    "no user {name:?} in {}",
-                    target.describe()
-                )));
+                return Err(CliError::with_code(
+                    codes::UNKNOWN_USER,
+                    format!(
+                        "no user {name:?} in {}: `fencelog user list` shows who there is",
+                        target.describe()
+                    ),
+                )
+                .detail("user", &name));
             }
             let mut out = Output::new(json);
             conclude(
@@ -114,6 +133,7 @@ pub fn run(args: UserArgs) -> Result<(), CliError> {
             )
         }
         UserCommand::List { target, json } => {
+            let target = target.with_json(json);
             let names = target.list_users()?;
             let mut out = Output::new(json);
             conclude(

@@ -349,8 +349,16 @@ fn lease_acquire_renew_release() {
         ],
         "",
     );
+    // With --json the error is one JSON object on stderr (docs/cli.md), nothing on stdout.
     assert_eq!(twice.code(), 1);
-    assert!(twice.error_line().contains("lease lost"), "{twice:?}");
+    let error: Value = serde_json::from_str(twice.stderr.trim_end()).expect("one JSON error");
+    assert_eq!(error["error"]["code"], "LEASE_LOST", "{twice:?}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("lease lost")),
+        "{twice:?}"
+    );
     assert!(twice.stdout.is_empty());
 }
 
