@@ -14,6 +14,10 @@ use crate::auth::acl::{parse_operations, AclEntry, TopicPattern};
 
 /// Arguments of `fencelog acl`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog acl add --principal alice --topic 'orders-*' --ops produce,lease --data-dir DIR
+  fencelog acl list --data-dir DIR
+  fencelog acl remove --principal alice --topic 'orders-*' --ops lease --data-dir DIR")]
 pub struct AclArgs {
     /// What to do.
     #[command(subcommand)]
@@ -54,10 +58,17 @@ impl AclArgs {
 #[derive(Debug, Subcommand)]
 pub enum AclCommand {
     /// Grant operations on topics to a user.
+    #[command(after_help = "Examples:
+  fencelog acl add --principal alice --topic 'orders-*' --ops produce,lease --data-dir DIR
+  fencelog acl add --principal reporting --topic '*' --ops consume --etcd http://127.0.0.1:2379")]
     Add(AclChange),
     /// Take operations on topics away from a user.
+    #[command(after_help = "Examples:
+  fencelog acl remove --principal alice --topic 'orders-*' --ops lease --data-dir DIR")]
     Remove(AclChange),
     /// List every grant.
+    #[command(after_help = "Examples:
+  fencelog acl list --data-dir DIR --json")]
     List {
         /// Where the ACLs live.
         #[command(flatten)]

@@ -18,6 +18,10 @@ use crate::testing::TestServer;
 
 /// Arguments of `fencelog demo`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog demo                     # on an in-process server of its own
+  fencelog demo --ttl 2s
+  fencelog demo --addr 127.0.0.1:7171   # against a running server (leaves its demo-* topic)")]
 pub struct DemoArgs {
     /// Run against this server instead of an in-process one on a temporary directory (it
     /// creates a `demo-*` topic there and leaves it behind). FENCELOG_ADDR is not read: the

@@ -14,6 +14,10 @@ use crate::client::{format_lease_id, parse_lease_id};
 
 /// Arguments of `fencelog lease`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog lease acquire orders 0 --holder svc-a --ttl 10s
+  fencelog lease renew orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7
+  fencelog lease release orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
 pub struct LeaseArgs {
     /// What to do with the lease.
     #[command(subcommand)]
@@ -41,11 +45,15 @@ pub enum LeaseCommand {
     /// holder). The lease is not renewed automatically.
     Acquire(AcquireArgs),
     /// Extend a live lease by its TTL.
+    #[command(after_help = "Examples:
+  fencelog lease renew orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
     ///
     /// Prints `epoch E ttl_ms T` (with --json: {"topic", "partition", "action": "renewed",
     /// "epoch", "ttl_ms"}).
     Renew(LeaseIdArgs),
     /// Give a lease up at once so another writer can acquire the partition.
+    #[command(after_help = "Examples:
+  fencelog lease release orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
     ///
     /// Prints `released TOPIC/PARTITION` (with --json: {"topic", "partition", "action":
     /// "released", "released": true}).
@@ -54,6 +62,9 @@ pub enum LeaseCommand {
 
 /// Arguments of `fencelog lease acquire`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog lease acquire orders 0 --holder svc-a --ttl 10s
+  EPOCH=$(fencelog lease acquire orders 0 --json | jq .epoch)")]
 pub struct AcquireArgs {
     /// Topic name.
     pub topic: String,

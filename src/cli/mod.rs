@@ -39,6 +39,26 @@ pub const EXIT_OUTCOME_UNKNOWN: i32 = 4;
 /// fencelog: an append-only log server whose partitions are guarded by leases and fencing tokens.
 #[derive(Debug, Parser)]
 #[command(name = "fencelog", version, about, propagate_version = true)]
+#[command(after_help = "Examples:
+  fencelog serve
+  fencelog topic create orders --partitions 1
+  fencelog lease acquire orders 0 --holder a --ttl 30s
+  printf 'order 1\\norder 2\\n' | fencelog produce orders --partition 0 --epoch 1
+  fencelog consume orders --partition 0 --from 0
+  fencelog demo")]
+#[command(after_long_help = "\
+Every client command takes --addr (or FENCELOG_ADDR) and --json: results as one JSON object per
+line on stdout, an error as one JSON object {\"error\":{\"code\",\"message\",...}} on stderr.
+Exit status: 0 success, 3 fenced, 4 outcome unknown, 1 any other error. docs/cli.md has the
+JSON fields of every command.
+
+Examples:
+  fencelog serve
+  fencelog topic create orders --partitions 1
+  fencelog lease acquire orders 0 --holder a --ttl 30s
+  printf 'order 1\\norder 2\\n' | fencelog produce orders --partition 0 --epoch 1
+  fencelog consume orders --partition 0 --from 0
+  fencelog demo")]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -16,6 +16,14 @@ use crate::protocol::{
 
 /// Arguments of `fencelog topic`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic create orders --partitions 3
+  fencelog topic list
+  fencelog topic describe orders
+  fencelog topic alter orders --retention 7d
+  fencelog topic add-partitions orders --count 6
+  fencelog topic delete orders
+  fencelog topic delete-records orders --partition 0 --before 100")]
 pub struct TopicArgs {
     /// What to do with topics.
     #[command(subcommand)]
@@ -88,6 +96,8 @@ pub enum TopicCommand {
 
 /// Arguments of `fencelog topic add-partitions`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic add-partitions orders --count 6 --json")]
 pub struct AddPartitionsArgs {
     /// Name of the topic to grow.
     pub name: String,
@@ -101,6 +111,9 @@ pub struct AddPartitionsArgs {
 
 /// Arguments of `fencelog topic alter`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic alter orders --retention 12h --retention-bytes 1000000000
+  fencelog topic alter orders --retention 0    # unlimited")]
 #[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
     .args(["retention", "retention_bytes", "segment_bytes"])))]
 pub struct AlterArgs {
@@ -137,6 +150,9 @@ fn config_change(args: &AlterArgs) -> TopicConfigChange {
 
 /// Arguments of `fencelog topic describe`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic describe orders
+  fencelog topic describe orders --json --addr 10.0.0.5:7171")]
 pub struct DescribeArgs {
     /// Name of the topic to describe.
     pub name: String,
@@ -147,6 +163,10 @@ pub struct DescribeArgs {
 
 /// Arguments of `fencelog topic create`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic create orders --partitions 3
+  fencelog topic create events --flush interval:250ms --retention 7d --retention-bytes 1000000000
+  fencelog topic create orders --partitions 3 --replication-factor 3 --addr A:7171,B:7171,C:7171")]
 pub struct CreateArgs {
     /// Topic name: 1 to 200 ASCII letters, digits, `.`, `_` and `-`.
     pub name: String,
@@ -184,6 +204,9 @@ pub struct CreateArgs {
 
 /// Arguments of `fencelog topic delete`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic delete orders
+  fencelog topic delete orders --if-exists --json")]
 pub struct DeleteArgs {
     /// Name of the topic to delete.
     pub name: String,
@@ -207,6 +230,9 @@ struct DeletedJson<'a> {
 
 /// Arguments of `fencelog topic list`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic list
+  fencelog topic list --json --addr 10.0.0.5:7171")]
 pub struct ListArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -551,6 +577,9 @@ mod tests {
 
 /// Arguments of `fencelog topic delete-records`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic delete-records orders --partition 0 --before 100
+  fencelog topic delete-records orders --partition 0 --before high-watermark")]
 pub struct DeleteRecordsArgs {
     /// Name of the topic.
     pub name: String,

@@ -13,6 +13,10 @@ use super::CliError;
 
 /// Arguments of `fencelog user`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  FENCELOG_PASSWORD=... fencelog user add alice --data-dir /var/lib/fencelog
+  fencelog user list --data-dir /var/lib/fencelog
+  fencelog user remove alice --etcd http://127.0.0.1:2379")]
 pub struct UserArgs {
     /// What to do.
     #[command(subcommand)]
@@ -34,6 +38,9 @@ impl UserArgs {
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Add a user, or change its password (from FENCELOG_PASSWORD or --password-file).
+    #[command(after_help = "Examples:
+  FENCELOG_PASSWORD=... fencelog user add alice --data-dir /var/lib/fencelog
+  fencelog user add alice --password-file alice.pw --etcd http://127.0.0.1:2379")]
     Add {
         /// The user name.
         name: String,
@@ -48,6 +55,8 @@ pub enum UserCommand {
         json: bool,
     },
     /// Remove a user.
+    #[command(after_help = "Examples:
+  fencelog user remove alice --data-dir /var/lib/fencelog")]
     Remove {
         /// The user name.
         name: String,
@@ -59,6 +68,8 @@ pub enum UserCommand {
         json: bool,
     },
     /// List the user names (never any credential).
+    #[command(after_help = "Examples:
+  fencelog user list --data-dir /var/lib/fencelog --json")]
     List {
         /// Where the users live.
         #[command(flatten)]
