@@ -243,6 +243,14 @@ fn add_client_details(cli: CliError, error: &ClientError) -> CliError {
         ClientError::Fenced { epoch, current } | ClientError::UnknownEpoch { epoch, current } => {
             cli.detail("epoch", epoch).detail("current_epoch", current)
         }
+        ClientError::LeaseLost {
+            current_epoch,
+            holder,
+            expires_in,
+        } if !holder.is_empty() => cli
+            .detail("current_epoch", current_epoch)
+            .detail("holder", holder)
+            .detail("expires_in_ms", millis(*expires_in)),
         ClientError::LeaseLost { current_epoch, .. } => cli.detail("current_epoch", current_epoch),
         ClientError::LeaseHeld {
             holder,

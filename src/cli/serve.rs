@@ -172,7 +172,10 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                 .map_err(|error| CliError::new(format!("--auth: {error}")))?;
             let users = crate::auth::users::list_users(&args.data_dir)
                 .map_err(|error| CliError::new(format!("--auth: {error}")))?;
-            warn_if_no_users(users.is_empty(), &format!("--data-dir {}", args.data_dir.display()));
+            warn_if_no_users(
+                users.is_empty(),
+                &format!("--data-dir {}", args.data_dir.display()),
+            );
             Some(Arc::new(security))
         } else {
             None
