@@ -76,7 +76,7 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
     }
     let (_server, addr) = match &args.addr {
         Some(addr) => {
-            println!("running against the fencelog server at {addr} (--addr); its demo topic stays there");
+            println!("running against the fencelog server at {addr} (--addr); what the demo writes stays there");
             (None, addr.clone())
         }
         None => {

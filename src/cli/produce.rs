@@ -57,9 +57,10 @@ With --json the error is one object on stderr, {\"error\":{\"code\",\"message\",
 \"outcome\":\"not_written\"|\"written\"|\"unknown\", ...}} (a fenced one adds \"epoch\" and
 \"current_epoch\").
 
-Example:
+Examples:
   fencelog lease acquire orders 0 --holder me          # prints the epoch, say 1
-  printf 'order 1\norder 2\n' | fencelog produce orders --partition 0 --epoch 1")]
+  printf 'order 1\\norder 2\\n' | fencelog produce orders --partition 0 --epoch 1
+  fencelog produce orders --partition 0 --epoch 1 --json < lines.txt")]
 pub struct ProduceArgs {
     /// Topic name.
     pub topic: String,

@@ -393,7 +393,11 @@ fn produce_prints_offsets_and_consume_returns_the_records() {
             "delta\r\nepsilon",
         )
         .ok();
-    assert_eq!(produced.stdout, "{\"offset\":3}\n{\"offset\":4}\n");
+    assert_eq!(
+        produced.stdout,
+        "{\"topic\":\"orders\",\"partition\":0,\"offset\":3}\n\
+         {\"topic\":\"orders\",\"partition\":0,\"offset\":4}\n"
+    );
     // Nothing on stdin: nothing to do.
     let empty = h
         .run(
@@ -681,7 +685,9 @@ fn consume_into_a_closed_pipe_ends_quietly() {
 fn help_documents_the_output_formats() {
     let produce = run(&["produce", "--help"], "", &[]).ok();
     assert!(produce.stdout.contains("offset N"), "{}", produce.stdout);
-    assert!(produce.stdout.contains("{\"offset\":N}"));
+    assert!(produce
+        .stdout
+        .contains("{\"topic\":T,\"partition\":P,\"offset\":N}"));
     assert!(produce.stdout.contains("FENCELOG_ADDR"));
     let consume = run(&["consume", "--help"], "", &[]).ok();
     assert!(consume.stdout.contains("lossy"), "{}", consume.stdout);
