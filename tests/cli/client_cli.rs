@@ -438,7 +438,12 @@ fn produce_prints_offsets_and_consume_returns_the_records() {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 5, "{record}");
+        // offset, epoch, timestamp, key, value, and topic/partition (docs/cli.md's scheme).
+        assert_eq!(keys.len(), 7, "{record}");
+        assert_eq!(
+            (&record["topic"], &record["partition"]),
+            (&Value::from("orders"), &Value::from(0))
+        );
     }
     assert_eq!(records[0]["key"], Value::Null);
     assert_eq!(records[3]["key"], "k");
