@@ -7,8 +7,8 @@
 //! `lost()` keeps it from doing leader work elsewhere. See `docs/fencing.md`.
 //!
 //! ```sh
-//! cargo run --example leader_loop                            # standalone, finishes by itself
-//! cargo run --example leader_loop -- --addr 127.0.0.1:7070   # against `fencelog serve`
+//! cargo run --release --example leader_loop                            # standalone, finishes by itself
+//! cargo run --release --example leader_loop -- --addr 127.0.0.1:7070   # against `fencelog serve`
 //! ```
 //!
 //! Standalone, it starts an in-process [`TestServer`] whose lease clock only moves when told

@@ -7,12 +7,17 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::common::{conclude, Output};
+use super::error::codes;
 use super::security_target::SecurityTarget;
 use super::CliError;
 use crate::auth::acl::{parse_operations, AclEntry, TopicPattern};
 
 /// Arguments of `fencelog acl`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog acl add --principal alice --topic 'orders-*' --ops produce,lease --data-dir DIR
+  fencelog acl list --data-dir DIR
+  fencelog acl remove --principal alice --topic 'orders-*' --ops lease --data-dir DIR")]
 pub struct AclArgs {
     /// What to do.
     #[command(subcommand)]
@@ -39,14 +44,31 @@ pub struct AclChange {
     pub json: bool,
 }
 
+impl AclArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            AclCommand::Add(change) | AclCommand::Remove(change) => change.json,
+            AclCommand::List { json, .. } => *json,
+        }
+    }
+}
+
 /// `fencelog acl` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum AclCommand {
     /// Grant operations on topics to a user.
+    #[command(after_help = "Examples:
+  fencelog acl add --principal alice --topic 'orders-*' --ops produce,lease --data-dir DIR
+  fencelog acl add --principal reporting --topic '*' --ops consume --etcd http://127.0.0.1:2379")]
     Add(AclChange),
     /// Take operations on topics away from a user.
+    #[command(after_help = "Examples:
+  fencelog acl remove --principal alice --topic 'orders-*' --ops lease --data-dir DIR")]
     Remove(AclChange),
     /// List every grant.
+    #[command(after_help = "Examples:
+  fencelog acl list --data-dir DIR --json")]
     List {
         /// Where the ACLs live.
         #[command(flatten)]
@@ -57,12 +79,15 @@ pub enum AclCommand {
     },
 }
 
-/// A grant as printed with `--json`.
+/// A grant as printed with `--json`; `acl add` and `acl remove` add the change made
+/// (`added`, `removed`) in the `action` field every changing command prints.
 #[derive(Debug, Serialize)]
 struct Printed<'a> {
     principal: &'a str,
     topic: &'a str,
     ops: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'static str>,
 }
 
 fn printed(entry: &AclEntry) -> (Printed<'_>, String) {
@@ -78,6 +103,7 @@ fn printed(entry: &AclEntry) -> (Printed<'_>, String) {
             principal: &entry.principal,
             topic: entry.topic.as_str(),
             ops,
+            action: None,
         },
         plain,
     )
@@ -86,33 +112,43 @@ fn printed(entry: &AclEntry) -> (Printed<'_>, String) {
 /// Runs a `fencelog acl` command.
 pub fn run(args: AclArgs) -> Result<(), CliError> {
     match args.command {
-        AclCommand::Add(change) => {
+        AclCommand::Add(mut change) => {
+            change.target.json = change.json;
             let (pattern, operations) = parse(&change)?;
             let entry = change
                 .target
                 .add_acl(&change.principal, &pattern, &operations)?;
-            let (json, plain) = printed(&entry);
+            let (mut json, plain) = printed(&entry);
+            json.action = Some("added");
             let mut out = Output::new(change.json);
             conclude(out.emit(&json, plain).and_then(|()| out.flush()))
         }
-        AclCommand::Remove(change) => {
+        AclCommand::Remove(mut change) => {
+            change.target.json = change.json;
             let (pattern, operations) = parse(&change)?;
             let changed = change
                 .target
                 .remove_acl(&change.principal, &pattern, &operations)?;
             if !changed {
-                return Err(CliError::new(format!(
-                    "no such grant: {} has none of {} on {}",
-                    change.principal,
-                    change.ops,
-                    pattern.as_str()
-                )));
+                return Err(CliError::with_code(
+                    codes::NO_SUCH_GRANT,
+                    format!(
+                        "no such grant: {} has none of {} on {}: `fencelog acl list` shows the grants",
+                        change.principal,
+                        change.ops,
+                        pattern.as_str()
+                    ),
+                )
+                .detail("principal", &change.principal)
+                .detail("topic", pattern.as_str())
+                .detail("ops", &change.ops));
             }
             let mut out = Output::new(change.json);
             let removed = Printed {
                 principal: &change.principal,
                 topic: pattern.as_str(),
                 ops: operations.iter().map(|op| op.name()).collect(),
+                action: Some("removed"),
             };
             let plain = format!(
                 "removed {} from {} on {}",
@@ -123,6 +159,7 @@ pub fn run(args: AclArgs) -> Result<(), CliError> {
             conclude(out.emit(&removed, plain).and_then(|()| out.flush()))
         }
         AclCommand::List { target, json } => {
+            let target = target.with_json(json);
             let entries = target.list_acls()?;
             let mut out = Output::new(json);
             conclude(
@@ -148,8 +185,8 @@ fn parse(
     CliError,
 > {
     crate::auth::users::validate_user_name(&change.principal)
-        .map_err(|error| CliError::new(error.to_string()))?;
-    let pattern = TopicPattern::parse(&change.topic).map_err(CliError::new)?;
-    let operations = parse_operations(&change.ops).map_err(CliError::new)?;
+        .map_err(|error| CliError::invalid_argument(error.to_string()))?;
+    let pattern = TopicPattern::parse(&change.topic).map_err(CliError::invalid_argument)?;
+    let operations = parse_operations(&change.ops).map_err(CliError::invalid_argument)?;
     Ok((pattern, operations))
 }

@@ -45,7 +45,7 @@ impl AddressKind {
 /// the flag, the value and an example.
 pub fn check_host_port(flag: &str, value: &str, kind: AddressKind) -> Result<(), CliError> {
     if is_bare_host(value) {
-        return Err(CliError::new(format!(
+        return Err(CliError::invalid_argument(format!(
             "{flag} {value}: missing port: use HOST:PORT, e.g. {}{}",
             kind.example(),
             kind.port_hint()
@@ -57,7 +57,7 @@ pub fn check_host_port(flag: &str, value: &str, kind: AddressKind) -> Result<(),
     if well_formed {
         Ok(())
     } else {
-        Err(CliError::new(format!(
+        Err(CliError::invalid_argument(format!(
             "{flag} {value}: not an address: expected HOST:PORT, e.g. {}",
             kind.example()
         )))

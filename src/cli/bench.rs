@@ -50,7 +50,13 @@ same window, producers without a lease; consumers send FetchRequests v12. The to
 created over the native protocol.
 
 Exit status: 0 on success; 1 on any error, and in failover mode when a stale write landed.
-See docs/benchmarks.md.")]
+See docs/benchmarks.md.
+
+Examples:
+  fencelog bench                                  # 10 s produce benchmark, in-process server
+  fencelog bench --mode both --producers 4 --consumers 4 --duration 30s
+  fencelog bench --mode failover --json
+  fencelog bench --addr 127.0.0.1:7171 --mode consume")]
 pub struct BenchArgs {
     /// What to measure.
     #[arg(long, value_enum, default_value_t = Mode::Produce)]

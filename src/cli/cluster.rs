@@ -13,10 +13,21 @@ use crate::cluster::NodeId;
 
 /// Arguments of `fencelog cluster`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog cluster status --addr 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")]
 pub struct ClusterArgs {
     /// What to show.
     #[command(subcommand)]
     pub command: ClusterCommand,
+}
+
+impl ClusterArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            ClusterCommand::Status(args) => args.client.json,
+        }
+    }
 }
 
 /// Cluster subcommands.
@@ -45,7 +56,11 @@ Output:
            \"partitions\":[{\"topic\",\"partition\",\"leader\",\"leader_epoch\",\"replicas\",\"isr\",
            \"high_watermark\"}]}
 
-Exit status: 0 when a broker answered, 1 otherwise.")]
+Exit status: 0 when a broker answered, 1 otherwise.
+
+Examples:
+  fencelog cluster status --addr 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+  fencelog cluster status --json | jq '.partitions[] | select(.leader == null)'")]
 pub struct StatusArgs {
     #[command(flatten)]
     #[allow(missing_docs)]

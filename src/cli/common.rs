@@ -10,7 +10,8 @@ use clap::Args;
 use serde::Serialize;
 
 use super::address::{check_host_port_list, AddressKind};
-use super::{CliError, EXIT_ERROR, EXIT_FENCED};
+use super::error::codes;
+use super::CliError;
 use crate::client::{Client, ClientBuilder, ClientError};
 use crate::server::DEFAULT_LISTEN;
 
@@ -62,18 +63,22 @@ pub fn read_secret(
     let password = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
-                CliError::new(format!("read password file {}: {error}", path.display()))
+                CliError::io(format!("read password file {}: {error}", path.display()))
             })?;
             text.lines().next().unwrap_or_default().to_owned()
         }
         None => std::env::var(env).map_err(|_| {
-            CliError::new(format!("no password: set {env} or give {file_flag} FILE"))
+            CliError::with_code(
+                codes::NO_PASSWORD,
+                format!("no password: set {env} or give {file_flag} FILE"),
+            )
         })?,
     };
     if password.is_empty() {
-        return Err(CliError::new(format!(
-            "the password is empty: set {env} or give {file_flag} FILE"
-        )));
+        return Err(CliError::with_code(
+            codes::NO_PASSWORD,
+            format!("the password is empty: set {env} or give {file_flag} FILE"),
+        ));
     }
     Ok(password)
 }
@@ -101,17 +106,9 @@ impl From<ClientError> for Failure {
 }
 
 /// The CLI error for a client error: exit status 3 when the write was fenced, 1 otherwise; the
-/// message on one line.
+/// message on one line; its code and details for `--json` (see [`super::error`]).
 pub fn client_error(error: ClientError) -> CliError {
-    let status = if error.is_fenced() {
-        EXIT_FENCED
-    } else {
-        EXIT_ERROR
-    };
-    CliError {
-        status,
-        message: one_line(&error.to_string()),
-    }
+    super::error::from_client(error)
 }
 
 /// Collapses any line breaks (say, in a server message) so errors stay one line.
@@ -136,7 +133,7 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+        .map_err(|error| CliError::io(format!("start runtime: {error}")))?;
     conclude(runtime.block_on(command))
 }
 
@@ -168,10 +165,13 @@ pub fn client_builder(args: &ClientArgs) -> Result<ClientBuilder, Failure> {
 /// Connects `builder` (from [`client_builder`]); an address that does not resolve is named.
 pub async fn connect_builder(args: &ClientArgs, builder: ClientBuilder) -> Result<Client, Failure> {
     builder.connect().await.map_err(|error| match error {
-        ClientError::Resolve { source } => Failure::Cli(CliError::new(one_line(&format!(
-            "cannot resolve address {:?}: {source}",
-            args.addr
-        )))),
+        ClientError::Resolve { source } => Failure::Cli(
+            CliError::with_code(
+                codes::CANNOT_RESOLVE,
+                one_line(&format!("cannot resolve address {:?}: {source}", args.addr)),
+            )
+            .detail("addr", &args.addr),
+        ),
         other => other.into(),
     })
 }
@@ -233,6 +233,6 @@ fn write_failure(error: std::io::Error) -> Failure {
     if error.kind() == std::io::ErrorKind::BrokenPipe {
         Failure::BrokenPipe
     } else {
-        Failure::Cli(CliError::new(format!("write to stdout: {error}")))
+        Failure::Cli(CliError::io(format!("write to stdout: {error}")))
     }
 }

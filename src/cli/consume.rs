@@ -12,6 +12,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::common::{self, ClientArgs, Failure, Output};
+use super::error;
 use super::CliError;
 use crate::client::{Client, Consumer, Offsets, Record};
 
@@ -56,8 +57,8 @@ impl FromStr for StartAt {
 #[command(after_long_help = "\
 Output: one line per record, in offset order.
   plain:   the record's value (UTF-8; invalid bytes shown as U+FFFD), a line break after it
-  --json:  {\"offset\":N,\"epoch\":E,\"timestamp\":MS,\"key\":K,\"value\":V,
-            \"headers\":[{\"key\":HK,\"value\":HV},...]}
+  --json:  {\"topic\":T,\"partition\":P,\"offset\":N,\"epoch\":E,\"timestamp\":MS,\"key\":K,
+            \"value\":V,\"headers\":[{\"key\":HK,\"value\":HV},...]}
            key, value and header values are strings (null when absent); bytes that are not
            valid UTF-8 are replaced by U+FFFD (lossy), so use plain output of text values only.
 
@@ -71,7 +72,13 @@ it goes: after the records of each poll are printed, it commits the offset of th
 read, and it commits again on exit. So `consume --group G` run twice prints each record once
 across the two runs. Printing comes before committing: a consume killed between the two prints
 those records again next time (at least once, never skipped). A committed offset that retention
-has since removed resumes at the earliest offset still stored, with a warning on stderr.")]
+has since removed resumes at the earliest offset still stored, with a warning on stderr (with
+--json: {\"warning\":{\"code\",\"message\",...}}). Errors with --json: one object on stderr,
+{\"error\":{\"code\",\"message\",...}}.
+
+Examples:
+  fencelog consume orders --partition 0 --from 0
+  fencelog consume orders --partition 0 --group billing --count 10 --json")]
 pub struct ConsumeArgs {
     /// Topic name.
     pub topic: String,
@@ -101,7 +108,9 @@ pub struct ConsumeArgs {
 }
 
 #[derive(Serialize)]
-struct RecordJson {
+struct RecordJson<'a> {
+    topic: &'a str,
+    partition: u32,
     offset: u64,
     epoch: u64,
     timestamp: i64,
@@ -119,14 +128,16 @@ struct HeaderJson {
     value: Option<String>,
 }
 
-impl From<&Record> for RecordJson {
-    fn from(record: &Record) -> Self {
+impl<'a> RecordJson<'a> {
+    fn new(topic: &'a str, partition: u32, record: &Record) -> Self {
         let text = |bytes: &Option<bytes::Bytes>| {
             bytes
                 .as_ref()
                 .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
         };
         Self {
+            topic,
+            partition,
             offset: record.offset,
             epoch: record.epoch,
             timestamp: record.timestamp,
@@ -171,10 +182,18 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
     // The end of the log when we started; without --follow we stop there.
     let end = offsets.latest;
     if !args.follow && start > end {
-        return Err(CliError::new(format!(
-            "offset {start} is beyond the end of {}/{} (latest {end})",
-            args.topic, args.partition
-        ))
+        return Err(CliError::with_code(
+            "OFFSET_OUT_OF_RANGE",
+            format!(
+                "offset {start} is beyond the end of {}/{} (latest {end}): give --from {end} or lower, or --follow to wait for it",
+                args.topic, args.partition
+            ),
+        )
+        .detail("topic", &args.topic)
+        .detail("partition", args.partition)
+        .detail("offset", start)
+        .detail("earliest", offsets.earliest)
+        .detail("latest", end)
         .into());
     }
     let mut consumer = Consumer::new(client, args.topic.clone(), args.partition, start)
@@ -219,7 +238,7 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
             .min(usize::try_from(remaining).unwrap_or(usize::MAX));
         for record in &records[..shown] {
             if out.json() {
-                out.emit(&RecordJson::from(record), "")?;
+                out.emit(&RecordJson::new(&args.topic, args.partition, record), "")?;
             } else {
                 out.line(String::from_utf8_lossy(
                     record.value.as_deref().unwrap_or_default(),
@@ -316,19 +335,35 @@ impl Link {
 /// removed it, or the log lost records the group had read); the user is told on stderr.
 fn resume_at(committed: u64, offsets: &Offsets, args: &ConsumeArgs) -> u64 {
     let partition = format!("{}/{}", args.topic, args.partition);
+    let warning = |code: &str, message: String, resumed: u64| {
+        let warning = CliError::with_code(code, message)
+            .detail("topic", &args.topic)
+            .detail("partition", args.partition)
+            .detail("committed", committed)
+            .detail("offset", resumed);
+        error::warn(args.client.json, "warning", &warning);
+    };
     if committed < offsets.earliest {
-        eprintln!(
-            "warning: the committed offset {committed} of {partition} is no longer stored; \
-             resuming at the earliest offset {}",
-            offsets.earliest
+        warning(
+            "COMMITTED_OFFSET_NOT_STORED",
+            format!(
+                "the committed offset {committed} of {partition} is no longer stored; \
+                 resuming at the earliest offset {}",
+                offsets.earliest
+            ),
+            offsets.earliest,
         );
         return offsets.earliest;
     }
     if committed > offsets.latest {
-        eprintln!(
-            "warning: the committed offset {committed} of {partition} is past the end of the \
-             log ({}); resuming there",
-            offsets.latest
+        warning(
+            "COMMITTED_OFFSET_PAST_END",
+            format!(
+                "the committed offset {committed} of {partition} is past the end of the \
+                 log ({}); resuming there",
+                offsets.latest
+            ),
+            offsets.latest,
         );
         return offsets.latest;
     }

@@ -18,9 +18,15 @@ use crate::testing::TestServer;
 
 /// Arguments of `fencelog demo`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog demo                     # on an in-process server of its own
+  fencelog demo --ttl 2s
+  fencelog demo --addr 127.0.0.1:7171   # against a running server (leaves its demo-* topic)")]
 pub struct DemoArgs {
-    /// Run against this server instead of an in-process one on a temporary directory.
-    #[arg(long, env = "FENCELOG_ADDR")]
+    /// Run against this server instead of an in-process one on a temporary directory (it
+    /// creates a `demo-*` topic there and leaves it behind). FENCELOG_ADDR is not read: the
+    /// demo uses a server of its own unless this flag names one.
+    #[arg(long)]
     pub addr: Option<String>,
     /// The lease TTL holder A is granted (it pauses for 1.5 times this).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -51,7 +57,7 @@ fn batch(epoch: u64, value: &str) -> bytes::Bytes {
 }
 
 fn fail(error: impl std::fmt::Display) -> CliError {
-    CliError::new(error.to_string())
+    CliError::with_code(super::error::codes::DEMO_FAILED, error.to_string())
 }
 
 /// Runs the demo. Exit status 0 when the story ends as fencing promises, 1 otherwise.
@@ -69,7 +75,10 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
         super::address::check_host_port("--addr", addr, super::address::AddressKind::Native)?;
     }
     let (_server, addr) = match &args.addr {
-        Some(addr) => (None, addr.clone()),
+        Some(addr) => {
+            println!("running against the fencelog server at {addr} (--addr); what the demo writes stays there");
+            (None, addr.clone())
+        }
         None => {
             let server = TestServer::start().await.map_err(fail)?;
             let addr = server.addr().to_string();
@@ -82,7 +91,7 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
     };
     let client = match args.tls.client_tls()? {
         Some(_) if args.addr.is_none() => {
-            return Err(CliError::new(
+            return Err(CliError::invalid_argument(
                 "the --tls flags need --addr: the in-process server serves plain TCP",
             ))
         }
@@ -233,8 +242,11 @@ async fn story(args: DemoArgs) -> Result<(), CliError> {
         println!("\nOK: only A's writes from before the pause and B's writes are in the log; A's late write was fenced.");
         Ok(())
     } else {
-        Err(CliError::new(format!(
+        Err(CliError::with_code(
+            super::error::codes::DEMO_FAILED,
+            format!(
             "the story did not end as fencing promises: stale write {outcome}; log holds {values:?}"
-        )))
+        ),
+        ))
     }
 }

@@ -14,10 +14,24 @@ use crate::client::{format_lease_id, parse_lease_id};
 
 /// Arguments of `fencelog lease`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog lease acquire orders 0 --holder svc-a --ttl 10s
+  fencelog lease renew orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7
+  fencelog lease release orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
 pub struct LeaseArgs {
     /// What to do with the lease.
     #[command(subcommand)]
     pub command: LeaseCommand,
+}
+
+impl LeaseArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            LeaseCommand::Acquire(args) => args.client.json,
+            LeaseCommand::Renew(args) | LeaseCommand::Release(args) => args.client.json,
+        }
+    }
 }
 
 /// Lease subcommands.
@@ -25,22 +39,32 @@ pub struct LeaseArgs {
 pub enum LeaseCommand {
     /// Become the writer of a partition: get a new epoch and a lease id.
     ///
-    /// Prints `epoch E lease_id HEX ttl_ms T` (with --json: {"epoch", "lease_id", "ttl_ms"},
-    /// the lease id as a 32-digit lowercase hex string). Fails while another live lease exists.
-    /// The lease is not renewed automatically.
+    /// Prints `epoch E lease_id HEX ttl_ms T` (with --json: {"topic", "partition", "action":
+    /// "acquired", "holder", "epoch", "lease_id", "ttl_ms"}, the lease id as a 32-digit
+    /// lowercase hex string). Fails while another live lease exists (LEASE_HELD, naming the
+    /// holder). The lease is not renewed automatically.
     Acquire(AcquireArgs),
     /// Extend a live lease by its TTL.
+    #[command(after_help = "Examples:
+  fencelog lease renew orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
     ///
-    /// Prints `epoch E ttl_ms T` (with --json: {"epoch", "ttl_ms"}).
+    /// Prints `epoch E ttl_ms T` (with --json: {"topic", "partition", "action": "renewed",
+    /// "epoch", "ttl_ms"}).
     Renew(LeaseIdArgs),
     /// Give a lease up at once so another writer can acquire the partition.
+    #[command(after_help = "Examples:
+  fencelog lease release orders 0 --lease-id 2261bdf9e6a18ccd6e4487aaa85813e7")]
     ///
-    /// Prints `released TOPIC/PARTITION` (with --json: {"topic", "partition", "released": true}).
+    /// Prints `released TOPIC/PARTITION` (with --json: {"topic", "partition", "action":
+    /// "released", "released": true}).
     Release(LeaseIdArgs),
 }
 
 /// Arguments of `fencelog lease acquire`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog lease acquire orders 0 --holder svc-a --ttl 10s
+  EPOCH=$(fencelog lease acquire orders 0 --json | jq .epoch)")]
 pub struct AcquireArgs {
     /// Topic name.
     pub topic: String,
@@ -77,23 +101,34 @@ fn parse_id(text: &str) -> Result<u128, String> {
         .map_err(|_| "expected the 32 hex digits printed by `lease acquire`".to_owned())
 }
 
+/// What `lease acquire --json` prints: the fields issue 3 promised (`epoch`, `lease_id`,
+/// `ttl_ms`) and, as every command, the partition and the `action`.
 #[derive(Serialize)]
-struct AcquiredJson {
+struct AcquiredJson<'a> {
+    topic: &'a str,
+    partition: u32,
+    action: &'static str,
+    holder: &'a str,
     epoch: u64,
     lease_id: String,
     ttl_ms: u64,
 }
 
 #[derive(Serialize)]
-struct RenewedJson {
+struct RenewedJson<'a> {
+    topic: &'a str,
+    partition: u32,
+    action: &'static str,
     epoch: u64,
     ttl_ms: u64,
 }
 
+/// `released: true` is the older field, kept for scripts; `action` is every command's.
 #[derive(Serialize)]
 struct ReleasedJson<'a> {
     topic: &'a str,
     partition: u32,
+    action: &'static str,
     released: bool,
 }
 
@@ -112,6 +147,10 @@ async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
         .acquire_lease(&args.topic, args.partition, &args.holder, args.ttl)
         .await?;
     let json = AcquiredJson {
+        topic: &args.topic,
+        partition: args.partition,
+        action: "acquired",
+        holder: &args.holder,
         epoch: lease.epoch,
         lease_id: format_lease_id(lease.lease_id),
         ttl_ms: lease.ttl_ms,
@@ -135,6 +174,9 @@ async fn renew(args: LeaseIdArgs) -> Result<(), Failure> {
     let mut out = Output::new(args.client.json);
     out.emit(
         &RenewedJson {
+            topic: &args.topic,
+            partition: args.partition,
+            action: "renewed",
             epoch: renewed.epoch,
             ttl_ms: renewed.ttl_ms,
         },
@@ -153,6 +195,7 @@ async fn release(args: LeaseIdArgs) -> Result<(), Failure> {
         &ReleasedJson {
             topic: &args.topic,
             partition: args.partition,
+            action: "released",
             released: true,
         },
         format_args!("released {}/{}", args.topic, args.partition),

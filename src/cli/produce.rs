@@ -30,7 +30,7 @@ number) and answers them with their original offsets. It keeps trying for --deli
 
 Output: one line per record, in input order, once its batch is acknowledged:
   plain:   offset N
-  --json:  {\"offset\":N}
+  --json:  {\"topic\":T,\"partition\":P,\"offset\":N}
 If batches had to be resent, a summary goes to stderr at the end:
   plain:   resent N batches after M connection failures; every line was appended once
   --json:  {\"resends\":M,\"batches_resent\":N}
@@ -52,7 +52,15 @@ Every line ends in one of three outcomes, and the exit status says which:
      Read the partition before sending those lines again. Also when a line is known to be
      appended but its offset is not (`line N was appended, but its offset is no longer known`).
 In every case the lines before it were appended, with their offsets printed. After exit 1 or 3,
-rerun from the failed line to continue; after exit 4, from the first line not in the log.")]
+rerun from the failed line to continue; after exit 4, from the first line not in the log.
+With --json the error is one object on stderr, {\"error\":{\"code\",\"message\",\"line\":N,
+\"outcome\":\"not_written\"|\"written\"|\"unknown\", ...}} (a fenced one adds \"epoch\" and
+\"current_epoch\").
+
+Examples:
+  fencelog lease acquire orders 0 --holder me          # prints the epoch, say 1
+  printf 'order 1\\norder 2\\n' | fencelog produce orders --partition 0 --epoch 1
+  fencelog produce orders --partition 0 --epoch 1 --json < lines.txt")]
 pub struct ProduceArgs {
     /// Topic name.
     pub topic: String,
@@ -93,7 +101,9 @@ pub struct ProduceArgs {
 }
 
 #[derive(Serialize)]
-struct OffsetJson {
+struct OffsetJson<'a> {
+    topic: &'a str,
+    partition: u32,
     offset: u64,
 }
 
@@ -137,6 +147,7 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
         .batch_records
         .saturating_mul(args.max_in_flight.max(1) + 2)
         .clamp(64, 1 << 20);
+    let topic = args.topic.clone();
     let mut builder = Producer::builder(client, args.topic, args.partition);
     if let Some(acks) = args.acks {
         builder = builder.acks(acks);
@@ -169,7 +180,7 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
                     lines_read += 1;
                     pending.push_back(producer.send(key.clone(), value));
                 }
-                Some(Err(error)) => break Err(CliError::new(format!("read stdin after line {lines_read}: {error}"))),
+                Some(Err(error)) => break Err(CliError::io(format!("read stdin after line {lines_read}: {error}")).detail("line", lines_read + 1).detail("outcome", "not_written")),
                 None => input_open = false,
             },
             Some(acked) = pending.next(), if !pending.is_empty() => {
@@ -178,7 +189,8 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
                     Err(failed) => break Err(line_failed(line_answered, failed.error)),
                 };
                 line_answered += 1;
-                out.emit(&OffsetJson { offset }, format_args!("offset {offset}"))?;
+                let json = OffsetJson { topic: &topic, partition: args.partition, offset };
+                out.emit(&json, format_args!("offset {offset}"))?;
                 if pending.is_empty() {
                     out.flush()?;
                 }
@@ -198,7 +210,14 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
 pub(crate) fn line_failed(line: u64, error: ClientError) -> CliError {
     let outcome = error.outcome();
     let fenced = error.is_fenced();
-    let mut failure = common::client_error(error);
+    let mut failure = common::client_error(error).detail("line", line).detail(
+        "outcome",
+        match outcome {
+            Outcome::NotWritten => "not_written",
+            Outcome::Written => "written",
+            Outcome::Unknown => "unknown",
+        },
+    );
     match outcome {
         // The fenced message is a contract scripts match on (`error: fenced: epoch A < current B`).
         Outcome::NotWritten if fenced => {}

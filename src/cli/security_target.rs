@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::error::{self, codes};
 use super::serve::DEFAULT_DATA_DIR;
 use super::CliError;
 use crate::auth::acl::{self, AclEntry, TopicPattern};
@@ -26,7 +27,7 @@ macro_rules! on_cluster {
             #[cfg(feature = "etcd")]
             return $target.on_etcd(|$store| async move { $body });
             #[cfg(not(feature = "etcd"))]
-            return Err(CliError::new(
+            return Err(CliError::invalid_argument(
                 "--etcd: this build has no etcd client (built without the `etcd` feature)",
             ));
         }
@@ -47,9 +48,27 @@ pub struct SecurityTarget {
     /// The cluster's name in etcd (with --etcd).
     #[arg(long, value_name = "NAME", env = "FENCELOG_CLUSTER", default_value = DEFAULT_CLUSTER_NAME)]
     pub cluster_name: String,
+    /// Whether notes on stderr are JSON (the command's `--json`), set by the command.
+    #[arg(skip)]
+    pub json: bool,
 }
 
+/// Files only a fencelog data directory holds: the server's lock, and the users' and ACLs'
+/// files and lock. A directory with none of them (and not empty) is someone else's.
+const DATA_DIRECTORY_MARKERS: [&str; 4] = [
+    crate::broker::LOCK_FILE,
+    crate::auth::files::USERS_FILE,
+    crate::auth::files::ACLS_FILE,
+    crate::auth::files::SECURITY_LOCK_FILE,
+];
+
 impl SecurityTarget {
+    /// The same target, its notes printed as JSON when `json`.
+    pub fn with_json(mut self, json: bool) -> Self {
+        self.json = json;
+        self
+    }
+
     fn on_cluster(&self) -> bool {
         !self.etcd.is_empty()
     }
@@ -87,6 +106,7 @@ impl SecurityTarget {
             .users
             .into_keys()
             .collect()));
+        self.check_existing_data_dir()?;
         users::list_users(&self.data_dir).map_err(failed)
     }
 
@@ -119,6 +139,7 @@ impl SecurityTarget {
     /// Every grant.
     pub fn list_acls(&self) -> Result<Vec<AclEntry>, CliError> {
         on_cluster!(self, |store| Ok(store.acls().await?.acls));
+        self.check_existing_data_dir()?;
         acl::list_acls(&self.data_dir).map_err(failed)
     }
 
@@ -126,16 +147,38 @@ impl SecurityTarget {
     /// that is how a new setup starts (README's "Locking it down" adds users before the first
     /// `serve`), so it is allowed, but a mistyped `--data-dir` would otherwise go unnoticed
     /// (the server never sees the users), hence the note on stderr naming what was created.
+    /// An existing directory must be a fencelog data directory (or empty): writing users into
+    /// some other directory is refused.
     fn in_data_dir<T>(
         &self,
         change: impl FnOnce(&Path) -> Result<T, crate::auth::SecurityFileError>,
     ) -> Result<T, CliError> {
         let existed = self.data_dir.exists();
+        if existed {
+            check_data_directory(&self.data_dir)?;
+        }
         let result = change(&self.data_dir).map_err(failed)?;
         if !existed && self.data_dir.is_dir() {
-            eprintln!("{}", created_note(&self.data_dir));
+            let note = CliError::with_code("DATA_DIRECTORY_CREATED", created_note(&self.data_dir))
+                .detail("data_dir", self.data_dir.display().to_string());
+            error::warn(self.json, "note", &note);
         }
         Ok(result)
+    }
+
+    /// A listing reads a directory that must exist and be a data directory: listing a mistyped
+    /// one would print nothing and look like "no users".
+    fn check_existing_data_dir(&self) -> Result<(), CliError> {
+        if !self.data_dir.exists() {
+            return Err(not_a_data_directory(
+                &self.data_dir,
+                format!(
+                    "{} does not exist: give the --data-dir your server uses",
+                    self.data_dir.display()
+                ),
+            ));
+        }
+        check_data_directory(&self.data_dir)
     }
 
     /// Runs `operation` on the cluster's store in etcd, on a runtime of its own.
@@ -154,28 +197,70 @@ impl SecurityTarget {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|error| CliError::new(format!("start runtime: {error}")))?;
+            .map_err(|error| CliError::io(format!("start runtime: {error}")))?;
         runtime.block_on(async {
             let config =
                 EtcdConfig::new(self.etcd.clone()).with_cluster_name(self.cluster_name.clone());
-            let store = EtcdMetaStore::connect(config)
-                .await
-                .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
+            let store = EtcdMetaStore::connect(config).await.map_err(|error| {
+                CliError::with_code(codes::SECURITY_STORE_ERROR, format!("--etcd: {error}"))
+            })?;
             operation(EtcdSecurityStore::new(store))
                 .await
-                .map_err(|error| CliError::new(error.to_string()))
+                .map_err(|error| {
+                    CliError::with_code(codes::SECURITY_STORE_ERROR, error.to_string())
+                })
         })
     }
+}
+
+/// Refuses an existing `data_dir` that is neither empty nor a fencelog data directory.
+fn check_data_directory(data_dir: &Path) -> Result<(), CliError> {
+    let mut entries = match std::fs::read_dir(data_dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            return Err(not_a_data_directory(
+                data_dir,
+                format!(
+                    "{}: {error}: give the --data-dir your server uses",
+                    data_dir.display()
+                ),
+            ))
+        }
+    };
+    let empty = entries.next().is_none();
+    if empty
+        || DATA_DIRECTORY_MARKERS
+            .iter()
+            .any(|marker| data_dir.join(marker).exists())
+    {
+        return Ok(());
+    }
+    Err(not_a_data_directory(
+        data_dir,
+        format!(
+            "{} is not a fencelog data directory (it has none of {}): give the --data-dir your server uses, or a new directory to start one",
+            data_dir.display(),
+            DATA_DIRECTORY_MARKERS.join(", ")
+        ),
+    ))
+}
+
+fn not_a_data_directory(data_dir: &Path, message: String) -> CliError {
+    CliError::with_code(codes::NOT_A_DATA_DIRECTORY, message)
+        .detail("data_dir", data_dir.display().to_string())
 }
 
 /// The note `user`/`acl` print when a change created the data directory.
 fn created_note(data_dir: &Path) -> String {
     format!(
-        "note: created data directory {dir} (it did not exist); if that is a typo, remove it and give the --data-dir your server uses (`fencelog serve --data-dir {dir}` serves these users and ACLs)",
+        "created data directory {dir} (it did not exist); if that is a typo, remove it and give the --data-dir your server uses (`fencelog serve --data-dir {dir}` serves these users and ACLs)",
         dir = data_dir.display()
     )
 }
 
 fn failed(error: crate::auth::SecurityFileError) -> CliError {
-    CliError::new(error.to_string())
+    match error {
+        crate::auth::SecurityFileError::Refused(reason) => CliError::invalid_argument(reason),
+        other => CliError::with_code(codes::SECURITY_STORE_ERROR, other.to_string()),
+    }
 }

@@ -19,6 +19,12 @@ pub const DEFAULT_DATA_DIR: &str = "fencelog-data";
 
 /// Arguments of `fencelog serve`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog serve                                  # data in ./fencelog-data, on 127.0.0.1:7171
+  fencelog serve --data-dir /var/lib/fencelog --listen 0.0.0.0:7171 --advertise HOST:7171
+  fencelog serve --kafka-listen 127.0.0.1:9092 --metrics-listen 127.0.0.1:9464
+  fencelog serve --auth --super-user admin --data-dir /var/lib/fencelog
+  fencelog serve --node-id 1 --etcd http://127.0.0.1:2379 --listen 127.0.0.1:7001 --data-dir node1")]
 pub struct ServeArgs {
     /// Directory holding topics, segments and epoch checkpoints.
     #[arg(long, env = "FENCELOG_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
@@ -178,6 +184,12 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         let security = if args.auth && !in_cluster {
             let security = crate::auth::Security::open(&args.data_dir, args.super_users.clone())
                 .map_err(|error| CliError::new(format!("--auth: {error}")))?;
+            let users = crate::auth::users::list_users(&args.data_dir)
+                .map_err(|error| CliError::new(format!("--auth: {error}")))?;
+            warn_if_no_users(
+                users.is_empty(),
+                &format!("--data-dir {}", args.data_dir.display()),
+            );
             Some(Arc::new(security))
         } else {
             None
@@ -229,6 +241,17 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             .await
             .map_err(|error| CliError::new(format!("server: {error}")))
     })
+}
+
+/// With `--auth` and no user yet, every client is refused: say so at start, with the command
+/// that adds one (`store` is the `--data-dir DIR` or `--etcd URL` the users live in). Users
+/// added while the server runs are picked up, hence a warning, not an error.
+fn warn_if_no_users(no_users: bool, store: &str) {
+    if no_users {
+        tracing::warn!(
+            "--auth is on and there are no users yet, so every client will be refused: add one with `FENCELOG_PASSWORD=... fencelog user add NAME {store}` (the server picks it up while it runs) and grant it topics with `fencelog acl add`, or give it --super-user NAME"
+        );
+    }
 }
 
 /// Checks the shape of every address flag, before anything is bound or created.
@@ -384,6 +407,10 @@ async fn cluster_security(
         .load_and_follow()
         .await
         .map_err(|error| CliError::new(format!("--auth: the cluster's users and ACLs: {error}")))?;
+    warn_if_no_users(
+        live.users().users.is_empty(),
+        &format!("--etcd {}", args.etcd.join(",")),
+    );
     let mut security = Security::live(live, SecurityStore::Etcd, args.super_users.clone())
         .with_acl_store(std::sync::Arc::new(etcd));
     if let Some(broker_user) = &args.broker_user {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::error::codes;
 use super::CliError;
 use crate::client::{ClientBuilder, TlsClientConfig};
 use crate::server::ServerTls;
@@ -54,12 +55,13 @@ impl ServeTlsArgs {
             return Ok(None);
         };
         let Some(ca) = self.peer_tls_ca.as_ref().or(self.tls_client_ca.as_ref()) else {
-            return Err(CliError::new(
+            return Err(CliError::invalid_argument(
                 "--tls-cert on a cluster needs --peer-tls-ca FILE (or --tls-client-ca FILE): the CA a follower checks its leader's certificate against",
             ));
         };
-        let fail =
-            |error: crate::tls::TlsConfigError| CliError::new(format!("inter-broker TLS: {error}"));
+        let fail = |error: crate::tls::TlsConfigError| {
+            CliError::with_code(codes::TLS_ERROR, format!("inter-broker TLS: {error}"))
+        };
         TlsClientConfig::ca_file(ca)
             .and_then(|tls| tls.with_client_certificate(certificate, private_key))
             .map(Some)
@@ -74,7 +76,7 @@ impl ServeTlsArgs {
         };
         ServerTls::from_pem_files(certificate, private_key, self.tls_client_ca.as_deref())
             .map(Some)
-            .map_err(|error| CliError::new(format!("TLS: {error}")))
+            .map_err(|error| CliError::with_code(codes::TLS_ERROR, format!("TLS: {error}")))
     }
 }
 
@@ -123,7 +125,9 @@ impl ClientTlsArgs {
         if !self.enabled() {
             return Ok(None);
         }
-        let fail = |error: crate::tls::TlsConfigError| CliError::new(format!("TLS: {error}"));
+        let fail = |error: crate::tls::TlsConfigError| {
+            CliError::with_code(codes::TLS_ERROR, format!("TLS: {error}"))
+        };
         let mut tls = match &self.tls_ca {
             Some(ca) => TlsClientConfig::ca_file(ca),
             None => TlsClientConfig::system_roots(),

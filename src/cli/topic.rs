@@ -16,10 +16,33 @@ use crate::protocol::{
 
 /// Arguments of `fencelog topic`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic create orders --partitions 3
+  fencelog topic list
+  fencelog topic describe orders
+  fencelog topic alter orders --retention 7d
+  fencelog topic add-partitions orders --count 6
+  fencelog topic delete orders
+  fencelog topic delete-records orders --partition 0 --before 100")]
 pub struct TopicArgs {
     /// What to do with topics.
     #[command(subcommand)]
     pub command: TopicCommand,
+}
+
+impl TopicArgs {
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            TopicCommand::Create(args) => args.client.json,
+            TopicCommand::Delete(args) => args.client.json,
+            TopicCommand::DeleteRecords(args) => args.client.json,
+            TopicCommand::List(args) => args.client.json,
+            TopicCommand::Describe(args) => args.client.json,
+            TopicCommand::Alter(args) => args.client.json,
+            TopicCommand::AddPartitions(args) => args.client.json,
+        }
+    }
 }
 
 /// Topic subcommands.
@@ -32,20 +55,23 @@ pub enum TopicCommand {
     /// Delete a topic with its data, leases and every group's committed offsets for it.
     ///
     /// Exit status 0 when deleted (or, with --if-exists, when there was no such topic), 1
-    /// otherwise. With --json: {"name", "deleted"} (deleted false: it did not exist).
+    /// otherwise. With --json: {"topic", "name", "action": "deleted" or "none", "deleted"}
+    /// (deleted false, action none: it did not exist).
     Delete(DeleteArgs),
     /// Delete a partition's records before an offset (Kafka's DeleteRecords): its log start
     /// (low watermark) moves up to the offset, durably; consumers can no longer read below it.
     ///
     /// Prints the partition's low watermark after the request (the log start never moves back,
     /// so an offset below it leaves it where it is). Exit status 1 when the offset is past the
-    /// high watermark or there is no such partition. With --json: {"name", "partition",
-    /// "low_watermark"}.
+    /// high watermark or there is no such partition. With --json: {"topic", "name",
+    /// "action": "records_deleted", "partition", "low_watermark"}.
     DeleteRecords(DeleteRecordsArgs),
     /// List every topic with its partitions, flush policy, segment size and retention.
     ///
-    /// With --json: one object per topic, {"name", "partitions", "flush", "segment_bytes",
-    /// "retention_bytes", "retention_ms"} (null retention = unlimited).
+    /// With --json: one object per topic, {"topic", "name", "partitions", "flush",
+    /// "segment_bytes", "retention_bytes", "retention_ms"} (null retention = unlimited;
+    /// `name` is the older spelling of `topic`). Commands that change a topic print the same
+    /// object with "action": "created", "altered" or "partitions_added".
     List(ListArgs),
     /// Show one topic's settings under the names Kafka tools use (the Kafka listener's
     /// DescribeConfigs reports the same): `retention.ms`, `retention.bytes`, `segment.bytes`,
@@ -70,6 +96,8 @@ pub enum TopicCommand {
 
 /// Arguments of `fencelog topic add-partitions`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic add-partitions orders --count 6 --json")]
 pub struct AddPartitionsArgs {
     /// Name of the topic to grow.
     pub name: String,
@@ -83,6 +111,9 @@ pub struct AddPartitionsArgs {
 
 /// Arguments of `fencelog topic alter`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic alter orders --retention 12h --retention-bytes 1000000000
+  fencelog topic alter orders --retention 0    # unlimited")]
 #[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
     .args(["retention", "retention_bytes", "segment_bytes"])))]
 pub struct AlterArgs {
@@ -119,6 +150,9 @@ fn config_change(args: &AlterArgs) -> TopicConfigChange {
 
 /// Arguments of `fencelog topic describe`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic describe orders
+  fencelog topic describe orders --json --addr 10.0.0.5:7171")]
 pub struct DescribeArgs {
     /// Name of the topic to describe.
     pub name: String,
@@ -129,6 +163,10 @@ pub struct DescribeArgs {
 
 /// Arguments of `fencelog topic create`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic create orders --partitions 3
+  fencelog topic create events --flush interval:250ms --retention 7d --retention-bytes 1000000000
+  fencelog topic create orders --partitions 3 --replication-factor 3 --addr A:7171,B:7171,C:7171")]
 pub struct CreateArgs {
     /// Topic name: 1 to 200 ASCII letters, digits, `.`, `_` and `-`.
     pub name: String,
@@ -166,6 +204,9 @@ pub struct CreateArgs {
 
 /// Arguments of `fencelog topic delete`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic delete orders
+  fencelog topic delete orders --if-exists --json")]
 pub struct DeleteArgs {
     /// Name of the topic to delete.
     pub name: String,
@@ -177,15 +218,21 @@ pub struct DeleteArgs {
     pub client: ClientArgs,
 }
 
-/// What `topic delete --json` prints.
+/// What `topic delete --json` prints: `name` and `deleted` as they always were, `topic` and
+/// `action` (`deleted`, or `none` when --if-exists found nothing) as every command has them.
 #[derive(Debug, Serialize)]
 struct DeletedJson<'a> {
+    topic: &'a str,
     name: &'a str,
+    action: &'static str,
     deleted: bool,
 }
 
 /// Arguments of `fencelog topic list`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic list
+  fencelog topic list --json --addr 10.0.0.5:7171")]
 pub struct ListArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -221,10 +268,14 @@ fn topic_config(args: &CreateArgs) -> TopicConfig {
     }
 }
 
-/// A topic as printed with `--json`.
+/// A topic as printed with `--json`: `topic` (and `name`, its older spelling, kept for
+/// scripts), the configuration, and for a command that changed it the `action`.
 #[derive(Debug, Serialize)]
 struct TopicJson<'a> {
+    topic: &'a str,
     name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'static str>,
     partitions: u32,
     flush: String,
     segment_bytes: u64,
@@ -235,13 +286,21 @@ struct TopicJson<'a> {
 impl<'a> TopicJson<'a> {
     fn new(name: &'a str, partitions: u32, config: &TopicConfig) -> Self {
         Self {
+            topic: name,
             name,
+            action: None,
             partitions,
             flush: config.flush.to_string(),
             segment_bytes: config.segment_bytes,
             retention_bytes: config.retention_bytes,
             retention_ms: config.retention_ms,
         }
+    }
+
+    /// The same object, saying what the command did.
+    fn action(mut self, action: &'static str) -> Self {
+        self.action = Some(action);
+        self
     }
 }
 
@@ -293,7 +352,8 @@ async fn alter(args: AlterArgs) -> Result<(), Failure> {
     let partitions = topics.first().map_or(0, |topic| topic.partitions);
     let mut out = Output::new(args.client.json);
     if out.json() {
-        out.emit(&TopicJson::new(&args.name, partitions, &config), "")?;
+        let json = TopicJson::new(&args.name, partitions, &config).action("altered");
+        out.emit(&json, "")?;
         return out.flush();
     }
     out.line(format!("altered topic {}", args.name))?;
@@ -312,7 +372,8 @@ async fn add_partitions(args: AddPartitionsArgs) -> Result<(), Failure> {
         .map_or_else(TopicConfig::default, |topic| topic.config);
     let mut out = Output::new(args.client.json);
     if out.json() {
-        out.emit(&TopicJson::new(&args.name, partitions, &config), "")?;
+        let json = TopicJson::new(&args.name, partitions, &config).action("partitions_added");
+        out.emit(&json, "")?;
         return out.flush();
     }
     out.line(format!(
@@ -359,7 +420,9 @@ async fn delete(args: DeleteArgs) -> Result<(), Failure> {
     };
     let mut out = Output::new(args.client.json);
     let json = DeletedJson {
+        topic: &args.name,
         name: &args.name,
+        action: if deleted { "deleted" } else { "none" },
         deleted,
     };
     if deleted {
@@ -395,7 +458,7 @@ async fn create(args: CreateArgs) -> Result<(), Failure> {
     }
     let mut out = Output::new(args.client.json);
     out.emit(
-        &TopicJson::new(&args.name, args.partitions, &config),
+        &TopicJson::new(&args.name, args.partitions, &config).action("created"),
         format_args!(
             "created topic {} with {} partition{} (flush {}, segment_bytes {}, retention_bytes {}, retention {})",
             args.name,
@@ -514,6 +577,9 @@ mod tests {
 
 /// Arguments of `fencelog topic delete-records`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fencelog topic delete-records orders --partition 0 --before 100
+  fencelog topic delete-records orders --partition 0 --before high-watermark")]
 pub struct DeleteRecordsArgs {
     /// Name of the topic.
     pub name: String,
@@ -539,10 +605,12 @@ fn parse_before(text: &str) -> Result<u64, String> {
     }
 }
 
-/// What `topic delete-records --json` prints.
+/// What `topic delete-records --json` prints (`name`, the older spelling of `topic`, kept).
 #[derive(Debug, Serialize)]
 struct DeletedRecordsJson<'a> {
+    topic: &'a str,
     name: &'a str,
+    action: &'static str,
     partition: u32,
     low_watermark: u64,
 }
@@ -554,7 +622,9 @@ async fn delete_records(args: DeleteRecordsArgs) -> Result<(), Failure> {
         .await?;
     let mut out = Output::new(args.client.json);
     let json = DeletedRecordsJson {
+        topic: &args.name,
         name: &args.name,
+        action: "records_deleted",
         partition: args.partition,
         low_watermark,
     };

@@ -45,10 +45,16 @@ pub enum ClientError {
         current: u64,
     },
     /// The lease expired, was released or superseded, or the lease id is not the live lease's.
-    #[error("lease lost: the partition is at epoch {current_epoch}; acquire a new lease")]
+    #[error("{}", lease_lost_message(*current_epoch, holder, *expires_in))]
     LeaseLost {
         /// The partition's current epoch as reported by the server.
         current_epoch: u64,
+        /// Who holds the partition's live lease, whose id is not the one given (mistyped, or
+        /// superseded); empty when no lease is live, or from a server that does not say.
+        holder: String,
+        /// Time until that live lease expires unless renewed, as of the answer (zero when
+        /// `holder` is empty).
+        expires_in: Duration,
     },
     /// Someone holds a live lease on the partition; retry after `expires_in`.
     #[error("lease held: {message}")]
@@ -190,9 +196,20 @@ impl ClientError {
                 epoch: error.epoch,
                 current: error.current_epoch,
             },
-            ErrorCode::LeaseLost => ClientError::LeaseLost {
-                current_epoch: error.current_epoch,
-            },
+            ErrorCode::LeaseLost => {
+                let (holder, expires_in) = match error.details {
+                    Some(ErrorDetails::LeaseLost {
+                        holder,
+                        expires_in_ms,
+                    }) => (holder, Duration::from_millis(expires_in_ms)),
+                    _ => (String::new(), Duration::ZERO),
+                };
+                ClientError::LeaseLost {
+                    current_epoch: error.current_epoch,
+                    holder,
+                    expires_in,
+                }
+            }
             ErrorCode::LeaseHeld => {
                 let (holder, expires_in) = match error.details {
                     Some(ErrorDetails::LeaseHeld {
@@ -335,6 +352,20 @@ impl ClientError {
             other => other.code().is_some_and(ErrorCode::is_retriable),
         }
     }
+}
+
+/// [`ClientError::LeaseLost`]'s message: where the partition is, and while another lease is
+/// live, that the lease id given is not that lease's, and whose lease it is.
+fn lease_lost_message(current_epoch: u64, holder: &str, expires_in: Duration) -> String {
+    if holder.is_empty() {
+        return format!(
+            "lease lost: the partition is at epoch {current_epoch}; acquire a new lease"
+        );
+    }
+    format!(
+        "lease lost: the lease id does not match the live lease, which {holder:?} holds at epoch {current_epoch} for another {} ms (the id is mistyped, or a newer lease superseded yours); acquire a new lease once it ends",
+        expires_in.as_millis()
+    )
 }
 
 impl From<std::io::Error> for ClientError {

@@ -102,10 +102,12 @@ fn with_partition_epoch(error: LeaseError, log: &Partition) -> AuthorityError {
             topic,
             partition,
             current_epoch,
+            live,
         } => AuthorityError::Refused(LeaseError::Lost {
             topic,
             partition,
             current_epoch: current_epoch.max(log.current_epoch()),
+            live,
         }),
         other => AuthorityError::Refused(other),
     }
@@ -162,6 +164,7 @@ impl LeaseAuthority for LocalLeaseAuthority {
                     topic: target.topic.clone(),
                     partition: target.partition,
                     current_epoch: installed,
+                    live: None,
                 }))
             }
             other => other,

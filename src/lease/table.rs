@@ -181,9 +181,10 @@ pub enum LeaseError {
         /// Epoch of the current lease.
         current_epoch: u64,
     },
-    /// The caller's lease is gone (expired, released, or superseded). The
-    /// holder must stop writing and re-acquire, which yields a new epoch.
-    #[error("lease lost: partition {topic}/{partition} is now at epoch {current_epoch}")]
+    /// The caller's lease is gone (expired, released, or superseded), or its
+    /// id was never the live lease's. The holder must stop writing and
+    /// re-acquire, which yields a new epoch.
+    #[error("{}", lost_message(topic, *partition, *current_epoch, live.as_ref()))]
     Lost {
         /// Topic of the partition.
         topic: String,
@@ -192,6 +193,11 @@ pub enum LeaseError {
         /// Last epoch this table granted for the partition (0 if none), which
         /// is the epoch the writer enforces.
         current_epoch: u64,
+        /// The partition's live lease, when there is one (the id given is not
+        /// its id: mistyped, or the caller's lease was superseded): who holds
+        /// it and for how long, so the caller is not told "lost" about a
+        /// lease that looks live to it without being told whose lease it is.
+        live: Option<LeaseInfo>,
     },
     /// The requested TTL is outside the configured bounds.
     #[error("lease ttl {ttl_ms} ms is outside the allowed range [{min}, {max}] ms")]
@@ -489,7 +495,8 @@ impl LeaseTable {
                     ttl_ms: lease.ttl_ms,
                 })
             }
-            _ => Err(lost(topic, partition, last_epoch)),
+            Some(lease) => Err(not_the_live_lease(topic, partition, lease, last_epoch, now)),
+            None => Err(lost(topic, partition, last_epoch)),
         }
     }
 
@@ -531,7 +538,8 @@ impl LeaseTable {
                 slot.lease = None;
                 Ok(())
             }
-            _ => Err(lost(topic, partition, last_epoch)),
+            Some(lease) => Err(not_the_live_lease(topic, partition, lease, last_epoch, now)),
+            None => Err(lost(topic, partition, last_epoch)),
         }
     }
 
@@ -609,6 +617,44 @@ fn lost(topic: &str, partition: u32, current_epoch: u64) -> LeaseError {
         topic: topic.to_owned(),
         partition,
         current_epoch,
+        live: None,
+    }
+}
+
+/// A renew or release whose id is not the id of the partition's live lease `lease`.
+fn not_the_live_lease(
+    topic: &str,
+    partition: u32,
+    lease: &Lease,
+    last_epoch: u64,
+    now: Instant,
+) -> LeaseError {
+    LeaseError::Lost {
+        topic: topic.to_owned(),
+        partition,
+        current_epoch: last_epoch,
+        live: Some(LeaseInfo {
+            holder: lease.holder.clone(),
+            epoch: lease.epoch,
+            expires_in_ms: millis_until(lease.expires_at, now),
+        }),
+    }
+}
+
+/// The message of [`LeaseError::Lost`]: where the partition is, and, while
+/// another lease is live, that the id given is not that lease's and whose it is.
+fn lost_message(
+    topic: &str,
+    partition: u32,
+    current_epoch: u64,
+    live: Option<&LeaseInfo>,
+) -> String {
+    match live {
+        None => format!("lease lost: partition {topic}/{partition} is now at epoch {current_epoch}"),
+        Some(live) => format!(
+            "lease lost: the lease id is not the id of the live lease on {topic}/{partition}, which {:?} holds at epoch {} for another {} ms (the id is mistyped, or a newer lease superseded yours): acquire a new lease once it ends",
+            live.holder, live.epoch, live.expires_in_ms
+        ),
     }
 }
 

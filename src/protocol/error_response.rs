@@ -54,6 +54,16 @@ pub enum ErrorDetails {
         /// Milliseconds until that lease expires unless it is renewed.
         expires_in_ms: u64,
     },
+    /// For `LEASE_LOST` from RenewLease or ReleaseLease while the partition has a live lease
+    /// whose id is not the one given (mistyped, or the caller's lease was superseded):
+    /// `holder string16, expires_in_ms u64`, the live lease's, as for `LEASE_HELD`. Absent when
+    /// no lease is live.
+    LeaseLost {
+        /// Who holds the live lease.
+        holder: String,
+        /// Milliseconds until that lease expires unless it is renewed.
+        expires_in_ms: u64,
+    },
     /// For `OFFSET_OUT_OF_RANGE`: `offset u64, earliest u64, latest u64`.
     OffsetOutOfRange {
         /// The offset asked for.
@@ -81,6 +91,7 @@ impl ErrorDetails {
     pub fn code(&self) -> ErrorCode {
         match self {
             ErrorDetails::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            ErrorDetails::LeaseLost { .. } => ErrorCode::LeaseLost,
             ErrorDetails::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             ErrorDetails::NotLeader { .. } => ErrorCode::NotLeader,
         }
@@ -88,7 +99,7 @@ impl ErrorDetails {
 
     fn encoded_len(&self) -> usize {
         match self {
-            ErrorDetails::LeaseHeld { holder, .. } => {
+            ErrorDetails::LeaseHeld { holder, .. } | ErrorDetails::LeaseLost { holder, .. } => {
                 str16_len(truncate_to_char_boundary(holder, usize::from(u16::MAX))) + 8
             }
             ErrorDetails::OffsetOutOfRange { .. } => 8 + 8 + 8,
@@ -101,6 +112,10 @@ impl ErrorDetails {
     fn encode(&self, dst: &mut BytesMut) -> Result<(), ProtocolError> {
         match self {
             ErrorDetails::LeaseHeld {
+                holder,
+                expires_in_ms,
+            }
+            | ErrorDetails::LeaseLost {
                 holder,
                 expires_in_ms,
             } => {
@@ -145,6 +160,10 @@ impl ErrorDetails {
         }
         let details = match code {
             ErrorCode::LeaseHeld => ErrorDetails::LeaseHeld {
+                holder: r.string16("holder")?,
+                expires_in_ms: r.u64("expires_in_ms")?,
+            },
+            ErrorCode::LeaseLost => ErrorDetails::LeaseLost {
                 holder: r.string16("holder")?,
                 expires_in_ms: r.u64("expires_in_ms")?,
             },
@@ -208,6 +227,22 @@ impl ErrorResponse {
                 expires_in_ms,
             }),
             ..ErrorResponse::with_epochs(ErrorCode::LeaseHeld, message, 0, current_epoch)
+        }
+    }
+
+    /// `LEASE_LOST` from RenewLease or ReleaseLease: the partition is at `current_epoch`, and
+    /// `live` (holder, milliseconds left) is its live lease, whose id is not the one given.
+    pub fn lease_lost(
+        message: impl Into<String>,
+        current_epoch: u64,
+        live: Option<(String, u64)>,
+    ) -> ErrorResponse {
+        ErrorResponse {
+            details: live.map(|(holder, expires_in_ms)| ErrorDetails::LeaseLost {
+                holder,
+                expires_in_ms,
+            }),
+            ..ErrorResponse::with_epochs(ErrorCode::LeaseLost, message, 0, current_epoch)
         }
     }
 
@@ -445,6 +480,32 @@ impl std::error::Error for RequestDecodeError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// LEASE_LOST carries the live lease's holder and time left when one is live, and nothing
+    /// after `current_epoch` when none is: both read back as they were written.
+    #[test]
+    fn lease_lost_details_round_trip_and_are_absent_without_a_live_lease() {
+        for live in [Some(("writer-2".to_owned(), 9_500)), None] {
+            let error = ErrorResponse::lease_lost("lease lost", 5, live.clone());
+            let mut body = BytesMut::new();
+            error.encode_body(&mut body).unwrap();
+            assert_eq!(body.len(), error.body_len());
+            let decoded = ErrorResponse::decode_body(
+                ErrorCode::LeaseLost.as_u16(),
+                super::super::wire::Reader::new(body.freeze()),
+            )
+            .unwrap_or_else(|_| panic!("decode {live:?}"));
+            assert_eq!(decoded, error);
+            assert_eq!(decoded.current_epoch, 5);
+            assert_eq!(
+                decoded.details,
+                live.map(|(holder, expires_in_ms)| ErrorDetails::LeaseLost {
+                    holder,
+                    expires_in_ms
+                })
+            );
+        }
+    }
 
     #[test]
     fn messages_are_cut_at_character_boundaries() {

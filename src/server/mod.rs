@@ -247,7 +247,7 @@ async fn serve(
     }
     let config = Arc::new(config);
     let local: SocketAddr = listener.local_addr()?;
-    info!(addr = %local, data_dir = %service.broker().data_dir().display(), tls = config.tls.is_some(), "fencelog listening");
+    info!(addr = %local, data_dir = %service.broker().data_dir().display(), tls = config.tls.is_some(), auth = config.security.is_some(), "fencelog listening");
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();

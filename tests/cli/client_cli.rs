@@ -349,8 +349,16 @@ fn lease_acquire_renew_release() {
         ],
         "",
     );
+    // With --json the error is one JSON object on stderr (docs/cli.md), nothing on stdout.
     assert_eq!(twice.code(), 1);
-    assert!(twice.error_line().contains("lease lost"), "{twice:?}");
+    let error: Value = serde_json::from_str(twice.stderr.trim_end()).expect("one JSON error");
+    assert_eq!(error["error"]["code"], "LEASE_LOST", "{twice:?}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("lease lost")),
+        "{twice:?}"
+    );
     assert!(twice.stdout.is_empty());
 }
 
@@ -385,7 +393,11 @@ fn produce_prints_offsets_and_consume_returns_the_records() {
             "delta\r\nepsilon",
         )
         .ok();
-    assert_eq!(produced.stdout, "{\"offset\":3}\n{\"offset\":4}\n");
+    assert_eq!(
+        produced.stdout,
+        "{\"topic\":\"orders\",\"partition\":0,\"offset\":3}\n\
+         {\"topic\":\"orders\",\"partition\":0,\"offset\":4}\n"
+    );
     // Nothing on stdin: nothing to do.
     let empty = h
         .run(
@@ -426,7 +438,12 @@ fn produce_prints_offsets_and_consume_returns_the_records() {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys.len(), 5, "{record}");
+        // offset, epoch, timestamp, key, value, and topic/partition (docs/cli.md's scheme).
+        assert_eq!(keys.len(), 7, "{record}");
+        assert_eq!(
+            (&record["topic"], &record["partition"]),
+            (&Value::from("orders"), &Value::from(0))
+        );
     }
     assert_eq!(records[0]["key"], Value::Null);
     assert_eq!(records[3]["key"], "k");
@@ -673,7 +690,9 @@ fn consume_into_a_closed_pipe_ends_quietly() {
 fn help_documents_the_output_formats() {
     let produce = run(&["produce", "--help"], "", &[]).ok();
     assert!(produce.stdout.contains("offset N"), "{}", produce.stdout);
-    assert!(produce.stdout.contains("{\"offset\":N}"));
+    assert!(produce
+        .stdout
+        .contains("{\"topic\":T,\"partition\":P,\"offset\":N}"));
     assert!(produce.stdout.contains("FENCELOG_ADDR"));
     let consume = run(&["consume", "--help"], "", &[]).ok();
     assert!(consume.stdout.contains("lossy"), "{}", consume.stdout);

@@ -63,7 +63,9 @@ fn assert_story(output: &Output) -> String {
         "the stale write was not shown rejected:\n{stdout}"
     );
     assert!(
-        stdout.contains("refused: lease lost: the partition is at epoch 2"),
+        stdout.contains(
+            "refused: lease lost: the lease id does not match the live lease, which \"B\" holds at epoch 2"
+        ),
         "A's renewal was not refused:\n{stdout}"
     );
     assert!(!stdout.contains("must never happen"), "{stdout}");

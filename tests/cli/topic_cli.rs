@@ -267,7 +267,13 @@ fn topic_delete_records_moves_the_low_watermark_and_prints_it() {
     let json: Value = serde_json::from_str(stdout(&kept).trim()).unwrap();
     assert_eq!(
         json,
-        serde_json::json!({"name": "trimmed", "partition": 0, "low_watermark": 5})
+        serde_json::json!({
+            "topic": "trimmed",
+            "name": "trimmed",
+            "action": "records_deleted",
+            "partition": 0,
+            "low_watermark": 5
+        })
     );
     let everything = delete("high-watermark", true);
     let json: Value = serde_json::from_str(stdout(&everything).trim()).unwrap();

@@ -470,7 +470,7 @@ async fn renew_after_loss_answers_lease_lost_with_the_current_epoch() {
     // Lapsed, nobody else granted: lost, and the partition is still at epoch 1.
     tokio::time::sleep(PAUSE).await;
     match client.renew_lease(TOPIC, 0, lease_a.lease_id).await {
-        Err(ClientError::LeaseLost { current_epoch }) => assert_eq!(current_epoch, 1),
+        Err(ClientError::LeaseLost { current_epoch, .. }) => assert_eq!(current_epoch, 1),
         other => panic!("renewal of a lapsed lease: {other:?}"),
     }
 
@@ -478,11 +478,11 @@ async fn renew_after_loss_answers_lease_lost_with_the_current_epoch() {
     let lease_b = client.acquire_lease(TOPIC, 0, "b", LONG_TTL).await.unwrap();
     assert_eq!(lease_b.epoch, 2);
     match client.renew_lease(TOPIC, 0, lease_a.lease_id).await {
-        Err(ClientError::LeaseLost { current_epoch }) => assert_eq!(current_epoch, 2),
+        Err(ClientError::LeaseLost { current_epoch, .. }) => assert_eq!(current_epoch, 2),
         other => panic!("renewal of a superseded lease: {other:?}"),
     }
     match client.release_lease(TOPIC, 0, lease_a.lease_id).await {
-        Err(ClientError::LeaseLost { current_epoch }) => assert_eq!(current_epoch, 2),
+        Err(ClientError::LeaseLost { current_epoch, .. }) => assert_eq!(current_epoch, 2),
         other => panic!("release of a superseded lease: {other:?}"),
     }
     // The loser's renewal did not disturb the live lease.
@@ -501,7 +501,7 @@ async fn renew_after_loss_answers_lease_lost_with_the_current_epoch() {
     let client = Client::connect(server.addr()).await.unwrap();
     for lease in [lease_a, lease_b] {
         match client.renew_lease(TOPIC, 0, lease.lease_id).await {
-            Err(ClientError::LeaseLost { current_epoch }) => assert_eq!(
+            Err(ClientError::LeaseLost { current_epoch, .. }) => assert_eq!(
                 current_epoch, 2,
                 "LEASE_LOST after a restart must carry the partition's current epoch"
             ),

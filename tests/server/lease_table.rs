@@ -256,9 +256,13 @@ fn renew_after_another_holder_was_granted_reports_the_new_epoch() {
     let err = t
         .renew("orders", 0, a.lease_id, t0 + ms(TTL + 5))
         .unwrap_err();
+    // The live lease is b's: the message says the id is not that lease's, and whose it is.
     assert_eq!(
         err.to_string(),
-        "lease lost: partition orders/0 is now at epoch 2"
+        format!(
+            "lease lost: the lease id is not the id of the live lease on orders/0, which \"b\" holds at epoch 2 for another {} ms (the id is mistyped, or a newer lease superseded yours): acquire a new lease once it ends",
+            TTL - 5
+        )
     );
     assert_lost(Err::<(), _>(err), 2);
     // The new holder is unaffected.
@@ -296,6 +300,17 @@ fn release_with_wrong_id_or_after_expiry_is_lost() {
 
     assert_lost(t.release("orders", 0, a.lease_id ^ 1, t0 + ms(10)), 1);
     assert_lost(t.renew("orders", 0, a.lease_id ^ 1, t0 + ms(10)), 1);
+    // A wrong id while the lease is live is told whose live lease it is not (issue 33: it
+    // said only "lost ... at epoch 1", as if the live lease were gone).
+    match t.renew("orders", 0, a.lease_id ^ 1, t0 + ms(10)) {
+        Err(LeaseError::Lost {
+            live: Some(live), ..
+        }) => assert_eq!(
+            (live.holder.as_str(), live.epoch, live.expires_in_ms),
+            ("a", 1, TTL - 10)
+        ),
+        other => panic!("expected Lost naming the live lease, got {other:?}"),
+    }
     // The real holder kept its lease.
     assert_eq!(t.lookup("orders", 0, t0 + ms(10)).unwrap().holder, "a");
 

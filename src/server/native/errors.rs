@@ -99,9 +99,16 @@ fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
             current_epoch,
             ..
         } => ErrorResponse::lease_held(message.clone(), *current_epoch, holder, *expires_in_ms),
-        LeaseError::Lost { current_epoch, .. } => {
-            ErrorResponse::with_epochs(ErrorCode::LeaseLost, message.clone(), 0, *current_epoch)
-        }
+        LeaseError::Lost {
+            current_epoch,
+            live,
+            ..
+        } => ErrorResponse::lease_lost(
+            message.clone(),
+            *current_epoch,
+            live.as_ref()
+                .map(|live| (live.holder.clone(), live.expires_in_ms)),
+        ),
         LeaseError::InvalidTtl { .. }
         | LeaseError::InvalidHolder { .. }
         | LeaseError::TooManySlots { .. } => plain(ErrorCode::InvalidRequest),
