@@ -32,6 +32,7 @@ pub mod batches;
 pub mod config;
 pub mod configs;
 pub mod errors;
+pub mod fetch_encoding;
 pub mod handlers;
 pub mod request;
 pub mod response;

@@ -215,11 +215,25 @@ impl KafkaResponse {
         scratch: &mut BytesMut,
         parts: &mut Vec<Bytes>,
     ) -> AfterEncode {
-        match self.encode_frame(scratch, max_frame_bytes) {
-            Ok(()) => {
-                parts.push(scratch.split().freeze());
-                AfterEncode::Continue
-            }
+        let zero_copy = match &self.body {
+            ResponseBody::Fetch(body, _) => super::fetch_encoding::encode_fetch_frame(
+                self.correlation_id,
+                self.api_version,
+                body,
+                max_frame_bytes,
+                scratch,
+                parts,
+            ),
+            _ => None,
+        };
+        let encoded = match zero_copy {
+            Some(result) => result,
+            None => self
+                .encode_frame(scratch, max_frame_bytes)
+                .map(|()| parts.push(scratch.split().freeze())),
+        };
+        match encoded {
+            Ok(()) => AfterEncode::Continue,
             Err(reason) => {
                 tracing::error!(
                     api_key = ?self.api_key,
