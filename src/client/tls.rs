@@ -221,7 +221,7 @@ fn describe(error: &std::io::Error, server_name: &str) -> String {
     else {
         return match error.kind() {
             std::io::ErrorKind::UnexpectedEof => {
-                "the server closed the connection during the TLS handshake (does it serve TLS on this port?)".to_owned()
+                "the server closed the connection during the TLS handshake: it probably does not speak TLS on this port (connect without TLS, or turn TLS on at the server)".to_owned()
             }
             _ => format!("TLS handshake failed: {error}"),
         };

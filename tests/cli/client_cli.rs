@@ -438,8 +438,10 @@ fn produce_prints_offsets_and_consume_returns_the_records() {
             .keys()
             .map(String::as_str)
             .collect();
-        // offset, epoch, timestamp, key, value, and topic/partition (docs/cli.md's scheme).
-        assert_eq!(keys.len(), 7, "{record}");
+        // offset, epoch, timestamp, key, value, headers, and topic/partition (docs/cli.md's
+        // scheme).
+        assert_eq!(keys.len(), 8, "{record}");
+        assert_eq!(record["headers"], Value::Array(Vec::new()));
         assert_eq!(
             (&record["topic"], &record["partition"]),
             (&Value::from("orders"), &Value::from(0))

@@ -284,15 +284,26 @@ async fn async_error_code(stream: &mut tokio::net::TcpStream) -> Option<u16> {
     Some(u16::from_be_bytes([frame[4], frame[5]]))
 }
 
-/// The server-wide memory budget for request frames: a frame larger than the whole budget is
-/// refused at once with RESOURCE_EXHAUSTED; one that does not fit while another connection's
-/// partial frame holds the budget waits, then is refused once `buffer_wait` passes; a
-/// well-behaved client is served once the budget is given back.
+/// A native request header (Metadata, whose body is never parsed here) declaring `length`.
+fn header_declaring(length: u32, correlation_id: u32) -> Vec<u8> {
+    let mut bytes = length.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&2u16.to_be_bytes());
+    bytes.extend_from_slice(&0u16.to_be_bytes());
+    bytes.extend_from_slice(&correlation_id.to_be_bytes());
+    bytes
+}
+
+/// The server-wide memory budget for request frames (paid for as bytes arrive, not by declared
+/// length): a frame larger than the whole budget is refused at once with RESOURCE_EXHAUSTED;
+/// one that does not fit while another connection's half-sent frame holds the budget waits,
+/// then is refused once `buffer_wait` passes; a well-behaved client is served once the budget
+/// is given back.
 #[tokio::test]
 async fn frames_beyond_the_memory_budget_wait_then_are_refused() {
     use tokio::io::AsyncWriteExt;
     let config = fencelog::server::ServerConfig {
         memory_budget: fencelog::server::memory_budget::MemoryBudget::new(64 * 1024),
+        connection_buffer_bytes: 4 * 1024,
         buffer_wait: Duration::from_millis(500),
         ..fencelog::server::ServerConfig::default()
     };
@@ -301,22 +312,25 @@ async fn frames_beyond_the_memory_budget_wait_then_are_refused() {
         .start()
         .await
         .unwrap();
-    // Larger than the whole budget: refused at once.
+    // Larger than the whole budget and the connection's share: refused at once.
     let mut huge = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
-    huge.write_all(&(100_000u32).to_be_bytes()).await.unwrap();
+    huge.write_all(&header_declaring(100_000, 1)).await.unwrap();
     assert_eq!(
         async_error_code(&mut huge).await,
         Some(ErrorCode::ResourceExhausted.as_u16())
     );
-    // A partial frame of 60 KiB holds most of the budget...
+    // 60 KB of a half-sent frame hold most of the budget...
     let mut holder = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
-    holder.write_all(&(60_000u32).to_be_bytes()).await.unwrap();
-    holder.write_all(&[0u8; 100]).await.unwrap();
+    let mut bytes = header_declaring(64_000, 2);
+    bytes.resize(60_000, 0);
+    holder.write_all(&bytes).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // ...so a 10 KiB frame waits, then is refused.
+    // ...so a 16 KB frame waits, then is refused.
     let mut waiter = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     let started = Instant::now();
-    waiter.write_all(&(10_000u32).to_be_bytes()).await.unwrap();
+    let mut bytes = header_declaring(16_000, 3);
+    bytes.resize(4 + 16_000, 0);
+    let _ = tokio::time::timeout(Duration::from_millis(200), waiter.write_all(&bytes)).await;
     assert_eq!(
         async_error_code(&mut waiter).await,
         Some(ErrorCode::ResourceExhausted.as_u16())

@@ -526,13 +526,16 @@ def main() -> int:
         for name, data, code in [
             ("frame_length 0", b"\0\0\0\0", fl.INVALID_REQUEST),
             ("body shorter than header", struct.pack(">I", 3) + b"\0\0\0", fl.INVALID_REQUEST),
-            ("frame_length > 16 MiB", struct.pack(">I", (16 << 20) + 1), fl.FRAME_TOO_LARGE),
+            # Section 9: the 8-byte header after the length gives the refusal its correlation id.
+            ("frame_length > 16 MiB", struct.pack(">IHHI", (16 << 20) + 1, fl.METADATA, 0, 4545),
+             fl.FRAME_TOO_LARGE),
         ]:
             c = Connection(host.strip("[]"), int(port), timeout=5)
             try:
                 c.send_raw(data)
                 resp = c.recv()
-                expect_eq(resp.correlation_id, 0, f"{name}: correlation id")
+                expected_id = 4545 if code == fl.FRAME_TOO_LARGE else 0
+                expect_eq(resp.correlation_id, expected_id, f"{name}: correlation id")
                 expect_eq(fl.error_name(resp.error_code), fl.error_name(code), f"{name}: code")
                 resp.error()  # error body parses
                 try:
