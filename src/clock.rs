@@ -6,6 +6,7 @@
 //! clock: timeouts on sockets and long polls stay on tokio's timer, where they belong.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,40 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system's monotonic clock plus a forward skew that only ever grows: how a test jumps the
+/// lease clock of a real `fencelog serve` process (the nemesis's `clock-jump` fault, through
+/// the hidden `--test-clock-skew-file` flag), to show that a broker whose clock runs ahead
+/// expires leases early yet never lets a stale epoch write. It never goes backwards: a smaller
+/// skew than the current one is ignored.
+#[derive(Debug, Default)]
+pub struct SkewedClock {
+    skew_ms: AtomicU64,
+}
+
+impl SkewedClock {
+    /// A clock with no skew yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the total skew to `total` if that is ahead of the current skew; whether it moved.
+    pub fn jump_to(&self, total: Duration) -> bool {
+        let total_ms = u64::try_from(total.as_millis()).unwrap_or(u64::MAX);
+        self.skew_ms.fetch_max(total_ms, Ordering::AcqRel) < total_ms
+    }
+
+    /// The total skew so far.
+    pub fn skew(&self) -> Duration {
+        Duration::from_millis(self.skew_ms.load(Ordering::Acquire))
+    }
+}
+
+impl Clock for SkewedClock {
+    fn now(&self) -> Instant {
+        Instant::now() + self.skew()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +108,15 @@ mod tests {
         assert_eq!(clock.now(), before);
         clock.advance(Duration::from_millis(1500));
         assert_eq!(clock.now() - before, Duration::from_millis(1500));
+    }
+
+    /// A skewed clock runs ahead of the system's by its skew, which only grows.
+    #[test]
+    fn skewed_clock_jumps_forward_only() {
+        let clock = SkewedClock::new();
+        assert!(clock.jump_to(Duration::from_secs(5)));
+        assert!(clock.now() >= Instant::now() + Duration::from_millis(4_900));
+        assert!(!clock.jump_to(Duration::from_secs(2)), "never backwards");
+        assert_eq!(clock.skew(), Duration::from_secs(5));
     }
 }

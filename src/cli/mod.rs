@@ -18,6 +18,7 @@ pub mod logging;
 pub mod produce;
 pub mod security_target;
 pub mod serve;
+pub mod test_clock;
 pub mod tls;
 pub mod topic;
 pub mod user;

@@ -152,6 +152,11 @@ pub struct ServeArgs {
     /// TLS on every listener.
     #[command(flatten)]
     pub tls: super::tls::ServeTlsArgs,
+    /// Testing only (hidden): a file holding a number of milliseconds the lease clock runs
+    /// ahead of the system's, re-read every 20 ms and only ever increased (the nemesis's
+    /// `clock-jump` fault, docs/reliability.md).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub test_clock_skew_file: Option<std::path::PathBuf>,
 }
 
 /// Runs the server.
@@ -209,6 +214,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             advertised_addr: args.advertise.clone(),
             ..ServerConfig::default()
         };
+        if let Some(path) = &args.test_clock_skew_file {
+            config.clock = super::test_clock::follow_skew_file(path.clone());
+        }
         if in_cluster {
             let advertised = match &args.advertise {
                 Some(advertise) => advertise.clone(),
@@ -217,7 +225,8 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
                     .map_err(|error| CliError::new(format!("listen address: {error}")))?
                     .to_string(),
             };
-            let (membership, security) = cluster_membership(&args, advertised).await?;
+            let (membership, security) =
+                cluster_membership(&args, advertised, Arc::clone(&config.clock)).await?;
             config.cluster = Some(membership);
             config.server.security = security;
         }
@@ -346,11 +355,12 @@ fn check_cluster_args(args: &ServeArgs) -> Result<(), CliError> {
 async fn cluster_membership(
     args: &ServeArgs,
     advertised: String,
+    clock: Arc<dyn crate::clock::Clock>,
 ) -> Result<(ClusterMembership, Option<Arc<crate::auth::Security>>), CliError> {
     use crate::broker::cluster::ClusterConfig;
     use crate::cluster::meta::{EtcdConfig, EtcdMetaStore};
     let etcd = EtcdConfig::new(args.etcd.clone()).with_cluster_name(args.cluster_name.clone());
-    let store = EtcdMetaStore::connect(etcd)
+    let store = EtcdMetaStore::connect_with_clock(etcd, clock)
         .await
         .map_err(|error| CliError::new(format!("--etcd: {error}")))?;
     let security = if args.auth {
@@ -427,6 +437,7 @@ pub const BROKER_PASSWORD_ENV: &str = "FENCELOG_BROKER_PASSWORD";
 async fn cluster_membership(
     _args: &ServeArgs,
     _advertised: String,
+    _clock: Arc<dyn crate::clock::Clock>,
 ) -> Result<(ClusterMembership, Option<Arc<crate::auth::Security>>), CliError> {
     Err(CliError::new(
         "--etcd: this build has no etcd client (built without the `etcd` feature)",

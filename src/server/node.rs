@@ -47,7 +47,8 @@ pub struct NodeConfig {
     pub broker: BrokerConfig,
     /// The listeners' limits, TLS and authentication.
     pub server: ServerConfig,
-    /// The lease clock ([`SystemClock`] unless a test holds time still).
+    /// The lease clock, also the cluster driver's ([`SystemClock`] unless a test holds time
+    /// still or jumps it).
     pub clock: Arc<dyn Clock>,
     /// `None`: standalone.
     pub cluster: Option<ClusterMembership>,
@@ -128,7 +129,7 @@ impl Node {
             BrokerService::with_clock(
                 Arc::clone(&broker),
                 config.broker.lease.clone(),
-                config.clock,
+                Arc::clone(&config.clock),
             )
             .with_coordinator_config(config.broker.coordinator.clone())
             .with_node_id(config.broker.node_id),
@@ -144,7 +145,12 @@ impl Node {
                     }
                     membership
                 };
-                let driver = ClusterDriver::new(membership.config, membership.store, broker)?;
+                let driver = ClusterDriver::with_clock(
+                    membership.config,
+                    membership.store,
+                    broker,
+                    config.clock,
+                )?;
                 service.join_cluster(Arc::clone(&driver))?;
                 driver.start();
                 Some(driver)

@@ -12,6 +12,7 @@ mod support;
 mod bench_cli;
 mod client_cli;
 mod cluster_auth;
+mod cluster_clock_jump;
 mod cluster_node_ids;
 mod cluster_processes;
 mod cluster_topic_delete;

@@ -109,6 +109,15 @@ impl fmt::Debug for EtcdMetaStore {
 impl EtcdMetaStore {
     /// Connects to etcd and checks that it answers (a read of the cluster's prefix).
     pub async fn connect(config: EtcdConfig) -> Result<Self, MetaError> {
+        Self::connect_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`connect`](Self::connect), with the registration's local deadline read from `clock`:
+    /// the driver compares that deadline with its own clock, so both must be the same one.
+    pub async fn connect_with_clock(
+        config: EtcdConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, MetaError> {
         if config.endpoints.is_empty() {
             return Err(MetaError::Invalid(
                 "no etcd endpoints given (--etcd host:port,...)".into(),
@@ -146,7 +155,7 @@ impl EtcdMetaStore {
                 client,
                 layout,
                 config,
-                clock: Arc::new(SystemClock),
+                clock,
             }),
         };
         let prefix = store.inner.layout.prefix().to_owned();

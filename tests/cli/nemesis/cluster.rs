@@ -1,7 +1,8 @@
 //! The nemesis's cluster: one etcd and three `fencelog serve` processes, with a [`LinkProxy`] on
 //! every broker-to-etcd link and on every ordered broker-to-broker link (advertised to the peers
 //! with `--peer-addr`), and each broker's data directory on a tmpfs of its own so that its disk
-//! can be filled. Clients reach the brokers directly: the faults are between the servers.
+//! can be filled, and each broker's lease clock follows a file (`--test-clock-skew-file`) so
+//! that it can be jumped forward. Clients reach the brokers directly: the faults are between the servers.
 //!
 //! Kept apart from the faults and the workload so that what the cluster *is* reads in one place;
 //! the faults only call the handles here.
@@ -41,6 +42,9 @@ pub struct NemesisCluster {
     pub disks: BTreeMap<u32, Tmpfs>,
     /// Why there are no disks, when there are none.
     pub no_disks: Option<String>,
+    /// Broker `id`'s lease clock: the file its `--test-clock-skew-file` follows and the skew
+    /// written there so far (milliseconds; it only grows).
+    pub clocks: BTreeMap<u32, (std::path::PathBuf, u64)>,
     _root: TempDir,
 }
 
@@ -82,6 +86,13 @@ impl NemesisCluster {
                 peer_links.insert((brokers[from].id, brokers[to].id), link);
             }
         }
+        let mut clocks = BTreeMap::new();
+        for broker in &mut brokers {
+            let path = root.path().join(format!("clock-{}", broker.id));
+            broker.extra.push("--test-clock-skew-file".to_owned());
+            broker.extra.push(path.display().to_string());
+            clocks.insert(broker.id, (path, 0));
+        }
         let mut disks = BTreeMap::new();
         let mut no_disks = None;
         for broker in &brokers {
@@ -109,6 +120,7 @@ impl NemesisCluster {
             etcd,
             disks,
             no_disks,
+            clocks,
             _root: root,
         };
         cluster.wait_registered().await;

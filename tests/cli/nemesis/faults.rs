@@ -3,10 +3,9 @@
 //! the [`FaultLog`] with its start and end, for the counts and for naming what overlapped the
 //! longest unavailability window.
 //!
-//! Not here: clock jumps. Lease expiry reads the injectable clock (`src/clock.rs`), but only an
-//! in-process server can be handed a `ManualClock`; a `fencelog serve` process always reads the
-//! system's monotonic clock, which no test can move, and adding a production knob for it is
-//! outside this harness.
+//! Clock jumps go through the hidden `serve --test-clock-skew-file`: the broker's lease clock
+//! (`src/clock.rs`'s `SkewedClock`, also its cluster driver's) jumps forward and stays there; a
+//! monotonic clock cannot be set back, so the fault does not heal, it is survived.
 
 use std::fmt;
 use std::time::Duration;
@@ -42,10 +41,13 @@ pub enum FaultKind {
     EtcdRestart,
     /// A broker's disk filled to the last page, freed after a while.
     DiskFull,
+    /// A broker's lease clock jumped forward (past a lease's TTL, sometimes past the
+    /// registration TTL): its leases and its leadership deadline expire early.
+    ClockJump,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Kill9,
         FaultKind::Pause,
         FaultKind::PeerPartition,
@@ -53,6 +55,7 @@ impl FaultKind {
         FaultKind::EtcdCut,
         FaultKind::EtcdRestart,
         FaultKind::DiskFull,
+        FaultKind::ClockJump,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +67,7 @@ impl FaultKind {
             FaultKind::EtcdCut => "etcd-cut",
             FaultKind::EtcdRestart => "etcd-restart",
             FaultKind::DiskFull => "disk-full",
+            FaultKind::ClockJump => "clock-jump",
         }
     }
 
@@ -178,6 +182,8 @@ pub async fn run(
             FaultKind::EtcdCut => rng.gen_range(1_000..6_000),
             FaultKind::EtcdRestart => rng.gen_range(200..4_000),
             FaultKind::DiskFull => rng.gen_range(1_000..5_000),
+            // How far the clock jumps; the fault is then watched for as long.
+            FaultKind::ClockJump => rng.gen_range(500..8_000),
         };
         let hold = Duration::from_millis(hold);
         let reset_on_heal = rng.gen_bool(0.5);
@@ -245,6 +251,12 @@ async fn inject(
             tokio::task::block_in_place(|| disk.fill()).expect("fill the disk");
             tokio::time::sleep(hold).await;
             tokio::task::block_in_place(|| disk.unfill()).expect("free the disk");
+        }
+        FaultKind::ClockJump => {
+            let (path, skew_ms) = cluster.clocks.get_mut(&broker).expect("a clock");
+            *skew_ms += hold.as_millis() as u64;
+            std::fs::write(&*path, skew_ms.to_string()).expect("jump the clock");
+            tokio::time::sleep(hold).await;
         }
     }
 }
