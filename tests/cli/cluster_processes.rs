@@ -118,40 +118,16 @@ impl BrokerProcess {
     }
 
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let status = Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill {signal} {pid}");
+        let pid = self.child.as_ref().expect("running").id();
+        crate::support::process::signal(pid, signal);
     }
 
     /// Stops the process (SIGSTOP) and waits until every one of its threads is stopped: the
     /// signal is delivered asynchronously, and a thread still running could serve a request
     /// sent "after" the pause.
     pub(crate) fn pause(&self) {
-        self.signal("-STOP");
         let pid = self.child.as_ref().expect("running").id();
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("proc tasks");
-            let all_stopped = tasks.filter_map(Result::ok).all(|task| {
-                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
-                    stat.rsplit_once(") ")
-                        .and_then(|(_, rest)| rest.chars().next())
-                        .is_some_and(|state| state == 'T' || state == 't')
-                })
-            });
-            if all_stopped {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "broker {} never stopped",
-                self.id
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        crate::support::process::pause(pid, CONVERGE);
     }
 
     pub(crate) fn kill9(&mut self) {

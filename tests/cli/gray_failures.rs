@@ -127,35 +127,14 @@ fn serve(data_dir: &Path, addr: &str) -> Child {
     child
 }
 
-/// Sends `signal` (`-STOP`, `-INT`, ...) to process `pid`.
+/// Sends `signal` to process `pid`.
 fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {signal} {pid}");
+    crate::support::process::signal(pid, signal);
 }
 
-/// SIGSTOPs `pid` and waits until every thread of it is stopped (the signal is delivered
-/// asynchronously; a thread still running could answer a request sent "after" the pause).
+/// SIGSTOPs `pid` and waits until all of it is stopped.
 fn pause(pid: u32) {
-    signal(pid, "-STOP");
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("proc tasks");
-        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
-            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
-                stat.rsplit_once(") ")
-                    .and_then(|(_, rest)| rest.chars().next())
-                    .is_some_and(|state| state == 'T' || state == 't')
-            })
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "process {pid} never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    crate::support::process::pause(pid, PATIENCE);
 }
 
 /// Creates `topic` (one partition) and takes its lease; the epoch.

@@ -7,8 +7,8 @@
 //! ([`storage`]), a raw native-protocol client and the real binary as a child process
 //! ([`raw_protocol`]), the protocol document's worked examples ([`doc_examples`]), proptest
 //! strategies for protocol values ([`protocol_strategies`]), an etcd process ([`etcd`]), a raw
-//! Kafka connection (`kafka`, feature `kafka`), the Python client check ([`python`]) and a
-//! tmpfs whose disk can be filled on cue ([`tmpfs`]).
+//! Kafka connection (`kafka`, feature `kafka`), the Python client check ([`python`]), signals
+//! to child processes ([`process`]) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
 // Each binary uses a part of the helpers.
 #![allow(dead_code)]
 
@@ -16,6 +16,7 @@ pub mod doc_examples;
 pub mod etcd;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod process;
 pub mod protocol_strategies;
 pub mod python;
 pub mod raw_protocol;

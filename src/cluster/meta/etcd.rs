@@ -209,6 +209,22 @@ impl EtcdMetaStore {
         }
     }
 
+    /// Revokes etcd lease `lease_id` (`what` names it in errors); one already gone (expired)
+    /// is what revoking wanted.
+    async fn revoke(&self, what: &'static str, lease_id: i64) -> Result<(), MetaError> {
+        let mut client = self.client();
+        match self
+            .request(what, async move { client.lease_revoke(lease_id).await })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(MetaError::Unavailable { reason, .. }) if reason.contains("lease not found") => {
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Runs one etcd request within the request timeout, mapping its failure.
     pub(super) async fn request<T>(
         &self,
@@ -639,24 +655,9 @@ impl LeaseKeepAlive for EtcdKeeper {
     fn revoke(&mut self) -> BoxFuture<'_, Result<(), MetaError>> {
         Box::pin(async move {
             self.stream = None;
-            let mut client = self.store.client();
-            let lease_id = self.lease_id;
-            match self
-                .store
-                .request("revoke the registration lease", async move {
-                    client.lease_revoke(lease_id).await
-                })
+            self.store
+                .revoke("revoke the registration lease", self.lease_id)
                 .await
-            {
-                Ok(_) => Ok(()),
-                // Already gone (expired): what revoking wanted.
-                Err(MetaError::Unavailable { reason, .. })
-                    if reason.contains("lease not found") =>
-                {
-                    Ok(())
-                }
-                Err(error) => Err(error),
-            }
         })
     }
 }
@@ -788,24 +789,7 @@ impl MetaStore for EtcdMetaStore {
 
     fn revoke_lease(&self, lease_id: i64) -> BoxFuture<'static, Result<(), MetaError>> {
         let store = self.clone();
-        Box::pin(async move {
-            let mut client = store.client();
-            match store
-                .request("revoke a registration lease", async move {
-                    client.lease_revoke(lease_id).await
-                })
-                .await
-            {
-                Ok(_) => Ok(()),
-                // Already gone (expired): what revoking wanted.
-                Err(MetaError::Unavailable { reason, .. })
-                    if reason.contains("lease not found") =>
-                {
-                    Ok(())
-                }
-                Err(error) => Err(error),
-            }
-        })
+        Box::pin(async move { store.revoke("revoke a registration lease", lease_id).await })
     }
 
     fn create_topic(
