@@ -12,17 +12,20 @@
 //!   installs. No I/O, so every transition is unit-tested.
 //! * [`store`]: a standalone broker's durable copy, `DATA/transactions/HEX.json`, one file per
 //!   transactional id written temp + fsync + rename (the same rule as group state).
+//! * [`registry`]: the ids in memory, each update decided, written, then installed.
 //!
 //! Not here yet (see docs/kafka.md): the Kafka handlers that drive this machine, the marker
 //! writes, the timeout task, and a cluster's replication of this state (the `__transaction_state`
 //! topic, following `offsets_topic`).
 
+pub mod registry;
 pub mod state;
 pub mod store;
 
 #[cfg(test)]
 mod tests;
 
+pub use registry::{TransactionRegistry, UpdateError};
 pub use state::{
     EndOutcome, InitOutcome, PendingOffset, TransactionMetadata, TxnError, TxnPartition, TxnState,
     MAX_PRODUCER_EPOCH,
