@@ -13,6 +13,7 @@
 //! * [`error`]: [`BrokerError`], one variant per thing a client can be told.
 //! * [`epoch_floors`]: the fence floors of deleted topics, so a re-created topic fences every
 //!   holder of the old one.
+//! * [`transactions`]: Kafka transactions' coordinator state, per transactional id.
 //! * [`groups`]: committed offsets of consumer groups ([`GroupOffsets`]), protocol-neutral.
 //!
 //! Layout of the data directory:
@@ -23,6 +24,7 @@
 //! DATA/topics/NAME/topic.json        the topic's settings (written temp + fsync + rename)
 //! DATA/topics/NAME/P/                partition P: segments, indexes, epoch-checkpoint
 //! DATA/groups/HASH.offsets           committed offsets of the groups whose name hashes to HASH
+//! DATA/transactions/HEX.json         one transactional id's state (transactions::store)
 //! DATA/epoch-floors                  highest epoch of each deleted topic name (epoch_floors)
 //! DATA/deleted/NAME.SUFFIX/          a deleted topic's files, removed in the background; a
 //!                                    leftover (a crash before removal) is removed on open
@@ -41,6 +43,7 @@ pub mod produce_queue;
 pub mod producer_ids;
 pub mod service;
 pub mod topic_file;
+pub mod transactions;
 pub mod verifier;
 
 use std::collections::HashMap;

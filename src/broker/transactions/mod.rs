@@ -1,0 +1,38 @@
+//! Kafka transactions: the coordinator's state of each transactional id (issue 31).
+//!
+//! A transactional id `T` names a producer across its restarts. Its [`TransactionMetadata`]
+//! holds the stable producer id, the producer epoch (bumped by each `InitProducerId`, which is
+//! what fences the previous instance), the transaction's [`TxnState`], the partitions in the
+//! open transaction with the lease epoch `F` the coordinator acquired for holder `kafka-txn:T`
+//! (the fence then refuses a zombie's append on the segment writer), the offsets held until the
+//! transaction commits, its timeout and its start time.
+//!
+//! * [`state`]: the state machine, pure: each request is checked against the state and gives
+//!   the next state, which the caller makes durable ([`store`]) *before* it answers, then
+//!   installs. No I/O, so every transition is unit-tested.
+//! * [`store`]: a standalone broker's durable copy, `DATA/transactions/HEX.json`, one file per
+//!   transactional id written temp + fsync + rename (the same rule as group state).
+//! * [`registry`]: the ids in memory, each update decided, written, then installed.
+//!
+//! Not here yet (see docs/kafka.md): the Kafka handlers that drive this machine, the marker
+//! writes, the timeout task, and a cluster's replication of this state (the `__transaction_state`
+//! topic, following `offsets_topic`).
+
+pub mod registry;
+pub mod state;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+pub use registry::{TransactionRegistry, UpdateError};
+pub use state::{
+    EndOutcome, InitOutcome, PendingOffset, TransactionMetadata, TxnError, TxnPartition, TxnState,
+    MAX_PRODUCER_EPOCH,
+};
+pub use store::{TransactionStore, MAX_TRANSACTIONAL_ID_BYTES};
+
+/// The lease holder name a transactional id's leases are granted to.
+pub fn lease_holder(transactional_id: &str) -> String {
+    format!("kafka-txn:{transactional_id}")
+}

@@ -1,0 +1,126 @@
+//! The transactional ids a broker coordinates, with the rule that makes them safe: a new state
+//! is written durably *before* it is installed and before the caller answers.
+//!
+//! One async lock covers the map and the write, so two requests for the same id (a zombie and
+//! its successor) are decided one after the other on the state the previous one stored. Writes
+//! are one small file each and happen a few times per transaction; serialising them across ids
+//! is the simple first step (a per-id lock is the refinement if a benchmark shows the need).
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use super::{TransactionMetadata, TransactionStore, TxnError};
+
+/// Why an update did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// The state machine refused the request: tell the client.
+    #[error(transparent)]
+    Refused(#[from] TxnError),
+    /// The new state could not be written: nothing changed; the client may retry
+    /// (`COORDINATOR_NOT_AVAILABLE`), the operator should check the data directory.
+    #[error("transaction state not written: {0}")]
+    Store(#[from] io::Error),
+}
+
+/// Every transactional id's current state, and its durable store.
+pub struct TransactionRegistry {
+    store: Arc<TransactionStore>,
+    states: Mutex<HashMap<String, TransactionMetadata>>,
+}
+
+impl TransactionRegistry {
+    /// Opens `DATA/transactions/` and loads every id.
+    pub fn open(data: &Path) -> io::Result<Self> {
+        let store = TransactionStore::open(data)?;
+        let states = store
+            .load()?
+            .into_iter()
+            .map(|state| (state.transactional_id.clone(), state))
+            .collect();
+        Ok(Self {
+            store: Arc::new(store),
+            states: Mutex::new(states),
+        })
+    }
+
+    /// A copy of `transactional_id`'s state, if it has one.
+    pub async fn get(&self, transactional_id: &str) -> Option<TransactionMetadata> {
+        self.states.lock().await.get(transactional_id).cloned()
+    }
+
+    /// Every id's state (DescribeTransactions, ListTransactions, the timeout task).
+    pub async fn all(&self) -> Vec<TransactionMetadata> {
+        self.states.lock().await.values().cloned().collect()
+    }
+
+    /// Decides `transactional_id`'s next state with `decide` (given its current one), writes it
+    /// durably, then installs it; returns what `decide` returned beside the state. Nothing is
+    /// installed if `decide` refuses or the write fails.
+    pub async fn update<T>(
+        &self,
+        transactional_id: &str,
+        decide: impl FnOnce(Option<&TransactionMetadata>) -> Result<(TransactionMetadata, T), TxnError>,
+    ) -> Result<T, UpdateError> {
+        let mut states = self.states.lock().await;
+        let (next, answer) = decide(states.get(transactional_id))?;
+        let store = Arc::clone(&self.store);
+        let written = next.clone();
+        tokio::task::spawn_blocking(move || store.save(&written))
+            .await
+            .map_err(|panicked| io::Error::other(format!("the write panicked: {panicked}")))??;
+        states.insert(transactional_id.to_string(), next);
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::transactions::{InitOutcome, TxnState};
+
+    #[tokio::test]
+    async fn an_update_is_durable_before_it_is_visible_and_a_refusal_changes_nothing() {
+        let data = tempfile::tempdir().unwrap();
+        let registry = TransactionRegistry::open(data.path()).unwrap();
+        registry
+            .update("t", |current| {
+                assert!(current.is_none());
+                Ok((TransactionMetadata::new("t", 7, 60_000), ()))
+            })
+            .await
+            .unwrap();
+        let epoch = registry
+            .update("t", |current| {
+                match current.unwrap().init_producer_id(60_000, || 8)? {
+                    InitOutcome::Ready(next) => {
+                        let epoch = next.producer_epoch;
+                        Ok((next, epoch))
+                    }
+                    InitOutcome::AbortFirst(_) => panic!("nothing open"),
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(epoch, 1);
+        let refused: Result<(), _> = registry
+            .update("t", |current| {
+                current.unwrap().end(7, 0, false).map(|_| unreachable!())
+            })
+            .await;
+        assert!(matches!(
+            refused,
+            Err(UpdateError::Refused(TxnError::ProducerFenced { .. }))
+        ));
+        // A restart sees exactly what was installed.
+        let reopened = TransactionRegistry::open(data.path()).unwrap();
+        let state = reopened.get("t").await.unwrap();
+        assert_eq!((state.producer_id, state.producer_epoch), (7, 1));
+        assert_eq!(state.state, TxnState::Empty);
+        assert_eq!(reopened.all().await.len(), 1);
+    }
+}
