@@ -73,9 +73,15 @@ pub struct ServeArgs {
     /// Largest Kafka request frame accepted, in bytes (Kafka's socket.request.max.bytes).
     #[arg(long, default_value_t = server::kafka::DEFAULT_KAFKA_MAX_FRAME_BYTES)]
     pub kafka_max_frame_bytes: usize,
-    /// Serve Prometheus metrics at `http://ADDR/metrics` (off unless given), e.g.
-    /// `127.0.0.1:9464`.
-    #[arg(long, env = "FENCELOG_METRICS_LISTEN")]
+    /// Serve HTTP here (off unless given), e.g. `127.0.0.1:9464`: Prometheus metrics at
+    /// `/metrics` and, without --auth, the read-only JSON views under `/api/`.
+    /// `--metrics-listen` is the same flag under its old name.
+    #[arg(
+        long = "http-listen",
+        alias = "metrics-listen",
+        env = "FENCELOG_METRICS_LISTEN",
+        value_name = "ADDR"
+    )]
     pub metrics_listen: Option<String>,
     /// Require authentication (SCRAM-SHA-256, users from `fencelog user add`) and enforce the
     /// ACLs of `fencelog acl add` on every listener. Off by default. Standalone the users and

@@ -117,6 +117,10 @@ impl Node {
     /// cluster and starts its driver), and starts serving every listener.
     pub async fn start(config: NodeConfig, listeners: Listeners) -> Result<Node, BrokerError> {
         config.validate()?;
+        let metrics_config = MetricsEndpointConfig {
+            serve_api: config.server.security.is_none(),
+            ..MetricsEndpointConfig::default()
+        };
         let directory = config.data_dir.clone();
         let broker = tokio::task::spawn_blocking(move || Broker::open(&directory))
             .await
@@ -165,11 +169,12 @@ impl Node {
             })?;
         let metrics = match listeners.metrics {
             Some(listener) => Some(
-                MetricsEndpoint::start(listener, &service, MetricsEndpointConfig::default())
-                    .map_err(|error| BrokerError::Io {
+                MetricsEndpoint::start(listener, &service, metrics_config).map_err(|error| {
+                    BrokerError::Io {
                         context: "start the metrics endpoint".into(),
                         source: std::io::Error::other(error),
-                    })?,
+                    }
+                })?,
             ),
             None => None,
         };

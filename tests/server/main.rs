@@ -10,6 +10,7 @@
 mod support;
 
 mod auth;
+mod console_api;
 mod fault_schedule;
 mod fencing_e2e;
 mod fuzz_inputs;

@@ -27,6 +27,7 @@ use tokio::sync::{oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
+pub mod api;
 pub mod exposition;
 
 pub use exposition::render;
@@ -55,6 +56,9 @@ pub struct MetricsEndpointConfig {
     pub read_timeout: Duration,
     /// A connection still open after this is closed.
     pub connection_timeout: Duration,
+    /// Serve the JSON views under `/api/` too (off when the server runs with `--auth`: they
+    /// have no login yet).
+    pub serve_api: bool,
 }
 
 impl Default for MetricsEndpointConfig {
@@ -63,6 +67,7 @@ impl Default for MetricsEndpointConfig {
             max_connections: DEFAULT_METRICS_MAX_CONNECTIONS,
             read_timeout: Duration::from_millis(DEFAULT_METRICS_READ_TIMEOUT_MS),
             connection_timeout: Duration::from_millis(DEFAULT_METRICS_CONNECTION_TIMEOUT_MS),
+            serve_api: true,
         }
     }
 }
@@ -225,6 +230,7 @@ async fn serve_connection(
     service: Weak<BrokerService>,
     config: &MetricsEndpointConfig,
 ) {
+    let serve_api = config.serve_api;
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(config.read_timeout)
@@ -232,7 +238,7 @@ async fn serve_connection(
         .keep_alive(false)
         .serve_connection(
             TokioIo::new(socket),
-            hyper::service::service_fn(move |request| answer(request, service.clone())),
+            hyper::service::service_fn(move |request| answer(request, service.clone(), serve_api)),
         );
     match tokio::time::timeout(config.connection_timeout, connection).await {
         Ok(Ok(())) => {}
@@ -244,7 +250,11 @@ async fn serve_connection(
 async fn answer(
     request: Request<Incoming>,
     service: Weak<BrokerService>,
+    serve_api: bool,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    if serve_api && request.uri().path() == api::PARTITIONS_PATH {
+        return Ok(answer_partitions(&request, service).await);
+    }
     if request.uri().path() != METRICS_PATH {
         return Ok(plain(
             StatusCode::NOT_FOUND,
@@ -291,4 +301,50 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+async fn answer_partitions(
+    request: &Request<Incoming>,
+    service: Weak<BrokerService>,
+) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET is served under /api/ (the console is read-only)\n",
+        );
+    }
+    let page = match api::parse_query(request.uri().query()) {
+        Ok(page) => page,
+        Err(reason) => {
+            let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            return response;
+        }
+    };
+    let rendered = tokio::task::spawn_blocking(move || {
+        service
+            .upgrade()
+            .map(|service| api::render_partitions(&service, &page).to_string())
+    })
+    .await;
+    match rendered {
+        Ok(Some(text)) => {
+            let mut response = Response::new(Full::new(Bytes::from(text)));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Ok(None) => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down\n",
+        ),
+        Err(error) => {
+            warn!(%error, "rendering the partitions view failed");
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rendering the partitions view failed\n",
+            )
+        }
+    }
 }

@@ -1,0 +1,144 @@
+//! `GET /api/partitions`: the first read-only JSON view of the console (issue 35, first stage).
+//!
+//! One object per partition — topic, index, leader epoch, log start, log end, high watermark,
+//! and the fenced-write and lease counters — sorted by topic then partition, paged with
+//! `?limit=N&offset=M` (at most [`MAX_API_PAGE`] rows a page, [`DEFAULT_API_PAGE`] unless asked)
+//! and filtered with `?topic=NAME`, so a broker with 10,000 partitions answers in pages.
+//! It reads what the Prometheus scrape reads and nothing else; it is served only when the server
+//! runs without `--auth` (the console's login is not built yet, and topic names are not public).
+
+use serde_json::{json, Value};
+
+use crate::broker::BrokerService;
+
+/// The path of the partitions view.
+pub const PARTITIONS_PATH: &str = "/api/partitions";
+/// Rows of a page when `limit` is not given.
+pub const DEFAULT_API_PAGE: usize = 100;
+/// Most rows of a page; a larger `limit` is refused with 400.
+pub const MAX_API_PAGE: usize = 1_000;
+
+/// What a request for a page asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageQuery {
+    /// Rows to return.
+    pub limit: usize,
+    /// Rows to skip.
+    pub offset: usize,
+    /// Only this topic's partitions.
+    pub topic: Option<String>,
+}
+
+/// Reads `limit`, `offset` and `topic` from a query string; anything else is an error that says
+/// what to send instead.
+pub fn parse_query(query: Option<&str>) -> Result<PageQuery, String> {
+    let mut page = PageQuery {
+        limit: DEFAULT_API_PAGE,
+        offset: 0,
+        topic: None,
+    };
+    for pair in query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+    {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = || {
+            value
+                .parse::<usize>()
+                .map_err(|_| format!("{name}={value:?} is not a count; send e.g. {name}=100"))
+        };
+        match name {
+            "limit" => {
+                page.limit = number()?;
+                if page.limit == 0 || page.limit > MAX_API_PAGE {
+                    return Err(format!(
+                        "limit={} is out of range; send 1..={MAX_API_PAGE} and page with offset",
+                        page.limit
+                    ));
+                }
+            }
+            "offset" => page.offset = number()?,
+            "topic" => page.topic = Some(value.to_string()),
+            _ => {
+                return Err(format!(
+                    "unknown parameter {name:?}; use limit, offset, topic"
+                ))
+            }
+        }
+    }
+    Ok(page)
+}
+
+/// The page of partitions `page` asks for, as JSON: `{"total": N, "offset": M, "partitions": [...]}`.
+pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
+    let mut topics = service.broker().topics();
+    topics.retain(|topic| {
+        page.topic
+            .as_deref()
+            .is_none_or(|name| topic.name() == name)
+    });
+    topics.sort_by(|a, b| a.name().cmp(b.name()));
+    let total: usize = topics.iter().map(|topic| topic.partitions().len()).sum();
+    let rows: Vec<Value> = topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions()
+                .iter()
+                .enumerate()
+                .map(move |(index, slot)| (topic, index, slot))
+        })
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|(topic, index, slot)| match slot.open() {
+            Some(partition) => {
+                let counts = partition.metrics().counts();
+                json!({
+                    "topic": topic.name(),
+                    "partition": index,
+                    "available": true,
+                    "leader_epoch": partition.current_epoch(),
+                    "log_start_offset": partition.log_start_offset(),
+                    "log_end_offset": partition.log_end_offset(),
+                    "high_watermark": partition.high_watermark(),
+                    "fenced_writes": counts.fenced,
+                    "unknown_epoch_writes": counts.unknown_epoch,
+                    "lease_grants": counts.lease_grants,
+                    "lease_expiries": counts.lease_expiries,
+                })
+            }
+            None => json!({"topic": topic.name(), "partition": index, "available": false}),
+        })
+        .collect();
+    json!({"total": total, "offset": page.offset, "partitions": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defaults, every parameter, and refusals that say what to send.
+    #[test]
+    fn queries_are_read_and_bad_ones_refused() {
+        assert_eq!(
+            parse_query(None).unwrap(),
+            PageQuery {
+                limit: DEFAULT_API_PAGE,
+                offset: 0,
+                topic: None
+            }
+        );
+        let page = parse_query(Some("limit=5&offset=10&topic=t")).unwrap();
+        assert_eq!((page.limit, page.offset), (5, 10));
+        assert_eq!(page.topic.as_deref(), Some("t"));
+        assert!(parse_query(Some("limit=0")).unwrap_err().contains("1..="));
+        assert!(parse_query(Some("limit=100000")).is_err());
+        assert!(parse_query(Some("offset=x"))
+            .unwrap_err()
+            .contains("not a count"));
+        assert!(parse_query(Some("color=red"))
+            .unwrap_err()
+            .contains("unknown"));
+    }
+}
