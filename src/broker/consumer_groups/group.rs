@@ -42,6 +42,11 @@ pub struct Member {
     pub revoking: Assignment,
     /// When `revoking` must be confirmed by.
     pub revoke_deadline: Option<Instant>,
+    /// The member epoch at which it was given each partition it holds (in `assigned` or
+    /// `revoking`), KIP-1251: a commit carrying an older member epoch is still the member's
+    /// own for a partition it has held since that epoch (its heartbeat moved the epoch while
+    /// the commit was in flight), and stale for any other.
+    pub assigned_at: BTreeMap<(String, u32), i32>,
     /// Its last heartbeat: it is removed a session timeout after it.
     pub last_heartbeat: Instant,
     /// A static member that left with epoch -2: it keeps its assignment for its next
@@ -66,9 +71,33 @@ impl Member {
             assigned: Assignment::new(),
             revoking: Assignment::new(),
             revoke_deadline: None,
+            assigned_at: BTreeMap::new(),
             last_heartbeat: now,
             static_left: false,
         }
+    }
+}
+
+impl Member {
+    /// Brings `assigned_at` in line with what the member holds now: partitions it let go are
+    /// forgotten, partitions new to it are stamped with its current epoch.
+    pub fn stamp_assignment_epochs(&mut self) {
+        let held: BTreeSet<(String, u32)> = assignment::pairs(&self.assigned)
+            .chain(assignment::pairs(&self.revoking))
+            .map(|(topic, partition)| (topic.to_owned(), partition))
+            .collect();
+        self.assigned_at.retain(|key, _| held.contains(key));
+        for key in held {
+            self.assigned_at.entry(key).or_insert(self.member_epoch);
+        }
+    }
+
+    /// Whether a commit in `epoch` (older than the member's) may commit `topic`/`partition`:
+    /// the member has held it since `epoch` or before (KIP-1251).
+    pub fn held_since(&self, epoch: i32, topic: &str, partition: u32) -> bool {
+        self.assigned_at
+            .get(&(topic.to_owned(), partition))
+            .is_some_and(|assigned_at| *assigned_at <= epoch)
     }
 }
 

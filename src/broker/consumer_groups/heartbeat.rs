@@ -262,6 +262,7 @@ fn join(
             // It rejoins owning nothing (it was fenced, or lost our answer to its join).
             member.assigned.clear();
             member.revoking.clear();
+            member.assigned_at.clear();
             member.revoke_deadline = None;
             member.static_left = false;
             member.previous_epoch = member.member_epoch;

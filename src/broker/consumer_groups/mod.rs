@@ -246,12 +246,17 @@ impl ConsumerGroups {
     ///
     /// A commit outside the group (empty member id, negative epoch) is refused while it has
     /// members (`UNKNOWN_MEMBER_ID`, as Kafka); a newer epoch than the member's is fenced; an
-    /// older one is stale (the member heartbeats and retries).
+    /// older one is stale (the member heartbeats and retries), except, for a commit
+    /// (`committing` names its partitions), when the member has held every one of them since
+    /// that epoch: Kafka's KIP-1251 assignment epochs. Without them a periodic commit that
+    /// crosses the heartbeat moving the member's epoch fails although the member owns all it
+    /// commits. A fetch (`committing` is `None`) must carry the current epoch.
     pub fn check_offsets(
         &self,
         group_id: &str,
         member_id: &str,
         member_epoch: i32,
+        committing: Option<&[(&str, u32)]>,
         now: Instant,
     ) -> Option<Result<(), ConsumerGroupError>> {
         let mut groups = self.lock();
@@ -267,7 +272,16 @@ impl ConsumerGroups {
         let current = member.member_epoch;
         Some(match member_epoch {
             got if got > current => Err(ConsumerGroupError::FencedMemberEpoch { got, current }),
-            got if got < current => Err(ConsumerGroupError::StaleMemberEpoch { got, current }),
+            got if got < current => match committing {
+                Some(partitions)
+                    if partitions
+                        .iter()
+                        .all(|(topic, partition)| member.held_since(got, topic, *partition)) =>
+                {
+                    Ok(())
+                }
+                _ => Err(ConsumerGroupError::StaleMemberEpoch { got, current }),
+            },
             _ => Ok(()),
         })
     }

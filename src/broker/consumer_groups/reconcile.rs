@@ -25,6 +25,18 @@ pub fn reconcile(
     owned: Option<&Assignment>,
     now: Instant,
 ) {
+    move_towards_target(group, member_id, owned, now);
+    if let Some(member) = group.members.get_mut(member_id) {
+        member.stamp_assignment_epochs();
+    }
+}
+
+fn move_towards_target(
+    group: &mut ConsumerGroup,
+    member_id: &str,
+    owned: Option<&Assignment>,
+    now: Instant,
+) {
     let target = group.target_of(member_id);
     let assignment_epoch = group.assignment_epoch;
     let others = group.owned_by_others(member_id);

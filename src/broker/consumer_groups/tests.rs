@@ -117,6 +117,62 @@ fn a_second_member_waits_until_the_first_revoked() {
     );
 }
 
+/// KIP-1251: a commit carrying the member's previous epoch (its heartbeat moved the epoch
+/// while the commit was in flight) is accepted for the partitions it has held since that
+/// epoch, and stale for one it gave up or one it was given only in the newer epoch.
+#[test]
+fn a_commit_in_the_previous_epoch_is_accepted_for_partitions_still_held_since_then() {
+    let groups = ConsumerGroups::new(ConsumerGroupConfig::default());
+    let t = topics(&[("t", 2)]);
+    let now = Instant::now();
+    groups.heartbeat(join("a", &["t"]), &t, now).unwrap();
+    groups.heartbeat(join("b", &["t"]), &t, now).unwrap();
+    let a = groups.heartbeat(beat("a", 1, None), &t, now).unwrap();
+    let kept = a.assignment.unwrap();
+    let (_, kept_partitions) = kept.iter().next().unwrap();
+    let kept_partition = *kept_partitions.iter().next().unwrap();
+    let given_up = 1 - kept_partition;
+    let a = groups.heartbeat(beat("a", 1, Some(kept)), &t, now).unwrap();
+    assert_eq!(a.member_epoch, 2);
+    let stale = Some(Err(ConsumerGroupError::StaleMemberEpoch {
+        got: 1,
+        current: 2,
+    }));
+    assert_eq!(
+        groups.check_offsets("g", "a", 1, Some(&[("t", kept_partition)]), now),
+        Some(Ok(()))
+    );
+    assert_eq!(
+        groups.check_offsets("g", "a", 1, Some(&[("t", given_up)]), now),
+        stale
+    );
+    assert_eq!(
+        groups.check_offsets(
+            "g",
+            "a",
+            1,
+            Some(&[("t", kept_partition), ("t", given_up)]),
+            now
+        ),
+        stale
+    );
+    // b was given its partition in epoch 2: a commit of it in epoch 1 is stale.
+    groups.heartbeat(beat("b", 2, None), &t, now).unwrap();
+    assert_eq!(
+        groups.check_offsets("g", "b", 2, Some(&[("t", given_up)]), now),
+        Some(Ok(()))
+    );
+    assert_eq!(
+        groups.check_offsets("g", "b", 1, Some(&[("t", given_up)]), now),
+        Some(Err(ConsumerGroupError::StaleMemberEpoch {
+            got: 1,
+            current: 2
+        }))
+    );
+    // A fetch must carry the current epoch.
+    assert_eq!(groups.check_offsets("g", "a", 1, None, now), stale);
+}
+
 /// A member that leaves (epoch -1) frees its partitions for the others at once.
 #[test]
 fn a_leaving_member_frees_its_partitions() {
@@ -185,26 +241,26 @@ fn wrong_epochs_are_fenced_and_stale_commits_refused() {
     let retry = groups.heartbeat(join("a", &["t"]), &t, now).unwrap();
     assert_eq!(retry.member_epoch, 1);
     assert_eq!(retry.assignment, Some(parts("t", &[0, 1])));
-    assert_eq!(groups.check_offsets("g", "a", 1, now), Some(Ok(())));
+    assert_eq!(groups.check_offsets("g", "a", 1, None, now), Some(Ok(())));
     assert_eq!(
-        groups.check_offsets("g", "a", 0, now),
+        groups.check_offsets("g", "a", 0, None, now),
         Some(Err(ConsumerGroupError::StaleMemberEpoch {
             got: 0,
             current: 1
         }))
     );
     assert_eq!(
-        groups.check_offsets("g", "a", 2, now),
+        groups.check_offsets("g", "a", 2, None, now),
         Some(Err(ConsumerGroupError::FencedMemberEpoch {
             got: 2,
             current: 1
         }))
     );
     assert_eq!(
-        groups.check_offsets("g", "", -1, now),
+        groups.check_offsets("g", "", -1, None, now),
         Some(Err(ConsumerGroupError::UnknownMemberId))
     );
-    assert_eq!(groups.check_offsets("other", "", -1, now), None);
+    assert_eq!(groups.check_offsets("other", "", -1, None, now), None);
     assert_eq!(
         groups.heartbeat(beat("zz", 3, None), &t, now),
         Err(ConsumerGroupError::UnknownMemberId)

@@ -15,7 +15,8 @@
 //! - A member of a consumer-protocol (KIP-848) group sends its member id and member epoch in
 //!   the same fields (v9 is the version such members use; the check is the same in every
 //!   version): an older epoch than its current one is `STALE_MEMBER_EPOCH` (113: heartbeat,
-//!   then retry), a newer one `FENCED_MEMBER_EPOCH` (110), an unknown member
+//!   then retry) unless the member has held every partition of the commit since that epoch
+//!   (KIP-1251, see `ConsumerGroups::check_offsets`), a newer one `FENCED_MEMBER_EPOCH` (110), an unknown member
 //!   `UNKNOWN_MEMBER_ID` (25), and so is a commit from outside the group while it has
 //!   members. Offsets go to the same store as classic groups'.
 //! - Each partition is then checked on its own: an unknown topic or partition is
@@ -91,10 +92,21 @@ async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i
     });
     let member_id = request.member_id.as_str();
     let epoch = request.generation_id_or_member_epoch;
+    let committing: Vec<(&str, u32)> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().filter_map(|partition| {
+                let index = u32::try_from(partition.partition_index).ok()?;
+                Some((topic.name.0.as_str(), index))
+            })
+        })
+        .collect();
     let checked = match service.consumer_groups().check_offsets(
         group,
         member_id,
         epoch,
+        Some(&committing),
         std::time::Instant::now(),
     ) {
         Some(result) => result.map_err(|error| consumer_group_error(&error).code()),

@@ -69,6 +69,7 @@ pub async fn handle(
                     group.group_id.0.as_str(),
                     member_id.as_str(),
                     group.member_epoch,
+                    None,
                     std::time::Instant::now(),
                 )
             });
