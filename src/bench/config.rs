@@ -184,6 +184,8 @@ pub struct BenchConfig {
     /// Leave the bench topic on the server after the run (by default it is deleted, with its
     /// data: a run writes gigabytes, and a server benchmarked repeatedly would fill its disk).
     pub keep_topic: bool,
+    /// Keep the figures over time too (time lines, CPU samples), for `--report`.
+    pub timeline: bool,
 }
 
 impl Default for BenchConfig {
@@ -211,6 +213,7 @@ impl Default for BenchConfig {
             acks: None,
             server_pid: None,
             keep_topic: false,
+            timeline: false,
             tls: None,
         }
     }

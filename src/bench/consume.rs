@@ -96,7 +96,7 @@ async fn changed(ends: &mut Option<watch::Receiver<Option<HashMap<u32, u64>>>>) 
 
 /// Runs a consumer until the deadline, the budget, the producers' ends or `stop`.
 pub async fn run(mut spec: ConsumerSpec) -> Result<Recorder, BenchError> {
-    let mut recorder = Recorder::default();
+    let mut recorder = spec.clock.recorder();
     let mut positions: Vec<u64> = spec.sources.iter().map(|s| s.start).collect();
     // Fetches run as tasks of their own, so a fetch ahead goes on the wire while this task
     // decodes the answer before it: polled from here, it would be sent only after that decode.

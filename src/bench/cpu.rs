@@ -103,38 +103,126 @@ impl CpuSample {
     }
 }
 
+/// CPU use over one interval of a run, for the report's CPU plot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuPoint {
+    /// The end of the interval, in seconds since the end of the warm-up.
+    pub seconds: f64,
+    /// The server's cores busy over the interval (CPU seconds per second), when it can be seen.
+    pub server_cores: Option<f64>,
+    /// The load generator's.
+    pub client_cores: f64,
+}
+
 /// Samples CPU over a run's measurement window: at the end of the warm-up, and at the
-/// deadline of a timed run (or at [`CpuWindow::finish`] for a run with a record budget).
+/// deadline of a timed run (or at [`CpuWindow::finish`] for a run with a record budget); for a
+/// run that keeps time lines (`--report`) once per interval too.
 pub struct CpuWindow {
-    sampler: tokio::task::JoinHandle<(Option<CpuSample>, Option<CpuSample>)>,
+    sampler: tokio::task::JoinHandle<(Option<CpuSample>, Option<CpuSample>, Vec<CpuPoint>)>,
+    stop: tokio_util::sync::CancellationToken,
     server: ServerProcess,
 }
 
 impl CpuWindow {
-    /// Starts sampling for a run measured by `clock`.
-    pub fn start(server: ServerProcess, clock: &super::stats::Clock) -> Self {
-        let (measure_from, deadline) = (clock.measure_from(), clock.deadline());
+    /// Starts sampling for a run measured from `measure_from` to `deadline` (a timed run) or
+    /// to [`CpuWindow::finish`], once per `interval` too when one is given.
+    pub fn start(
+        server: ServerProcess,
+        measure_from: std::time::Instant,
+        deadline: Option<std::time::Instant>,
+        interval: Option<Duration>,
+    ) -> Self {
+        // The kernel counts CPU in hundredths of a second: shorter intervals only show that.
+        let interval = interval.map(|interval| interval.max(MIN_CPU_INTERVAL));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
         let sampler = tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
             let start = CpuSample::take(server);
+            let mut points = Vec::new();
+            if let (Some(interval), Some(first)) = (interval, start) {
+                let mut previous = (std::time::Instant::now(), first);
+                let mut next = measure_from + interval;
+                loop {
+                    let until = match deadline {
+                        Some(deadline) if deadline <= next => break,
+                        _ => next,
+                    };
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until.into()) => {}
+                        () = stopped.cancelled() => break,
+                    }
+                    let now = std::time::Instant::now();
+                    let Some(sample) = CpuSample::take(server) else {
+                        break;
+                    };
+                    if points.len() < MAX_CPU_POINTS {
+                        points.push(point(measure_from, previous, (now, sample)));
+                    }
+                    previous = (now, sample);
+                    next += interval;
+                }
+            }
             let end = match deadline {
                 Some(deadline) => {
-                    tokio::time::sleep_until(deadline.into()).await;
-                    CpuSample::take(server)
+                    tokio::select! {
+                        () = tokio::time::sleep_until(deadline.into()) => CpuSample::take(server),
+                        () = stopped.cancelled() => None,
+                    }
                 }
                 None => None,
             };
-            (start, end)
+            (start, end, points)
         });
-        Self { sampler, server }
+        Self {
+            sampler,
+            stop,
+            server,
+        }
     }
 
     /// The figures for the `bytes` of values the run measured; `None` where `/proc` could not
     /// be read.
     pub async fn finish(self, bytes: u64) -> Option<CpuFigures> {
-        let (start, end) = self.sampler.await.ok()?;
-        let end = end.or_else(|| CpuSample::take(self.server))?;
-        Some(start?.until(&end, bytes))
+        self.finish_with_points(bytes).await.0
+    }
+
+    /// [`CpuWindow::finish`], and the CPU interval by interval (empty unless the run keeps
+    /// time lines).
+    pub async fn finish_with_points(self, bytes: u64) -> (Option<CpuFigures>, Vec<CpuPoint>) {
+        // A timed run's sampler has ended at the deadline by itself (the roles stop there); a
+        // run with a record budget ends when its records are in, which is now.
+        self.stop.cancel();
+        let Ok((start, end, points)) = self.sampler.await else {
+            return (None, Vec::new());
+        };
+        let end = end.or_else(|| CpuSample::take(self.server));
+        let figures = start.zip(end).map(|(start, end)| start.until(&end, bytes));
+        (figures, points)
+    }
+}
+
+/// The shortest interval between CPU samples (a tenth of a second is ten of the kernel's ticks).
+const MIN_CPU_INTERVAL: Duration = Duration::from_millis(200);
+
+/// CPU points kept per run (a time line folds its intervals; the CPU plot keeps the first
+/// points of a very long run).
+const MAX_CPU_POINTS: usize = 4096;
+
+/// The cores busy between two samples.
+fn point(
+    origin: std::time::Instant,
+    (then, before): (std::time::Instant, CpuSample),
+    (now, after): (std::time::Instant, CpuSample),
+) -> CpuPoint {
+    let seconds = now.saturating_duration_since(then).as_secs_f64().max(1e-9);
+    CpuPoint {
+        seconds: round3(now.saturating_duration_since(origin).as_secs_f64()),
+        server_cores: before
+            .server
+            .zip(after.server)
+            .map(|(b, a)| round3((a - b).max(0.0) / seconds)),
+        client_cores: round3((after.client - before.client).max(0.0) / seconds),
     }
 }
 

@@ -91,12 +91,12 @@ fn exchange(
     let mut socket = socket;
     let request = vec![0x5a_u8; request_bytes];
     let mut answer = [0u8; ANSWER_BYTES];
-    let clock = Clock::start(config.warmup, config.stop);
+    let clock = Clock::for_run(config);
     let interval = config
         .rate
         .map(|rate| Duration::from_secs_f64(f64::from(config.batch_records) / rate));
     let records_per_trip = u64::from(config.batch_records);
-    let mut recorder = Recorder::default();
+    let mut recorder = clock.recorder();
     let mut due = clock.origin();
     loop {
         let start = match interval {

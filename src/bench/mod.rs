@@ -20,7 +20,8 @@
 //! `failover` is native only).
 //!
 //! [`runner`] drives a run from start to report; [`stats`] holds the clock (warm-up, window,
-//! deadline), the HDR histograms and the report; [`config`] every limit; [`payload`] the stamped
+//! deadline), the HDR histograms and the report; [`timeline`] the same figures interval by
+//! interval and [`report`] the HTML pictures of them (`--report`); [`config`] every limit; [`payload`] the stamped
 //! values; [`pacer`] the open-loop schedule; [`progress`] the bar on stderr; [`context`] what
 //! every part of a run shares; [`error`] why a run fails.
 //! The figures, how to reproduce them and what bounds them are in `docs/benchmarks.md`.
@@ -36,9 +37,10 @@
 //! consume   -> produce, stats, progress, payload, error
 //! produce   -> stats, config, payload, pacer, progress, error
 //! context   -> config, progress, error
-//! stats     -> config
+//! report    -> stats, timeline, cpu, config
+//! stats     -> timeline, cpu, config
 //! config    -> payload, error
-//! payload, pacer, progress, error: leaves (nothing of the bench)
+//! payload, pacer, progress, error, timeline, cpu: leaves (nothing of the bench)
 //! ```
 
 pub mod config;
@@ -53,8 +55,10 @@ pub mod pacer;
 pub mod payload;
 pub mod produce;
 pub mod progress;
+pub mod report;
 pub mod runner;
 pub mod stats;
+pub mod timeline;
 
 pub use config::{BenchConfig, Mode, Protocol, StopAfter};
 pub use context::RunContext;

@@ -189,6 +189,7 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
     let mut payload = Payload::new(spec.record_bytes, MAX_IN_FLIGHT);
     let mut outcome = ProducerOutcome {
         log_ends: spec.targets.iter().map(|t| (t.partition, 0)).collect(),
+        recorder: spec.clock.recorder(),
         ..ProducerOutcome::default()
     };
     // Open loop: batch k is due at schedule_from + k * period.

@@ -363,6 +363,23 @@ fn consumer_seconds(clock: &Clock, recorder: &Recorder) -> f64 {
     }
 }
 
+/// The CPU window of a run measured by `clock`.
+fn cpu_window(context: &RunContext, clock: &Clock) -> CpuWindow {
+    CpuWindow::start(
+        context.server_process,
+        clock.measure_from(),
+        clock.deadline(),
+        clock.timeline_interval(),
+    )
+}
+
+/// Gives a report that keeps pictures (`--report`) the CPU over its window.
+fn attach_cpu_points(report: &mut RoleReport, points: &[cpu::CpuPoint]) {
+    if let Some(plots) = &mut report.plots {
+        plots.cpu = points.to_vec();
+    }
+}
+
 fn budget_of(stop: StopAfter) -> Option<Arc<AtomicU64>> {
     match stop {
         StopAfter::Records(records) => Some(Arc::new(AtomicU64::new(records))),
@@ -494,8 +511,8 @@ async fn run_produce(
 ) -> Result<RoleReport, BenchError> {
     let config = &context.config;
     let prepared = prepare_producers(context).await?;
-    let clock = Clock::start(config.warmup, config.stop);
-    let cpu = CpuWindow::start(context.server_process, &clock);
+    let clock = Clock::for_run(config);
+    let cpu = cpu_window(context, &clock);
     progress.phase(
         "produce",
         phase_length(config),
@@ -503,7 +520,7 @@ async fn run_produce(
     );
     let tasks = spawn_producers(context, &prepared, clock, budget_of(config.stop));
     let (recorder, _) = join_producers(tasks).await?;
-    let cpu = cpu.finish(recorder.bytes).await;
+    let (cpu, cpu_points) = cpu.finish_with_points(recorder.bytes).await;
     release(context, prepared).await;
     let seconds = seconds_until_last(&clock, &recorder);
     let mut report = RoleReport::new(
@@ -515,6 +532,7 @@ async fn run_produce(
         seconds,
     );
     report.cpu = cpu;
+    attach_cpu_points(&mut report, &cpu_points);
     Ok(report)
 }
 
@@ -565,8 +583,8 @@ async fn run_consume(
         sources.insert(partition, (offsets.earliest, wrap_at));
     }
     let clients = connect_consumers(context).await?;
-    let clock = Clock::start(config.warmup, config.stop);
-    let cpu = CpuWindow::start(context.server_process, &clock);
+    let clock = Clock::for_run(config);
+    let cpu = cpu_window(context, &clock);
     progress.phase(
         "consume",
         phase_length(config),
@@ -588,7 +606,9 @@ async fn run_consume(
         &recorder,
         consumer_seconds(&clock, &recorder),
     );
-    report.cpu = cpu.finish(recorder.bytes).await;
+    let (cpu, cpu_points) = cpu.finish_with_points(recorder.bytes).await;
+    report.cpu = cpu;
+    attach_cpu_points(&mut report, &cpu_points);
     Ok(report)
 }
 
@@ -600,8 +620,8 @@ async fn run_both(
     let prepared = prepare_producers(context).await?;
     let clients = connect_consumers(context).await?;
     let (ends_sender, ends) = watch::channel(None);
-    let clock = Clock::start(config.warmup, config.stop);
-    let cpu = CpuWindow::start(context.server_process, &clock);
+    let clock = Clock::for_run(config);
+    let cpu = cpu_window(context, &clock);
     progress.phase("both", phase_length(config), Arc::clone(&context.counters));
     let plan = ConsumerPlan {
         latency: LatencyKind::EndToEnd,
@@ -615,7 +635,7 @@ async fn run_both(
     let (produced, log_ends) = join_producers(producers).await?;
     let _ = ends_sender.send(Some(log_ends));
     let consumed = join_consumers(consumers).await?;
-    let window = cpu.finish(0).await;
+    let (window, cpu_points) = cpu.finish_with_points(0).await;
     release(context, prepared).await;
     let mut reports = vec![
         RoleReport::new(
@@ -637,6 +657,7 @@ async fn run_both(
     ];
     for report in &mut reports {
         report.cpu = window.map(|window| window.per_gb_of(report.bytes));
+        attach_cpu_points(report, &cpu_points);
     }
     Ok(reports)
 }
@@ -646,15 +667,15 @@ async fn run_failover(
     progress: &mut Progress,
 ) -> Result<RoleReport, BenchError> {
     let config = &context.config;
-    let clock = Clock::start(config.warmup, config.stop);
-    let cpu = CpuWindow::start(context.server_process, &clock);
+    let clock = Clock::for_run(config);
+    let cpu = cpu_window(context, &clock);
     progress.phase(
         "failover",
         phase_length(config),
         Arc::clone(&context.counters),
     );
     let (recorder, failover) = failover::run(context, clock).await?;
-    let cpu = cpu.finish(recorder.bytes).await;
+    let (cpu, cpu_points) = cpu.finish_with_points(recorder.bytes).await;
     let seconds = seconds_until_last(&clock, &recorder);
     let mut report = RoleReport::new(
         "produce",
@@ -666,6 +687,7 @@ async fn run_failover(
     );
     report.failover = Some(failover);
     report.cpu = cpu;
+    attach_cpu_points(&mut report, &cpu_points);
     Ok(report)
 }
 

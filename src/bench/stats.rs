@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::config::{BenchConfig, StopAfter};
+use super::timeline::Timeline;
 
 /// Highest latency the histograms hold (larger values are clamped to it): one hour.
 const HIGHEST_LATENCY_US: u64 = 3_600_000_000;
@@ -20,6 +21,9 @@ pub struct Clock {
     origin: Instant,
     measure_from: Instant,
     deadline: Option<Instant>,
+    /// Set for a run whose figures are also kept over time (`--report`): the length of an
+    /// interval of the recorders' time lines.
+    timeline_interval: Option<Duration>,
 }
 
 impl Clock {
@@ -35,6 +39,38 @@ impl Clock {
             origin,
             measure_from,
             deadline,
+            timeline_interval: None,
+        }
+    }
+
+    /// The clock of `config`'s run: its recorders keep time lines when `config.timeline` is
+    /// set, in about sixty intervals of a timed run (a tenth of a second for a run with a
+    /// record budget, folded as it grows: see [`Timeline`]).
+    pub fn for_run(config: &BenchConfig) -> Self {
+        let mut clock = Self::start(config.warmup, config.stop);
+        if config.timeline {
+            clock.timeline_interval = Some(match config.stop {
+                StopAfter::Duration(duration) => {
+                    (duration / 60).clamp(Duration::from_millis(20), Duration::from_secs(10))
+                }
+                StopAfter::Records(_) => Duration::from_millis(100),
+            });
+        }
+        clock
+    }
+
+    /// The length of an interval of the run's time lines, if it keeps them.
+    pub fn timeline_interval(&self) -> Option<Duration> {
+        self.timeline_interval
+    }
+
+    /// A recorder for this clock's run: with a time line when the run keeps one.
+    pub fn recorder(&self) -> Recorder {
+        Recorder {
+            timeline: self
+                .timeline_interval
+                .map(|interval| Timeline::new(self.measure_from, interval)),
+            ..Recorder::default()
         }
     }
 
@@ -122,6 +158,8 @@ pub struct Recorder {
     /// Records a consumer never read because retention deleted them first: it fell that far
     /// behind the producers and skipped to the oldest record kept (lag, not a failure).
     pub skipped: u64,
+    /// The same figures interval by interval, when the run keeps them (`--report`).
+    pub timeline: Option<Timeline>,
 }
 
 /// `duration` in whole microseconds, clamped to what the latency histograms hold.
@@ -145,6 +183,7 @@ impl Default for Recorder {
             pacer_late_us: new_latency_histogram(),
             last: None,
             skipped: 0,
+            timeline: None,
         }
     }
 }
@@ -155,13 +194,20 @@ impl Recorder {
         self.records += records;
         self.bytes += bytes;
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
+        if let Some(timeline) = &mut self.timeline {
+            timeline.count(records, bytes, at);
+        }
     }
 
     /// Records one latency, `weight` times (once per record it stands for).
     pub fn latency(&mut self, latency: Duration, weight: u64) {
+        let us = histogram_us(latency);
         self.latency_us
-            .record_n(histogram_us(latency), weight)
+            .record_n(us, weight)
             .expect("value clamped to the histogram's range");
+        if let Some(timeline) = &mut self.timeline {
+            timeline.latency(us, weight);
+        }
     }
 
     /// Records how late a pacer woke after one due time (see [`Recorder::pacer_late_us`]).
@@ -186,6 +232,11 @@ impl Recorder {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
+        match (&mut self.timeline, &other.timeline) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.timeline = Some(theirs.clone()),
+            _ => {}
+        }
     }
 
     /// The percentiles (all 0 when nothing was recorded).
@@ -295,6 +346,21 @@ pub struct RoleReport {
     /// bytes: the server's work for producers and consumers is not told apart).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<super::cpu::CpuFigures>,
+    /// What `--report` draws: the role's time line, its whole latency histogram and the CPU
+    /// over the window (not in the JSON line).
+    #[serde(skip)]
+    pub plots: Option<Box<RolePlots>>,
+}
+
+/// A role's figures over time, for the report's pictures.
+#[derive(Debug, Clone)]
+pub struct RolePlots {
+    /// Records, bytes and latencies interval by interval.
+    pub timeline: Timeline,
+    /// Every latency of the window, in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// CPU of the server and of the bench over the window, sampled once per interval.
+    pub cpu: Vec<super::cpu::CpuPoint>,
 }
 
 fn round3(value: f64) -> f64 {
@@ -334,6 +400,13 @@ impl RoleReport {
                 .then(|| Percentiles::of(&recorder.pacer_late_us)),
             failover: None,
             cpu: None,
+            plots: recorder.timeline.as_ref().map(|timeline| {
+                Box::new(RolePlots {
+                    timeline: timeline.clone(),
+                    latency_us: recorder.latency_us.clone(),
+                    cpu: Vec::new(),
+                })
+            }),
         }
     }
 }

@@ -56,6 +56,7 @@ Examples:
   fencelog bench                                  # 10 s produce benchmark, in-process server
   fencelog bench --mode both --producers 4 --consumers 4 --duration 30s
   fencelog bench --mode failover --json
+  fencelog bench --mode both --report run.html     # also the run as pictures (HTML, inline SVG)
   fencelog bench --addr 127.0.0.1:7171 --mode consume")]
 pub struct BenchArgs {
     /// What to measure.
@@ -144,6 +145,11 @@ pub struct BenchArgs {
     /// Print one JSON object per role per line instead of a table (no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// Also write the run as pictures to this HTML file: throughput, latency percentiles and
+    /// CPU over time, the latency histogram, and the parameters (self-contained: inline SVG, no
+    /// script).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
     /// TLS to the server at --addr (native protocol).
     #[command(flatten)]
     pub tls: super::tls::ClientTlsArgs,
@@ -178,6 +184,7 @@ impl BenchArgs {
             acks: self.acks,
             server_pid: self.server_pid,
             keep_topic: self.keep_topic,
+            timeline: self.report.is_some(),
             tls: None,
         };
         // The default retention depends on the partitions and batch size just set.
@@ -208,6 +215,14 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     runtime.shutdown_background();
     let reports = result.map_err(|error| CliError::new(one_line(&error.to_string())))?;
     print(&config, &reports, args.json)?;
+    if let Some(path) = &args.report {
+        std::fs::write(path, crate::bench::report::html(&config, &reports)).map_err(|error| {
+            CliError::new(format!("write the report to {}: {error}", path.display()))
+        })?;
+        if !args.json {
+            println!("report: {}", path.display());
+        }
+    }
     let landed: u64 = reports
         .iter()
         .filter_map(|report| report.failover.map(|failover| failover.stale_landed))

@@ -283,6 +283,48 @@ fn without_json_a_table_is_printed() {
     }
 }
 
+/// `--report FILE.html` writes a self-contained page with the four plots (throughput,
+/// latency percentiles and CPU over time, the latency histogram) for both roles, and the JSON
+/// lines stay exactly as without it.
+#[test]
+fn report_writes_a_self_contained_html_file_with_its_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.html");
+    let lines = bench_json(
+        &[
+            &SHORT[..],
+            &["--mode", "both", "--batch", "100", "--report"],
+            &[path.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|line| line.get("plots").is_none()));
+    let html = std::fs::read_to_string(&path).expect("the report was written");
+    assert!(html.starts_with("<!doctype html>"), "{html}");
+    for expected in [
+        "Throughput over time",
+        "Latency over time",
+        "Latency histogram",
+        "CPU over time",
+        "produce p99",
+        "consume p50",
+        "<polyline",
+    ] {
+        assert!(
+            html.contains(expected),
+            "{expected:?} missing from the report"
+        );
+    }
+    assert_eq!(html.matches("<svg").count(), 4, "{html}");
+    for fetching in ["<script", "src=", "href=", "@import"] {
+        assert!(
+            !html.contains(fetching),
+            "the report loads nothing: {fetching}"
+        );
+    }
+}
+
 #[test]
 fn settings_out_of_bounds_exit_1_with_the_limit() {
     let output = bench(&["--record-size", "16384", "--batch", "1000"]);
