@@ -117,6 +117,37 @@ impl Protocol {
     }
 }
 
+/// What kind of Kafka producer the bench's producers are (`--protocol kafka`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KafkaProducerKind {
+    /// No producer id: acks = 1, as the bench's Kafka producers always were.
+    #[default]
+    Plain,
+    /// An idempotent producer (`--idempotent`): a producer id from InitProducerId, sequence
+    /// numbers on every batch, acks = all.
+    Idempotent,
+    /// A transactional producer (`--transactional`): idempotent, with a transactional id, its
+    /// partitions added to a transaction that is committed every `--transaction-interval`.
+    Transactional,
+}
+
+impl KafkaProducerKind {
+    /// The name used in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            KafkaProducerKind::Plain => "plain",
+            KafkaProducerKind::Idempotent => "idempotent",
+            KafkaProducerKind::Transactional => "transactional",
+        }
+    }
+}
+
+/// The shortest `--transaction-interval`.
+pub const MIN_TRANSACTION_INTERVAL: Duration = Duration::from_millis(1);
+/// Kafka Streams' default commit interval under exactly-once, which the figure uses.
+pub const DEFAULT_TRANSACTION_INTERVAL: Duration = Duration::from_millis(100);
+
 /// When the measurement ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopAfter {
@@ -186,6 +217,10 @@ pub struct BenchConfig {
     pub keep_topic: bool,
     /// Keep the figures over time too (time lines, CPU samples), for `--report`.
     pub timeline: bool,
+    /// The kind of Kafka producer (`--protocol kafka`).
+    pub kafka_producer: KafkaProducerKind,
+    /// How often a transactional producer commits (`--transaction-interval`).
+    pub transaction_interval: Duration,
 }
 
 impl Default for BenchConfig {
@@ -214,6 +249,8 @@ impl Default for BenchConfig {
             server_pid: None,
             keep_topic: false,
             timeline: false,
+            kafka_producer: KafkaProducerKind::Plain,
+            transaction_interval: DEFAULT_TRANSACTION_INTERVAL,
             tls: None,
         }
     }
@@ -343,6 +380,20 @@ impl BenchConfig {
             return Err(invalid("--flush interval must be at least 1 ms"));
         }
         self.validate_protocol()?;
+        if self.kafka_producer != KafkaProducerKind::Plain && self.protocol != Protocol::Kafka {
+            return Err(invalid(
+                "--idempotent and --transactional are Kafka producers: add --protocol kafka",
+            ));
+        }
+        if self.kafka_producer == KafkaProducerKind::Transactional
+            && !(MIN_TRANSACTION_INTERVAL..=MAX_DURATION).contains(&self.transaction_interval)
+        {
+            return Err(invalid(format!(
+                "--transaction-interval must be from {} to {}",
+                humantime::format_duration(MIN_TRANSACTION_INTERVAL),
+                humantime::format_duration(MAX_DURATION)
+            )));
+        }
         if self.tls.is_some() && self.addr.is_none() {
             return Err(invalid(
                 "the --tls flags need --addr: the in-process server serves plain TCP",

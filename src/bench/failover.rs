@@ -139,6 +139,8 @@ fn start_writer(
         generation: Some(Arc::clone(&generation)),
         first_ack,
         acks: context.config.acks,
+        kafka_producer: None,
+        transaction_interval: None,
     };
     Running {
         generation,

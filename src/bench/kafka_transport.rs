@@ -7,7 +7,9 @@
 //! each response frame to the oldest waiting caller, which checks its correlation id and decodes
 //! it. A handle is cheap to clone; the connection closes when the last one is dropped.
 //!
-//! Only what the bench sends is wrapped: Produce (v11, acks = 1) and Fetch (v12). The records a
+//! Only what the bench sends is wrapped: Produce (v11, acks = 1, or acks = all for idempotent and
+//! transactional producers), Fetch (v12), and for `--idempotent`/`--transactional` producers
+//! InitProducerId (v4), AddPartitionsToTxn (v3) and EndTxn (v3). The records a
 //! fetch returns are decoded with kafka-protocol's [`RecordBatchDecoder`] (which checks each
 //! batch's CRC32C, as any Kafka consumer does) into the same [`Record`]s a native fetch gives.
 //!
@@ -19,10 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+    AddPartitionsToTxnRequest, BrokerId, EndTxnRequest, FetchRequest, InitProducerIdRequest,
+    ProduceRequest, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -40,6 +44,17 @@ pub const PRODUCE_VERSION: i16 = 11;
 pub const FETCH_VERSION: i16 = 12;
 /// Produce `acks`: answered once the partition has appended (one broker: 1 and -1 are alike).
 pub const PRODUCE_ACKS: i16 = 1;
+/// Produce `acks` of idempotent and transactional producers: all in-sync replicas, as Kafka's
+/// clients insist on for them.
+pub const PRODUCE_ACKS_ALL: i16 = -1;
+/// The InitProducerId version the bench sends.
+pub const INIT_PRODUCER_ID_VERSION: i16 = 4;
+/// The AddPartitionsToTxn version the bench sends (the last a client sends one transaction in).
+pub const ADD_PARTITIONS_TO_TXN_VERSION: i16 = 3;
+/// The EndTxn version the bench sends.
+pub const END_TXN_VERSION: i16 = 3;
+/// How long the coordinator lets a bench transaction stay open before aborting it.
+const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 /// Longest the server may hold a produce before answering with a timeout.
 const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 /// Largest response frame read: above the largest fetch the bench asks for
@@ -163,16 +178,24 @@ impl KafkaConnection {
             .map_err(|error| KafkaError::Decode(error.to_string()))
     }
 
-    /// Appends `records` (Kafka record batches v2) to one partition with acks = 1.
+    /// Appends `records` (Kafka record batches v2) to one partition: with acks = 1, or for an
+    /// idempotent or transactional producer (`producer`) acks = all, and the transactional id
+    /// of a transactional one.
     pub async fn produce(
         &self,
         topic: &str,
         partition: u32,
         records: Bytes,
         record_count: u32,
+        producer: Option<&KafkaProducerId>,
     ) -> Result<ProduceAck, KafkaError> {
         let request = ProduceRequest::default()
-            .with_acks(PRODUCE_ACKS)
+            .with_acks(producer.map_or(PRODUCE_ACKS, |_| PRODUCE_ACKS_ALL))
+            .with_transactional_id(
+                producer
+                    .and_then(|producer| producer.transactional_id.clone())
+                    .map(TransactionalId),
+            )
             .with_timeout_ms(PRODUCE_TIMEOUT_MS)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(topic_name(topic))
@@ -245,6 +268,93 @@ impl KafkaConnection {
             log_start_offset: u64::try_from(answer.log_start_offset).unwrap_or(0),
             records,
         })
+    }
+}
+
+/// An idempotent or transactional producer's identity, from InitProducerId.
+#[derive(Debug, Clone)]
+pub struct KafkaProducerId {
+    /// The producer id.
+    pub id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The transactional id, for a transactional producer.
+    pub transactional_id: Option<StrBytes>,
+}
+
+impl KafkaConnection {
+    /// Gets a producer id (and epoch) from the listener: for `transactional_id`, the
+    /// transaction coordinator's (this connection's server is its coordinator: the bench
+    /// runs against one broker's Kafka listener).
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: Option<&str>,
+    ) -> Result<KafkaProducerId, KafkaError> {
+        let transactional_id = transactional_id.map(|id| StrBytes::from_string(id.to_owned()));
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(transactional_id.clone().map(TransactionalId))
+            .with_transaction_timeout_ms(TRANSACTION_TIMEOUT_MS)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response = self.call(INIT_PRODUCER_ID_VERSION, &request).await?;
+        if response.error_code != 0 {
+            return Err(KafkaError::server(response.error_code, None));
+        }
+        Ok(KafkaProducerId {
+            id: response.producer_id.0,
+            epoch: response.producer_epoch,
+            transactional_id,
+        })
+    }
+
+    /// Adds `partitions` of `topic` to the producer's open transaction.
+    pub async fn add_partitions_to_txn(
+        &self,
+        producer: &KafkaProducerId,
+        topic: &str,
+        partitions: &[u32],
+    ) -> Result<(), KafkaError> {
+        let request = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(
+                producer.transactional_id.clone().unwrap_or_default(),
+            ))
+            .with_v3_and_below_producer_id(ProducerId(producer.id))
+            .with_v3_and_below_producer_epoch(producer.epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(partitions.iter().map(|p| *p as i32).collect())]);
+        let response = self.call(ADD_PARTITIONS_TO_TXN_VERSION, &request).await?;
+        if response.error_code != 0 {
+            return Err(KafkaError::server(response.error_code, None));
+        }
+        for topic in &response.results_by_topic_v3_and_below {
+            for partition in &topic.results_by_partition {
+                if partition.partition_error_code != 0 {
+                    return Err(KafkaError::server(partition.partition_error_code, None));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits (or aborts) the producer's open transaction.
+    pub async fn end_txn(
+        &self,
+        producer: &KafkaProducerId,
+        commit: bool,
+    ) -> Result<(), KafkaError> {
+        let request = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(
+                producer.transactional_id.clone().unwrap_or_default(),
+            ))
+            .with_producer_id(ProducerId(producer.id))
+            .with_producer_epoch(producer.epoch)
+            .with_committed(commit);
+        let response = self.call(END_TXN_VERSION, &request).await?;
+        if response.error_code != 0 {
+            return Err(KafkaError::server(response.error_code, None));
+        }
+        Ok(())
     }
 }
 

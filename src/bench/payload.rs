@@ -85,6 +85,19 @@ impl Stamp {
     }
 }
 
+/// The producer fields of a Kafka batch from an idempotent or transactional producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KafkaBatchProducer {
+    /// The producer id.
+    pub id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The sequence number of the batch's first record on its partition.
+    pub base_sequence: i32,
+    /// Whether the batch belongs to a transaction (attribute bit 0x10).
+    pub transactional: bool,
+}
+
 /// A producer's value buffer, allocated once and re-stamped for each batch, and the batches it
 /// built, whose buffers are reused once the client has sent them and dropped its handles (as a
 /// producer's buffer pool does in other log clients). Without it every request would allocate
@@ -137,7 +150,12 @@ impl Payload {
     /// it (`--protocol kafka`). It is written directly, in one pass like [`Payload::batch`]
     /// (plus the batch's CRC32C), rather than converted from a native batch, so that the
     /// generator spends no more per batch than the native producer does.
-    pub fn kafka_batch(&mut self, records: u32, stamp: Stamp) -> Bytes {
+    pub fn kafka_batch(
+        &mut self,
+        records: u32,
+        stamp: Stamp,
+        producer: Option<KafkaBatchProducer>,
+    ) -> Bytes {
         let prefix = stamp.bytes();
         let stamped = self.value.len().min(prefix.len());
         self.value[..stamped].copy_from_slice(&prefix[..stamped]);
@@ -152,13 +170,27 @@ impl Payload {
         out.put_i32(-1); // partitionLeaderEpoch
         out.put_u8(KAFKA_MAGIC);
         out.put_u32(0); // crc, filled in below
-        out.put_i16(0); // attributes: no compression, CreateTime
+                        // attributes: no compression, CreateTime, and the transactional bit (0x10) for a
+                        // transactional producer's batch.
+        out.put_i16(match producer {
+            Some(producer) if producer.transactional => 0x10,
+            _ => 0,
+        });
         out.put_i32(last_offset_delta);
         out.put_i64(timestamp); // baseTimestamp
         out.put_i64(timestamp); // maxTimestamp
-        out.put_i64(-1); // producerId
-        out.put_i16(-1); // producerEpoch
-        out.put_i32(-1); // baseSequence
+        match producer {
+            Some(producer) => {
+                out.put_i64(producer.id);
+                out.put_i16(producer.epoch);
+                out.put_i32(producer.base_sequence);
+            }
+            None => {
+                out.put_i64(-1); // producerId
+                out.put_i16(-1); // producerEpoch
+                out.put_i32(-1); // baseSequence
+            }
+        }
         out.put_i32(records as i32);
         for offset_delta in 0..records as i32 {
             // attributes, timestampDelta 0, offsetDelta, keyLength -1, valueLength, value,
@@ -239,7 +271,7 @@ mod tests {
             sequence: 11,
         };
         for records in [1, 4, 200] {
-            let batch = payload.kafka_batch(records, stamp);
+            let batch = payload.kafka_batch(records, stamp, None);
             let converted = crate::server::kafka::batches::to_native_batches(
                 &batch,
                 5,

@@ -8,7 +8,11 @@
 //! the generator, not the server, the bottleneck; it speaks [`Client::produce`] directly and
 //! keeps its leases alive itself. With `--protocol kafka` it sends the same batches as Kafka
 //! record batches v2 in Kafka ProduceRequests (acks=1) over a [`KafkaConnection`], with the same
-//! window, without a lease.
+//! window, without a lease; as an idempotent producer (`--idempotent`: a producer id, sequence
+//! numbers per partition, acks=all) or a transactional one (`--transactional`: its partitions
+//! added to a transaction before the first batch of each, every batch in flight acknowledged,
+//! then the transaction committed with EndTxn every `--transaction-interval`, as a Kafka
+//! producer's `commit_transaction` flushes before it commits).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,9 +26,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::MAX_IN_FLIGHT;
 use super::error::BenchError;
-use super::kafka_transport::{KafkaConnection, KafkaError};
+use super::kafka_transport::{KafkaConnection, KafkaError, KafkaProducerId};
 use super::pacer::Pacer;
-use super::payload::{Payload, Stamp};
+use super::payload::{KafkaBatchProducer, Payload, Stamp};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use crate::client::{Client, ClientError, Lease, ProduceAck};
@@ -60,6 +64,7 @@ impl Connection {
         batch: Bytes,
         records: u32,
         acks: Option<crate::protocol::Acks>,
+        producer: Option<&KafkaProducerId>,
     ) -> Result<ProduceAck, Failure> {
         match self {
             Connection::Native(client) => match acks {
@@ -72,7 +77,7 @@ impl Connection {
             }
             .map_err(Failure::Native),
             Connection::Kafka(connection) => connection
-                .produce(topic, partition, batch, records)
+                .produce(topic, partition, batch, records, producer)
                 .await
                 .map_err(Failure::Kafka),
         }
@@ -136,6 +141,11 @@ pub struct ProducerSpec {
     pub first_ack: Option<oneshot::Sender<Instant>>,
     /// `--acks` (native protocol; `None`: the broker's default).
     pub acks: Option<crate::protocol::Acks>,
+    /// An idempotent or transactional Kafka producer's id (`None`: a plain producer).
+    pub kafka_producer: Option<KafkaProducerId>,
+    /// For a transactional producer: how long each transaction stays open before it is
+    /// committed.
+    pub transaction_interval: Option<Duration>,
 }
 
 /// What a producer measured.
@@ -150,6 +160,17 @@ pub struct ProducerOutcome {
     /// Produce requests sent after this producer was superseded that were acknowledged
     /// (`failover` only; must be 0).
     pub stale_acked: u64,
+}
+
+/// A transactional producer's open transaction.
+struct Transaction {
+    /// When it was opened (its partitions added); `None` between transactions.
+    opened: Option<Instant>,
+    /// How long it stays open.
+    interval: Duration,
+    /// Set once it is due: nothing more is sent until every batch in flight is acknowledged
+    /// and the transaction committed.
+    committing: bool,
 }
 
 /// A produce request that completed.
@@ -208,8 +229,25 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
     let mut in_flight = FuturesUnordered::new();
     let mut sequence: u64 = 0;
     let mut stopping = false;
+    // Per target: the Kafka sequence number of its next batch (idempotent producers).
+    let mut kafka_sequences = vec![0i32; spec.targets.len()];
+    let mut transaction = spec.transaction_interval.map(|interval| Transaction {
+        opened: None,
+        interval,
+        committing: false,
+    });
     loop {
-        while !stopping && in_flight.len() < spec.in_flight {
+        if let Some(open) = transaction.as_mut() {
+            if open.opened.is_some() && in_flight.is_empty() && (open.committing || stopping) {
+                commit(&spec, &mut outcome).await?;
+                open.opened = None;
+                open.committing = false;
+            }
+        }
+        while !stopping
+            && !transaction.as_ref().is_some_and(|t| t.committing)
+            && in_flight.len() < spec.in_flight
+        {
             let now = Instant::now();
             let intended = match due(sequence) {
                 Some(at) if at > now => break,
@@ -230,7 +268,21 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                 stopping = true;
                 break;
             }
-            let target = spec.targets[(sequence % spec.targets.len() as u64) as usize];
+            if let Some(open) = transaction.as_mut() {
+                match open.opened {
+                    None => {
+                        begin(&spec).await?;
+                        open.opened = Some(Instant::now());
+                    }
+                    Some(opened) if opened.elapsed() >= open.interval => {
+                        open.committing = true;
+                        break;
+                    }
+                    Some(_) => {}
+                }
+            }
+            let target_index = (sequence % spec.targets.len() as u64) as usize;
+            let target = spec.targets[target_index];
             let stamp = Stamp {
                 intended_ns: spec.clock.ns(intended),
                 sent_ns: spec.clock.ns(now),
@@ -239,15 +291,40 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
             };
             let batch = match &spec.connection {
                 Connection::Native(_) => payload.batch(target.epoch, records, stamp),
-                Connection::Kafka(_) => payload.kafka_batch(records, stamp),
+                Connection::Kafka(_) => {
+                    let producer = spec.kafka_producer.as_ref().map(|producer| {
+                        let base_sequence = kafka_sequences[target_index];
+                        // Kafka's sequence numbers wrap at i32::MAX.
+                        kafka_sequences[target_index] =
+                            ((i64::from(base_sequence) + i64::from(records)) % (1 << 31)) as i32;
+                        KafkaBatchProducer {
+                            id: producer.id,
+                            epoch: producer.epoch,
+                            base_sequence,
+                            transactional: transaction.is_some(),
+                        }
+                    });
+                    payload.kafka_batch(records, stamp, producer)
+                }
             };
-            let (connection, topic, acks) =
-                (spec.connection.clone(), Arc::clone(&spec.topic), spec.acks);
+            let (connection, topic, acks, producer) = (
+                spec.connection.clone(),
+                Arc::clone(&spec.topic),
+                spec.acks,
+                spec.kafka_producer.clone(),
+            );
             let sent = Instant::now();
             let intended = if period.is_some() { intended } else { sent };
             in_flight.push(async move {
                 let result = connection
-                    .produce(&topic, target.partition, batch, records, acks)
+                    .produce(
+                        &topic,
+                        target.partition,
+                        batch,
+                        records,
+                        acks,
+                        producer.as_ref(),
+                    )
                     .await;
                 Completed {
                     intended,
@@ -260,10 +337,17 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
             });
             sequence += 1;
         }
+        let committing = transaction
+            .as_ref()
+            .is_some_and(|t| t.committing || (stopping && t.opened.is_some()));
+        if in_flight.is_empty() && committing {
+            continue;
+        }
         if stopping && in_flight.is_empty() {
             break;
         }
-        let wake = due(sequence).filter(|_| !stopping && in_flight.len() < spec.in_flight);
+        let wake =
+            due(sequence).filter(|_| !stopping && !committing && in_flight.len() < spec.in_flight);
         tokio::select! {
             biased;
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
@@ -279,6 +363,42 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
         outcome.recorder.pacer_late_us = pacer.lateness_us();
     }
     Ok(outcome)
+}
+
+/// Opens a transaction: adds the producer's partitions to it.
+async fn begin(spec: &ProducerSpec) -> Result<(), BenchError> {
+    let (Connection::Kafka(connection), Some(producer)) = (&spec.connection, &spec.kafka_producer)
+    else {
+        return Ok(());
+    };
+    let partitions: Vec<u32> = spec.targets.iter().map(|t| t.partition).collect();
+    connection
+        .add_partitions_to_txn(producer, &spec.topic, &partitions)
+        .await
+        .map_err(|source| BenchError::Kafka {
+            context: format!("add {}/{partitions:?} to a transaction", spec.topic),
+            source,
+        })
+}
+
+/// Commits the open transaction (every batch of it is acknowledged), timing the commit.
+async fn commit(spec: &ProducerSpec, outcome: &mut ProducerOutcome) -> Result<(), BenchError> {
+    let (Connection::Kafka(connection), Some(producer)) = (&spec.connection, &spec.kafka_producer)
+    else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    connection
+        .end_txn(producer, true)
+        .await
+        .map_err(|source| BenchError::Kafka {
+            context: "commit a transaction (EndTxn)".into(),
+            source,
+        })?;
+    if spec.clock.measuring(started) {
+        outcome.recorder.commit(started.elapsed());
+    }
+    Ok(())
 }
 
 /// Accounts for one answer; returns true when the producer should stop sending.

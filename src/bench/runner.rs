@@ -14,12 +14,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{self, BenchConfig, Mode, Protocol, StopAfter};
+use super::config::{self, BenchConfig, KafkaProducerKind, Mode, Protocol, StopAfter};
 use super::consume::{self, ConsumerSpec, LatencyKind, Source};
 use super::context::RunContext;
 use super::cpu::{self, CpuWindow, ServerProcess};
 use super::error::BenchError;
 use super::failover;
+use super::kafka_transport::KafkaProducerId;
 use super::produce::{self, Connection, ProducerOutcome, ProducerSpec, Target, LEASE_TTL};
 use super::progress::{Counters, Progress};
 use super::stats::{Clock, Recorder, RoleReport};
@@ -108,6 +109,8 @@ impl Drop for InProcessServer {
 /// sending.
 struct Prepared {
     connection: Connection,
+    /// An idempotent or transactional Kafka producer's id.
+    kafka_producer: Option<KafkaProducerId>,
     targets: Vec<Target>,
     leases: Vec<(u32, Lease)>,
     keepers: CancellationToken,
@@ -141,8 +144,23 @@ async fn prepare_producers(context: &RunContext) -> Result<Vec<Prepared>, BenchE
             // Unleased: the partitions of the fresh bench topic never granted a lease.
             let partitions =
                 producer_partitions(index, config.producers, config.topic_partitions());
+            let connection = context.connect_kafka().await?;
+            let transactional_id = format!("{}-producer-{index}", context.topic);
+            let kafka_producer = match config.kafka_producer {
+                KafkaProducerKind::Plain => None,
+                KafkaProducerKind::Idempotent => Some(connection.init_producer_id(None).await),
+                KafkaProducerKind::Transactional => {
+                    Some(connection.init_producer_id(Some(&transactional_id)).await)
+                }
+            }
+            .transpose()
+            .map_err(|source| BenchError::Kafka {
+                context: format!("get a producer id (InitProducerId) for {transactional_id}"),
+                source,
+            })?;
             prepared.push(Prepared {
-                connection: Connection::Kafka(context.connect_kafka().await?),
+                connection: Connection::Kafka(connection),
+                kafka_producer,
                 targets: partitions
                     .into_iter()
                     .map(|partition| Target {
@@ -182,6 +200,7 @@ async fn prepare_producers(context: &RunContext) -> Result<Vec<Prepared>, BenchE
         }
         prepared.push(Prepared {
             connection: Connection::Native(client),
+            kafka_producer: None,
             targets: leases
                 .iter()
                 .map(|(partition, lease)| Target {
@@ -226,6 +245,9 @@ fn spawn_producers(
                 generation: None,
                 first_ack: None,
                 acks: context.config.acks,
+                kafka_producer: producer.kafka_producer.clone(),
+                transaction_interval: (config.kafka_producer == KafkaProducerKind::Transactional)
+                    .then_some(config.transaction_interval),
             };
             tokio::spawn(produce::run(spec))
         })

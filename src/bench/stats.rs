@@ -160,6 +160,8 @@ pub struct Recorder {
     pub skipped: u64,
     /// The same figures interval by interval, when the run keeps them (`--report`).
     pub timeline: Option<Timeline>,
+    /// How long each transaction's commit (EndTxn) took, in microseconds (`--transactional`).
+    pub commit_us: Histogram<u64>,
 }
 
 /// `duration` in whole microseconds, clamped to what the latency histograms hold.
@@ -184,6 +186,7 @@ impl Default for Recorder {
             last: None,
             skipped: 0,
             timeline: None,
+            commit_us: new_latency_histogram(),
         }
     }
 }
@@ -210,6 +213,13 @@ impl Recorder {
         }
     }
 
+    /// Records one transaction's commit time.
+    pub fn commit(&mut self, took: Duration) {
+        self.commit_us
+            .record(histogram_us(took))
+            .expect("value clamped to the histogram's range");
+    }
+
     /// Records how late a pacer woke after one due time (see [`Recorder::pacer_late_us`]).
     pub fn pacer_late(&mut self, late: Duration) {
         self.pacer_late_us
@@ -227,6 +237,9 @@ impl Recorder {
             .expect("histograms with the same bounds");
         self.pacer_late_us
             .add(&other.pacer_late_us)
+            .expect("histograms with the same bounds");
+        self.commit_us
+            .add(&other.commit_us)
             .expect("histograms with the same bounds");
         self.last = match (self.last, other.last) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -338,6 +351,17 @@ pub struct RoleReport {
     /// it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pacer_late_us: Option<Percentiles>,
+    /// The Kafka producer kind (`--protocol kafka` producers only): `plain`, `idempotent` or
+    /// `transactional`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka_producer: Option<&'static str>,
+    /// Transactions committed in the window (`--transactional` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transactions_committed: Option<u64>,
+    /// How long their commits (EndTxn, every batch already acknowledged) took, in
+    /// microseconds (`--transactional` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_latency_us: Option<Percentiles>,
     /// Failover figures (`failover` mode only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverReport>,
@@ -398,6 +422,13 @@ impl RoleReport {
             skipped_records: (role == "consume").then_some(recorder.skipped),
             pacer_late_us: (!recorder.pacer_late_us.is_empty())
                 .then(|| Percentiles::of(&recorder.pacer_late_us)),
+            kafka_producer: (role == "produce"
+                && config.protocol == super::config::Protocol::Kafka)
+                .then(|| config.kafka_producer.name()),
+            transactions_committed: (!recorder.commit_us.is_empty())
+                .then(|| recorder.commit_us.len()),
+            commit_latency_us: (!recorder.commit_us.is_empty())
+                .then(|| Percentiles::of(&recorder.commit_us)),
             failover: None,
             cpu: None,
             plots: recorder.timeline.as_ref().map(|timeline| {
@@ -490,6 +521,15 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
                 out,
                 "{} cpu: {server}, bench{client} ({:.2} s)",
                 report.role, cpu.client_cpu_seconds
+            );
+        }
+        if let (Some(committed), Some(commit)) =
+            (report.transactions_committed, &report.commit_latency_us)
+        {
+            let _ = writeln!(
+                out,
+                "transactions: {committed} committed; commit (EndTxn) us p50 {}, p99 {}, max {}",
+                commit.p50, commit.p99, commit.max
             );
         }
         if let Some(failover) = &report.failover {

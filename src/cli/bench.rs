@@ -9,8 +9,8 @@ use clap::Args;
 use super::common::{self, one_line};
 use super::CliError;
 use crate::bench::config::{
-    self, BenchConfig, Mode, Protocol, StopAfter, DEFAULT_BATCH_RECORDS, DEFAULT_FETCH_BYTES,
-    DEFAULT_IN_FLIGHT, DEFAULT_RECORD_BYTES,
+    self, BenchConfig, KafkaProducerKind, Mode, Protocol, StopAfter, DEFAULT_BATCH_RECORDS,
+    DEFAULT_FETCH_BYTES, DEFAULT_IN_FLIGHT, DEFAULT_RECORD_BYTES,
 };
 use crate::bench::stats::{self, RoleReport};
 use crate::protocol::FlushPolicy;
@@ -150,6 +150,18 @@ pub struct BenchArgs {
     /// script).
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<std::path::PathBuf>,
+    /// With --protocol kafka: idempotent producers (a producer id from InitProducerId,
+    /// sequence numbers on every batch, acks=all).
+    #[arg(long, conflicts_with = "transactional")]
+    pub idempotent: bool,
+    /// With --protocol kafka: transactional producers (idempotent, with a transactional id;
+    /// each transaction adds the producer's partitions, sends, waits for every batch and
+    /// commits with EndTxn every --transaction-interval). The line gains commit_ms.
+    #[arg(long)]
+    pub transactional: bool,
+    /// How long each transaction of a --transactional producer stays open before its commit.
+    #[arg(long = "transaction-interval", default_value = "100ms", value_parser = common::parse_duration)]
+    pub transaction_interval: Duration,
     /// TLS to the server at --addr (native protocol).
     #[command(flatten)]
     pub tls: super::tls::ClientTlsArgs,
@@ -185,6 +197,12 @@ impl BenchArgs {
             server_pid: self.server_pid,
             keep_topic: self.keep_topic,
             timeline: self.report.is_some(),
+            kafka_producer: match (self.idempotent, self.transactional) {
+                (_, true) => KafkaProducerKind::Transactional,
+                (true, false) => KafkaProducerKind::Idempotent,
+                (false, false) => KafkaProducerKind::Plain,
+            },
+            transaction_interval: self.transaction_interval,
             tls: None,
         };
         // The default retention depends on the partitions and batch size just set.

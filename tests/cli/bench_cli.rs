@@ -341,6 +341,31 @@ fn settings_out_of_bounds_exit_1_with_the_limit() {
     );
 }
 
+/// `--protocol kafka --idempotent`: producers with a producer id and sequence numbers (acks=all)
+/// are acknowledged like plain ones, and the line names the producer kind; the flag needs the
+/// Kafka protocol.
+#[test]
+fn kafka_idempotent_producers_are_measured_and_named() {
+    let lines = bench_json(&[
+        "--protocol",
+        "kafka",
+        "--idempotent",
+        "--records",
+        "3000",
+        "--batch",
+        "200",
+        "--warmup",
+        "0s",
+    ]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(check_role(&lines[0], "produce") >= 3000);
+    assert_eq!(lines[0]["kafka_producer"], "idempotent", "{}", lines[0]);
+    assert!(lines[0].get("commit_latency_us").is_none());
+    let output = bench(&["--idempotent", "--duration", "1s"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("add --protocol kafka"));
+}
+
 /// `--protocol kafka --mode produce`: Kafka producers through the in-process server's Kafka
 /// listener measure acknowledged records like native ones, and the line names its protocol.
 #[test]
