@@ -190,6 +190,7 @@ impl Converter<'_> {
             first_timestamp: times.first,
             max_timestamp: times.max_stored,
             producer: header.producer,
+            attributes: 0,
         }
         .write(&mut self.out);
     }
