@@ -201,7 +201,7 @@ pub fn control_batch(
 
 /// The marker a stored control batch carries, or `None` when `bytes` is not a (whole, valid)
 /// control batch. For readers that already hold a validated batch.
-pub fn control_record(bytes: &Bytes) -> Option<ControlRecord> {
+pub fn control_record(bytes: &[u8]) -> Option<ControlRecord> {
     let header = check_frame(bytes, usize::MAX).ok()?;
     if !header.is_control() {
         return None;

@@ -288,7 +288,7 @@ pub(super) fn rebuild_producer_states(
         for bytes in &read {
             let header = BatchHeader::parse(bytes).expect("a read returns whole batches");
             if let Some(stamp) = ProducerStamp::parse(bytes) {
-                producers.record(&stamp, header.record_count, header.base_offset, header.crc);
+                producers.record_batch(bytes, &stamp, &header, header.base_offset);
             }
             offset = offset.max(header.next_offset());
             batches += 1;

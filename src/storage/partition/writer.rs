@@ -70,7 +70,7 @@ impl Writer {
             if let SequenceVerdict::Duplicate {
                 base_offset,
                 last_offset,
-            } = self.producers.check(stamp, header.record_count)?
+            } = self.producers.check_batch(stamp, header)?
             {
                 return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
             }
@@ -78,7 +78,7 @@ impl Writer {
         let appended = self.append(batch_bytes, header)?;
         if let Some(stamp) = &stamp {
             self.producers
-                .record(stamp, header.record_count, appended.base_offset, header.crc);
+                .record_batch(batch_bytes, stamp, header, appended.base_offset);
         }
         Ok(PendingAppend {
             appended,
@@ -159,7 +159,7 @@ impl Writer {
     /// Writes the producer-state snapshot as of the log end (at close, when everything is
     /// durable). A failure is only logged: the snapshot saves replay time, the log itself
     /// always rebuilds the state.
-    pub(super) fn snapshot_producers(&self) {
+    pub(super) fn snapshot_producers(&mut self) {
         if let Some(write) = self.producer_snapshot_writer() {
             write();
         }
@@ -170,8 +170,11 @@ impl Writer {
     /// with no producers too: an empty snapshot is what tells the next open that nothing before
     /// its offset needs replaying, so a restart reads only the log written since, however much
     /// is kept.
-    fn producer_snapshot_writer(&self) -> Option<impl FnOnce() + Send + 'static> {
+    fn producer_snapshot_writer(&mut self) -> Option<impl FnOnce() + Send + 'static> {
         let offset = self.active.next_offset();
+        // Aborted transactions whose records retention or DeleteRecords removed are not kept.
+        let log_start = self.shared.log_start_offset.load(Ordering::Acquire);
+        self.producers.transactions_mut().forget_below(log_start);
         // An empty log has nothing to replay: no file (and no fsync) for an unused partition.
         if self.producers.is_empty()
             && offset == self.shared.log_start_offset.load(Ordering::Acquire)
