@@ -1028,6 +1028,34 @@ impl BatchBuilder {
     }
 }
 
+/// The whole batches of `chunks` (stored batches as a read returns them, several possibly
+/// back to back in one chunk) that start below `end`: a read_committed read cut at the last
+/// stable offset. Zero-copy; stops at the first batch at or past `end` (or a header that does
+/// not parse, which the reader's own checks then report).
+pub fn batches_below(chunks: Vec<Bytes>, end: u64) -> Vec<Bytes> {
+    let mut kept = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        let mut position = 0;
+        while let Some(header) = BatchHeader::parse(&chunk[position..]) {
+            let length = header.batch_length as usize;
+            if header.base_offset >= end || length < HEADER_BYTES || position + length > chunk.len()
+            {
+                break;
+            }
+            position += length;
+        }
+        if position == chunk.len() {
+            kept.push(chunk);
+            continue;
+        }
+        if position > 0 {
+            kept.push(chunk.slice(..position));
+        }
+        return kept;
+    }
+    kept
+}
+
 /// Milliseconds since the Unix epoch, for record timestamps.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

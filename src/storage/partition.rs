@@ -84,6 +84,10 @@ struct Shared {
     spares: SpareSegments,
     /// The rolls' directory changes not synced yet (flush `never`: the seal syncs them).
     directory_sync: Arc<DeferredDirectorySync>,
+    /// Whether the log may hold transactional batches (set by the first one appended or
+    /// replayed; never cleared): until then the last stable offset is the high watermark
+    /// without taking the writer lock, so reads of logs without transactions pay nothing.
+    transactional: std::sync::atomic::AtomicBool,
 }
 
 /// One partition of a topic.
@@ -166,6 +170,9 @@ impl Partition {
     /// writer lock briefly.
     pub fn last_stable_offset(&self) -> u64 {
         let high_watermark = self.high_watermark();
+        if !self.shared.transactional.load(Ordering::Acquire) {
+            return high_watermark;
+        }
         let unstable = self.fence.with_log(|writer| {
             writer
                 .producers

@@ -118,6 +118,11 @@ impl Transactions {
             .collect()
     }
 
+    /// Whether nothing is open, settling or aborted.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.aborted.is_empty() && self.settling.is_empty()
+    }
+
     /// Every open transaction, by producer id.
     pub fn open(&self) -> Vec<OpenTransaction> {
         self.open.values().copied().collect()

@@ -128,6 +128,7 @@ impl Partition {
             truncations: AtomicU64::new(0),
             spares,
             directory_sync: Arc::new(DeferredDirectorySync::new(directory)),
+            transactional: AtomicBool::new(!producers.transactions().is_empty()),
         });
         let writer = Writer {
             directory: directory.to_path_buf(),

@@ -218,6 +218,9 @@ impl Writer {
         }
         let log_end_offset = self.active.next_offset();
         self.last_epoch = header.epoch;
+        if header.is_transactional() {
+            self.shared.transactional.store(true, Ordering::Release);
+        }
         if self.publish_on_append {
             self.active.reader().map().publish(end);
             self.shared.publish_high_watermark(log_end_offset);
