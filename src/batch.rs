@@ -692,6 +692,8 @@ pub use crate::domain::Record;
 
 /// Splits a buffer of concatenated stored batches (a fetch result) into records, checking each
 /// batch's length and CRC again on the reading side. Stops with an error at the first bad batch.
+/// Control batches (transaction markers) are checked but yield no records: a marker is never
+/// shown to a reader as a record.
 pub fn decode_batches(buffer: Bytes) -> Result<Vec<Record>, BatchError> {
     let mut records = Vec::new();
     decode_batches_into(buffer, &mut records)?;
@@ -711,6 +713,10 @@ pub fn decode_batches_into(mut buffer: Bytes, records: &mut Vec<Record>) -> Resu
             });
         }
         let batch = buffer.split_to(length);
+        if header.is_control() {
+            validate(&batch, usize::MAX)?;
+            continue;
+        }
         decode_batch_into(&batch, records)?;
     }
     Ok(())

@@ -108,4 +108,42 @@ async fn read_committed_sees_committed_records_only_and_stops_at_the_open_transa
         kcat_read(kafka, "txns", "read_committed").await,
         "0 a\n1 b\n6 c\n8 z\n"
     );
+    native_readers_never_see_markers(&client).await;
+}
+
+/// The native fetch and consumer (read_uncommitted: the native Fetch has no isolation yet)
+/// show every data record and no marker, and a consumer moves past markers at the end of the
+/// log instead of asking for them again.
+async fn native_readers_never_see_markers(client: &Client) {
+    let fetched = client
+        .fetch("txns", 0, 0, 1 << 20, Duration::ZERO)
+        .await
+        .unwrap();
+    let shown: Vec<(u64, String)> = fetched
+        .records
+        .iter()
+        .map(|record| {
+            let value = String::from_utf8(record.value.clone().unwrap().to_vec()).unwrap();
+            (record.offset, value)
+        })
+        .collect();
+    let expected = [
+        (0, "a"),
+        (1, "b"),
+        (2, "x"),
+        (4, "y"),
+        (6, "c"),
+        (8, "z"),
+        (9, "d"),
+    ];
+    let expected: Vec<(u64, String)> = expected
+        .iter()
+        .map(|(offset, value)| (*offset, value.to_string()))
+        .collect();
+    assert_eq!(shown, expected);
+    assert_eq!(fetched.next_offset, 12);
+    let mut consumer = fencelog::client::Consumer::new(client.clone(), "txns", 0, 10);
+    let records = consumer.poll(Duration::from_millis(50)).await.unwrap();
+    assert!(records.is_empty(), "{records:?}");
+    assert_eq!(consumer.position(), 12, "past the two markers at the end");
 }
