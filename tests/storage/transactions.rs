@@ -112,6 +112,22 @@ fn markers_close_transactions_and_move_the_last_stable_offset() {
     assert_eq!(partition.last_stable_offset(), 11);
 }
 
+/// A marker under a superseded lease epoch is fenced like any batch, even where its sequence
+/// (always 0) matches a batch the producer wrote under that epoch: it is never answered as a
+/// resend of that batch.
+#[test]
+fn a_fenced_marker_is_refused_not_taken_for_a_resend() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = fresh(dir.path(), config(1 << 20, FlushPolicy::Never));
+    partition.append(&txn_batch(1, 7, 0, 0, 1)).unwrap();
+    partition.install_epoch(2).unwrap();
+    let fenced = partition.append(&marker(1, 7, 0, true));
+    assert!(matches!(fenced, Err(StorageError::Fence(_))), "{fenced:?}");
+    assert_eq!(partition.open_transactions().len(), 1, "still open");
+    partition.append(&marker(2, 7, 0, true)).unwrap();
+    assert!(partition.open_transactions().is_empty());
+}
+
 #[test]
 fn transactions_survive_a_restart_and_a_crash() {
     let dir = tempfile::tempdir().unwrap();

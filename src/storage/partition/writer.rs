@@ -112,7 +112,9 @@ impl Writer {
             FenceError::Leased { current } => (0, current),
             _ => return Err(refusal.into()),
         };
-        if header.epoch != epoch {
+        // A marker has no sequence of its own (always 0): it could pass for a resend of the
+        // producer's first batch. Markers are not deduplicated, so a fenced one is refused.
+        if header.epoch != epoch || header.is_control() {
             return Err(refusal.into());
         }
         match self
