@@ -10,7 +10,7 @@
 //! | 8      | 4    | batch_length      | no (a wrong length fails the CRC) |
 //! | 12     | 4    | crc               | — |
 //! | 16     | 1    | magic (= 1)       | yes |
-//! | 17     | 1    | attributes (= 0)  | yes |
+//! | 17     | 1    | attributes (= 0 on magic 1; see below) | yes |
 //! | 18     | 2    | reserved (= 0)    | yes |
 //! | 20     | 8    | epoch             | yes |
 //! | 28     | 4    | record_count      | yes |
@@ -28,6 +28,11 @@
 //! | 58     | 4    | base_sequence (i32, >= 0) | yes |
 //! | 62     | 2    | reserved (= 0)    | yes |
 //! | 64     | …    | records           | yes |
+//!
+//! On a magic-3 batch the attributes may carry two of Kafka's bits, the rest stay zero:
+//! [`ATTRIBUTE_TRANSACTIONAL`] (the batch belongs to its producer's open transaction) and
+//! [`ATTRIBUTE_CONTROL`] (with the transactional bit: a transaction marker, exactly one control
+//! record, see [`control_batch`]).
 //!
 //! Each record: `record_length u32` (bytes after this field), `timestamp_delta u32` (ms after
 //! `first_timestamp`), `key_length i32` (-1 = no key), key, `value_length i32` (-1 = no value),
@@ -74,6 +79,141 @@ const PRODUCER_EPOCH_AT: usize = 56;
 const BASE_SEQUENCE_AT: usize = 58;
 const PRODUCER_RESERVED_AT: usize = 62;
 
+/// Attribute bits of a fencelog batch (byte 17), valid only on [`MAGIC_WITH_PRODUCER`] batches,
+/// the same bits as Kafka's record batch attributes: the batch is part of its producer's open
+/// transaction, so read_committed readers hold it back until the transaction's marker.
+pub const ATTRIBUTE_TRANSACTIONAL: u8 = 0x10;
+/// The batch is a transaction marker (a control batch): set only with
+/// [`ATTRIBUTE_TRANSACTIONAL`], on a batch of exactly one control record.
+pub const ATTRIBUTE_CONTROL: u8 = 0x20;
+/// The attribute bits a batch may carry; any other bit is refused.
+const KNOWN_ATTRIBUTES: u8 = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+/// Kafka's control record key and value versions (the only ones defined).
+const CONTROL_RECORD_VERSION: i16 = 0;
+/// Bytes of a control record's key: version i16, type i16.
+const CONTROL_KEY_BYTES: usize = 4;
+/// Bytes of a control record's value: version i16, coordinator epoch i32.
+const CONTROL_VALUE_BYTES: usize = 6;
+
+/// What a control batch says about its producer's open transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlMarker {
+    /// The transaction's records are dropped by read_committed readers.
+    Abort,
+    /// The transaction's records become visible to read_committed readers.
+    Commit,
+}
+
+impl ControlMarker {
+    /// Kafka's control record type (key bytes 2..4): 0 abort, 1 commit.
+    pub fn kafka_type(self) -> i16 {
+        match self {
+            ControlMarker::Abort => 0,
+            ControlMarker::Commit => 1,
+        }
+    }
+
+    /// The marker of a Kafka control record type, `None` for any other type (Kafka's
+    /// LEADER_CHANGE and snapshot records have no place in a fencelog log).
+    pub fn from_kafka_type(control_type: i16) -> Option<Self> {
+        match control_type {
+            0 => Some(ControlMarker::Abort),
+            1 => Some(ControlMarker::Commit),
+            _ => None,
+        }
+    }
+}
+
+/// The content of a control batch's one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlRecord {
+    /// Commit or abort.
+    pub marker: ControlMarker,
+    /// The epoch of the coordinator that wrote the marker (Kafka's, informative here: the
+    /// fence is the batch's `epoch`).
+    pub coordinator_epoch: i32,
+}
+
+impl ControlRecord {
+    /// The record's key: version i16 0, type i16.
+    pub fn key(&self) -> [u8; CONTROL_KEY_BYTES] {
+        let mut key = [0; CONTROL_KEY_BYTES];
+        key[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
+        key[2..].copy_from_slice(&self.marker.kafka_type().to_be_bytes());
+        key
+    }
+
+    /// The record's value: version i16 0, coordinator epoch i32.
+    pub fn value(&self) -> [u8; CONTROL_VALUE_BYTES] {
+        let mut value = [0; CONTROL_VALUE_BYTES];
+        value[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
+        value[2..].copy_from_slice(&self.coordinator_epoch.to_be_bytes());
+        value
+    }
+
+    /// Parses a control record's key and value (Kafka's layout, version 0; a longer value is
+    /// accepted as Kafka's readers do, its tail ignored).
+    pub fn parse(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Self, &'static str> {
+        let key = key.ok_or("a control record has no key")?;
+        if key.len() != CONTROL_KEY_BYTES {
+            return Err("a control record key is not 4 bytes");
+        }
+        if i16::from_be_bytes([key[0], key[1]]) != CONTROL_RECORD_VERSION {
+            return Err("unknown control record key version");
+        }
+        let marker = ControlMarker::from_kafka_type(i16::from_be_bytes([key[2], key[3]]))
+            .ok_or("control record type is neither abort (0) nor commit (1)")?;
+        let value = value.ok_or("a control record has no value")?;
+        if value.len() < CONTROL_VALUE_BYTES {
+            return Err("a control record value is shorter than 6 bytes");
+        }
+        let coordinator_epoch = i32::from_be_bytes(value[2..6].try_into().expect("4 bytes"));
+        Ok(ControlRecord {
+            marker,
+            coordinator_epoch,
+        })
+    }
+}
+
+/// A control batch: one control record (Kafka's layout: key = version i16 0 + type i16
+/// (0 abort, 1 commit); value = version i16 0 + coordinator_epoch i32), with the transactional
+/// and control bits set, written with fencing `epoch` for `producer_id` at `producer_epoch`.
+///
+/// Its base sequence is 0: the partition's producer state takes a marker without a sequence
+/// check (it closes the producer's open transaction), as Kafka does for its markers.
+pub fn control_batch(
+    epoch: u64,
+    producer_id: i64,
+    producer_epoch: i16,
+    marker: ControlMarker,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Bytes {
+    let record = ControlRecord {
+        marker,
+        coordinator_epoch,
+    };
+    let mut builder = BatchBuilder::with_producer(epoch, producer_id, producer_epoch);
+    builder.attributes = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+    builder.push(timestamp_ms, Some(&record.key()), Some(&record.value()));
+    builder.finish()
+}
+
+/// The marker a stored control batch carries, or `None` when `bytes` is not a (whole, valid)
+/// control batch. For readers that already hold a validated batch.
+pub fn control_record(bytes: &[u8]) -> Option<ControlRecord> {
+    let header = check_frame(bytes, usize::MAX).ok()?;
+    if !header.is_control() {
+        return None;
+    }
+    let mut control = None;
+    validate_content(&header, bytes, |_, raw| {
+        control = ControlRecord::parse(raw.key, raw.value).ok();
+    })
+    .ok()?;
+    control
+}
+
 /// Why a batch was refused. Nothing of a refused batch is ever written.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum BatchError {
@@ -113,6 +253,10 @@ pub enum BatchError {
     /// Reserved bits are set.
     #[error("batch attributes/reserved bits must be zero")]
     ReservedBitsSet,
+    /// A control batch that is not exactly one well-formed control record, or whose bits are
+    /// set without the transactional one.
+    #[error("invalid control batch: {0}")]
+    BadControlBatch(&'static str),
     /// A batch must carry at least one and at most `MAX_RECORDS_PER_BATCH` records.
     #[error("batch record count {0} is outside 1..={MAX_RECORDS_PER_BATCH}")]
     BadRecordCount(u32),
@@ -174,7 +318,8 @@ pub struct BatchHeader {
     pub crc: u32,
     /// Format version.
     pub magic: u8,
-    /// Reserved flags (0).
+    /// Attribute bits ([`ATTRIBUTE_TRANSACTIONAL`], [`ATTRIBUTE_CONTROL`]); a non-zero reserved
+    /// field (bytes 18..20) shows here as bit 0x01, so validation refuses both at once.
     pub attributes: u8,
     /// The fencing token the producer wrote this batch under.
     pub epoch: u64,
@@ -209,6 +354,16 @@ impl BatchHeader {
     /// learns that it is stale. `None` if the bytes cannot hold it.
     pub fn peek_epoch(bytes: &[u8]) -> Option<u64> {
         (bytes.len() >= EPOCH_AT + 8).then(|| be_u64(bytes, EPOCH_AT))
+    }
+
+    /// The batch belongs to its producer's transaction (a data batch or a marker).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTRIBUTE_TRANSACTIONAL != 0
+    }
+
+    /// The batch is a transaction marker, not data: never shown to a reader as a record.
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTRIBUTE_CONTROL != 0
     }
 
     /// Offset of the last record in the batch.
@@ -290,6 +445,8 @@ pub(crate) struct NewHeader {
     pub(crate) max_timestamp: i64,
     /// The producer's identity and sequence, for a magic-3 batch.
     pub(crate) producer: Option<ProducerStamp>,
+    /// Attribute bits (only with a producer: [`ATTRIBUTE_TRANSACTIONAL`], [`ATTRIBUTE_CONTROL`]).
+    pub(crate) attributes: u8,
 }
 
 impl NewHeader {
@@ -309,7 +466,7 @@ impl NewHeader {
         } else {
             MAGIC
         });
-        header.put_u8(0);
+        header.put_u8(self.attributes);
         header.put_u16(0);
         header.put_u64(self.epoch);
         header.put_u32(self.record_count);
@@ -371,11 +528,28 @@ fn validate_content<'a>(
 ) -> Result<(), BatchError> {
     let records_start =
         header_len(header.magic).ok_or(BatchError::UnsupportedMagic(header.magic))?;
-    if header.attributes != 0 {
+    let allowed = if header.magic == MAGIC_WITH_PRODUCER {
+        KNOWN_ATTRIBUTES
+    } else {
+        0
+    };
+    if header.attributes & !allowed != 0 {
         return Err(BatchError::ReservedBitsSet);
     }
     if header.magic == MAGIC_WITH_PRODUCER {
         check_producer_fields(bytes)?;
+    }
+    if header.is_control() {
+        if !header.is_transactional() {
+            return Err(BatchError::BadControlBatch(
+                "the control bit is set without the transactional bit",
+            ));
+        }
+        if header.record_count != 1 {
+            return Err(BatchError::BadControlBatch(
+                "a control batch holds exactly one record",
+            ));
+        }
     }
     if header.record_count == 0 || header.record_count > MAX_RECORDS_PER_BATCH {
         return Err(BatchError::BadRecordCount(header.record_count));
@@ -399,6 +573,12 @@ fn validate_content<'a>(
             return Err(BatchError::BadTimestamps(
                 "a record is later than max_timestamp",
             ));
+        }
+        if header.is_control() {
+            if !record.headers.is_empty() {
+                return Err(BatchError::BadControlBatch("a control record has headers"));
+            }
+            ControlRecord::parse(record.key, record.value).map_err(BatchError::BadControlBatch)?;
         }
         on_record(index, record);
     }
@@ -512,6 +692,8 @@ pub use crate::domain::Record;
 
 /// Splits a buffer of concatenated stored batches (a fetch result) into records, checking each
 /// batch's length and CRC again on the reading side. Stops with an error at the first bad batch.
+/// Control batches (transaction markers) are checked but yield no records: a marker is never
+/// shown to a reader as a record.
 pub fn decode_batches(buffer: Bytes) -> Result<Vec<Record>, BatchError> {
     let mut records = Vec::new();
     decode_batches_into(buffer, &mut records)?;
@@ -531,6 +713,10 @@ pub fn decode_batches_into(mut buffer: Bytes, records: &mut Vec<Record>) -> Resu
             });
         }
         let batch = buffer.split_to(length);
+        if header.is_control() {
+            validate(&batch, usize::MAX)?;
+            continue;
+        }
         decode_batch_into(&batch, records)?;
     }
     Ok(())
@@ -605,6 +791,8 @@ pub struct BatchBuilder {
     epoch: u64,
     /// `(producer_id, producer_epoch)` for a magic-3 batch; `None` for magic 1.
     producer: Option<(i64, i16)>,
+    /// Attribute bits written into the header (only on a magic-3 batch).
+    attributes: u8,
     first_timestamp: Option<i64>,
     max_timestamp: i64,
     count: u32,
@@ -664,11 +852,26 @@ impl BatchBuilder {
         Self {
             epoch,
             producer,
+            attributes: 0,
             first_timestamp: None,
             max_timestamp: i64::MIN,
             count: 0,
             buf,
         }
+    }
+
+    /// Marks the batch transactional: part of its producer's open transaction, held back from
+    /// read_committed readers until the transaction's marker ([`control_batch`]).
+    ///
+    /// # Panics
+    /// On a batch without a producer (magic 1 has no attribute bits).
+    pub fn transactional(mut self) -> Self {
+        assert!(
+            self.producer.is_some(),
+            "only a producer's (magic-3) batch can be transactional"
+        );
+        self.attributes |= ATTRIBUTE_TRANSACTIONAL;
+        self
     }
 
     /// Bytes a record with this key, value and headers takes in a batch.
@@ -824,10 +1027,39 @@ impl BatchBuilder {
                     producer_epoch,
                     base_sequence,
                 }),
+            attributes: self.attributes,
         }
         .write(&mut out);
         out.freeze()
     }
+}
+
+/// The whole batches of `chunks` (stored batches as a read returns them, several possibly
+/// back to back in one chunk) that start below `end`: a read_committed read cut at the last
+/// stable offset. Zero-copy; stops at the first batch at or past `end` (or a header that does
+/// not parse, which the reader's own checks then report).
+pub fn batches_below(chunks: Vec<Bytes>, end: u64) -> Vec<Bytes> {
+    let mut kept = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        let mut position = 0;
+        while let Some(header) = BatchHeader::parse(&chunk[position..]) {
+            let length = header.batch_length as usize;
+            if header.base_offset >= end || length < HEADER_BYTES || position + length > chunk.len()
+            {
+                break;
+            }
+            position += length;
+        }
+        if position == chunk.len() {
+            kept.push(chunk);
+            continue;
+        }
+        if position > 0 {
+            kept.push(chunk.slice(..position));
+        }
+        return kept;
+    }
+    kept
 }
 
 /// Milliseconds since the Unix epoch, for record timestamps.
@@ -923,6 +1155,110 @@ mod tests {
         let records = decode_batch(&batch).unwrap();
         assert_eq!(records[1].value.as_deref(), Some(&b"b"[..]));
         assert_eq!(records[1].epoch, 4);
+    }
+
+    /// Rewrites the attribute byte of a built batch and fixes its CRC.
+    fn with_attributes(batch: &[u8], attributes: u8) -> Vec<u8> {
+        let mut batch = batch.to_vec();
+        batch[ATTRIBUTES_AT] = attributes;
+        let crc = crc32fast::hash(&batch[CRC_START..]);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    /// A control batch validates, carries both bits and its producer, and reads back as the
+    /// marker it was written with.
+    #[test]
+    fn control_batch_round_trips() {
+        for marker in [ControlMarker::Abort, ControlMarker::Commit] {
+            let batch = control_batch(9, 42, 3, marker, 17, 1234);
+            let header = validate(&batch, 1 << 20).unwrap();
+            assert!(header.is_transactional() && header.is_control());
+            assert_eq!((header.epoch, header.record_count), (9, 1));
+            assert_eq!(header.first_timestamp, 1234);
+            let stamp = ProducerStamp::parse(&batch).unwrap();
+            assert_eq!((stamp.producer_id, stamp.producer_epoch), (42, 3));
+            assert_eq!(
+                control_record(&batch),
+                Some(ControlRecord {
+                    marker,
+                    coordinator_epoch: 17
+                })
+            );
+            let records = decode_batch(&batch).unwrap();
+            let key = records[0].key.as_deref().unwrap();
+            assert_eq!(key, [0, 0, 0, marker.kafka_type() as u8]);
+        }
+    }
+
+    /// A transactional data batch validates with its bit; a plain one is not a marker.
+    #[test]
+    fn transactional_batch_carries_its_bit() {
+        let mut builder = BatchBuilder::with_producer(2, 5, 0).transactional();
+        builder.push(1, None, Some(b"v"));
+        let batch = builder.finish();
+        let header = validate(&batch, 1 << 20).unwrap();
+        assert!(header.is_transactional() && !header.is_control());
+        assert_eq!(control_record(&batch), None);
+    }
+
+    /// The bits only on magic 3, control only with transactional and one control record,
+    /// unknown bits never.
+    #[test]
+    fn misplaced_attribute_bits_are_refused() {
+        let mut plain = BatchBuilder::new(1);
+        plain.push(1, None, Some(b"v"));
+        let plain = plain.finish();
+        for bits in [ATTRIBUTE_TRANSACTIONAL, ATTRIBUTE_CONTROL, 0x01] {
+            assert_eq!(
+                validate(&with_attributes(&plain, bits), 1 << 20),
+                Err(BatchError::ReservedBitsSet),
+                "magic 1 with {bits:#x}"
+            );
+        }
+        let mut data = BatchBuilder::with_producer(1, 5, 0);
+        data.push(1, Some(b"k"), Some(b"v"));
+        let data = data.finish();
+        for bits in [0x01, 0x08, 0x40, 0x80, ATTRIBUTE_TRANSACTIONAL | 0x04] {
+            assert_eq!(
+                validate(&with_attributes(&data, bits), 1 << 20),
+                Err(BatchError::ReservedBitsSet),
+                "magic 3 with {bits:#x}"
+            );
+        }
+        for bits in [
+            ATTRIBUTE_CONTROL,
+            ATTRIBUTE_CONTROL | ATTRIBUTE_TRANSACTIONAL,
+        ] {
+            assert!(matches!(
+                validate(&with_attributes(&data, bits), 1 << 20),
+                Err(BatchError::BadControlBatch(_))
+            ));
+        }
+        let marker = control_batch(1, 5, 0, ControlMarker::Commit, 0, 1);
+        assert!(matches!(
+            validate(&with_attributes(&marker, ATTRIBUTE_CONTROL), 1 << 20),
+            Err(BatchError::BadControlBatch(_))
+        ));
+        let mut two = BatchBuilder::with_producer(1, 5, 0);
+        two.attributes = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+        let record = ControlRecord {
+            marker: ControlMarker::Abort,
+            coordinator_epoch: 0,
+        };
+        two.push(1, Some(&record.key()), Some(&record.value()));
+        two.push(1, Some(&record.key()), Some(&record.value()));
+        assert!(matches!(
+            validate(&two.finish(), 1 << 20),
+            Err(BatchError::BadControlBatch(_))
+        ));
+        let mut bad_type = BatchBuilder::with_producer(1, 5, 0);
+        bad_type.attributes = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+        bad_type.push(1, Some(&[0, 0, 0, 2]), Some(&record.value()));
+        assert!(matches!(
+            validate(&bad_type.finish(), 1 << 20),
+            Err(BatchError::BadControlBatch(_))
+        ));
     }
 
     /// Out-of-range producer fields are refused even with a matching CRC.

@@ -263,10 +263,12 @@ impl KafkaConnection {
             Some(bytes) if !bytes.is_empty() => decode_records(bytes.clone(), offset)?,
             _ => Vec::new(),
         };
+        let next_offset = records.last().map_or(offset, |record| record.offset + 1);
         Ok(FetchResult {
             high_watermark: u64::try_from(answer.high_watermark).unwrap_or(0),
             log_start_offset: u64::try_from(answer.log_start_offset).unwrap_or(0),
             records,
+            next_offset,
         })
     }
 }

@@ -513,6 +513,43 @@ impl BrokerService {
         Ok(self.broker.partition(topic, partition)?.active_producers())
     }
 
+    /// A partition's last stable offset: what a read_committed reader may read up to (the high
+    /// watermark when no transaction is open). Only the leader answers.
+    pub fn last_stable_offset(&self, topic: &str, partition: u32) -> Result<u64, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
+        Ok(self
+            .broker
+            .partition(topic, partition)?
+            .last_stable_offset())
+    }
+
+    /// The aborted transactions whose records fall in `[from, to)` of a partition, for a
+    /// read_committed reader to drop. Only the leader answers.
+    pub fn aborted_transactions(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<crate::storage::AbortedTransaction>, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
+        Ok(self
+            .broker
+            .partition(topic, partition)?
+            .aborted_transactions(from, to))
+    }
+
+    /// The transactions open in a partition (DescribeProducers, DescribeTransactions). Only
+    /// the leader answers.
+    pub fn open_transactions(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Vec<crate::storage::OpenTransaction>, BrokerError> {
+        self.replica_manager().require_leader(topic, partition)?;
+        Ok(self.broker.partition(topic, partition)?.open_transactions())
+    }
+
     /// A new producer id and its first session (producer epoch 0), for idempotent appends. Off
     /// the async workers: a new block of ids is reserved with an fsync now and then.
     pub async fn init_producer_id(&self) -> Result<(i64, i16), BrokerError> {

@@ -267,6 +267,10 @@ impl Consumer {
     fn accept(&mut self, fetched: FetchResult) -> Vec<Record> {
         self.high_watermark = Some(fetched.high_watermark);
         self.log_start_offset = Some(fetched.log_start_offset);
+        if fetched.records.is_empty() {
+            // Only markers (or nothing) were there: move past them, never ask for them again.
+            self.position = self.position.max(fetched.next_offset);
+        }
         fetched.records
     }
 

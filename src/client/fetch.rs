@@ -23,6 +23,10 @@ pub struct FetchResult {
     pub log_start_offset: u64,
     /// Records from the requested offset on (none below it), in offset order.
     pub records: Vec<Record>,
+    /// The offset after the last batch returned (the requested offset when none was): where
+    /// the next fetch starts even when the last batches held no records to show (transaction
+    /// markers), so a consumer never stalls on them.
+    pub next_offset: u64,
 }
 
 /// A fetch answer whose batches are not checked or decoded yet (see [`Client::fetch_batches`]):
@@ -71,6 +75,7 @@ impl FetchedBatches {
     /// Checks every batch (length and CRC) and splits them into records from the requested
     /// offset on.
     pub fn decode(self) -> Result<FetchResult, ClientError> {
+        let next_offset = self.next_offset().unwrap_or(self.offset).max(self.offset);
         let mut records = Vec::new();
         for chunk in self.batches {
             decode_batches_into(chunk, &mut records)?;
@@ -80,6 +85,7 @@ impl FetchedBatches {
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
             records,
+            next_offset,
         })
     }
 }

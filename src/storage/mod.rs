@@ -18,6 +18,8 @@
 //!   once and a failed batch stops the ones behind it.
 //! * [`partition`]: the segments of one partition, the append and read paths, retention; in a
 //!   cluster also roles, replicated appends, truncation and the replicated high watermark.
+//! * [`transactions`]: the partition's open and aborted Kafka transactions and its last stable
+//!   offset (held in the producer state).
 //! * [`open_segments`]: the bound on sealed segments opened on demand and kept open.
 //! * `timestamp_lookup` (private): the first offset at or after a timestamp, from segment and
 //!   batch-header timestamps.
@@ -38,6 +40,7 @@ pub mod seal;
 pub(crate) mod segment;
 pub mod spare;
 mod timestamp_lookup;
+pub mod transactions;
 
 use thiserror::Error;
 
@@ -55,6 +58,7 @@ pub use seal::SealWorker;
 /// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
 /// byte 0 with recovery's checks and says where the valid prefix ends and why.
 pub use segment::{scan as scan_segment_bytes, ScanResult};
+pub use transactions::{AbortedTransaction, OpenTransaction};
 
 /// Everything that can go wrong in storage, each with what a user needs to act on it.
 #[derive(Debug, Error)]

@@ -84,6 +84,10 @@ struct Shared {
     spares: SpareSegments,
     /// The rolls' directory changes not synced yet (flush `never`: the seal syncs them).
     directory_sync: Arc<DeferredDirectorySync>,
+    /// Whether the log may hold transactional batches (set by the first one appended or
+    /// replayed; never cleared): until then the last stable offset is the high watermark
+    /// without taking the writer lock, so reads of logs without transactions pay nothing.
+    transactional: std::sync::atomic::AtomicBool,
 }
 
 /// One partition of a topic.
@@ -157,6 +161,43 @@ impl Partition {
     /// retries land once). Takes the writer lock briefly.
     pub fn active_producers(&self) -> Vec<crate::storage::producer_state::ActiveProducer> {
         self.fence.with_log(|writer| writer.producers.active())
+    }
+
+    /// The last stable offset: below it every transaction is settled (committed or aborted,
+    /// its marker under the high watermark), so a read_committed reader may read up to it.
+    /// The high watermark when no transaction is open; never below the log start (records of a
+    /// transaction that retention or DeleteRecords removed hold nothing back). Takes the
+    /// writer lock briefly.
+    pub fn last_stable_offset(&self) -> u64 {
+        let high_watermark = self.high_watermark();
+        if !self.shared.transactional.load(Ordering::Acquire) {
+            return high_watermark;
+        }
+        let unstable = self.fence.with_log(|writer| {
+            writer
+                .producers
+                .transactions_mut()
+                .last_stable_offset(high_watermark)
+        });
+        unstable.max(self.log_start_offset().min(high_watermark))
+    }
+
+    /// The aborted transactions whose records fall in `[from, to)`: what Kafka's Fetch returns
+    /// so that a read_committed consumer drops them. Takes the writer lock briefly.
+    pub fn aborted_transactions(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Vec<crate::storage::AbortedTransaction> {
+        self.fence
+            .with_log(|writer| writer.producers.transactions().aborted_between(from, to))
+    }
+
+    /// The transactions open in this partition, by producer id (for DescribeProducers and
+    /// DescribeTransactions). Takes the writer lock briefly.
+    pub fn open_transactions(&self) -> Vec<crate::storage::OpenTransaction> {
+        self.fence
+            .with_log(|writer| writer.producers.transactions().open())
     }
 
     /// The offset the next appended batch will get (acknowledged or not: under flush `always`

@@ -39,8 +39,16 @@
 //! remembered but some producer was forgotten), it says so
 //! ([`SequenceError::ForgottenResend`]), so the client reports the outcome as unknown rather
 //! than as not written. The CRC of a remembered batch is kept in memory only (a batch
-//! remembered from a snapshot has none, and is matched by its sequence range alone), so the
-//! snapshot format does not change.
+//! remembered from a snapshot has none, and is matched by its sequence range alone).
+//!
+//! **Transactions.** The state also holds the partition's [`Transactions`] (open
+//! transactions, aborted ones), changed by [`record_batch`](ProducerStates::record_batch) as
+//! batches are appended, replicated or replayed, and carried by the snapshot (version 2), so
+//! open, truncation and restart rebuild them with the sequences. A marker (control batch) is
+//! taken without a sequence check, refused only below the producer epoch the partition knows
+//! ([`check_batch`](ProducerStates::check_batch)); a marker of a newer producer epoch (the
+//! coordinator bumped it, aborting on a timeout) starts that session: the producer's next batch
+//! must have sequence 0.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -49,7 +57,10 @@ use std::path::Path;
 use thiserror::Error;
 
 use super::durable_file::write_durably;
-use crate::batch::{add_sequence, ProducerStamp, MAX_SEQUENCE};
+use super::transactions::{AbortedTransaction, OpenTransaction, Transactions};
+use crate::batch::{
+    add_sequence, control_record, BatchHeader, ControlMarker, ProducerStamp, MAX_SEQUENCE,
+};
 
 pub use crate::domain::PRODUCER_BATCH_WINDOW;
 /// Default most producers remembered per partition.
@@ -58,8 +69,11 @@ pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
 pub const SNAPSHOT_FILE: &str = "producer-state";
 /// First bytes of a snapshot file.
 const SNAPSHOT_MAGIC: &[u8; 4] = b"FLPS";
-/// Snapshot layout version this build writes and reads.
-const SNAPSHOT_VERSION: u32 = 1;
+/// Snapshot layout version this build writes (it reads 1 too: version 1 is version 2 without
+/// transactions, and a log written before transactions has none).
+const SNAPSHOT_VERSION: u32 = 2;
+/// The snapshot version before transactions.
+const SNAPSHOT_VERSION_1: u32 = 1;
 
 /// Why a producer's batch was refused. Nothing of a refused batch is written, and the producer's
 /// state is unchanged.
@@ -193,7 +207,8 @@ impl Eq for BatchEntry {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ProducerEntry {
     producer_epoch: i16,
-    /// Oldest first; never empty; at most [`PRODUCER_BATCH_WINDOW`].
+    /// Oldest first; at most [`PRODUCER_BATCH_WINDOW`]. Empty only when a marker started the
+    /// producer epoch (the next batch then has sequence 0).
     batches: VecDeque<BatchEntry>,
 }
 
@@ -231,6 +246,9 @@ pub struct ProducerStates {
     /// a damaged or missing part of the log): then a producer not remembered may still have
     /// batches in the log. In memory only; set conservatively on open.
     forgotten: bool,
+    /// Open and aborted transactions (not bounded by `max_producers`: a producer with an open
+    /// transaction holds the last stable offset back, so it is never forgotten).
+    transactions: Transactions,
 }
 
 impl ProducerStates {
@@ -259,6 +277,86 @@ impl ProducerStates {
             producers: HashMap::new(),
             max_producers: max_producers.max(1),
             forgotten: false,
+            transactions: Transactions::default(),
+        }
+    }
+
+    /// The partition's transactions.
+    pub fn transactions(&self) -> &Transactions {
+        &self.transactions
+    }
+
+    /// The partition's transactions, to settle the ones the high watermark passed.
+    pub fn transactions_mut(&mut self) -> &mut Transactions {
+        &mut self.transactions
+    }
+
+    /// [`check`](Self::check) for any magic-3 batch: a marker (control batch) is taken without a
+    /// sequence check unless its producer epoch is older than the one the partition knows
+    /// (of the producer's batches or of its open transaction).
+    pub fn check_batch(
+        &self,
+        stamp: &ProducerStamp,
+        header: &BatchHeader,
+    ) -> Result<SequenceVerdict, SequenceError> {
+        if !header.is_control() {
+            return self.check(stamp, header.record_count);
+        }
+        let known = self
+            .producers
+            .get(&stamp.producer_id)
+            .map(|entry| entry.producer_epoch)
+            .into_iter()
+            .chain(self.transactions.open_epoch(stamp.producer_id))
+            .max();
+        match known {
+            Some(current) if stamp.producer_epoch < current => {
+                Err(SequenceError::StaleProducerEpoch {
+                    producer_id: stamp.producer_id,
+                    got: stamp.producer_epoch,
+                    current,
+                })
+            }
+            _ => Ok(SequenceVerdict::Append),
+        }
+    }
+
+    /// Remembers any magic-3 batch appended at `base_offset` (`bytes` is the whole batch, for a
+    /// marker's type): a data batch as [`record`](Self::record) does, opening its producer's
+    /// transaction if it is transactional; a marker closes the producer's open transaction and,
+    /// of a newer producer epoch, starts that session.
+    pub fn record_batch(
+        &mut self,
+        bytes: &[u8],
+        stamp: &ProducerStamp,
+        header: &BatchHeader,
+        base_offset: u64,
+    ) {
+        if !header.is_control() {
+            self.record(stamp, header.record_count, base_offset, header.crc);
+            if header.is_transactional() {
+                self.transactions
+                    .on_data(stamp.producer_id, stamp.producer_epoch, base_offset);
+            }
+            return;
+        }
+        let aborted =
+            control_record(bytes).is_none_or(|control| control.marker == ControlMarker::Abort);
+        self.transactions
+            .on_marker(stamp.producer_id, aborted, base_offset);
+        let entry = self
+            .producers
+            .entry(stamp.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                producer_epoch: stamp.producer_epoch,
+                batches: VecDeque::new(),
+            });
+        if stamp.producer_epoch > entry.producer_epoch {
+            entry.producer_epoch = stamp.producer_epoch;
+            entry.batches.clear();
+        }
+        if self.producers.len() > self.max_producers {
+            self.evict_least_recent(stamp.producer_id);
         }
     }
 
@@ -457,10 +555,14 @@ impl ProducerStates {
 
     /// The snapshot of this state as of `offset` (it reflects exactly the batches below it).
     ///
-    /// Layout (big-endian): `"FLPS"`, `version u32` (1), `offset u64`, `producer_count u32`, then
+    /// Layout (big-endian): `"FLPS"`, `version u32` (2), `offset u64`, `producer_count u32`, then
     /// per producer `producer_id i64, producer_epoch i16, batch_count u8`, and per batch
-    /// `first_sequence i32, last_sequence i32, base_offset u64, last_offset u64`; finally
-    /// `crc32 u32` of every byte before it.
+    /// `first_sequence i32, last_sequence i32, base_offset u64, last_offset u64`; then
+    /// `open_count u32` and per open transaction `producer_id i64, producer_epoch i16,
+    /// first_offset u64`; then `aborted_count u32` and per aborted transaction (in marker order)
+    /// `producer_id i64, first_offset u64, last_offset u64`; finally `crc32 u32` of every byte
+    /// before it. Version 1 is the same without the two transaction lists (and no producer
+    /// with `batch_count` 0).
     pub fn encode_snapshot(&self, offset: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.producers.len() * 64);
         out.extend_from_slice(SNAPSHOT_MAGIC);
@@ -480,6 +582,20 @@ impl ProducerStates {
                 out.extend_from_slice(&batch.base_offset.to_be_bytes());
                 out.extend_from_slice(&batch.last_offset.to_be_bytes());
             }
+        }
+        let open = self.transactions.open();
+        out.extend_from_slice(&(open.len() as u32).to_be_bytes());
+        for open in open {
+            out.extend_from_slice(&open.producer_id.to_be_bytes());
+            out.extend_from_slice(&open.producer_epoch.to_be_bytes());
+            out.extend_from_slice(&open.first_offset.to_be_bytes());
+        }
+        let aborted: Vec<_> = self.transactions.aborted().collect();
+        out.extend_from_slice(&(aborted.len() as u32).to_be_bytes());
+        for aborted in aborted {
+            out.extend_from_slice(&aborted.producer_id.to_be_bytes());
+            out.extend_from_slice(&aborted.first_offset.to_be_bytes());
+            out.extend_from_slice(&aborted.last_offset.to_be_bytes());
         }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_be_bytes());
@@ -505,7 +621,8 @@ impl ProducerStates {
         if reader.take(4)? != SNAPSHOT_MAGIC {
             return Err(SnapshotError("not a producer-state snapshot"));
         }
-        if reader.u32()? != SNAPSHOT_VERSION {
+        let version = reader.u32()?;
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_1 {
             return Err(SnapshotError("unknown snapshot version"));
         }
         let offset = reader.u64()?;
@@ -518,7 +635,8 @@ impl ProducerStates {
             if producer_id < 0 || producer_epoch < 0 {
                 return Err(SnapshotError("negative producer id or epoch"));
             }
-            if batch_count == 0 || batch_count > PRODUCER_BATCH_WINDOW {
+            let fewest = usize::from(version == SNAPSHOT_VERSION_1);
+            if batch_count < fewest || batch_count > PRODUCER_BATCH_WINDOW {
                 return Err(SnapshotError("batch count outside 1..=window"));
             }
             let mut batches = VecDeque::with_capacity(batch_count);
@@ -547,6 +665,9 @@ impl ProducerStates {
             if state.producers.insert(producer_id, entry).is_some() {
                 return Err(SnapshotError("producer listed twice"));
             }
+        }
+        if version == SNAPSHOT_VERSION {
+            state.transactions = decode_transactions(&mut reader, offset)?;
         }
         if !reader.bytes.is_empty() {
             return Err(SnapshotError("bytes after the last producer"));
@@ -610,8 +731,66 @@ pub fn write_snapshot_if_newer(directory: &Path, offset: u64, snapshot: &[u8]) -
 /// it is loaded).
 fn snapshot_offset(bytes: &[u8]) -> Option<u64> {
     let header = bytes.get(..16)?;
-    (&header[..4] == SNAPSHOT_MAGIC && header[4..8] == SNAPSHOT_VERSION.to_be_bytes())
+    let version = u32::from_be_bytes(header[4..8].try_into().expect("4 bytes"));
+    (&header[..4] == SNAPSHOT_MAGIC
+        && (version == SNAPSHOT_VERSION || version == SNAPSHOT_VERSION_1))
         .then(|| u64::from_be_bytes(header[8..16].try_into().expect("8 bytes")))
+}
+
+/// The transaction lists of a version-2 snapshot as of `offset`.
+fn decode_transactions(
+    reader: &mut SnapshotReader<'_>,
+    offset: u64,
+) -> Result<Transactions, SnapshotError> {
+    let open_count = reader.u32()?;
+    let mut open: Vec<OpenTransaction> = Vec::new();
+    for _ in 0..open_count {
+        let transaction = OpenTransaction {
+            producer_id: i64::from_be_bytes(reader.array()?),
+            producer_epoch: i16::from_be_bytes(reader.array()?),
+            first_offset: reader.u64()?,
+        };
+        if transaction.producer_id < 0 || transaction.producer_epoch < 0 {
+            return Err(SnapshotError(
+                "negative producer id or epoch in a transaction",
+            ));
+        }
+        if transaction.first_offset >= offset {
+            return Err(SnapshotError(
+                "open transaction at or past the snapshot offset",
+            ));
+        }
+        if open
+            .last()
+            .is_some_and(|last| last.producer_id >= transaction.producer_id)
+        {
+            return Err(SnapshotError("open transactions out of order"));
+        }
+        open.push(transaction);
+    }
+    let aborted_count = reader.u32()?;
+    let mut aborted: Vec<AbortedTransaction> = Vec::new();
+    for _ in 0..aborted_count {
+        let transaction = AbortedTransaction {
+            producer_id: i64::from_be_bytes(reader.array()?),
+            first_offset: reader.u64()?,
+            last_offset: reader.u64()?,
+        };
+        if transaction.producer_id < 0
+            || transaction.first_offset >= transaction.last_offset
+            || transaction.last_offset >= offset
+        {
+            return Err(SnapshotError("aborted transaction out of range"));
+        }
+        if aborted
+            .last()
+            .is_some_and(|last| last.last_offset >= transaction.last_offset)
+        {
+            return Err(SnapshotError("aborted transactions out of order"));
+        }
+        aborted.push(transaction);
+    }
+    Ok(Transactions::restore(open, aborted))
 }
 
 /// A snapshot file that cannot be trusted.
@@ -783,6 +962,63 @@ mod tests {
             Err(SequenceError::UnknownProducer { .. })
         ));
         assert_eq!(state.check(&stamp(1, 0, 2), 1), Ok(SequenceVerdict::Append));
+    }
+
+    /// Open and aborted transactions travel in the snapshot, and a version-1 snapshot (no
+    /// transaction lists) still reads.
+    #[test]
+    fn snapshots_carry_transactions() {
+        use crate::batch::{control_batch, BatchBuilder};
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        let mut apply = |state: &mut ProducerStates, bytes: bytes::Bytes| {
+            let header = BatchHeader::parse(&bytes).unwrap();
+            let stamp = ProducerStamp::parse(&bytes).unwrap();
+            assert_eq!(
+                state.check_batch(&stamp, &header),
+                Ok(SequenceVerdict::Append)
+            );
+            state.record_batch(&bytes, &stamp, &header, offset);
+            offset += u64::from(header.record_count);
+        };
+        for producer in 1..4 {
+            let mut builder = BatchBuilder::with_producer(1, producer, 0).transactional();
+            builder.push(1, None, Some(b"v"));
+            apply(&mut state, builder.finish());
+        }
+        apply(
+            &mut state,
+            control_batch(1, 2, 0, ControlMarker::Abort, 0, 1),
+        );
+        apply(
+            &mut state,
+            control_batch(1, 3, 1, ControlMarker::Commit, 0, 1),
+        );
+        assert_eq!(state.transactions().open().len(), 1);
+        assert_eq!(state.transactions().aborted_between(0, offset).len(), 1);
+        let bytes = state.encode_snapshot(offset);
+        let (_, decoded) = ProducerStates::decode_snapshot(&bytes, 10).unwrap();
+        assert_eq!(decoded.transactions().open(), state.transactions().open());
+        assert_eq!(
+            decoded.transactions().aborted_between(0, offset),
+            state.transactions().aborted_between(0, offset)
+        );
+        assert_eq!(decoded.producers, state.producers);
+        for position in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[position] ^= 0x10;
+            assert!(ProducerStates::decode_snapshot(&damaged, 10).is_err());
+        }
+        // Version 1: the same without the two lists (and every producer with a batch).
+        let mut plain = ProducerStates::new(10);
+        let mut at = 0;
+        append(&mut plain, stamp(1, 0, 0), 2, &mut at);
+        let mut v1 = plain.encode_snapshot(at);
+        v1.truncate(v1.len() - 12);
+        v1[4..8].copy_from_slice(&SNAPSHOT_VERSION_1.to_be_bytes());
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(ProducerStates::decode_snapshot(&v1, 10), Ok((at, plain)));
     }
 
     #[test]

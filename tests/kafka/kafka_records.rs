@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use fencelog::batch::{
-    decode_batches, stamp_base_offset, validate, BatchBuilder, ProducerStamp,
+    decode_batches, stamp_base_offset, validate, BatchBuilder, ControlMarker, ProducerStamp,
     Record as NativeRecord,
 };
 use fencelog::server::kafka::batches::{
@@ -576,10 +576,55 @@ fn several_kafka_batches_become_several_native_batches() {
     assert_eq!(counts, [1, 2]);
 }
 
+/// A transactional Kafka batch keeps its bit through the native log and back; a stored marker
+/// (control batch) is served as a Kafka control batch whose one record Kafka's decoder reads
+/// as a commit or abort marker.
+#[test]
+fn transactional_bits_and_markers_round_trip_through_kafka() {
+    let records = raw_records(&[raw_record(0, 0, b"v")]);
+    let header = RawHeader {
+        attributes: 1 << 4,
+        producer_id: 9,
+        producer_epoch: 2,
+        base_sequence: 0,
+        ..RawHeader::plain(1)
+    };
+    let converted = convert(&raw_batch(&header, &records)).unwrap();
+    assert!(converted[0].transactional);
+    let native = validate(&converted[0].bytes, 1 << 20).unwrap();
+    assert!(native.is_transactional() && !native.is_control());
+    let marker = fencelog::batch::control_batch(7, 9, 2, ControlMarker::Abort, 5, 1_000);
+    let mut out = BytesMut::new();
+    to_kafka_batches(
+        &[stamped(&converted, 10), stamped_bytes(&marker, 11)],
+        &mut out,
+    )
+    .unwrap();
+    let mut buffer = out.freeze();
+    let sets = RecordBatchDecoder::decode_all(&mut buffer).expect("the crate decodes");
+    let records: Vec<&KafkaRecord> = sets.iter().flat_map(|set| &set.records).collect();
+    assert_eq!(records.len(), 2);
+    assert!(records[0].transactional && !records[0].control);
+    assert_eq!(records[0].producer_id, 9);
+    assert!(records[1].transactional && records[1].control);
+    assert_eq!((records[1].offset, records[1].producer_epoch), (11, 2));
+    // Kafka's control record: key version 0, type 0 (abort); value version 0, coordinator
+    // epoch 5.
+    assert_eq!(records[1].key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
+    assert_eq!(records[1].value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 5][..]));
+}
+
+fn stamped_bytes(batch: &Bytes, base_offset: u64) -> Bytes {
+    let mut bytes = batch.to_vec();
+    stamp_base_offset(&mut bytes, base_offset);
+    Bytes::from(bytes)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Refusals.
 
-/// Transactional and control batches, legacy message sets, unknown magics, codecs and
+/// Control batches (from a client), transactional batches without a producer id, legacy
+/// message sets, unknown magics, codecs and
 /// attribute bits are each refused with their own error.
 #[test]
 fn unsupported_batches_are_refused_with_typed_errors() {

@@ -24,3 +24,4 @@ mod kafka_kip848;
 mod kafka_partitions;
 mod kafka_protocol;
 mod kafka_records;
+mod kafka_transactions;

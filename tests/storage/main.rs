@@ -21,3 +21,4 @@ mod storage_crash;
 mod storage_format_doc;
 mod storage_model;
 mod storage_partition;
+mod transactions;

@@ -128,6 +128,7 @@ impl Partition {
             truncations: AtomicU64::new(0),
             spares,
             directory_sync: Arc::new(DeferredDirectorySync::new(directory)),
+            transactional: AtomicBool::new(!producers.transactions().is_empty()),
         });
         let writer = Writer {
             directory: directory.to_path_buf(),
@@ -288,7 +289,7 @@ pub(super) fn rebuild_producer_states(
         for bytes in &read {
             let header = BatchHeader::parse(bytes).expect("a read returns whole batches");
             if let Some(stamp) = ProducerStamp::parse(bytes) {
-                producers.record(&stamp, header.record_count, header.base_offset, header.crc);
+                producers.record_batch(bytes, &stamp, &header, header.base_offset);
             }
             offset = offset.max(header.next_offset());
             batches += 1;

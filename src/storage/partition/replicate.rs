@@ -204,11 +204,11 @@ impl Partition {
                 for batch in &parsed {
                     let appended = writer.append(&batches[batch.range.clone()], &batch.header)?;
                     if let Some(stamp) = &batch.stamp {
-                        writer.producers.record(
+                        writer.producers.record_batch(
+                            &batches[batch.range.clone()],
                             stamp,
-                            batch.header.record_count,
+                            &batch.header,
                             appended.base_offset,
-                            batch.header.crc,
                         );
                     }
                 }

@@ -70,7 +70,7 @@ impl Writer {
             if let SequenceVerdict::Duplicate {
                 base_offset,
                 last_offset,
-            } = self.producers.check(stamp, header.record_count)?
+            } = self.producers.check_batch(stamp, header)?
             {
                 return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
             }
@@ -78,7 +78,7 @@ impl Writer {
         let appended = self.append(batch_bytes, header)?;
         if let Some(stamp) = &stamp {
             self.producers
-                .record(stamp, header.record_count, appended.base_offset, header.crc);
+                .record_batch(batch_bytes, stamp, header, appended.base_offset);
         }
         Ok(PendingAppend {
             appended,
@@ -112,7 +112,9 @@ impl Writer {
             FenceError::Leased { current } => (0, current),
             _ => return Err(refusal.into()),
         };
-        if header.epoch != epoch {
+        // A marker has no sequence of its own (always 0): it could pass for a resend of the
+        // producer's first batch. Markers are not deduplicated, so a fenced one is refused.
+        if header.epoch != epoch || header.is_control() {
             return Err(refusal.into());
         }
         match self
@@ -159,7 +161,7 @@ impl Writer {
     /// Writes the producer-state snapshot as of the log end (at close, when everything is
     /// durable). A failure is only logged: the snapshot saves replay time, the log itself
     /// always rebuilds the state.
-    pub(super) fn snapshot_producers(&self) {
+    pub(super) fn snapshot_producers(&mut self) {
         if let Some(write) = self.producer_snapshot_writer() {
             write();
         }
@@ -170,8 +172,11 @@ impl Writer {
     /// with no producers too: an empty snapshot is what tells the next open that nothing before
     /// its offset needs replaying, so a restart reads only the log written since, however much
     /// is kept.
-    fn producer_snapshot_writer(&self) -> Option<impl FnOnce() + Send + 'static> {
+    fn producer_snapshot_writer(&mut self) -> Option<impl FnOnce() + Send + 'static> {
         let offset = self.active.next_offset();
+        // Aborted transactions whose records retention or DeleteRecords removed are not kept.
+        let log_start = self.shared.log_start_offset.load(Ordering::Acquire);
+        self.producers.transactions_mut().forget_below(log_start);
         // An empty log has nothing to replay: no file (and no fsync) for an unused partition.
         if self.producers.is_empty()
             && offset == self.shared.log_start_offset.load(Ordering::Acquire)
@@ -215,6 +220,9 @@ impl Writer {
         }
         let log_end_offset = self.active.next_offset();
         self.last_epoch = header.epoch;
+        if header.is_transactional() {
+            self.shared.transactional.store(true, Ordering::Release);
+        }
         if self.publish_on_append {
             self.active.reader().map().publish(end);
             self.shared.publish_high_watermark(log_end_offset);

@@ -164,8 +164,8 @@ pub struct ConvertedBatch {
     /// The idempotent producer's identity and sequence, copied from the Kafka header when its
     /// `producerId >= 0`.
     pub producer: Option<ProducerStamp>,
-    /// Whether the Kafka batch was transactional. Always false today: transactional batches
-    /// are refused ([`RecordsError::Transactional`]) until transactions land.
+    /// Whether the Kafka batch was transactional (carried into the native batch's attributes;
+    /// the produce handler decides whether the request may write one).
     pub transactional: bool,
     /// The native batch's `first_timestamp` (the earliest record's timestamp).
     pub first_timestamp: i64,
@@ -248,8 +248,8 @@ pub enum RecordsError {
         /// The attributes field.
         attributes: i16,
     },
-    /// A transactional batch.
-    #[error("transactional batches are not supported yet: produce without a transactional.id")]
+    /// A transactional batch without a producer id.
+    #[error("a transactional batch must carry its producer id (producerId >= 0)")]
     Transactional,
     /// A control batch (transaction marker).
     #[error("control batches (transaction markers) may not be produced")]

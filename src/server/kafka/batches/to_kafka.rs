@@ -11,7 +11,8 @@ use super::records::layout::*;
 use super::records::{RecordsError, KAFKA_HEADER_BYTES, KAFKA_MAGIC};
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len, Reader};
 use crate::batch::{
-    header_len, BatchHeader, ProducerStamp, MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
+    header_len, BatchHeader, ProducerStamp, ATTRIBUTE_CONTROL, ATTRIBUTE_TRANSACTIONAL,
+    MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
 };
 
 /// Kafka's "no producer id / epoch / sequence".
@@ -81,7 +82,11 @@ fn convert_batch(rest: &[u8], out: &mut BytesMut) -> Result<usize, &'static str>
     out.put_i32(NO_PARTITION_LEADER_EPOCH);
     out.put_u8(KAFKA_MAGIC);
     out.put_u32(0); // crc, filled in below
-    out.put_i16(0); // attributes: no compression, CreateTime, neither transactional nor control
+                    // Attributes: no compression, CreateTime; the transactional and control bits are Kafka's
+                    // own (a control batch's one record already has Kafka's control key and value layout).
+    out.put_i16(i16::from(
+        header.attributes & (ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL),
+    ));
     out.put_i32(count as i32 - 1);
     out.put_i64(header.first_timestamp);
     out.put_i64(header.max_timestamp);

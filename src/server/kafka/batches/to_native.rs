@@ -15,7 +15,8 @@ use super::records::{
 };
 use super::varint::Reader;
 use crate::batch::{
-    NewHeader, ProducerStamp, HEADER_BYTES, NULL_HEADER_VALUE, PRODUCER_HEADER_BYTES,
+    NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
+    PRODUCER_HEADER_BYTES,
 };
 
 /// Native bytes a record takes beyond its key, value and header bytes (length, timestamp delta,
@@ -40,7 +41,8 @@ const NATIVE_GROWTH_PER_RECORD: usize = 18 - 7;
 ///   than `u32::MAX` ms (about 49.7 days) after the earliest one is **clamped** to earliest +
 ///   `u32::MAX` ms.
 /// - Refused with a typed error: legacy magic 0/1 message sets, a CRC32C mismatch, a declared
-///   length past the bytes present, transactional and control batches, unknown attribute bits
+///   length past the bytes present, control batches (markers are the coordinator's), a
+///   transactional batch without a producer id, unknown attribute bits
 ///   or codecs, a count of zero or above the limit, `lastOffsetDelta != count - 1`, record
 ///   `offsetDelta`s other than 0, 1, 2, …, malformed records or trailing bytes, decompressed
 ///   bytes above [`RecordLimits::max_decompressed_bytes`] (summed over the field), a native
@@ -121,6 +123,8 @@ struct KafkaHeader {
     record_count: u32,
     base_timestamp: i64,
     producer: Option<ProducerStamp>,
+    /// The batch is part of its producer's transaction.
+    transactional: bool,
 }
 
 impl Converter<'_> {
@@ -174,7 +178,7 @@ impl Converter<'_> {
             bytes,
             record_count: header.record_count,
             producer: header.producer,
-            transactional: false,
+            transactional: header.transactional,
             first_timestamp: times.first,
             max_timestamp: times.max_stored,
             compression: header.compression,
@@ -190,6 +194,11 @@ impl Converter<'_> {
             first_timestamp: times.first,
             max_timestamp: times.max_stored,
             producer: header.producer,
+            attributes: if header.transactional {
+                ATTRIBUTE_TRANSACTIONAL
+            } else {
+                0
+            },
         }
         .write(&mut self.out);
     }
@@ -207,10 +216,7 @@ fn check_header(kafka: &[u8], limits: &RecordLimits) -> Result<KafkaHeader, Reco
     if attributes & CONTROL_BIT != 0 {
         return Err(RecordsError::ControlBatch);
     }
-    if attributes & TRANSACTIONAL_BIT != 0 {
-        return Err(RecordsError::Transactional);
-    }
-    if attributes & !(COMPRESSION_MASK | TIMESTAMP_TYPE_BIT) != 0 {
+    if attributes & !(COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT) != 0 {
         return Err(RecordsError::UnsupportedAttributes { attributes });
     }
     let codec = (attributes & COMPRESSION_MASK) as u8;
@@ -252,7 +258,13 @@ fn check_header(kafka: &[u8], limits: &RecordLimits) -> Result<KafkaHeader, Reco
     } else {
         None
     };
+    // The transactional bit is carried into the native batch, which needs a producer for it.
+    let transactional = attributes & TRANSACTIONAL_BIT != 0;
+    if transactional && producer.is_none() {
+        return Err(RecordsError::Transactional);
+    }
     Ok(KafkaHeader {
+        transactional,
         compression,
         record_count: count as u32,
         base_timestamp: be_i64(kafka, BASE_TIMESTAMP_AT),

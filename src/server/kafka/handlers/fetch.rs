@@ -5,8 +5,14 @@
 //! What a Kafka consumer sees, and why:
 //! - Whole batches: a fetch offset inside a batch returns the whole batch (clients skip the
 //!   records before their offset, as with Kafka). An empty answer is an empty `records` field.
-//! - `last_stable_offset` is the high watermark (no transactions), `aborted_transactions` is
-//!   empty, `preferred_read_replica` -1.
+//! - Transactions: `last_stable_offset` is the partition's (the high watermark when no
+//!   transaction is open), in every answer. With `isolation_level` 1 (read_committed) a read
+//!   stops before the last stable offset (whole batches: the last stable offset is always a
+//!   batch boundary) and `aborted_transactions` lists the aborted transactions whose records
+//!   fall in what is returned, so the client drops them; with 0 (read_uncommitted) everything
+//!   up to the high watermark is returned and `aborted_transactions` is empty. Markers (control
+//!   batches) are returned as Kafka control batches, which clients never show as records.
+//!   `preferred_read_replica` is -1.
 //! - **No fetch sessions** (KIP-227): the answer's `session_id` is 0, which tells the client to
 //!   keep sending full fetch requests.
 //! - Long poll (`fetch.min.bytes`, `fetch.max.wait.ms`): while the partitions asked for hold
@@ -33,12 +39,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use crate::batch::batches_below;
 use crate::broker::{BrokerService, FetchRequest as Read};
 use crate::server::kafka::batches::records::to_kafka_batches;
 use crate::server::memory_budget::{FetchMemory, Reservation};
@@ -47,6 +56,9 @@ use crate::server::memory_budget::{FetchMemory, Reservation};
 pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);
 /// Most bytes one Kafka fetch answer carries (beyond the first batch, always returned whole).
 pub const MAX_FETCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// Kafka's `isolation_level` of a read_committed consumer.
+pub const READ_COMMITTED: i8 = 1;
 
 /// One partition asked for.
 struct Wanted {
@@ -89,16 +101,31 @@ pub async fn handle(
             })
         })
         .collect();
-    let (mut answers, mut held) =
-        budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
+    let committed = request.isolation_level == READ_COMMITTED;
+    let (mut answers, mut held) = budgeted_read_all(
+        &service,
+        fetch_memory.as_ref(),
+        &names,
+        &wanted,
+        max_bytes,
+        committed,
+    )
+    .await;
     let min_bytes = usize::try_from(request.min_bytes)
         .unwrap_or(0)
         .clamp(1, max_bytes);
     if records_bytes(&answers) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
         drop(held);
         wait_for_bytes(&service, &names, &wanted, min_bytes, max_wait).await;
-        (answers, held) =
-            budgeted_read_all(&service, fetch_memory.as_ref(), &names, &wanted, max_bytes).await;
+        (answers, held) = budgeted_read_all(
+            &service,
+            fetch_memory.as_ref(),
+            &names,
+            &wanted,
+            max_bytes,
+            committed,
+        )
+        .await;
     }
     if let Some(held) = held.as_mut() {
         held.shrink_to(records_bytes(&answers));
@@ -146,13 +173,17 @@ async fn budgeted_read_all(
     names: &[kafka_protocol::messages::TopicName],
     wanted: &[Wanted],
     max_bytes: usize,
+    committed: bool,
 ) -> (Vec<PartitionData>, Option<Reservation>) {
     let Some(memory) = fetch_memory else {
-        return (read_all(service, names, wanted, max_bytes), None);
+        return (read_all(service, names, wanted, max_bytes, committed), None);
     };
     let share = max_bytes.min(memory.budget.total() / FETCH_SHARE_OF_BUDGET_DIVISOR);
     match memory.budget.reserve(share, memory.wait).await {
-        Ok(reservation) => (read_all(service, names, wanted, share), Some(reservation)),
+        Ok(reservation) => (
+            read_all(service, names, wanted, share, committed),
+            Some(reservation),
+        ),
         Err(error) => {
             tracing::warn!(%error, "Kafka fetch answered without records: memory budget exhausted");
             (offsets_only(service, names, wanted), None)
@@ -174,11 +205,10 @@ fn offsets_only(
                 .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
                 .with_aborted_transactions(Some(Vec::new()))
                 .with_records(Some(Default::default()));
-            let (log_start, high_watermark) = u32::try_from(want.partition)
-                .map_or((-1, -1), |partition| {
-                    current_offsets(service, &names[want.topic].0, partition)
-                });
-            with_offsets(answer, log_start, high_watermark)
+            let offsets = u32::try_from(want.partition).map_or(NO_OFFSETS, |partition| {
+                current_offsets(service, &names[want.topic].0, partition)
+            });
+            with_offsets(answer, offsets)
         })
         .collect()
 }
@@ -189,6 +219,7 @@ fn read_all(
     names: &[kafka_protocol::messages::TopicName],
     wanted: &[Wanted],
     max_bytes: usize,
+    committed: bool,
 ) -> Vec<PartitionData> {
     let mut budget = max_bytes;
     let mut first_with_data = true;
@@ -202,7 +233,7 @@ fn read_all(
             let (Ok(partition), Ok(offset)) =
                 (u32::try_from(want.partition), u64::try_from(want.offset))
             else {
-                return with_offsets(answer, -1, -1)
+                return with_offsets(answer, NO_OFFSETS)
                     .with_error_code(ResponseError::OffsetOutOfRange.code())
                     .with_records(Some(Default::default()));
             };
@@ -210,15 +241,13 @@ fn read_all(
             if let Err(error) =
                 super::leader_epoch::check(service, &topic, partition, want.current_leader_epoch)
             {
-                let (log_start, high_watermark) = current_offsets(service, &topic, partition);
-                return with_offsets(answer, log_start, high_watermark)
+                return with_offsets(answer, current_offsets(service, &topic, partition))
                     .with_error_code(error.code())
                     .with_records(Some(Default::default()));
             }
             let limit = want.max_bytes.min(budget);
             if limit == 0 && !first_with_data {
-                let (log_start, high_watermark) = current_offsets(service, &topic, partition);
-                return with_offsets(answer, log_start, high_watermark)
+                return with_offsets(answer, current_offsets(service, &topic, partition))
                     .with_records(Some(Default::default()));
             }
             let read = service.read_now(Read {
@@ -228,8 +257,27 @@ fn read_all(
                 max_bytes: limit.max(1),
                 max_wait: Duration::ZERO,
             });
+            let read = read.and_then(|mut read| {
+                let last_stable = service.last_stable_offset(&topic, partition)?;
+                let mut aborted = Vec::new();
+                if committed {
+                    read.batches = batches_below(std::mem::take(&mut read.batches), last_stable);
+                    if !read.batches.is_empty() {
+                        aborted = service
+                            .aborted_transactions(&topic, partition, offset, last_stable)?
+                            .into_iter()
+                            .map(|aborted| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(aborted.producer_id))
+                                    .with_first_offset(aborted.first_offset as i64)
+                            })
+                            .collect();
+                    }
+                }
+                Ok((read, last_stable, aborted))
+            });
             match read {
-                Ok(read) => {
+                Ok((read, last_stable, aborted)) => {
                     let mut records = BytesMut::new();
                     if let Err(error) = to_kafka_batches(&read.batches, &mut records) {
                         tracing::error!(%topic, partition, %error, "stored batches could not be served as Kafka batches");
@@ -241,14 +289,17 @@ fn read_all(
                         first_with_data = false;
                         budget = budget.saturating_sub(records.len());
                     }
-                    let (log_start, high_watermark) =
-                        (read.log_start_offset as i64, read.high_watermark as i64);
-                    with_offsets(answer, log_start, high_watermark)
+                    let offsets = Offsets {
+                        log_start: read.log_start_offset as i64,
+                        high_watermark: read.high_watermark as i64,
+                        last_stable: last_stable.min(read.high_watermark) as i64,
+                    };
+                    with_offsets(answer, offsets)
+                        .with_aborted_transactions(Some(aborted))
                         .with_records(Some(records.freeze()))
                 }
                 Err(error) => {
-                    let (log_start, high_watermark) = current_offsets(service, &topic, partition);
-                    with_offsets(answer, log_start, high_watermark)
+                    with_offsets(answer, current_offsets(service, &topic, partition))
                         .with_error_code(kafka_error(&error).code())
                         .with_records(Some(Default::default()))
                 }
@@ -257,22 +308,44 @@ fn read_all(
         .collect()
 }
 
-/// A partition's `(log start, high watermark)` now, or `(-1, -1)` if it does not exist.
-fn current_offsets(service: &BrokerService, topic: &str, partition: u32) -> (i64, i64) {
-    service
-        .list_offsets(topic, partition)
-        .map_or((-1, -1), |offsets| {
-            (offsets.earliest as i64, offsets.latest as i64)
-        })
+/// The offsets an answer carries.
+#[derive(Debug, Clone, Copy)]
+struct Offsets {
+    log_start: i64,
+    high_watermark: i64,
+    last_stable: i64,
 }
 
-/// The answer with its offsets: the last stable offset is the high watermark (no
-/// transactions).
-fn with_offsets(answer: PartitionData, log_start: i64, high_watermark: i64) -> PartitionData {
+/// The offsets of a partition that does not exist.
+const NO_OFFSETS: Offsets = Offsets {
+    log_start: -1,
+    high_watermark: -1,
+    last_stable: -1,
+};
+
+/// A partition's offsets now, or -1s if it does not exist.
+fn current_offsets(service: &BrokerService, topic: &str, partition: u32) -> Offsets {
+    let Ok(offsets) = service.list_offsets(topic, partition) else {
+        return NO_OFFSETS;
+    };
+    let last_stable = service
+        .last_stable_offset(topic, partition)
+        .map_or(offsets.latest, |last_stable| {
+            last_stable.min(offsets.latest)
+        });
+    Offsets {
+        log_start: offsets.earliest as i64,
+        high_watermark: offsets.latest as i64,
+        last_stable: last_stable as i64,
+    }
+}
+
+/// The answer with its offsets.
+fn with_offsets(answer: PartitionData, offsets: Offsets) -> PartitionData {
     answer
-        .with_high_watermark(high_watermark)
-        .with_last_stable_offset(high_watermark)
-        .with_log_start_offset(log_start)
+        .with_high_watermark(offsets.high_watermark)
+        .with_last_stable_offset(offsets.last_stable)
+        .with_log_start_offset(offsets.log_start)
 }
 
 /// Waits until the wanted partitions hold at least `min_bytes` of stored batches past their

@@ -1,8 +1,9 @@
 //! ListOffsets (key 2), v1..=7: a partition's earliest offset (timestamp -2), its latest
 //! (-1), or the first offset whose record timestamp is at or after a given time.
 //!
-//! - Latest is the high watermark for both isolation levels: fencelog has no transactions, so
-//!   the last stable offset is the high watermark.
+//! - Latest is the high watermark for `isolation_level` 0 (read_uncommitted) and the last
+//!   stable offset for 1 (read_committed): a read_committed consumer that resets to latest
+//!   starts where it may read (the offset of the oldest open transaction, if any).
 //! - By timestamp, the answer is the first record at or after the time: its offset and its own
 //!   timestamp, as Kafka answers (a consumer's `offsetsForTimes` shows that record's time); no
 //!   record that recent is offset -1 and timestamp -1.
@@ -66,6 +67,7 @@ pub fn handle(
                         name,
                         partition.partition_index,
                         partition.timestamp,
+                        request.isolation_level == super::fetch::READ_COMMITTED,
                     ) {
                         Ok((timestamp, offset)) => {
                             answer.with_timestamp(timestamp).with_offset(offset)
@@ -93,6 +95,7 @@ fn offset(
     topic: &str,
     partition: i32,
     timestamp: i64,
+    committed: bool,
 ) -> Result<(i64, i64), ResponseError> {
     let partition = u32::try_from(partition).map_err(|_| ResponseError::UnknownTopicOrPartition)?;
     let broker_error = |error: BrokerError| kafka_error(&error);
@@ -104,6 +107,11 @@ fn offset(
                 .map_err(broker_error)?;
             let offset = if timestamp == EARLIEST_TIMESTAMP {
                 offsets.earliest
+            } else if committed {
+                service
+                    .last_stable_offset(topic, partition)
+                    .map_err(broker_error)?
+                    .min(offsets.latest)
             } else {
                 offsets.latest
             };
