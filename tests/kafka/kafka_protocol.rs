@@ -802,6 +802,36 @@ async fn an_idempotent_retry_across_the_first_lease_grant_gets_its_offset() {
     assert_eq!(client.list_offsets("orders", 0).await.unwrap().latest, 2);
 }
 
+/// A transactional batch from a producer that named no transactional id is refused
+/// (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53) and nothing lands: in the log it would open a
+/// transaction no marker closes, and read_committed readers would stop there for good.
+#[tokio::test]
+async fn a_transactional_batch_without_a_transactional_id_is_refused() {
+    use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
+
+    let server = kafka_server().await;
+    topic_with_records(&server, "orders", 1, &[]).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let init = connection
+        .call::<InitProducerIdRequest>(4, &InitProducerIdRequest::default())
+        .await;
+    let mut record =
+        crate::support::kafka::kafka_record(0, "k", "v", Some((init.producer_id.0, 0)));
+    record.transactional = true;
+    let batch = crate::support::kafka::kafka_batch_of(
+        &[record],
+        kafka_protocol::records::Compression::None,
+    );
+    let response = connection
+        .call::<ProduceRequest>(9, &produce_request("orders", batch))
+        .await;
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 53, "{partition:?}");
+    let client = Client::connect(server.addr()).await.expect("connect");
+    assert_eq!(client.list_offsets("orders", 0).await.unwrap().latest, 0);
+    assert_still_serving(&server).await;
+}
+
 /// OffsetForLeaderEpoch in every advertised version, standalone: one leader epoch (0) for the
 /// whole log, so any epoch asked ends at the log end; an unknown partition or topic is refused
 /// per partition.

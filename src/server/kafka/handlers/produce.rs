@@ -22,10 +22,11 @@
 //!   batches: the partition's producer state dedupes retries (answered with the first offsets)
 //!   and refuses gaps (`OUT_OF_ORDER_SEQUENCE_NUMBER`), stale producer epochs
 //!   (`INVALID_PRODUCER_EPOCH`) and forgotten producers (`UNKNOWN_PRODUCER_ID`), as Kafka does.
-//! - **Transactions** are not implemented: a transactional request (a `transactional_id`) is
-//!   refused per partition with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, and transactional or
-//!   control batches with `INVALID_RECORD` (the record conversion's errors, each with its
-//!   Kafka code: `RecordsError::kafka_error_code`).
+//! - **Transactions** are not served yet: a transactional request (a `transactional_id`) and a
+//!   transactional batch without one are refused per partition with
+//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (a transactional batch in the log would open a
+//!   transaction that no marker closes); a client's control batch is `INVALID_RECORD` (the
+//!   record conversion's errors, each with its Kafka code: `RecordsError::kafka_error_code`).
 //! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
 //!   once every batch is acknowledged under the topic's flush policy, and -1 once every in-sync
 //!   replica has it: the service's replica manager decides, as for the native listener
@@ -126,6 +127,18 @@ pub fn start(
                     continue;
                 }
             };
+            // A transactional batch outside a transaction (no transactional id, which is
+            // refused above until the coordinator serves them) would open a transaction no
+            // marker ever closes, and read_committed readers would stop there for good.
+            if batches.iter().any(|batch| batch.transactional) {
+                partitions.push(refused(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "a transactional batch needs its producer's transactional id, and \
+                     transactions are not supported by this broker yet"
+                        .into(),
+                ));
+                continue;
+            }
             let appends: Vec<_> = batches
                 .into_iter()
                 .map(|batch| {
