@@ -7,8 +7,10 @@
 //! ([`super::exposition`] walks the broker's live topics), so a deleted partition's series
 //! disappear with it.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::batch::BatchHeader;
 
@@ -29,6 +31,23 @@ pub struct PartitionMetrics {
     lease_expiries: AtomicU64,
     batch_bytes: AtomicHistogram,
     sync_duration: AtomicHistogram,
+    /// The most recent fenced attempts, oldest first, at most [`FENCED_WRITES_KEPT`].
+    recent_fenced: Mutex<VecDeque<FencedWrite>>,
+}
+
+/// Fenced attempts kept per partition for the console (older ones are dropped; the counter
+/// `fenced` keeps counting them all).
+pub const FENCED_WRITES_KEPT: usize = 32;
+
+/// One append the fence turned away, as the console shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FencedWrite {
+    /// The epoch the append carried (`0`: a writer without a lease on a leased partition).
+    pub stale_epoch: u64,
+    /// The partition's epoch that refused it.
+    pub current_epoch: u64,
+    /// When, in milliseconds since the Unix epoch (wall clock).
+    pub at_ms: u64,
 }
 
 impl Default for PartitionMetrics {
@@ -45,6 +64,7 @@ impl Default for PartitionMetrics {
             lease_expiries: AtomicU64::new(0),
             batch_bytes: AtomicHistogram::new(BATCH_BYTES_BOUNDS),
             sync_duration: AtomicHistogram::new(SYNC_DURATION_BOUNDS_NANOS),
+            recent_fenced: Mutex::new(VecDeque::with_capacity(FENCED_WRITES_KEPT)),
         }
     }
 }
@@ -109,6 +129,40 @@ impl PartitionMetrics {
         self.fenced.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a fenced append (as [`PartitionMetrics::fenced`]) and keeps it in the bounded ring
+    /// of recent fenced attempts. Called on the refusal path only, after the fence answered, so
+    /// the short lock never sits on an accepted append.
+    pub fn fenced_write(&self, stale_epoch: u64, current_epoch: u64) {
+        self.fenced();
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let mut recent = self
+            .recent_fenced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if recent.len() == FENCED_WRITES_KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(FencedWrite {
+            stale_epoch,
+            current_epoch,
+            at_ms,
+        });
+    }
+
+    /// The recent fenced attempts, oldest first (at most [`FENCED_WRITES_KEPT`]).
+    pub fn recent_fenced(&self) -> Vec<FencedWrite> {
+        self.recent_fenced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect()
+    }
+
     /// Counts an append refused for an epoch never granted.
     pub fn unknown_epoch(&self) {
         self.unknown_epoch.fetch_add(1, Ordering::Relaxed);
@@ -158,5 +212,24 @@ impl PartitionMetrics {
     /// Durations of the syncs, in nanoseconds.
     pub fn sync_duration(&self) -> &AtomicHistogram {
         &self.sync_duration
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ring keeps the newest attempts, oldest first, and the counter counts them all.
+    #[test]
+    fn fenced_ring_keeps_the_most_recent() {
+        let metrics = PartitionMetrics::default();
+        for stale in 0..(FENCED_WRITES_KEPT as u64 + 3) {
+            metrics.fenced_write(stale, 100);
+        }
+        let recent = metrics.recent_fenced();
+        assert_eq!(recent.len(), FENCED_WRITES_KEPT);
+        assert_eq!(recent[0].stale_epoch, 3);
+        assert_eq!(recent.last().unwrap().current_epoch, 100);
+        assert_eq!(metrics.counts().fenced, FENCED_WRITES_KEPT as u64 + 3);
     }
 }

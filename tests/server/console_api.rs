@@ -101,6 +101,8 @@ async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
     assert_eq!(leased["log_end_offset"], 4);
     assert_eq!(leased["high_watermark"], 4);
     assert_eq!(leased["fenced_writes"], 1);
+    assert_eq!(leased["recent_fenced"][0]["stale_epoch"], first.epoch);
+    assert_eq!(leased["recent_fenced"][0]["current_epoch"], second.epoch);
     assert_eq!(leased["lease_grants"], 2);
     assert_eq!(leased["lease_expiries"], 1);
     assert_eq!(rows[1]["fenced_writes"], 0);

@@ -104,6 +104,11 @@ pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
                     "high_watermark": partition.high_watermark(),
                     "fenced_writes": counts.fenced,
                     "unknown_epoch_writes": counts.unknown_epoch,
+                    "recent_fenced": partition.metrics().recent_fenced().iter().map(|write| json!({
+                        "stale_epoch": write.stale_epoch,
+                        "current_epoch": write.current_epoch,
+                        "at_ms": write.at_ms,
+                    })).collect::<Vec<Value>>(),
                     "lease_grants": counts.lease_grants,
                     "lease_expiries": counts.lease_expiries,
                 })

@@ -120,8 +120,11 @@ impl Partition {
     ) -> Result<PendingAppend, StorageError> {
         let result = self.append_checked(credential, batch_bytes);
         match &result {
-            Err(StorageError::Fence(FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
-                self.metrics.fenced()
+            Err(StorageError::Fence(FenceError::Fenced { epoch, current })) => {
+                self.metrics.fenced_write(*epoch, *current)
+            }
+            Err(StorageError::Fence(FenceError::Leased { current })) => {
+                self.metrics.fenced_write(0, *current)
             }
             Err(StorageError::Fence(FenceError::UnknownEpoch { .. })) => {
                 self.metrics.unknown_epoch()
