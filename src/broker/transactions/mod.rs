@@ -13,11 +13,13 @@
 //! * [`store`]: a standalone broker's durable copy, `DATA/transactions/HEX.json`, one file per
 //!   transactional id written temp + fsync + rename (the same rule as group state).
 //! * [`registry`]: the ids in memory, each update decided, written, then installed.
+//! * [`markers`]: a transaction's outcome written into its partitions through the fence.
 //!
-//! Not here yet (see docs/kafka.md): the Kafka handlers that drive this machine, the marker
-//! writes, the timeout task, and a cluster's replication of this state (the `__transaction_state`
+//! Not here yet (see docs/kafka.md): the Kafka handlers that drive this machine, the timeout
+//! task, and a cluster's replication of this state (the `__transaction_state`
 //! topic, following `offsets_topic`).
 
+pub mod markers;
 pub mod registry;
 pub mod state;
 pub mod store;
@@ -25,6 +27,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use markers::{write_markers, MarkerError};
 pub use registry::{TransactionRegistry, UpdateError};
 pub use state::{
     EndOutcome, InitOutcome, PendingOffset, TransactionMetadata, TxnError, TxnPartition, TxnState,

@@ -1,0 +1,102 @@
+//! Writing a transaction's outcome into its partitions: one control batch per partition
+//! (`batch::control_batch`), through the same produce path as every record.
+//!
+//! Why through [`BrokerService::produce`] and not a side door: the marker must pass the fence in
+//! the segment writer like any append, with `WriteCredential::Epoch(F)` where `F` is the lease
+//! epoch the coordinator holds for `kafka-txn:T` on that partition. A coordinator that lost the
+//! lease (its epoch moved on) is then refused exactly like a zombie producer, and with
+//! `acks=all` a marker counts as written only once it is committed on every in-sync replica, so
+//! an acknowledged commit is never lost. The partition's producer state closes the producer's
+//! open transaction on the marker (and refuses a marker below the producer epoch it knows).
+//!
+//! The caller (EndTxn, the abort-first `InitProducerId`, the timeout task) decides the state
+//! first (`Prepare*` written durably), then calls [`write_markers`], then completes the state:
+//! a crash between the two leaves `Prepare*` on disk, and the markers are written again on
+//! restart (a second marker of the same outcome closes nothing and is harmless to readers).
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::TransactionMetadata;
+use crate::batch::{control_batch, ControlMarker};
+use crate::broker::{BrokerError, BrokerService, ProduceRequest};
+use crate::domain::Acks;
+use crate::storage::WriteCredential;
+
+/// The coordinator epoch written into markers. Kafka uses it to order coordinators of a
+/// `__transaction_state` partition; a standalone broker has one coordinator for ever, and the
+/// fencing that matters is the lease epoch `F` each marker is written with.
+pub const STANDALONE_COORDINATOR_EPOCH: i32 = 0;
+
+/// A partition whose marker was not written, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("the {marker:?} marker of {topic}-{partition} was not written: {source}; the transaction stays prepared and its markers are written again")]
+pub struct MarkerError {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Which marker.
+    pub marker: ControlMarker,
+    /// Why (the fence refused it, the partition moved, the write failed).
+    #[source]
+    pub source: BrokerError,
+}
+
+/// Writes `marker` for `state`'s producer (its current producer id and epoch) on every
+/// partition of its transaction, each with the lease epoch recorded for it, with `acks=all`.
+/// Every marker is submitted before any is awaited (one round of replication, not one per
+/// partition); the first failure is returned after all have finished.
+pub async fn write_markers(
+    service: &Arc<BrokerService>,
+    state: &TransactionMetadata,
+    marker: ControlMarker,
+) -> Result<(), MarkerError> {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64);
+    let queue = service.produce_queue();
+    let mut pending = Vec::with_capacity(state.partitions.len());
+    for partition in &state.partitions {
+        let batch = control_batch(
+            partition.lease_epoch,
+            state.producer_id,
+            state.producer_epoch,
+            marker,
+            STANDALONE_COORDINATOR_EPOCH,
+            now_ms,
+        );
+        let index = u32::try_from(partition.partition).map_err(|_| MarkerError {
+            topic: partition.topic.clone(),
+            partition: partition.partition,
+            marker,
+            source: BrokerError::InvalidPartitions(format!(
+                "partition {} of {} is negative",
+                partition.partition, partition.topic
+            )),
+        })?;
+        let written = service.produce(
+            &queue,
+            ProduceRequest {
+                topic: partition.topic.clone(),
+                partition: index,
+                credential: WriteCredential::Epoch(partition.lease_epoch),
+                batch,
+            },
+            Some(Acks::All),
+        );
+        pending.push((partition, written));
+    }
+    let mut first_error = None;
+    for (partition, written) in pending {
+        if let Err(source) = written.await {
+            first_error.get_or_insert(MarkerError {
+                topic: partition.topic.clone(),
+                partition: partition.partition,
+                marker,
+                source,
+            });
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
