@@ -366,6 +366,8 @@ pub async fn accept_loop<P: Protocol>(
     let mut refusals = RefusalReport::default();
     loop {
         tokio::select! {
+            // The stop wins when both are ready (see `connection_stop` for the rest of the race).
+            biased;
             _ = stop.recv() => break,
             accepted = listener.accept() => {
                 let (socket, peer) = match accepted {
@@ -403,6 +405,10 @@ pub async fn accept_loop<P: Protocol>(
                 if let Err(error) = socket.set_nodelay(true) {
                     warn!(%peer, %error, "could not set TCP_NODELAY");
                 }
+                let Some(connection_stop) = connection_stop(&mut stop) else {
+                    // Stopping: the socket closes here, unserved.
+                    break;
+                };
                 match Arc::clone(&connections).try_acquire_owned() {
                     Ok(permit) => {
                         let open = metrics.connection_opened();
@@ -412,7 +418,7 @@ pub async fn accept_loop<P: Protocol>(
                             peer,
                             Arc::clone(&service),
                             Arc::clone(&config),
-                            stop.resubscribe(),
+                            connection_stop,
                         );
                         tasks.spawn(async move {
                             serve.await;
@@ -428,7 +434,7 @@ pub async fn accept_loop<P: Protocol>(
                             socket,
                             peer,
                             Arc::clone(&config),
-                            stop.resubscribe(),
+                            connection_stop,
                             refusal,
                         ));
                     }
@@ -440,4 +446,21 @@ pub async fn accept_loop<P: Protocol>(
     }
     drop(listener);
     while tasks.join_next().await.is_some() {}
+}
+
+/// A stop receiver for a connection just accepted, or `None` when the stop was already sent.
+///
+/// A resubscribed receiver sees only what is sent after it was made: a connection accepted as
+/// the stop was being sent would get a receiver that never hears it, and the accept loop would
+/// wait for that connection forever at shutdown (seen once in about thirty runs of a client
+/// test that shuts its server down right after connecting). So the new receiver is made first,
+/// then the loop's own receiver (subscribed before any send) is asked: a stop sent before the
+/// resubscription is seen there, one sent after it reaches the connection.
+fn connection_stop(stop: &mut broadcast::Receiver<()>) -> Option<broadcast::Receiver<()>> {
+    let connection_stop = stop.resubscribe();
+    match stop.try_recv() {
+        Err(broadcast::error::TryRecvError::Empty) => Some(connection_stop),
+        // Sent (or the sender is gone, or messages were lost: stopping all the same).
+        _ => None,
+    }
 }
