@@ -444,25 +444,33 @@ fn svg(out: &mut String, plot: &Plot<'_>, series: &[Series]) {
         let dash = line
             .dash
             .map_or_else(String::new, |dash| format!(" stroke-dasharray=\"{dash}\""));
-        let points: Vec<String> = line
+        let finite: Vec<(f64, f64)> = line
             .points
             .iter()
+            .copied()
             .filter(|(a, b)| a.is_finite() && b.is_finite())
-            .map(|(a, b)| format!("{:.1},{:.1}", px(*a), py(*b)))
             .collect();
-        if points.len() == 1 {
-            let _ = writeln!(
-                out,
-                "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{colour}\"/>",
-                points[0].split(',').next().unwrap_or("0"),
-                points[0].split(',').nth(1).unwrap_or("0"),
-            );
-        } else if !points.is_empty() {
-            let _ = writeln!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.6\"{dash} points=\"{}\"/>",
-                points.join(" ")
-            );
+        match finite.as_slice() {
+            [] => {}
+            [(a, b)] => {
+                let _ = writeln!(
+                    out,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                    px(*a),
+                    py(*b)
+                );
+            }
+            points => {
+                let coordinates: Vec<String> = points
+                    .iter()
+                    .map(|(a, b)| format!("{:.1},{:.1}", px(*a), py(*b)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.6\"{dash} points=\"{}\"/>",
+                    coordinates.join(" ")
+                );
+            }
         }
         let legend_y = TOP + 14.0 + 14.0 * index as f64;
         let _ = writeln!(

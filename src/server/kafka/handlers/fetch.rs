@@ -102,22 +102,8 @@ pub async fn handle(
         })
         .collect();
     let committed = request.isolation_level == READ_COMMITTED;
-    let (mut answers, mut held) = budgeted_read_all(
-        &service,
-        fetch_memory.as_ref(),
-        &names,
-        &wanted,
-        max_bytes,
-        committed,
-    )
-    .await;
-    let min_bytes = usize::try_from(request.min_bytes)
-        .unwrap_or(0)
-        .clamp(1, max_bytes);
-    if records_bytes(&answers) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
-        drop(held);
-        wait_for_bytes(&service, &names, &wanted, min_bytes, max_wait).await;
-        (answers, held) = budgeted_read_all(
+    let read_all = || {
+        budgeted_read_all(
             &service,
             fetch_memory.as_ref(),
             &names,
@@ -125,7 +111,15 @@ pub async fn handle(
             max_bytes,
             committed,
         )
-        .await;
+    };
+    let (mut answers, mut held) = read_all().await;
+    let min_bytes = usize::try_from(request.min_bytes)
+        .unwrap_or(0)
+        .clamp(1, max_bytes);
+    if records_bytes(&answers) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
+        drop(held);
+        wait_for_bytes(&service, &names, &wanted, min_bytes, max_wait).await;
+        (answers, held) = read_all().await;
     }
     if let Some(held) = held.as_mut() {
         held.shrink_to(records_bytes(&answers));
