@@ -23,6 +23,7 @@ use super::groups::{PartitionCommits, PartitionKey};
 use super::maintenance::Maintenance;
 use super::offsets_topic::ReplicatedOffsets;
 use super::produce_queue::ProduceQueue;
+use super::transactions::TransactionCoordinator;
 use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
 use crate::domain::{Acks, Epoch, NodeId, Replication, TopicConfig};
@@ -98,6 +99,9 @@ pub struct BrokerService {
     /// In a cluster: committed offsets and group membership in the replicated offsets topic
     /// (set with the cluster); standalone they stay in the broker's `groups/` directory.
     offsets: OnceLock<Arc<ReplicatedOffsets>>,
+    /// The transaction coordinator, once started ([`BrokerService::start_transactions`]):
+    /// standalone brokers only for now.
+    transactions: OnceLock<Arc<TransactionCoordinator>>,
 }
 
 /// One position of a group to commit: topic, partition, offset and metadata.
@@ -137,6 +141,7 @@ impl BrokerService {
             node_id: 0,
             cluster: OnceLock::new(),
             offsets: OnceLock::new(),
+            transactions: OnceLock::new(),
         }
     }
 
@@ -347,6 +352,35 @@ impl BrokerService {
     /// A connection's produce queue: its produces append in the order they are submitted.
     pub fn produce_queue(self: &Arc<Self>) -> ProduceQueue {
         ProduceQueue::new(Arc::clone(self))
+    }
+
+    /// Starts the transaction coordinator of a standalone broker: loads the transaction states
+    /// of the data directory, completes what a restart interrupted (before any client is
+    /// served: call it before accepting connections), and starts its timeout task. A broker in
+    /// a cluster has none yet (its Kafka listener refuses transactional ids). Once only.
+    pub async fn start_transactions(self: &Arc<Self>) -> Result<(), BrokerError> {
+        if self.cluster.get().is_some() || self.transactions.get().is_some() {
+            return Ok(());
+        }
+        let data = self.broker.data_dir().to_path_buf();
+        let coordinator = Arc::new(
+            blocking(move || {
+                TransactionCoordinator::open(&data).map_err(|source| BrokerError::Io {
+                    context: "read the transaction states".into(),
+                    source,
+                })
+            })
+            .await?,
+        );
+        coordinator.recover(self).await;
+        coordinator.start_timeouts(self);
+        let _ = self.transactions.set(coordinator);
+        Ok(())
+    }
+
+    /// The transaction coordinator, if this broker runs one.
+    pub fn transactions(&self) -> Option<&Arc<TransactionCoordinator>> {
+        self.transactions.get()
     }
 
     /// Starts interval syncs and retention; they stop when the returned handle is stopped.

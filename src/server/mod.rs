@@ -251,6 +251,12 @@ async fn serve(
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let maintenance = service.start_maintenance();
+    // Before any connection: a restart's half-done transactions are completed (or re-granted)
+    // before a client can take their partitions.
+    service
+        .start_transactions()
+        .await
+        .map_err(|error| std::io::Error::other(error.to_string()))?;
     let native = Arc::new(NativeProtocol::new(Arc::clone(&config)).listening_on(local));
     #[cfg(not(feature = "kafka"))]
     let _no_kafka_listener = kafka;

@@ -321,8 +321,8 @@ async fn api_versions_advertises_the_group_apis() {
 }
 
 /// FindCoordinator in every version names this broker at its advertised address for a group;
-/// a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message (transactions are not
-/// implemented), an unknown key type INVALID_REQUEST.
+/// a transactional id too (a standalone broker is its own transaction coordinator), an unknown
+/// key type INVALID_REQUEST.
 #[tokio::test]
 async fn find_coordinator_names_this_broker_in_every_version() {
     let server = kafka_server_with_quick_groups().await;
@@ -340,15 +340,9 @@ async fn find_coordinator_names_this_broker_in_every_version() {
                 .with_key(text("tx-1"))
                 .with_key_type(1);
             let response = connection.call(version, &transactional).await;
-            assert_eq!(
-                response.error_code, 53,
-                "v{version}: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, so clients fail at once"
-            );
-            assert!(response
-                .error_message
-                .as_deref()
-                .is_some_and(|message| message.contains("transactions")));
-            assert_eq!(response.node_id.0, -1);
+            assert_eq!(response.error_code, NONE, "v{version}: the transaction coordinator");
+            assert_eq!(response.node_id.0, 0);
+            assert_eq!(response.port, i32::from(kafka.port()));
             let unknown = FindCoordinatorRequest::default()
                 .with_key(text("x"))
                 .with_key_type(7);

@@ -674,7 +674,8 @@ async fn produce_and_fetch_in_every_version() {
 }
 
 /// InitProducerId in every advertised version: a fresh id each time, epoch 0; a transactional
-/// id is refused (transactions are not implemented).
+/// id keeps its producer id and gets the next epoch each time (which fences the previous
+/// instance); a transaction timeout above the limit is INVALID_TRANSACTION_TIMEOUT.
 #[tokio::test]
 async fn init_producer_id_in_every_version() {
     use kafka_protocol::messages::{InitProducerIdRequest, TransactionalId};
@@ -696,14 +697,28 @@ async fn init_producer_id_in_every_version() {
     unique.dedup();
     assert_eq!(unique, ids);
     let transactional = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))));
-    let response = connection
-        .call::<InitProducerIdRequest>(4, &transactional)
-        .await;
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))))
+        .with_transaction_timeout_ms(60_000);
+    let mut granted = Vec::new();
+    for version in 0..=4 {
+        let response = connection
+            .call::<InitProducerIdRequest>(version, &transactional)
+            .await;
+        assert_eq!(response.error_code, 0, "v{version}");
+        granted.push((response.producer_id.0, response.producer_epoch));
+    }
+    let first = granted[0].0;
+    assert!(!ids.contains(&first), "a producer id of its own");
     assert_eq!(
-        response.error_code, 53,
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+        granted,
+        (0..=4).map(|epoch| (first, epoch)).collect::<Vec<_>>(),
+        "one producer id, the epoch bumped by each instance"
     );
+    let too_long = transactional.with_transaction_timeout_ms(3_600_000);
+    let response = connection
+        .call::<InitProducerIdRequest>(4, &too_long)
+        .await;
+    assert_eq!(response.error_code, 50, "INVALID_TRANSACTION_TIMEOUT");
 }
 
 /// A restarted server keeps a Kafka idempotent producer's state (a retry of its last batch is

@@ -14,11 +14,13 @@
 //!   transactional id written temp + fsync + rename (the same rule as group state).
 //! * [`registry`]: the ids in memory, each update decided, written, then installed.
 //! * [`markers`]: a transaction's outcome written into its partitions through the fence.
+//! * [`coordinator`]: drives the machine with leases, markers and a timeout task (standalone).
 //!
-//! Not here yet (see docs/kafka.md): the Kafka handlers that drive this machine, the timeout
-//! task, and a cluster's replication of this state (the `__transaction_state`
-//! topic, following `offsets_topic`).
+//! Not here yet (see docs/kafka.md): a cluster's replication of this state (the
+//! `__transaction_state` topic, following `offsets_topic`); on a cluster the Kafka listener
+//! refuses transactional ids.
 
+pub mod coordinator;
 pub mod markers;
 pub mod registry;
 pub mod state;
@@ -27,6 +29,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use coordinator::{CoordinatorError, TransactionCoordinator};
 pub use markers::{write_markers, MarkerError};
 pub use registry::{TransactionRegistry, UpdateError};
 pub use state::{

@@ -1,15 +1,18 @@
 //! The transactional ids a broker coordinates, with the rule that makes them safe: a new state
 //! is written durably *before* it is installed and before the caller answers.
 //!
-//! One async lock covers the map and the write, so two requests for the same id (a zombie and
-//! its successor) are decided one after the other on the state the previous one stored. Writes
-//! are one small file each and happen a few times per transaction; serialising them across ids
-//! is the simple first step (a per-id lock is the refinement if a benchmark shows the need).
+//! One async lock serialises the updates (decide, write, install), so two requests for the same
+//! id (a zombie and its successor) are decided one after the other on the state the previous
+//! one stored. Reads take a short synchronous lock of the installed states: the Kafka produce
+//! path looks a transactional producer's lease epoch up there without waiting for an update's
+//! fsync. Writes are one small file each and happen a few times per transaction; serialising
+//! them across ids is the simple first step (a per-id lock is the refinement if a benchmark
+//! shows the need).
 
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::Mutex;
 
@@ -30,7 +33,10 @@ pub enum UpdateError {
 /// Every transactional id's current state, and its durable store.
 pub struct TransactionRegistry {
     store: Arc<TransactionStore>,
-    states: Mutex<HashMap<String, TransactionMetadata>>,
+    /// Held across an update's decide, write and install.
+    updates: Mutex<()>,
+    /// The installed (durable) states.
+    states: RwLock<HashMap<String, TransactionMetadata>>,
 }
 
 impl TransactionRegistry {
@@ -44,18 +50,34 @@ impl TransactionRegistry {
             .collect();
         Ok(Self {
             store: Arc::new(store),
-            states: Mutex::new(states),
+            updates: Mutex::new(()),
+            states: RwLock::new(states),
         })
     }
 
+    /// The installed states (a panic while they were held cannot have left them half-changed:
+    /// an install is one insert).
+    fn installed(&self) -> RwLockReadGuard<'_, HashMap<String, TransactionMetadata>> {
+        self.states.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A copy of `transactional_id`'s state, if it has one.
-    pub async fn get(&self, transactional_id: &str) -> Option<TransactionMetadata> {
-        self.states.lock().await.get(transactional_id).cloned()
+    pub fn get(&self, transactional_id: &str) -> Option<TransactionMetadata> {
+        self.installed().get(transactional_id).cloned()
+    }
+
+    /// What `read` makes of `transactional_id`'s installed state, without copying it.
+    pub fn read<T>(
+        &self,
+        transactional_id: &str,
+        read: impl FnOnce(Option<&TransactionMetadata>) -> T,
+    ) -> T {
+        read(self.installed().get(transactional_id))
     }
 
     /// Every id's state (DescribeTransactions, ListTransactions, the timeout task).
-    pub async fn all(&self) -> Vec<TransactionMetadata> {
-        self.states.lock().await.values().cloned().collect()
+    pub fn all(&self) -> Vec<TransactionMetadata> {
+        self.installed().values().cloned().collect()
     }
 
     /// Decides `transactional_id`'s next state with `decide` (given its current one), writes it
@@ -66,14 +88,17 @@ impl TransactionRegistry {
         transactional_id: &str,
         decide: impl FnOnce(Option<&TransactionMetadata>) -> Result<(TransactionMetadata, T), TxnError>,
     ) -> Result<T, UpdateError> {
-        let mut states = self.states.lock().await;
-        let (next, answer) = decide(states.get(transactional_id))?;
+        let _serialised = self.updates.lock().await;
+        let (next, answer) = decide(self.installed().get(transactional_id))?;
         let store = Arc::clone(&self.store);
         let written = next.clone();
         tokio::task::spawn_blocking(move || store.save(&written))
             .await
             .map_err(|panicked| io::Error::other(format!("the write panicked: {panicked}")))??;
-        states.insert(transactional_id.to_string(), next);
+        self.states
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(transactional_id.to_string(), next);
         Ok(answer)
     }
 }
@@ -118,9 +143,9 @@ mod tests {
         ));
         // A restart sees exactly what was installed.
         let reopened = TransactionRegistry::open(data.path()).unwrap();
-        let state = reopened.get("t").await.unwrap();
+        let state = reopened.get("t").unwrap();
         assert_eq!((state.producer_id, state.producer_epoch), (7, 1));
         assert_eq!(state.state, TxnState::Empty);
-        assert_eq!(reopened.all().await.len(), 1);
+        assert_eq!(reopened.all().len(), 1);
     }
 }

@@ -74,6 +74,12 @@ pub struct TxnPartition {
     pub partition: i32,
     /// The lease epoch `F` granted to `kafka-txn:T` on this partition.
     pub lease_epoch: u64,
+    /// The grant's lease id, to release the lease when the transaction ends (0: none known,
+    /// e.g. after a restart, when the in-memory lease table is empty). Kept in the data
+    /// directory like the rest of the state; it proves ownership of a lease that ends with the
+    /// transaction.
+    #[serde(default)]
+    pub lease_id: u128,
 }
 
 /// An offset sent by `TxnOffsetCommit`, applied to the group's committed offsets when the

@@ -10,7 +10,12 @@
 //!   ConsumerGroupDescribe) need `consume` on some topic; ConsumerGroupHeartbeat also needs
 //!   `consume` on every topic it subscribes to (Kafka's DESCRIBE on the topics); else `GROUP_AUTHORIZATION_FAILED` (30); InitProducerId needs
 //!   `produce` on some topic, else `CLUSTER_AUTHORIZATION_FAILED` (31), as Kafka's
-//!   IdempotentWrite check answers.
+//!   IdempotentWrite check answers. The transaction APIs: AddPartitionsToTxn needs `produce` on
+//!   each topic (`TOPIC_AUTHORIZATION_FAILED`), EndTxn and AddOffsetsToTxn `produce` on some
+//!   topic, TxnOffsetCommit that and `consume` on each topic whose position it commits
+//!   (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED` / `TOPIC_AUTHORIZATION_FAILED`); fencelog has no
+//!   transactional-id ACLs, so DescribeTransactions and ListTransactions need authentication
+//!   only.
 //! - An `acks=0` produce that is refused closes the connection (there is no response to carry
 //!   the error; Kafka does the same).
 //! - The config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) are checked per
@@ -27,6 +32,10 @@
 //! - Metadata of all topics leaves out the topics the principal may not see (no operation on
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_records_response::{
@@ -48,13 +57,18 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
-    ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, CreateTopicsResponse,
-    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeGroupsResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, ApiKey, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse, CreateTopicsResponse, DeleteGroupsResponse,
+    DeleteRecordsResponse, DeleteTopicsResponse, DescribeGroupsResponse, EndTxnResponse,
     FetchResponse, FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse,
     JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse,
     MetadataRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
     OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, SyncGroupResponse,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -413,10 +427,85 @@ pub fn refuse(
             let body = OffsetDeleteResponse::default().with_error_code(code);
             (ApiKey::OffsetDelete, ResponseBody::OffsetDelete(body))
         }
+        RequestBody::EndTxn(_) => {
+            let body = EndTxnResponse::default()
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            (ApiKey::EndTxn, ResponseBody::EndTxn(body))
+        }
+        RequestBody::AddOffsetsToTxn(_) => {
+            let body = AddOffsetsToTxnResponse::default()
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            (ApiKey::AddOffsetsToTxn, ResponseBody::AddOffsetsToTxn(body))
+        }
+        RequestBody::AddPartitionsToTxn(request) => {
+            let refused_topics = |topics: &[AddPartitionsToTxnTopic]| {
+                topics
+                    .iter()
+                    .map(|topic| {
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(topic.name.clone())
+                            .with_results_by_partition(
+                                topic
+                                    .partitions
+                                    .iter()
+                                    .map(|partition| {
+                                        AddPartitionsToTxnPartitionResult::default()
+                                            .with_partition_index(*partition)
+                                            .with_partition_error_code(TOPIC_REFUSED)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect()
+            };
+            let body = AddPartitionsToTxnResponse::default()
+                .with_results_by_topic_v3_and_below(refused_topics(&request.v3_and_below_topics))
+                .with_results_by_transaction(
+                    request
+                        .transactions
+                        .iter()
+                        .map(|txn| {
+                            AddPartitionsToTxnResult::default()
+                                .with_transactional_id(txn.transactional_id.clone())
+                                .with_topic_results(refused_topics(&txn.topics))
+                        })
+                        .collect(),
+                );
+            (
+                ApiKey::AddPartitionsToTxn,
+                ResponseBody::AddPartitionsToTxn(body),
+            )
+        }
+        RequestBody::TxnOffsetCommit(request) => {
+            let topics = request
+                .topics
+                .iter()
+                .map(|topic| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(
+                            topic
+                                .partitions
+                                .iter()
+                                .map(|partition| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(partition.partition_index)
+                                        .with_error_code(TOPIC_REFUSED)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            let body = TxnOffsetCommitResponse::default().with_topics(topics);
+            (ApiKey::TxnOffsetCommit, ResponseBody::TxnOffsetCommit(body))
+        }
         // `check` lets these through; a refusal cannot reach here.
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
         | RequestBody::ListTransactions(_)
+        | RequestBody::DescribeTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
         | RequestBody::DescribeLogDirs(_)
@@ -452,6 +541,7 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)
         | RequestBody::ListTransactions(_)
+        | RequestBody::DescribeTransactions(_)
         | RequestBody::Metadata(_)
         | RequestBody::DescribeConfigs(_)
         | RequestBody::DescribeLogDirs(_)
@@ -509,7 +599,29 @@ fn check(access: &Access, body: &RequestBody) -> Result<(), NotAuthorized> {
                     ),
             )
         }
-        RequestBody::InitProducerId(_) => access.check_somewhere(Operation::Produce),
+        RequestBody::InitProducerId(_)
+        | RequestBody::EndTxn(_)
+        | RequestBody::AddOffsetsToTxn(_) => access.check_somewhere(Operation::Produce),
+        RequestBody::AddPartitionsToTxn(request) => each(
+            Operation::Produce,
+            &mut request
+                .v3_and_below_topics
+                .iter()
+                .chain(
+                    request
+                        .transactions
+                        .iter()
+                        .flat_map(|txn| txn.topics.iter()),
+                )
+                .map(|topic| topic.name.as_str()),
+        ),
+        RequestBody::TxnOffsetCommit(request) => {
+            access.check_somewhere(Operation::Produce)?;
+            each(
+                Operation::Consume,
+                &mut request.topics.iter().map(|topic| topic.name.as_str()),
+            )
+        }
         RequestBody::DeleteTopics(request) => {
             each(
                 Operation::Admin,

@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 
 use crate::broker::consumer_groups::ConsumerGroupError;
 use crate::broker::coordinator::GroupError;
+use crate::broker::transactions::{CoordinatorError, TxnError};
 use crate::broker::{BrokerError, GroupOffsetsError};
 use crate::lease::AuthorityError;
 use crate::storage::{FenceError, ReplicaError, SequenceError, StorageError};
@@ -156,5 +157,38 @@ fn storage_error(error: &StorageError) -> ResponseError {
         | StorageError::ReplicaDiverged { .. }
         | StorageError::BelowHighWatermark { .. } => ResponseError::UnknownServerError,
         StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,
+    }
+}
+
+/// The Kafka error for a transaction coordinator's refusal. `fenced` is what the request's
+/// version calls a fenced producer: `PRODUCER_FENCED` (90) where the client knows it,
+/// `INVALID_PRODUCER_EPOCH` (47) for older versions; both are fatal to the producer.
+pub fn coordinator_error(error: &CoordinatorError, fenced: ResponseError) -> ResponseError {
+    match error {
+        CoordinatorError::Refused(refused) => match refused {
+            TxnError::InvalidProducerIdMapping { .. } => ResponseError::InvalidProducerIdMapping,
+            TxnError::ProducerFenced { .. } => fenced,
+            TxnError::ConcurrentTransactions { .. } => ResponseError::ConcurrentTransactions,
+            TxnError::InvalidTxnState { .. } | TxnError::PartitionNotAdded { .. } => {
+                ResponseError::InvalidTxnState
+            }
+            TxnError::InvalidTimeout { .. } => ResponseError::InvalidTransactionTimeout,
+        },
+        // Nothing changed and the client retries (the state file could not be written).
+        CoordinatorError::Store(_) => ResponseError::CoordinatorNotAvailable,
+        CoordinatorError::PartitionLeased { .. } => ResponseError::ConcurrentTransactions,
+        // A prepared outcome whose markers are still to be written: retry.
+        CoordinatorError::Markers(_) => ResponseError::ConcurrentTransactions,
+        CoordinatorError::Broker(broker) => kafka_error(broker),
+    }
+}
+
+/// [`coordinator_error`]'s `fenced` for an API whose versions from `first_fenced_version` on
+/// know `PRODUCER_FENCED` (KIP-588).
+pub fn fenced_code(version: i16, first_fenced_version: i16) -> ResponseError {
+    if version >= first_fenced_version {
+        ResponseError::ProducerFenced
+    } else {
+        ResponseError::InvalidProducerEpoch
     }
 }

@@ -20,16 +20,18 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
-    ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest, SyncGroupRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey,
+    ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
@@ -126,6 +128,16 @@ pub enum RequestBody {
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
     /// CreatePartitions (37).
     CreatePartitions(CreatePartitionsRequest),
+    /// AddPartitionsToTxn (24).
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    /// AddOffsetsToTxn (25).
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    /// EndTxn (26).
+    EndTxn(EndTxnRequest),
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// DescribeTransactions (65).
+    DescribeTransactions(DescribeTransactionsRequest),
 }
 
 impl RequestBody {
@@ -218,6 +230,19 @@ impl RequestBody {
                 .map(Self::ConsumerGroupDescribe),
             ApiKey::CreatePartitions => {
                 CreatePartitionsRequest::decode(frame, version).map(Self::CreatePartitions)
+            }
+            ApiKey::AddPartitionsToTxn => {
+                AddPartitionsToTxnRequest::decode(frame, version).map(Self::AddPartitionsToTxn)
+            }
+            ApiKey::AddOffsetsToTxn => {
+                AddOffsetsToTxnRequest::decode(frame, version).map(Self::AddOffsetsToTxn)
+            }
+            ApiKey::EndTxn => EndTxnRequest::decode(frame, version).map(Self::EndTxn),
+            ApiKey::TxnOffsetCommit => {
+                TxnOffsetCommitRequest::decode(frame, version).map(Self::TxnOffsetCommit)
+            }
+            ApiKey::DescribeTransactions => {
+                DescribeTransactionsRequest::decode(frame, version).map(Self::DescribeTransactions)
             }
             _ => return None,
         };

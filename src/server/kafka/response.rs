@@ -4,16 +4,18 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsResponse, ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatResponse, CreateAclsResponse, CreatePartitionsResponse,
-    CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse,
-    DeleteTopicsResponse, DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse,
-    DescribeGroupsResponse, DescribeLogDirsResponse, DescribeProducersResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, ListTransactionsResponse, MetadataResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
-    ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse, SyncGroupResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse, ApiKey,
+    ApiVersionsResponse, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
+    CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse,
+    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTransactionsResponse,
+    EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
+    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
+    SyncGroupResponse, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -109,6 +111,16 @@ pub enum ResponseBody {
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
     /// CreatePartitions (37).
     CreatePartitions(CreatePartitionsResponse),
+    /// AddPartitionsToTxn (24).
+    AddPartitionsToTxn(AddPartitionsToTxnResponse),
+    /// AddOffsetsToTxn (25).
+    AddOffsetsToTxn(AddOffsetsToTxnResponse),
+    /// EndTxn (26).
+    EndTxn(EndTxnResponse),
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit(TxnOffsetCommitResponse),
+    /// DescribeTransactions (65).
+    DescribeTransactions(DescribeTransactionsResponse),
     /// A raw SASL token after SaslHandshake v0: written after the size prefix as is, with no
     /// response header (the client reads it as the SASL mechanism's bytes).
     RawSaslToken(Bytes),
@@ -153,6 +165,11 @@ impl ResponseBody {
             Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
             Self::ConsumerGroupDescribe(body) => body.encode(out, version),
             Self::CreatePartitions(body) => body.encode(out, version),
+            Self::AddPartitionsToTxn(body) => body.encode(out, version),
+            Self::AddOffsetsToTxn(body) => body.encode(out, version),
+            Self::EndTxn(body) => body.encode(out, version),
+            Self::TxnOffsetCommit(body) => body.encode(out, version),
+            Self::DescribeTransactions(body) => body.encode(out, version),
             Self::RawSaslToken(token) => {
                 out.put_slice(token);
                 Ok(())

@@ -120,6 +120,26 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
         max_version: 4,
     },
     SupportedApi {
+        key: ApiKey::AddPartitionsToTxn,
+        min_version: 0,
+        max_version: 4,
+    },
+    SupportedApi {
+        key: ApiKey::AddOffsetsToTxn,
+        min_version: 0,
+        max_version: 3,
+    },
+    SupportedApi {
+        key: ApiKey::EndTxn,
+        min_version: 0,
+        max_version: 3,
+    },
+    SupportedApi {
+        key: ApiKey::TxnOffsetCommit,
+        min_version: 0,
+        max_version: 3,
+    },
+    SupportedApi {
         key: ApiKey::DescribeAcls,
         min_version: 1,
         max_version: 3,
@@ -181,6 +201,11 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     },
     SupportedApi {
         key: ApiKey::DescribeProducers,
+        min_version: 0,
+        max_version: 0,
+    },
+    SupportedApi {
+        key: ApiKey::DescribeTransactions,
         min_version: 0,
         max_version: 0,
     },

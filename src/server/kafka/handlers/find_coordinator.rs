@@ -7,10 +7,12 @@
 //!   created by the first request that needs it. `COORDINATOR_NOT_AVAILABLE` (retriable) while
 //!   the partition has no leader, the topic cannot be created yet (too few live brokers for its
 //!   replication factor), or the leader has no Kafka listener registered.
-//! - `key_type` 1 (a transactional id): `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53) with a
-//!   message saying that transactions are not implemented yet. Java, librdkafka, aiokafka and
-//!   kafka-python treat it as fatal, so a transactional producer fails at once with that message
-//!   instead of retrying `COORDINATOR_NOT_AVAILABLE` until its timeout (a minute by default).
+//! - `key_type` 1 (a transactional id): this broker, on a standalone broker (its transaction
+//!   coordinator, `crate::broker::transactions`). A broker in a cluster does not coordinate
+//!   transactions yet: `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53) with a message saying so.
+//!   Java, librdkafka, aiokafka and kafka-python treat it as fatal, so a transactional producer
+//!   fails at once with that message instead of retrying `COORDINATOR_NOT_AVAILABLE` until its
+//!   timeout (a minute by default).
 //! - Any other key type (share groups are 2 in newer Kafka): `INVALID_REQUEST`.
 //! - v4+ (several keys per request, KIP-699) is not advertised.
 
@@ -67,10 +69,25 @@ pub async fn handle(
                 }
             }
         },
-        KEY_TYPE_TRANSACTION => refused(
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "transactions are not implemented by this fencelog broker yet: use an idempotent producer without transactional.id",
-        ),
+        KEY_TYPE_TRANSACTION => match service.transactions() {
+            // Metadata lists this broker first.
+            Some(_) => {
+                match brokers.first() {
+                    Some(broker) => FindCoordinatorResponse::default()
+                        .with_node_id(broker.node_id)
+                        .with_host(broker.host.clone())
+                        .with_port(broker.port),
+                    None => refused(
+                        ResponseError::CoordinatorNotAvailable,
+                        "this broker's Kafka listener is not in its own metadata",
+                    ),
+                }
+            }
+            None => refused(
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "transactions are served by standalone fencelog brokers only for now: use an idempotent producer without transactional.id on a cluster",
+            ),
+        },
         other => refused(
             ResponseError::InvalidRequest,
             &format!("unknown coordinator key type {other} (0: group, 1: transaction)"),

@@ -5,16 +5,22 @@
 //!   epoch 0, as Kafka's broker answers such a request. A producer that asks again with its id
 //!   and epoch (v3+, KIP-360) also gets a new id: the partition's producer state accepts the new
 //!   id from sequence 0, so nothing is lost.
-//! - With a `transactional_id`: transactions are not implemented yet, so the request is refused
-//!   with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (non-retriable). The planned mapping (a lease
-//!   acquire for the id's partitions) is in docs/kafka.md.
+//! - With a `transactional_id` (a transactional producer): the transaction coordinator's stable
+//!   producer id for the id and a new producer epoch (`crate::broker::transactions`). An open
+//!   transaction of the previous instance is aborted first (its partitions re-granted, so the
+//!   old instance is fenced at the segment writer, then its abort markers written), so the
+//!   answer may take one marker write; if that cannot finish now the client is told
+//!   `CONCURRENT_TRANSACTIONS` and retries. A `transaction_timeout_ms` outside 1..=15 min is
+//!   `INVALID_TRANSACTION_TIMEOUT`. On a broker without a coordinator (a cluster, for now) the
+//!   request is refused with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (non-retriable) and a
+//!   message in the log.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
-use super::super::errors::kafka_error;
+use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::broker::BrokerService;
 
@@ -36,7 +42,29 @@ pub async fn handle(
         .as_ref()
         .is_some_and(|id| !id.0.is_empty());
     let body = if transactional {
-        refused(ResponseError::TransactionalIdAuthorizationFailed)
+        let id = request
+            .transactional_id
+            .as_ref()
+            .map(|id| id.0.to_string())
+            .unwrap_or_default();
+        match service.transactions() {
+            None => {
+                tracing::info!(transactional_id = %id, "transactional producer refused: this broker runs no transaction coordinator (transactions are served by standalone brokers)");
+                refused(ResponseError::TransactionalIdAuthorizationFailed)
+            }
+            Some(coordinator) => match coordinator
+                .init_producer_id(&service, &id, i64::from(request.transaction_timeout_ms))
+                .await
+            {
+                Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(producer_id))
+                    .with_producer_epoch(producer_epoch),
+                Err(error) => {
+                    tracing::info!(transactional_id = %id, %error, "InitProducerId refused");
+                    refused(coordinator_error(&error, fenced_code(version, 4)))
+                }
+            },
+        }
     } else {
         match service.init_producer_id().await {
             Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()

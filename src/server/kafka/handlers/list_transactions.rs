@@ -1,19 +1,25 @@
-//! ListTransactions (key 66), v0..=1: the transactions the broker coordinates (Kafka's
+//! ListTransactions (key 66), v0..=1: the transactional ids this broker coordinates (Kafka's
 //! `kafka-transactions list`, the Java AdminClient's `listTransactions`).
 //!
-//! fencelog has no transactions yet (InitProducerId hands out idempotent producer ids only), so
-//! the list is always empty: that is the truthful answer, and it lets operators' tools that list
-//! transactions before doing anything else work against fencelog.
-//!
-//! - The filters (states, producer ids, v1's minimum duration) are accepted; none can match.
+//! - Every id the coordinator knows, with its producer id and state, filtered by state,
+//!   producer id and (v1) by running longer than `duration_filter` ms (an open transaction
+//!   only; -1: no filter), as Kafka's coordinator filters.
 //! - A state filter that is not one of Kafka's transaction states is echoed back in
 //!   `unknown_state_filters`, as Kafka's broker does, so a typo is visible to the caller.
-//! - No ACL beyond authentication: Kafka filters the list by DESCRIBE on each transactional id,
-//!   and an empty list has nothing to filter.
+//! - A broker without a coordinator (a cluster, for now) lists none.
+//! - No ACL beyond authentication: fencelog has no transactional-id ACLs.
 
-use kafka_protocol::messages::{ApiKey, ListTransactionsRequest, ListTransactionsResponse};
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_transactions_response::TransactionState;
+use kafka_protocol::messages::{
+    ApiKey, ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
 
 use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::transactions::coordinator::now_ms;
+use crate::broker::BrokerService;
 
 /// Kafka's transaction states (`TransactionState` in its coordinator), as the filter spells them.
 const KNOWN_STATES: &[&str] = &[
@@ -27,8 +33,9 @@ const KNOWN_STATES: &[&str] = &[
     "PrepareEpochFence",
 ];
 
-/// The answer to a ListTransactions request (immediate): no transactions.
+/// The answer to a ListTransactions request (immediate).
 pub fn handle(
+    service: &Arc<BrokerService>,
     correlation_id: i32,
     version: i16,
     request: &ListTransactionsRequest,
@@ -39,12 +46,48 @@ pub fn handle(
         .filter(|state| !KNOWN_STATES.contains(&state.as_str()))
         .cloned()
         .collect();
+    let now = now_ms();
+    let mut listed: Vec<TransactionState> = service
+        .transactions()
+        .map(|coordinator| coordinator.all())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|state| {
+            request.state_filters.is_empty()
+                || request
+                    .state_filters
+                    .iter()
+                    .any(|filter| filter.as_str() == state.state.kafka_name())
+        })
+        .filter(|state| {
+            request.producer_id_filters.is_empty()
+                || request
+                    .producer_id_filters
+                    .iter()
+                    .any(|filter| filter.0 == state.producer_id)
+        })
+        .filter(|state| {
+            request.duration_filter < 0
+                || (state.start_ms >= 0 && now - state.start_ms > request.duration_filter)
+        })
+        .map(|state| {
+            TransactionState::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    state.transactional_id,
+                )))
+                .with_producer_id(ProducerId(state.producer_id))
+                .with_transaction_state(StrBytes::from_static_str(state.state.kafka_name()))
+        })
+        .collect();
+    listed.sort_by(|a, b| a.transactional_id.as_str().cmp(b.transactional_id.as_str()));
     KafkaResponse {
         correlation_id,
         api_key: ApiKey::ListTransactions,
         api_version: version,
         body: ResponseBody::ListTransactions(
-            ListTransactionsResponse::default().with_unknown_state_filters(unknown),
+            ListTransactionsResponse::default()
+                .with_unknown_state_filters(unknown)
+                .with_transaction_states(listed),
         ),
     }
 }

@@ -8,6 +8,8 @@
 //! `Started { response: None, .. }`; APIs that wait (Fetch, JoinGroup, SyncGroup) return a
 //! response future.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -25,6 +27,8 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -42,6 +46,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use std::sync::Arc;
 
@@ -228,9 +233,42 @@ pub fn start(
             version,
             body,
         )),
-        RequestBody::ListTransactions(body) => {
-            Started::ready(list_transactions::handle(correlation_id, version, &body))
-        }
+        RequestBody::ListTransactions(body) => Started::ready(list_transactions::handle(
+            service,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::DescribeTransactions(body) => Started::ready(describe_transactions::handle(
+            service,
+            correlation_id,
+            version,
+            &body,
+        )),
+        RequestBody::AddPartitionsToTxn(body) => Started::later(add_partitions_to_txn::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::AddOffsetsToTxn(body) => Started::later(add_offsets_to_txn::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::EndTxn(body) => Started::later(end_txn::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
+        RequestBody::TxnOffsetCommit(body) => Started::later(txn_offset_commit::handle(
+            Arc::clone(service),
+            correlation_id,
+            version,
+            body,
+        )),
         RequestBody::DescribeLogDirs(body) => Started::later(describe_log_dirs::handle(
             Arc::clone(service),
             access,

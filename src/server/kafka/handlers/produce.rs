@@ -22,11 +22,20 @@
 //!   batches: the partition's producer state dedupes retries (answered with the first offsets)
 //!   and refuses gaps (`OUT_OF_ORDER_SEQUENCE_NUMBER`), stale producer epochs
 //!   (`INVALID_PRODUCER_EPOCH`) and forgotten producers (`UNKNOWN_PRODUCER_ID`), as Kafka does.
-//! - **Transactions** are not served yet: a transactional request (a `transactional_id`) and a
-//!   transactional batch without one are refused per partition with
-//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (a transactional batch in the log would open a
-//!   transaction that no marker closes); a client's control batch is `INVALID_RECORD` (the
-//!   record conversion's errors, each with its Kafka code: `RecordsError::kafka_error_code`).
+//! - **Transactions.** A transactional request (a `transactional_id`) writes each partition
+//!   with the lease epoch its transaction holds there (`WriteCredential::Epoch(F)`, looked up
+//!   in the transaction coordinator for the batches' producer id and epoch): the fence in the
+//!   segment writer refuses it once the partition was re-granted (a newer instance, a timeout),
+//!   so a zombie's late write never lands after the abort marker. A partition not added with
+//!   AddPartitionsToTxn, or a transaction no longer open, is `INVALID_TXN_STATE`; an older
+//!   producer epoch `INVALID_PRODUCER_EPOCH` (fatal for a transactional producer); another
+//!   producer id `INVALID_PRODUCER_ID_MAPPING`. The produce holds its transaction's gate until
+//!   answered, so EndTxn's markers never overtake it. A broker without a coordinator (a
+//!   cluster, for now) refuses transactional requests with
+//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, and a transactional batch without a transactional
+//!   id is refused the same way (it would open a transaction no marker closes); a client's
+//!   control batch is `INVALID_RECORD` (the record conversion's errors, each with its Kafka
+//!   code: `RecordsError::kafka_error_code`).
 //! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
 //!   once every batch is acknowledged under the topic's flush policy, and -1 once every in-sync
 //!   replica has it: the service's replica manager decides, as for the native listener
@@ -45,6 +54,9 @@ use kafka_protocol::ResponseError;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
+use tokio::sync::OwnedRwLockReadGuard;
+
+use crate::broker::transactions::TxnError;
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
 use crate::server::kafka::batches::records::{to_native_batches, RecordLimits, RecordsError};
@@ -57,6 +69,62 @@ fn kafka_acks(acks: i16) -> Acks {
     match acks {
         -1 => Acks::All,
         _ => Acks::Leader,
+    }
+}
+
+/// The first Kafka batch's producer id and epoch (bytes 43..51 and 51..53 of a v2 batch
+/// header), or `None` if the records are too short to hold one (the conversion then says why).
+fn first_batch_producer(records: &[u8]) -> Option<(i64, i16)> {
+    let id = i64::from_be_bytes(records.get(43..51)?.try_into().ok()?);
+    let epoch = i16::from_be_bytes(records.get(51..53)?.try_into().ok()?);
+    Some((id, epoch))
+}
+
+/// A transactional produce's lease epoch on one partition, with the producer id and epoch it
+/// was looked up for and the transaction's gate; `Ok(None)` for a request without a
+/// transactional id.
+#[allow(clippy::type_complexity)]
+fn transaction_write(
+    service: &Arc<BrokerService>,
+    transactional_id: Option<&str>,
+    records: Option<&[u8]>,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<(u64, ((i64, i16), OwnedRwLockReadGuard<()>))>, (ResponseError, String)> {
+    let Some(transactional_id) = transactional_id else {
+        return Ok(None);
+    };
+    let Some(coordinator) = service.transactions() else {
+        return Err((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactions are served by standalone fencelog brokers only for now".into(),
+        ));
+    };
+    let Some((producer_id, producer_epoch)) = records.and_then(first_batch_producer) else {
+        return Err((
+            ResponseError::CorruptMessage,
+            "a transactional produce needs a record batch with its producer id and epoch".into(),
+        ));
+    };
+    match coordinator.produce_epoch(
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        topic,
+        partition,
+    ) {
+        Ok((epoch, gate)) => Ok(Some((epoch, ((producer_id, producer_epoch), gate)))),
+        Err(refused) => {
+            let code = match &refused {
+                TxnError::ProducerFenced { .. } => ResponseError::InvalidProducerEpoch,
+                TxnError::InvalidProducerIdMapping { .. } => {
+                    ResponseError::InvalidProducerIdMapping
+                }
+                TxnError::ConcurrentTransactions { .. } => ResponseError::ConcurrentTransactions,
+                _ => ResponseError::InvalidTxnState,
+            };
+            Err((code, refused.to_string()))
+        }
     }
 }
 
@@ -98,13 +166,19 @@ pub fn start(
                 ));
                 continue;
             }
-            if request.transactional_id.is_some() {
-                partitions.push(refused(
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not supported by this broker".into(),
-                ));
-                continue;
-            }
+            let transaction = match transaction_write(
+                service,
+                request.transactional_id.as_ref().map(|id| id.as_str()),
+                data.records.as_deref(),
+                &name,
+                index,
+            ) {
+                Ok(transaction) => transaction,
+                Err((error, message)) => {
+                    partitions.push(refused(error, message));
+                    continue;
+                }
+            };
             let Ok(partition) = u32::try_from(index) else {
                 partitions.push(refused(
                     ResponseError::UnknownTopicOrPartition,
@@ -119,7 +193,8 @@ pub fn start(
                 ));
                 continue;
             };
-            let batches = match to_native_batches(&records, 0, &limits) {
+            let epoch = transaction.as_ref().map_or(0, |(epoch, _)| *epoch);
+            let batches = match to_native_batches(&records, epoch, &limits) {
                 Ok(batches) => batches,
                 Err(error) => {
                     let code = records_error(&error);
@@ -127,25 +202,46 @@ pub fn start(
                     continue;
                 }
             };
-            // A transactional batch outside a transaction (no transactional id, which is
-            // refused above until the coordinator serves them) would open a transaction no
-            // marker ever closes, and read_committed readers would stop there for good.
-            if batches.iter().any(|batch| batch.transactional) {
+            // A transactional batch outside a transaction (no transactional id) would open a
+            // transaction no marker ever closes, and read_committed readers would stop there
+            // for good.
+            if transaction.is_none() && batches.iter().any(|batch| batch.transactional) {
                 partitions.push(refused(
                     ResponseError::TransactionalIdAuthorizationFailed,
-                    "a transactional batch needs its producer's transactional id, and \
-                     transactions are not supported by this broker yet"
-                        .into(),
+                    "a transactional batch needs its producer's transactional id".into(),
                 ));
                 continue;
             }
+            // Every batch of a transactional request is its producer's (the one the lease
+            // epoch was looked up for).
+            if let Some(((expected_id, expected_epoch), _)) =
+                transaction.as_ref().map(|(_, gate)| gate)
+            {
+                let foreign = batches.iter().any(|batch| {
+                    batch.producer.as_ref().is_none_or(|stamp| {
+                        (stamp.producer_id, stamp.producer_epoch) != (*expected_id, *expected_epoch)
+                    })
+                });
+                if foreign {
+                    partitions.push(refused(
+                        ResponseError::InvalidRecord,
+                        "every batch of a transactional produce must carry the same producer id and epoch".into(),
+                    ));
+                    continue;
+                }
+            }
+            let credential = match transaction {
+                Some((epoch, _)) => WriteCredential::Epoch(epoch),
+                None => WriteCredential::Unleased,
+            };
+            let gate = transaction.map(|(_, (_, gate))| gate);
             let appends: Vec<_> = batches
                 .into_iter()
                 .map(|batch| {
                     let append = Append {
                         topic: name.to_string(),
                         partition,
-                        credential: WriteCredential::Unleased,
+                        credential,
                         batch: batch.bytes,
                     };
                     service.produce(&session.produce_queue, append, Some(kafka_acks(acks)))
@@ -153,6 +249,8 @@ pub fn start(
                 .collect();
             partitions.push(
                 async move {
+                    // Held until every append is answered: the transaction's EndTxn waits.
+                    let _gate = gate;
                     let mut base_offset = None;
                     for appended in join_all(appends).await {
                         match appended {

@@ -1,0 +1,174 @@
+//! AddPartitionsToTxn (key 24), v0..=4: partitions join a producer's transaction.
+//!
+//! Each partition's lease is acquired for the transactional id's holder `kafka-txn:T` and its
+//! epoch recorded durably before the answer (`crate::broker::transactions::coordinator`): the
+//! transaction's records are then written through the fence with that epoch.
+//! - A partition leased by a native holder is `CONCURRENT_TRANSACTIONS` (retriable) until that
+//!   lease ends: a transaction never fences a lease holder silently. An unknown partition is
+//!   `UNKNOWN_TOPIC_OR_PARTITION`. Other partitions of the request are still added (Kafka
+//!   answers per partition too, and the client retries the refused ones).
+//! - A request-wide refusal (an older producer epoch, another producer id, a transaction
+//!   completing) is given to every partition, as Kafka does.
+//! - v4 (KIP-890, several transactions per request, Kafka's broker-to-broker form) is answered
+//!   per transaction; `verify_only` checks that the partitions are in the transaction without
+//!   adding any (`INVALID_TXN_STATE` for those that are not).
+//! - On a broker without a transaction coordinator (a cluster, for now):
+//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, TopicName, TransactionalId,
+};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::{coordinator_error, fenced_code};
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::BrokerService;
+
+/// The first version that knows `PRODUCER_FENCED`.
+const FIRST_FENCED_VERSION: i16 = 2;
+
+/// Answers an AddPartitionsToTxn request.
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: AddPartitionsToTxnRequest,
+) -> KafkaResponse {
+    let body = if version <= 3 {
+        let topics = add(
+            &service,
+            version,
+            &request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id.0,
+            request.v3_and_below_producer_epoch,
+            false,
+            &request.v3_and_below_topics,
+        )
+        .await;
+        AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
+    } else {
+        let mut results = Vec::with_capacity(request.transactions.len());
+        for transaction in &request.transactions {
+            let topics = add(
+                &service,
+                version,
+                &transaction.transactional_id,
+                transaction.producer_id.0,
+                transaction.producer_epoch,
+                transaction.verify_only,
+                &transaction.topics,
+            )
+            .await;
+            results.push(
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(transaction.transactional_id.clone())
+                    .with_topic_results(topics),
+            );
+        }
+        AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+    };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::AddPartitionsToTxn,
+        api_version: version,
+        body: ResponseBody::AddPartitionsToTxn(body),
+    }
+}
+
+/// Adds (or, `verify_only`, checks) one transaction's partitions; the per-topic results.
+async fn add(
+    service: &Arc<BrokerService>,
+    version: i16,
+    transactional_id: &TransactionalId,
+    producer_id: i64,
+    producer_epoch: i16,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let requested: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|partition| (topic.name.to_string(), *partition))
+        })
+        .collect();
+    let codes: Vec<i16> = match service.transactions() {
+        None => vec![ResponseError::TransactionalIdAuthorizationFailed.code(); requested.len()],
+        Some(coordinator) if verify_only => {
+            let state = coordinator.get(transactional_id.as_str());
+            requested
+                .iter()
+                .map(|(topic, partition)| {
+                    let known = state.as_ref().is_some_and(|state| {
+                        state
+                            .produce_epoch(producer_id, producer_epoch, topic, *partition)
+                            .is_ok()
+                    });
+                    if known {
+                        0
+                    } else {
+                        ResponseError::InvalidTxnState.code()
+                    }
+                })
+                .collect()
+        }
+        Some(coordinator) => {
+            match coordinator
+                .add_partitions(
+                    service,
+                    transactional_id.as_str(),
+                    producer_id,
+                    producer_epoch,
+                    requested.clone(),
+                )
+                .await
+            {
+                Ok(results) => results
+                    .into_iter()
+                    .map(|(_, result)| match result {
+                        Ok(()) => 0,
+                        Err(error) => {
+                            tracing::info!(transactional_id = %transactional_id.as_str(), %error, "partition not added to the transaction");
+                            coordinator_error(&error, fenced_code(version, FIRST_FENCED_VERSION))
+                                .code()
+                        }
+                    })
+                    .collect(),
+                Err(error) => {
+                    tracing::info!(transactional_id = %transactional_id.as_str(), %error, "AddPartitionsToTxn refused");
+                    let code =
+                        coordinator_error(&error, fenced_code(version, FIRST_FENCED_VERSION))
+                            .code();
+                    vec![code; requested.len()]
+                }
+            }
+        }
+    };
+    let mut codes = codes.into_iter();
+    topics
+        .iter()
+        .map(|topic| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(TopicName(topic.name.0.clone()))
+                .with_results_by_partition(
+                    topic
+                        .partitions
+                        .iter()
+                        .map(|partition| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(*partition)
+                                .with_partition_error_code(codes.next().unwrap_or(0))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}

@@ -1,0 +1,109 @@
+//! TxnOffsetCommit (key 28), v0..=3: a consumer group's positions committed with a transaction
+//! (the second half of `sendOffsetsToTransaction`).
+//!
+//! The positions are held in the transaction's durable state and applied to the group's
+//! committed offsets when the transaction commits (dropped if it aborts), so a
+//! consume-transform-produce loop's input positions move exactly when its output becomes
+//! visible.
+//! - The group must have been added with AddOffsetsToTxn first (`INVALID_TXN_STATE`); an older
+//!   producer epoch is `PRODUCER_FENCED` (v3+) or `INVALID_PRODUCER_EPOCH`; an unknown
+//!   partition `UNKNOWN_TOPIC_OR_PARTITION`. The whole request is one update: every partition
+//!   gets the same answer.
+//! - The group generation and member id (v3, KIP-447) are not checked against the group yet:
+//!   fencing of a zombie consumer-producer rests on the producer epoch.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::errors::{coordinator_error, fenced_code};
+use super::super::response::{KafkaResponse, ResponseBody};
+use crate::broker::transactions::PendingOffset;
+use crate::broker::BrokerService;
+
+/// Answers a TxnOffsetCommit request.
+pub async fn handle(
+    service: Arc<BrokerService>,
+    correlation_id: i32,
+    version: i16,
+    request: TxnOffsetCommitRequest,
+) -> KafkaResponse {
+    let unknown = request.topics.iter().find_map(|topic| {
+        topic.partitions.iter().find_map(|partition| {
+            let known = u32::try_from(partition.partition_index)
+                .is_ok_and(|index| service.partition_exists(topic.name.as_str(), index));
+            (!known || partition.committed_offset < 0).then_some(())
+        })
+    });
+    let code = match service.transactions() {
+        None => ResponseError::TransactionalIdAuthorizationFailed.code(),
+        Some(_) if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
+        Some(coordinator) => {
+            let offsets = request
+                .topics
+                .iter()
+                .flat_map(|topic| {
+                    topic.partitions.iter().map(|partition| {
+                        (
+                            topic.name.to_string(),
+                            partition.partition_index,
+                            PendingOffset {
+                                offset: partition.committed_offset,
+                                leader_epoch: partition.committed_leader_epoch,
+                                metadata: partition
+                                    .committed_metadata
+                                    .as_ref()
+                                    .map(|metadata| metadata.to_string()),
+                            },
+                        )
+                    })
+                })
+                .collect();
+            match coordinator
+                .commit_offsets(
+                    request.transactional_id.as_str(),
+                    request.producer_id.0,
+                    request.producer_epoch,
+                    request.group_id.as_str(),
+                    offsets,
+                )
+                .await
+            {
+                Ok(()) => 0,
+                Err(error) => {
+                    tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "TxnOffsetCommit refused");
+                    coordinator_error(&error, fenced_code(version, 3)).code()
+                }
+            }
+        }
+    };
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .map(|partition| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(partition.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::TxnOffsetCommit,
+        api_version: version,
+        body: ResponseBody::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics)),
+    }
+}
