@@ -340,7 +340,10 @@ async fn find_coordinator_names_this_broker_in_every_version() {
                 .with_key(text("tx-1"))
                 .with_key_type(1);
             let response = connection.call(version, &transactional).await;
-            assert_eq!(response.error_code, NONE, "v{version}: the transaction coordinator");
+            assert_eq!(
+                response.error_code, NONE,
+                "v{version}: the transaction coordinator"
+            );
             assert_eq!(response.node_id.0, 0);
             assert_eq!(response.port, i32::from(kafka.port()));
             let unknown = FindCoordinatorRequest::default()

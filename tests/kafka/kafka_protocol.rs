@@ -715,9 +715,7 @@ async fn init_producer_id_in_every_version() {
         "one producer id, the epoch bumped by each instance"
     );
     let too_long = transactional.with_transaction_timeout_ms(3_600_000);
-    let response = connection
-        .call::<InitProducerIdRequest>(4, &too_long)
-        .await;
+    let response = connection.call::<InitProducerIdRequest>(4, &too_long).await;
     assert_eq!(response.error_code, 50, "INVALID_TRANSACTION_TIMEOUT");
 }
 

@@ -1,51 +1,58 @@
 //! The transaction coordinator of a standalone broker: drives each transactional id's state
-//! machine ([`super::state`]) with the broker's leases and the fence.
+//! machine ([`super::state`]) with the broker's leases, the fence and the partitions' producer
+//! state.
 //!
-//! The rule every operation keeps: a transactional write is a leased write. `AddPartitionsToTxn`
-//! acquires the partition's lease for `kafka-txn:T` and records its epoch `F` durably before it
-//! answers; the Kafka produce path writes the transaction's batches with
-//! `WriteCredential::Epoch(F)`; markers are written with `F` too. Whenever an instance must be
-//! cut off (a new `InitProducerId`, a timeout, a restart of the broker), every partition of its
-//! open transaction is *re-granted* first: a new lease for `kafka-txn:T` with epoch `F' > F`,
-//! installed in the segment writer before the abort marker is written with it. A zombie's
-//! write still carrying `F` is then refused by the fence in the writer's critical section,
-//! however late it arrives, and one that arrived earlier sits before the abort marker, inside
-//! the aborted transaction (the loom model `loom_zombie_append_races_regrant_and_abort` in
-//! `crate::lease::local`).
+//! **Leases: transactions against native holders.** While any open transaction includes a
+//! partition, the coordinator holds that partition's lease as [`TRANSACTIONS_LEASE_HOLDER`]
+//! (one lease shared by every transaction on the partition, renewed by the timeout task and
+//! released when the last of them ends). Every transactional record and marker is written with
+//! `WriteCredential::Epoch(F)`, `F` that lease's epoch, through the fence in the segment
+//! writer. So a native client's grant on the partition fences every transactional write that
+//! follows it, and a partition a native holder leases is never taken from it: the transaction
+//! is told `CONCURRENT_TRANSACTIONS` until that lease ends.
 //!
-//! Why the coordinator's own producer-epoch check is not the safety argument: a produce that
-//! passed it an instant before the epoch moved still reaches the writer; only the writer can
-//! order it against the marker. The coordinator's check only gives a zombie an early, clear
-//! answer.
+//! **Zombies: the producer epoch, checked in the writer.** Kafka lets several transactional
+//! producers write one partition at once (a read_committed reader stops at the first open
+//! transaction), so one partition lease cannot tell two instances of one transactional id
+//! apart. The producer epoch does: a new instance's `InitProducerId` (or a timeout) bumps it
+//! durably, and the previous instance's open transaction is aborted with markers carrying the
+//! *bumped* producer epoch. The partition's producer state, which the segment writer consults
+//! inside the same critical section as the fence check and the append, then refuses every batch
+//! of the older epoch on that partition (`INVALID_PRODUCER_EPOCH`): a zombie's batch either
+//! landed before the marker (it is inside the aborted transaction) or is refused, however late
+//! it arrives; there is no third order (the loom model
+//! `loom_zombie_append_races_abort_marker` in `crate::storage::partition`). The coordinator's own
+//! epoch check on every request only gives the zombie an early, clear answer.
 //!
-//! A produce and the `EndTxn` of the same id are ordered by a per-id gate: each produce of a
-//! transaction holds a read guard of the gate until its appends are answered, and `EndTxn`
-//! takes the write guard after the state left `Ongoing` (so no new produce can start), before
-//! it writes markers. A batch of the transaction therefore never lands after its own marker,
-//! where it would open a transaction that no marker closes (Kafka's "hanging transaction",
-//! KIP-890), even from a client that does not wait for its produce answers before committing.
+//! **Order of a produce and its EndTxn.** Each produce of a transaction holds a read guard of
+//! the id's gate until its appends are answered, and `EndTxn` takes the write guard after the
+//! state left `Ongoing` (so no new produce can start), before it writes markers: a batch of the
+//! transaction never lands after its own marker, where it would open a transaction no marker
+//! closes (Kafka's "hanging transaction", KIP-890), even from a client that commits without
+//! waiting for its produce answers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, PoisonError, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use tracing::{info, warn};
 
 use super::{
-    lease_holder, write_markers, EndOutcome, InitOutcome, MarkerError, TransactionMetadata,
-    TransactionRegistry, TxnError, TxnPartition, TxnState, UpdateError,
+    write_markers, EndOutcome, InitOutcome, MarkerError, TransactionMetadata, TransactionRegistry,
+    TxnError, TxnPartition, TxnState, UpdateError, TRANSACTIONS_LEASE_HOLDER,
 };
 use crate::batch::ControlMarker;
 use crate::broker::service::CommitBound;
 use crate::broker::{BrokerError, BrokerService, CommittedOffset};
 use crate::lease::{AuthorityError, LeaseError};
 
-/// How much longer than the transaction timeout a transaction's leases last: the timeout task
-/// aborts an expired transaction (writing its markers with the lease epoch) well inside it.
-pub const TRANSACTION_LEASE_GRACE_MS: u64 = 15_000;
+/// The TTL of the coordinator's lease on a partition with open transactions; the timeout task
+/// renews it every third of that while a transaction uses it, so it outlives the coordinator
+/// by at most this much (then a native client may take the partition).
+pub const TRANSACTIONS_LEASE_TTL_MS: u64 = 30_000;
 /// The longest `transaction.timeout.ms` accepted (Kafka's `transaction.max.timeout.ms`
 /// default, 15 minutes); a longer one is `INVALID_TRANSACTION_TIMEOUT`.
 pub const MAX_TRANSACTION_TIMEOUT_MS: i64 = 15 * 60 * 1000;
@@ -62,8 +69,8 @@ pub enum CoordinatorError {
     /// The new state could not be written; nothing changed.
     #[error("transaction state not written: {0}")]
     Store(#[source] io::Error),
-    /// The partition's lease is held by someone else (a native holder, or this id's lease not
-    /// released yet): the transaction waits (`CONCURRENT_TRANSACTIONS`, retriable).
+    /// The partition's lease is held by a native client: the transaction waits
+    /// (`CONCURRENT_TRANSACTIONS`, retriable).
     #[error("{topic}-{partition} is leased by {holder:?} for another {expires_in_ms} ms: a transaction never fences a lease holder; retry when that lease ends")]
     PartitionLeased {
         /// The topic.
@@ -94,10 +101,27 @@ impl From<UpdateError> for CoordinatorError {
     }
 }
 
-/// The coordinator: the registry of transactional ids and the per-id produce gates.
+/// The coordinator's lease on one partition, shared by the open transactions that include it.
+#[derive(Debug)]
+struct SharedLease {
+    epoch: u64,
+    lease_id: u128,
+    renewed_at: Instant,
+    /// The transactional ids whose open transaction includes the partition.
+    users: BTreeSet<String>,
+}
+
+type PartitionKey = (String, i32);
+
+/// The coordinator: the registry of transactional ids, the shared partition leases and the
+/// per-id produce gates.
 pub struct TransactionCoordinator {
     registry: TransactionRegistry,
     gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
+    /// The partitions leased for transactions (read by the produce path, synchronously).
+    leases: std::sync::Mutex<HashMap<PartitionKey, SharedLease>>,
+    /// Serialises acquiring, renewing and releasing those leases.
+    lease_changes: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -114,12 +138,18 @@ pub fn now_ms() -> i64 {
         .map_or(0, |since| since.as_millis() as i64)
 }
 
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl TransactionCoordinator {
     /// Opens the transaction states of the data directory `data`.
     pub fn open(data: &Path) -> io::Result<Self> {
         Ok(Self {
             registry: TransactionRegistry::open(data)?,
             gates: std::sync::Mutex::new(HashMap::new()),
+            leases: std::sync::Mutex::new(HashMap::new()),
+            lease_changes: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -134,26 +164,34 @@ impl TransactionCoordinator {
     }
 
     fn gate(&self, transactional_id: &str) -> Arc<RwLock<()>> {
-        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(gates.entry(transactional_id.to_string()).or_default())
+        Arc::clone(
+            lock(&self.gates)
+                .entry(transactional_id.to_string())
+                .or_default(),
+        )
     }
 
-    /// Brings every id left mid-transaction by a restart to a safe state, before any client is
-    /// served: a prepared outcome's markers are written, and an open transaction's partitions
-    /// are re-granted to it (the lease table starts empty, and a native holder must not take a
-    /// partition with an open transaction on it and stall read_committed readers for ever).
+    /// The epoch of the transactions' lease on `topic`-`partition`, if the coordinator holds it.
+    fn lease_epoch(&self, topic: &str, partition: i32) -> Option<u64> {
+        lock(&self.leases)
+            .get(&(topic.to_string(), partition))
+            .map(|lease| lease.epoch)
+    }
+
+    /// Brings every id left mid-transaction by a restart back under the fence, before any
+    /// client is served: the partitions of open and prepared transactions are leased again (the
+    /// lease table starts empty, and a native client must not take a partition with an open
+    /// transaction on it and stall read_committed readers for ever), and prepared outcomes'
+    /// markers are written.
     pub async fn recover(&self, service: &Arc<BrokerService>) {
         for state in self.registry.all() {
             let id = state.transactional_id.clone();
             let recovered = match state.state {
-                TxnState::Ongoing => self.regrant(service, &id).await.map(drop),
+                TxnState::Ongoing => self.hold_leases(service, &id).await,
                 TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                    match self.regrant(service, &id).await {
-                        Ok(_) => self.complete(service, &id).await,
-                        Err(error) => Err(error),
-                    }
+                    self.complete(service, &id).await
                 }
-                _ => Ok(()),
+                _ => continue,
             };
             match recovered {
                 Ok(()) => {
@@ -166,8 +204,9 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Starts the task that aborts expired transactions and finishes prepared ones, every
-    /// [`TRANSACTION_CHECK_INTERVAL`], until the service is dropped or shuts down.
+    /// Starts the task that renews the transactions' leases, aborts expired transactions and
+    /// finishes prepared ones, every [`TRANSACTION_CHECK_INTERVAL`], until the service is
+    /// dropped.
     pub fn start_timeouts(self: &Arc<Self>, service: &Arc<BrokerService>) {
         let coordinator = Arc::downgrade(self);
         let service: Weak<BrokerService> = Arc::downgrade(service);
@@ -187,6 +226,7 @@ impl TransactionCoordinator {
 
     /// One pass of the timeout task.
     async fn tick(&self, service: &Arc<BrokerService>) {
+        self.renew_leases(service).await;
         let now = now_ms();
         for state in self.registry.all() {
             let id = &state.transactional_id;
@@ -194,15 +234,153 @@ impl TransactionCoordinator {
                 info!(transactional_id = %id, timeout_ms = state.timeout_ms, "transaction timed out: aborting it");
                 self.expire(service, id).await
             } else if state.state.is_preparing() {
-                match self.regrant_if_needed(service, id).await {
-                    Ok(()) => self.complete(service, id).await,
-                    Err(error) => Err(error),
-                }
+                self.complete(service, id).await
+            } else if state.state == TxnState::Ongoing {
+                self.hold_leases(service, id).await
             } else {
                 Ok(())
             };
             if let Err(error) = result {
                 warn!(transactional_id = %id, %error, "transaction not completed yet; retrying");
+            }
+        }
+    }
+
+    /// Renews every transactions' lease a third of its TTL old; one that cannot be renewed is
+    /// forgotten (its transactions lease the partition again, or find their writes fenced).
+    async fn renew_leases(&self, service: &Arc<BrokerService>) {
+        let _changing = self.lease_changes.lock().await;
+        let due: Vec<(PartitionKey, u128)> = lock(&self.leases)
+            .iter()
+            .filter(|(_, lease)| {
+                lease.renewed_at.elapsed() >= Duration::from_millis(TRANSACTIONS_LEASE_TTL_MS / 3)
+            })
+            .map(|(key, lease)| (key.clone(), lease.lease_id))
+            .collect();
+        for ((topic, partition), lease_id) in due {
+            let renewed = match u32::try_from(partition) {
+                Ok(index) => service.renew_lease(&topic, index, lease_id).await.is_ok(),
+                Err(_) => false,
+            };
+            let mut leases = lock(&self.leases);
+            if renewed {
+                if let Some(lease) = leases.get_mut(&(topic.clone(), partition)) {
+                    lease.renewed_at = Instant::now();
+                }
+            } else {
+                warn!(%topic, partition, "the transactions' lease was lost; the partition is leased again for its open transactions");
+                leases.remove(&(topic, partition));
+            }
+        }
+    }
+
+    /// Makes sure the coordinator holds the lease of every partition of `transactional_id`'s
+    /// transaction (acquiring those it lost or never had since a restart).
+    async fn hold_leases(
+        &self,
+        service: &Arc<BrokerService>,
+        transactional_id: &str,
+    ) -> Result<(), CoordinatorError> {
+        let Some(state) = self.registry.get(transactional_id) else {
+            return Ok(());
+        };
+        for partition in &state.partitions {
+            self.lease(
+                service,
+                transactional_id,
+                &partition.topic,
+                partition.partition,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The transactions' lease on `topic`-`partition` for `transactional_id`: joins the one the
+    /// coordinator holds, or acquires it. Its epoch.
+    async fn lease(
+        &self,
+        service: &Arc<BrokerService>,
+        transactional_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<u64, CoordinatorError> {
+        let key = (topic.to_string(), partition);
+        let _changing = self.lease_changes.lock().await;
+        if let Some(lease) = lock(&self.leases).get_mut(&key) {
+            lease.users.insert(transactional_id.to_string());
+            return Ok(lease.epoch);
+        }
+        let index = u32::try_from(partition).map_err(|_| {
+            BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
+        })?;
+        match service
+            .acquire_lease(
+                topic,
+                index,
+                TRANSACTIONS_LEASE_HOLDER.to_string(),
+                TRANSACTIONS_LEASE_TTL_MS,
+            )
+            .await
+        {
+            Ok(grant) => {
+                lock(&self.leases).insert(
+                    key,
+                    SharedLease {
+                        epoch: grant.epoch,
+                        lease_id: grant.lease_id,
+                        renewed_at: Instant::now(),
+                        users: BTreeSet::from([transactional_id.to_string()]),
+                    },
+                );
+                Ok(grant.epoch)
+            }
+            Err(BrokerError::Lease(AuthorityError::Refused(LeaseError::Held {
+                holder,
+                expires_in_ms,
+                ..
+            }))) => Err(CoordinatorError::PartitionLeased {
+                topic: topic.to_string(),
+                partition,
+                holder,
+                expires_in_ms,
+            }),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// `transactional_id` no longer uses `partitions`: a lease no transaction uses any more is
+    /// released (a release that fails only leaves the lease to expire).
+    async fn leave(
+        &self,
+        service: &Arc<BrokerService>,
+        transactional_id: &str,
+        partitions: &[TxnPartition],
+    ) {
+        let _changing = self.lease_changes.lock().await;
+        let unused: Vec<(PartitionKey, u128)> = {
+            let mut leases = lock(&self.leases);
+            partitions
+                .iter()
+                .filter_map(|partition| {
+                    let key = (partition.topic.clone(), partition.partition);
+                    let lease = leases.get_mut(&key)?;
+                    lease.users.remove(transactional_id);
+                    if !lease.users.is_empty() {
+                        return None;
+                    }
+                    let lease_id = lease.lease_id;
+                    leases.remove(&key);
+                    Some((key, lease_id))
+                })
+                .collect()
+        };
+        for ((topic, partition), lease_id) in unused {
+            let Ok(index) = u32::try_from(partition) else {
+                continue;
+            };
+            if let Err(error) = service.release_lease(&topic, index, lease_id).await {
+                tracing::debug!(%topic, partition, %error, "transactions' lease not released");
             }
         }
     }
@@ -215,10 +393,20 @@ impl TransactionCoordinator {
         transactional_id: &str,
     ) -> Result<(), CoordinatorError> {
         let spare = self.spare_producer_id(service, transactional_id).await?;
-        self.abort_open(service, transactional_id, |current| {
-            current.expire(now_ms(), || spare.expect("taken when near the end"))
-        })
-        .await
+        let decided = self
+            .registry
+            .update(transactional_id, |current| {
+                let current = current.expect("expiring a known id");
+                match current.expire(now_ms(), || spare.expect("taken when near the end")) {
+                    Some(next) => Ok((next, true)),
+                    None => Ok((current.clone(), false)),
+                }
+            })
+            .await?;
+        if decided {
+            self.complete(service, transactional_id).await?;
+        }
+        Ok(())
     }
 
     /// A new producer id if `transactional_id` is new or its next epoch bump may exhaust the
@@ -239,8 +427,8 @@ impl TransactionCoordinator {
     }
 
     /// `InitProducerId` with a transactional id: the id's producer id and a new producer epoch.
-    /// An open transaction of the previous instance is aborted first (its partitions re-granted,
-    /// so the instance is fenced at the writer, then abort markers written); then the epoch is
+    /// An open transaction of the previous instance is aborted first, with markers of the
+    /// bumped epoch (which fence the previous instance on those partitions); then the epoch is
     /// bumped again for the caller.
     pub async fn init_producer_id(
         &self,
@@ -256,6 +444,15 @@ impl TransactionCoordinator {
             .into());
         }
         let spare = self.spare_producer_id(service, transactional_id).await?;
+        let ready =
+            |current: &TransactionMetadata| -> Result<(TransactionMetadata, bool), TxnError> {
+                match current
+                    .init_producer_id(timeout_ms, || spare.expect("taken when near the end"))?
+                {
+                    InitOutcome::Ready(next) => Ok((next, false)),
+                    InitOutcome::AbortFirst(next) => Ok((next, true)),
+                }
+            };
         let abort_first = self
             .registry
             .update(transactional_id, |current| match current {
@@ -264,18 +461,13 @@ impl TransactionCoordinator {
                     let state = TransactionMetadata::new(transactional_id, producer_id, timeout_ms);
                     Ok((state, false))
                 }
-                Some(current) => match current
-                    .init_producer_id(timeout_ms, || spare.expect("taken when near the end"))?
-                {
-                    InitOutcome::Ready(next) => Ok((next, false)),
-                    InitOutcome::AbortFirst(next) => Ok((next, true)),
-                },
+                Some(current) => ready(current),
             })
             .await?;
         if abort_first {
             info!(%transactional_id, "a new instance: aborting the previous instance's open transaction");
-            self.regrant(service, transactional_id).await?;
             self.complete(service, transactional_id).await?;
+            let spare = self.spare_producer_id(service, transactional_id).await?;
             self.registry
                 .update(transactional_id, |current| {
                     let current = current.expect("the id exists");
@@ -297,8 +489,9 @@ impl TransactionCoordinator {
         Ok((state.producer_id, state.producer_epoch))
     }
 
-    /// `AddPartitionsToTxn`: each partition's lease for `kafka-txn:T`, recorded durably. One
-    /// result per partition, in order; partitions already in the transaction succeed at once.
+    /// `AddPartitionsToTxn`: each partition joins the transactions' lease on it (acquired if
+    /// the coordinator does not hold it), then the partitions are recorded durably. One result
+    /// per partition, in order; partitions already in the transaction succeed at once.
     pub async fn add_partitions(
         &self,
         service: &Arc<BrokerService>,
@@ -315,20 +508,23 @@ impl TransactionCoordinator {
                     current: -1,
                 })?;
         current.check_add(producer_id, producer_epoch)?;
-        let timeout_ms = current.timeout_ms;
         let missing: Vec<(String, i32)> = current
             .missing_partitions(partitions.iter().map(|(topic, p)| (topic.as_str(), *p)))
             .into_iter()
             .map(|(topic, p)| (topic.to_string(), p))
             .collect();
-        let mut granted = Vec::new();
+        let mut joined = Vec::new();
         let mut refused: HashMap<(String, i32), CoordinatorError> = HashMap::new();
         for (topic, partition) in missing {
             match self
-                .lease(service, transactional_id, &topic, partition, timeout_ms)
+                .lease(service, transactional_id, &topic, partition)
                 .await
             {
-                Ok(grant) => granted.push(grant),
+                Ok(lease_epoch) => joined.push(TxnPartition {
+                    topic,
+                    partition,
+                    lease_epoch,
+                }),
                 Err(error) => {
                     refused.insert((topic, partition), error);
                 }
@@ -342,14 +538,14 @@ impl TransactionCoordinator {
                     current: -1,
                 })?;
                 Ok((
-                    current.add_partitions(producer_id, producer_epoch, &granted, now_ms())?,
+                    current.add_partitions(producer_id, producer_epoch, &joined, now_ms())?,
                     (),
                 ))
             })
             .await;
         if let Err(error) = recorded {
-            // The leases just taken are not the transaction's: give them back.
-            self.release(service, &granted).await;
+            // The partitions did not join: leave their leases.
+            self.leave(service, transactional_id, &joined).await;
             return Err(error.into());
         }
         Ok(partitions
@@ -361,130 +557,8 @@ impl TransactionCoordinator {
             .collect())
     }
 
-    /// A lease on `topic`-`partition` for `kafka-txn:T`, lasting the transaction timeout plus
-    /// [`TRANSACTION_LEASE_GRACE_MS`].
-    async fn lease(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-        topic: &str,
-        partition: i32,
-        timeout_ms: i64,
-    ) -> Result<TxnPartition, CoordinatorError> {
-        let index = u32::try_from(partition).map_err(|_| {
-            BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
-        })?;
-        let ttl_ms = (timeout_ms.max(0) as u64).saturating_add(TRANSACTION_LEASE_GRACE_MS);
-        match service
-            .acquire_lease(topic, index, lease_holder(transactional_id), ttl_ms)
-            .await
-        {
-            Ok(grant) => Ok(TxnPartition {
-                topic: topic.to_string(),
-                partition,
-                lease_epoch: grant.epoch,
-                lease_id: grant.lease_id,
-            }),
-            Err(BrokerError::Lease(AuthorityError::Refused(LeaseError::Held {
-                holder,
-                expires_in_ms,
-                ..
-            }))) => Err(CoordinatorError::PartitionLeased {
-                topic: topic.to_string(),
-                partition,
-                holder,
-                expires_in_ms,
-            }),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// Releases the leases of `partitions` (a lease already gone is fine: it fenced nothing of
-    /// ours that matters any more).
-    async fn release(&self, service: &Arc<BrokerService>, partitions: &[TxnPartition]) {
-        for partition in partitions {
-            let Ok(index) = u32::try_from(partition.partition) else {
-                continue;
-            };
-            if partition.lease_id == 0 {
-                continue;
-            }
-            if let Err(error) = service
-                .release_lease(&partition.topic, index, partition.lease_id)
-                .await
-            {
-                tracing::debug!(topic = %partition.topic, partition = partition.partition, %error, "transaction lease not released");
-            }
-        }
-    }
-
-    /// Re-grants every partition of the id's transaction to `kafka-txn:T` with a new epoch and
-    /// records the epochs durably: whatever wrote with the old epochs is fenced from now on.
-    async fn regrant(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-    ) -> Result<TransactionMetadata, CoordinatorError> {
-        let state = self
-            .registry
-            .get(transactional_id)
-            .expect("regrant of a known id");
-        self.release(service, &state.partitions).await;
-        let mut regranted = Vec::with_capacity(state.partitions.len());
-        let mut first_error = None;
-        for partition in &state.partitions {
-            match self
-                .lease(
-                    service,
-                    transactional_id,
-                    &partition.topic,
-                    partition.partition,
-                    state.timeout_ms,
-                )
-                .await
-            {
-                Ok(grant) => regranted.push(grant),
-                Err(error) => {
-                    // Keep the old epoch: the marker is tried again with a new grant later.
-                    regranted.push(TxnPartition {
-                        lease_id: 0,
-                        ..partition.clone()
-                    });
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        let next = self
-            .registry
-            .update(transactional_id, |current| {
-                let mut next = current.expect("regrant of a known id").clone();
-                next.partitions = regranted;
-                Ok((next.clone(), next))
-            })
-            .await?;
-        match first_error {
-            Some(error) => Err(error),
-            None => Ok(next),
-        }
-    }
-
-    /// Re-grants a prepared transaction's partitions whose lease is not known to be live (after
-    /// a restart, or a grant that failed).
-    async fn regrant_if_needed(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-    ) -> Result<(), CoordinatorError> {
-        let all_held = self.registry.read(transactional_id, |state| {
-            state.is_some_and(|state| state.partitions.iter().all(|p| p.lease_id != 0))
-        });
-        if all_held {
-            return Ok(());
-        }
-        self.regrant(service, transactional_id).await.map(drop)
-    }
-
-    /// Writes the prepared outcome's markers, applies (commit) the pending offsets, releases the
+    /// Writes the prepared outcome's markers (with the producer's current epoch, under the
+    /// transactions' lease of each partition), applies (commit) the pending offsets, leaves the
     /// leases and stores `Complete*`. Anything that fails leaves the state prepared, to be
     /// completed again (a second marker of the same outcome is harmless).
     async fn complete(
@@ -492,7 +566,7 @@ impl TransactionCoordinator {
         service: &Arc<BrokerService>,
         transactional_id: &str,
     ) -> Result<(), CoordinatorError> {
-        let Some(state) = self
+        let Some(mut state) = self
             .registry
             .get(transactional_id)
             .filter(|state| state.state.is_preparing())
@@ -503,7 +577,23 @@ impl TransactionCoordinator {
             TxnState::PrepareCommit => ControlMarker::Commit,
             _ => ControlMarker::Abort,
         };
-        write_markers(service, &state, marker).await?;
+        self.hold_leases(service, transactional_id).await?;
+        for partition in &mut state.partitions {
+            if let Some(epoch) = self.lease_epoch(&partition.topic, partition.partition) {
+                partition.lease_epoch = epoch;
+            }
+        }
+        if let Err(error) = write_markers(service, &state, marker).await {
+            // A marker refused by the fence: the lease was lost (a native client took the
+            // partition after it lapsed); the next attempt leases the partition again.
+            if matches!(
+                error.source,
+                BrokerError::Storage(crate::storage::StorageError::Fence(_))
+            ) {
+                lock(&self.leases).remove(&(error.topic.clone(), error.partition));
+            }
+            return Err(error.into());
+        }
         if marker == ControlMarker::Commit {
             for (group, topics) in &state.pending_offsets {
                 let offsets = topics
@@ -527,7 +617,6 @@ impl TransactionCoordinator {
                     .written?;
             }
         }
-        self.release(service, &state.partitions).await;
         self.registry
             .update(transactional_id, |current| {
                 let current = current.expect("completing a known id");
@@ -535,32 +624,9 @@ impl TransactionCoordinator {
                 Ok((next, ()))
             })
             .await?;
+        self.leave(service, transactional_id, &state.partitions)
+            .await;
         Ok(())
-    }
-
-    /// Moves an open transaction to `PrepareAbort` with `decide`, fences it (re-grant) and
-    /// completes the abort.
-    async fn abort_open(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-        decide: impl FnOnce(&TransactionMetadata) -> Option<TransactionMetadata>,
-    ) -> Result<(), CoordinatorError> {
-        let decided = self
-            .registry
-            .update(transactional_id, |current| {
-                let current = current.expect("aborting a known id");
-                match decide(current) {
-                    Some(next) => Ok((next, true)),
-                    None => Ok((current.clone(), false)),
-                }
-            })
-            .await?;
-        if !decided {
-            return Ok(());
-        }
-        self.regrant(service, transactional_id).await?;
-        self.complete(service, transactional_id).await
     }
 
     /// `AddOffsetsToTxn`: the group's offsets will commit with the transaction.
@@ -665,7 +731,7 @@ impl TransactionCoordinator {
                 state: "PrepareCommit",
             }
         })?;
-        let epoch = self.registry.read(transactional_id, |state| {
+        let recorded = self.registry.read(transactional_id, |state| {
             state
                 .ok_or(TxnError::InvalidProducerIdMapping {
                     given: producer_id,
@@ -673,6 +739,10 @@ impl TransactionCoordinator {
                 })?
                 .produce_epoch(producer_id, producer_epoch, topic, partition)
         })?;
+        // The lease's current epoch (re-acquired after a restart); the recorded one if the
+        // lease is being re-acquired right now (the write is then refused by the fence, and
+        // the client retries).
+        let epoch = self.lease_epoch(topic, partition).unwrap_or(recorded);
         Ok((epoch, guard))
     }
 }

@@ -3,9 +3,9 @@
 //! A transactional id `T` names a producer across its restarts. Its [`TransactionMetadata`]
 //! holds the stable producer id, the producer epoch (bumped by each `InitProducerId`, which is
 //! what fences the previous instance), the transaction's [`TxnState`], the partitions in the
-//! open transaction with the lease epoch `F` the coordinator acquired for holder `kafka-txn:T`
-//! (the fence then refuses a zombie's append on the segment writer), the offsets held until the
-//! transaction commits, its timeout and its start time.
+//! open transaction with the epoch `F` of the coordinator's lease on each (see [`coordinator`]
+//! for how leases and epochs fence), the offsets held until the transaction commits, its
+//! timeout and its start time.
 //!
 //! * [`state`]: the state machine, pure: each request is checked against the state and gives
 //!   the next state, which the caller makes durable ([`store`]) *before* it answers, then
@@ -38,7 +38,6 @@ pub use state::{
 };
 pub use store::{TransactionStore, MAX_TRANSACTIONAL_ID_BYTES};
 
-/// The lease holder name a transactional id's leases are granted to.
-pub fn lease_holder(transactional_id: &str) -> String {
-    format!("kafka-txn:{transactional_id}")
-}
+/// The lease holder the transaction coordinator holds a partition's lease as, while any open
+/// transaction includes the partition (shown to native clients in "lease held" errors).
+pub const TRANSACTIONS_LEASE_HOLDER: &str = "kafka-transactions";

@@ -64,7 +64,7 @@ impl TxnState {
     }
 }
 
-/// A partition in the open transaction, with the lease epoch `F` acquired for `kafka-txn:T`:
+/// A partition in the open transaction, with the epoch `F` of the transactions' lease there:
 /// the transaction's records and its marker are written with `WriteCredential::Epoch(F)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TxnPartition {
@@ -72,14 +72,10 @@ pub struct TxnPartition {
     pub topic: String,
     /// The partition index (Kafka's i32).
     pub partition: i32,
-    /// The lease epoch `F` granted to `kafka-txn:T` on this partition.
+    /// The lease epoch `F` of the transactions' lease on this partition when it joined (the
+    /// coordinator's shared lease may be re-acquired later, after a restart: writes and
+    /// markers use its current epoch).
     pub lease_epoch: u64,
-    /// The grant's lease id, to release the lease when the transaction ends (0: none known,
-    /// e.g. after a restart, when the in-memory lease table is empty). Kept in the data
-    /// directory like the rest of the state; it proves ownership of a lease that ends with the
-    /// transaction.
-    #[serde(default)]
-    pub lease_id: u128,
 }
 
 /// An offset sent by `TxnOffsetCommit`, applied to the group's committed offsets when the

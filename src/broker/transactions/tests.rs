@@ -8,7 +8,6 @@ fn partition(topic: &str, partition: i32, lease_epoch: u64) -> TxnPartition {
         topic: topic.to_string(),
         partition,
         lease_epoch,
-        lease_id: 0,
     }
 }
 

@@ -136,7 +136,7 @@ async fn add(
                     .map(|(_, result)| match result {
                         Ok(()) => 0,
                         Err(error) => {
-                            tracing::info!(transactional_id = %transactional_id.as_str(), %error, "partition not added to the transaction");
+                            tracing::debug!(transactional_id = %transactional_id.as_str(), %error, "partition not added to the transaction");
                             coordinator_error(&error, fenced_code(version, FIRST_FENCED_VERSION))
                                 .code()
                         }
