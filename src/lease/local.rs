@@ -272,4 +272,68 @@ mod loom_models {
                 .all(|pair| pair[0].epoch <= pair[1].epoch));
         });
     }
+
+    /// The zombie race of Kafka transactions (`crate::broker::transactions::coordinator`): the
+    /// previous instance of a transactional id (producer 7, producer epoch 0) appends to its
+    /// open transaction while the coordinator, after a new instance's `InitProducerId`, writes
+    /// the abort marker with the bumped producer epoch 1 under the transactions' lease (epoch
+    /// 1). Either the zombie's batch landed before the marker (inside the aborted transaction,
+    /// hidden from read_committed) or the partition's producer state refused it as of an older
+    /// producer epoch, checked in the writer's critical section; and no transaction stays open.
+    #[test]
+    fn loom_zombie_append_races_abort_marker() {
+        use crate::batch::{control_batch, ControlMarker};
+        use crate::storage::SequenceError;
+        loom::model(|| {
+            let directory = tempfile::tempdir().unwrap();
+            let broker = Broker::open(directory.path()).unwrap();
+            let config = TopicConfig {
+                segment_bytes: 4096,
+                flush: FlushPolicy::Never,
+                retention_bytes: None,
+                retention_ms: None,
+            };
+            broker.create_topic("t", 1, config).unwrap();
+            let authority =
+                LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
+            let target = LeaseTarget {
+                topic: "t".into(),
+                partition: 0,
+                log: broker.partition("t", 0).unwrap(),
+            };
+            let lease = authority
+                .acquire_blocking(&target, "kafka-transactions", 100, Instant::now())
+                .unwrap();
+            let transactional = |sequence: i32, value: &str| {
+                let mut builder = BatchBuilder::with_producer(lease.epoch, 7, 0).transactional();
+                builder.push(1, None, Some(value.as_bytes()));
+                builder.finish_with_sequence(sequence)
+            };
+            let partition = Arc::clone(&target.log);
+            partition.append(&transactional(0, "first")).unwrap();
+            let zombie = {
+                let partition = Arc::clone(&partition);
+                let batch = transactional(1, "late");
+                loom::thread::spawn(move || partition.append(&batch).map(|a| a.base_offset))
+            };
+            let marker = partition
+                .append(&control_batch(lease.epoch, 7, 1, ControlMarker::Abort, 0, 1))
+                .unwrap()
+                .base_offset;
+            match zombie.join().unwrap() {
+                Ok(offset) => assert!(offset < marker, "zombie batch at {offset} after the marker at {marker}"),
+                Err(StorageError::Sequence(SequenceError::StaleProducerEpoch {
+                    producer_id: 7,
+                    got: 0,
+                    current: 1,
+                })) => {}
+                Err(other) => panic!("unexpected error {other}"),
+            }
+            assert!(partition.open_transactions().is_empty());
+            let aborted = partition.aborted_transactions(0, marker + 1);
+            assert_eq!(aborted.len(), 1);
+            assert_eq!((aborted[0].producer_id, aborted[0].first_offset), (7, 0));
+            assert_eq!(partition.last_stable_offset(), partition.high_watermark());
+        });
+    }
 }

@@ -21,7 +21,7 @@
 //! of the older epoch on that partition (`INVALID_PRODUCER_EPOCH`): a zombie's batch either
 //! landed before the marker (it is inside the aborted transaction) or is refused, however late
 //! it arrives; there is no third order (the loom model
-//! `loom_zombie_append_races_abort_marker` in `crate::storage::partition`). The coordinator's own
+//! `loom_zombie_append_races_abort_marker` in `crate::lease::local`). The coordinator's own
 //! epoch check on every request only gives the zombie an early, clear answer.
 //!
 //! **Order of a produce and its EndTxn.** Each produce of a transaction holds a read guard of
