@@ -317,11 +317,21 @@ mod loom_models {
                 loom::thread::spawn(move || partition.append(&batch).map(|a| a.base_offset))
             };
             let marker = partition
-                .append(&control_batch(lease.epoch, 7, 1, ControlMarker::Abort, 0, 1))
+                .append(&control_batch(
+                    lease.epoch,
+                    7,
+                    1,
+                    ControlMarker::Abort,
+                    0,
+                    1,
+                ))
                 .unwrap()
                 .base_offset;
             match zombie.join().unwrap() {
-                Ok(offset) => assert!(offset < marker, "zombie batch at {offset} after the marker at {marker}"),
+                Ok(offset) => assert!(
+                    offset < marker,
+                    "zombie batch at {offset} after the marker at {marker}"
+                ),
                 Err(StorageError::Sequence(SequenceError::StaleProducerEpoch {
                     producer_id: 7,
                     got: 0,

@@ -955,8 +955,8 @@ async fn fetch_waits_for_min_bytes() {
     );
 }
 
-/// ListTransactions in every advertised version (0..=1): fencelog has no transactions, so the
-/// list is empty whatever the filters; an unknown state filter is echoed back (as Kafka does).
+/// ListTransactions in every advertised version (0..=1): a server no transactional producer has
+/// used lists none, whatever the filters; an unknown state filter is echoed back (as Kafka does).
 #[tokio::test]
 async fn list_transactions_is_empty_in_every_version() {
     use kafka_protocol::messages::{ListTransactionsRequest, ProducerId};
