@@ -221,6 +221,8 @@ pub struct BenchConfig {
     pub kafka_producer: KafkaProducerKind,
     /// How often a transactional producer commits (`--transaction-interval`).
     pub transaction_interval: Duration,
+    /// Kafka consumers fetch with read_committed isolation (`--isolation read-committed`).
+    pub read_committed: bool,
 }
 
 impl Default for BenchConfig {
@@ -251,6 +253,7 @@ impl Default for BenchConfig {
             timeline: false,
             kafka_producer: KafkaProducerKind::Plain,
             transaction_interval: DEFAULT_TRANSACTION_INTERVAL,
+            read_committed: false,
             tls: None,
         }
     }
@@ -380,6 +383,11 @@ impl BenchConfig {
             return Err(invalid("--flush interval must be at least 1 ms"));
         }
         self.validate_protocol()?;
+        if self.read_committed && self.protocol != Protocol::Kafka {
+            return Err(invalid(
+                "--isolation read-committed is for Kafka consumers: add --protocol kafka",
+            ));
+        }
         if self.kafka_producer != KafkaProducerKind::Plain && self.protocol != Protocol::Kafka {
             return Err(invalid(
                 "--idempotent and --transactional are Kafka producers: add --protocol kafka",

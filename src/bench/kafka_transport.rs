@@ -130,6 +130,8 @@ type Pending = Arc<Mutex<Option<VecDeque<oneshot::Sender<Bytes>>>>>;
 pub struct KafkaConnection {
     requests: mpsc::Sender<Outgoing>,
     next_correlation_id: Arc<AtomicI32>,
+    /// Fetch's `isolation_level`: 0 read_uncommitted, 1 read_committed.
+    isolation_level: i8,
 }
 
 impl KafkaConnection {
@@ -145,7 +147,15 @@ impl KafkaConnection {
         Ok(Self {
             requests,
             next_correlation_id: Arc::new(AtomicI32::new(1)),
+            isolation_level: 0,
         })
+    }
+
+    /// The same connection fetching with read_committed isolation (stopping at the last
+    /// stable offset, as a Kafka consumer with `isolation.level=read_committed` does).
+    pub fn read_committed(mut self, read_committed: bool) -> Self {
+        self.isolation_level = i8::from(read_committed);
+        self
     }
 
     /// Sends a request and decodes its response (requests sent by concurrent calls are
@@ -241,6 +251,7 @@ impl KafkaConnection {
             .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(1)
             .with_max_bytes(max_bytes)
+            .with_isolation_level(self.isolation_level)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(topic_name(topic))
                 .with_partitions(vec![FetchPartition::default()

@@ -292,7 +292,12 @@ async fn connect_consumers(context: &RunContext) -> Result<Vec<Connection>, Benc
     for _ in 0..context.config.consumers {
         connections.push(match context.config.protocol {
             Protocol::Native => Connection::Native(context.connect().await?),
-            Protocol::Kafka => Connection::Kafka(context.connect_kafka().await?),
+            Protocol::Kafka => Connection::Kafka(
+                context
+                    .connect_kafka()
+                    .await?
+                    .read_committed(context.config.read_committed),
+            ),
         });
     }
     Ok(connections)

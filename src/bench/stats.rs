@@ -355,6 +355,10 @@ pub struct RoleReport {
     /// `transactional`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka_producer: Option<&'static str>,
+    /// The Kafka consumers' isolation level (`--protocol kafka` consumers only):
+    /// `read_uncommitted` or `read_committed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<&'static str>,
     /// Transactions committed in the window (`--transactional` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transactions_committed: Option<u64>,
@@ -425,6 +429,12 @@ impl RoleReport {
             kafka_producer: (role == "produce"
                 && config.protocol == super::config::Protocol::Kafka)
                 .then(|| config.kafka_producer.name()),
+            isolation: (role == "consume" && config.protocol == super::config::Protocol::Kafka)
+                .then_some(if config.read_committed {
+                    "read_committed"
+                } else {
+                    "read_uncommitted"
+                }),
             transactions_committed: (!recorder.commit_us.is_empty())
                 .then(|| recorder.commit_us.len()),
             commit_latency_us: (!recorder.commit_us.is_empty())

@@ -162,9 +162,23 @@ pub struct BenchArgs {
     /// How long each transaction of a --transactional producer stays open before its commit.
     #[arg(long = "transaction-interval", default_value = "100ms", value_parser = common::parse_duration)]
     pub transaction_interval: Duration,
+    /// With --protocol kafka: the consumers' isolation level (read-committed stops at the last
+    /// stable offset and drops aborted transactions' records, as a Kafka consumer with
+    /// isolation.level=read_committed).
+    #[arg(long, value_enum, default_value = "read-uncommitted")]
+    pub isolation: BenchIsolation,
     /// TLS to the server at --addr (native protocol).
     #[command(flatten)]
     pub tls: super::tls::ClientTlsArgs,
+}
+
+/// A Kafka consumer's isolation level (`--isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchIsolation {
+    /// Every record up to the high watermark.
+    ReadUncommitted,
+    /// Committed records only, up to the last stable offset.
+    ReadCommitted,
 }
 
 impl BenchArgs {
@@ -203,6 +217,7 @@ impl BenchArgs {
                 (false, false) => KafkaProducerKind::Plain,
             },
             transaction_interval: self.transaction_interval,
+            read_committed: self.isolation == BenchIsolation::ReadCommitted,
             tls: None,
         };
         // The default retention depends on the partitions and batch size just set.
