@@ -24,5 +24,6 @@ mod kafka_kip848;
 mod kafka_partitions;
 mod kafka_protocol;
 mod kafka_records;
+mod kafka_transaction_clients;
 mod kafka_transaction_protocol;
 mod kafka_transactions;

@@ -1,0 +1,158 @@
+//! confluent-kafka's transactional producer and read_committed consumers against the Kafka
+//! listener (issue 31, "Judged by"): `tools/kafka-clients/confluent_transactions.py`, one
+//! scenario per test, each on its own server. Skipped, with a note, where python3 cannot import
+//! confluent_kafka (`.ci/run` installs it where it can).
+
+use std::process::Command;
+use std::time::Duration;
+
+use fencelog::client::Client;
+use serde_json::Value;
+
+use crate::support::kafka::{create_topic, kafka_server_with_quick_groups};
+use crate::support::python::python_module_missing;
+
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tools/kafka-clients/confluent_transactions.py"
+);
+
+/// Runs one scenario of the script to completion and parses the JSON object it prints.
+async fn scenario(args: Vec<String>) -> Value {
+    let shown = args.join(" ");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(SCRIPT)
+            .args(&args)
+            .output()
+            .expect("run python3")
+    })
+    .await
+    .expect("client task");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "confluent_transactions.py {shown} failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("{shown} printed no JSON ({error}):\n{stdout}\n{stderr}"))
+}
+
+/// A committed transaction of 100 records over two partitions is read whole by
+/// read_committed; an aborted one of 50 is invisible to it and counted by read_uncommitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_and_aborted_transactions_as_each_isolation_sees_them() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "judged", 2).await;
+    let seen = scenario(vec![
+        "commit-abort".into(),
+        server.kafka_addr().to_string(),
+        "judged".into(),
+    ])
+    .await;
+    assert_eq!(seen["read_committed"], 100);
+    assert_eq!(seen["read_uncommitted"], 150);
+}
+
+/// A read_committed consumer does not read past an open transaction on its partition (a later
+/// committed record of another transactional id stays invisible), and after the open one
+/// aborts it reads the later record and not the aborted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_stops_at_an_open_transaction_until_it_ends() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "open", 1).await;
+    let seen = scenario(vec![
+        "open-transaction".into(),
+        server.kafka_addr().to_string(),
+        "open".into(),
+    ])
+    .await;
+    assert_eq!(seen["while_open"], serde_json::json!([]));
+    assert_eq!(seen["after_abort"], serde_json::json!(["later-b"]));
+}
+
+/// A second instance of a transactional id fences the first: the first's commit fails fatally
+/// and none of its records becomes visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_fences_the_first() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "fenced", 2).await;
+    let seen = scenario(vec![
+        "fence".into(),
+        server.kafka_addr().to_string(),
+        "fenced".into(),
+    ])
+    .await;
+    assert_eq!(seen["zombie_fatal"], true);
+    assert_eq!(seen["zombie_visible"], serde_json::json!([]));
+    assert_eq!(seen["successor_visible"], 1);
+}
+
+/// send_offsets_to_transaction commits the consumer's position with the output: nothing before
+/// the commit, the input's end after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_offsets_to_transaction_commits_the_position_with_the_output() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "input", 1).await;
+    create_topic(&server, "output", 1).await;
+    let seen = scenario(vec![
+        "send-offsets".into(),
+        server.kafka_addr().to_string(),
+        "input".into(),
+        "output".into(),
+        "transform".into(),
+    ])
+    .await;
+    assert_eq!(seen["committed_after"], 20);
+    assert_eq!(seen["output"], 20);
+    let client = Client::connect(server.addr()).await.expect("connect");
+    let committed = client
+        .committed_offset("transform", "input", 0)
+        .await
+        .expect("committed offset");
+    assert_eq!(committed.map(|committed| committed.offset), Some(20));
+}
+
+/// A partition leased natively refuses a transaction's write and nothing of it lands; the
+/// native holder still writes with its epoch afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_natively_leased_partition_refuses_a_transaction() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "leased", 1).await;
+    let client = Client::connect(server.addr()).await.expect("connect");
+    let lease = client
+        .acquire_lease("leased", 0, "native-app", Duration::from_secs(60))
+        .await
+        .expect("lease");
+    let seen = scenario(vec![
+        "native-leased".into(),
+        server.kafka_addr().to_string(),
+        "leased".into(),
+    ])
+    .await;
+    assert_eq!(seen["outcome"], "aborted");
+    assert_eq!(seen["landed"], serde_json::json!([]));
+    let mut batch = fencelog::batch::BatchBuilder::new(lease.epoch);
+    batch.push(1, None, Some(b"native"));
+    let appended = client
+        .produce("leased", 0, batch.finish())
+        .await
+        .expect("the native holder still writes");
+    assert_eq!(appended.base_offset, 0, "nothing of the transaction landed");
+}
