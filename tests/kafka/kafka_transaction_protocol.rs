@@ -12,6 +12,7 @@ use fencelog::testing::TestServer;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -19,8 +20,8 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     DescribeTransactionsRequest, EndTxnRequest, GroupId, InitProducerIdRequest,
-    ListTransactionsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
-    TxnOffsetCommitRequest,
+    ListTransactionsRequest, OffsetFetchRequest, ProduceRequest, ProducerId, TopicName,
+    TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -31,6 +32,7 @@ const INVALID_PRODUCER_EPOCH: i16 = 47;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
 const PRODUCER_FENCED: i16 = 90;
 const INVALID_TXN_STATE: i16 = 48;
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 fn text(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
@@ -219,7 +221,26 @@ async fn a_transaction_commits_in_every_version() {
             None,
             "held until the commit"
         );
+        let fetch = |require_stable: bool| {
+            OffsetFetchRequest::default()
+                .with_group_id(GroupId(text(&group)))
+                .with_require_stable(require_stable)
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(text("out")))
+                    .with_partition_indexes(vec![0])]))
+        };
+        let stable = connection.call::<OffsetFetchRequest>(7, &fetch(true)).await;
+        assert_eq!(
+            stable.topics[0].partitions[0].error_code, UNSTABLE_OFFSET_COMMIT,
+            "require_stable while the transaction holds the position"
+        );
+        let plain = connection
+            .call::<OffsetFetchRequest>(7, &fetch(false))
+            .await;
+        assert_eq!(plain.topics[0].partitions[0].committed_offset, -1);
         assert_eq!(end(&mut connection, other, &id, producer, true).await, NONE);
+        let stable = connection.call::<OffsetFetchRequest>(7, &fetch(true)).await;
+        assert_eq!(stable.topics[0].partitions[0].committed_offset, 0);
         assert_eq!(
             client
                 .committed_offset(&group, "out", 0)

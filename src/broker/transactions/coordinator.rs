@@ -163,6 +163,21 @@ impl TransactionCoordinator {
         self.registry.get(transactional_id)
     }
 
+    /// Whether an unfinished transaction holds a position of `group` on `topic`-`partition`
+    /// that it will commit (OffsetFetch's `require_stable`: the position is not stable yet).
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.registry.any(|state| {
+            !matches!(
+                state.state,
+                TxnState::CompleteCommit | TxnState::CompleteAbort
+            ) && state
+                .pending_offsets
+                .get(group)
+                .and_then(|topics| topics.get(topic))
+                .is_some_and(|partitions| partitions.contains_key(&partition))
+        })
+    }
+
     fn gate(&self, transactional_id: &str) -> Arc<RwLock<()>> {
         Arc::clone(
             lock(&self.gates)
@@ -429,12 +444,15 @@ impl TransactionCoordinator {
     /// `InitProducerId` with a transactional id: the id's producer id and a new producer epoch.
     /// An open transaction of the previous instance is aborted first, with markers of the
     /// bumped epoch (which fence the previous instance on those partitions); then the epoch is
-    /// bumped again for the caller.
+    /// bumped again for the caller. `expected` is the producer id and epoch a running producer
+    /// sends to bump its own epoch (KIP-360, InitProducerId v3+); any other than the id's
+    /// current ones is `PRODUCER_FENCED` (a newer instance took over), as Kafka answers.
     pub async fn init_producer_id(
         &self,
         service: &Arc<BrokerService>,
         transactional_id: &str,
         timeout_ms: i64,
+        expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), CoordinatorError> {
         if !(1..=MAX_TRANSACTION_TIMEOUT_MS).contains(&timeout_ms) {
             return Err(TxnError::InvalidTimeout {
@@ -461,7 +479,19 @@ impl TransactionCoordinator {
                     let state = TransactionMetadata::new(transactional_id, producer_id, timeout_ms);
                     Ok((state, false))
                 }
-                Some(current) => ready(current),
+                Some(current) => {
+                    if let Some((producer_id, producer_epoch)) = expected {
+                        if (producer_id, producer_epoch)
+                            != (current.producer_id, current.producer_epoch)
+                        {
+                            return Err(TxnError::ProducerFenced {
+                                given: producer_epoch,
+                                current: current.producer_epoch,
+                            });
+                        }
+                    }
+                    ready(current)
+                }
             })
             .await?;
         if abort_first {

@@ -75,6 +75,11 @@ impl TransactionRegistry {
         read(self.installed().get(transactional_id))
     }
 
+    /// Whether any id's installed state satisfies `test` (without copying the states).
+    pub fn any(&self, test: impl Fn(&TransactionMetadata) -> bool) -> bool {
+        self.installed().values().any(test)
+    }
+
     /// Every id's state (DescribeTransactions, ListTransactions, the timeout task).
     pub fn all(&self) -> Vec<TransactionMetadata> {
         self.installed().values().cloned().collect()

@@ -53,7 +53,13 @@ pub async fn handle(
                 refused(ResponseError::TransactionalIdAuthorizationFailed)
             }
             Some(coordinator) => match coordinator
-                .init_producer_id(&service, &id, i64::from(request.transaction_timeout_ms))
+                .init_producer_id(
+                    &service,
+                    &id,
+                    i64::from(request.transaction_timeout_ms),
+                    (request.producer_id.0 >= 0)
+                        .then_some((request.producer_id.0, request.producer_epoch)),
+                )
                 .await
             {
                 Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()

@@ -8,8 +8,11 @@
 //! - A group-level failure (an invalid group id: `INVALID_GROUP_ID`, 24; a damaged store file:
 //!   `CORRUPT_MESSAGE`, 2) is the response's error code from v2 (the group's from v8) and each
 //!   requested partition's (v1 has no response-level code).
-//! - The leader epoch (v5+) is -1 (unknown). `require_stable` (v7+) needs nothing: there are no
-//!   transactions, so every committed offset is stable.
+//! - The leader epoch (v5+) is -1 (unknown). With `require_stable` (v7+; a read_committed
+//!   consumer sets it), a partition whose position an unfinished transaction will commit
+//!   (TxnOffsetCommit, not yet committed or aborted) is `UNSTABLE_OFFSET_COMMIT` (88,
+//!   retriable), as Kafka answers: the consumer retries rather than resume from the position
+//!   before that transaction and process its input twice.
 //! - v8 asks for several groups at once; each is answered on its own.
 //! - v9 carries the member id and epoch of a consumer-protocol (KIP-848) member: for such a
 //!   group they are checked as for a commit (`UNKNOWN_MEMBER_ID`, 25; `STALE_MEMBER_EPOCH`,
@@ -78,7 +81,15 @@ pub async fn handle(
                     error_code: consumer_group_error(&error).code(),
                     topics: Vec::new(),
                 },
-                _ => fetch_group(service, group.group_id.0.as_str(), topics).await,
+                _ => {
+                    fetch_group(
+                        service,
+                        group.group_id.0.as_str(),
+                        topics,
+                        request.require_stable,
+                    )
+                    .await
+                }
             };
             groups.push(
                 OffsetFetchResponseGroup::default()
@@ -95,7 +106,13 @@ pub async fn handle(
                 .map(|topic| (topic.name.clone(), topic.partition_indexes.clone()))
                 .collect()
         });
-        let answer = fetch_group(service, request.group_id.0.as_str(), topics).await;
+        let answer = fetch_group(
+            service,
+            request.group_id.0.as_str(),
+            topics,
+            version >= 7 && request.require_stable,
+        )
+        .await;
         let response = OffsetFetchResponse::default().with_topics(topics_v1(answer.topics));
         match version {
             1 => response,
@@ -115,6 +132,7 @@ async fn fetch_group(
     service: &BrokerService,
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupAnswer {
     let (error_code, committed) = match service.committed_offsets(group).await {
         Ok(committed) => (0, committed.into_iter().collect::<HashMap<_, _>>()),
@@ -144,6 +162,9 @@ async fn fetch_group(
             let answers = partitions
                 .into_iter()
                 .map(|index| match error_code {
+                    0 if require_stable && unstable(service, group, name.0.as_str(), index) => {
+                        not_found(index, ResponseError::UnstableOffsetCommit.code())
+                    }
                     0 => partition_answer(service, &committed, name.0.as_str(), index),
                     code => not_found(index, code),
                 })
@@ -152,6 +173,13 @@ async fn fetch_group(
         })
         .collect();
     GroupAnswer { error_code, topics }
+}
+
+/// Whether an unfinished transaction will commit `group`'s position on the partition.
+fn unstable(service: &BrokerService, group: &str, topic: &str, partition: i32) -> bool {
+    service
+        .transactions()
+        .is_some_and(|coordinator| coordinator.has_pending_offset(group, topic, partition))
 }
 
 fn partition_answer(
