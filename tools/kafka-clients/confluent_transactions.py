@@ -24,8 +24,9 @@ diagnostics on stderr, and exits non-zero (with the reason on stderr) when a che
         INPUT (1 partition) gets 20 records from a plain producer. A consume-transform-produce
         loop reads them with a consumer of GROUP, writes each upper-cased to OUTPUT in a
         transaction and sends the consumer's position with send_offsets_to_transaction: before the
-        commit the group has no committed offset, after it the offset is 20 and OUTPUT holds the
-        20 records for read_committed.
+        commit the group has no committed offset (asked as read_uncommitted: a read_committed
+        consumer's require_stable is answered UNSTABLE_OFFSET_COMMIT until then), after it the
+        offset is 20 and OUTPUT holds the 20 records for read_committed.
 
     confluent_transactions.py native-leased BOOTSTRAP TOPIC
         Partition 0 of TOPIC is leased by a native client (the test takes the lease first). A
@@ -185,7 +186,14 @@ def send_offsets(bootstrap, input_topic, output_topic, group):
     loop.send_offsets_to_transaction(
         consumer.position([partition]), consumer.consumer_group_metadata(), 20
     )
-    before = consumer.committed([partition], 10)[0].offset
+    # A read_committed consumer asks with require_stable, which the broker answers
+    # UNSTABLE_OFFSET_COMMIT (retried) while the transaction holds the position: ask as a
+    # read_uncommitted one, which gets the committed offset as it stands.
+    peek = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    before = peek.committed([partition], 10)[0].offset
+    peek.close()
     loop.commit_transaction(20)
     after = consumer.committed([partition], 10)[0].offset
     consumer.close()
