@@ -190,7 +190,13 @@ def send_offsets(bootstrap, input_topic, output_topic, group):
     # UNSTABLE_OFFSET_COMMIT (retried) while the transaction holds the position: ask as a
     # read_uncommitted one, which gets the committed offset as it stands.
     peek = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            # librdkafka's default is read_committed.
+            "isolation.level": "read_uncommitted",
+        }
     )
     before = peek.committed([partition], 10)[0].offset
     peek.close()
