@@ -29,6 +29,7 @@ mod hostile_p99;
 mod json_scheme;
 mod kafka_cluster;
 mod kafka_cluster_groups;
+mod kafka_transactions_kill9;
 mod nemesis;
 mod newcomer_hints;
 mod serve_args;

@@ -33,6 +33,15 @@ diagnostics on stderr, and exits non-zero (with the reason on stderr) when a che
         transaction's record for it is never delivered (the broker answers AddPartitionsToTxn
         with CONCURRENT_TRANSACTIONS while the lease lives, and the record times out), the
         commit fails as abortable and is aborted, and nothing lands on the partition.
+
+    confluent_transactions.py commit-loop BOOTSTRAP TOPIC
+        Commits transactions until the broker stops answering (the test kills it): transaction i
+        writes records `i-0`..`i-4` over both partitions of TOPIC; a line `committed i` is
+        printed (and flushed) once commit_transaction(i) returned. Ends with `stopped: ERROR`.
+
+    confluent_transactions.py read-all BOOTSTRAP TOPIC SECONDS
+        Reads both partitions of TOPIC as read_committed until SECONDS pass with nothing new,
+        and prints {"records": [...]}.
 """
 
 import json
@@ -246,6 +255,52 @@ def native_leased(bootstrap, topic):
     return {"delivery_error": delivered[0].name(), "outcome": outcome, "landed": landed}
 
 
+def commit_loop(bootstrap, topic):
+    tx = producer(
+        bootstrap,
+        "judged-kill9",
+        **{"transaction.timeout.ms": 3000, "message.timeout.ms": 3000, "socket.timeout.ms": 2000},
+    )
+    number = 0
+    try:
+        while True:
+            tx.begin_transaction()
+            for index in range(5):
+                tx.produce(topic, value=f"{number}-{index}", partition=index % 2)
+            tx.commit_transaction(5)
+            print(f"committed {number}", flush=True)
+            number += 1
+    except KafkaException as error:
+        print(f"stopped: {error}", flush=True)
+    sys.exit(0)
+
+
+def read_all(bootstrap, topic, seconds):
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-all-{time.monotonic_ns()}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    values = []
+    quiet_until = time.monotonic() + float(seconds)
+    while time.monotonic() < quiet_until:
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error():
+            print(f"consumer error (retried): {message.error()}", file=sys.stderr)
+            continue
+        values.append(message.value().decode())
+        quiet_until = time.monotonic() + float(seconds)
+    consumer.close()
+    return {"records": values}
+
+
 def main():
     scenario, arguments = sys.argv[1], sys.argv[2:]
     scenarios = {
@@ -254,6 +309,8 @@ def main():
         "fence": fence,
         "send-offsets": send_offsets,
         "native-leased": native_leased,
+        "commit-loop": commit_loop,
+        "read-all": read_all,
     }
     if scenario not in scenarios:
         fail(f"unknown scenario {scenario}: one of {', '.join(scenarios)}")
