@@ -84,6 +84,9 @@ async fn no_transaction_is_half_visible_or_lost_after_kill_9_mid_commit() {
             acknowledged.push(number.parse::<u64>().unwrap());
         }
     }
+    // At a random moment of the next commit (or the one after).
+    let delay = rand::Rng::gen_range(&mut rand::thread_rng(), 0..60);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
     server.kill().expect("kill -9");
     server.wait().unwrap();
     producer.wait().expect("the producer stops");
