@@ -1,7 +1,9 @@
-//! confluent-kafka's transactional producer and read_committed consumers against the Kafka
-//! listener (issue 31, "Judged by"): `tools/kafka-clients/confluent_transactions.py`, one
-//! scenario per test, each on its own server. Skipped, with a note, where python3 cannot import
-//! confluent_kafka (`.ci/run` installs it where it can).
+//! Kafka clients' transactional producers and read_committed consumers against the Kafka
+//! listener (issue 31): confluent-kafka, one test per sentence of the issue's "Judged by"
+//! (`tools/kafka-clients/confluent_transactions.py`), then kafkajs
+//! (`kafkajs/transactions.js`) and aiokafka (`aiokafka_transactions.py`) committing and
+//! aborting. Each on its own server; each skipped, with a note, where its client is missing
+//! (`.ci/run` installs them where it can).
 
 use std::process::Command;
 use std::time::Duration;
@@ -155,4 +157,77 @@ async fn a_natively_leased_partition_refuses_a_transaction() {
         .await
         .expect("the native holder still writes");
     assert_eq!(appended.base_offset, 0, "nothing of the transaction landed");
+}
+
+const TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/kafka-clients");
+
+/// Runs `program args` (in the clients' directory) and parses the JSON object it prints.
+async fn run_json(program: &'static str, args: Vec<String>) -> Value {
+    let shown = format!("{program} {}", args.join(" "));
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(program)
+            .args(&args)
+            .current_dir(TOOLS)
+            .output()
+            .expect("run the client")
+    })
+    .await
+    .expect("client task");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{shown} failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("{shown} printed no JSON ({error}):\n{stdout}\n{stderr}"))
+}
+
+/// kafkajs: `producer.transaction()` commits 10 records and aborts 5; a consumer with
+/// `readUncommitted: false` reads the 10 only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafkajs_transactions_commit_and_abort() {
+    let node = Command::new("node").arg("--version").output().is_ok();
+    let package = std::path::Path::new(TOOLS)
+        .join("kafkajs/node_modules/kafkajs")
+        .exists();
+    if !(node && package) {
+        eprintln!("node or kafkajs not found: skipping (npm ci in tools/kafka-clients/kafkajs)");
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "kafkajs-txn", 2).await;
+    let seen = run_json(
+        "node",
+        vec![
+            "kafkajs/transactions.js".into(),
+            server.kafka_addr().to_string(),
+            "kafkajs-txn".into(),
+        ],
+    )
+    .await;
+    assert_eq!(seen["read_committed"], 10);
+    assert_eq!(seen["aborted_visible"], 0);
+}
+
+/// aiokafka: a transactional producer commits 10 records and aborts 5; read_committed reads
+/// the 10, read_uncommitted all 15.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiokafka_transactions_commit_and_abort() {
+    if python_module_missing("aiokafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "aiokafka-txn", 2).await;
+    let seen = run_json(
+        "python3",
+        vec![
+            "aiokafka_transactions.py".into(),
+            server.kafka_addr().to_string(),
+            "aiokafka-txn".into(),
+        ],
+    )
+    .await;
+    assert_eq!(seen["read_committed"], 10);
+    assert_eq!(seen["read_uncommitted"], 15);
 }
