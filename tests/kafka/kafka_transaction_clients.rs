@@ -231,3 +231,74 @@ async fn aiokafka_transactions_commit_and_abort() {
     assert_eq!(seen["read_committed"], 10);
     assert_eq!(seen["read_uncommitted"], 15);
 }
+
+/// `examples/kafka_exactly_once.py` copies its input to its output once: 200 records in, 200
+/// distinct upper-cased records for read_committed, and the group's positions at the input's
+/// end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exactly_once_example_copies_its_input_once() {
+    if python_module_missing("confluent_kafka") {
+        return;
+    }
+    let server = kafka_server_with_quick_groups().await;
+    create_topic(&server, "example-in", 2).await;
+    create_topic(&server, "example-out", 2).await;
+    let bootstrap = server.kafka_addr().to_string();
+    let fill = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "from confluent_kafka import Producer\n\
+                 p = Producer({{'bootstrap.servers': '{bootstrap}'}})\n\
+                 for i in range(200): p.produce('example-in', value=b'rec-%d' % i, partition=i % 2)\n\
+                 assert p.flush(20) == 0"
+            ),
+        ])
+        .status()
+        .expect("run python3");
+    assert!(fill.success());
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/kafka_exactly_once.py"
+    );
+    let copied = tokio::task::spawn_blocking({
+        let bootstrap = bootstrap.clone();
+        move || {
+            Command::new("python3")
+                .args([example, "--bootstrap", &bootstrap])
+                .args(["--input", "example-in", "--output", "example-out"])
+                .args(["--group", "upper", "--idle-seconds", "3"])
+                .output()
+                .expect("run the example")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(copied.status.success(), "{copied:?}");
+    assert_eq!(String::from_utf8_lossy(&copied.stdout).trim(), "200");
+    let read = scenario(vec![
+        "read-all".into(),
+        bootstrap,
+        "example-out".into(),
+        "2".into(),
+    ])
+    .await;
+    let mut records: Vec<String> = read["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record.as_str().unwrap().to_owned())
+        .collect();
+    records.sort();
+    records.dedup();
+    assert_eq!(records.len(), 200, "every input record once");
+    assert!(records.iter().all(|record| record.starts_with("REC-")));
+    let client = Client::connect(server.addr()).await.expect("connect");
+    for partition in 0..2 {
+        let committed = client
+            .committed_offset("upper", "example-in", partition)
+            .await
+            .unwrap();
+        assert_eq!(committed.map(|committed| committed.offset), Some(100));
+    }
+}
