@@ -50,6 +50,7 @@ fn fetch_frame(records: usize) -> ResponseFrame {
             high_watermark: 1_000_000,
             log_start_offset: 0,
             batches: vec![batch_of(records)],
+            committed: None,
         },
     )
 }

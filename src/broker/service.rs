@@ -462,6 +462,55 @@ impl BrokerService {
         Ok(result)
     }
 
+    /// [`BrokerService::fetch`] for a read_committed reader (the native Fetch version 1): the
+    /// batches below the partition's last stable offset, without transaction markers and
+    /// aborted transactions' batches, and where the reader goes on. Waits up to `max_wait` while
+    /// nothing at `offset` is committed yet (an open transaction holds the last stable offset
+    /// back), so a reader behind one does not spin.
+    pub async fn fetch_committed(
+        &self,
+        request: FetchRequest,
+    ) -> Result<(ReadResult, crate::protocol::CommittedRead), BrokerError> {
+        self.replica_manager()
+            .require_leader(&request.topic, request.partition)?;
+        let target = self.broker.partition(&request.topic, request.partition)?;
+        let mut changes = target.subscribe();
+        let deadline = tokio::time::Instant::now() + request.max_wait;
+        loop {
+            let last_stable = target.last_stable_offset();
+            let mut read = target.read(request.offset, request.max_bytes)?;
+            let aborted = target.aborted_transactions(request.offset, last_stable);
+            let (batches, next) = crate::storage::committed_batches(
+                std::mem::take(&mut read.batches),
+                last_stable,
+                &aborted,
+            );
+            let next_offset = next.unwrap_or(request.offset).max(request.offset);
+            let answer = |mut read: ReadResult, batches: Vec<Bytes>| {
+                target.metrics().fetched_batches(&batches);
+                read.batches = batches;
+                Ok((
+                    read,
+                    crate::protocol::CommittedRead {
+                        last_stable_offset: last_stable,
+                        next_offset,
+                    },
+                ))
+            };
+            if !batches.is_empty() || next_offset > request.offset {
+                return answer(read, batches);
+            }
+            let changed = tokio::select! {
+                changed = tokio::time::timeout_at(deadline, changes.changed()) => changed,
+                () = self.shutting_down() => return answer(read, batches),
+            };
+            match changed {
+                Ok(Ok(())) => continue,
+                _ => return answer(read, batches),
+            }
+        }
+    }
+
     /// The long poll of [`BrokerService::fetch`], without counting what it returns as fetched:
     /// for a listener that only waits for data here and reads it with
     /// [`BrokerService::read_now`] (Kafka's fetch of several partitions).

@@ -102,9 +102,23 @@ pub struct ConsumeArgs {
     /// Soft limit on the bytes fetched per request.
     #[arg(long, default_value_t = crate::client::DEFAULT_CONSUMER_MAX_BYTES)]
     pub max_bytes: u32,
+    /// Which records to show: `read-uncommitted` (every record, the default) or
+    /// `read-committed` (records of committed transactions and records outside any; stops
+    /// before a transaction still open and skips aborted ones).
+    #[arg(long, value_enum, default_value = "read-uncommitted")]
+    pub isolation: Isolation,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
+}
+
+/// `consume --isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Isolation {
+    /// Every record up to the high watermark.
+    ReadUncommitted,
+    /// Committed records only, up to the last stable offset.
+    ReadCommitted,
 }
 
 #[derive(Serialize)]
@@ -196,8 +210,10 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         .detail("latest", end)
         .into());
     }
+    let read_committed = args.isolation == Isolation::ReadCommitted;
     let mut consumer = Consumer::new(client, args.topic.clone(), args.partition, start)
-        .with_max_bytes(args.max_bytes);
+        .with_max_bytes(args.max_bytes)
+        .with_read_committed(read_committed);
     let mut out = Output::new(args.client.json);
     let mut remaining = args.count.unwrap_or(u64::MAX);
     // Ctrl-C ends a --follow consume between polls, after a last commit.
@@ -214,6 +230,7 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
         } else {
             Duration::ZERO
         };
+        let position_before = consumer.position();
         let polled = tokio::select! {
             records = consumer.poll(wait) => records,
             _ = &mut interrupted, if args.follow => break,
@@ -258,9 +275,15 @@ async fn consume(args: ConsumeArgs) -> Result<(), Failure> {
                 Err(error) => return Err(error.into()),
             }
         }
+        if records.is_empty() && read_committed && consumer.position() > position_before {
+            // Only aborted transactions and markers were there: go on past them.
+            next = next.max(consumer.position());
+            continue;
+        }
         if records.is_empty() && !args.follow {
-            // Nothing below the starting high watermark came back (cannot happen with a
-            // correct server); stop rather than spin.
+            // Nothing below the starting high watermark came back: read_committed, a
+            // transaction still open holds the rest back (stop at what is committed now);
+            // otherwise it cannot happen with a correct server. Stop rather than spin.
             break;
         }
     }

@@ -165,6 +165,8 @@ pub struct Consumer {
     buffer: VecDeque<Record>,
     /// The stream's fetch in progress, from `position` (the buffer is empty meanwhile).
     fetching: Option<BoxFuture<'static, Result<FetchResult, ClientError>>>,
+    /// Committed records only ([`Consumer::with_read_committed`]).
+    read_committed: bool,
 }
 
 impl fmt::Debug for Consumer {
@@ -193,6 +195,7 @@ impl Clone for Consumer {
             log_start_offset: self.log_start_offset,
             buffer: self.buffer.clone(),
             fetching: None,
+            read_committed: self.read_committed,
         }
     }
 }
@@ -212,6 +215,7 @@ impl Consumer {
             log_start_offset: None,
             buffer: VecDeque::new(),
             fetching: None,
+            read_committed: false,
         }
     }
 
@@ -225,6 +229,14 @@ impl Consumer {
             max_bytes: DEFAULT_CONSUMER_MAX_BYTES,
             max_wait: DEFAULT_CONSUMER_MAX_WAIT,
         }
+    }
+
+    /// Reads committed records only (read_committed, the native Fetch version 1): stops at
+    /// the partition's last stable offset (an open transaction holds readers back until it
+    /// ends) and skips aborted transactions' records; see [`Client::fetch_committed`].
+    pub fn with_read_committed(mut self, read_committed: bool) -> Self {
+        self.read_committed = read_committed;
+        self
     }
 
     /// Sets the soft limit on the bytes of one poll (the batch holding the position is always
@@ -248,16 +260,16 @@ impl Consumer {
         }
         // A fetch the stream started is from the same position: drop it and ask afresh.
         self.fetching = None;
-        let fetched = self
-            .client
-            .fetch(
-                &self.topic,
-                self.partition,
-                self.position,
-                self.max_bytes,
-                max_wait,
-            )
-            .await?;
+        let fetched = fetch(
+            &self.client,
+            self.read_committed,
+            &self.topic,
+            self.partition,
+            self.position,
+            self.max_bytes,
+            max_wait,
+        )
+        .await?;
         let records = self.accept(fetched);
         self.advance_past(&records);
         Ok(records)
@@ -284,12 +296,24 @@ impl Consumer {
     fn start_fetch(&self) -> BoxFuture<'static, Result<FetchResult, ClientError>> {
         let client = self.client.clone();
         let topic = self.topic.clone();
-        let (partition, position, max_bytes, max_wait) =
-            (self.partition, self.position, self.max_bytes, self.max_wait);
+        let (partition, position, max_bytes, max_wait, read_committed) = (
+            self.partition,
+            self.position,
+            self.max_bytes,
+            self.max_wait,
+            self.read_committed,
+        );
         async move {
-            client
-                .fetch(&topic, partition, position, max_bytes, max_wait)
-                .await
+            fetch(
+                &client,
+                read_committed,
+                &topic,
+                partition,
+                position,
+                max_bytes,
+                max_wait,
+            )
+            .await
         }
         .boxed()
     }
@@ -357,5 +381,26 @@ impl Stream for Consumer {
                 Err(error) => return Poll::Ready(Some(Err(error))),
             }
         }
+    }
+}
+
+/// One fetch of a consumer, read_committed or not.
+async fn fetch(
+    client: &Client,
+    read_committed: bool,
+    topic: &str,
+    partition: u32,
+    position: u64,
+    max_bytes: u32,
+    max_wait: Duration,
+) -> Result<FetchResult, ClientError> {
+    if read_committed {
+        client
+            .fetch_committed(topic, partition, position, max_bytes, max_wait)
+            .await
+    } else {
+        client
+            .fetch(topic, partition, position, max_bytes, max_wait)
+            .await
     }
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::calls::expect_response;
 use super::{Client, ClientError};
 use crate::batch::{decode_batches_into, Record};
-use crate::protocol::{ProtocolError, Request, Response, NO_OFFSET_FOR_TIMESTAMP};
+use crate::protocol::{CommittedRead, ProtocolError, Request, Response, NO_OFFSET_FOR_TIMESTAMP};
 
 /// The answer to a fetch, with the batches already split into records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub struct FetchedBatches {
     pub offset: u64,
     /// The stored batches as received, unchecked.
     pub batches: Vec<Bytes>,
+    /// A read_committed fetch's last stable offset and next offset
+    /// ([`Client::fetch_batches_committed`]); `None` for read_uncommitted.
+    pub committed: Option<CommittedRead>,
 }
 
 impl FetchedBatches {
@@ -52,6 +55,11 @@ impl FetchedBatches {
     /// CRC turns out bad still fails `decode`: a consumer that fetched ahead from this offset
     /// discards that answer with the error.
     pub fn next_offset(&self) -> Option<u64> {
+        // A read_committed answer says where to go on: the batches it left out (aborted
+        // transactions, markers) are not there to read it from.
+        if let Some(committed) = self.committed {
+            return Some(committed.next_offset);
+        }
         let mut next = None;
         for chunk in &self.batches {
             let mut rest: &[u8] = chunk;
@@ -121,6 +129,36 @@ impl Client {
             .decode()
     }
 
+    /// [`fetch`](Self::fetch) of committed records only (Fetch version 1, read_committed): the
+    /// answer stops at the partition's last stable offset (the first record of its oldest open
+    /// transaction) and leaves out aborted transactions' records and transaction markers.
+    pub async fn fetch_committed(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Result<FetchResult, ClientError> {
+        self.fetch_batches_committed(topic, partition, offset, max_bytes, max_wait)
+            .await?
+            .decode()
+    }
+
+    /// [`fetch_batches`](Self::fetch_batches) of committed records only (see
+    /// [`fetch_committed`](Self::fetch_committed)).
+    pub async fn fetch_batches_committed(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Result<FetchedBatches, ClientError> {
+        self.fetch_batches_as(topic, partition, offset, max_bytes, max_wait, true)
+            .await
+    }
+
     /// [`fetch`](Self::fetch) without the check and decoding of the batches, which the caller
     /// does with [`FetchedBatches::decode`] (after asking for the next range, if it likes).
     pub async fn fetch_batches(
@@ -130,6 +168,19 @@ impl Client {
         offset: u64,
         max_bytes: u32,
         max_wait: Duration,
+    ) -> Result<FetchedBatches, ClientError> {
+        self.fetch_batches_as(topic, partition, offset, max_bytes, max_wait, false)
+            .await
+    }
+
+    async fn fetch_batches_as(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        max_wait: Duration,
+        read_committed: bool,
     ) -> Result<FetchedBatches, ClientError> {
         let max_wait_ms = u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX);
         let config = self.config();
@@ -142,16 +193,20 @@ impl Client {
             offset,
             max_bytes,
             max_wait_ms,
+            // Version 0 unless reading committed records (a server before transactions
+            // answers version 1 UNSUPPORTED_VERSION).
+            read_committed: read_committed.then_some(true),
         };
         let response = self
             .call_partition(topic, partition, request, timeout)
             .await?;
         expect_response!(response,
-        Response::Fetch { high_watermark, log_start_offset, batches } => FetchedBatches {
+        Response::Fetch { high_watermark, log_start_offset, batches, committed } => FetchedBatches {
             high_watermark,
             log_start_offset,
             offset,
             batches,
+            committed,
         })
     }
 

@@ -138,6 +138,7 @@ mod tests {
             offset: 0,
             max_bytes: 1,
             max_wait_ms: 10_000,
+            read_committed: None,
         };
         assert_eq!(
             patience(&fetch),

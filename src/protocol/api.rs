@@ -155,6 +155,9 @@ impl ApiKey {
             ApiKey::CreateTopic => 1,
             // Version 1 adds each partition's `log_end_offset` (pipelined fetches, reports).
             ApiKey::ReplicaFetch => 1,
+            // Version 1 adds the isolation level (read_committed) and, in the response, the
+            // last stable offset and the next offset to fetch.
+            ApiKey::Fetch => 1,
             _ => 0,
         }
     }

@@ -179,6 +179,7 @@ mod tests {
                 high_watermark: 0,
                 log_start_offset: 0,
                 batches: vec![Bytes::from(vec![0u8; 100])],
+                committed: None,
             },
         );
         assert!(matches!(

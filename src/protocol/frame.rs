@@ -282,12 +282,21 @@ impl ResponseFrame {
                 high_watermark,
                 log_start_offset,
                 batches,
+                committed,
             }) => self.encode_fields_then_batches(
                 dst,
                 out,
-                // No cut: the one group of batches goes after every field.
-                |dst, _cuts| {
-                    fetch::encode_response_fields(dst, *high_watermark, *log_start_offset, batches)
+                // The one group of batches goes after the v0 fields, before version 1's.
+                |dst, cuts| {
+                    fetch::encode_response_fields(
+                        dst,
+                        *high_watermark,
+                        *log_start_offset,
+                        batches,
+                    )?;
+                    cuts.push(dst.len());
+                    fetch::encode_response_trailer(dst, *committed);
+                    Ok(())
                 },
                 std::iter::once(batches.as_slice()),
             ),

@@ -38,6 +38,7 @@ pub mod wrong_port;
 
 pub use api::api_versions::SERVER_SOFTWARE;
 pub use api::create_topic::Replication;
+pub use api::fetch::CommittedRead;
 pub use api::leader_epoch_end::{EpochEnd, LeaderEpochEndPartition, LeaderEpochQuery};
 pub use api::list_offsets::NO_OFFSET_FOR_TIMESTAMP;
 pub use api::metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};

@@ -124,6 +124,10 @@ pub enum Request {
         max_bytes: u32,
         /// How long the server may wait for data if none is available yet.
         max_wait_ms: u32,
+        /// Version 1's isolation: `Some(true)` reads committed records only (stop at the last
+        /// stable offset, leave out aborted transactions and markers), `Some(false)` every
+        /// record as version 0 does; `None` is version 0.
+        read_committed: Option<bool>,
     },
     /// Read a partition's offsets and epoch.
     ListOffsets {
@@ -215,6 +219,7 @@ impl Request {
             Request::Produce { acks, .. } => produce::request_version(*acks),
             Request::CreateTopic { replication, .. } => create_topic::request_version(*replication),
             Request::ReplicaFetch(fetch) => replica_fetch::request_version(fetch),
+            Request::Fetch { read_committed, .. } => fetch::request_version(*read_committed),
             _ => 0,
         }
     }
@@ -239,7 +244,11 @@ impl Request {
             Request::Produce {
                 topic, batch, acks, ..
             } => produce::request_body_len(topic, batch, *acks),
-            Request::Fetch { topic, .. } => fetch::request_body_len(topic),
+            Request::Fetch {
+                topic,
+                read_committed,
+                ..
+            } => fetch::request_body_len(topic, *read_committed),
             Request::ListOffsets {
                 topic, timestamp, ..
             } => list_offsets::request_body_len(topic, *timestamp),
@@ -317,7 +326,16 @@ impl Request {
                 offset,
                 max_bytes,
                 max_wait_ms,
-            } => fetch::encode_request(dst, topic, *partition, *offset, *max_bytes, *max_wait_ms),
+                read_committed,
+            } => fetch::encode_request(
+                dst,
+                topic,
+                *partition,
+                *offset,
+                *max_bytes,
+                *max_wait_ms,
+                *read_committed,
+            ),
             Request::ListOffsets {
                 topic,
                 partition,
@@ -368,7 +386,7 @@ impl Request {
             ApiKey::RenewLease => renew_lease::decode_request(r),
             ApiKey::ReleaseLease => release_lease::decode_request(r),
             ApiKey::Produce => produce::decode_request(r, version),
-            ApiKey::Fetch => fetch::decode_request(r),
+            ApiKey::Fetch => fetch::decode_request(r, version),
             ApiKey::ListOffsets => list_offsets::decode_request(r, version),
             ApiKey::InitProducerId => init_producer_id::decode_request(r),
             ApiKey::OffsetCommit => offset_commit::decode_request(r),

@@ -92,6 +92,8 @@ pub enum Response {
         /// split them (that needs the storage format's batch headers): it
         /// yields a single zero-copy chunk, or an empty `Vec` for no data.
         batches: Vec<Bytes>,
+        /// A read_committed fetch's (version 1) last stable offset and next offset.
+        committed: Option<fetch::CommittedRead>,
     },
     /// A partition's offsets and epoch.
     ListOffsets {
@@ -195,7 +197,9 @@ impl Response {
             Response::RenewLease { .. } => renew_lease::response_body_len(),
             Response::ReleaseLease => release_lease::response_body_len(),
             Response::Produce { .. } => produce::response_body_len(),
-            Response::Fetch { batches, .. } => fetch::response_body_len(batches),
+            Response::Fetch {
+                batches, committed, ..
+            } => fetch::response_body_len(batches, *committed),
             Response::ListOffsets {
                 offset_for_timestamp,
                 ..
@@ -250,7 +254,10 @@ impl Response {
                 high_watermark,
                 log_start_offset,
                 batches,
-            } => fetch::encode_response(dst, *high_watermark, *log_start_offset, batches),
+                committed,
+            } => {
+                fetch::encode_response(dst, *high_watermark, *log_start_offset, batches, *committed)
+            }
             Response::ListOffsets {
                 earliest,
                 latest,
@@ -303,7 +310,7 @@ impl Response {
             ApiKey::RenewLease => renew_lease::decode_response(r),
             ApiKey::ReleaseLease => release_lease::decode_response(r),
             ApiKey::Produce => produce::decode_response(r),
-            ApiKey::Fetch => fetch::decode_response(r),
+            ApiKey::Fetch => fetch::decode_response(r, version),
             ApiKey::ListOffsets => list_offsets::decode_response(r, version),
             ApiKey::InitProducerId => init_producer_id::decode_response(r),
             ApiKey::OffsetCommit => offset_commit::decode_response(r),

@@ -58,7 +58,7 @@ pub use seal::SealWorker;
 /// The recovery scan of one segment file's bytes, for tools and fuzzers: walks the batches from
 /// byte 0 with recovery's checks and says where the valid prefix ends and why.
 pub use segment::{scan as scan_segment_bytes, ScanResult};
-pub use transactions::{AbortedTransaction, OpenTransaction};
+pub use transactions::{committed_batches, AbortedTransaction, OpenTransaction};
 
 /// Everything that can go wrong in storage, each with what a user needs to act on it.
 #[derive(Debug, Error)]

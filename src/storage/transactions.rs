@@ -157,6 +157,64 @@ impl Transactions {
     }
 }
 
+/// What a read_committed reader is sent of `chunks` (stored batches as a read returns them):
+/// the whole batches below `last_stable`, leaving out transaction markers and the batches of
+/// the `aborted` transactions (a transactional batch of an aborted transaction's producer between
+/// its first offset and its marker). Zero-copy: the kept batches are slices of the chunks.
+/// Returns them with the offset after the last batch looked at (kept or not), where the reader
+/// goes on; `None` if none was below `last_stable`.
+pub fn committed_batches(
+    chunks: Vec<bytes::Bytes>,
+    last_stable: u64,
+    aborted: &[AbortedTransaction],
+) -> (Vec<bytes::Bytes>, Option<u64>) {
+    use crate::batch::{BatchHeader, ProducerStamp, HEADER_BYTES};
+    let mut kept = Vec::with_capacity(chunks.len());
+    let mut next = None;
+    'chunks: for chunk in chunks {
+        let mut position = 0;
+        // The start of a run of kept batches in this chunk, sent as one slice.
+        let mut run = 0;
+        while position < chunk.len() {
+            let Some(header) = BatchHeader::parse(&chunk[position..]) else {
+                break;
+            };
+            let length = header.batch_length as usize;
+            if header.base_offset >= last_stable
+                || length < HEADER_BYTES
+                || position + length > chunk.len()
+            {
+                if run < position {
+                    kept.push(chunk.slice(run..position));
+                }
+                break 'chunks;
+            }
+            let batch = &chunk[position..position + length];
+            let hidden = header.is_control()
+                || (header.is_transactional()
+                    && ProducerStamp::parse(batch).is_some_and(|stamp| {
+                        aborted.iter().any(|transaction| {
+                            transaction.producer_id == stamp.producer_id
+                                && (transaction.first_offset..=transaction.last_offset)
+                                    .contains(&header.base_offset)
+                        })
+                    }));
+            if hidden {
+                if run < position {
+                    kept.push(chunk.slice(run..position));
+                }
+                run = position + length;
+            }
+            next = Some(header.next_offset());
+            position += length;
+        }
+        if run < position {
+            kept.push(chunk.slice(run..position));
+        }
+    }
+    (kept, next)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,7 @@ fn fetch_frame(correlation_id: u32, topic: &str, max_bytes: u32) -> Vec<u8> {
             offset: 0,
             max_bytes,
             max_wait_ms: 0,
+            read_committed: None,
         },
     )
     .encode(&mut buffer)

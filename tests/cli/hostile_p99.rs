@@ -34,6 +34,7 @@ fn fetch_frame(correlation_id: u32, topic: &str) -> Vec<u8> {
             offset: 0,
             max_bytes: 1 << 20,
             max_wait_ms: 0,
+            read_committed: None,
         },
     )
     .encode(&mut bytes)

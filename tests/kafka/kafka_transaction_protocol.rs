@@ -372,3 +372,101 @@ async fn a_native_lease_holder_is_never_fenced_by_a_transaction() {
         .await
         .expect("released with the transaction");
 }
+
+/// The native read side of transactions (Fetch version 1, read_committed): committed
+/// records only, nothing past an open transaction, aborted records and markers left out;
+/// `fencelog consume --isolation read-committed` prints the same and stops at what is
+/// committed now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_readers_see_committed_records_only() {
+    let (server, client) = server_with_topic("mixed", 1).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let committer = init(&mut connection, "committer").await;
+    add_partitions(&mut connection, 3, "committer", committer, "mixed", vec![0]).await;
+    produce(
+        &mut connection,
+        "committer",
+        committer,
+        "mixed",
+        0,
+        0,
+        &["a1", "a2"],
+    )
+    .await;
+    assert_eq!(
+        end(&mut connection, 3, "committer", committer, true).await,
+        NONE
+    );
+    let opener = init(&mut connection, "opener").await;
+    add_partitions(&mut connection, 3, "opener", opener, "mixed", vec![0]).await;
+    produce(&mut connection, "opener", opener, "mixed", 0, 0, &["b1"]).await;
+    let values = |records: &[fencelog::batch::Record]| -> Vec<String> {
+        records
+            .iter()
+            .map(|record| String::from_utf8_lossy(record.value.as_deref().unwrap()).into_owned())
+            .collect()
+    };
+    let read = client
+        .fetch_committed("mixed", 0, 0, 1 << 20, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        values(&read.records),
+        ["a1", "a2"],
+        "stops at the open transaction"
+    );
+    let everything = client
+        .fetch("mixed", 0, 0, 1 << 20, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(values(&everything.records), ["a1", "a2", "b1"]);
+    // The open transaction aborts; a later one commits.
+    assert_eq!(end(&mut connection, 3, "opener", opener, false).await, NONE);
+    let committer = init(&mut connection, "committer").await;
+    add_partitions(&mut connection, 3, "committer", committer, "mixed", vec![0]).await;
+    produce(
+        &mut connection,
+        "committer",
+        committer,
+        "mixed",
+        0,
+        0,
+        &["c1"],
+    )
+    .await;
+    assert_eq!(
+        end(&mut connection, 3, "committer", committer, true).await,
+        NONE
+    );
+    let mut consumer =
+        fencelog::client::Consumer::new(client.clone(), "mixed", 0, 0).with_read_committed(true);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        seen.extend(values(&consumer.poll(Duration::ZERO).await.unwrap()));
+    }
+    assert_eq!(
+        seen,
+        ["a1", "a2", "c1"],
+        "the aborted record and the markers left out"
+    );
+    let output = tokio::task::spawn_blocking({
+        let addr = server.addr().to_string();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_fencelog"))
+                .args([
+                    "consume",
+                    "mixed",
+                    "--isolation",
+                    "read-committed",
+                    "--addr",
+                    &addr,
+                ])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "a1\na2\nc1\n");
+}

@@ -112,6 +112,7 @@ async fn fetch_values(client: &mut RawClient, topic: &str, offset: u64) -> Vec<(
             offset,
             max_bytes: 1 << 20,
             max_wait_ms: 0,
+            read_committed: None,
         })
         .await
         .unwrap()
@@ -283,6 +284,7 @@ async fn fetch_long_polls_until_data_arrives() {
                 offset: 0,
                 max_bytes: 1 << 20,
                 max_wait_ms: 10_000,
+                read_committed: None,
             })
             .await
             .unwrap();

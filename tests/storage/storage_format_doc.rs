@@ -206,6 +206,7 @@ async fn produce_overwrites_base_offset_and_refuses_reserved_bytes() {
             offset: 0,
             max_bytes: 1 << 20,
             max_wait_ms: 0,
+            read_committed: None,
         })
         .await
         .unwrap();

@@ -102,17 +102,21 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
             any::<u32>(),
             any::<u64>(),
             any::<u32>(),
-            any::<u32>()
+            any::<u32>(),
+            proptest::option::of(any::<bool>())
         )
-            .prop_map(|(topic, partition, offset, max_bytes, max_wait_ms)| {
-                Request::Fetch {
-                    topic,
-                    partition,
-                    offset,
-                    max_bytes,
-                    max_wait_ms,
+            .prop_map(
+                |(topic, partition, offset, max_bytes, max_wait_ms, read_committed)| {
+                    Request::Fetch {
+                        topic,
+                        partition,
+                        offset,
+                        max_bytes,
+                        max_wait_ms,
+                        read_committed,
+                    }
                 }
-            }),
+            ),
         (
             arb_string(),
             any::<u32>(),

@@ -132,6 +132,7 @@ impl RawClient {
                 offset,
                 max_bytes: 1 << 20,
                 max_wait_ms: 0,
+                read_committed: None,
             })
             .await?
         {

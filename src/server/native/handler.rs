@@ -93,6 +93,7 @@ fn answer(
             offset,
             max_bytes,
             max_wait_ms,
+            read_committed,
         } => {
             let request = FetchRequest {
                 topic,
@@ -103,6 +104,14 @@ fn answer(
                     max_wait_ms.min(config.max_fetch_wait_ms),
                 )),
             };
+            if read_committed == Some(true) {
+                return Box::pin(async move {
+                    service
+                        .fetch_committed(request)
+                        .await
+                        .map(|(result, committed)| fetched_committed(result, committed))
+                });
+            }
             Box::pin(async move { service.fetch(request).await.map(fetched) })
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
@@ -342,5 +351,15 @@ fn fetched(result: ReadResult) -> Response {
         high_watermark: result.high_watermark,
         log_start_offset: result.log_start_offset,
         batches: result.batches,
+        committed: None,
+    }
+}
+
+fn fetched_committed(result: ReadResult, committed: crate::protocol::CommittedRead) -> Response {
+    Response::Fetch {
+        high_watermark: result.high_watermark,
+        log_start_offset: result.log_start_offset,
+        batches: result.batches,
+        committed: Some(committed),
     }
 }

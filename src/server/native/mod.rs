@@ -233,6 +233,7 @@ mod tests {
                     high_watermark: 10,
                     log_start_offset: 2,
                     batches: vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defgh")],
+                    committed: None,
                 },
             ),
             ResponseFrame::ok(8, Response::ReleaseLease),
