@@ -243,6 +243,14 @@ impl TransactionCoordinator {
     async fn tick(&self, service: &Arc<BrokerService>) {
         self.renew_leases(service).await;
         let now = now_ms();
+        match self.registry.expire_idle(now).await {
+            Ok(0) => {}
+            Ok(expired) => info!(
+                expired,
+                "forgot transactional ids idle past their expiration"
+            ),
+            Err(error) => warn!(%error, "idle transactional ids not forgotten; retrying"),
+        }
         for state in self.registry.all() {
             let id = &state.transactional_id;
             let result = if state.is_expired(now) {

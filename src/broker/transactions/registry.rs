@@ -16,6 +16,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::Mutex;
 
+use super::state::MAX_TRANSACTIONAL_IDS;
 use super::{TransactionMetadata, TransactionStore, TxnError};
 
 /// Why an update did not happen.
@@ -75,6 +76,32 @@ impl TransactionRegistry {
         read(self.installed().get(transactional_id))
     }
 
+    /// Forgets the ids with nothing open that have been idle past their expiration at
+    /// `now_ms` (file first, then memory); how many.
+    pub async fn expire_idle(&self, now_ms: i64) -> io::Result<usize> {
+        let _serialised = self.updates.lock().await;
+        let expired: Vec<String> = self
+            .installed()
+            .values()
+            .filter(|state| state.is_idle_expired(now_ms))
+            .map(|state| state.transactional_id.clone())
+            .collect();
+        for id in &expired {
+            let store = Arc::clone(&self.store);
+            let removed = id.clone();
+            tokio::task::spawn_blocking(move || store.remove(&removed))
+                .await
+                .map_err(|panicked| {
+                    io::Error::other(format!("the removal panicked: {panicked}"))
+                })??;
+            self.states
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(id);
+        }
+        Ok(expired.len())
+    }
+
     /// Whether any id's installed state satisfies `test` (without copying the states).
     pub fn any(&self, test: impl Fn(&TransactionMetadata) -> bool) -> bool {
         self.installed().values().any(test)
@@ -94,7 +121,18 @@ impl TransactionRegistry {
         decide: impl FnOnce(Option<&TransactionMetadata>) -> Result<(TransactionMetadata, T), TxnError>,
     ) -> Result<T, UpdateError> {
         let _serialised = self.updates.lock().await;
-        let (next, answer) = decide(self.installed().get(transactional_id))?;
+        let (mut next, answer) = {
+            let installed = self.installed();
+            if !installed.contains_key(transactional_id) && installed.len() >= MAX_TRANSACTIONAL_IDS
+            {
+                return Err(TxnError::TooManyIds {
+                    max: MAX_TRANSACTIONAL_IDS,
+                }
+                .into());
+            }
+            decide(installed.get(transactional_id))?
+        };
+        next.updated_ms = super::coordinator::now_ms();
         let store = Arc::clone(&self.store);
         let written = next.clone();
         tokio::task::spawn_blocking(move || store.save(&written))
@@ -152,5 +190,50 @@ mod tests {
         assert_eq!((state.producer_id, state.producer_epoch), (7, 1));
         assert_eq!(state.state, TxnState::Empty);
         assert_eq!(reopened.all().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_idle_id_expires_and_an_open_one_does_not() {
+        use crate::broker::transactions::state::TRANSACTIONAL_ID_EXPIRATION_MS;
+        use crate::broker::transactions::TxnPartition;
+        let data = tempfile::tempdir().unwrap();
+        let registry = TransactionRegistry::open(data.path()).unwrap();
+        registry
+            .update("idle", |_| {
+                Ok((TransactionMetadata::new("idle", 1, 60_000), ()))
+            })
+            .await
+            .unwrap();
+        registry
+            .update("open", |_| {
+                let state = TransactionMetadata::new("open", 2, 60_000).add_partitions(
+                    2,
+                    0,
+                    &[TxnPartition {
+                        topic: "t".into(),
+                        partition: 0,
+                        lease_epoch: 1,
+                    }],
+                    1,
+                )?;
+                Ok((state, ()))
+            })
+            .await
+            .unwrap();
+        let now = crate::broker::transactions::coordinator::now_ms();
+        assert_eq!(
+            registry.expire_idle(now).await.unwrap(),
+            0,
+            "not idle long enough"
+        );
+        let later = now + TRANSACTIONAL_ID_EXPIRATION_MS + 1;
+        assert_eq!(registry.expire_idle(later).await.unwrap(), 1);
+        assert!(registry.get("idle").is_none());
+        assert!(
+            registry.get("open").is_some(),
+            "an open transaction is never forgotten"
+        );
+        let reopened = TransactionRegistry::open(data.path()).unwrap();
+        assert!(reopened.get("idle").is_none(), "its file is gone too");
     }
 }

@@ -26,6 +26,15 @@ use serde::{Deserialize, Serialize};
 /// for the abort that fences an exhausted epoch).
 pub const MAX_PRODUCER_EPOCH: i16 = i16::MAX - 1;
 
+/// How long an id with nothing open is kept after its last change (Kafka's
+/// `transactional.id.expiration.ms` default, 7 days); then it is forgotten, and its next
+/// `InitProducerId` starts it again with a new producer id.
+pub const TRANSACTIONAL_ID_EXPIRATION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// Most transactional ids a broker keeps at once: a new one past it is refused
+/// (`TxnError::TooManyIds`) until idle ones expire. Each is a small file and a map entry.
+pub const MAX_TRANSACTIONAL_IDS: usize = 100_000;
+
 /// Where a transactional id's current transaction is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnState {
@@ -134,6 +143,12 @@ pub enum TxnError {
         /// The partition written.
         partition: i32,
     },
+    /// The broker keeps [`MAX_TRANSACTIONAL_IDS`] ids already (`POLICY_VIOLATION`).
+    #[error("this broker already keeps {max} transactional ids (MAX_TRANSACTIONAL_IDS); reuse an id, or wait for idle ones to expire ({days} days)", days = TRANSACTIONAL_ID_EXPIRATION_MS / 86_400_000)]
+    TooManyIds {
+        /// The limit.
+        max: usize,
+    },
     /// The requested timeout is above the broker's limit (`INVALID_TRANSACTION_TIMEOUT`).
     #[error("transaction timeout {requested_ms} ms is above the broker's limit {max_ms} ms (transaction.max.timeout.ms)")]
     InvalidTimeout {
@@ -186,6 +201,11 @@ pub struct TransactionMetadata {
     pub pending_offsets: BTreeMap<String, BTreeMap<String, BTreeMap<i32, PendingOffset>>>,
     /// The groups added by `AddOffsetsToTxn`.
     pub groups: Vec<String>,
+    /// When the state last changed, ms since the Unix epoch (set by the registry on every
+    /// update): an id idle for [`TRANSACTIONAL_ID_EXPIRATION_MS`] with nothing open is
+    /// forgotten, as Kafka's `transactional.id.expiration.ms` does.
+    #[serde(default)]
+    pub updated_ms: i64,
 }
 
 impl TransactionMetadata {
@@ -201,6 +221,7 @@ impl TransactionMetadata {
             partitions: Vec::new(),
             pending_offsets: BTreeMap::new(),
             groups: Vec::new(),
+            updated_ms: 0,
         }
     }
 
@@ -414,6 +435,15 @@ impl TransactionMetadata {
         next.pending_offsets.clear();
         next.groups.clear();
         Some(next)
+    }
+
+    /// Whether the id has nothing open and has been idle past
+    /// [`TRANSACTIONAL_ID_EXPIRATION_MS`] at `now_ms`: it may be forgotten.
+    pub fn is_idle_expired(&self, now_ms: i64) -> bool {
+        matches!(
+            self.state,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        ) && now_ms.saturating_sub(self.updated_ms) > TRANSACTIONAL_ID_EXPIRATION_MS
     }
 
     /// Whether the open transaction ran past its timeout at `now_ms`.

@@ -54,6 +54,18 @@ impl TransactionStore {
         Ok(states)
     }
 
+    /// Forgets `transactional_id` (an expired id): its file is removed, then the directory
+    /// synced. Blocking.
+    pub fn remove(&self, transactional_id: &str) -> io::Result<()> {
+        let path = self.directory.join(file_name(transactional_id)?);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(error),
+        }
+        std::fs::File::open(&self.directory)?.sync_all()
+    }
+
     /// Stores `state` durably, replacing the id's previous state. Blocking (fsync).
     pub fn save(&self, state: &TransactionMetadata) -> io::Result<()> {
         let name = file_name(&state.transactional_id)?;

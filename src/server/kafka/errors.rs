@@ -173,6 +173,7 @@ pub fn coordinator_error(error: &CoordinatorError, fenced: ResponseError) -> Res
                 ResponseError::InvalidTxnState
             }
             TxnError::InvalidTimeout { .. } => ResponseError::InvalidTransactionTimeout,
+            TxnError::TooManyIds { .. } => ResponseError::PolicyViolation,
         },
         // Nothing changed and the client retries (the state file could not be written).
         CoordinatorError::Store(_) => ResponseError::CoordinatorNotAvailable,
