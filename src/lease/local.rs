@@ -200,6 +200,28 @@ mod loom_models {
     use crate::domain::{FlushPolicy, TopicConfig};
     use crate::storage::FenceError;
 
+    /// A broker with one partition `t/0` (flush never, small segments) and a lease authority
+    /// on a manual clock; the directory and broker must outlive the target.
+    fn one_partition() -> (tempfile::TempDir, Broker, LocalLeaseAuthority, LeaseTarget) {
+        let directory = tempfile::tempdir().unwrap();
+        let broker = Broker::open(directory.path()).unwrap();
+        let config = TopicConfig {
+            segment_bytes: 4096,
+            flush: FlushPolicy::Never,
+            retention_bytes: None,
+            retention_ms: None,
+        };
+        broker.create_topic("t", 1, config).unwrap();
+        let authority =
+            LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
+        let target = LeaseTarget {
+            topic: "t".into(),
+            partition: 0,
+            log: broker.partition("t", 0).unwrap(),
+        };
+        (directory, broker, authority, target)
+    }
+
     fn batch(epoch: u64, value: &str) -> bytes::Bytes {
         let mut builder = BatchBuilder::new(epoch);
         builder.push(1, None, Some(value.as_bytes()));
@@ -212,22 +234,7 @@ mod loom_models {
     #[test]
     fn loom_grant_races_old_holder_append() {
         loom::model(|| {
-            let directory = tempfile::tempdir().unwrap();
-            let broker = Broker::open(directory.path()).unwrap();
-            let config = TopicConfig {
-                segment_bytes: 4096,
-                flush: FlushPolicy::Never,
-                retention_bytes: None,
-                retention_ms: None,
-            };
-            broker.create_topic("t", 1, config).unwrap();
-            let authority =
-                LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
-            let target = LeaseTarget {
-                topic: "t".into(),
-                partition: 0,
-                log: broker.partition("t", 0).unwrap(),
-            };
+            let (_directory, _broker, authority, target) = one_partition();
             let now = Instant::now();
             let first = authority.acquire_blocking(&target, "a", 100, now).unwrap();
             assert_eq!(first.epoch, 1);
@@ -285,22 +292,7 @@ mod loom_models {
         use crate::batch::{control_batch, ControlMarker};
         use crate::storage::SequenceError;
         loom::model(|| {
-            let directory = tempfile::tempdir().unwrap();
-            let broker = Broker::open(directory.path()).unwrap();
-            let config = TopicConfig {
-                segment_bytes: 4096,
-                flush: FlushPolicy::Never,
-                retention_bytes: None,
-                retention_ms: None,
-            };
-            broker.create_topic("t", 1, config).unwrap();
-            let authority =
-                LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
-            let target = LeaseTarget {
-                topic: "t".into(),
-                partition: 0,
-                log: broker.partition("t", 0).unwrap(),
-            };
+            let (_directory, _broker, authority, target) = one_partition();
             let lease = authority
                 .acquire_blocking(&target, "kafka-transactions", 100, Instant::now())
                 .unwrap();

@@ -332,16 +332,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-async fn connect_within(addr: SocketAddr, limit: Duration) -> Client {
-    let deadline = Instant::now() + limit;
-    loop {
-        match Client::connect(addr).await {
-            Ok(client) => return client,
-            Err(error) if Instant::now() > deadline => panic!("server did not come up: {error}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
+use crate::support::process::connect_within;
 
 // ---------------------------------------------------------------------------
 // fencelog consume --group

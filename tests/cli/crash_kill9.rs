@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::protocol::{FlushPolicy, TopicConfig};
@@ -39,14 +39,7 @@ fn start_server(data_dir: &Path, addr: SocketAddr) -> Child {
 }
 
 async fn connect(addr: SocketAddr) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match Client::connect(addr).await {
-            Ok(client) => return client,
-            Err(error) if Instant::now() > deadline => panic!("server did not come up: {error}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    crate::support::process::connect_within(addr, Duration::from_secs(30)).await
 }
 
 /// Acknowledged records: (partition, offset) → value.

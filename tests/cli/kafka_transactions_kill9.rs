@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fencelog::client::Client;
 use fencelog::protocol::TopicConfig;
@@ -36,14 +36,7 @@ fn serve(data_dir: &Path, native: SocketAddr, kafka: SocketAddr) -> Child {
 }
 
 async fn connect(addr: SocketAddr) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match Client::connect(addr).await {
-            Ok(client) => return client,
-            Err(error) if Instant::now() > deadline => panic!("server did not come up: {error}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    crate::support::process::connect_within(addr, Duration::from_secs(30)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,26 +36,9 @@ fn kafkajs_missing() -> bool {
     !(node && package)
 }
 
-/// Runs `program args` to completion and parses the JSON object it prints.
+/// Runs `program args` in the clients' directory and parses the JSON object it prints.
 async fn run_json(program: &'static str, args: Vec<String>) -> Value {
-    let shown = format!("{program} {}", args.join(" "));
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(program)
-            .args(&args)
-            .current_dir(TOOLS)
-            .output()
-            .expect("run the client")
-    })
-    .await
-    .expect("client task");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{shown} failed:\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|error| panic!("{shown} printed no JSON ({error}):\n{stdout}\n{stderr}"))
+    crate::support::process::run_json(TOOLS, program, args).await
 }
 
 fn script(name: &str) -> String {

@@ -19,26 +19,20 @@ const SCRIPT: &str = concat!(
     "/tools/kafka-clients/confluent_transactions.py"
 );
 
-/// Runs one scenario of the script to completion and parses the JSON object it prints.
+/// Runs one scenario of `confluent_transactions.py` and parses the JSON object it prints.
 async fn scenario(args: Vec<String>) -> Value {
-    let shown = args.join(" ");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(SCRIPT)
-            .args(&args)
-            .output()
-            .expect("run python3")
-    })
-    .await
-    .expect("client task");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "confluent_transactions.py {shown} failed:\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|error| panic!("{shown} printed no JSON ({error}):\n{stdout}\n{stderr}"))
+    let mut command = vec![SCRIPT.to_string()];
+    command.extend(args);
+    run_json("python3", command).await
+}
+
+/// A server whose first rebalance is quick, with `topics` (name, partitions) created.
+async fn server_with(topics: &[(&str, u32)]) -> fencelog::testing::TestServer {
+    let server = kafka_server_with_quick_groups().await;
+    for (topic, partitions) in topics {
+        create_topic(&server, topic, *partitions).await;
+    }
+    server
 }
 
 /// A committed transaction of 100 records over two partitions is read whole by
@@ -48,8 +42,7 @@ async fn committed_and_aborted_transactions_as_each_isolation_sees_them() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "judged", 2).await;
+    let server = server_with(&[("judged", 2)]).await;
     let seen = scenario(vec![
         "commit-abort".into(),
         server.kafka_addr().to_string(),
@@ -68,8 +61,7 @@ async fn read_committed_stops_at_an_open_transaction_until_it_ends() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "open", 1).await;
+    let server = server_with(&[("open", 1)]).await;
     let seen = scenario(vec![
         "open-transaction".into(),
         server.kafka_addr().to_string(),
@@ -87,8 +79,7 @@ async fn a_second_instance_fences_the_first() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "fenced", 2).await;
+    let server = server_with(&[("fenced", 2)]).await;
     let seen = scenario(vec![
         "fence".into(),
         server.kafka_addr().to_string(),
@@ -107,9 +98,7 @@ async fn send_offsets_to_transaction_commits_the_position_with_the_output() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "input", 1).await;
-    create_topic(&server, "output", 1).await;
+    let server = server_with(&[("input", 1), ("output", 1)]).await;
     let seen = scenario(vec![
         "send-offsets".into(),
         server.kafka_addr().to_string(),
@@ -135,8 +124,7 @@ async fn a_natively_leased_partition_refuses_a_transaction() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "leased", 1).await;
+    let server = server_with(&[("leased", 1)]).await;
     let client = Client::connect(server.addr()).await.expect("connect");
     let lease = client
         .acquire_lease("leased", 0, "native-app", Duration::from_secs(60))
@@ -161,26 +149,9 @@ async fn a_natively_leased_partition_refuses_a_transaction() {
 
 const TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/kafka-clients");
 
-/// Runs `program args` (in the clients' directory) and parses the JSON object it prints.
+/// Runs `program args` in the clients' directory and parses the JSON object it prints.
 async fn run_json(program: &'static str, args: Vec<String>) -> Value {
-    let shown = format!("{program} {}", args.join(" "));
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(program)
-            .args(&args)
-            .current_dir(TOOLS)
-            .output()
-            .expect("run the client")
-    })
-    .await
-    .expect("client task");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{shown} failed:\n{stdout}\n{stderr}"
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|error| panic!("{shown} printed no JSON ({error}):\n{stdout}\n{stderr}"))
+    crate::support::process::run_json(TOOLS, program, args).await
 }
 
 /// kafkajs: `producer.transaction()` commits 10 records and aborts 5; a consumer with
@@ -195,8 +166,7 @@ async fn kafkajs_transactions_commit_and_abort() {
         eprintln!("node or kafkajs not found: skipping (npm ci in tools/kafka-clients/kafkajs)");
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "kafkajs-txn", 2).await;
+    let server = server_with(&[("kafkajs-txn", 2)]).await;
     let seen = run_json(
         "node",
         vec![
@@ -217,8 +187,7 @@ async fn aiokafka_transactions_commit_and_abort() {
     if python_module_missing("aiokafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "aiokafka-txn", 2).await;
+    let server = server_with(&[("aiokafka-txn", 2)]).await;
     let seen = run_json(
         "python3",
         vec![
@@ -240,9 +209,7 @@ async fn the_exactly_once_example_copies_its_input_once() {
     if python_module_missing("confluent_kafka") {
         return;
     }
-    let server = kafka_server_with_quick_groups().await;
-    create_topic(&server, "example-in", 2).await;
-    create_topic(&server, "example-out", 2).await;
+    let server = server_with(&[("example-in", 2), ("example-out", 2)]).await;
     let bootstrap = server.kafka_addr().to_string();
     let fill = Command::new("python3")
         .args([

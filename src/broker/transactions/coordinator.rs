@@ -138,6 +138,23 @@ pub fn now_ms() -> i64 {
         .map_or(0, |since| since.as_millis() as i64)
 }
 
+/// The refusal of a request for a transactional id the coordinator does not know: its producer
+/// id cannot be the id's (`INVALID_PRODUCER_ID_MAPPING`; the producer calls InitProducerId).
+fn unknown(producer_id: i64) -> TxnError {
+    TxnError::InvalidProducerIdMapping {
+        given: producer_id,
+        current: -1,
+    }
+}
+
+/// `current`, or the refusal of a request for an id the coordinator does not know.
+fn known(
+    current: Option<&TransactionMetadata>,
+    producer_id: i64,
+) -> Result<&TransactionMetadata, TxnError> {
+    current.ok_or(unknown(producer_id))
+}
+
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -538,13 +555,10 @@ impl TransactionCoordinator {
         producer_epoch: i16,
         partitions: Vec<(String, i32)>,
     ) -> Result<Vec<((String, i32), Result<(), CoordinatorError>)>, CoordinatorError> {
-        let current =
-            self.registry
-                .get(transactional_id)
-                .ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?;
+        let current = self
+            .registry
+            .get(transactional_id)
+            .ok_or(unknown(producer_id))?;
         current.check_add(producer_id, producer_epoch)?;
         let missing: Vec<(String, i32)> = current
             .missing_partitions(partitions.iter().map(|(topic, p)| (topic.as_str(), *p)))
@@ -571,10 +585,7 @@ impl TransactionCoordinator {
         let recorded = self
             .registry
             .update(transactional_id, |current| {
-                let current = current.ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?;
+                let current = known(current, producer_id)?;
                 Ok((
                     current.add_partitions(producer_id, producer_epoch, &joined, now_ms())?,
                     (),
@@ -677,10 +688,7 @@ impl TransactionCoordinator {
     ) -> Result<(), CoordinatorError> {
         self.registry
             .update(transactional_id, |current| {
-                let current = current.ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?;
+                let current = known(current, producer_id)?;
                 Ok((
                     current.add_offsets(producer_id, producer_epoch, group, now_ms())?,
                     (),
@@ -701,10 +709,7 @@ impl TransactionCoordinator {
     ) -> Result<(), CoordinatorError> {
         self.registry
             .update(transactional_id, |current| {
-                let current = current.ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?;
+                let current = known(current, producer_id)?;
                 Ok((
                     current.commit_offsets(producer_id, producer_epoch, group, offsets)?,
                     (),
@@ -729,10 +734,7 @@ impl TransactionCoordinator {
         let prepared = self
             .registry
             .update(transactional_id, |current| {
-                let current = current.ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?;
+                let current = known(current, producer_id)?;
                 match current.end(producer_id, producer_epoch, commit)? {
                     EndOutcome::Prepare(next) => Ok((next, true)),
                     EndOutcome::AlreadyDone => Ok((current.clone(), false)),
@@ -770,12 +772,12 @@ impl TransactionCoordinator {
             }
         })?;
         let recorded = self.registry.read(transactional_id, |state| {
-            state
-                .ok_or(TxnError::InvalidProducerIdMapping {
-                    given: producer_id,
-                    current: -1,
-                })?
-                .produce_epoch(producer_id, producer_epoch, topic, partition)
+            state.ok_or(unknown(producer_id))?.produce_epoch(
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+            )
         })?;
         // The lease's current epoch (re-acquired after a restart); the recorded one if the
         // lease is being re-acquired right now (the write is then refused by the fence, and
