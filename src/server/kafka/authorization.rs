@@ -32,10 +32,6 @@
 //! - Metadata of all topics leaves out the topics the principal may not see (no operation on
 //!   them); named topics it may not see are answered `TOPIC_AUTHORIZATION_FAILED`.
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
-};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::delete_records_response::{
@@ -57,22 +53,19 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::{
-    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, ApiKey, ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatResponse, CreateTopicsResponse, DeleteGroupsResponse,
-    DeleteRecordsResponse, DeleteTopicsResponse, DescribeGroupsResponse, EndTxnResponse,
-    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, InitProducerIdResponse,
-    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, ListOffsetsResponse,
-    MetadataRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-    OffsetForLeaderEpochResponse, ProduceResponse, ProducerId, SyncGroupResponse,
-    TxnOffsetCommitResponse,
+    AddOffsetsToTxnResponse, ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
+    CreateTopicsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
+    DescribeGroupsResponse, EndTxnResponse, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataRequest, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    ProducerId, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::handlers::{add_partitions_to_txn, txn_offset_commit};
 use super::request::RequestBody;
 use super::response::{KafkaResponse, ResponseBody};
 use crate::auth::{Access, NotAuthorized, Operation, Security};
@@ -439,68 +432,17 @@ pub fn refuse(
                 .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
             (ApiKey::AddOffsetsToTxn, ResponseBody::AddOffsetsToTxn(body))
         }
-        RequestBody::AddPartitionsToTxn(request) => {
-            let refused_topics = |topics: &[AddPartitionsToTxnTopic]| {
-                topics
-                    .iter()
-                    .map(|topic| {
-                        AddPartitionsToTxnTopicResult::default()
-                            .with_name(topic.name.clone())
-                            .with_results_by_partition(
-                                topic
-                                    .partitions
-                                    .iter()
-                                    .map(|partition| {
-                                        AddPartitionsToTxnPartitionResult::default()
-                                            .with_partition_index(*partition)
-                                            .with_partition_error_code(TOPIC_REFUSED)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect()
-            };
-            let body = AddPartitionsToTxnResponse::default()
-                .with_results_by_topic_v3_and_below(refused_topics(&request.v3_and_below_topics))
-                .with_results_by_transaction(
-                    request
-                        .transactions
-                        .iter()
-                        .map(|txn| {
-                            AddPartitionsToTxnResult::default()
-                                .with_transactional_id(txn.transactional_id.clone())
-                                .with_topic_results(refused_topics(&txn.topics))
-                        })
-                        .collect(),
-                );
-            (
-                ApiKey::AddPartitionsToTxn,
-                ResponseBody::AddPartitionsToTxn(body),
-            )
-        }
-        RequestBody::TxnOffsetCommit(request) => {
-            let topics = request
-                .topics
-                .iter()
-                .map(|topic| {
-                    TxnOffsetCommitResponseTopic::default()
-                        .with_name(topic.name.clone())
-                        .with_partitions(
-                            topic
-                                .partitions
-                                .iter()
-                                .map(|partition| {
-                                    TxnOffsetCommitResponsePartition::default()
-                                        .with_partition_index(partition.partition_index)
-                                        .with_error_code(TOPIC_REFUSED)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            let body = TxnOffsetCommitResponse::default().with_topics(topics);
-            (ApiKey::TxnOffsetCommit, ResponseBody::TxnOffsetCommit(body))
-        }
+        RequestBody::AddPartitionsToTxn(request) => (
+            ApiKey::AddPartitionsToTxn,
+            ResponseBody::AddPartitionsToTxn(add_partitions_to_txn::refused(
+                request,
+                TOPIC_REFUSED,
+            )),
+        ),
+        RequestBody::TxnOffsetCommit(request) => (
+            ApiKey::TxnOffsetCommit,
+            ResponseBody::TxnOffsetCommit(txn_offset_commit::answered(request, TOPIC_REFUSED)),
+        ),
         // `check` lets these through; a refusal cannot reach here.
         RequestBody::ApiVersions(_)
         | RequestBody::DescribeCluster(_)

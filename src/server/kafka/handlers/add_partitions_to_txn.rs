@@ -153,6 +153,14 @@ async fn add(
         }
     };
     let mut codes = codes.into_iter();
+    topic_results(topics, || codes.next().unwrap_or(0))
+}
+
+/// Per-topic results of `topics`, each partition's code from `code` in request order.
+fn topic_results(
+    topics: &[AddPartitionsToTxnTopic],
+    mut code: impl FnMut() -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     topics
         .iter()
         .map(|topic| {
@@ -165,10 +173,28 @@ async fn add(
                         .map(|partition| {
                             AddPartitionsToTxnPartitionResult::default()
                                 .with_partition_index(*partition)
-                                .with_partition_error_code(codes.next().unwrap_or(0))
+                                .with_partition_error_code(code())
                         })
                         .collect(),
                 )
         })
         .collect()
+}
+
+/// The answer giving every partition of every transaction of `request` the same `code` (an
+/// ACL refusal), in the request's version's layout.
+pub fn refused(request: &AddPartitionsToTxnRequest, code: i16) -> AddPartitionsToTxnResponse {
+    AddPartitionsToTxnResponse::default()
+        .with_results_by_topic_v3_and_below(topic_results(&request.v3_and_below_topics, || code))
+        .with_results_by_transaction(
+            request
+                .transactions
+                .iter()
+                .map(|transaction| {
+                    AddPartitionsToTxnResult::default()
+                        .with_transactional_id(transaction.transactional_id.clone())
+                        .with_topic_results(topic_results(&transaction.topics, || code))
+                })
+                .collect(),
+        )
 }

@@ -81,6 +81,17 @@ pub async fn handle(
             }
         }
     };
+    KafkaResponse {
+        correlation_id,
+        api_key: ApiKey::TxnOffsetCommit,
+        api_version: version,
+        body: ResponseBody::TxnOffsetCommit(answered(&request, code)),
+    }
+}
+
+/// The answer giving every partition of `request` the same `code` (the whole request is one
+/// update; an ACL refusal is whole too).
+pub fn answered(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
     let topics = request
         .topics
         .iter()
@@ -100,10 +111,5 @@ pub async fn handle(
                 )
         })
         .collect();
-    KafkaResponse {
-        correlation_id,
-        api_key: ApiKey::TxnOffsetCommit,
-        api_version: version,
-        body: ResponseBody::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics)),
-    }
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }
