@@ -369,3 +369,64 @@ async fn python_admin_clients_manage_acls_and_describe_log_dirs_and_producers() 
     // Only alice's starting grant is left.
     assert_eq!(list_acls(directory.path()).unwrap().len(), 1);
 }
+
+/// The transaction APIs under ACLs: a user who may only consume cannot start a transactional
+/// producer (InitProducerId needs `produce` somewhere: CLUSTER_AUTHORIZATION_FAILED), add a
+/// partition (TOPIC_AUTHORIZATION_FAILED for each) or end a transaction
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a super user can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transaction_apis_need_produce_rights() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TopicName,
+        TransactionalId,
+    };
+    let (_directory, server, _security) = auth_server().await;
+    let client = fencelog::client::Client::builder()
+        .addr(server.addr().to_string())
+        .credentials("admin", "admin-pw")
+        .connect()
+        .await
+        .unwrap();
+    client
+        .create_topic("orders-1", 1, fencelog::domain::TopicConfig::default())
+        .await
+        .unwrap();
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))))
+        .with_transaction_timeout_ms(60_000);
+    let add = |producer_id: i64, producer_epoch: i16| {
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str("tx")))
+            .with_v3_and_below_producer_id(ProducerId(producer_id))
+            .with_v3_and_below_producer_epoch(producer_epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("orders-1")))
+                .with_partitions(vec![0])])
+    };
+    let mut alice = kafka_as(&server, "alice").await;
+    assert_eq!(
+        alice.call(4, &init).await.error_code,
+        31,
+        "CLUSTER_AUTHORIZATION_FAILED"
+    );
+    let refused = alice.call(3, &add(0, 0)).await;
+    assert_eq!(
+        refused.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        29
+    );
+    let end = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str("tx")))
+        .with_committed(true);
+    assert_eq!(alice.call(3, &end).await.error_code, 53);
+    let mut admin = kafka_as(&server, "admin").await;
+    let granted = admin.call(4, &init).await;
+    assert_eq!(granted.error_code, 0);
+    let added = admin
+        .call(3, &add(granted.producer_id.0, granted.producer_epoch))
+        .await;
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+}
