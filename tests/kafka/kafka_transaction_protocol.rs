@@ -12,6 +12,7 @@ use fencelog::testing::TestServer;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::txn_offset_commit_request::{
@@ -19,9 +20,9 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
-    DescribeTransactionsRequest, EndTxnRequest, GroupId, InitProducerIdRequest,
-    ListTransactionsRequest, OffsetFetchRequest, ProduceRequest, ProducerId, TopicName,
-    TransactionalId, TxnOffsetCommitRequest,
+    DescribeProducersRequest, DescribeTransactionsRequest, EndTxnRequest, GroupId,
+    InitProducerIdRequest, ListTransactionsRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
+    TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -406,6 +407,22 @@ async fn native_readers_see_committed_records_only() {
             .map(|record| String::from_utf8_lossy(record.value.as_deref().unwrap()).into_owned())
             .collect()
     };
+    // DescribeProducers shows where the open transaction starts (kafka-transactions
+    // find-hanging reads it): after a1, a2 and the commit marker.
+    let described = connection
+        .call::<DescribeProducersRequest>(
+            0,
+            &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                .with_name(TopicName(text("mixed")))
+                .with_partition_indexes(vec![0])]),
+        )
+        .await;
+    let producers = &described.topics[0].partitions[0].active_producers;
+    let open: Vec<i64> = producers
+        .iter()
+        .map(|producer| producer.current_txn_start_offset)
+        .collect();
+    assert!(open.contains(&3) && open.contains(&-1), "{producers:?}");
     let read = client
         .fetch_committed("mixed", 0, 0, 1 << 20, Duration::ZERO)
         .await

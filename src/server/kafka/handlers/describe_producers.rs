@@ -5,8 +5,10 @@
 //! - Its producer state (`storage::producer_state`, the state that makes a producer's retries
 //!   land once): each producer's id, current producer epoch and last sequence number.
 //!   `last_timestamp` is -1: fencelog's producer state keeps sequences and offsets, not
-//!   timestamps. `coordinator_epoch` and `current_txn_start_offset` are -1: fencelog has no
-//!   transactions.
+//!   timestamps. `current_txn_start_offset` is the first offset of the producer's open
+//!   transaction in the partition (-1: none open), which `kafka-transactions find-hanging`
+//!   reads; `coordinator_epoch` is 0 for a producer with an open transaction (a standalone
+//!   broker's one coordinator; `STANDALONE_COORDINATOR_EPOCH`), -1 otherwise.
 //! - Only the partition's leader answers; any other broker of a cluster says
 //!   `NOT_LEADER_OR_FOLLOWER`, as Kafka's does. An unknown topic or partition:
 //!   `UNKNOWN_TOPIC_OR_PARTITION`.
@@ -27,6 +29,7 @@ use kafka_protocol::ResponseError;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::auth::{Access, Operation};
+use crate::broker::transactions::markers::STANDALONE_COORDINATOR_EPOCH;
 use crate::broker::BrokerService;
 
 /// One partition's answer.
@@ -35,18 +38,31 @@ fn partition_response(service: &BrokerService, topic: &str, index: i32) -> Parti
     let Ok(partition) = u32::try_from(index) else {
         return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
     };
+    let open = service
+        .open_transactions(topic, partition)
+        .unwrap_or_default();
     match service.active_producers(topic, partition) {
         Ok(producers) => answer.with_active_producers(
             producers
                 .into_iter()
                 .map(|producer| {
+                    let started = open
+                        .iter()
+                        .find(|transaction| transaction.producer_id == producer.producer_id)
+                        .map_or(-1, |transaction| {
+                            i64::try_from(transaction.first_offset).unwrap_or(i64::MAX)
+                        });
                     ProducerState::default()
                         .with_producer_id(ProducerId(producer.producer_id))
                         .with_producer_epoch(i32::from(producer.producer_epoch))
                         .with_last_sequence(producer.last_sequence)
                         .with_last_timestamp(-1)
-                        .with_coordinator_epoch(-1)
-                        .with_current_txn_start_offset(-1)
+                        .with_coordinator_epoch(if started >= 0 {
+                            STANDALONE_COORDINATOR_EPOCH
+                        } else {
+                            -1
+                        })
+                        .with_current_txn_start_offset(started)
                 })
                 .collect(),
         ),
