@@ -165,6 +165,20 @@ async fn end(
     response.error_code
 }
 
+/// A new instance of `id` commits one transaction of `values` on partition 0 of `topic`.
+async fn commit_one(connection: &mut KafkaConnection, id: &str, topic: &str, values: &[&str]) {
+    let producer = init(connection, id).await;
+    assert_eq!(
+        add_partitions(connection, 3, id, producer, topic, vec![0]).await,
+        vec![NONE]
+    );
+    assert_eq!(
+        produce(connection, id, producer, topic, 0, 0, values).await,
+        NONE
+    );
+    assert_eq!(end(connection, 3, id, producer, true).await, NONE);
+}
+
 /// Every advertised version of the transaction APIs runs one committed transaction: partitions
 /// added, a record written, a group's offset sent and committed with it; DescribeTransactions
 /// and ListTransactions report the outcome, and the group's offset is committed.
@@ -382,22 +396,7 @@ async fn a_native_lease_holder_is_never_fenced_by_a_transaction() {
 async fn native_readers_see_committed_records_only() {
     let (server, client) = server_with_topic("mixed", 1).await;
     let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
-    let committer = init(&mut connection, "committer").await;
-    add_partitions(&mut connection, 3, "committer", committer, "mixed", vec![0]).await;
-    produce(
-        &mut connection,
-        "committer",
-        committer,
-        "mixed",
-        0,
-        0,
-        &["a1", "a2"],
-    )
-    .await;
-    assert_eq!(
-        end(&mut connection, 3, "committer", committer, true).await,
-        NONE
-    );
+    commit_one(&mut connection, "committer", "mixed", &["a1", "a2"]).await;
     let opener = init(&mut connection, "opener").await;
     add_partitions(&mut connection, 3, "opener", opener, "mixed", vec![0]).await;
     produce(&mut connection, "opener", opener, "mixed", 0, 0, &["b1"]).await;
@@ -439,22 +438,7 @@ async fn native_readers_see_committed_records_only() {
     assert_eq!(values(&everything.records), ["a1", "a2", "b1"]);
     // The open transaction aborts; a later one commits.
     assert_eq!(end(&mut connection, 3, "opener", opener, false).await, NONE);
-    let committer = init(&mut connection, "committer").await;
-    add_partitions(&mut connection, 3, "committer", committer, "mixed", vec![0]).await;
-    produce(
-        &mut connection,
-        "committer",
-        committer,
-        "mixed",
-        0,
-        0,
-        &["c1"],
-    )
-    .await;
-    assert_eq!(
-        end(&mut connection, 3, "committer", committer, true).await,
-        NONE
-    );
+    commit_one(&mut connection, "committer", "mixed", &["c1"]).await;
     let mut consumer =
         fencelog::client::Consumer::new(client.clone(), "mixed", 0, 0).with_read_committed(true);
     let mut seen = Vec::new();

@@ -390,6 +390,20 @@ impl RecordsError {
     }
 }
 
+/// The producer id and epoch in the header of the first Kafka batch of `records` (a Produce
+/// partition's records field), or `None` if they are too short to hold a v2 header (the
+/// conversion then says what is wrong). What a transactional produce is looked up by before
+/// its batches are converted with the lease epoch found.
+pub fn first_batch_producer(records: &[u8]) -> Option<(i64, i16)> {
+    if records.len() < layout::RECORDS_AT {
+        return None;
+    }
+    Some((
+        be_i64(records, layout::PRODUCER_ID_AT),
+        be_i16(records, layout::PRODUCER_EPOCH_AT),
+    ))
+}
+
 /// Reads a big-endian integer at `at`; the caller has checked the bounds.
 pub(crate) fn be_i16(bytes: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([bytes[at], bytes[at + 1]])

@@ -51,15 +51,17 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::super::errors::kafka_error;
+use super::super::errors::{coordinator_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
 use tokio::sync::OwnedRwLockReadGuard;
 
-use crate::broker::transactions::TxnError;
+use crate::broker::transactions::CoordinatorError;
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
-use crate::server::kafka::batches::records::{to_native_batches, RecordLimits, RecordsError};
+use crate::server::kafka::batches::records::{
+    first_batch_producer, to_native_batches, RecordLimits, RecordsError,
+};
 use crate::server::protocol::Started;
 use crate::storage::{FenceError, StorageError, WriteCredential};
 
@@ -70,14 +72,6 @@ fn kafka_acks(acks: i16) -> Acks {
         -1 => Acks::All,
         _ => Acks::Leader,
     }
-}
-
-/// The first Kafka batch's producer id and epoch (bytes 43..51 and 51..53 of a v2 batch
-/// header), or `None` if the records are too short to hold one (the conversion then says why).
-fn first_batch_producer(records: &[u8]) -> Option<(i64, i16)> {
-    let id = i64::from_be_bytes(records.get(43..51)?.try_into().ok()?);
-    let epoch = i16::from_be_bytes(records.get(51..53)?.try_into().ok()?);
-    Some((id, epoch))
 }
 
 /// A transactional produce's lease epoch on one partition, with the producer id and epoch it
@@ -114,17 +108,14 @@ fn transaction_write(
         partition,
     ) {
         Ok((epoch, gate)) => Ok(Some((epoch, ((producer_id, producer_epoch), gate)))),
-        Err(refused) => {
-            let code = match &refused {
-                TxnError::ProducerFenced { .. } => ResponseError::InvalidProducerEpoch,
-                TxnError::InvalidProducerIdMapping { .. } => {
-                    ResponseError::InvalidProducerIdMapping
-                }
-                TxnError::ConcurrentTransactions { .. } => ResponseError::ConcurrentTransactions,
-                _ => ResponseError::InvalidTxnState,
-            };
-            Err((code, refused.to_string()))
-        }
+        // A fenced producer on Produce is INVALID_PRODUCER_EPOCH in every version.
+        Err(refused) => Err((
+            coordinator_error(
+                &CoordinatorError::Refused(refused.clone()),
+                ResponseError::InvalidProducerEpoch,
+            ),
+            refused.to_string(),
+        )),
     }
 }
 
