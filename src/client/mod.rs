@@ -63,6 +63,7 @@ mod reconnect;
 mod retry;
 mod routing;
 mod tls;
+mod transaction;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -97,6 +98,7 @@ pub use producer::{
 pub use producer_id::ProducerId;
 pub use routing::{MAX_BROKER_CONNECTIONS, MAX_ROUTING_ATTEMPTS};
 pub use tls::TlsClientConfig;
+pub use transaction::TransactionalProducer;
 
 pub(crate) use calls::call_on;
 use reconnect::Endpoint;

@@ -25,7 +25,7 @@ use crate::protocol::{ApiKey, ErrorCode, Request};
 ///   of a lease already released answers `LEASE_LOST`, which tells the caller it is gone, as
 ///   wanted; `OffsetFetch` reads; `OffsetCommit` of the same offset twice stores it once;
 ///   `InitProducerId` twice only leaves an id unused; `AlterTopicConfig` sets absolute values,
-///   so twice is once.
+///   so twice is once; the transaction APIs (see below).
 /// * Not retried: `CreateTopic` a second time would answer `TOPIC_EXISTS` for a topic the first
 ///   attempt created, hiding the success (`DeleteTopic` likewise, with `UNKNOWN_TOPIC`); `AcquireLease` a second time is refused with
 ///   `LEASE_HELD` by the very lease the first attempt obtained (whose id the caller never
@@ -47,6 +47,11 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::ReplicaFetch
         | ApiKey::LeaderEpochEnd
         | ApiKey::AlterTopicConfig => true,
+        // `InitTransaction` twice only bumps the producer epoch once more (the first answer was
+        // never used); `AddToTransaction` of partitions already added keeps them as they are;
+        // `EndTransaction` of an outcome already reached answers success, and a commit the
+        // first attempt could not make (the transaction was aborted) is refused again.
+        ApiKey::InitTransaction | ApiKey::AddToTransaction | ApiKey::EndTransaction => true,
         ApiKey::CreateTopic
         | ApiKey::DeleteTopic
         | ApiKey::DeleteRecords

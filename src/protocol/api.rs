@@ -9,6 +9,7 @@
 use std::fmt;
 
 pub(in crate::protocol) mod acquire_lease;
+pub(in crate::protocol) mod add_to_transaction;
 pub(in crate::protocol) mod alter_topic_config;
 pub(in crate::protocol) mod api_versions;
 pub(in crate::protocol) mod authenticate;
@@ -16,8 +17,10 @@ pub(in crate::protocol) mod create_partitions;
 pub(in crate::protocol) mod create_topic;
 pub(in crate::protocol) mod delete_records;
 pub(in crate::protocol) mod delete_topic;
+pub(in crate::protocol) mod end_transaction;
 pub(in crate::protocol) mod fetch;
 pub(in crate::protocol) mod init_producer_id;
+pub(in crate::protocol) mod init_transaction;
 pub(in crate::protocol) mod leader_epoch_end;
 pub(in crate::protocol) mod list_offsets;
 pub(in crate::protocol) mod metadata;
@@ -73,12 +76,19 @@ pub enum ApiKey {
     CreatePartitions = 18,
     /// Delete a partition's records below an offset (move its log start).
     DeleteRecords = 19,
+    /// Start or take over a transactional id for native atomic appends (fences its previous
+    /// instance).
+    InitTransaction = 20,
+    /// Partitions join a native transaction, each under the writer's lease epoch.
+    AddToTransaction = 21,
+    /// Commit or abort a native transaction: all of its partitions, or none.
+    EndTransaction = 22,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 20] = [
+    pub const ALL: [ApiKey; 23] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -99,6 +109,9 @@ impl ApiKey {
         ApiKey::AlterTopicConfig,
         ApiKey::CreatePartitions,
         ApiKey::DeleteRecords,
+        ApiKey::InitTransaction,
+        ApiKey::AddToTransaction,
+        ApiKey::EndTransaction,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -134,6 +147,9 @@ impl ApiKey {
             ApiKey::AlterTopicConfig => "AlterTopicConfig",
             ApiKey::CreatePartitions => "CreatePartitions",
             ApiKey::DeleteRecords => "DeleteRecords",
+            ApiKey::InitTransaction => "InitTransaction",
+            ApiKey::AddToTransaction => "AddToTransaction",
+            ApiKey::EndTransaction => "EndTransaction",
         }
     }
 
@@ -222,6 +238,9 @@ mod tests {
         assert_eq!(ApiKey::AlterTopicConfig.as_u16(), 17);
         assert_eq!(ApiKey::CreatePartitions.as_u16(), 18);
         assert_eq!(ApiKey::DeleteRecords.as_u16(), 19);
+        assert_eq!(ApiKey::InitTransaction.as_u16(), 20);
+        assert_eq!(ApiKey::AddToTransaction.as_u16(), 21);
+        assert_eq!(ApiKey::EndTransaction.as_u16(), 22);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

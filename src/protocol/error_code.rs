@@ -127,12 +127,23 @@ pub enum ErrorCode {
     /// fetches, leader-epoch queries, a replication factor above 1. This broker runs
     /// standalone; not retriable against it.
     ClusterRequired = 41,
+    /// A newer instance of the transactional id took over (`InitTransaction` bumped its producer
+    /// epoch): this instance is fenced for good and its open transaction was aborted. Not
+    /// retriable: close the producer.
+    ProducerFenced = 42,
+    /// The transaction request does not fit the transaction's state (a commit of a transaction
+    /// the server aborted, a producer id that is not the transactional id's, ...). Nothing was
+    /// done. Not retriable as is.
+    InvalidTransactionState = 43,
+    /// The transactional id's previous transaction is still completing (its markers are being
+    /// written). Nothing was done. Retriable after a short back-off.
+    ConcurrentTransactions = 44,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 41] = [
+    pub const ALL: [ErrorCode; 44] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -174,6 +185,9 @@ impl ErrorCode {
         ErrorCode::NotEnoughReplicasAfterAppend,
         ErrorCode::LeaderNotAvailable,
         ErrorCode::ClusterRequired,
+        ErrorCode::ProducerFenced,
+        ErrorCode::InvalidTransactionState,
+        ErrorCode::ConcurrentTransactions,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -205,6 +219,7 @@ impl ErrorCode {
                 | ErrorCode::NotLeader
                 | ErrorCode::NotEnoughReplicas
                 | ErrorCode::LeaderNotAvailable
+                | ErrorCode::ConcurrentTransactions
         )
     }
 
@@ -286,7 +301,10 @@ impl ErrorCode {
             | ErrorCode::UnknownLeaderEpoch
             | ErrorCode::NotEnoughReplicas
             | ErrorCode::LeaderNotAvailable
-            | ErrorCode::ClusterRequired => Outcome::NotWritten,
+            | ErrorCode::ClusterRequired
+            | ErrorCode::ProducerFenced
+            | ErrorCode::InvalidTransactionState
+            | ErrorCode::ConcurrentTransactions => Outcome::NotWritten,
         }
     }
 
@@ -367,6 +385,9 @@ impl ErrorCode {
             ErrorCode::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
             ErrorCode::LeaderNotAvailable => "LEADER_NOT_AVAILABLE",
             ErrorCode::ClusterRequired => "CLUSTER_REQUIRED",
+            ErrorCode::ProducerFenced => "PRODUCER_FENCED",
+            ErrorCode::InvalidTransactionState => "INVALID_TRANSACTION_STATE",
+            ErrorCode::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
         }
     }
 }
@@ -398,7 +419,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(42), None);
+        assert_eq!(ErrorCode::from_u16(45), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -430,6 +451,9 @@ mod tests {
         assert_eq!(ErrorCode::NotEnoughReplicasAfterAppend.as_u16(), 39);
         assert_eq!(ErrorCode::LeaderNotAvailable.as_u16(), 40);
         assert_eq!(ErrorCode::ClusterRequired.as_u16(), 41);
+        assert_eq!(ErrorCode::ProducerFenced.as_u16(), 42);
+        assert_eq!(ErrorCode::InvalidTransactionState.as_u16(), 43);
+        assert_eq!(ErrorCode::ConcurrentTransactions.as_u16(), 44);
         assert!(!ErrorCode::PartitionUnavailable.is_retriable());
     }
 

@@ -36,6 +36,7 @@ mod topic_config;
 mod wire;
 pub mod wrong_port;
 
+pub use api::add_to_transaction::{TransactionPartition, TransactionProducer};
 pub use api::api_versions::SERVER_SOFTWARE;
 pub use api::create_topic::Replication;
 pub use api::fetch::CommittedRead;

@@ -6,12 +6,16 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_partitions, create_topic,
-    delete_records, delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets,
-    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, add_to_transaction, alter_topic_config, api_versions, authenticate,
+    create_partitions, create_topic, delete_records, delete_topic, end_transaction, fetch,
+    init_producer_id, init_transaction, leader_epoch_end, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
-use super::{Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication};
+use super::{
+    Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication, TransactionPartition,
+    TransactionProducer,
+};
 use crate::domain::{TopicConfig, TopicConfigChange};
 
 /// A request body, one variant per API (see `docs/protocol.md` for the
@@ -182,6 +186,27 @@ pub enum Request {
         /// One question per partition.
         partitions: Vec<LeaderEpochQuery>,
     },
+    /// Start (or take over) a transactional id for native atomic appends.
+    InitTransaction {
+        /// The transactional id (at most 120 bytes).
+        transactional_id: String,
+        /// An open transaction older than this is aborted (at most 15 minutes).
+        timeout_ms: u32,
+    },
+    /// Partitions join the producer's open transaction (all or none).
+    AddToTransaction {
+        /// Whose transaction.
+        producer: TransactionProducer,
+        /// The partitions, each with the writer's lease epoch there.
+        partitions: Vec<TransactionPartition>,
+    },
+    /// Commit or abort the producer's open transaction.
+    EndTransaction {
+        /// Whose transaction.
+        producer: TransactionProducer,
+        /// `true` commits, `false` aborts.
+        commit: bool,
+    },
 }
 
 impl Request {
@@ -208,6 +233,9 @@ impl Request {
             Request::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
             Request::ReplicaFetch(_) => ApiKey::ReplicaFetch,
             Request::LeaderEpochEnd { .. } => ApiKey::LeaderEpochEnd,
+            Request::InitTransaction { .. } => ApiKey::InitTransaction,
+            Request::AddToTransaction { .. } => ApiKey::AddToTransaction,
+            Request::EndTransaction { .. } => ApiKey::EndTransaction,
         }
     }
 
@@ -270,6 +298,14 @@ impl Request {
             Request::LeaderEpochEnd { partitions } => {
                 leader_epoch_end::request_body_len(partitions)
             }
+            Request::InitTransaction {
+                transactional_id, ..
+            } => init_transaction::request_body_len(transactional_id),
+            Request::AddToTransaction {
+                producer,
+                partitions,
+            } => add_to_transaction::request_body_len(producer, partitions),
+            Request::EndTransaction { producer, .. } => end_transaction::request_body_len(producer),
         }
     }
 
@@ -364,6 +400,17 @@ impl Request {
             Request::LeaderEpochEnd { partitions } => {
                 leader_epoch_end::encode_request(dst, partitions)
             }
+            Request::InitTransaction {
+                transactional_id,
+                timeout_ms,
+            } => init_transaction::encode_request(dst, transactional_id, *timeout_ms),
+            Request::AddToTransaction {
+                producer,
+                partitions,
+            } => add_to_transaction::encode_request(dst, producer, partitions),
+            Request::EndTransaction { producer, commit } => {
+                end_transaction::encode_request(dst, producer, *commit)
+            }
         }
     }
 
@@ -395,6 +442,9 @@ impl Request {
             ApiKey::AuthenticateContinue => authenticate::decode_continue_request(r),
             ApiKey::ReplicaFetch => replica_fetch::decode_request(r, version),
             ApiKey::LeaderEpochEnd => leader_epoch_end::decode_request(r),
+            ApiKey::InitTransaction => init_transaction::decode_request(r),
+            ApiKey::AddToTransaction => add_to_transaction::decode_request(r),
+            ApiKey::EndTransaction => end_transaction::decode_request(r),
         }
     }
 }

@@ -7,9 +7,10 @@
 use bytes::{Bytes, BytesMut};
 
 use super::api::{
-    acquire_lease, alter_topic_config, api_versions, authenticate, create_partitions, create_topic,
-    delete_records, delete_topic, fetch, init_producer_id, leader_epoch_end, list_offsets,
-    metadata, offset_commit, offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    acquire_lease, add_to_transaction, alter_topic_config, api_versions, authenticate,
+    create_partitions, create_topic, delete_records, delete_topic, end_transaction, fetch,
+    init_producer_id, init_transaction, leader_epoch_end, list_offsets, metadata, offset_commit,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -144,6 +145,17 @@ pub enum Response {
         /// One entry per partition asked about.
         partitions: Vec<LeaderEpochEndPartition>,
     },
+    /// The transactional id's producer id and its new producer epoch.
+    InitTransaction {
+        /// Stable for the transactional id.
+        producer_id: i64,
+        /// This instance's epoch: every older instance is fenced.
+        producer_epoch: i16,
+    },
+    /// The partitions joined the transaction. Empty body.
+    AddToTransaction,
+    /// The transaction's outcome is decided and durable. Empty body.
+    EndTransaction,
 }
 
 impl Response {
@@ -178,6 +190,9 @@ impl Response {
             Response::AuthenticateContinue { .. } => ApiKey::AuthenticateContinue,
             Response::ReplicaFetch { .. } => ApiKey::ReplicaFetch,
             Response::LeaderEpochEnd { .. } => ApiKey::LeaderEpochEnd,
+            Response::InitTransaction { .. } => ApiKey::InitTransaction,
+            Response::AddToTransaction => ApiKey::AddToTransaction,
+            Response::EndTransaction => ApiKey::EndTransaction,
         }
     }
 
@@ -213,6 +228,8 @@ impl Response {
             Response::LeaderEpochEnd { partitions } => {
                 leader_epoch_end::response_body_len(partitions)
             }
+            Response::InitTransaction { .. } => init_transaction::response_body_len(),
+            Response::AddToTransaction | Response::EndTransaction => 0,
         }
     }
 
@@ -288,6 +305,12 @@ impl Response {
             Response::LeaderEpochEnd { partitions } => {
                 leader_epoch_end::encode_response(dst, partitions)
             }
+            Response::InitTransaction {
+                producer_id,
+                producer_epoch,
+            } => init_transaction::encode_response(dst, *producer_id, *producer_epoch),
+            // Empty bodies.
+            Response::AddToTransaction | Response::EndTransaction => Ok(()),
         }
     }
 
@@ -319,6 +342,9 @@ impl Response {
             ApiKey::AuthenticateContinue => authenticate::decode_continue_response(r),
             ApiKey::ReplicaFetch => replica_fetch::decode_response(r),
             ApiKey::LeaderEpochEnd => leader_epoch_end::decode_response(r),
+            ApiKey::InitTransaction => init_transaction::decode_response(r),
+            ApiKey::AddToTransaction => add_to_transaction::decode_response(r),
+            ApiKey::EndTransaction => end_transaction::decode_response(r),
         }
     }
 }

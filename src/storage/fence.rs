@@ -602,6 +602,18 @@ impl<L> Fence<L> {
         f(log, replica.leader_epoch)
     }
 
+    /// Takes the lock and keeps it: the first step of an append that spans partitions (see
+    /// `Partition::append_atomically`), which holds every partition's fence at once, checks
+    /// every credential and only then writes, so no grant on any of them falls between the
+    /// checks and the writes. Callers take several fences in one global order (by partition
+    /// name) so that two such appends never wait on each other in a cycle.
+    pub fn hold(&self) -> HeldFence<'_, L> {
+        HeldFence {
+            guarded: self.lock(),
+            creation_epoch: self.creation_epoch,
+        }
+    }
+
     /// Runs `f` on the log under the lock without an epoch check, for operations that do not
     /// write batches (reading the tail position, sealing segments on close, retention).
     pub fn with_log<T>(&self, f: impl FnOnce(&mut L) -> T) -> T {
@@ -613,6 +625,33 @@ impl<L> Fence<L> {
         let mut guarded = self.lock();
         let Guarded { replica, log, .. } = &mut *guarded;
         f(log, replica)
+    }
+}
+
+/// A fence whose lock is held ([`Fence::hold`]): its credential checks and its log, under that
+/// one lock until it is dropped.
+pub struct HeldFence<'a, L> {
+    guarded: MutexGuard<'a, Guarded<L>>,
+    creation_epoch: u64,
+}
+
+impl<L> HeldFence<'_, L> {
+    /// The same check as [`Fence::append_as`]'s, under the held lock.
+    pub fn check<E>(&self, credential: WriteCredential) -> Result<(), E>
+    where
+        E: From<FenceError> + From<ReplicaError>,
+    {
+        check_producer::<L, E>(credential, &self.guarded, self.creation_epoch)
+    }
+
+    /// The log, for a write after [`check`](Self::check) passed under this same hold.
+    pub fn log(&mut self) -> &mut L {
+        &mut self.guarded.log
+    }
+
+    /// The log, to read under the held lock.
+    pub fn log_ref(&self) -> &L {
+        &self.guarded.log
     }
 }
 

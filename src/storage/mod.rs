@@ -49,8 +49,8 @@ pub use config::{FlushPolicy, PartitionConfig};
 pub use fence::{FenceError, ReplicaError, Role, WriteCredential};
 pub use open_segments::{open_sealed_segments, OPEN_SEALED_SEGMENTS_MAX};
 pub use partition::{
-    Appended, Limits, Partition, PendingAppend, ReadResult, ReplicaRead, RetentionReport,
-    SyncObserver, SyncedRange,
+    Appended, AtomicAppend, AtomicAppendError, Limits, Partition, PendingAppend, ReadResult,
+    ReplicaRead, RetentionReport, SyncObserver, SyncedRange,
 };
 pub use producer_state::SequenceError;
 pub use recovery::{DamagedRange, RecoveryReport};

@@ -43,6 +43,7 @@ use high_watermark::Watermarks;
 use sync::ObserverSlot;
 
 mod append;
+mod atomic;
 mod delete_records;
 mod high_watermark;
 mod open;
@@ -54,6 +55,7 @@ mod truncate;
 mod writer;
 
 pub use append::{Appended, PendingAppend};
+pub use atomic::{AtomicAppend, AtomicAppendError};
 pub use read::ReadResult;
 pub use replicate::ReplicaRead;
 pub use retention::RetentionReport;

@@ -10,4 +10,5 @@ mod support;
 mod client_api;
 mod client_cluster;
 mod client_reconnect;
+mod client_transactions;
 mod consumer_stream;

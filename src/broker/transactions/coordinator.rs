@@ -86,10 +86,54 @@ pub enum CoordinatorError {
     /// leader, a full disk).
     #[error(transparent)]
     Broker(#[from] BrokerError),
+    /// A native atomic append named a partition with epoch 0: its transactions write under
+    /// leases.
+    #[error("{topic}-{partition}: a native transaction writes under a lease; acquire the partition's lease and add it with that epoch")]
+    Unleased {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// A native atomic append added a partition with an epoch that is not current there.
+    #[error("fenced: epoch {epoch} < current {current} on {topic}-{partition}")]
+    Fenced {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The epoch the writer gave.
+        epoch: u64,
+        /// The partition's current epoch.
+        current: u64,
+    },
+    /// A native atomic commit's marker was refused by a partition (most often its fence: the
+    /// writer's lease there was granted to someone else): nothing was written, and the
+    /// transaction is aborted.
+    #[error("{partition}: {source}; the transaction was aborted, none of it is visible")]
+    CommitRefused {
+        /// `topic/partition`.
+        partition: String,
+        /// Why.
+        #[source]
+        source: crate::storage::StorageError,
+    },
     /// A marker was not written: the outcome is decided and durable; the markers are written
     /// again by the timeout task.
     #[error(transparent)]
-    Markers(#[from] MarkerError),
+    Markers(Box<MarkerError>),
+}
+
+impl From<MarkerError> for CoordinatorError {
+    fn from(error: MarkerError) -> Self {
+        Self::Markers(Box::new(error))
+    }
+}
+
+impl From<io::Error> for CoordinatorError {
+    fn from(error: io::Error) -> Self {
+        Self::Store(error)
+    }
 }
 
 impl From<UpdateError> for CoordinatorError {
@@ -116,7 +160,7 @@ type PartitionKey = (String, i32);
 /// The coordinator: the registry of transactional ids, the shared partition leases and the
 /// per-id produce gates.
 pub struct TransactionCoordinator {
-    registry: TransactionRegistry,
+    pub(super) registry: TransactionRegistry,
     gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
     /// The partitions leased for transactions (read by the produce path, synchronously).
     leases: std::sync::Mutex<HashMap<PartitionKey, SharedLease>>,
@@ -140,7 +184,7 @@ pub fn now_ms() -> i64 {
 
 /// The refusal of a request for a transactional id the coordinator does not know: its producer
 /// id cannot be the id's (`INVALID_PRODUCER_ID_MAPPING`; the producer calls InitProducerId).
-fn unknown(producer_id: i64) -> TxnError {
+pub(super) fn unknown(producer_id: i64) -> TxnError {
     TxnError::InvalidProducerIdMapping {
         given: producer_id,
         current: -1,
@@ -153,6 +197,18 @@ fn known(
     producer_id: i64,
 ) -> Result<&TransactionMetadata, TxnError> {
     current.ok_or(unknown(producer_id))
+}
+
+/// The epoch current on `topic`-`partition` now.
+pub(super) fn current_epoch(
+    service: &BrokerService,
+    topic: &str,
+    partition: i32,
+) -> Result<u64, BrokerError> {
+    let index = u32::try_from(partition).map_err(|_| {
+        BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
+    })?;
+    Ok(service.broker().partition(topic, index)?.current_epoch())
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -324,7 +380,7 @@ impl TransactionCoordinator {
         let Some(state) = self.registry.get(transactional_id) else {
             return Ok(());
         };
-        for partition in &state.partitions {
+        for partition in state.partitions.iter().filter(|p| !p.client_leased) {
             self.lease(
                 service,
                 transactional_id,
@@ -576,6 +632,7 @@ impl TransactionCoordinator {
                     topic,
                     partition,
                     lease_epoch,
+                    client_leased: false,
                 }),
                 Err(error) => {
                     refused.insert((topic, partition), error);
@@ -628,7 +685,14 @@ impl TransactionCoordinator {
         };
         self.hold_leases(service, transactional_id).await?;
         for partition in &mut state.partitions {
-            if let Some(epoch) = self.lease_epoch(&partition.topic, partition.partition) {
+            if partition.client_leased {
+                // A writer's own lease: an abort may always be written (it only hides), and a
+                // prepared commit was decided while the writer's epoch was current on every
+                // partition at once (`commit_atomically`), so both settle under the epoch
+                // current now, whoever holds it.
+                partition.lease_epoch =
+                    current_epoch(service, &partition.topic, partition.partition)?;
+            } else if let Some(epoch) = self.lease_epoch(&partition.topic, partition.partition) {
                 partition.lease_epoch = epoch;
             }
         }
@@ -643,6 +707,18 @@ impl TransactionCoordinator {
             }
             return Err(error.into());
         }
+        self.settle(service, transactional_id, &state, marker).await
+    }
+
+    /// What follows a prepared outcome's markers: the pending offsets applied (commit), the
+    /// state stored `Complete*`, and the coordinator's leases left.
+    pub(super) async fn settle(
+        &self,
+        service: &Arc<BrokerService>,
+        transactional_id: &str,
+        state: &TransactionMetadata,
+        marker: ControlMarker,
+    ) -> Result<(), CoordinatorError> {
         if marker == ControlMarker::Commit {
             for (group, topics) in &state.pending_offsets {
                 let offsets = topics

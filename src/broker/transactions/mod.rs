@@ -15,11 +15,13 @@
 //! * [`registry`]: the ids in memory, each update decided, written, then installed.
 //! * [`markers`]: a transaction's outcome written into its partitions through the fence.
 //! * [`coordinator`]: drives the machine with leases, markers and a timeout task (standalone).
+//! * `atomic`: native atomic appends, a writer's own leased partitions committed in one step.
 //!
 //! Not here yet (see docs/kafka.md): a cluster's replication of this state (the
 //! `__transaction_state` topic, following `offsets_topic`); on a cluster the Kafka listener
 //! refuses transactional ids.
 
+mod atomic;
 pub mod coordinator;
 pub mod markers;
 pub mod registry;

@@ -146,6 +146,58 @@ impl TransactionRegistry {
     }
 }
 
+impl TransactionRegistry {
+    /// [`update`](Self::update) for a decision made inside a blocking step: `section` gets
+    /// `transactional_id`'s current state and `save`, which makes a next state durable (setting
+    /// its `updated_ms`) from inside the step: the atomic commit saves its decision while it
+    /// holds the partitions' fence locks. `section` returns the state to install (`None`:
+    /// nothing changed; a state it returns must be one it saved) and its answer. Serialised
+    /// with every other update.
+    pub async fn update_within<T, E>(
+        &self,
+        transactional_id: &str,
+        section: impl FnOnce(
+                Option<TransactionMetadata>,
+                &Saver,
+            ) -> Result<(Option<TransactionMetadata>, T), E>
+            + Send
+            + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<io::Error> + Send + 'static,
+    {
+        let _serialised = self.updates.lock().await;
+        let current = self.get(transactional_id);
+        let saver = Saver {
+            store: Arc::clone(&self.store),
+        };
+        let (next, answer) = tokio::task::spawn_blocking(move || section(current, &saver))
+            .await
+            .map_err(|panicked| io::Error::other(format!("the update panicked: {panicked}")))??;
+        if let Some(next) = next {
+            self.states
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(transactional_id.to_string(), next);
+        }
+        Ok(answer)
+    }
+}
+
+/// The durable write of a state, handed to [`TransactionRegistry::update_within`]'s step.
+pub struct Saver {
+    store: Arc<TransactionStore>,
+}
+
+impl Saver {
+    /// Stamps `state` as updated now and writes it durably (blocking: fsync).
+    pub fn save(&self, state: &mut TransactionMetadata) -> io::Result<()> {
+        state.updated_ms = super::coordinator::now_ms();
+        self.store.save(state)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +265,7 @@ mod tests {
                         topic: "t".into(),
                         partition: 0,
                         lease_epoch: 1,
+                        client_leased: false,
                     }],
                     1,
                 )?;

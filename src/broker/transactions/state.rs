@@ -85,6 +85,12 @@ pub struct TxnPartition {
     /// coordinator's shared lease may be re-acquired later, after a restart: writes and
     /// markers use its current epoch).
     pub lease_epoch: u64,
+    /// The writer leases the partition itself (a native atomic append): `lease_epoch` is that
+    /// lease's epoch, checked still current on every partition at once when the transaction
+    /// commits; the coordinator neither acquires nor releases the lease. `false`: the
+    /// coordinator holds it (a Kafka transaction).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_leased: bool,
 }
 
 /// An offset sent by `TxnOffsetCommit`, applied to the group's committed offsets when the

@@ -8,6 +8,7 @@ fn partition(topic: &str, partition: i32, lease_epoch: u64) -> TxnPartition {
         topic: topic.to_string(),
         partition,
         lease_epoch,
+        client_leased: false,
     }
 }
 

@@ -48,8 +48,17 @@ pub(in crate::protocol) fn encode_response(
 
 /// Reads the response body.
 pub(in crate::protocol) fn decode_response(r: &mut Reader) -> Result<Response, WireError> {
+    let (producer_id, producer_epoch) = decode_response_as(r)?;
     Ok(Response::InitProducerId {
-        producer_id: r.u64("producer_id")? as i64,
-        producer_epoch: r.u16("producer_epoch")? as i16,
+        producer_id,
+        producer_epoch,
     })
+}
+
+/// The response body's fields (`InitTransaction` answers with the same two).
+pub(in crate::protocol) fn decode_response_as(r: &mut Reader) -> Result<(i64, i16), WireError> {
+    Ok((
+        r.u64("producer_id")? as i64,
+        r.u16("producer_epoch")? as i16,
+    ))
 }

@@ -181,6 +181,9 @@ pub fn coordinator_error(error: &CoordinatorError, fenced: ResponseError) -> Res
         // A prepared outcome whose markers are still to be written: retry.
         CoordinatorError::Markers(_) => ResponseError::ConcurrentTransactions,
         CoordinatorError::Broker(broker) => kafka_error(broker),
+        // Native atomic appends' refusals (never reached through the Kafka listener).
+        CoordinatorError::Unleased { .. } => ResponseError::InvalidRequest,
+        CoordinatorError::Fenced { .. } | CoordinatorError::CommitRefused { .. } => fenced,
     }
 }
 

@@ -102,7 +102,11 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         | Request::RenewLease { topic, .. }
         | Request::ReleaseLease { topic, .. } => Some((Operation::Lease, Some(topic))),
         Request::Produce { topic, .. } => Some((Operation::Produce, Some(topic))),
-        Request::InitProducerId => Some((Operation::Produce, None)),
+        Request::InitProducerId
+        | Request::InitTransaction { .. }
+        | Request::EndTransaction { .. } => Some((Operation::Produce, None)),
+        // Every topic named is checked in `authorize`.
+        Request::AddToTransaction { .. } => Some((Operation::Produce, None)),
         // Broker to broker: every topic named is checked in `authorize` (the broker principal,
         // or `admin` on the topic).
         Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } => Some((Operation::Admin, None)),
@@ -122,6 +126,12 @@ pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized
             if !access.may_see(topic) {
                 return access.check(Operation::Consume, topic);
             }
+        }
+        return Ok(());
+    }
+    if let Request::AddToTransaction { partitions, .. } = request {
+        for partition in partitions {
+            access.check(Operation::Produce, &partition.topic)?;
         }
         return Ok(());
     }

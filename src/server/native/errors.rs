@@ -120,7 +120,7 @@ fn lease_error(error: &LeaseError, message: String) -> ErrorResponse {
     }
 }
 
-fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
+pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorResponse {
     if let Some(resource) = error.exhausted_resource() {
         return ErrorResponse::new(
             ErrorCode::ResourceExhausted,

@@ -45,7 +45,16 @@ pub fn start(
             ),
         )));
     }
-    let answer = answer(service, config, advertised, produce_queue, frame.request);
+    let request = match super::transactions::answer(service, frame.request) {
+        Ok(transaction) => {
+            return Box::pin(transaction.map(move |result| match result {
+                Ok(response) => ResponseFrame::ok(correlation_id, response),
+                Err(error) => ResponseFrame::error(correlation_id, error),
+            }))
+        }
+        Err(request) => request,
+    };
+    let answer = answer(service, config, advertised, produce_queue, request);
     Box::pin(answer.map(move |result| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
         Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
@@ -246,6 +255,9 @@ fn answer(
             Box::pin(future::ready(service.serve_epoch_end(partitions)))
         }
         // Answered in `start` before dispatch; never reaches the broker.
+        Request::InitTransaction { .. }
+        | Request::AddToTransaction { .. }
+        | Request::EndTransaction { .. } => unreachable!("answered by `super::transactions`"),
         Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } => {
             Box::pin(future::ready(Err(BrokerError::InvalidConfig(
                 "authentication requests are answered by the connection".into(),

@@ -5,6 +5,7 @@
 mod authentication;
 mod errors;
 mod handler;
+mod transactions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,136 @@
+//! The native transaction APIs (`InitTransaction`, `AddToTransaction`, `EndTransaction`)
+//! translated into transaction coordinator calls, and the coordinator's refusals into native
+//! error responses. The coordinator is the one Kafka transactions use (see
+//! `broker::transactions`); a broker without one (a cluster member, for now) refuses them.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::errors::{storage_error, to_error_response};
+use crate::broker::transactions::{CoordinatorError, TransactionCoordinator, TxnError};
+use crate::broker::BrokerService;
+use crate::protocol::{ErrorCode, ErrorResponse, Request, Response, TransactionProducer};
+
+/// The answer to a transaction request; any other request is handed back.
+pub fn answer(
+    service: &Arc<BrokerService>,
+    request: Request,
+) -> Result<BoxFuture<'static, Result<Response, ErrorResponse>>, Request> {
+    let service = Arc::clone(service);
+    Ok(match request {
+        Request::InitTransaction {
+            transactional_id,
+            timeout_ms,
+        } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let (producer_id, producer_epoch) = coordinator
+                .init_producer_id(&service, &transactional_id, i64::from(timeout_ms), None)
+                .await
+                .map_err(|error| coordinator_error(&error))?;
+            Ok(Response::InitTransaction {
+                producer_id,
+                producer_epoch,
+            })
+        }),
+        Request::AddToTransaction {
+            producer,
+            partitions,
+        } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let mut joining = Vec::with_capacity(partitions.len());
+            for partition in partitions {
+                let index = i32::try_from(partition.partition).map_err(|_| {
+                    ErrorResponse::new(
+                        ErrorCode::UnknownPartition,
+                        format!(
+                            "partition {} of {} does not exist",
+                            partition.partition, partition.topic
+                        ),
+                    )
+                })?;
+                joining.push((partition.topic, index, partition.epoch));
+            }
+            let TransactionProducer {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+            } = producer;
+            coordinator
+                .add_client_partitions(
+                    &service,
+                    &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    joining,
+                )
+                .await
+                .map_err(|error| coordinator_error(&error))?;
+            Ok(Response::AddToTransaction)
+        }),
+        Request::EndTransaction { producer, commit } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let TransactionProducer {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+            } = producer;
+            let ended = if commit {
+                coordinator
+                    .commit_atomically(&service, &transactional_id, producer_id, producer_epoch)
+                    .await
+            } else {
+                coordinator
+                    .end(
+                        &service,
+                        &transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        false,
+                    )
+                    .await
+            };
+            ended.map_err(|error| coordinator_error(&error))?;
+            Ok(Response::EndTransaction)
+        }),
+        other => return Err(other),
+    })
+}
+
+/// The broker's transaction coordinator, or the refusal of a broker without one.
+fn coordinator(service: &BrokerService) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
+    service.transactions().cloned().ok_or_else(|| {
+        ErrorResponse::new(
+            ErrorCode::InvalidRequest,
+            "this broker coordinates no transactions: native atomic appends run on a standalone server (a cluster does not coordinate transactions yet)",
+        )
+    })
+}
+
+/// The native error for a coordinator's refusal, with its message.
+fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
+    let message = error.to_string();
+    let plain = |code| ErrorResponse::new(code, message.clone());
+    match error {
+        CoordinatorError::Refused(refused) => plain(match refused {
+            TxnError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
+            TxnError::ConcurrentTransactions { .. } => ErrorCode::ConcurrentTransactions,
+            TxnError::InvalidProducerIdMapping { .. }
+            | TxnError::InvalidTxnState { .. }
+            | TxnError::PartitionNotAdded { .. } => ErrorCode::InvalidTransactionState,
+            TxnError::InvalidTimeout { .. } => ErrorCode::InvalidRequest,
+            TxnError::TooManyIds { .. } => ErrorCode::ResourceExhausted,
+        }),
+        // Nothing changed: the state file could not be written.
+        CoordinatorError::Store(_) => plain(ErrorCode::StorageError),
+        CoordinatorError::PartitionLeased { .. } => plain(ErrorCode::LeaseHeld),
+        // A prepared outcome whose markers are still being written.
+        CoordinatorError::Markers(_) => plain(ErrorCode::ConcurrentTransactions),
+        CoordinatorError::Broker(broker) => to_error_response(broker),
+        CoordinatorError::Unleased { .. } => plain(ErrorCode::InvalidRequest),
+        CoordinatorError::Fenced { epoch, current, .. } => {
+            ErrorResponse::with_epochs(ErrorCode::Fenced, message.clone(), *epoch, *current)
+        }
+        CoordinatorError::CommitRefused { source, .. } => storage_error(source, message.clone()),
+    }
+}
