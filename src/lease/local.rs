@@ -222,10 +222,124 @@ mod loom_models {
         (directory, broker, authority, target)
     }
 
+    /// [`one_partition`] with two partitions, `a/0` and `b/0`.
+    fn two_partitions() -> (
+        tempfile::TempDir,
+        Broker,
+        LocalLeaseAuthority,
+        LeaseTarget,
+        LeaseTarget,
+    ) {
+        let directory = tempfile::tempdir().unwrap();
+        let broker = Broker::open(directory.path()).unwrap();
+        let config = TopicConfig {
+            segment_bytes: 4096,
+            flush: FlushPolicy::Never,
+            retention_bytes: None,
+            retention_ms: None,
+        };
+        // Two topics of one partition each: a topic's partitions open on threads of their own,
+        // which loom does not model.
+        broker.create_topic("a", 1, config).unwrap();
+        broker.create_topic("b", 1, config).unwrap();
+        let authority =
+            LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
+        let target = |topic: &str| LeaseTarget {
+            topic: topic.into(),
+            partition: 0,
+            log: broker.partition(topic, 0).unwrap(),
+        };
+        let (first, second) = (target("a"), target("b"));
+        (directory, broker, authority, first, second)
+    }
+
     fn batch(epoch: u64, value: &str) -> bytes::Bytes {
         let mut builder = BatchBuilder::new(epoch);
         builder.push(1, None, Some(value.as_bytes()));
         builder.finish()
+    }
+
+    /// A native atomic commit (the writer holds epoch 1 on both partitions) racing a grant of
+    /// partition 1 to another writer, through the real `Partition::append_atomically` and
+    /// `install_epoch`: either the whole step precedes the grant (both batches written, the
+    /// one on partition 1 below where epoch 2 starts, and the decision made) or nothing of it
+    /// is written, it was refused as fenced on partition 1 and never decided. Never one
+    /// partition without the other.
+    #[test]
+    fn loom_atomic_commit_races_a_grant() {
+        use crate::storage::{AtomicAppend, AtomicAppendError, Partition, WriteCredential};
+        loom::model(|| {
+            let (_directory, _broker, authority, first, second) = two_partitions();
+            let now = Instant::now();
+            for target in [&first, &second] {
+                let lease = authority.acquire_blocking(target, "w", 100, now).unwrap();
+                assert_eq!(lease.epoch, 1);
+            }
+            let committer = {
+                let (zero, one) = (Arc::clone(&first.log), Arc::clone(&second.log));
+                loom::thread::spawn(move || {
+                    let (marker0, marker1) = (batch(1, "m0"), batch(1, "m1"));
+                    let appends = [
+                        AtomicAppend {
+                            partition: &zero,
+                            credential: WriteCredential::Epoch(1),
+                            batch: &marker0,
+                        },
+                        AtomicAppend {
+                            partition: &one,
+                            credential: WriteCredential::Epoch(1),
+                            batch: &marker1,
+                        },
+                    ];
+                    let mut decided = false;
+                    let result = Partition::append_atomically(&appends, || {
+                        decided = true;
+                        Ok::<(), ()>(())
+                    });
+                    let result = result
+                        .map(|pending| pending.len())
+                        .map_err(|error| match error {
+                            AtomicAppendError::Refused { partition, source } => {
+                                (partition, source.to_string())
+                            }
+                            other => panic!("unexpected {other:?}"),
+                        });
+                    (result, decided)
+                })
+            };
+            second.log.install_epoch(2).unwrap();
+            let (result, decided) = committer.join().unwrap();
+            let epoch_2_starts = second
+                .log
+                .epoch_history()
+                .into_iter()
+                .find(|(epoch, _)| *epoch == 2)
+                .map(|(_, start)| start)
+                .unwrap();
+            match result {
+                Ok(2) => {
+                    assert!(decided);
+                    assert_eq!(first.log.log_end_offset(), 1);
+                    assert_eq!(epoch_2_starts, 1, "the commit precedes the grant");
+                }
+                Err((partition, message)) => {
+                    assert!(!decided, "refused steps are never decided");
+                    assert_eq!(partition, "b/0");
+                    assert_eq!(
+                        message,
+                        FenceError::Fenced {
+                            epoch: 1,
+                            current: 2
+                        }
+                        .to_string()
+                    );
+                    assert_eq!(first.log.log_end_offset(), 0, "nothing on partition 0");
+                    assert_eq!(second.log.log_end_offset(), 0, "nothing on partition 1");
+                    assert_eq!(epoch_2_starts, 0);
+                }
+                Ok(other) => panic!("{other} pending appends"),
+            }
+        });
     }
 
     /// Holder A (epoch 1) appends while holder B is granted the lease: after the grant returns,

@@ -34,6 +34,11 @@ use crate::batch::{control_batch, ControlMarker};
 use crate::broker::{BrokerError, BrokerService};
 use crate::storage::{AtomicAppend, AtomicAppendError, Partition, WriteCredential};
 
+/// The most partitions one native atomic append spans: its commit holds every one's fence lock
+/// at once, so the step stays bounded. Adding past it is refused
+/// ([`CoordinatorError::TooManyPartitions`]).
+pub const MAX_ATOMIC_PARTITIONS: usize = 1_000;
+
 /// What the atomic step did.
 enum Step {
     /// The transaction had already committed (a resend of the request).
@@ -82,6 +87,19 @@ impl TransactionCoordinator {
         self.registry
             .update(transactional_id, |current| {
                 let current = current.ok_or(unknown(producer_id))?;
+                let adding = joined
+                    .iter()
+                    .filter(|partition| {
+                        current
+                            .lease_epoch_of(&partition.topic, partition.partition)
+                            .is_none()
+                    })
+                    .count();
+                if current.partitions.len() + adding > MAX_ATOMIC_PARTITIONS {
+                    return Err(TxnError::TooManyPartitions {
+                        max: MAX_ATOMIC_PARTITIONS,
+                    });
+                }
                 if current
                     .partitions
                     .iter()

@@ -155,6 +155,12 @@ pub enum TxnError {
         /// The limit.
         max: usize,
     },
+    /// A native atomic append would span more partitions than its commit may lock at once.
+    #[error("a native transaction spans at most {max} partitions (MAX_ATOMIC_PARTITIONS); commit and start another")]
+    TooManyPartitions {
+        /// The limit.
+        max: usize,
+    },
     /// The requested timeout is above the broker's limit (`INVALID_TRANSACTION_TIMEOUT`).
     #[error("transaction timeout {requested_ms} ms is above the broker's limit {max_ms} ms (transaction.max.timeout.ms)")]
     InvalidTimeout {
@@ -490,7 +496,7 @@ impl TransactionMetadata {
             })
     }
 
-    fn lease_epoch_of(&self, topic: &str, partition: i32) -> Option<u64> {
+    pub(super) fn lease_epoch_of(&self, topic: &str, partition: i32) -> Option<u64> {
         self.partitions
             .iter()
             .find(|known| known.topic == topic && known.partition == partition)

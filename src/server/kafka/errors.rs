@@ -173,7 +173,9 @@ pub fn coordinator_error(error: &CoordinatorError, fenced: ResponseError) -> Res
                 ResponseError::InvalidTxnState
             }
             TxnError::InvalidTimeout { .. } => ResponseError::InvalidTransactionTimeout,
-            TxnError::TooManyIds { .. } => ResponseError::PolicyViolation,
+            TxnError::TooManyIds { .. } | TxnError::TooManyPartitions { .. } => {
+                ResponseError::PolicyViolation
+            }
         },
         // Nothing changed and the client retries (the state file could not be written).
         CoordinatorError::Store(_) => ResponseError::CoordinatorNotAvailable,

@@ -118,7 +118,9 @@ fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
             TxnError::InvalidProducerIdMapping { .. }
             | TxnError::InvalidTxnState { .. }
             | TxnError::PartitionNotAdded { .. } => ErrorCode::InvalidTransactionState,
-            TxnError::InvalidTimeout { .. } => ErrorCode::InvalidRequest,
+            TxnError::InvalidTimeout { .. } | TxnError::TooManyPartitions { .. } => {
+                ErrorCode::InvalidRequest
+            }
             TxnError::TooManyIds { .. } => ErrorCode::ResourceExhausted,
         }),
         // Nothing changed: the state file could not be written.
