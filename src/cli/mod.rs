@@ -16,6 +16,7 @@ pub mod error;
 pub mod lease;
 pub mod logging;
 pub mod produce;
+mod produce_transaction;
 pub mod security_target;
 pub mod serve;
 pub mod test_clock;

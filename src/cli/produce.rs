@@ -11,6 +11,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::common::{self, ClientArgs, Failure, Output};
+use super::produce_transaction;
 use super::{CliError, EXIT_OUTCOME_UNKNOWN};
 use crate::client::{ClientError, Outcome, Producer, ProducerStats};
 use crate::protocol::Acks;
@@ -57,10 +58,25 @@ With --json the error is one object on stderr, {\"error\":{\"code\",\"message\",
 \"outcome\":\"not_written\"|\"written\"|\"unknown\", ...}} (a fenced one adds \"epoch\" and
 \"current_epoch\").
 
+With --transaction ID, the lines are one atomic append over several partitions (a native
+transaction, see docs/protocol.md section 5.19): each line is PARTITION:VALUE (the partition
+index, a colon, the record's value), --epochs gives the lease epoch of every partition named
+(P=E,P=E), and --partition and --epoch are not used. The lines are appended as they are read;
+at the end of input the transaction commits, and read_committed readers see every line at once,
+or none of them. Offsets are printed after the commit, one line per input line in input order
+(plain: `partition P offset N`; --json: {\"topic\",\"partition\",\"offset\"}). The exit status says:
+  0  committed: every line is published.
+  3  fenced: a partition was granted to another writer (or the epoch given is stale); the
+     transaction was aborted and NO line is published.
+  1  another error; the transaction was aborted and NO line is published.
+  4  outcome unknown: the commit's answer was lost; read the partitions before sending again.
+At most 1000000 lines per transaction (MAX_TRANSACTION_LINES).
+
 Examples:
   fencelog lease acquire orders 0 --holder me          # prints the epoch, say 1
   printf 'order 1\\norder 2\\n' | fencelog produce orders --partition 0 --epoch 1
-  fencelog produce orders --partition 0 --epoch 1 --json < lines.txt")]
+  fencelog produce orders --partition 0 --epoch 1 --json < lines.txt
+  printf '0:debit 10\\n1:credit 10\\n' | fencelog produce ledger --transaction transfer --epochs 0=3,1=5")]
 pub struct ProduceArgs {
     /// Topic name.
     pub topic: String,
@@ -68,8 +84,21 @@ pub struct ProduceArgs {
     #[arg(long, default_value_t = 0)]
     pub partition: u32,
     /// The fencing epoch to write under (from `fencelog lease acquire`).
-    #[arg(long)]
-    pub epoch: u64,
+    #[arg(long, required_unless_present = "transaction")]
+    pub epoch: Option<u64>,
+    /// Append every line as one atomic transaction over several partitions under this
+    /// transactional id: each line is `PARTITION:VALUE`, and the lines are published (to
+    /// read_committed readers) all at once at the end of input, or none of them. See below.
+    #[arg(long, value_name = "TRANSACTIONAL_ID", requires = "epochs")]
+    pub transaction: Option<String>,
+    /// With --transaction: the lease epoch of each partition the lines name, `P=E,P=E`
+    /// (from `fencelog lease acquire` on each).
+    #[arg(long, value_name = "P=E,...", value_parser = produce_transaction::parse_epochs, requires = "transaction")]
+    pub epochs: Option<std::collections::BTreeMap<u32, u64>>,
+    /// With --transaction: the server aborts the transaction if it is still open after this
+    /// long, e.g. `1m`.
+    #[arg(long, default_value = "1m", value_parser = common::parse_duration)]
+    pub transaction_timeout: Duration,
     /// Key given to every record (default: no key).
     #[arg(long)]
     pub key: Option<String>,
@@ -101,19 +130,22 @@ pub struct ProduceArgs {
 }
 
 #[derive(Serialize)]
-struct OffsetJson<'a> {
-    topic: &'a str,
-    partition: u32,
-    offset: u64,
+pub(crate) struct OffsetJson<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) partition: u32,
+    pub(crate) offset: u64,
 }
 
 /// Runs `fencelog produce`.
 pub fn run(args: ProduceArgs) -> Result<(), CliError> {
+    if args.transaction.is_some() {
+        return common::block_on(produce_transaction::produce(args));
+    }
     common::block_on(produce(args))
 }
 
 /// Reads stdin on a plain thread (stdin is blocking) and hands lines over, with backpressure.
-fn read_lines(lines: mpsc::Sender<std::io::Result<Bytes>>) {
+pub(crate) fn read_lines(lines: mpsc::Sender<std::io::Result<Bytes>>) {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     loop {
@@ -152,8 +184,11 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
     if let Some(acks) = args.acks {
         builder = builder.acks(acks);
     }
+    let epoch = args
+        .epoch
+        .ok_or_else(|| CliError::invalid_argument("--epoch is required"))?;
     let producer = builder
-        .epoch(args.epoch)
+        .epoch(epoch)
         .linger(args.linger)
         .batch_records(args.batch_records)
         .batch_bytes(args.batch_bytes)

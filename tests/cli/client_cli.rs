@@ -785,3 +785,111 @@ fn produce_through_cut_connections_appends_every_line_exactly_once() {
     let consumed = h.run(&["consume", "orders", "--partition", "0"], "").ok();
     assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), lines);
 }
+
+/// `produce --transaction`: lines over two partitions are published all at once (offsets
+/// printed in input order after the commit); a stale epoch on one partition aborts the whole
+/// transaction with exit 3 and the fenced message, and read_committed readers see none of it.
+#[test]
+fn produce_transaction_publishes_every_line_or_none() {
+    let h = Harness::start();
+    h.create_topic("ledger");
+    let (zero, _) = h.acquire("ledger", "0");
+    let (one, one_id) = h.acquire("ledger", "1");
+    let epochs = format!("0={zero},1={one}");
+    let committed = h
+        .run(
+            &[
+                "produce",
+                "ledger",
+                "--transaction",
+                "transfer",
+                "--epochs",
+                &epochs,
+                "--json",
+            ],
+            "0:debit 10\n1:credit 10\n0:fee 1\n",
+        )
+        .ok();
+    let placed: Vec<(u64, u64)> = committed
+        .json_lines()
+        .iter()
+        .map(|line| {
+            assert_eq!(line["topic"], "ledger");
+            (
+                line["partition"].as_u64().unwrap(),
+                line["offset"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(placed, [(0, 0), (1, 0), (0, 1)], "input order");
+    let read = |partition: &str| -> Vec<String> {
+        h.run(
+            &[
+                "consume",
+                "ledger",
+                "--partition",
+                partition,
+                "--isolation",
+                "read-committed",
+                "--json",
+            ],
+            "",
+        )
+        .ok()
+        .json_lines()
+        .iter()
+        .map(|record| record["value"].as_str().unwrap().to_owned())
+        .collect()
+    };
+    assert_eq!(read("0"), ["debit 10", "fee 1"]);
+    assert_eq!(read("1"), ["credit 10"]);
+
+    h.run(
+        &["lease", "release", "ledger", "1", "--lease-id", &one_id],
+        "",
+    )
+    .ok();
+    let (newer, _) = h.acquire("ledger", "1");
+    let stale = h.run(
+        &[
+            "produce",
+            "ledger",
+            "--transaction",
+            "transfer",
+            "--epochs",
+            &epochs,
+        ],
+        "0:debit 20\n1:credit 20\n",
+    );
+    assert_eq!(stale.code(), 3, "{stale:?}");
+    assert_eq!(
+        stale.stderr,
+        format!("error: fenced: epoch {one} < current {newer}\n")
+    );
+    assert!(stale.stdout.is_empty(), "{stale:?}");
+    assert_eq!(
+        read("0"),
+        ["debit 10", "fee 1"],
+        "the aborted line is not published"
+    );
+    assert_eq!(read("1"), ["credit 10"]);
+
+    let malformed = h.run(
+        &[
+            "produce",
+            "ledger",
+            "--transaction",
+            "transfer",
+            "--epochs",
+            &epochs,
+        ],
+        "no partition here\n",
+    );
+    assert_eq!(malformed.code(), 1, "{malformed:?}");
+    assert!(
+        malformed
+            .error_line()
+            .contains("line 1 is not PARTITION:VALUE"),
+        "{malformed:?}"
+    );
+}
