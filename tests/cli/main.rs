@@ -30,6 +30,7 @@ mod json_scheme;
 mod kafka_cluster;
 mod kafka_cluster_groups;
 mod kafka_transactions_kill9;
+mod native_transactions_kill9;
 mod nemesis;
 mod newcomer_hints;
 mod serve_args;
