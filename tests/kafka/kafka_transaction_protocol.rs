@@ -471,3 +471,67 @@ async fn native_readers_see_committed_records_only() {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "a1\na2\nc1\n");
 }
+
+/// KIP-447: a TxnOffsetCommit v3 that names the consumer's member and generation is checked as
+/// OffsetCommit is: a member the group does not know cannot commit positions with the output,
+/// and nothing of it is held for the transaction's commit.
+#[tokio::test]
+async fn txn_offset_commit_checks_the_consumer_group_member() {
+    let (server, client) = server_with_topic("out", 1).await;
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    let producer = init(&mut connection, "kip447").await;
+    assert_eq!(
+        add_partitions(&mut connection, 3, "kip447", producer, "out", vec![0]).await,
+        vec![NONE]
+    );
+    let added = connection
+        .call::<AddOffsetsToTxnRequest>(
+            3,
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(transactional_id("kip447"))
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_group_id(GroupId(text("readers"))),
+        )
+        .await;
+    assert_eq!(added.error_code, NONE);
+    let commit = |member: &str, generation: i32| {
+        TxnOffsetCommitRequest::default()
+            .with_transactional_id(transactional_id("kip447"))
+            .with_group_id(GroupId(text("readers")))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_generation_id(generation)
+            .with_member_id(text(member))
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(text("out")))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(7)])])
+    };
+    let refused = connection
+        .call::<TxnOffsetCommitRequest>(3, &commit("ghost", 4))
+        .await;
+    assert_eq!(
+        refused.topics[0].partitions[0].error_code,
+        kafka_protocol::ResponseError::UnknownMemberId.code(),
+        "a member the group does not know"
+    );
+    // v2 carries no member: only the producer epoch fences it.
+    let older = connection
+        .call::<TxnOffsetCommitRequest>(2, &commit("", -1))
+        .await;
+    assert_eq!(older.topics[0].partitions[0].error_code, NONE);
+    assert_eq!(
+        end(&mut connection, 3, "kip447", producer, true).await,
+        NONE
+    );
+    assert_eq!(
+        client
+            .committed_offset("readers", "out", 0)
+            .await
+            .unwrap()
+            .map(|committed| committed.offset),
+        Some(7)
+    );
+}

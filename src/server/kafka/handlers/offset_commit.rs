@@ -77,6 +77,32 @@ pub async fn handle(
 }
 
 /// Every partition's error code, in request order.
+/// The group's check of a commit by `member_id` in generation (or member epoch) `epoch` of
+/// `committing`: classic groups through the group coordinator, consumer-protocol (KIP-848)
+/// groups through theirs. The Kafka error code of a refusal. TxnOffsetCommit v3 (KIP-447) runs
+/// the same check.
+pub(super) fn check_member(
+    service: &BrokerService,
+    group: &str,
+    member_id: &str,
+    epoch: i32,
+    committing: &[(&str, u32)],
+) -> Result<(), i16> {
+    match service.consumer_groups().check_offsets(
+        group,
+        member_id,
+        epoch,
+        Some(committing),
+        std::time::Instant::now(),
+    ) {
+        Some(result) => result.map_err(|error| consumer_group_error(&error).code()),
+        None => service
+            .group_coordinator()
+            .check_commit(group, epoch, member_id)
+            .map_err(|error| group_error(&error).code()),
+    }
+}
+
 async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i16> {
     let group = request.group_id.0.as_str();
     if let Err(refused) = service.require_coordinator(group).await {
@@ -102,20 +128,7 @@ async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i
             })
         })
         .collect();
-    let checked = match service.consumer_groups().check_offsets(
-        group,
-        member_id,
-        epoch,
-        Some(&committing),
-        std::time::Instant::now(),
-    ) {
-        Some(result) => result.map_err(|error| consumer_group_error(&error).code()),
-        None => service
-            .group_coordinator()
-            .check_commit(group, epoch, member_id)
-            .map_err(|error| group_error(&error).code()),
-    };
-    if let Err(code) = checked {
+    if let Err(code) = check_member(service, group, member_id, epoch, &committing) {
         return partitions.map(|_| code).collect();
     }
     // Checks that need no broker call first; `None` marks the ones sent to the service.

@@ -9,8 +9,12 @@
 //!   producer epoch is `PRODUCER_FENCED` (v3+) or `INVALID_PRODUCER_EPOCH`; an unknown
 //!   partition `UNKNOWN_TOPIC_OR_PARTITION`. The whole request is one update: every partition
 //!   gets the same answer.
-//! - The group generation and member id (v3, KIP-447) are not checked against the group yet:
-//!   fencing of a zombie consumer-producer rests on the producer epoch.
+//! - v3 (KIP-447) carries the consumer's member id and generation: when it sends them (a member
+//!   id, or a generation of 0 or more), they are checked as OffsetCommit checks them
+//!   (`ILLEGAL_GENERATION`, `UNKNOWN_MEMBER_ID`, `REBALANCE_IN_PROGRESS`; for a
+//!   consumer-protocol group `STALE_MEMBER_EPOCH`, `FENCED_MEMBER_EPOCH`), so a consumer that
+//!   lost its partitions to a rebalance cannot commit their positions with its output. Without
+//!   them (v0..=2, or `assign()` consumers) only the producer epoch fences.
 
 use std::sync::Arc;
 
@@ -22,6 +26,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{coordinator_error, fenced_code};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::offset_commit::check_member;
 use crate::broker::transactions::PendingOffset;
 use crate::broker::BrokerService;
 
@@ -39,10 +44,14 @@ pub async fn handle(
             (!known || partition.committed_offset < 0).then_some(())
         })
     });
-    let code = match service.transactions() {
-        None => ResponseError::TransactionalIdAuthorizationFailed.code(),
-        Some(_) if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
-        Some(coordinator) => {
+    let code = match (
+        service.transactions(),
+        member_refusal(&service, version, &request),
+    ) {
+        (None, _) => ResponseError::TransactionalIdAuthorizationFailed.code(),
+        (Some(_), _) if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
+        (Some(_), Some(refused)) => refused,
+        (Some(coordinator), None) => {
             let offsets = request
                 .topics
                 .iter()
@@ -87,6 +96,36 @@ pub async fn handle(
         api_version: version,
         body: ResponseBody::TxnOffsetCommit(answered(&request, code)),
     }
+}
+
+/// KIP-447's check of the consumer behind a v3 request that names its member or generation:
+/// the refusal's code, if the group refuses.
+fn member_refusal(
+    service: &BrokerService,
+    version: i16,
+    request: &TxnOffsetCommitRequest,
+) -> Option<i16> {
+    if version < 3 || (request.member_id.is_empty() && request.generation_id < 0) {
+        return None;
+    }
+    let committing: Vec<(&str, u32)> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().filter_map(|partition| {
+                let index = u32::try_from(partition.partition_index).ok()?;
+                Some((topic.name.0.as_str(), index))
+            })
+        })
+        .collect();
+    check_member(
+        service,
+        request.group_id.as_str(),
+        request.member_id.as_str(),
+        request.generation_id,
+        &committing,
+    )
+    .err()
 }
 
 /// The answer giving every partition of `request` the same `code` (the whole request is one
