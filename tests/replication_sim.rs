@@ -10,7 +10,9 @@
 //! Scripted scenarios cover the places others lost data (`/work/shared/cluster.md`): KIP-101
 //! double failover, a paused leader waking up with a stale follower, a follower cut off leaving
 //! the ISR and coming back, the ISR shrinking to an isolated leader, etcd unreachable, a topic
-//! deleted and re-created while a follower is down (`replication_sim/lineage.rs`). Random
+//! deleted and re-created while a follower is down (`replication_sim/lineage.rs`), and
+//! transactions' markers and last stable offset as read_committed readers see them across
+//! leader changes (`replication_sim/transactions.rs`). Random
 //! schedules cover the rest (a quarter of them delete and re-create a topic too):
 //! `replication_sim_random_seeds` runs 200 seeds; `tools/replication-sim` runs many more (`FENCELOG_SIM_SEEDS`, `FENCELOG_SIM_START`) and replays one with its trace
 //! (`FENCELOG_SIM_SEED`).
@@ -27,6 +29,8 @@ mod net;
 mod offsets;
 #[path = "replication_sim/store.rs"]
 mod store;
+#[path = "replication_sim/transactions.rs"]
+mod transactions;
 #[path = "replication_sim/world.rs"]
 mod world;
 
@@ -413,6 +417,8 @@ fn replication_sim_random_seeds() {
         "followers stopped: re-read asked",
         "followers stopped: elected",
         "offsets partition loads",
+        "read_committed records visible",
+        "read_committed records aborted",
         "topic deletes",
         "local copies of a deleted topic deleted",
         "local copies of an older lineage deleted",

@@ -263,6 +263,9 @@ pub struct World {
     consumer_high: BTreeMap<(usize, u32), u64>,
     /// The (broker, leader epoch) pairs that loaded the offsets partition (`super::offsets`).
     offsets_loaded: std::collections::BTreeSet<(NodeId, LeaderEpoch)>,
+    /// What read_committed readers saw of the transactional partition, by lineage
+    /// (`super::transactions`).
+    transactions_seen: BTreeMap<u32, super::transactions::Seen>,
     config: ReplicationConfig,
     pub trace: Vec<String>,
     pub events: u64,
@@ -345,6 +348,7 @@ impl World {
             },
             consumer_high: BTreeMap::new(),
             offsets_loaded: Default::default(),
+            transactions_seen: BTreeMap::new(),
             config,
             trace: Vec::new(),
             events: 0,
@@ -1548,6 +1552,9 @@ impl World {
                     "p{partition}: a consumer saw the high watermark go back from {before} to {high_watermark} (leader {node}, lineage {lineage})"
                 ));
             }
+            if partition == super::transactions::TRANSACTIONS_PARTITION {
+                self.read_committed(node, lineage, high_watermark);
+            }
             if high_watermark > 0 {
                 let offset = self.rng.gen_range(0..high_watermark);
                 let read = self.logs[node as usize][partition].range(offset, offset + 1);
@@ -1562,6 +1569,29 @@ impl World {
                     )),
                 }
             }
+        }
+    }
+
+    /// A read_committed reader of the transactional partition at leader `node` (see
+    /// `super::transactions`).
+    fn read_committed(&mut self, node: NodeId, lineage: u32, high_watermark: u64) {
+        let partition = super::transactions::TRANSACTIONS_PARTITION;
+        let values: Vec<u64> = self.logs[node as usize][partition]
+            .records()
+            .iter()
+            .map(|record| record.value)
+            .collect();
+        let seen = self.transactions_seen.entry(lineage).or_default();
+        let checked = super::transactions::check_read(&values, high_watermark, seen);
+        self.count("read_committed views checked", 1);
+        match checked {
+            Ok((visible, aborted)) => {
+                self.count("read_committed records visible", visible as u64);
+                self.count("read_committed records aborted", aborted as u64);
+            }
+            Err(failure) => self.violation(format!(
+                "p{partition}: read_committed at leader {node} (lineage {lineage}): {failure}"
+            )),
         }
     }
 
