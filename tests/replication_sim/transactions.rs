@@ -25,8 +25,8 @@ pub const TRANSACTIONS_PARTITION: usize = 1;
 fn meaning(value: u64) -> (i64, Option<bool>) {
     let producer = (value >> 32) as i64;
     let sequence = value & 0xffff_ffff;
-    if sequence % 4 == 0 {
-        (producer, Some((sequence / 4) % 2 == 0))
+    if sequence.is_multiple_of(4) {
+        (producer, Some((sequence / 4).is_multiple_of(2)))
     } else {
         (producer, None)
     }
