@@ -535,3 +535,38 @@ async fn txn_offset_commit_checks_the_consumer_group_member() {
         Some(7)
     );
 }
+
+/// A native writer's open transaction (its partitions under its own leases) is not a Kafka
+/// producer's to join: AddPartitionsToTxn with the native producer's id and epoch is
+/// `INVALID_TXN_STATE`, so a Kafka producer never writes under a native writer's lease.
+#[tokio::test]
+async fn a_kafka_producer_cannot_join_a_native_writers_transaction() {
+    let (server, client) = server_with_topic("mixed", 2).await;
+    let lease = client
+        .acquire_lease("mixed", 0, "native", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let mut native = client
+        .init_transaction("shared-id", Duration::from_secs(60))
+        .await
+        .unwrap();
+    native
+        .send("mixed", 0, lease.epoch, &[(None, Bytes::from_static(b"n"))])
+        .await
+        .unwrap();
+    let producer = native.producer().clone();
+    let mut connection = KafkaConnection::connect(server.kafka_addr()).await;
+    assert_eq!(
+        add_partitions(
+            &mut connection,
+            3,
+            "shared-id",
+            (producer.producer_id, producer.producer_epoch),
+            "mixed",
+            vec![1]
+        )
+        .await,
+        vec![INVALID_TXN_STATE]
+    );
+    native.commit().await.unwrap();
+}

@@ -616,6 +616,13 @@ impl TransactionCoordinator {
             .get(transactional_id)
             .ok_or(unknown(producer_id))?;
         current.check_add(producer_id, producer_epoch)?;
+        if current.is_client_leased() {
+            return Err(TxnError::InvalidTxnState {
+                operation: "add a Kafka producer's partition to a native writer's",
+                state: current.state.kafka_name(),
+            }
+            .into());
+        }
         let missing: Vec<(String, i32)> = current
             .missing_partitions(partitions.iter().map(|(topic, p)| (topic.as_str(), *p)))
             .into_iter()

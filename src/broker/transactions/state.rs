@@ -489,11 +489,30 @@ impl TransactionMetadata {
                 state: self.state.kafka_name(),
             });
         }
-        self.lease_epoch_of(topic, partition)
-            .ok_or_else(|| TxnError::PartitionNotAdded {
+        match self
+            .partitions
+            .iter()
+            .find(|known| known.topic == topic && known.partition == partition)
+        {
+            // A native writer's own lease: a Kafka producer never writes under it.
+            Some(known) if known.client_leased => Err(TxnError::InvalidTxnState {
+                operation: "produce (as a Kafka producer) to a native writer's",
+                state: self.state.kafka_name(),
+            }),
+            Some(known) => Ok(known.lease_epoch),
+            None => Err(TxnError::PartitionNotAdded {
                 topic: topic.to_string(),
                 partition,
-            })
+            }),
+        }
+    }
+
+    /// Whether the open transaction is a native atomic append (its partitions are leased by
+    /// the writer itself): Kafka's transaction APIs leave it alone.
+    pub fn is_client_leased(&self) -> bool {
+        self.partitions
+            .iter()
+            .any(|partition| partition.client_leased)
     }
 
     pub(super) fn lease_epoch_of(&self, topic: &str, partition: i32) -> Option<u64> {
