@@ -238,3 +238,18 @@ async fn a_transaction_needs_a_current_lease_on_each_partition() {
     );
     assert!(producer.partitions().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinators_holder_name_is_reserved() {
+    let (_server, client) = server_with_topic("ledger", 1).await;
+    let refused = client
+        .acquire_lease("ledger", 0, "kafka-transactions", TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::InvalidRequest),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("reserved"), "{refused}");
+}

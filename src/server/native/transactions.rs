@@ -1,6 +1,7 @@
 //! The native transaction APIs (`InitTransaction`, `AddToTransaction`, `EndTransaction`)
 //! translated into transaction coordinator calls, and the coordinator's refusals into native
-//! error responses. The coordinator is the one Kafka transactions use (see
+//! error responses; and the refusal of a native lease under the coordinator's reserved holder
+//! name. The coordinator is the one Kafka transactions use (see
 //! `broker::transactions`); a broker without one (a cluster member, for now) refuses them.
 
 use std::sync::Arc;
@@ -8,7 +9,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::errors::{storage_error, to_error_response};
-use crate::broker::transactions::{CoordinatorError, TransactionCoordinator, TxnError};
+use crate::broker::transactions::{
+    CoordinatorError, TransactionCoordinator, TxnError, TRANSACTIONS_LEASE_HOLDER,
+};
 use crate::broker::BrokerService;
 use crate::protocol::{ErrorCode, ErrorResponse, Request, Response, TransactionProducer};
 
@@ -93,6 +96,14 @@ pub fn answer(
             ended.map_err(|error| coordinator_error(&error))?;
             Ok(Response::EndTransaction)
         }),
+        // The transaction coordinator's holder name is its own: a native lease under it would
+        // pass for the coordinator's in every "held by" message.
+        Request::AcquireLease { holder, .. } if holder == TRANSACTIONS_LEASE_HOLDER => {
+            Box::pin(futures::future::ready(Err(ErrorResponse::new(
+                ErrorCode::InvalidRequest,
+                format!("the lease holder name {TRANSACTIONS_LEASE_HOLDER:?} is reserved for the transaction coordinator: choose another --holder"),
+            ))))
+        }
         other => return Err(other),
     })
 }
