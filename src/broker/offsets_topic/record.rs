@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::BatchBuilder;
 use crate::broker::coordinator::GroupSnapshot;
+use crate::broker::transactions::TransactionMetadata;
 
 /// One record of the offsets topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +46,16 @@ pub enum OffsetsRecord {
         /// The positions deleted; `None`: the whole group.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         partitions: Option<Vec<PartitionRef>>,
+    },
+    /// A transactional id's whole coordinator state after a change (issue 31: on a cluster the
+    /// transaction coordinator of an id is the leader of the id's offsets partition, see
+    /// docs/kafka.md, "Transactions on a cluster"); `None`: the id was forgotten (idle past its
+    /// expiration). A broker that predates it skips it, as any record not its own.
+    Transaction {
+        /// The transactional id.
+        transactional_id: String,
+        /// Its state.
+        state: Option<TransactionMetadata>,
     },
 }
 
@@ -82,13 +93,25 @@ fn is_zero(value: &u32) -> bool {
 }
 
 impl OffsetsRecord {
-    /// The group the record is about (none for a topic's deletion).
+    /// The group the record is about (none for a topic's deletion or a transaction).
     pub fn group(&self) -> Option<&str> {
         match self {
             OffsetsRecord::Commit { group, .. }
             | OffsetsRecord::Group { group, .. }
             | OffsetsRecord::Delete { group, .. } => Some(group),
-            OffsetsRecord::ForgetTopic { .. } => None,
+            OffsetsRecord::ForgetTopic { .. } | OffsetsRecord::Transaction { .. } => None,
+        }
+    }
+
+    /// The record's key in its batch: the group, or `transaction:` and the transactional id
+    /// (so a later compaction keeps the last record of each, and an id never collides with a
+    /// group of the same name).
+    fn key(&self) -> Option<String> {
+        match self {
+            OffsetsRecord::Transaction {
+                transactional_id, ..
+            } => Some(format!("transaction:{transactional_id}")),
+            other => other.group().map(str::to_owned),
         }
     }
 
@@ -97,7 +120,11 @@ impl OffsetsRecord {
     pub fn to_batch(&self, timestamp_ms: i64) -> Bytes {
         let value = serde_json::to_vec(self).expect("offsets records serialize to JSON");
         let mut batch = BatchBuilder::new(0);
-        batch.push(timestamp_ms, self.group().map(str::as_bytes), Some(&value));
+        batch.push(
+            timestamp_ms,
+            self.key().as_deref().map(str::as_bytes),
+            Some(&value),
+        );
         batch.finish()
     }
 
@@ -110,6 +137,20 @@ impl OffsetsRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transaction_record_round_trips_under_its_own_key() {
+        let state = TransactionMetadata::new("billing", 7, 60_000);
+        let record = OffsetsRecord::Transaction {
+            transactional_id: "billing".into(),
+            state: Some(state),
+        };
+        let batch = record.to_batch(7);
+        let records = crate::batch::decode_batch(&batch).unwrap();
+        assert_eq!(records[0].key.as_deref(), Some(&b"transaction:billing"[..]));
+        let decoded = OffsetsRecord::decode(records[0].value.as_deref().unwrap()).unwrap();
+        assert_eq!(decoded, record);
+    }
 
     /// A record survives its batch: encoded, validated and decoded back, it is the same.
     #[test]

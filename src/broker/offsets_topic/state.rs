@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use super::record::OffsetsRecord;
 use crate::broker::coordinator::GroupSnapshot;
 use crate::broker::groups::{CommittedOffset, PartitionCommits, PartitionKey};
+use crate::broker::transactions::TransactionMetadata;
 use crate::cluster::meta::INITIAL_LEADER_EPOCH;
 use crate::cluster::LeaderEpoch;
 
@@ -36,6 +37,8 @@ struct GroupRecords {
 #[derive(Debug, Default, Clone)]
 pub struct OffsetsState {
     groups: HashMap<String, GroupRecords>,
+    /// Each transactional id's last state, with the log offset that set it.
+    transactions: HashMap<String, (TransactionMetadata, u64)>,
 }
 
 impl OffsetsState {
@@ -106,9 +109,35 @@ impl OffsetsState {
                         .retain(|(name, _), position| name != topic || position.at > log_offset);
                 }
             }
+            OffsetsRecord::Transaction {
+                transactional_id,
+                state,
+            } => {
+                if self
+                    .transactions
+                    .get(transactional_id)
+                    .is_some_and(|(_, at)| *at > log_offset)
+                {
+                    return;
+                }
+                match state {
+                    Some(state) => {
+                        self.transactions
+                            .insert(transactional_id.clone(), (state.clone(), log_offset));
+                    }
+                    None => {
+                        self.transactions.remove(transactional_id);
+                    }
+                }
+            }
         }
         self.groups
             .retain(|_, records| !records.offsets.is_empty() || records.snapshot.is_some());
+    }
+
+    /// Every transactional id's last state in this partition (what its coordinator loads).
+    pub fn transactions(&self) -> impl Iterator<Item = &TransactionMetadata> {
+        self.transactions.values().map(|(state, _)| state)
     }
 
     /// The position `group` committed for `topic/partition`, if any, whatever its lineage.
@@ -211,6 +240,46 @@ impl OffsetsState {
 mod tests {
     use super::super::record::CommitEntry;
     use super::*;
+
+    /// A transactional id's state is the one of its last record in log order, whatever order
+    /// the records are applied in; a forgotten id is gone; groups of the same name are apart.
+    #[test]
+    fn a_transactional_ids_last_record_wins_and_forgetting_removes_it() {
+        let record = |epoch: i16| {
+            let mut state = TransactionMetadata::new("t", 7, 60_000);
+            state.producer_epoch = epoch;
+            OffsetsRecord::Transaction {
+                transactional_id: "t".into(),
+                state: Some(state),
+            }
+        };
+        let epochs = |state: &OffsetsState| -> Vec<i16> {
+            state.transactions().map(|t| t.producer_epoch).collect()
+        };
+        let mut state = OffsetsState::default();
+        state.apply(5, &record(2));
+        state.apply(3, &record(1));
+        assert_eq!(
+            epochs(&state),
+            [2],
+            "an older record applied late changes nothing"
+        );
+        state.apply(6, &commit("t", "orders", 0, 1));
+        assert_eq!(epochs(&state), [2]);
+        assert!(state.committed("t", "orders", 0).is_some());
+        state.apply(
+            9,
+            &OffsetsRecord::Transaction {
+                transactional_id: "t".into(),
+                state: None,
+            },
+        );
+        assert!(epochs(&state).is_empty());
+        assert!(
+            state.committed("t", "orders", 0).is_some(),
+            "the group is untouched"
+        );
+    }
 
     fn commit(group: &str, topic: &str, partition: u32, offset: u64) -> OffsetsRecord {
         OffsetsRecord::Commit {

@@ -193,7 +193,7 @@ pub enum EndOutcome {
 }
 
 /// One transactional id's state: what the coordinator stores durably.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransactionMetadata {
     /// The transactional id `T`.
     pub transactional_id: String,
