@@ -200,35 +200,17 @@ mod loom_models {
     use crate::domain::{FlushPolicy, TopicConfig};
     use crate::storage::FenceError;
 
-    /// A broker with one partition `t/0` (flush never, small segments) and a lease authority
-    /// on a manual clock; the directory and broker must outlive the target.
-    fn one_partition() -> (tempfile::TempDir, Broker, LocalLeaseAuthority, LeaseTarget) {
-        let directory = tempfile::tempdir().unwrap();
-        let broker = Broker::open(directory.path()).unwrap();
-        let config = TopicConfig {
-            segment_bytes: 4096,
-            flush: FlushPolicy::Never,
-            retention_bytes: None,
-            retention_ms: None,
-        };
-        broker.create_topic("t", 1, config).unwrap();
-        let authority =
-            LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
-        let target = LeaseTarget {
-            topic: "t".into(),
-            partition: 0,
-            log: broker.partition("t", 0).unwrap(),
-        };
-        (directory, broker, authority, target)
-    }
-
-    /// [`one_partition`] with two partitions, `a/0` and `b/0`.
-    fn two_partitions() -> (
+    /// A broker with one single-partition topic per name in `topics` (flush never, small
+    /// segments; one partition each because a topic's partitions open on threads of their own,
+    /// which loom does not model), a lease authority on a manual clock, and each topic's
+    /// partition 0 as a lease target; the directory and broker must outlive the targets.
+    fn partitions(
+        topics: &[&str],
+    ) -> (
         tempfile::TempDir,
         Broker,
         LocalLeaseAuthority,
-        LeaseTarget,
-        LeaseTarget,
+        Vec<LeaseTarget>,
     ) {
         let directory = tempfile::tempdir().unwrap();
         let broker = Broker::open(directory.path()).unwrap();
@@ -238,19 +220,26 @@ mod loom_models {
             retention_bytes: None,
             retention_ms: None,
         };
-        // Two topics of one partition each: a topic's partitions open on threads of their own,
-        // which loom does not model.
-        broker.create_topic("a", 1, config).unwrap();
-        broker.create_topic("b", 1, config).unwrap();
         let authority =
             LocalLeaseAuthority::new(LeaseConfig::default(), Arc::new(ManualClock::new()));
-        let target = |topic: &str| LeaseTarget {
-            topic: topic.into(),
-            partition: 0,
-            log: broker.partition(topic, 0).unwrap(),
-        };
-        let (first, second) = (target("a"), target("b"));
-        (directory, broker, authority, first, second)
+        let targets = topics
+            .iter()
+            .map(|topic| {
+                broker.create_topic(topic, 1, config).unwrap();
+                LeaseTarget {
+                    topic: (*topic).into(),
+                    partition: 0,
+                    log: broker.partition(topic, 0).unwrap(),
+                }
+            })
+            .collect();
+        (directory, broker, authority, targets)
+    }
+
+    /// [`partitions`] of the one topic `t`.
+    fn one_partition() -> (tempfile::TempDir, Broker, LocalLeaseAuthority, LeaseTarget) {
+        let (directory, broker, authority, mut targets) = partitions(&["t"]);
+        (directory, broker, authority, targets.remove(0))
     }
 
     fn batch(epoch: u64, value: &str) -> bytes::Bytes {
@@ -269,7 +258,8 @@ mod loom_models {
     fn loom_atomic_commit_races_a_grant() {
         use crate::storage::{AtomicAppend, AtomicAppendError, Partition, WriteCredential};
         loom::model(|| {
-            let (_directory, _broker, authority, first, second) = two_partitions();
+            let (_directory, _broker, authority, mut targets) = partitions(&["a", "b"]);
+            let (first, second) = (targets.remove(0), targets.remove(0));
             let now = Instant::now();
             for target in [&first, &second] {
                 let lease = authority.acquire_blocking(target, "w", 100, now).unwrap();

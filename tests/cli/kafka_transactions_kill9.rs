@@ -113,23 +113,34 @@ async fn no_transaction_is_half_visible_or_lost_after_kill_9_mid_commit() {
             .or_default()
             .push(index.parse().unwrap());
     }
-    for (number, mut indexes) in transactions.clone() {
-        indexes.sort_unstable();
-        assert_eq!(
-            indexes,
-            vec![0, 1, 2, 3, 4],
-            "transaction {number} is half visible"
-        );
-    }
-    for number in &acknowledged {
-        assert!(
-            transactions.contains_key(number),
-            "transaction {number} was acknowledged and is lost"
-        );
-    }
+    check_whole_and_kept(&transactions, &acknowledged, 5);
     eprintln!(
         "{} transactions acknowledged before the kill, {} visible after the restart",
         acknowledged.len(),
         transactions.len()
     );
+}
+
+/// After a kill -9 mid-commit: every transaction read (number -> the indexes of its records
+/// read_committed saw) is whole (`0..records`), and every acknowledged one is there.
+pub(crate) fn check_whole_and_kept(
+    transactions: &BTreeMap<u64, Vec<u64>>,
+    acknowledged: &[u64],
+    records: u64,
+) {
+    for (number, indexes) in transactions {
+        let mut indexes = indexes.clone();
+        indexes.sort_unstable();
+        assert_eq!(
+            indexes,
+            (0..records).collect::<Vec<_>>(),
+            "transaction {number} is half visible"
+        );
+    }
+    for number in acknowledged {
+        assert!(
+            transactions.contains_key(number),
+            "transaction {number} was acknowledged and is lost"
+        );
+    }
 }

@@ -150,20 +150,7 @@ async fn no_atomic_append_is_half_visible_or_lost_after_kill_9_mid_commit() {
     }
     server.kill().unwrap();
     server.wait().unwrap();
-    for (number, mut indexes) in transactions.clone() {
-        indexes.sort_unstable();
-        assert_eq!(
-            indexes,
-            (0..RECORDS).collect::<Vec<_>>(),
-            "transaction {number} is half visible"
-        );
-    }
-    for number in &acknowledged {
-        assert!(
-            transactions.contains_key(number),
-            "transaction {number} was acknowledged and is lost"
-        );
-    }
+    crate::kafka_transactions_kill9::check_whole_and_kept(&transactions, &acknowledged, RECORDS);
     eprintln!(
         "{} atomic appends acknowledged before the kill, {} visible after the restart",
         acknowledged.len(),

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencelog::client::{Client, ClientError, Outcome};
+use fencelog::client::{Client, ClientError, Lease, Outcome, TransactionalProducer};
 use fencelog::domain::TopicConfig;
 use fencelog::protocol::ErrorCode;
 use fencelog::testing::TestServer;
@@ -26,6 +26,29 @@ async fn server_with_topic(topic: &str, partitions: u32) -> (TestServer, Client)
 
 fn record(value: &str) -> (Option<Bytes>, Bytes) {
     (None, Bytes::from(value.to_owned()))
+}
+
+/// The leases of `ledger` partitions 0 and 1 as `bank`, and a transaction of `transfer` that
+/// wrote "debit 10" to partition 0 and "credit 10" to partition 1, open.
+async fn open_transfer(client: &Client) -> (Lease, Lease, TransactionalProducer) {
+    let debit = client
+        .acquire_lease("ledger", 0, "bank", TTL)
+        .await
+        .unwrap();
+    let credit = client
+        .acquire_lease("ledger", 1, "bank", TTL)
+        .await
+        .unwrap();
+    let mut producer = client.init_transaction("transfer", TIMEOUT).await.unwrap();
+    producer
+        .send("ledger", 0, debit.epoch, &[record("debit 10")])
+        .await
+        .unwrap();
+    producer
+        .send("ledger", 1, credit.epoch, &[record("credit 10")])
+        .await
+        .unwrap();
+    (debit, credit, producer)
 }
 
 /// The values a read_committed (or, `committed` false, read_uncommitted) reader sees now.
@@ -50,23 +73,7 @@ async fn values(client: &Client, topic: &str, partition: u32, committed: bool) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_publishes_every_partition_at_once_and_an_abort_none() {
     let (_server, client) = server_with_topic("ledger", 2).await;
-    let debit = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
-    let credit = client
-        .acquire_lease("ledger", 1, "bank", TTL)
-        .await
-        .unwrap();
-    let mut producer = client.init_transaction("transfer", TIMEOUT).await.unwrap();
-    producer
-        .send("ledger", 0, debit.epoch, &[record("debit 10")])
-        .await
-        .unwrap();
-    producer
-        .send("ledger", 1, credit.epoch, &[record("credit 10")])
-        .await
-        .unwrap();
+    let (debit, credit, mut producer) = open_transfer(&client).await;
     assert!(
         values(&client, "ledger", 0, true).await.is_empty(),
         "open: held back"
@@ -105,23 +112,7 @@ async fn a_commit_publishes_every_partition_at_once_and_an_abort_none() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_granted_to_another_writer_fences_the_commit_and_nothing_is_published() {
     let (_server, client) = server_with_topic("ledger", 2).await;
-    let debit = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
-    let credit = client
-        .acquire_lease("ledger", 1, "bank", TTL)
-        .await
-        .unwrap();
-    let mut producer = client.init_transaction("transfer", TIMEOUT).await.unwrap();
-    producer
-        .send("ledger", 0, debit.epoch, &[record("debit 10")])
-        .await
-        .unwrap();
-    producer
-        .send("ledger", 1, credit.epoch, &[record("credit 10")])
-        .await
-        .unwrap();
+    let (_debit, credit, mut producer) = open_transfer(&client).await;
     // The writer's lease on partition 1 ends (it froze past its TTL) and another writer takes
     // the partition.
     client
