@@ -132,6 +132,14 @@ fn arb_response() -> impl Strategy<Value = Response> {
                 offset_for_timestamp: None,
             }
         }),
+        (any::<i64>(), any::<i16>()).prop_map(|(producer_id, producer_epoch)| {
+            Response::InitTransaction {
+                producer_id,
+                producer_epoch,
+            }
+        }),
+        Just(Response::AddToTransaction),
+        Just(Response::EndTransaction),
     ]
 }
 
@@ -898,4 +906,77 @@ fn every_api_encodes_to_its_golden_bytes_and_back() {
             "{name} response round trip"
         );
     }
+}
+
+#[test]
+fn doc_example_atomic_append() {
+    use fencelog::protocol::{TransactionPartition, TransactionProducer};
+    let producer = TransactionProducer {
+        transactional_id: "t1".into(),
+        producer_id: 1000,
+        producer_epoch: 1,
+    };
+    let add = RequestFrame::new(
+        30,
+        Request::AddToTransaction {
+            producer: producer.clone(),
+            partitions: vec![
+                TransactionPartition {
+                    topic: "orders".into(),
+                    partition: 0,
+                    epoch: 4,
+                },
+                TransactionPartition {
+                    topic: "orders".into(),
+                    partition: 1,
+                    epoch: 7,
+                },
+            ],
+        },
+    );
+    let body = check_doc_example(
+        "AddToTransaction request",
+        encode_request(&add),
+        "00 00 00 42 00 15 00 00 00 00 00 1e 00 02 74 31\n\
+         00 00 00 00 00 00 03 e8 00 01 00 00 00 02 00 06\n\
+         6f 72 64 65 72 73 00 00 00 00 00 00 00 00 00 00\n\
+         00 04 00 06 6f 72 64 65 72 73 00 00 00 01 00 00\n\
+         00 00 00 00 00 07",
+    );
+    assert_eq!(RequestFrame::decode(body), Ok(add));
+    let end = RequestFrame::new(
+        31,
+        Request::EndTransaction {
+            producer,
+            commit: true,
+        },
+    );
+    let body = check_doc_example(
+        "EndTransaction request",
+        encode_request(&end),
+        "00 00 00 17 00 16 00 00 00 00 00 1f 00 02 74 31\n\
+         00 00 00 00 00 00 03 e8 00 01 01",
+    );
+    assert_eq!(RequestFrame::decode(body), Ok(end));
+    let fenced = ResponseFrame::error(
+        31,
+        ErrorResponse::with_epochs(
+            ErrorCode::Fenced,
+            "orders/1: fenced: epoch 7 < current 8; the transaction was aborted, none of it is visible",
+            7,
+            8,
+        ),
+    );
+    check_doc_example(
+        "EndTransaction FENCED",
+        encode_response(&fenced),
+        "00 00 00 71 00 00 00 1f 00 01 00 59 6f 72 64 65\n\
+         72 73 2f 31 3a 20 66 65 6e 63 65 64 3a 20 65 70\n\
+         6f 63 68 20 37 20 3c 20 63 75 72 72 65 6e 74 20\n\
+         38 3b 20 74 68 65 20 74 72 61 6e 73 61 63 74 69\n\
+         6f 6e 20 77 61 73 20 61 62 6f 72 74 65 64 2c 20\n\
+         6e 6f 6e 65 20 6f 66 20 69 74 20 69 73 20 76 69\n\
+         73 69 62 6c 65 00 00 00 00 00 00 00 07 00 00 00\n\
+         00 00 00 00 08",
+    );
 }

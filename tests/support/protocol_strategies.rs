@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use fencelog::protocol::{
     Acks, FlushPolicy, LeaderEpochQuery, ReplicaFetch, ReplicaFetchPartition, Replication, Request,
-    TopicConfig,
+    TopicConfig, TransactionPartition, TransactionProducer,
 };
 use proptest::prelude::*;
 
@@ -137,7 +137,43 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
         arb_replica_fetch().prop_map(Request::ReplicaFetch),
         proptest::collection::vec(arb_leader_epoch_query(), 0..4)
             .prop_map(|partitions| Request::LeaderEpochEnd { partitions }),
+        (arb_string(), any::<u32>()).prop_map(|(transactional_id, timeout_ms)| {
+            Request::InitTransaction {
+                transactional_id,
+                timeout_ms,
+            }
+        }),
+        (
+            arb_transaction_producer(),
+            proptest::collection::vec(
+                (arb_string(), any::<u32>(), any::<u64>()).prop_map(|(topic, partition, epoch)| {
+                    TransactionPartition {
+                        topic,
+                        partition,
+                        epoch,
+                    }
+                }),
+                0..4
+            )
+        )
+            .prop_map(|(producer, partitions)| Request::AddToTransaction {
+                producer,
+                partitions
+            }),
+        (arb_transaction_producer(), any::<bool>())
+            .prop_map(|(producer, commit)| Request::EndTransaction { producer, commit }),
     ]
+}
+
+/// A transaction's producer, with any producer id and epoch.
+pub fn arb_transaction_producer() -> impl Strategy<Value = TransactionProducer> {
+    (arb_string(), any::<i64>(), any::<i16>()).prop_map(
+        |(transactional_id, producer_id, producer_epoch)| TransactionProducer {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+        },
+    )
 }
 
 /// Either `acks` a Produce version 1 may carry.
