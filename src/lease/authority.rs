@@ -13,7 +13,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-use super::{Grant, LeaseError, Renewed};
+use super::{Grant, LeaseError, LeaseInfo, Renewed};
 use crate::storage::{Partition, StorageError};
 
 /// The partition a lease operation is about, with the log whose writer enforces its epochs.
@@ -85,4 +85,8 @@ pub trait LeaseAuthority: Send + Sync + Debug {
     /// retired first, so an acquire still in flight fails to install its epoch). A topic
     /// re-created under the name starts from its partitions' creation epochs, not from here.
     fn forget_topic(&self, topic: &str);
+
+    /// The live lease of `topic/partition` now, if any: who holds it, its epoch and its time
+    /// left (the console's leases view, `GET /api/leases`). Never creates anything.
+    fn lookup(&self, topic: &str, partition: u32) -> Option<LeaseInfo>;
 }

@@ -118,6 +118,10 @@ fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
 }
 
 impl LeaseAuthority for LocalLeaseAuthority {
+    fn lookup(&self, topic: &str, partition: u32) -> Option<super::LeaseInfo> {
+        self.table.lookup(topic, partition, self.clock.now())
+    }
+
     fn forget_topic(&self, topic: &str) {
         let forgotten = self.table.remove_topic(topic);
         tracing::debug!(topic, forgotten, "forgot the deleted topic's lease slots");

@@ -119,3 +119,46 @@ async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
     let (status, _) = http_get(http.addr(), "/metrics").await;
     assert_eq!(status, 200, "/metrics keeps working beside /api/");
 }
+
+/// `GET /api/leases`: the live lease's holder, epoch and time left as the grant said, the epoch
+/// history (where each granted epoch's writes begin) and the write the fence turned away; a
+/// partition without a live lease shows `null`.
+#[tokio::test]
+async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
+    let server = TestServer::builder().manual_clock().start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client
+        .create_topic("orders", 2, topic_config())
+        .await
+        .unwrap();
+    let first = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
+    client
+        .produce("orders", 0, batch(first.epoch, 3))
+        .await
+        .unwrap();
+    server.advance(TTL + Duration::from_secs(1));
+    let second = client.acquire_lease("orders", 0, "b", TTL).await.unwrap();
+    assert!(client
+        .produce("orders", 0, batch(first.epoch, 1))
+        .await
+        .is_err());
+
+    let (status, body) = http_get(http.addr(), "/api/leases?topic=orders").await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["total"], 2);
+    let leased = &view["partitions"][0];
+    assert_eq!(leased["epoch"], second.epoch);
+    assert_eq!(leased["lease"]["holder"], "b");
+    assert_eq!(leased["lease"]["epoch"], second.epoch);
+    let left = leased["lease"]["expires_in_ms"].as_u64().unwrap();
+    assert!(left > 0 && left <= second.ttl_ms, "{left}");
+    assert_eq!(
+        leased["epoch_history"],
+        serde_json::json!([[first.epoch, 0], [second.epoch, 3]])
+    );
+    assert_eq!(leased["fenced_writes"], 1);
+    assert_eq!(leased["recent_fenced"][0]["stale_epoch"], first.epoch);
+    assert!(view["partitions"][1]["lease"].is_null(), "{body}");
+}

@@ -13,6 +13,9 @@ use crate::broker::BrokerService;
 
 /// The path of the partitions view.
 pub const PARTITIONS_PATH: &str = "/api/partitions";
+/// The path of the leases view: per partition the live lease (holder, epoch, time left), the
+/// epoch history and the fenced writes.
+pub const LEASES_PATH: &str = "/api/leases";
 /// Rows of a page when `limit` is not given.
 pub const DEFAULT_API_PAGE: usize = 100;
 /// Most rows of a page; a larger `limit` is refused with 400.
@@ -72,6 +75,79 @@ pub fn parse_query(query: Option<&str>) -> Result<PageQuery, String> {
 
 /// The page of partitions `page` asks for, as JSON: `{"total": N, "offset": M, "partitions": [...]}`.
 pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
+    render_page(service, page, |topic, index, partition| {
+        let counts = partition.metrics().counts();
+        json!({
+            "topic": topic,
+            "partition": index,
+            "available": true,
+            "leader_epoch": partition.current_epoch(),
+            "log_start_offset": partition.log_start_offset(),
+            "log_end_offset": partition.log_end_offset(),
+            "high_watermark": partition.high_watermark(),
+            "fenced_writes": counts.fenced,
+            "unknown_epoch_writes": counts.unknown_epoch,
+            "recent_fenced": recent_fenced(partition),
+            "lease_grants": counts.lease_grants,
+            "lease_expiries": counts.lease_expiries,
+        })
+    })
+}
+
+/// The page of the leases view `page` asks for, as JSON: `{"total": N, "offset": M,
+/// "partitions": [...]}`, each partition with its current `epoch`, the live `lease` (`holder`,
+/// `epoch`, `expires_in_ms`; `null` when none is live), its `epoch_history` (`[epoch,
+/// start_offset]` pairs, oldest first: where each granted epoch's writes begin), and its
+/// fenced writes (`fenced_writes`, the latest in `recent_fenced`).
+pub fn render_leases(service: &BrokerService, page: &PageQuery) -> Value {
+    render_page(service, page, |topic, index, partition| {
+        let counts = partition.metrics().counts();
+        let lease = service.leases().lookup(topic, index as u32).map(|lease| {
+            json!({
+                "holder": lease.holder,
+                "epoch": lease.epoch,
+                "expires_in_ms": lease.expires_in_ms,
+            })
+        });
+        json!({
+            "topic": topic,
+            "partition": index,
+            "available": true,
+            "epoch": partition.current_epoch(),
+            "lease": lease,
+            "epoch_history": partition.epoch_history(),
+            "fenced_writes": counts.fenced,
+            "recent_fenced": recent_fenced(partition),
+            "lease_grants": counts.lease_grants,
+            "lease_expiries": counts.lease_expiries,
+        })
+    })
+}
+
+/// The writes the fence turned away lately, newest last.
+fn recent_fenced(partition: &crate::storage::Partition) -> Vec<Value> {
+    partition
+        .metrics()
+        .recent_fenced()
+        .iter()
+        .map(|write| {
+            json!({
+                "stale_epoch": write.stale_epoch,
+                "current_epoch": write.current_epoch,
+                "at_ms": write.at_ms,
+            })
+        })
+        .collect()
+}
+
+/// A page of per-partition rows, sorted by topic then partition, each open partition's row made
+/// by `row` (topic, index, partition); a partition that could not be opened is
+/// `{"topic", "partition", "available": false}`.
+fn render_page(
+    service: &BrokerService,
+    page: &PageQuery,
+    row: impl Fn(&str, usize, &crate::storage::Partition) -> Value,
+) -> Value {
     let mut topics = service.broker().topics();
     topics.retain(|topic| {
         page.topic
@@ -92,27 +168,7 @@ pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
         .skip(page.offset)
         .take(page.limit)
         .map(|(topic, index, slot)| match slot.open() {
-            Some(partition) => {
-                let counts = partition.metrics().counts();
-                json!({
-                    "topic": topic.name(),
-                    "partition": index,
-                    "available": true,
-                    "leader_epoch": partition.current_epoch(),
-                    "log_start_offset": partition.log_start_offset(),
-                    "log_end_offset": partition.log_end_offset(),
-                    "high_watermark": partition.high_watermark(),
-                    "fenced_writes": counts.fenced,
-                    "unknown_epoch_writes": counts.unknown_epoch,
-                    "recent_fenced": partition.metrics().recent_fenced().iter().map(|write| json!({
-                        "stale_epoch": write.stale_epoch,
-                        "current_epoch": write.current_epoch,
-                        "at_ms": write.at_ms,
-                    })).collect::<Vec<Value>>(),
-                    "lease_grants": counts.lease_grants,
-                    "lease_expiries": counts.lease_expiries,
-                })
-            }
+            Some(partition) => row(topic.name(), index, partition),
             None => json!({"topic": topic.name(), "partition": index, "available": false}),
         })
         .collect();

@@ -253,7 +253,10 @@ async fn answer(
     serve_api: bool,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if serve_api && request.uri().path() == api::PARTITIONS_PATH {
-        return Ok(answer_partitions(&request, service).await);
+        return Ok(answer_view(&request, service, api::render_partitions).await);
+    }
+    if serve_api && request.uri().path() == api::LEASES_PATH {
+        return Ok(answer_view(&request, service, api::render_leases).await);
     }
     if request.uri().path() != METRICS_PATH {
         return Ok(plain(
@@ -303,9 +306,11 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     response
 }
 
-async fn answer_partitions(
+/// A paged JSON view under `/api/`, rendered by `render` off the async workers.
+async fn answer_view(
     request: &Request<Incoming>,
     service: Weak<BrokerService>,
+    render: fn(&BrokerService, &api::PageQuery) -> serde_json::Value,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return plain(
@@ -324,7 +329,7 @@ async fn answer_partitions(
     let rendered = tokio::task::spawn_blocking(move || {
         service
             .upgrade()
-            .map(|service| api::render_partitions(&service, &page).to_string())
+            .map(|service| render(&service, &page).to_string())
     })
     .await;
     match rendered {
@@ -340,10 +345,10 @@ async fn answer_partitions(
             "the server is shutting down\n",
         ),
         Err(error) => {
-            warn!(%error, "rendering the partitions view failed");
+            warn!(%error, "rendering a console view failed");
             plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "rendering the partitions view failed\n",
+                "rendering the view failed\n",
             )
         }
     }
