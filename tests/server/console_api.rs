@@ -162,3 +162,55 @@ async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
     assert_eq!(leased["recent_fenced"][0]["stale_epoch"], first.epoch);
     assert!(view["partitions"][1]["lease"].is_null(), "{body}");
 }
+
+/// `GET /api/groups`: a group's committed offsets with the high watermark and the lag, and the
+/// total lag; `?topic=` keeps the groups that committed there.
+#[tokio::test]
+async fn groups_view_shows_committed_offsets_and_lag() {
+    let server = TestServer::builder().start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client
+        .create_topic("orders", 2, topic_config())
+        .await
+        .unwrap();
+    client
+        .create_topic("audit", 1, topic_config())
+        .await
+        .unwrap();
+    let lease = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
+    client
+        .produce("orders", 0, batch(lease.epoch, 5))
+        .await
+        .unwrap();
+    client
+        .commit_offset("billing", "orders", 0, 2, "")
+        .await
+        .unwrap();
+    client
+        .commit_offset("billing", "orders", 1, 0, "")
+        .await
+        .unwrap();
+    client
+        .commit_offset("archiver", "audit", 0, 0, "")
+        .await
+        .unwrap();
+
+    let (status, body) = http_get(http.addr(), "/api/groups").await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["total"], 2);
+    let billing = &view["groups"][1];
+    assert_eq!(billing["group"], "billing");
+    assert_eq!(billing["state"], "Empty");
+    assert_eq!(billing["offsets"][0]["committed"], 2);
+    assert_eq!(billing["offsets"][0]["high_watermark"], 5);
+    assert_eq!(billing["offsets"][0]["lag"], 3);
+    assert_eq!(billing["offsets"][1]["lag"], 0);
+    assert_eq!(billing["lag"], 3);
+
+    let (_, body) = http_get(http.addr(), "/api/groups?topic=audit").await;
+    let view: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["total"], 1);
+    assert_eq!(view["groups"][0]["group"], "archiver");
+}

@@ -21,6 +21,10 @@ pub const DEFAULT_API_PAGE: usize = 100;
 /// Most rows of a page; a larger `limit` is refused with 400.
 pub const MAX_API_PAGE: usize = 1_000;
 
+/// The path of the groups view: each consumer group's members and its committed offsets with
+/// their lag.
+pub const GROUPS_PATH: &str = "/api/groups";
+
 /// What a request for a page asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageQuery {
@@ -122,6 +126,84 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery) -> Value {
             "lease_expiries": counts.lease_expiries,
         })
     })
+}
+
+/// The page of the groups view `page` asks for, as JSON: `{"total": N, "offset": M, "groups":
+/// [...]}`, sorted by name: Kafka consumer groups this broker coordinates (members or not) and
+/// every group with committed offsets (native `--group`s too). Each has its `state`,
+/// `generation`, `protocol_type`, `protocol`, `members` (`member_id`, `client_id`,
+/// `client_host`; classic groups), its `offsets` (`topic`, `partition`, `committed`,
+/// `high_watermark`, `lag` = high watermark − committed, never negative) and their total `lag`.
+/// `?topic=NAME` keeps the groups with a committed offset on NAME, and only those offsets.
+pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
+    let coordinator = service.group_coordinator();
+    let mut names: Vec<String> = service.group_names();
+    names.extend(coordinator.list().into_iter().map(|group| group.group_id));
+    names.sort_unstable();
+    names.dedup();
+    let mut groups = Vec::new();
+    for name in names {
+        let commits = service.committed_offsets(&name).await.unwrap_or_default();
+        let offsets: Vec<Value> = commits
+            .into_iter()
+            .filter(|((topic, _), _)| page.topic.as_deref().is_none_or(|wanted| topic == wanted))
+            .map(|((topic, partition), committed)| {
+                let high_watermark = service.local_high_watermark(&topic, partition);
+                json!({
+                    "topic": topic,
+                    "partition": partition,
+                    "committed": committed.offset,
+                    "high_watermark": high_watermark,
+                    "lag": high_watermark.saturating_sub(committed.offset),
+                })
+            })
+            .collect();
+        if page.topic.is_some() && offsets.is_empty() {
+            continue;
+        }
+        groups.push((name, offsets));
+    }
+    let total = groups.len();
+    let rows: Vec<Value> = groups
+        .into_iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|(name, mut offsets)| {
+            offsets.sort_by(|a, b| {
+                (a["topic"].as_str(), a["partition"].as_u64())
+                    .cmp(&(b["topic"].as_str(), b["partition"].as_u64()))
+            });
+            let lag: u64 = offsets.iter().filter_map(|row| row["lag"].as_u64()).sum();
+            let described = coordinator.describe(&name);
+            let members: Vec<Value> = described
+                .as_ref()
+                .map(|group| {
+                    group
+                        .members
+                        .iter()
+                        .map(|member| {
+                            json!({
+                                "member_id": member.member_id,
+                                "client_id": member.client_id,
+                                "client_host": member.client_host,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({
+                "group": name,
+                "state": described.as_ref().map_or("Empty", |group| group.state.kafka_name()),
+                "generation": described.as_ref().map_or(0, |group| group.generation),
+                "protocol_type": described.as_ref().map_or("", |group| group.protocol_type.as_str()),
+                "protocol": described.as_ref().map_or("", |group| group.protocol.as_str()),
+                "members": members,
+                "offsets": offsets,
+                "lag": lag,
+            })
+        })
+        .collect();
+    json!({"total": total, "offset": page.offset, "groups": rows})
 }
 
 /// The writes the fence turned away lately, newest last.

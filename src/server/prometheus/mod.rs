@@ -258,6 +258,9 @@ async fn answer(
     if serve_api && request.uri().path() == api::LEASES_PATH {
         return Ok(answer_view(&request, service, api::render_leases).await);
     }
+    if serve_api && request.uri().path() == api::GROUPS_PATH {
+        return Ok(answer_groups(&request, service).await);
+    }
     if request.uri().path() != METRICS_PATH {
         return Ok(plain(
             StatusCode::NOT_FOUND,
@@ -306,25 +309,58 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     response
 }
 
+/// The groups view: rendered on the async workers, since a group's committed offsets are read
+/// through the service (on a cluster, from its coordinator's loaded state).
+async fn answer_groups(
+    request: &Request<Incoming>,
+    service: Weak<BrokerService>,
+) -> Response<Full<Bytes>> {
+    let page = match read_only_page(request) {
+        Ok(page) => page,
+        Err(refusal) => return refusal,
+    };
+    match service.upgrade() {
+        Some(service) => json_response(api::render_groups(&service, &page).await.to_string()),
+        None => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down\n",
+        ),
+    }
+}
+
+/// The page a GET under `/api/` asks for, or the answer refusing it (another method: 405; a
+/// bad query: 400 with what to send instead).
+fn read_only_page(request: &Request<Incoming>) -> Result<api::PageQuery, Response<Full<Bytes>>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Err(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET is served under /api/ (the console is read-only)\n",
+        ));
+    }
+    api::parse_query(request.uri().query()).map_err(|reason| {
+        let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        response
+    })
+}
+
+fn json_response(text: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 /// A paged JSON view under `/api/`, rendered by `render` off the async workers.
 async fn answer_view(
     request: &Request<Incoming>,
     service: Weak<BrokerService>,
     render: fn(&BrokerService, &api::PageQuery) -> serde_json::Value,
 ) -> Response<Full<Bytes>> {
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        return plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "only GET is served under /api/ (the console is read-only)\n",
-        );
-    }
-    let page = match api::parse_query(request.uri().query()) {
+    let page = match read_only_page(request) {
         Ok(page) => page,
-        Err(reason) => {
-            let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
-            *response.status_mut() = StatusCode::BAD_REQUEST;
-            return response;
-        }
+        Err(refusal) => return refusal,
     };
     let rendered = tokio::task::spawn_blocking(move || {
         service
@@ -333,13 +369,7 @@ async fn answer_view(
     })
     .await;
     match rendered {
-        Ok(Some(text)) => {
-            let mut response = Response::new(Full::new(Bytes::from(text)));
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            response
-        }
+        Ok(Some(text)) => json_response(text),
         Ok(None) => plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down\n",
