@@ -317,7 +317,7 @@ async fn answer_groups(
 ) -> Response<Full<Bytes>> {
     let page = match read_only_page(request) {
         Ok(page) => page,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     match service.upgrade() {
         Some(service) => json_response(api::render_groups(&service, &page).await.to_string()),
@@ -330,17 +330,19 @@ async fn answer_groups(
 
 /// The page a GET under `/api/` asks for, or the answer refusing it (another method: 405; a
 /// bad query: 400 with what to send instead).
-fn read_only_page(request: &Request<Incoming>) -> Result<api::PageQuery, Response<Full<Bytes>>> {
+fn read_only_page(
+    request: &Request<Incoming>,
+) -> Result<api::PageQuery, Box<Response<Full<Bytes>>>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
-        return Err(plain(
+        return Err(Box::new(plain(
             StatusCode::METHOD_NOT_ALLOWED,
             "only GET is served under /api/ (the console is read-only)\n",
-        ));
+        )));
     }
     api::parse_query(request.uri().query()).map_err(|reason| {
         let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
         *response.status_mut() = StatusCode::BAD_REQUEST;
-        response
+        Box::new(response)
     })
 }
 
@@ -360,7 +362,7 @@ async fn answer_view(
 ) -> Response<Full<Bytes>> {
     let page = match read_only_page(request) {
         Ok(page) => page,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let rendered = tokio::task::spawn_blocking(move || {
         service
