@@ -214,3 +214,68 @@ async fn groups_view_shows_committed_offsets_and_lag() {
     assert_eq!(view["total"], 1);
     assert_eq!(view["groups"][0]["group"], "archiver");
 }
+
+/// `GET /api/messages`: a partition's records from an offset with their epoch, key, value and
+/// headers as text, hex or JSON, paged with `next_offset`; an idempotent producer's records show
+/// its producer id and sequences; refusals say what to send.
+#[tokio::test]
+async fn message_browser_pages_records_with_their_epoch_and_producer() {
+    let server = TestServer::builder().start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    client
+        .create_topic("orders", 1, topic_config())
+        .await
+        .unwrap();
+    let lease = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
+    let mut plain = BatchBuilder::new(lease.epoch);
+    plain.push_with_headers(1_000, Some(b"k1"), Some(br#"{"n":1}"#), &[("h", b"v")]);
+    plain.push(1_001, None, Some(b"two"));
+    client.produce("orders", 0, plain.finish()).await.unwrap();
+    let producer = client.init_producer_id().await.unwrap();
+    let mut idempotent =
+        BatchBuilder::with_producer(lease.epoch, producer.producer_id, producer.producer_epoch);
+    idempotent.push(1_002, None, Some(b"three"));
+    idempotent.push(1_003, None, Some(b"four"));
+    client
+        .produce("orders", 0, idempotent.finish_with_sequence(0))
+        .await
+        .unwrap();
+
+    let (status, body) =
+        http_get(http.addr(), "/api/messages?topic=orders&partition=0&limit=3&format=json").await;
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(page["high_watermark"], 4);
+    assert_eq!(page["next_offset"], 3);
+    let messages = page["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[0]["key"], "k1");
+    assert_eq!(messages[0]["value"], serde_json::json!({"n": 1}));
+    assert_eq!(messages[0]["headers"][0]["name"], "h");
+    assert_eq!(messages[0]["epoch"], lease.epoch);
+    assert!(messages[0]["producer_id"].is_null());
+    assert_eq!(messages[1]["value"], "two");
+    assert_eq!(messages[2]["producer_id"], producer.producer_id);
+    assert_eq!(messages[2]["sequence"], 0);
+
+    let (_, body) = http_get(
+        http.addr(),
+        "/api/messages?topic=orders&partition=0&offset=3&format=hex",
+    )
+    .await;
+    let page: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(page["messages"][0]["value"], "666f7572");
+    assert_eq!(page["messages"][0]["sequence"], 1);
+    assert_eq!(page["next_offset"], 4);
+
+    let (status, body) = http_get(http.addr(), "/api/messages?topic=orders").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("partition=N"), "{body}");
+    let (status, _) = http_get(http.addr(), "/api/messages?topic=nope&partition=0").await;
+    assert_eq!(status, 404);
+    let (status, body) =
+        http_get(http.addr(), "/api/messages?topic=orders&partition=0&offset=99").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("outside the log"), "{body}");
+}

@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 
 pub mod api;
 pub mod exposition;
+pub mod messages;
 
 pub use exposition::render;
 
@@ -261,6 +262,9 @@ async fn answer(
     if serve_api && request.uri().path() == api::GROUPS_PATH {
         return Ok(answer_groups(&request, service).await);
     }
+    if serve_api && request.uri().path() == messages::MESSAGES_PATH {
+        return Ok(answer_messages(&request, service).await);
+    }
     if request.uri().path() != METRICS_PATH {
         return Ok(plain(
             StatusCode::NOT_FOUND,
@@ -328,6 +332,60 @@ async fn answer_groups(
     }
 }
 
+/// The message browser: read off the async workers (it reads the log).
+async fn answer_messages(
+    request: &Request<Incoming>,
+    service: Weak<BrokerService>,
+) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET is served under /api/ (the console is read-only)\n",
+        );
+    }
+    let query = match messages::parse_query(request.uri().query()) {
+        Ok(query) => query,
+        Err(reason) => return text_response(StatusCode::BAD_REQUEST, reason),
+    };
+    let rendered = tokio::task::spawn_blocking(move || {
+        service
+            .upgrade()
+            .map(|service| messages::render_messages(&service, &query))
+    })
+    .await;
+    match rendered {
+        Ok(Some(Ok(page))) => json_response(page.to_string()),
+        Ok(Some(Err(messages::MessagesError::NotFound(reason)))) => {
+            text_response(StatusCode::NOT_FOUND, reason)
+        }
+        Ok(Some(Err(messages::MessagesError::Refused(reason)))) => {
+            text_response(StatusCode::BAD_REQUEST, reason)
+        }
+        Ok(None) => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down\n",
+        ),
+        Err(error) => {
+            warn!(%error, "reading messages for the console failed");
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "reading the messages failed\n",
+            )
+        }
+    }
+}
+
+/// A plain-text answer with `status` and `reason` on one line.
+fn text_response(status: StatusCode, reason: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
 /// The page a GET under `/api/` asks for, or the answer refusing it (another method: 405; a
 /// bad query: 400 with what to send instead).
 fn read_only_page(
@@ -339,11 +397,8 @@ fn read_only_page(
             "only GET is served under /api/ (the console is read-only)\n",
         )));
     }
-    api::parse_query(request.uri().query()).map_err(|reason| {
-        let mut response = Response::new(Full::new(Bytes::from(format!("{reason}\n"))));
-        *response.status_mut() = StatusCode::BAD_REQUEST;
-        Box::new(response)
-    })
+    api::parse_query(request.uri().query())
+        .map_err(|reason| Box::new(text_response(StatusCode::BAD_REQUEST, reason)))
 }
 
 fn json_response(text: String) -> Response<Full<Bytes>> {
