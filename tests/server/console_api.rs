@@ -242,8 +242,11 @@ async fn message_browser_pages_records_with_their_epoch_and_producer() {
         .await
         .unwrap();
 
-    let (status, body) =
-        http_get(http.addr(), "/api/messages?topic=orders&partition=0&limit=3&format=json").await;
+    let (status, body) = http_get(
+        http.addr(),
+        "/api/messages?topic=orders&partition=0&limit=3&format=json",
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     let page: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(page["high_watermark"], 4);
@@ -274,8 +277,59 @@ async fn message_browser_pages_records_with_their_epoch_and_producer() {
     assert!(body.contains("partition=N"), "{body}");
     let (status, _) = http_get(http.addr(), "/api/messages?topic=nope&partition=0").await;
     assert_eq!(status, 404);
-    let (status, body) =
-        http_get(http.addr(), "/api/messages?topic=orders&partition=0&offset=99").await;
+    let (status, body) = http_get(
+        http.addr(),
+        "/api/messages?topic=orders&partition=0&offset=99",
+    )
+    .await;
     assert_eq!(status, 400);
     assert!(body.contains("outside the log"), "{body}");
+}
+
+/// `GET /api/topics` and `GET /api/cluster` on a standalone server: settings, sizes and record
+/// counts per topic; one broker leading every partition in leader epoch 0, nothing
+/// under-replicated.
+#[tokio::test]
+async fn topics_and_cluster_views_describe_the_topics_and_their_leaders() {
+    let server = TestServer::builder().start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    let mut config = topic_config();
+    config.retention_bytes = Some(1 << 30);
+    client.create_topic("orders", 2, config).await.unwrap();
+    client
+        .create_topic("audit", 1, topic_config())
+        .await
+        .unwrap();
+    let lease = client.acquire_lease("orders", 1, "a", TTL).await.unwrap();
+    client
+        .produce("orders", 1, batch(lease.epoch, 6))
+        .await
+        .unwrap();
+
+    let (status, body) = http_get(http.addr(), "/api/topics").await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["total"], 2);
+    let orders = &view["topics"][1];
+    assert_eq!(orders["topic"], "orders");
+    assert_eq!(orders["partitions"], 2);
+    assert_eq!(orders["replication_factor"], 1);
+    assert_eq!(orders["flush"], "always");
+    assert_eq!(orders["retention_bytes"], 1u64 << 30);
+    assert!(orders["retention_ms"].is_null());
+    assert_eq!(orders["records"], 6);
+    assert!(orders["size_bytes"].as_u64().unwrap() > 0);
+
+    let (status, body) = http_get(http.addr(), "/api/cluster?topic=orders").await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["brokers"].as_array().unwrap().len(), 1);
+    assert_eq!(view["total"], 2);
+    let partition = &view["partitions"][1];
+    assert_eq!(partition["partition"], 1);
+    assert_eq!(partition["leader"], view["brokers"][0]["node_id"]);
+    assert_eq!(partition["leader_epoch"], 0);
+    assert_eq!(partition["under_replicated"], false);
+    assert_eq!(partition["high_watermark"], 6);
 }

@@ -25,6 +25,12 @@ pub const MAX_API_PAGE: usize = 1_000;
 /// their lag.
 pub const GROUPS_PATH: &str = "/api/groups";
 
+/// The path of the topics view: each topic's settings, partitions and size.
+pub const TOPICS_PATH: &str = "/api/topics";
+/// The path of the cluster view: the brokers, and per partition its leader, leader epoch,
+/// replicas, ISR and offsets, under-replicated partitions first.
+pub const CLUSTER_PATH: &str = "/api/cluster";
+
 /// What a request for a page asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageQuery {
@@ -204,6 +210,115 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
         })
         .collect();
     json!({"total": total, "offset": page.offset, "groups": rows})
+}
+
+/// The page of the topics view `page` asks for, as JSON: `{"total": N, "offset": M, "topics":
+/// [...]}`, sorted by name, each with its `partitions` count, `replication_factor`, `flush`, the
+/// live `segment_bytes`, `retention_bytes` and `retention_ms` (`null`: unlimited), `size_bytes`
+/// (log data on this broker's disk) and `records` (log end minus log start, summed).
+/// `?topic=NAME` keeps that topic.
+pub fn render_topics(service: &BrokerService, page: &PageQuery) -> Value {
+    let mut topics = service.broker().topics();
+    topics.retain(|topic| {
+        page.topic
+            .as_deref()
+            .is_none_or(|name| topic.name() == name)
+    });
+    topics.sort_by(|a, b| a.name().cmp(b.name()));
+    let replicas = service.replica_manager();
+    let rows: Vec<Value> = topics
+        .iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|topic| {
+            let open: Vec<_> = topic.open_partitions().collect();
+            let limits = open.first().map(|partition| partition.limits());
+            let config = topic.config();
+            json!({
+                "topic": topic.name(),
+                "partitions": topic.partitions().len(),
+                "replication_factor": replicas.partition_state(topic.name(), 0).replicas.len(),
+                "flush": config.flush.to_string(),
+                "segment_bytes": limits.map_or(config.segment_bytes, |limits| limits.segment_bytes),
+                "retention_bytes": limits.map_or(config.retention_bytes, |limits| limits.retention_bytes),
+                "retention_ms": limits.map_or(config.retention_ms, |limits| limits.retention_ms),
+                "size_bytes": open.iter().map(|partition| partition.size_bytes()).sum::<u64>(),
+                "records": open.iter().map(|partition| {
+                    partition.log_end_offset().saturating_sub(partition.log_start_offset())
+                }).sum::<u64>(),
+                "unavailable_partitions": topic.partitions().len() - open.len(),
+            })
+        })
+        .collect();
+    json!({"total": topics.len(), "offset": page.offset, "topics": rows})
+}
+
+/// The page of the cluster view `page` asks for, as JSON: `{"brokers": [...], "total": N,
+/// "offset": M, "partitions": [...]}`. Brokers: `node_id`, `native_addr`, `kafka_addr` (as the
+/// cluster registered them; a standalone server is one broker). Partitions, under-replicated
+/// ones (fewer in-sync replicas than replicas) first, then by topic and partition: `leader`
+/// (`null`: offline), `leader_epoch`, `replicas`, `isr`, `under_replicated`, and this broker's
+/// `high_watermark`, `log_start_offset` and `log_end_offset` of its copy.
+pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
+    let replicas = service.replica_manager();
+    let brokers: Vec<Value> = replicas
+        .brokers("")
+        .into_iter()
+        .map(|broker| {
+            json!({
+                "node_id": broker.node_id,
+                "native_addr": (!broker.native_addr.is_empty()).then_some(broker.native_addr),
+                "kafka_addr": broker.kafka_addr,
+            })
+        })
+        .collect();
+    let mut topics = service.broker().topics();
+    topics.retain(|topic| {
+        page.topic
+            .as_deref()
+            .is_none_or(|name| topic.name() == name)
+    });
+    let mut rows: Vec<(bool, String, usize, Value)> = Vec::new();
+    for topic in &topics {
+        for (index, slot) in topic.partitions().iter().enumerate() {
+            let state = replicas.partition_state(topic.name(), index as u32);
+            let under_replicated = state.isr.len() < state.replicas.len();
+            let (high_watermark, log_start, log_end) =
+                slot.open().map_or((None, None, None), |partition| {
+                    (
+                        Some(partition.high_watermark()),
+                        Some(partition.log_start_offset()),
+                        Some(partition.log_end_offset()),
+                    )
+                });
+            rows.push((
+                !under_replicated,
+                topic.name().to_string(),
+                index,
+                json!({
+                    "topic": topic.name(),
+                    "partition": index,
+                    "leader": state.leader,
+                    "leader_epoch": state.leader_epoch,
+                    "replicas": state.replicas,
+                    "isr": state.isr,
+                    "under_replicated": under_replicated,
+                    "high_watermark": high_watermark,
+                    "log_start_offset": log_start,
+                    "log_end_offset": log_end,
+                }),
+            ));
+        }
+    }
+    rows.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+    let total = rows.len();
+    let partitions: Vec<Value> = rows
+        .into_iter()
+        .skip(page.offset)
+        .take(page.limit)
+        .map(|(_, _, _, row)| row)
+        .collect();
+    json!({"brokers": brokers, "total": total, "offset": page.offset, "partitions": partitions})
 }
 
 /// The writes the fence turned away lately, newest last.

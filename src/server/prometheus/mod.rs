@@ -259,6 +259,12 @@ async fn answer(
     if serve_api && request.uri().path() == api::LEASES_PATH {
         return Ok(answer_view(&request, service, api::render_leases).await);
     }
+    if serve_api && request.uri().path() == api::TOPICS_PATH {
+        return Ok(answer_view(&request, service, api::render_topics).await);
+    }
+    if serve_api && request.uri().path() == api::CLUSTER_PATH {
+        return Ok(answer_view(&request, service, api::render_cluster).await);
+    }
     if serve_api && request.uri().path() == api::GROUPS_PATH {
         return Ok(answer_groups(&request, service).await);
     }
