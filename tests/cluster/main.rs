@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cluster_console;
 mod cluster_groups;
 mod cluster_in_process;
 mod cluster_partitions;

@@ -1,7 +1,6 @@
 //! The console's first JSON view, `GET /api/partitions`, against a real server: a lease, a
 //! fenced write after a newer grant, paging and filtering, refusals.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,8 +8,8 @@ use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::protocol::{FlushPolicy, TopicConfig};
 use fencelog::testing::TestServer;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::support::http::http_get;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -29,23 +28,6 @@ fn batch(epoch: u64, records: usize) -> Bytes {
         builder.push(1_000, None, Some(format!("record {index}").as_bytes()));
     }
     builder.finish()
-}
-
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut socket = TcpStream::connect(addr)
-        .await
-        .expect("connect to the console");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    socket.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
-        .await
-        .expect("an answer within 10 s")
-        .unwrap();
-    let answer = String::from_utf8(answer).expect("utf-8 answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok());
-    (status.expect("a status code"), body.to_string())
 }
 
 /// After a lease, a write, an expiry, a newer grant and the old holder's fenced write, the view

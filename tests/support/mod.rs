@@ -8,12 +8,13 @@
 //! ([`raw_protocol`]), the protocol document's worked examples ([`doc_examples`]), proptest
 //! strategies for protocol values ([`protocol_strategies`]), an etcd process ([`etcd`]), a raw
 //! Kafka connection (`kafka`, feature `kafka`), the Python client check ([`python`]), signals
-//! to child processes ([`process`]) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
+//! to child processes ([`process`]), an HTTP GET for the console ([`http`]) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
 // Each binary uses a part of the helpers.
 #![allow(dead_code)]
 
 pub mod doc_examples;
 pub mod etcd;
+pub mod http;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod process;
