@@ -16,6 +16,7 @@ mod cluster_clock_jump;
 mod cluster_node_ids;
 mod cluster_processes;
 mod cluster_topic_delete;
+mod console_browser;
 mod consumer_groups;
 mod corruption;
 mod crash_kill9;

@@ -39,7 +39,10 @@ async fn the_cluster_view_shows_what_cluster_status_reports() {
     // Every partition led, with its three replicas in sync.
     let deadline = Instant::now() + CONVERGE;
     let metadata = loop {
-        let metadata = client.cluster_metadata(&["replicated"]).await.expect("metadata");
+        let metadata = client
+            .cluster_metadata(&["replicated"])
+            .await
+            .expect("metadata");
         if metadata.partitions.len() == 2
             && metadata
                 .partitions
@@ -48,7 +51,10 @@ async fn the_cluster_view_shows_what_cluster_status_reports() {
         {
             break metadata;
         }
-        assert!(Instant::now() < deadline, "the partitions did not settle: {metadata:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the partitions did not settle: {metadata:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -315,3 +315,27 @@ async fn topics_and_cluster_views_describe_the_topics_and_their_leaders() {
     assert_eq!(partition["under_replicated"], false);
     assert_eq!(partition["high_watermark"], 6);
 }
+
+/// `GET /`: the console's page, one HTML document served by the binary that reads the JSON views
+/// (no script from elsewhere).
+#[tokio::test]
+async fn the_console_page_is_served_by_the_binary() {
+    let server = TestServer::builder().start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let (status, body) = http_get(http.addr(), "/").await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<title>fencelog console</title>"), "{body}");
+    for view in [
+        "/api/cluster",
+        "/api/topics",
+        "/api/leases",
+        "/api/groups",
+        "/api/messages",
+    ] {
+        assert!(body.contains(view), "the page reads {view}");
+    }
+    assert!(
+        !body.contains("src=\"http"),
+        "nothing is fetched from elsewhere"
+    );
+}

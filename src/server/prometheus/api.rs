@@ -25,6 +25,12 @@ pub const MAX_API_PAGE: usize = 1_000;
 /// their lag.
 pub const GROUPS_PATH: &str = "/api/groups";
 
+/// The console's page: one HTML document with its script inline, served by the binary (no
+/// framework, nothing fetched from elsewhere), reading the JSON views below every 2 s.
+pub const CONSOLE_PATH: &str = "/";
+/// The page itself.
+pub const CONSOLE_HTML: &str = include_str!("console.html");
+
 /// The path of the topics view: each topic's settings, partitions and size.
 pub const TOPICS_PATH: &str = "/api/topics";
 /// The path of the cluster view: the brokers, and per partition its leader, leader epoch,

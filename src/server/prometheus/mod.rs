@@ -253,6 +253,15 @@ async fn answer(
     service: Weak<BrokerService>,
     serve_api: bool,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    if serve_api && request.uri().path() == api::CONSOLE_PATH {
+        let mut response =
+            Response::new(Full::new(Bytes::from_static(api::CONSOLE_HTML.as_bytes())));
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        return Ok(response);
+    }
     if serve_api && request.uri().path() == api::PARTITIONS_PATH {
         return Ok(answer_view(&request, service, api::render_partitions).await);
     }
