@@ -929,7 +929,7 @@ impl BrokerService {
         self.refuse_internal(topic, "leased")?;
         let target = self.lease_target(topic, partition)?;
         let log = Arc::clone(&target.log);
-        match self.leases.acquire(target, holder, ttl_ms).await {
+        match self.leases.acquire(target, holder.clone(), ttl_ms).await {
             // The topic was deleted while the grant was being installed.
             Err(AuthorityError::Install { source, .. })
                 if matches!(*source, StorageError::Deleted { .. }) =>
@@ -938,7 +938,7 @@ impl BrokerService {
             }
             granted => {
                 let grant = granted?;
-                log.metrics().lease_granted();
+                log.metrics().lease_granted_to(grant.epoch, &holder);
                 Ok(grant)
             }
         }

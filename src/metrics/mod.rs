@@ -24,7 +24,10 @@ use std::sync::{Arc, Mutex};
 
 pub use histogram::{AtomicHistogram, HistogramSnapshot};
 pub use listener::{ApiNames, ListenerMetrics, OpenConnection, RequestTimer, RequestTimers};
-pub use partition::{FencedWrite, PartitionCounts, PartitionMetrics, FENCED_WRITES_KEPT};
+pub use partition::{
+    FencedWrite, LeaseGrantRecord, PartitionCounts, PartitionMetrics, FENCED_WRITES_KEPT,
+    GRANTS_KEPT,
+};
 
 use histogram::{BATCH_BYTES_BOUNDS, SYNC_DURATION_BOUNDS_NANOS};
 

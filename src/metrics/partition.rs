@@ -16,6 +16,15 @@ use crate::batch::BatchHeader;
 
 use super::histogram::{AtomicHistogram, BATCH_BYTES_BOUNDS, SYNC_DURATION_BOUNDS_NANOS};
 
+/// Milliseconds since the Unix epoch, by the wall clock.
+fn wall_clock_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
 /// A partition's counters. All are monotonic for the life of the partition (a restart starts
 /// them again at zero, which Prometheus reads as a counter reset).
 #[derive(Debug)]
@@ -33,6 +42,24 @@ pub struct PartitionMetrics {
     sync_duration: AtomicHistogram,
     /// The most recent fenced attempts, oldest first, at most [`FENCED_WRITES_KEPT`].
     recent_fenced: Mutex<VecDeque<FencedWrite>>,
+    /// The most recent lease grants, oldest first, at most [`GRANTS_KEPT`]: whose each epoch
+    /// was, for the console's fences view.
+    recent_grants: Mutex<VecDeque<LeaseGrantRecord>>,
+}
+
+/// Lease grants kept per partition for the console (older ones are dropped; `lease_grants`
+/// keeps counting them all).
+pub const GRANTS_KEPT: usize = 32;
+
+/// One lease grant, as the console shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseGrantRecord {
+    /// The epoch granted.
+    pub epoch: u64,
+    /// To whom.
+    pub holder: String,
+    /// When, in milliseconds since the Unix epoch (wall clock).
+    pub at_ms: u64,
 }
 
 /// Fenced attempts kept per partition for the console (older ones are dropped; the counter
@@ -65,6 +92,7 @@ impl Default for PartitionMetrics {
             batch_bytes: AtomicHistogram::new(BATCH_BYTES_BOUNDS),
             sync_duration: AtomicHistogram::new(SYNC_DURATION_BOUNDS_NANOS),
             recent_fenced: Mutex::new(VecDeque::with_capacity(FENCED_WRITES_KEPT)),
+            recent_grants: Mutex::new(VecDeque::with_capacity(GRANTS_KEPT)),
         }
     }
 }
@@ -134,11 +162,7 @@ impl PartitionMetrics {
     /// the short lock never sits on an accepted append.
     pub fn fenced_write(&self, stale_epoch: u64, current_epoch: u64) {
         self.fenced();
-        let at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
+        let at_ms = wall_clock_ms();
         let mut recent = self
             .recent_fenced
             .lock()
@@ -171,6 +195,34 @@ impl PartitionMetrics {
     /// Counts a lease grant.
     pub fn lease_granted(&self) {
         self.lease_grants.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a grant of `epoch` to `holder` (as [`PartitionMetrics::lease_granted`]) and keeps
+    /// it in the bounded ring of recent grants.
+    pub fn lease_granted_to(&self, epoch: u64, holder: &str) {
+        self.lease_granted();
+        let mut recent = self
+            .recent_grants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if recent.len() == GRANTS_KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(LeaseGrantRecord {
+            epoch,
+            holder: holder.to_string(),
+            at_ms: wall_clock_ms(),
+        });
+    }
+
+    /// The recent lease grants, oldest first (at most [`GRANTS_KEPT`]).
+    pub fn recent_grants(&self) -> Vec<LeaseGrantRecord> {
+        self.recent_grants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Counts a lease renewal.

@@ -185,8 +185,8 @@ fn every_console_page_shows_the_lease_the_fence_and_the_lag() {
         "its epoch {second}: {leases}"
     );
     assert!(
-        leases.contains(&format!("epoch {first} &lt; {second}")),
-        "the fenced write's epochs: {leases}"
+        leases.contains(&format!("epoch {first} &lt; {second} (alice)")),
+        "the fenced write's epochs and whose the stale one was: {leases}"
     );
     let groups = page("groups");
     assert!(groups.contains(">billing<"), "{groups}");

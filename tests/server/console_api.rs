@@ -142,6 +142,25 @@ async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
     );
     assert_eq!(leased["fenced_writes"], 1);
     assert_eq!(leased["recent_fenced"][0]["stale_epoch"], first.epoch);
+    assert_eq!(
+        leased["recent_fenced"][0]["stale_holder"], "a",
+        "whose epoch the fence turned away"
+    );
+    let grants: Vec<(u64, String)> = leased["recent_grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|grant| {
+            (
+                grant["epoch"].as_u64().unwrap(),
+                grant["holder"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        grants,
+        [(first.epoch, "a".into()), (second.epoch, "b".into())]
+    );
     assert!(view["partitions"][1]["lease"].is_null(), "{body}");
 }
 

@@ -132,6 +132,11 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery) -> Value {
             "epoch": partition.current_epoch(),
             "lease": lease,
             "epoch_history": partition.epoch_history(),
+            "recent_grants": partition.metrics().recent_grants().iter().map(|grant| json!({
+                "epoch": grant.epoch,
+                "holder": grant.holder,
+                "at_ms": grant.at_ms,
+            })).collect::<Vec<Value>>(),
             "fenced_writes": counts.fenced,
             "recent_fenced": recent_fenced(partition),
             "lease_grants": counts.lease_grants,
@@ -327,16 +332,25 @@ pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
     json!({"brokers": brokers, "total": total, "offset": page.offset, "partitions": partitions})
 }
 
-/// The writes the fence turned away lately, newest last.
+/// The writes the fence turned away lately, newest last, each with the holder its stale epoch
+/// was granted to when the partition still remembers that grant (`null` otherwise, and for a
+/// writer without a lease).
 fn recent_fenced(partition: &crate::storage::Partition) -> Vec<Value> {
+    let grants = partition.metrics().recent_grants();
     partition
         .metrics()
         .recent_fenced()
         .iter()
         .map(|write| {
+            let holder = grants
+                .iter()
+                .rev()
+                .find(|grant| grant.epoch == write.stale_epoch)
+                .map(|grant| grant.holder.clone());
             json!({
                 "stale_epoch": write.stale_epoch,
                 "current_epoch": write.current_epoch,
+                "stale_holder": holder,
                 "at_ms": write.at_ms,
             })
         })
