@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fencelog::client::{BatchBuilder, Client, ClientError};
 use fencelog::protocol::{FlushPolicy, TopicConfig};
+use fencelog::server::prometheus::MetricsEndpoint;
 use fencelog::testing::TestServer;
 use serde_json::Value;
 
@@ -30,14 +31,27 @@ fn batch(epoch: u64, records: usize) -> Bytes {
     builder.finish()
 }
 
+/// A server (on a manual clock when asked) with its metrics listener serving the console, and
+/// a client of it.
+async fn console(manual_clock: bool) -> (TestServer, MetricsEndpoint, Client) {
+    let builder = TestServer::builder();
+    let builder = if manual_clock {
+        builder.manual_clock()
+    } else {
+        builder
+    };
+    let server = builder.start().await.unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let client = Client::connect(server.addr()).await.unwrap();
+    (server, http, client)
+}
+
 /// After a lease, a write, an expiry, a newer grant and the old holder's fenced write, the view
 /// shows the new epoch, the offsets and one fenced write; paging and the topic filter cut rows;
 /// a page beyond the limit is refused with a reason.
 #[tokio::test]
 async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
-    let server = TestServer::builder().manual_clock().start().await.unwrap();
-    let http = server.serve_metrics().await.unwrap();
-    let client = Client::connect(server.addr()).await.unwrap();
+    let (server, http, client) = console(true).await;
     client
         .create_topic("orders", 3, topic_config())
         .await
@@ -107,9 +121,7 @@ async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
 /// partition without a live lease shows `null`.
 #[tokio::test]
 async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
-    let server = TestServer::builder().manual_clock().start().await.unwrap();
-    let http = server.serve_metrics().await.unwrap();
-    let client = Client::connect(server.addr()).await.unwrap();
+    let (server, http, client) = console(true).await;
     client
         .create_topic("orders", 2, topic_config())
         .await
@@ -168,9 +180,7 @@ async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
 /// total lag; `?topic=` keeps the groups that committed there.
 #[tokio::test]
 async fn groups_view_shows_committed_offsets_and_lag() {
-    let server = TestServer::builder().start().await.unwrap();
-    let http = server.serve_metrics().await.unwrap();
-    let client = Client::connect(server.addr()).await.unwrap();
+    let (_server, http, client) = console(false).await;
     client
         .create_topic("orders", 2, topic_config())
         .await
@@ -221,9 +231,7 @@ async fn groups_view_shows_committed_offsets_and_lag() {
 /// its producer id and sequences; refusals say what to send.
 #[tokio::test]
 async fn message_browser_pages_records_with_their_epoch_and_producer() {
-    let server = TestServer::builder().start().await.unwrap();
-    let http = server.serve_metrics().await.unwrap();
-    let client = Client::connect(server.addr()).await.unwrap();
+    let (_server, http, client) = console(false).await;
     client
         .create_topic("orders", 1, topic_config())
         .await
@@ -292,9 +300,7 @@ async fn message_browser_pages_records_with_their_epoch_and_producer() {
 /// under-replicated.
 #[tokio::test]
 async fn topics_and_cluster_views_describe_the_topics_and_their_leaders() {
-    let server = TestServer::builder().start().await.unwrap();
-    let http = server.serve_metrics().await.unwrap();
-    let client = Client::connect(server.addr()).await.unwrap();
+    let (_server, http, client) = console(false).await;
     let mut config = topic_config();
     config.retention_bytes = Some(1 << 30);
     client.create_topic("orders", 2, config).await.unwrap();

@@ -229,13 +229,7 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
 /// (log data on this broker's disk) and `records` (log end minus log start, summed).
 /// `?topic=NAME` keeps that topic.
 pub fn render_topics(service: &BrokerService, page: &PageQuery) -> Value {
-    let mut topics = service.broker().topics();
-    topics.retain(|topic| {
-        page.topic
-            .as_deref()
-            .is_none_or(|name| topic.name() == name)
-    });
-    topics.sort_by(|a, b| a.name().cmp(b.name()));
+    let topics = page_topics(service, page);
     let replicas = service.replica_manager();
     let rows: Vec<Value> = topics
         .iter()
@@ -283,12 +277,7 @@ pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
             })
         })
         .collect();
-    let mut topics = service.broker().topics();
-    topics.retain(|topic| {
-        page.topic
-            .as_deref()
-            .is_none_or(|name| topic.name() == name)
-    });
+    let topics = page_topics(service, page);
     let mut rows: Vec<(bool, String, usize, Value)> = Vec::new();
     for topic in &topics {
         for (index, slot) in topic.partitions().iter().enumerate() {
@@ -332,6 +321,21 @@ pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
     json!({"brokers": brokers, "total": total, "offset": page.offset, "partitions": partitions})
 }
 
+/// The broker's topics `page` keeps (`?topic=`), sorted by name.
+fn page_topics(
+    service: &BrokerService,
+    page: &PageQuery,
+) -> Vec<std::sync::Arc<crate::broker::Topic>> {
+    let mut topics = service.broker().topics();
+    topics.retain(|topic| {
+        page.topic
+            .as_deref()
+            .is_none_or(|name| topic.name() == name)
+    });
+    topics.sort_by(|a, b| a.name().cmp(b.name()));
+    topics
+}
+
 /// The writes the fence turned away lately, newest last, each with the holder its stale epoch
 /// was granted to when the partition still remembers that grant (`null` otherwise, and for a
 /// writer without a lease).
@@ -365,13 +369,7 @@ fn render_page(
     page: &PageQuery,
     row: impl Fn(&str, usize, &crate::storage::Partition) -> Value,
 ) -> Value {
-    let mut topics = service.broker().topics();
-    topics.retain(|topic| {
-        page.topic
-            .as_deref()
-            .is_none_or(|name| topic.name() == name)
-    });
-    topics.sort_by(|a, b| a.name().cmp(b.name()));
+    let topics = page_topics(service, page);
     let total: usize = topics.iter().map(|topic| topic.partitions().len()).sum();
     let rows: Vec<Value> = topics
         .iter()
