@@ -217,6 +217,20 @@ impl Security {
             .unwrap_or_else(|| decoy_credential(&self.decoy_secret, user))
     }
 
+    /// Whether `password` is `user`'s (the console's login form). The same work is done for a
+    /// user that does not exist (against a decoy credential), and the keys are compared in
+    /// constant time, so the answer's timing says nothing about which part was wrong.
+    pub fn check_password(&self, user: &str, password: &str) -> bool {
+        let credential = self.credential(user);
+        let derived = ScramCredential::derive(password, &credential.salt, credential.iterations);
+        let difference = derived
+            .stored_key
+            .iter()
+            .zip(credential.stored_key.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        difference == 0 && self.users(Duration::ZERO).users.contains_key(user)
+    }
+
     /// The users, re-read from the file if the last check is older than `max_age`.
     fn users(&self, max_age: Duration) -> Arc<UserFile> {
         match &self.source {

@@ -117,8 +117,10 @@ impl Node {
     /// cluster and starts its driver), and starts serving every listener.
     pub async fn start(config: NodeConfig, listeners: Listeners) -> Result<Node, BrokerError> {
         config.validate()?;
+        // Under --auth the console asks for a login and shows each user what its ACLs allow.
         let metrics_config = MetricsEndpointConfig {
-            serve_api: config.server.security.is_none(),
+            serve_api: true,
+            login: config.server.security.clone(),
             ..MetricsEndpointConfig::default()
         };
         let directory = config.data_dir.clone();

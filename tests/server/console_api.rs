@@ -364,3 +364,142 @@ async fn the_console_page_is_served_by_the_binary() {
         "nothing is fetched from elsewhere"
     );
 }
+
+/// Under `--auth` the console asks for a login: nothing under `/api/` without one, a wrong
+/// password refused, and a logged-in user sees only the topics its ACLs let it see (and reads
+/// messages only where it may consume); a super user sees everything; logging out ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_auth_the_console_asks_for_a_login_and_applies_the_acls() {
+    use fencelog::auth::{users, Operation, Security, TopicPattern};
+    use fencelog::server::prometheus::MetricsEndpointConfig;
+    use fencelog::server::ServerConfig;
+    use std::sync::Arc;
+
+    let security_dir = tempfile::tempdir().unwrap();
+    users::add_user(security_dir.path(), "admin", "admin-pw").unwrap();
+    users::add_user(security_dir.path(), "alice", "alice-pw").unwrap();
+    let security = Arc::new(Security::open(security_dir.path(), ["admin".to_owned()]).unwrap());
+    security
+        .add_acl(
+            "alice",
+            &TopicPattern::parse("orders").unwrap(),
+            &[Operation::Consume].into_iter().collect(),
+        )
+        .await
+        .unwrap();
+    let server = TestServer::builder()
+        .server_config(ServerConfig {
+            security: Some(Arc::clone(&security)),
+            ..ServerConfig::default()
+        })
+        .start()
+        .await
+        .unwrap();
+    let admin = Client::builder()
+        .addr(server.addr().to_string())
+        .credentials("admin", "admin-pw")
+        .connect()
+        .await
+        .unwrap();
+    admin
+        .create_topic("orders", 1, topic_config())
+        .await
+        .unwrap();
+    admin
+        .create_topic("secret", 1, topic_config())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let console = fencelog::server::prometheus::MetricsEndpoint::start(
+        listener,
+        server.service(),
+        MetricsEndpointConfig {
+            login: Some(security),
+            ..MetricsEndpointConfig::default()
+        },
+    )
+    .unwrap();
+    let addr = console.addr();
+
+    let (status, body) = http_get(addr, "/api/topics").await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("log in"), "{body}");
+    let (status, _) = http_get(addr, "/").await;
+    assert_eq!(status, 200, "the page (with its login form) is served");
+    let (status, _, _) = post_form(addr, "/api/login", "user=alice&password=wrong").await;
+    assert_eq!(status, 401);
+
+    let (status, cookie, _) = post_form(addr, "/api/login", "user=alice&password=alice-pw").await;
+    assert_eq!(status, 200);
+    let cookie = cookie.expect("a session cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_string();
+    let (status, body) = http_get_with(addr, "/api/topics", &session).await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["total"], 1, "alice sees only orders: {body}");
+    assert_eq!(view["topics"][0]["topic"], "orders");
+    let (status, _) = http_get_with(addr, "/api/messages?topic=secret&partition=0", &session).await;
+    assert_eq!(status, 403);
+    let (status, _) = http_get_with(addr, "/api/messages?topic=orders&partition=0", &session).await;
+    assert_eq!(status, 200);
+
+    let (_, admin_cookie, _) = post_form(addr, "/api/login", "user=admin&password=admin-pw").await;
+    let admin_session = admin_cookie.unwrap().split(';').next().unwrap().to_string();
+    let (_, body) = http_get_with(addr, "/api/topics", &admin_session).await;
+    let view: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["total"], 2, "a super user sees every topic");
+
+    let (status, _) = http_get_with(addr, "/api/logout", &session).await;
+    assert_eq!(status, 200);
+    let (status, _) = http_get_with(addr, "/api/topics", &session).await;
+    assert_eq!(status, 401, "logged out");
+}
+
+/// `GET path` with a `Cookie` header.
+async fn http_get_with(addr: std::net::SocketAddr, path: &str, cookie: &str) -> (u16, String) {
+    let (status, _, body) = http_request(
+        addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    (status, body)
+}
+
+/// `POST path` of a form: the status, the `Set-Cookie` header and the body.
+async fn post_form(
+    addr: std::net::SocketAddr,
+    path: &str,
+    form: &str,
+) -> (u16, Option<String>, String) {
+    http_request(
+        addr,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    )
+    .await
+}
+
+async fn http_request(addr: std::net::SocketAddr, request: &str) -> (u16, Option<String>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let cookie = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(": ")?;
+        name.eq_ignore_ascii_case("set-cookie")
+            .then(|| value.to_string())
+    });
+    (status, cookie, body.to_string())
+}

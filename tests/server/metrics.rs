@@ -214,13 +214,16 @@ async fn counters_move_with_what_happened_and_the_text_is_valid_exposition() {
     );
 }
 
-/// Only `/metrics` is served: another path is a 404, and a request head larger than the limit is
-/// refused without taking the server down (the next scrape works).
+/// Only `/metrics` and the console (`/`, `/api/...`) are served: another path is a 404, and a
+/// request head larger than the limit is refused without taking the server down (the next
+/// scrape works).
 #[tokio::test]
 async fn other_paths_are_not_found_and_oversized_requests_are_refused() {
     let server = TestServer::start().await.unwrap();
     let metrics = server.serve_metrics().await.unwrap();
     let (status, _, _) = http_get(metrics.addr(), "/").await;
+    assert_eq!(status, 200, "the console's page");
+    let (status, _, _) = http_get(metrics.addr(), "/nothing").await;
     assert_eq!(status, 404);
     let (status, _, _) = http_get(metrics.addr(), "/metrics/extra").await;
     assert_eq!(status, 404);

@@ -4,11 +4,12 @@
 //! and the fenced-write and lease counters — sorted by topic then partition, paged with
 //! `?limit=N&offset=M` (at most [`MAX_API_PAGE`] rows a page, [`DEFAULT_API_PAGE`] unless asked)
 //! and filtered with `?topic=NAME`, so a broker with 10,000 partitions answers in pages.
-//! It reads what the Prometheus scrape reads and nothing else; it is served only when the server
-//! runs without `--auth` (the console's login is not built yet, and topic names are not public).
+//! It reads what the Prometheus scrape reads and nothing else. Under `--auth` every view is given
+//! the logged-in user's [`Access`] and shows only the topics it may see (see `super::session`).
 
 use serde_json::{json, Value};
 
+use crate::auth::Access;
 use crate::broker::BrokerService;
 
 /// The path of the partitions view.
@@ -90,8 +91,8 @@ pub fn parse_query(query: Option<&str>) -> Result<PageQuery, String> {
 }
 
 /// The page of partitions `page` asks for, as JSON: `{"total": N, "offset": M, "partitions": [...]}`.
-pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
-    render_page(service, page, |topic, index, partition| {
+pub fn render_partitions(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
+    render_page(service, page, access, |topic, index, partition| {
         let counts = partition.metrics().counts();
         json!({
             "topic": topic,
@@ -115,8 +116,8 @@ pub fn render_partitions(service: &BrokerService, page: &PageQuery) -> Value {
 /// `epoch`, `expires_in_ms`; `null` when none is live), its `epoch_history` (`[epoch,
 /// start_offset]` pairs, oldest first: where each granted epoch's writes begin), and its
 /// fenced writes (`fenced_writes`, the latest in `recent_fenced`).
-pub fn render_leases(service: &BrokerService, page: &PageQuery) -> Value {
-    render_page(service, page, |topic, index, partition| {
+pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
+    render_page(service, page, access, |topic, index, partition| {
         let counts = partition.metrics().counts();
         let lease = service.leases().lookup(topic, index as u32).map(|lease| {
             json!({
@@ -152,7 +153,7 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery) -> Value {
 /// `client_host`; classic groups), its `offsets` (`topic`, `partition`, `committed`,
 /// `high_watermark`, `lag` = high watermark − committed, never negative) and their total `lag`.
 /// `?topic=NAME` keeps the groups with a committed offset on NAME, and only those offsets.
-pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
+pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     let coordinator = service.group_coordinator();
     let mut names: Vec<String> = service.group_names();
     names.extend(coordinator.list().into_iter().map(|group| group.group_id));
@@ -163,7 +164,9 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
         let commits = service.committed_offsets(&name).await.unwrap_or_default();
         let offsets: Vec<Value> = commits
             .into_iter()
-            .filter(|((topic, _), _)| page.topic.as_deref().is_none_or(|wanted| topic == wanted))
+            .filter(|((topic, _), _)| {
+                page.topic.as_deref().is_none_or(|wanted| topic == wanted) && access.may_see(topic)
+            })
             .map(|((topic, partition), committed)| {
                 let high_watermark = service.local_high_watermark(&topic, partition);
                 json!({
@@ -175,7 +178,9 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
                 })
             })
             .collect();
-        if page.topic.is_some() && offsets.is_empty() {
+        // Under --auth a group shows through the topics it committed on that the user may see
+        // (ACLs on groups are not kept): none visible, no row.
+        if (page.topic.is_some() || access.principal().is_some()) && offsets.is_empty() {
             continue;
         }
         groups.push((name, offsets));
@@ -228,8 +233,8 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery) -> Value {
 /// live `segment_bytes`, `retention_bytes` and `retention_ms` (`null`: unlimited), `size_bytes`
 /// (log data on this broker's disk) and `records` (log end minus log start, summed).
 /// `?topic=NAME` keeps that topic.
-pub fn render_topics(service: &BrokerService, page: &PageQuery) -> Value {
-    let topics = page_topics(service, page);
+pub fn render_topics(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
+    let topics = page_topics(service, page, access);
     let replicas = service.replica_manager();
     let rows: Vec<Value> = topics
         .iter()
@@ -264,7 +269,7 @@ pub fn render_topics(service: &BrokerService, page: &PageQuery) -> Value {
 /// ones (fewer in-sync replicas than replicas) first, then by topic and partition: `leader`
 /// (`null`: offline), `leader_epoch`, `replicas`, `isr`, `under_replicated`, and this broker's
 /// `high_watermark`, `log_start_offset` and `log_end_offset` of its copy.
-pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
+pub fn render_cluster(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     let replicas = service.replica_manager();
     let brokers: Vec<Value> = replicas
         .brokers("")
@@ -277,7 +282,7 @@ pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
             })
         })
         .collect();
-    let topics = page_topics(service, page);
+    let topics = page_topics(service, page, access);
     let mut rows: Vec<(bool, String, usize, Value)> = Vec::new();
     for topic in &topics {
         for (index, slot) in topic.partitions().iter().enumerate() {
@@ -321,16 +326,18 @@ pub fn render_cluster(service: &BrokerService, page: &PageQuery) -> Value {
     json!({"brokers": brokers, "total": total, "offset": page.offset, "partitions": partitions})
 }
 
-/// The broker's topics `page` keeps (`?topic=`), sorted by name.
+/// The broker's topics `page` keeps (`?topic=`) among those `access` may see, sorted by name.
 fn page_topics(
     service: &BrokerService,
     page: &PageQuery,
+    access: &Access,
 ) -> Vec<std::sync::Arc<crate::broker::Topic>> {
     let mut topics = service.broker().topics();
     topics.retain(|topic| {
         page.topic
             .as_deref()
             .is_none_or(|name| topic.name() == name)
+            && access.may_see(topic.name())
     });
     topics.sort_by(|a, b| a.name().cmp(b.name()));
     topics
@@ -367,9 +374,10 @@ fn recent_fenced(partition: &crate::storage::Partition) -> Vec<Value> {
 fn render_page(
     service: &BrokerService,
     page: &PageQuery,
+    access: &Access,
     row: impl Fn(&str, usize, &crate::storage::Partition) -> Value,
 ) -> Value {
-    let topics = page_topics(service, page);
+    let topics = page_topics(service, page, access);
     let total: usize = topics.iter().map(|topic| topic.partitions().len()).sum();
     let rows: Vec<Value> = topics
         .iter()

@@ -30,6 +30,7 @@ use tracing::{debug, info, warn};
 pub mod api;
 pub mod exposition;
 pub mod messages;
+pub mod session;
 
 pub use exposition::render;
 
@@ -57,9 +58,12 @@ pub struct MetricsEndpointConfig {
     pub read_timeout: Duration,
     /// A connection still open after this is closed.
     pub connection_timeout: Duration,
-    /// Serve the JSON views under `/api/` too (off when the server runs with `--auth`: they
-    /// have no login yet).
+    /// Serve the console (its page at `/` and the JSON views under `/api/`) too.
     pub serve_api: bool,
+    /// The server's users and ACLs when it runs with `--auth`: the console then asks for a login
+    /// (`POST /api/login`, checked against the SCRAM credentials) and each user sees only the
+    /// topics its ACLs let it see. `None`: open, as the native listener without `--auth`.
+    pub login: Option<Arc<crate::auth::Security>>,
 }
 
 impl Default for MetricsEndpointConfig {
@@ -69,6 +73,7 @@ impl Default for MetricsEndpointConfig {
             read_timeout: Duration::from_millis(DEFAULT_METRICS_READ_TIMEOUT_MS),
             connection_timeout: Duration::from_millis(DEFAULT_METRICS_CONNECTION_TIMEOUT_MS),
             serve_api: true,
+            login: None,
         }
     }
 }
@@ -194,6 +199,7 @@ async fn accept_loop(
     mut stopped: oneshot::Receiver<()>,
 ) {
     let connections = Arc::new(Semaphore::new(config.max_connections));
+    let sessions = Arc::new(session::Sessions::default());
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -213,8 +219,9 @@ async fn accept_loop(
                 };
                 let service = service.clone();
                 let config = config.clone();
+                let sessions = Arc::clone(&sessions);
                 tasks.spawn(async move {
-                    serve_connection(socket, peer, service, &config).await;
+                    serve_connection(socket, peer, service, &config, &sessions).await;
                     drop(permit);
                 });
                 while tasks.try_join_next().is_some() {}
@@ -230,8 +237,13 @@ async fn serve_connection(
     peer: SocketAddr,
     service: Weak<BrokerService>,
     config: &MetricsEndpointConfig,
+    sessions: &Arc<session::Sessions>,
 ) {
-    let serve_api = config.serve_api;
+    let console = Console {
+        serve_api: config.serve_api,
+        login: config.login.clone(),
+        sessions: Arc::clone(sessions),
+    };
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(config.read_timeout)
@@ -239,7 +251,9 @@ async fn serve_connection(
         .keep_alive(false)
         .serve_connection(
             TokioIo::new(socket),
-            hyper::service::service_fn(move |request| answer(request, service.clone(), serve_api)),
+            hyper::service::service_fn(move |request| {
+                answer(request, service.clone(), console.clone())
+            }),
         );
     match tokio::time::timeout(config.connection_timeout, connection).await {
         Ok(Ok(())) => {}
@@ -248,11 +262,141 @@ async fn serve_connection(
     }
 }
 
+/// What a connection's requests need of the console: whether it is served, the login it asks
+/// for under `--auth`, and the sessions of those who logged in.
+#[derive(Clone)]
+struct Console {
+    serve_api: bool,
+    login: Option<Arc<crate::auth::Security>>,
+    sessions: Arc<session::Sessions>,
+}
+
+/// The path of the console's login (a form: `user`, `password`).
+pub const LOGIN_PATH: &str = "/api/login";
+/// The path that ends a console session.
+pub const LOGOUT_PATH: &str = "/api/logout";
+/// Largest login form accepted, in bytes.
+const MAX_LOGIN_FORM_BYTES: usize = 4 * 1024;
+
+impl Console {
+    /// What `request` may see: everything without `--auth`; with it, what the logged-in user's
+    /// ACLs allow, or the `401` that asks for a login.
+    fn access(
+        &self,
+        request: &Request<Incoming>,
+    ) -> Result<crate::auth::Access, Box<Response<Full<Bytes>>>> {
+        let Some(security) = &self.login else {
+            return Ok(crate::auth::Access::open());
+        };
+        let cookie = request
+            .headers()
+            .get(hyper::header::COOKIE)
+            .and_then(|value| value.to_str().ok());
+        match self.sessions.user(cookie) {
+            Some(user) => Ok(crate::auth::Access::as_principal(Arc::clone(security), user)),
+            None => Err(Box::new(text_response(
+                StatusCode::UNAUTHORIZED,
+                format!("log in first: POST {LOGIN_PATH} with the form fields user and password (the server runs with --auth)"),
+            ))),
+        }
+    }
+
+    /// `POST /api/login`: the form's user and password against the SCRAM credentials; on
+    /// success a session cookie.
+    async fn login(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let Some(security) = &self.login else {
+            return text_response(
+                StatusCode::NOT_FOUND,
+                "this server runs without --auth: the console needs no login".to_string(),
+            );
+        };
+        if request.method() != Method::POST {
+            return plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "send the login form with POST\n",
+            );
+        }
+        use http_body_util::BodyExt;
+        let body = match http_body_util::Limited::new(request.into_body(), MAX_LOGIN_FORM_BYTES)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => {
+                return text_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("a login form is at most {MAX_LOGIN_FORM_BYTES} bytes"),
+                )
+            }
+        };
+        let Some((user, password)) = session::login_form(&body) else {
+            return text_response(
+                StatusCode::BAD_REQUEST,
+                "send the form fields user and password".to_string(),
+            );
+        };
+        let security = Arc::clone(security);
+        let checked_user = user.clone();
+        let valid =
+            tokio::task::spawn_blocking(move || security.check_password(&checked_user, &password))
+                .await
+                .unwrap_or(false);
+        if !valid {
+            return text_response(
+                StatusCode::UNAUTHORIZED,
+                "wrong user name or password".to_string(),
+            );
+        }
+        let Some(token) = self.sessions.open(&user) else {
+            return text_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{} console sessions are open (MAX_CONSOLE_SESSIONS); try again when one expires",
+                    session::MAX_CONSOLE_SESSIONS
+                ),
+            );
+        };
+        let mut response = text_response(StatusCode::OK, format!("logged in as {user}"));
+        let cookie = format!(
+            "{}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            session::SESSION_COOKIE,
+            session::CONSOLE_SESSION_TTL.as_secs()
+        );
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response
+                .headers_mut()
+                .insert(hyper::header::SET_COOKIE, value);
+        }
+        response
+    }
+}
+
 async fn answer(
     request: Request<Incoming>,
     service: Weak<BrokerService>,
-    serve_api: bool,
+    console: Console,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    let serve_api = console.serve_api;
+    let path = request.uri().path();
+    if serve_api && path == LOGIN_PATH {
+        return Ok(console.login(request).await);
+    }
+    if serve_api && path == LOGOUT_PATH {
+        let cookie = request
+            .headers()
+            .get(hyper::header::COOKIE)
+            .and_then(|value| value.to_str().ok());
+        console.sessions.close(cookie);
+        return Ok(text_response(StatusCode::OK, "logged out".to_string()));
+    }
+    let access = if serve_api && path.starts_with("/api/") {
+        match console.access(&request) {
+            Ok(access) => access,
+            Err(refusal) => return Ok(*refusal),
+        }
+    } else {
+        crate::auth::Access::open()
+    };
     if serve_api && request.uri().path() == api::CONSOLE_PATH {
         let mut response =
             Response::new(Full::new(Bytes::from_static(api::CONSOLE_HTML.as_bytes())));
@@ -263,22 +407,22 @@ async fn answer(
         return Ok(response);
     }
     if serve_api && request.uri().path() == api::PARTITIONS_PATH {
-        return Ok(answer_view(&request, service, api::render_partitions).await);
+        return Ok(answer_view(&request, service, access, api::render_partitions).await);
     }
     if serve_api && request.uri().path() == api::LEASES_PATH {
-        return Ok(answer_view(&request, service, api::render_leases).await);
+        return Ok(answer_view(&request, service, access, api::render_leases).await);
     }
     if serve_api && request.uri().path() == api::TOPICS_PATH {
-        return Ok(answer_view(&request, service, api::render_topics).await);
+        return Ok(answer_view(&request, service, access, api::render_topics).await);
     }
     if serve_api && request.uri().path() == api::CLUSTER_PATH {
-        return Ok(answer_view(&request, service, api::render_cluster).await);
+        return Ok(answer_view(&request, service, access, api::render_cluster).await);
     }
     if serve_api && request.uri().path() == api::GROUPS_PATH {
-        return Ok(answer_groups(&request, service).await);
+        return Ok(answer_groups(&request, service, access).await);
     }
     if serve_api && request.uri().path() == messages::MESSAGES_PATH {
-        return Ok(answer_messages(&request, service).await);
+        return Ok(answer_messages(&request, service, access).await);
     }
     if request.uri().path() != METRICS_PATH {
         return Ok(plain(
@@ -333,13 +477,18 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
 async fn answer_groups(
     request: &Request<Incoming>,
     service: Weak<BrokerService>,
+    access: crate::auth::Access,
 ) -> Response<Full<Bytes>> {
     let page = match read_only_page(request) {
         Ok(page) => page,
         Err(refusal) => return *refusal,
     };
     match service.upgrade() {
-        Some(service) => json_response(api::render_groups(&service, &page).await.to_string()),
+        Some(service) => json_response(
+            api::render_groups(&service, &page, &access)
+                .await
+                .to_string(),
+        ),
         None => plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down\n",
@@ -351,6 +500,7 @@ async fn answer_groups(
 async fn answer_messages(
     request: &Request<Incoming>,
     service: Weak<BrokerService>,
+    access: crate::auth::Access,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return plain(
@@ -362,6 +512,10 @@ async fn answer_messages(
         Ok(query) => query,
         Err(reason) => return text_response(StatusCode::BAD_REQUEST, reason),
     };
+    // Reading records is consuming them.
+    if let Err(refused) = access.check(crate::auth::Operation::Consume, &query.topic) {
+        return text_response(StatusCode::FORBIDDEN, refused.to_string());
+    }
     let rendered = tokio::task::spawn_blocking(move || {
         service
             .upgrade()
@@ -428,7 +582,8 @@ fn json_response(text: String) -> Response<Full<Bytes>> {
 async fn answer_view(
     request: &Request<Incoming>,
     service: Weak<BrokerService>,
-    render: fn(&BrokerService, &api::PageQuery) -> serde_json::Value,
+    access: crate::auth::Access,
+    render: fn(&BrokerService, &api::PageQuery, &crate::auth::Access) -> serde_json::Value,
 ) -> Response<Full<Bytes>> {
     let page = match read_only_page(request) {
         Ok(page) => page,
@@ -437,7 +592,7 @@ async fn answer_view(
     let rendered = tokio::task::spawn_blocking(move || {
         service
             .upgrade()
-            .map(|service| render(&service, &page).to_string())
+            .map(|service| render(&service, &page, &access).to_string())
     })
     .await;
     match rendered {
