@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::common::{self, Failure, Output};
 use super::produce::{read_lines, OffsetJson, ProduceArgs};
-use super::{CliError, EXIT_OUTCOME_UNKNOWN};
+use super::{CliError, EXIT_FENCED, EXIT_OUTCOME_UNKNOWN};
 use crate::client::{ClientError, Outcome, TransactionalProducer};
 
 /// The most lines one transaction takes: their offsets are kept until the commit to be printed
@@ -166,7 +166,7 @@ async fn send(
 /// refusal keeps its message (`fenced: epoch A < current B`, a contract) and exit 3.
 fn aborted(failure: CliError) -> CliError {
     let mut failure = failure.detail("outcome", "not_written");
-    if !failure.message.starts_with("fenced") {
+    if failure.status != EXIT_FENCED {
         failure.message = format!(
             "{}; the transaction was aborted: no line is published",
             failure.message

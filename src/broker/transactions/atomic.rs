@@ -28,10 +28,10 @@ use bytes::Bytes;
 use tracing::warn;
 
 use super::coordinator::{current_epoch, now_ms, unknown, CoordinatorError};
-use super::markers::STANDALONE_COORDINATOR_EPOCH;
+use super::markers::{marker_batch, partition_index};
 use super::{EndOutcome, TransactionCoordinator, TransactionMetadata, TxnError, TxnPartition};
-use crate::batch::{control_batch, ControlMarker};
-use crate::broker::{BrokerError, BrokerService};
+use crate::batch::ControlMarker;
+use crate::broker::BrokerService;
 use crate::storage::{AtomicAppend, AtomicAppendError, Partition, WriteCredential};
 
 /// The most partitions one native atomic append spans: its commit holds every one's fence lock
@@ -199,28 +199,14 @@ fn write_commit_markers(
 ) -> Result<Step, CoordinatorError> {
     let mut targets: Vec<Arc<Partition>> = Vec::with_capacity(next.partitions.len());
     for partition in &next.partitions {
-        let index = u32::try_from(partition.partition).map_err(|_| {
-            BrokerError::InvalidPartitions(format!(
-                "partition {} of {} is negative",
-                partition.partition, partition.topic
-            ))
-        })?;
+        let index = partition_index(&partition.topic, partition.partition)?;
         targets.push(service.broker().partition(&partition.topic, index)?);
     }
     let now = now_ms();
     let batches: Vec<Bytes> = next
         .partitions
         .iter()
-        .map(|partition| {
-            control_batch(
-                partition.lease_epoch,
-                next.producer_id,
-                next.producer_epoch,
-                ControlMarker::Commit,
-                STANDALONE_COORDINATOR_EPOCH,
-                now,
-            )
-        })
+        .map(|partition| marker_batch(next, partition, ControlMarker::Commit, now))
         .collect();
     let appends: Vec<AtomicAppend<'_>> = targets
         .iter()

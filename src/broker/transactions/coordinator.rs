@@ -205,9 +205,7 @@ pub(super) fn current_epoch(
     topic: &str,
     partition: i32,
 ) -> Result<u64, BrokerError> {
-    let index = u32::try_from(partition).map_err(|_| {
-        BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
-    })?;
+    let index = super::markers::partition_index(topic, partition)?;
     Ok(service.broker().partition(topic, index)?.current_epoch())
 }
 
@@ -407,9 +405,7 @@ impl TransactionCoordinator {
             lease.users.insert(transactional_id.to_string());
             return Ok(lease.epoch);
         }
-        let index = u32::try_from(partition).map_err(|_| {
-            BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
-        })?;
+        let index = super::markers::partition_index(topic, partition)?;
         match service
             .acquire_lease(
                 topic,

@@ -15,7 +15,6 @@
 //! restart (a second marker of the same outcome closes nothing and is harmless to readers).
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::TransactionMetadata;
 use crate::batch::{control_batch, ControlMarker};
@@ -27,6 +26,31 @@ use crate::storage::WriteCredential;
 /// `__transaction_state` partition; a standalone broker has one coordinator for ever, and the
 /// fencing that matters is the lease epoch `F` each marker is written with.
 pub const STANDALONE_COORDINATOR_EPOCH: i32 = 0;
+
+/// A Kafka partition index (i32) as the broker's `u32`; a negative one is refused.
+pub(super) fn partition_index(topic: &str, partition: i32) -> Result<u32, BrokerError> {
+    u32::try_from(partition).map_err(|_| {
+        BrokerError::InvalidPartitions(format!("partition {partition} of {topic} is negative"))
+    })
+}
+
+/// The control batch of `marker` for `state`'s producer on `partition`, written under the lease
+/// epoch recorded for it, at `now_ms`.
+pub(super) fn marker_batch(
+    state: &TransactionMetadata,
+    partition: &super::TxnPartition,
+    marker: ControlMarker,
+    now_ms: i64,
+) -> bytes::Bytes {
+    control_batch(
+        partition.lease_epoch,
+        state.producer_id,
+        state.producer_epoch,
+        marker,
+        STANDALONE_COORDINATOR_EPOCH,
+        now_ms,
+    )
+}
 
 /// A partition whose marker was not written, and why.
 #[derive(Debug, thiserror::Error)]
@@ -52,28 +76,18 @@ pub async fn write_markers(
     state: &TransactionMetadata,
     marker: ControlMarker,
 ) -> Result<(), MarkerError> {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as i64);
+    let now_ms = super::coordinator::now_ms();
     let queue = service.produce_queue();
     let mut pending = Vec::with_capacity(state.partitions.len());
     for partition in &state.partitions {
-        let batch = control_batch(
-            partition.lease_epoch,
-            state.producer_id,
-            state.producer_epoch,
-            marker,
-            STANDALONE_COORDINATOR_EPOCH,
-            now_ms,
-        );
-        let index = u32::try_from(partition.partition).map_err(|_| MarkerError {
-            topic: partition.topic.clone(),
-            partition: partition.partition,
-            marker,
-            source: BrokerError::InvalidPartitions(format!(
-                "partition {} of {} is negative",
-                partition.partition, partition.topic
-            )),
+        let batch = marker_batch(state, partition, marker, now_ms);
+        let index = partition_index(&partition.topic, partition.partition).map_err(|source| {
+            MarkerError {
+                topic: partition.topic.clone(),
+                partition: partition.partition,
+                marker,
+                source,
+            }
         })?;
         let written = service.produce(
             &queue,

@@ -159,37 +159,36 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &A
     names.extend(coordinator.list().into_iter().map(|group| group.group_id));
     names.sort_unstable();
     names.dedup();
+    // Only a filter (a topic, or a user's ACLs) needs every group's offsets to know which rows
+    // exist; otherwise the page is cut from the names and only its groups' offsets are read.
+    let filtering = page.topic.is_some() || access.principal().is_some();
     let mut groups = Vec::new();
-    for name in names {
-        let commits = service.committed_offsets(&name).await.unwrap_or_default();
-        let offsets: Vec<Value> = commits
-            .into_iter()
-            .filter(|((topic, _), _)| {
-                page.topic.as_deref().is_none_or(|wanted| topic == wanted) && access.may_see(topic)
-            })
-            .map(|((topic, partition), committed)| {
-                let high_watermark = service.local_high_watermark(&topic, partition);
-                json!({
-                    "topic": topic,
-                    "partition": partition,
-                    "committed": committed.offset,
-                    "high_watermark": high_watermark,
-                    "lag": high_watermark.saturating_sub(committed.offset),
-                })
-            })
-            .collect();
-        // Under --auth a group shows through the topics it committed on that the user may see
-        // (ACLs on groups are not kept): none visible, no row.
-        if (page.topic.is_some() || access.principal().is_some()) && offsets.is_empty() {
-            continue;
+    let total = if filtering {
+        for name in names {
+            let offsets = visible_offsets(service, page, access, &name).await;
+            // Under --auth a group shows through the topics it committed on that the user may
+            // see (ACLs on groups are not kept): none visible, no row.
+            if !offsets.is_empty() {
+                groups.push((name, offsets));
+            }
         }
-        groups.push((name, offsets));
-    }
-    let total = groups.len();
+        let total = groups.len();
+        groups = groups
+            .into_iter()
+            .skip(page.offset)
+            .take(page.limit)
+            .collect();
+        total
+    } else {
+        let total = names.len();
+        for name in names.into_iter().skip(page.offset).take(page.limit) {
+            let offsets = visible_offsets(service, page, access, &name).await;
+            groups.push((name, offsets));
+        }
+        total
+    };
     let rows: Vec<Value> = groups
         .into_iter()
-        .skip(page.offset)
-        .take(page.limit)
         .map(|(name, mut offsets)| {
             offsets.sort_by(|a, b| {
                 (a["topic"].as_str(), a["partition"].as_u64())
@@ -341,6 +340,33 @@ fn page_topics(
     });
     topics.sort_by(|a, b| a.name().cmp(b.name()));
     topics
+}
+
+/// `group`'s committed offsets on the topics `page` and `access` keep, with each partition's
+/// high watermark and lag.
+async fn visible_offsets(
+    service: &BrokerService,
+    page: &PageQuery,
+    access: &Access,
+    group: &str,
+) -> Vec<Value> {
+    let commits = service.committed_offsets(group).await.unwrap_or_default();
+    commits
+        .into_iter()
+        .filter(|((topic, _), _)| {
+            page.topic.as_deref().is_none_or(|wanted| topic == wanted) && access.may_see(topic)
+        })
+        .map(|((topic, partition), committed)| {
+            let high_watermark = service.local_high_watermark(&topic, partition);
+            json!({
+                "topic": topic,
+                "partition": partition,
+                "committed": committed.offset,
+                "high_watermark": high_watermark,
+                "lag": high_watermark.saturating_sub(committed.offset),
+            })
+        })
+        .collect()
 }
 
 /// The writes the fence turned away lately, newest last, each with the holder its stale epoch

@@ -140,7 +140,6 @@ impl Partition {
         credential: WriteCredential,
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
-        let epoch = credential.epoch();
         // Early answer for a stale holder; the authoritative check is inside the fence. A
         // replicated partition answers only staleness early (its never-granted epoch and its
         // lease state are the fence's to judge).
@@ -166,20 +165,7 @@ impl Partition {
             }
             Err(refusal) => return Err(StorageError::Fence(refusal)),
         }
-        if batch_bytes.len() > self.batch_limit() {
-            return Err(StorageError::BatchTooLarge {
-                len: batch_bytes.len(),
-                max: self.batch_limit(),
-            });
-        }
-        let header = batch::validate(batch_bytes, self.batch_limit())?;
-        if header.epoch != epoch {
-            return Err(batch::BatchError::EpochMismatch {
-                header: header.epoch,
-                request: epoch,
-            }
-            .into());
-        }
+        let header = self.validate_for(credential, batch_bytes)?;
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }

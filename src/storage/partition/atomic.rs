@@ -132,8 +132,8 @@ impl Partition {
     }
 
     /// The checks of one batch that need no lock: its size, its format, and its header's epoch
-    /// against the credential's.
-    fn validate_for(
+    /// against the credential's (every append runs them, one batch or several).
+    pub(super) fn validate_for(
         &self,
         credential: WriteCredential,
         batch_bytes: &[u8],
