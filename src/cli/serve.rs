@@ -74,8 +74,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = server::kafka::DEFAULT_KAFKA_MAX_FRAME_BYTES)]
     pub kafka_max_frame_bytes: usize,
     /// Serve HTTP here (off unless given), e.g. `127.0.0.1:9464`: Prometheus metrics at
-    /// `/metrics` and, without --auth, the read-only JSON views under `/api/`.
-    /// `--metrics-listen` is the same flag under its old name.
+    /// `/metrics`, the console at `/` and its read-only JSON views under `/api/` (a login under
+    /// --auth; HTTPS under --tls-cert). `--metrics-listen` is the same flag under its old name.
     #[arg(
         long = "http-listen",
         alias = "metrics-listen",

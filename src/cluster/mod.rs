@@ -37,6 +37,11 @@ pub struct BrokerRegistration {
     /// Random per process start. A broker that restarted (perhaps with an empty disk) is not the
     /// replica it was: it re-enters an ISR only by catching up again (KIP-903).
     pub incarnation: u64,
+    /// When it registered (this registration, not the process's first), in milliseconds since
+    /// the Unix epoch by its own clock: the console's registration age. Absent from a broker of
+    /// an older version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_at_ms: Option<u64>,
 }
 
 /// One partition's replication state, the value of its key in etcd. Changed only by

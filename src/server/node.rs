@@ -121,6 +121,7 @@ impl Node {
         let metrics_config = MetricsEndpointConfig {
             serve_api: true,
             login: config.server.security.clone(),
+            tls: config.server.tls.clone(),
             ..MetricsEndpointConfig::default()
         };
         let directory = config.data_dir.clone();

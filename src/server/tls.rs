@@ -150,16 +150,28 @@ impl ServerTls {
     ) -> Option<TlsStream<TcpStream>> {
         tokio::select! {
             _ = stop.recv() => None,
-            outcome = tokio::time::timeout(timeout, self.acceptor.accept(socket)) => match outcome {
-                Ok(Ok(stream)) => Some(stream),
-                Ok(Err(error)) => {
-                    info!(%peer, %error, "TLS handshake failed (a client without TLS, or one that does not trust this server's certificate?); closing connection");
-                    None
-                }
-                Err(_) => {
-                    info!(%peer, timeout_ms = timeout.as_millis() as u64, "TLS handshake timed out; closing connection");
-                    None
-                }
+            stream = self.accept(socket, peer, timeout) => stream,
+        }
+    }
+
+    /// Runs the handshake within `timeout`; `None` (logged with the peer) when it fails or
+    /// times out. The HTTP listener's way in; the protocol listeners' goes through
+    /// [`Self::handshake`], which also gives up when the server stops.
+    pub(crate) async fn accept(
+        &self,
+        socket: TcpStream,
+        peer: SocketAddr,
+        timeout: Duration,
+    ) -> Option<TlsStream<TcpStream>> {
+        match tokio::time::timeout(timeout, self.acceptor.accept(socket)).await {
+            Ok(Ok(stream)) => Some(stream),
+            Ok(Err(error)) => {
+                info!(%peer, %error, "TLS handshake failed (a client without TLS, or one that does not trust this server's certificate?); closing connection");
+                None
+            }
+            Err(_) => {
+                info!(%peer, timeout_ms = timeout.as_millis() as u64, "TLS handshake timed out; closing connection");
+                None
             }
         }
     }

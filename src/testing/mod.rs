@@ -284,12 +284,15 @@ impl TestServer {
     /// ([`MetricsEndpoint::addr`]`/metrics`); it stops when the returned handle is dropped.
     pub async fn serve_metrics(&self) -> Result<MetricsEndpoint, BrokerError> {
         let listener = bind_listener(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        MetricsEndpoint::start(listener, &self.service, MetricsEndpointConfig::default()).map_err(
-            |error| BrokerError::Io {
-                context: "start the metrics endpoint".into(),
-                source: std::io::Error::other(error),
-            },
-        )
+        // The same TLS as the server's other listeners, as `serve` gives it.
+        let config = MetricsEndpointConfig {
+            tls: self.settings.config.tls.clone(),
+            ..MetricsEndpointConfig::default()
+        };
+        MetricsEndpoint::start(listener, &self.service, config).map_err(|error| BrokerError::Io {
+            context: "start the metrics endpoint".into(),
+            source: std::io::Error::other(error),
+        })
     }
 
     /// Stops the server gracefully: connections drain, partitions are synced.

@@ -630,3 +630,50 @@ fn serve_refuses_to_start_with_unusable_certificate_files() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("does not fit the certificate"), "{stderr}");
 }
+
+/// The console's HTTP listener serves TLS with the server's certificate: the page, `/metrics`
+/// and a JSON view over TLS; a plain-HTTP request gets no answer, and the listener goes on
+/// serving TLS clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_listener_serves_tls_like_the_others() {
+    use crate::support::http::http_get_over;
+
+    let pki = Pki::new();
+    let server = TestServer::builder()
+        .tls(pki.server_tls())
+        .start()
+        .await
+        .unwrap();
+    let http = server.serve_metrics().await.unwrap();
+    let roots = fencelog::tls::load_ca_roots(&pki.path("ca.pem")).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(fencelog::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let host = format!("localhost:{}", http.addr().port());
+    let get = |path: &'static str| {
+        let connector = connector.clone();
+        let host = host.clone();
+        async move {
+            let socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+            let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+            let stream = connector
+                .connect(name, socket)
+                .await
+                .expect("TLS handshake");
+            http_get_over(stream, &host, path).await.unwrap()
+        }
+    };
+    for path in ["/", "/metrics", "/api/partitions"] {
+        let (status, body) = get(path).await;
+        assert_eq!(status, 200, "{path} over TLS: {body}");
+    }
+
+    let plain = tokio::net::TcpStream::connect(http.addr()).await.unwrap();
+    let answer = http_get_over(plain, &host, "/metrics").await;
+    assert!(answer.is_err(), "plain HTTP against TLS: {answer:?}");
+    let (status, _) = get("/metrics").await;
+    assert_eq!(status, 200, "still serving TLS after a plain request");
+}

@@ -1,7 +1,8 @@
 //! The console's cluster view (`GET /api/cluster`, issue 35) on a cluster of three brokers in
 //! one process: it names the three brokers, and for a replication-factor-3 topic the same
 //! leader, leader epoch, replicas and ISR as the cluster metadata `fencelog cluster status`
-//! prints.
+//! prints, every broker alive with its registration age; a crashed broker stays listed, not
+//! alive.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ const CONVERGE: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cluster_view_shows_what_cluster_status_reports() {
-    let cluster = TestCluster::start(3).await.expect("start the cluster");
+    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
     let client = Client::builder()
         .addrs(cluster.addrs())
         .request_timeout(Duration::from_secs(10))
@@ -91,5 +92,38 @@ async fn the_cluster_view_shows_what_cluster_status_reports() {
         assert_eq!(shown["replicas"], serde_json::json!(reported.replicas));
         assert_eq!(shown["isr"], serde_json::json!(reported.isr));
         assert_eq!(shown["under_replicated"], false);
+    }
+    for broker in view["brokers"].as_array().unwrap() {
+        assert_eq!(broker["alive"], true, "{broker}");
+        let age = broker["registration_age_ms"].as_u64();
+        assert!(
+            age.is_some_and(|age| age < 600_000),
+            "a registration age of this run: {broker}"
+        );
+    }
+
+    // A broker that crashed stays listed, as a replica, once its registration lapsed: not alive.
+    let crashed = cluster.nodes()[2].id();
+    cluster.node(crashed).crash().await;
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let (_, body) = http_get(console.addr(), "/api/cluster").await;
+        let view: Value = serde_json::from_str(&body).expect("JSON");
+        let shown = view["brokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|broker| broker["node_id"] == crashed)
+            .cloned()
+            .expect("the crashed broker is still listed");
+        if shown["alive"] == false {
+            assert_eq!(shown["registration_age_ms"], Value::Null, "{shown}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the crashed broker still shows alive: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -130,6 +130,7 @@ async fn a_topic_deleted_and_recreated_while_a_broker_is_down_starts_above_the_o
                 native_addr: "127.0.0.1:9".into(),
                 kafka_addr: None,
                 incarnation: 1,
+                registered_at_ms: None,
             },
             Duration::from_secs(60),
         )

@@ -129,6 +129,7 @@ fn registration(node_id: NodeId) -> BrokerRegistration {
             .is_multiple_of(2)
             .then(|| format!("127.0.0.1:{}", 9200 + node_id)),
         incarnation: 1000 + u64::from(node_id),
+        registered_at_ms: Some(1_700_000_000_000),
     }
 }
 

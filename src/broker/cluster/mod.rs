@@ -39,6 +39,9 @@ pub struct BrokerAddress {
     pub native_addr: String,
     /// Where its Kafka listener is reached, when it has one registered.
     pub kafka_addr: Option<String>,
+    /// When it registered, by its own clock (milliseconds since the Unix epoch); `None`
+    /// standalone or from a broker of an older version.
+    pub registered_at_ms: Option<u64>,
 }
 
 /// This broker's part in the cluster, as the service's requests see it. Cheap to clone (a
@@ -78,8 +81,18 @@ impl ReplicaManager {
                 node_id: *node_id,
                 native_addr: this_broker.to_owned(),
                 kafka_addr: None,
+                registered_at_ms: None,
             }],
             ReplicaManager::Clustered(driver) => driver.brokers(),
+        }
+    }
+
+    /// Every broker named as a replica of some partition, live or not: those missing from
+    /// [`Self::brokers`] are down (or gone for good). Standalone, this broker.
+    pub fn replica_node_ids(&self) -> std::collections::BTreeSet<NodeId> {
+        match self {
+            ReplicaManager::Standalone { node_id } => [*node_id].into(),
+            ReplicaManager::Clustered(driver) => driver.replica_node_ids(),
         }
     }
 

@@ -626,6 +626,7 @@ mod tests {
             native_addr: format!("127.0.0.1:{}", 9000 + node_id),
             kafka_addr: None,
             incarnation: u64::from(node_id) * 11,
+            registered_at_ms: None,
         }
     }
 

@@ -428,6 +428,7 @@ mod tests {
             native_addr: "127.0.0.1:9000".into(),
             kafka_addr: None,
             incarnation: 7,
+            registered_at_ms: None,
         }
     }
 

@@ -263,24 +263,40 @@ pub fn render_topics(service: &BrokerService, page: &PageQuery, access: &Access)
 }
 
 /// The page of the cluster view `page` asks for, as JSON: `{"brokers": [...], "total": N,
-/// "offset": M, "partitions": [...]}`. Brokers: `node_id`, `native_addr`, `kafka_addr` (as the
-/// cluster registered them; a standalone server is one broker). Partitions, under-replicated
+/// "offset": M, "partitions": [...]}`. Brokers, by node id: `node_id`, `alive`, `native_addr`,
+/// `kafka_addr` (as the cluster registered them; a standalone server is one broker),
+/// `registered_at_ms` and `registration_age_ms` (by the registering broker's clock, so skewed
+/// clocks skew it; `null` standalone); a broker named as a replica but not registered is listed
+/// with `alive: false` and nothing else known. Partitions, under-replicated
 /// ones (fewer in-sync replicas than replicas) first, then by topic and partition: `leader`
 /// (`null`: offline), `leader_epoch`, `replicas`, `isr`, `under_replicated`, and this broker's
 /// `high_watermark`, `log_start_offset` and `log_end_offset` of its copy.
 pub fn render_cluster(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     let replicas = service.replica_manager();
-    let brokers: Vec<Value> = replicas
+    let now_ms = u64::try_from(crate::batch::now_ms()).unwrap_or(0);
+    let mut brokers: std::collections::BTreeMap<crate::cluster::NodeId, Value> = replicas
         .brokers("")
         .into_iter()
         .map(|broker| {
-            json!({
+            let age = broker.registered_at_ms.map(|at| now_ms.saturating_sub(at));
+            let row = json!({
                 "node_id": broker.node_id,
+                "alive": true,
                 "native_addr": (!broker.native_addr.is_empty()).then_some(broker.native_addr),
                 "kafka_addr": broker.kafka_addr,
-            })
+                "registered_at_ms": broker.registered_at_ms,
+                "registration_age_ms": age,
+            });
+            (broker.node_id, row)
         })
         .collect();
+    for node_id in replicas.replica_node_ids() {
+        brokers.entry(node_id).or_insert_with(|| {
+            json!({"node_id": node_id, "alive": false, "native_addr": null, "kafka_addr": null,
+                   "registered_at_ms": null, "registration_age_ms": null})
+        });
+    }
+    let brokers: Vec<Value> = brokers.into_values().collect();
     let topics = page_topics(service, page, access);
     let mut rows: Vec<(bool, String, usize, Value)> = Vec::new();
     for topic in &topics {

@@ -64,6 +64,10 @@ pub struct MetricsEndpointConfig {
     /// (`POST /api/login`, checked against the SCRAM credentials) and each user sees only the
     /// topics its ACLs let it see. `None`: open, as the native listener without `--auth`.
     pub login: Option<Arc<crate::auth::Security>>,
+    /// TLS, the same as the server's other listeners (`--tls-cert`, `--tls-key`, and with
+    /// `--tls-client-ca` mutual TLS): the handshake must end within `read_timeout`, and the
+    /// session cookie is then marked `Secure`. `None`: plain HTTP.
+    pub tls: Option<crate::server::ServerTls>,
 }
 
 impl Default for MetricsEndpointConfig {
@@ -74,6 +78,7 @@ impl Default for MetricsEndpointConfig {
             connection_timeout: Duration::from_millis(DEFAULT_METRICS_CONNECTION_TIMEOUT_MS),
             serve_api: true,
             login: None,
+            tls: None,
         }
     }
 }
@@ -243,23 +248,50 @@ async fn serve_connection(
         serve_api: config.serve_api,
         login: config.login.clone(),
         sessions: Arc::clone(sessions),
+        secure_cookie: config.tls.is_some(),
     };
-    let connection = hyper::server::conn::http1::Builder::new()
+    let exchange = async {
+        match &config.tls {
+            None => serve_http(socket, service, config, console).await,
+            Some(tls) => {
+                // The handshake counts against the connection's whole time, and must end
+                // within the time a request head is given.
+                let Some(stream) = tls.accept(socket, peer, config.read_timeout).await else {
+                    return Ok(());
+                };
+                serve_http(stream, service, config, console).await
+            }
+        }
+    };
+    match tokio::time::timeout(config.connection_timeout, exchange).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => debug!(%peer, %error, "metrics connection ended with an error"),
+        Err(_) => debug!(%peer, "metrics connection timed out; closed"),
+    }
+}
+
+/// One HTTP/1 exchange over `stream` (plain TCP or TLS), bounded as the module says.
+async fn serve_http<S>(
+    stream: S,
+    service: Weak<BrokerService>,
+    config: &MetricsEndpointConfig,
+    console: Console,
+) -> Result<(), hyper::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(config.read_timeout)
         .max_buf_size(MAX_METRICS_REQUEST_BYTES)
         .keep_alive(false)
         .serve_connection(
-            TokioIo::new(socket),
+            TokioIo::new(stream),
             hyper::service::service_fn(move |request| {
                 answer(request, service.clone(), console.clone())
             }),
-        );
-    match tokio::time::timeout(config.connection_timeout, connection).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => debug!(%peer, %error, "metrics connection ended with an error"),
-        Err(_) => debug!(%peer, "metrics connection timed out; closed"),
-    }
+        )
+        .await
 }
 
 /// What a connection's requests need of the console: whether it is served, the login it asks
@@ -269,6 +301,9 @@ struct Console {
     serve_api: bool,
     login: Option<Arc<crate::auth::Security>>,
     sessions: Arc<session::Sessions>,
+    /// Mark the session cookie `Secure` (the listener serves TLS): a browser then never sends
+    /// it over plain HTTP.
+    secure_cookie: bool,
 }
 
 /// The path of the console's login (a form: `user`, `password`).
@@ -358,9 +393,10 @@ impl Console {
         };
         let mut response = text_response(StatusCode::OK, format!("logged in as {user}"));
         let cookie = format!(
-            "{}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            "{}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
             session::SESSION_COOKIE,
-            session::CONSOLE_SESSION_TTL.as_secs()
+            session::CONSOLE_SESSION_TTL.as_secs(),
+            if self.secure_cookie { "; Secure" } else { "" }
         );
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response

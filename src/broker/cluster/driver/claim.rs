@@ -206,6 +206,7 @@ mod tests {
             native_addr: format!("127.0.0.1:{}", 9000 + incarnation),
             kafka_addr: None,
             incarnation,
+            registered_at_ms: None,
         }
     }
 

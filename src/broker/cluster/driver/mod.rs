@@ -456,6 +456,7 @@ impl ClusterDriver {
             native_addr: self.config.native_addr.clone(),
             kafka_addr: self.config.kafka_addr.clone(),
             incarnation: self.incarnation,
+            registered_at_ms: u64::try_from(crate::batch::now_ms()).ok(),
         };
         let claimant = claim::Claimant {
             store: &self.store,

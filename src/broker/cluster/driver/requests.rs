@@ -170,7 +170,17 @@ impl ClusterDriver {
                 node_id: broker.node_id,
                 native_addr: broker.native_addr.clone(),
                 kafka_addr: broker.kafka_addr.clone(),
+                registered_at_ms: broker.registered_at_ms,
             })
+            .collect()
+    }
+
+    /// Every broker named as a replica in the partition states last read.
+    pub fn replica_node_ids(&self) -> std::collections::BTreeSet<crate::cluster::NodeId> {
+        self.state()
+            .partitions
+            .values()
+            .flat_map(|versioned| versioned.value.replicas.iter().copied())
             .collect()
     }
 
