@@ -11,7 +11,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 
 use super::authority::{AuthorityError, LeaseAuthority, LeaseTarget};
-use super::{EpochInstaller, Grant, LeaseConfig, LeaseError, LeaseTable, Renewed};
+use super::{EpochInstaller, ExpiredLease, Grant, LeaseConfig, LeaseError, LeaseTable, Renewed};
 use crate::clock::Clock;
 use crate::storage::{Partition, StorageError};
 
@@ -45,8 +45,10 @@ impl EpochInstaller for PartitionInstaller<'_> {
             InstallFailed
         })
     }
-    fn lease_expired(&self) {
-        self.log.metrics().lease_expired();
+    fn lease_expired(&self, expired: &ExpiredLease) {
+        self.log
+            .metrics()
+            .lease_expired_at(expired.epoch, &expired.holder, expired.expired_for);
     }
 }
 
@@ -152,8 +154,12 @@ impl LeaseAuthority for LocalLeaseAuthority {
         let now = self.clock.now();
         let renewed = self
             .table
-            .renew_observed(&target.topic, target.partition, lease_id, now, || {
-                target.log.metrics().lease_expired()
+            .renew_observed(&target.topic, target.partition, lease_id, now, |expired| {
+                target.log.metrics().lease_expired_at(
+                    expired.epoch,
+                    &expired.holder,
+                    expired.expired_for,
+                )
             })
             .map_err(|error| with_partition_epoch(error, &target.log));
         let installed = target.log.current_epoch();
@@ -183,8 +189,12 @@ impl LeaseAuthority for LocalLeaseAuthority {
         let now = self.clock.now();
         ready(
             self.table
-                .release_observed(&target.topic, target.partition, lease_id, now, || {
-                    target.log.metrics().lease_expired()
+                .release_observed(&target.topic, target.partition, lease_id, now, |expired| {
+                    target.log.metrics().lease_expired_at(
+                        expired.epoch,
+                        &expired.holder,
+                        expired.expired_for,
+                    )
                 })
                 .map_err(|error| with_partition_epoch(error, &target.log)),
         )

@@ -16,6 +16,6 @@ mod table;
 pub use authority::{AuthorityError, LeaseAuthority, LeaseTarget};
 pub use local::LocalLeaseAuthority;
 pub use table::{
-    EpochInstaller, Grant, LeaseConfig, LeaseError, LeaseInfo, LeaseTable, Renewed,
+    EpochInstaller, ExpiredLease, Grant, LeaseConfig, LeaseError, LeaseInfo, LeaseTable, Renewed,
     DEFAULT_MAX_SLOTS, DEFAULT_MAX_TTL_MS, DEFAULT_MIN_TTL_MS, MAX_HOLDER_BYTES,
 };

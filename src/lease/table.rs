@@ -69,7 +69,20 @@ pub trait EpochInstaller {
 
     /// Called when the acquire finds the partition's previous lease expired (it ran out
     /// unrenewed and unreleased), before the new grant; for metrics. Does nothing by default.
-    fn lease_expired(&self) {}
+    fn lease_expired(&self, _expired: &ExpiredLease) {}
+}
+
+/// A lease found run out (unrenewed, unreleased) when the table next looked at its partition:
+/// what the metrics keep of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredLease {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its holder.
+    pub holder: String,
+    /// How long before it was found it ran out (it is found lazily, by the next acquire,
+    /// renewal or release on the partition).
+    pub expired_for: std::time::Duration,
 }
 
 /// Tunables of a [`LeaseTable`].
@@ -296,12 +309,15 @@ impl Slot {
     }
 
     /// Drops the lease if it has expired by `now`; true if it did (an expiry to count).
-    fn drop_if_expired(&mut self, now: Instant) -> bool {
-        let expired = self.lease.as_ref().is_some_and(|l| now >= l.expires_at);
-        if expired {
-            self.lease = None;
+    fn drop_if_expired(&mut self, now: Instant) -> Option<ExpiredLease> {
+        if self.lease.as_ref().is_none_or(|l| now < l.expires_at) {
+            return None;
         }
-        expired
+        self.lease.take().map(|lease| ExpiredLease {
+            epoch: lease.epoch,
+            holder: lease.holder,
+            expired_for: now.saturating_duration_since(lease.expires_at),
+        })
     }
 }
 
@@ -376,8 +392,8 @@ impl LeaseTable {
 
         let slot = self.slot_or_create(topic, partition)?;
         let mut slot = lock(&slot);
-        if slot.drop_if_expired(now) {
-            installer.lease_expired();
+        if let Some(expired) = slot.drop_if_expired(now) {
+            installer.lease_expired(&expired);
         }
         // A lease whose epoch the writer has since fenced (a newer epoch was installed without a
         // grant of this table: a new partition leader's base) holds nothing any more.
@@ -458,7 +474,7 @@ impl LeaseTable {
         lease_id: u128,
         now: Instant,
     ) -> Result<Renewed, LeaseError> {
-        self.renew_observed(topic, partition, lease_id, now, || {})
+        self.renew_observed(topic, partition, lease_id, now, |_| {})
     }
 
     /// [`LeaseTable::renew`], calling `on_expiry` if it finds the partition's lease expired
@@ -469,14 +485,14 @@ impl LeaseTable {
         partition: u32,
         lease_id: u128,
         now: Instant,
-        on_expiry: impl FnOnce(),
+        on_expiry: impl FnOnce(&ExpiredLease),
     ) -> Result<Renewed, LeaseError> {
         let Some(slot) = self.slot(topic, partition) else {
             return Err(lost(topic, partition, 0));
         };
         let mut slot = lock(&slot);
-        if slot.drop_if_expired(now) {
-            on_expiry();
+        if let Some(expired) = slot.drop_if_expired(now) {
+            on_expiry(&expired);
         }
         let last_epoch = slot.last_epoch;
         match slot.live_lease(now) {
@@ -511,7 +527,7 @@ impl LeaseTable {
         lease_id: u128,
         now: Instant,
     ) -> Result<(), LeaseError> {
-        self.release_observed(topic, partition, lease_id, now, || {})
+        self.release_observed(topic, partition, lease_id, now, |_| {})
     }
 
     /// [`LeaseTable::release`], calling `on_expiry` if it finds the partition's lease expired
@@ -522,14 +538,14 @@ impl LeaseTable {
         partition: u32,
         lease_id: u128,
         now: Instant,
-        on_expiry: impl FnOnce(),
+        on_expiry: impl FnOnce(&ExpiredLease),
     ) -> Result<(), LeaseError> {
         let Some(slot) = self.slot(topic, partition) else {
             return Err(lost(topic, partition, 0));
         };
         let mut slot = lock(&slot);
-        if slot.drop_if_expired(now) {
-            on_expiry();
+        if let Some(expired) = slot.drop_if_expired(now) {
+            on_expiry(&expired);
         }
         let last_epoch = slot.last_epoch;
         match slot.live_lease(now) {

@@ -45,6 +45,9 @@ pub struct PartitionMetrics {
     /// The most recent lease grants, oldest first, at most [`GRANTS_KEPT`]: whose each epoch
     /// was, for the console's fences view.
     recent_grants: Mutex<VecDeque<LeaseGrantRecord>>,
+    /// The most recent expiries found, oldest first, at most [`GRANTS_KEPT`]: the console's
+    /// timeline of a partition's leases.
+    recent_expiries: Mutex<VecDeque<LeaseGrantRecord>>,
 }
 
 /// Lease grants kept per partition for the console (older ones are dropped; `lease_grants`
@@ -93,6 +96,7 @@ impl Default for PartitionMetrics {
             sync_duration: AtomicHistogram::new(SYNC_DURATION_BOUNDS_NANOS),
             recent_fenced: Mutex::new(VecDeque::with_capacity(FENCED_WRITES_KEPT)),
             recent_grants: Mutex::new(VecDeque::with_capacity(GRANTS_KEPT)),
+            recent_expiries: Mutex::new(VecDeque::with_capacity(GRANTS_KEPT)),
         }
     }
 }
@@ -201,28 +205,41 @@ impl PartitionMetrics {
     /// it in the bounded ring of recent grants.
     pub fn lease_granted_to(&self, epoch: u64, holder: &str) {
         self.lease_granted();
-        let mut recent = self
-            .recent_grants
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if recent.len() == GRANTS_KEPT {
-            recent.pop_front();
-        }
-        recent.push_back(LeaseGrantRecord {
-            epoch,
-            holder: holder.to_string(),
-            at_ms: wall_clock_ms(),
-        });
+        keep(
+            &self.recent_grants,
+            LeaseGrantRecord {
+                epoch,
+                holder: holder.to_string(),
+                at_ms: wall_clock_ms(),
+            },
+        );
     }
 
     /// The recent lease grants, oldest first (at most [`GRANTS_KEPT`]).
     pub fn recent_grants(&self) -> Vec<LeaseGrantRecord> {
-        self.recent_grants
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
+        kept(&self.recent_grants)
+    }
+
+    /// Counts an expiry (as [`PartitionMetrics::lease_expired`]) and keeps it, with the time
+    /// the lease ran out, in the bounded ring of recent expiries.
+    /// `expired_for`: how long ago the lease of `epoch` held by `holder` ran out.
+    pub fn lease_expired_at(&self, epoch: u64, holder: &str, expired_for: Duration) {
+        self.lease_expired();
+        let ago = u64::try_from(expired_for.as_millis()).unwrap_or(u64::MAX);
+        keep(
+            &self.recent_expiries,
+            LeaseGrantRecord {
+                epoch,
+                holder: holder.to_string(),
+                at_ms: wall_clock_ms().saturating_sub(ago),
+            },
+        );
+    }
+
+    /// The recent expiries found, oldest first (at most [`GRANTS_KEPT`]), each with the time
+    /// its lease ran out.
+    pub fn recent_expiries(&self) -> Vec<LeaseGrantRecord> {
+        kept(&self.recent_expiries)
     }
 
     /// Counts a lease renewal.
@@ -265,6 +282,26 @@ impl PartitionMetrics {
     pub fn sync_duration(&self) -> &AtomicHistogram {
         &self.sync_duration
     }
+}
+
+/// Adds `record` to a ring of at most [`GRANTS_KEPT`], dropping the oldest.
+fn keep(ring: &Mutex<VecDeque<LeaseGrantRecord>>, record: LeaseGrantRecord) {
+    let mut ring = ring
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if ring.len() == GRANTS_KEPT {
+        ring.pop_front();
+    }
+    ring.push_back(record);
+}
+
+/// A copy of a ring, oldest first.
+fn kept(ring: &Mutex<VecDeque<LeaseGrantRecord>>) -> Vec<LeaseGrantRecord> {
+    ring.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

@@ -79,12 +79,14 @@ fn every_console_page_shows_the_lease_the_fence_and_the_lag() {
     let data = tempfile::tempdir().unwrap();
     let native = SocketAddr::from(([127, 0, 0, 1], unused_port()));
     let http = SocketAddr::from(([127, 0, 0, 1], unused_port()));
+    let kafka = SocketAddr::from(([127, 0, 0, 1], unused_port()));
     let _server = Server(
         Command::new(BIN)
             .args(["serve", "--data-dir"])
             .arg(data.path())
             .args(["--listen", &native.to_string()])
             .args(["--metrics-listen", &http.to_string()])
+            .args(["--kafka-listen", &kafka.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -161,6 +163,40 @@ fn every_console_page_shows_the_lease_the_fence_and_the_lag() {
             .unwrap();
     });
 
+    // A Kafka consumer group with a live member (kcat's balanced consumer), where kcat is
+    // installed: the groups page shows the member and the partitions SyncGroup gave it.
+    let kcat = Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_ok_and(|output| output.status.success())
+        .then(|| {
+            Server(
+                Command::new("kcat")
+                    .args(["-b", &kafka.to_string(), "-G", "readers", "orders", "-q"])
+                    .args(["-X", "client.id=console-reader"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start kcat"),
+            )
+        });
+    if kcat.is_some() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, body) = runtime.block_on(crate::support::http::http_get(http, "/api/groups"));
+            if body.contains("console-reader") && body.contains("orders-1") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kcat's group never showed its assignment: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    } else {
+        eprintln!("note: kcat is not installed; the groups page is checked without a Kafka group");
+    }
+
     let shots = screenshots();
     let page = |view: &str| {
         let dom = browse(
@@ -187,12 +223,22 @@ fn every_console_page_shows_the_lease_the_fence_and_the_lag() {
         leases.contains(&format!("epoch {first} &lt; {second} (alice)")),
         "the fenced write's epochs and whose the stale one was: {leases}"
     );
+    assert!(
+        leases.contains("data-grants=\"2\" data-expiries=\"1\" data-fenced=\"1\""),
+        "the partition's leases over time: two grants, alice's expiry, the fenced write: {leases}"
+    );
     let groups = page("groups");
     assert!(groups.contains(">billing<"), "{groups}");
     assert!(
         groups.contains("orders-0: 1 / 3 (lag 2)"),
         "the group's lag: {groups}"
     );
+    if kcat.is_some() {
+        assert!(
+            groups.contains("console-reader") && groups.contains(": orders-0, orders-1"),
+            "the Kafka group's member and its partitions: {groups}"
+        );
+    }
     let cluster = page("cluster");
     assert!(cluster.contains("Partitions (2"), "{cluster}");
     let topics = page("topics");

@@ -173,6 +173,19 @@ async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
         grants,
         [(first.epoch, "a".into()), (second.epoch, "b".into())]
     );
+    // a's lease ran out a second (of the test's clock) before b's grant found it so.
+    let expiries = leased["recent_expiries"].as_array().unwrap();
+    assert_eq!(expiries.len(), 1, "{body}");
+    assert_eq!(
+        (&expiries[0]["epoch"], &expiries[0]["holder"]),
+        (&Value::from(first.epoch), &Value::from("a"))
+    );
+    let expired_at = expiries[0]["at_ms"].as_u64().unwrap();
+    let granted_at = leased["recent_grants"][1]["at_ms"].as_u64().unwrap();
+    assert!(
+        expired_at < granted_at && granted_at - expired_at >= 900,
+        "the expiry is placed when the lease ran out: {expired_at} vs grant {granted_at}"
+    );
     assert!(view["partitions"][1]["lease"].is_null(), "{body}");
 }
 
@@ -224,6 +237,63 @@ async fn groups_view_shows_committed_offsets_and_lag() {
     let view: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(view["total"], 1);
     assert_eq!(view["groups"][0]["group"], "archiver");
+}
+
+/// A consumer-protocol (KIP-848) group shows with its members, each with the partitions it owns
+/// and its target, beside the classic and native groups.
+#[tokio::test]
+async fn groups_view_shows_a_kip_848_group_and_its_assignment() {
+    use fencelog::broker::consumer_groups::HeartbeatRequest;
+
+    let (server, http, client) = console(false).await;
+    client
+        .create_topic("orders", 2, topic_config())
+        .await
+        .unwrap();
+    let topics = [("orders".to_string(), 2u32)].into_iter().collect();
+    let joined = server
+        .service()
+        .consumer_groups()
+        .heartbeat(
+            HeartbeatRequest {
+                group_id: "streams".into(),
+                member_id: "member-1".into(),
+                member_epoch: 0,
+                instance_id: None,
+                rack_id: None,
+                rebalance_timeout: Some(Duration::from_secs(30)),
+                subscribed_topic_names: Some(vec!["orders".into()]),
+                subscribed_topic_regex: None,
+                server_assignor: None,
+                owned: Some(Default::default()),
+                client_id: "reader".into(),
+                client_host: "/127.0.0.1".into(),
+            },
+            &topics,
+            std::time::Instant::now(),
+        )
+        .expect("joined");
+    assert!(joined.member_epoch > 0);
+
+    let (status, body) = http_get(http.addr(), "/api/groups").await;
+    assert_eq!(status, 200, "{body}");
+    let view: Value = serde_json::from_str(&body).unwrap();
+    let group = view["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|group| group["group"] == "streams")
+        .unwrap_or_else(|| panic!("the KIP-848 group is listed: {body}"));
+    assert_eq!(group["kind"], "consumer", "{group}");
+    assert_eq!(group["generation"], joined.member_epoch, "{group}");
+    let member = &group["members"][0];
+    assert_eq!(member["member_id"], "member-1");
+    assert_eq!(member["client_id"], "reader");
+    assert_eq!(
+        member["target"],
+        serde_json::json!(["orders-0", "orders-1"]),
+        "one member is assigned both partitions: {group}"
+    );
 }
 
 /// `GET /api/messages`: a partition's records from an offset with their epoch, key, value and

@@ -114,8 +114,9 @@ pub fn render_partitions(service: &BrokerService, page: &PageQuery, access: &Acc
 /// The page of the leases view `page` asks for, as JSON: `{"total": N, "offset": M,
 /// "partitions": [...]}`, each partition with its current `epoch`, the live `lease` (`holder`,
 /// `epoch`, `expires_in_ms`; `null` when none is live), its `epoch_history` (`[epoch,
-/// start_offset]` pairs, oldest first: where each granted epoch's writes begin), and its
-/// fenced writes (`fenced_writes`, the latest in `recent_fenced`).
+/// start_offset]` pairs, oldest first: where each granted epoch's writes begin), the last grants
+/// (`recent_grants`) and expiries (`recent_expiries`, each at the time its lease ran out), and
+/// its fenced writes (`fenced_writes`, the latest in `recent_fenced`).
 pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     render_page(service, page, access, |topic, index, partition| {
         let counts = partition.metrics().counts();
@@ -133,11 +134,8 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access)
             "epoch": partition.current_epoch(),
             "lease": lease,
             "epoch_history": partition.epoch_history(),
-            "recent_grants": partition.metrics().recent_grants().iter().map(|grant| json!({
-                "epoch": grant.epoch,
-                "holder": grant.holder,
-                "at_ms": grant.at_ms,
-            })).collect::<Vec<Value>>(),
+            "recent_grants": lease_records(&partition.metrics().recent_grants()),
+            "recent_expiries": lease_records(&partition.metrics().recent_expiries()),
             "fenced_writes": counts.fenced,
             "recent_fenced": recent_fenced(partition),
             "lease_grants": counts.lease_grants,
@@ -147,16 +145,28 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access)
 }
 
 /// The page of the groups view `page` asks for, as JSON: `{"total": N, "offset": M, "groups":
-/// [...]}`, sorted by name: Kafka consumer groups this broker coordinates (members or not) and
-/// every group with committed offsets (native `--group`s too). Each has its `state`,
-/// `generation`, `protocol_type`, `protocol`, `members` (`member_id`, `client_id`,
-/// `client_host`; classic groups), its `offsets` (`topic`, `partition`, `committed`,
+/// [...]}`, sorted by name: Kafka consumer groups this broker coordinates (classic and KIP-848,
+/// members or not) and every group with committed offsets (native `--group`s too). Each has its
+/// `kind` (`classic`, `consumer` for KIP-848, `offsets` for a group that only committed), `state`,
+/// `generation` (a KIP-848 group's epoch), `protocol_type`, `protocol` (a KIP-848 group's
+/// assignor), `members` (`member_id`, `client_id`, `client_host`, `assignment` as
+/// `topic-partition` names: a classic consumer's from SyncGroup, `null` for another protocol; a
+/// KIP-848 member's owned partitions, with its `member_epoch` and its `target`), its `offsets`
+/// (`topic`, `partition`, `committed`,
 /// `high_watermark`, `lag` = high watermark − committed, never negative) and their total `lag`.
 /// `?topic=NAME` keeps the groups with a committed offset on NAME, and only those offsets.
 pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     let coordinator = service.group_coordinator();
     let mut names: Vec<String> = service.group_names();
     names.extend(coordinator.list().into_iter().map(|group| group.group_id));
+    let now = std::time::Instant::now();
+    names.extend(
+        service
+            .consumer_groups()
+            .list(now)
+            .into_iter()
+            .map(|(group, _)| group),
+    );
     names.sort_unstable();
     names.dedup();
     // Only a filter (a topic, or a user's ACLs) needs every group's offsets to know which rows
@@ -195,36 +205,82 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &A
                     .cmp(&(b["topic"].as_str(), b["partition"].as_u64()))
             });
             let lag: u64 = offsets.iter().filter_map(|row| row["lag"].as_u64()).sum();
-            let described = coordinator.describe(&name);
-            let members: Vec<Value> = described
-                .as_ref()
-                .map(|group| {
-                    group
-                        .members
-                        .iter()
-                        .map(|member| {
-                            json!({
-                                "member_id": member.member_id,
-                                "client_id": member.client_id,
-                                "client_host": member.client_host,
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            json!({
-                "group": name,
-                "state": described.as_ref().map_or("Empty", |group| group.state.kafka_name()),
-                "generation": described.as_ref().map_or(0, |group| group.generation),
-                "protocol_type": described.as_ref().map_or("", |group| group.protocol_type.as_str()),
-                "protocol": described.as_ref().map_or("", |group| group.protocol.as_str()),
-                "members": members,
-                "offsets": offsets,
-                "lag": lag,
-            })
+            let mut row = match coordinator.describe(&name) {
+                Some(group) => classic_group(&group),
+                None => match service.consumer_groups().describe(&name, now) {
+                    Some(group) => consumer_group(&group),
+                    None => json!({"kind": "offsets", "state": "Empty", "generation": 0,
+                                   "protocol_type": "", "protocol": "", "members": []}),
+                },
+            };
+            row["group"] = json!(name);
+            row["offsets"] = json!(offsets);
+            row["lag"] = json!(lag);
+            row
         })
         .collect();
     json!({"total": total, "offset": page.offset, "groups": rows})
+}
+
+/// A classic group's row: its members with what SyncGroup assigned them (read for protocol type
+/// `consumer`, Kafka's consumers; `null` for another protocol).
+fn classic_group(group: &crate::broker::coordinator::GroupDescription) -> Value {
+    let members: Vec<Value> = group
+        .members
+        .iter()
+        .map(|member| {
+            let assignment = (group.protocol_type == "consumer")
+                .then(|| super::assignment::consumer_assignment(&member.assignment))
+                .flatten();
+            json!({
+                "member_id": member.member_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "assignment": assignment,
+            })
+        })
+        .collect();
+    json!({
+        "kind": "classic",
+        "state": group.state.kafka_name(),
+        "generation": group.generation,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol,
+        "members": members,
+    })
+}
+
+/// A consumer-protocol (KIP-848) group's row: the group epoch as its generation, the assignor
+/// as its protocol, each member with what it owns now (`assignment`) and will own once
+/// reconciled (`target`).
+fn consumer_group(group: &crate::broker::consumer_groups::ConsumerGroupDescription) -> Value {
+    let names = |assignment: &crate::broker::consumer_groups::Assignment| -> Vec<String> {
+        crate::broker::consumer_groups::assignment::pairs(assignment)
+            .map(|(topic, partition)| format!("{topic}-{partition}"))
+            .collect()
+    };
+    let members: Vec<Value> = group
+        .members
+        .iter()
+        .map(|member| {
+            json!({
+                "member_id": member.member_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "member_epoch": member.member_epoch,
+                "assignment": names(&member.assignment),
+                "target": names(&member.target),
+            })
+        })
+        .collect();
+    json!({
+        "kind": "consumer",
+        "state": group.state.kafka_name(),
+        "generation": group.group_epoch,
+        "protocol_type": "consumer",
+        "protocol": group.assignor.name(),
+        "members": members,
+    })
 }
 
 /// The page of the topics view `page` asks for, as JSON: `{"total": N, "offset": M, "topics":
@@ -382,6 +438,16 @@ async fn visible_offsets(
                 "lag": high_watermark.saturating_sub(committed.offset),
             })
         })
+        .collect()
+}
+
+/// Grants or expiries kept by a partition's metrics, as `{"epoch", "holder", "at_ms"}` rows.
+fn lease_records(records: &[crate::metrics::LeaseGrantRecord]) -> Vec<Value> {
+    records
+        .iter()
+        .map(
+            |record| json!({"epoch": record.epoch, "holder": record.holder, "at_ms": record.at_ms}),
+        )
         .collect()
 }
 

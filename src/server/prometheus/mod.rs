@@ -28,6 +28,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
 pub mod api;
+pub mod assignment;
 pub mod exposition;
 pub mod messages;
 pub mod session;
@@ -434,8 +435,16 @@ async fn answer(
         crate::auth::Access::open()
     };
     if serve_api && request.uri().path() == api::CONSOLE_PATH {
-        let mut response =
-            Response::new(Full::new(Bytes::from_static(api::CONSOLE_HTML.as_bytes())));
+        // Under --auth the page shows its "log out" button (it cannot see the HttpOnly cookie).
+        let page = match console.login {
+            Some(_) => Bytes::from(api::CONSOLE_HTML.replacen(
+                "<body>",
+                "<body data-login=\"required\">",
+                1,
+            )),
+            None => Bytes::from_static(api::CONSOLE_HTML.as_bytes()),
+        };
+        let mut response = Response::new(Full::new(page));
         response.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
