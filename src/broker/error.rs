@@ -46,6 +46,10 @@ pub enum BrokerError {
     /// Bad topic name or settings.
     #[error("invalid topic config: {0}")]
     InvalidConfig(String),
+    /// A request the broker cannot act on as given (a transactional id out of bounds): the
+    /// client's `INVALID_REQUEST`, with what to change.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// A broker or listener setting out of range (checked when a node starts).
     #[error("invalid configuration: {0}")]
     Config(#[from] crate::domain::ConfigError),

@@ -308,6 +308,12 @@ impl BrokerService {
         }
     }
 
+    /// The cluster's replicated offsets topic (committed offsets, group membership and, for
+    /// the transaction coordinator on a cluster, transaction state); `None` standalone.
+    pub fn replicated_offsets(&self) -> Option<&Arc<ReplicatedOffsets>> {
+        self.offsets.get()
+    }
+
     /// The node id of the broker coordinating `group`: this one standalone; on a cluster the
     /// leader of the group's offsets partition.
     pub async fn coordinator_of(&self, group: &str) -> Result<NodeId, BrokerError> {

@@ -624,6 +624,47 @@ impl ReplicatedOffsets {
         Ok(committed)
     }
 
+    /// Stores transactional id `transactional_id`'s whole state (`None`: forgets the id) in the
+    /// id's offsets partition, acknowledged once every in-sync replica has it: the broker that
+    /// leads the partition next loads it, so a transaction's producer epoch and outcome move
+    /// with its coordinator (issue 31; docs/kafka.md, "Transactions on a cluster: the plan",
+    /// step 1). Only the partition's leader, once loaded, may store; another broker is told who
+    /// does (`NotCoordinator`, naming the id as its "group").
+    pub async fn save_transaction(
+        &self,
+        coordinator: &GroupCoordinator,
+        transactional_id: &str,
+        state: Option<crate::broker::transactions::TransactionMetadata>,
+    ) -> Result<(), BrokerError> {
+        check_transactional_id(transactional_id)?;
+        if let Some(state) = &state {
+            if state.transactional_id != transactional_id {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "the state of transactional id {:?} cannot be stored as {transactional_id:?}",
+                    state.transactional_id
+                )));
+            }
+        }
+        let record = OffsetsRecord::Transaction {
+            transactional_id: transactional_id.to_owned(),
+            state,
+        };
+        self.append(coordinator, transactional_id, record).await
+    }
+
+    /// `transactional_id`'s state as this broker, its coordinator, loaded it from the id's
+    /// offsets partition (`None`: the id has none).
+    pub async fn transaction(
+        &self,
+        coordinator: &GroupCoordinator,
+        transactional_id: &str,
+    ) -> Result<Option<crate::broker::transactions::TransactionMetadata>, BrokerError> {
+        check_transactional_id(transactional_id)?;
+        let slot = self.slot(coordinator, transactional_id).await?;
+        let state = slot.state().transaction(transactional_id).cloned();
+        Ok(state)
+    }
+
     /// The groups with committed positions among the offsets partitions this broker has
     /// loaded (what it coordinates), sorted.
     pub fn group_names(&self) -> Vec<String> {
@@ -654,4 +695,18 @@ impl ReplicatedOffsets {
         }
         Ok(())
     }
+}
+
+/// A transactional id is stored under the same bound as standalone
+/// ([`crate::broker::transactions::MAX_TRANSACTIONAL_ID_BYTES`]), so an id valid on one broker
+/// is valid on a cluster.
+fn check_transactional_id(transactional_id: &str) -> Result<(), BrokerError> {
+    let max = crate::broker::transactions::MAX_TRANSACTIONAL_ID_BYTES;
+    if transactional_id.is_empty() || transactional_id.len() > max {
+        return Err(BrokerError::InvalidRequest(format!(
+            "a transactional id is 1 to {max} bytes, not {}",
+            transactional_id.len()
+        )));
+    }
+    Ok(())
 }

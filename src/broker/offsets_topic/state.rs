@@ -135,6 +135,13 @@ impl OffsetsState {
             .retain(|_, records| !records.offsets.is_empty() || records.snapshot.is_some());
     }
 
+    /// `transactional_id`'s last state in this partition, if it has one.
+    pub fn transaction(&self, transactional_id: &str) -> Option<&TransactionMetadata> {
+        self.transactions
+            .get(transactional_id)
+            .map(|(state, _)| state)
+    }
+
     /// Every transactional id's last state in this partition (what its coordinator loads).
     pub fn transactions(&self) -> impl Iterator<Item = &TransactionMetadata> {
         self.transactions.values().map(|(state, _)| state)

@@ -17,9 +17,10 @@
 //! * [`coordinator`]: drives the machine with leases, markers and a timeout task (standalone).
 //! * `atomic`: native atomic appends, a writer's own leased partitions committed in one step.
 //!
-//! Not here yet (see docs/kafka.md): a cluster's replication of this state (the
-//! `__transaction_state` topic, following `offsets_topic`); on a cluster the Kafka listener
-//! refuses transactional ids.
+//! Not here yet (see docs/kafka.md, "Transactions on a cluster: the plan"): the coordinator on a
+//! cluster. Its store is there (`offsets_topic::ReplicatedOffsets::save_transaction`: the
+//! state in the id's offsets partition, moving with its leader); the registry does not use it
+//! yet, and on a cluster the Kafka listener refuses transactional ids.
 
 mod atomic;
 pub mod coordinator;

@@ -38,6 +38,7 @@ pub fn kafka_error(error: &BrokerError) -> ResponseError {
         BrokerError::TopicExists(_) => ResponseError::TopicAlreadyExists,
         BrokerError::InvalidConfig(_) | BrokerError::Config(_) => ResponseError::InvalidConfig,
         BrokerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
         BrokerError::Locked(_) | BrokerError::Io { .. } => ResponseError::KafkaStorageError,
         BrokerError::PartitionUnavailable { .. } => ResponseError::KafkaStorageError,
         BrokerError::Storage(storage) => storage_error(storage),

@@ -20,6 +20,7 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         BrokerError::InvalidConfig(_)
         | BrokerError::InvalidPartitions(_)
         | BrokerError::Config(_) => plain(ErrorCode::InvalidConfig),
+        BrokerError::InvalidRequest(_) => plain(ErrorCode::InvalidRequest),
         BrokerError::Locked(_) | BrokerError::Io { .. } => plain(ErrorCode::StorageError),
         BrokerError::Storage(storage) => storage_error(storage, message),
         BrokerError::Lease(AuthorityError::Refused(lease)) => lease_error(lease, message),
