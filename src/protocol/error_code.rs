@@ -138,12 +138,17 @@ pub enum ErrorCode {
     /// The transactional id's previous transaction is still completing (its markers are being
     /// written). Nothing was done. Retriable after a short back-off.
     ConcurrentTransactions = 44,
+    /// A transaction marker from a coordinator that was deposed: the partition already took a
+    /// marker of the same producer from a newer coordinator (a higher coordinator epoch).
+    /// Nothing was written. Not retriable: the transaction's current coordinator writes its
+    /// markers (Kafka's `TRANSACTION_COORDINATOR_FENCED`).
+    CoordinatorFenced = 45,
 }
 
 impl ErrorCode {
     /// Every code, in wire order; handy for exhaustive tests and docs. Values are not contiguous:
     /// ranges are reserved for codes of other builds.
-    pub const ALL: [ErrorCode; 44] = [
+    pub const ALL: [ErrorCode; 45] = [
         ErrorCode::None,
         ErrorCode::Fenced,
         ErrorCode::UnknownEpoch,
@@ -188,6 +193,7 @@ impl ErrorCode {
         ErrorCode::ProducerFenced,
         ErrorCode::InvalidTransactionState,
         ErrorCode::ConcurrentTransactions,
+        ErrorCode::CoordinatorFenced,
     ];
 
     /// Maps a wire value to a code; `None` for values this build does not know
@@ -304,7 +310,8 @@ impl ErrorCode {
             | ErrorCode::ClusterRequired
             | ErrorCode::ProducerFenced
             | ErrorCode::InvalidTransactionState
-            | ErrorCode::ConcurrentTransactions => Outcome::NotWritten,
+            | ErrorCode::ConcurrentTransactions
+            | ErrorCode::CoordinatorFenced => Outcome::NotWritten,
         }
     }
 
@@ -388,6 +395,7 @@ impl ErrorCode {
             ErrorCode::ProducerFenced => "PRODUCER_FENCED",
             ErrorCode::InvalidTransactionState => "INVALID_TRANSACTION_STATE",
             ErrorCode::ConcurrentTransactions => "CONCURRENT_TRANSACTIONS",
+            ErrorCode::CoordinatorFenced => "COORDINATOR_FENCED",
         }
     }
 }
@@ -419,7 +427,7 @@ mod tests {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_u16(code.as_u16()), Some(code));
         }
-        assert_eq!(ErrorCode::from_u16(45), None);
+        assert_eq!(ErrorCode::from_u16(46), None);
         assert!(ErrorCode::ALL.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::from_u16(u16::MAX), None);
@@ -454,6 +462,8 @@ mod tests {
         assert_eq!(ErrorCode::ProducerFenced.as_u16(), 42);
         assert_eq!(ErrorCode::InvalidTransactionState.as_u16(), 43);
         assert_eq!(ErrorCode::ConcurrentTransactions.as_u16(), 44);
+        assert_eq!(ErrorCode::CoordinatorFenced.as_u16(), 45);
+        assert!(!ErrorCode::CoordinatorFenced.is_retriable());
         assert!(!ErrorCode::PartitionUnavailable.is_retriable());
     }
 

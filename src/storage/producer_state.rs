@@ -49,6 +49,15 @@
 //! ([`check_batch`](ProducerStates::check_batch)); a marker of a newer producer epoch (the
 //! coordinator bumped it, aborting on a timeout) starts that session: the producer's next batch
 //! must have sequence 0.
+//!
+//! **Coordinator epochs.** A marker also carries its coordinator's epoch (the control record's
+//! `coordinator_epoch`: 0 for a standalone coordinator; on a cluster the leader epoch of the
+//! transactional id's offsets partition under which its coordinator loaded the id). The state
+//! keeps, per producer, the highest coordinator epoch of the markers appended, and refuses a
+//! marker below it ([`SequenceError::StaleCoordinatorEpoch`], in the same critical section as
+//! the append): a deposed coordinator that still writes the markers of an old decision cannot
+//! end a later transaction of the same producer epoch. Carried by the snapshot (version 3) and
+//! rebuilt from the log like the rest.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -69,11 +78,15 @@ pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
 pub const SNAPSHOT_FILE: &str = "producer-state";
 /// First bytes of a snapshot file.
 const SNAPSHOT_MAGIC: &[u8; 4] = b"FLPS";
-/// Snapshot layout version this build writes (it reads 1 too: version 1 is version 2 without
-/// transactions, and a log written before transactions has none).
-const SNAPSHOT_VERSION: u32 = 2;
+/// Snapshot layout version this build writes (it reads 1 and 2 too: version 2 is version 3
+/// without coordinator epochs, version 1 is version 2 without transactions).
+const SNAPSHOT_VERSION: u32 = 3;
+/// The snapshot version before coordinator epochs.
+const SNAPSHOT_VERSION_2: u32 = 2;
 /// The snapshot version before transactions.
 const SNAPSHOT_VERSION_1: u32 = 1;
+/// A producer's coordinator epoch before any marker of it was appended.
+const NO_COORDINATOR_EPOCH: i32 = -1;
 
 /// Why a producer's batch was refused. Nothing of a refused batch is written, and the producer's
 /// state is unchanged.
@@ -118,6 +131,19 @@ pub enum SequenceError {
         producer_id: i64,
         /// The batch's base sequence.
         got: i32,
+    },
+    /// A transaction marker from a coordinator older than one whose marker the partition already
+    /// appended for the producer: the coordinator was deposed (another broker leads the
+    /// transactional id's offsets partition now) and its marker is not written. Kafka's
+    /// `TRANSACTION_COORDINATOR_FENCED`.
+    #[error("coordinator fenced: a marker of producer {producer_id} from coordinator epoch {got} < {current}, the coordinator epoch of its last marker here; the transaction's current coordinator writes its markers")]
+    StaleCoordinatorEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        got: i32,
+        /// The highest coordinator epoch of the producer's markers appended here.
+        current: i32,
     },
     /// A batch of a fenced epoch that may be the resend of a batch appended while its epoch
     /// was current, but the partition no longer remembers the producer's batches (it forgot
@@ -207,6 +233,9 @@ impl Eq for BatchEntry {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ProducerEntry {
     producer_epoch: i16,
+    /// The highest coordinator epoch of the producer's markers appended
+    /// ([`NO_COORDINATOR_EPOCH`] before the first).
+    coordinator_epoch: i32,
     /// Oldest first; at most [`PRODUCER_BATCH_WINDOW`]. Empty only when a marker started the
     /// producer epoch (the next batch then has sequence 0).
     batches: VecDeque<BatchEntry>,
@@ -291,11 +320,13 @@ impl ProducerStates {
         &mut self.transactions
     }
 
-    /// [`check`](Self::check) for any magic-3 batch: a marker (control batch) is taken without a
-    /// sequence check unless its producer epoch is older than the one the partition knows
-    /// (of the producer's batches or of its open transaction).
+    /// [`check`](Self::check) for any magic-3 batch (`bytes`, the whole batch): a marker
+    /// (control batch) is taken without a sequence check unless its producer epoch is older
+    /// than the one the partition knows (of the producer's batches or of its open transaction),
+    /// or its coordinator epoch older than that of the producer's last marker here.
     pub fn check_batch(
         &self,
+        bytes: &[u8],
         stamp: &ProducerStamp,
         header: &BatchHeader,
     ) -> Result<SequenceVerdict, SequenceError> {
@@ -309,12 +340,23 @@ impl ProducerStates {
             .into_iter()
             .chain(self.transactions.open_epoch(stamp.producer_id))
             .max();
-        match known {
-            Some(current) if stamp.producer_epoch < current => {
-                Err(SequenceError::StaleProducerEpoch {
+        if let Some(current) = known.filter(|current| stamp.producer_epoch < *current) {
+            return Err(SequenceError::StaleProducerEpoch {
+                producer_id: stamp.producer_id,
+                got: stamp.producer_epoch,
+                current,
+            });
+        }
+        let last_coordinator = self
+            .producers
+            .get(&stamp.producer_id)
+            .map_or(NO_COORDINATOR_EPOCH, |entry| entry.coordinator_epoch);
+        match control_record(bytes) {
+            Some(control) if control.coordinator_epoch < last_coordinator => {
+                Err(SequenceError::StaleCoordinatorEpoch {
                     producer_id: stamp.producer_id,
-                    got: stamp.producer_epoch,
-                    current,
+                    got: control.coordinator_epoch,
+                    current: last_coordinator,
                 })
             }
             _ => Ok(SequenceVerdict::Append),
@@ -340,8 +382,8 @@ impl ProducerStates {
             }
             return;
         }
-        let aborted =
-            control_record(bytes).is_none_or(|control| control.marker == ControlMarker::Abort);
+        let control = control_record(bytes);
+        let aborted = control.is_none_or(|control| control.marker == ControlMarker::Abort);
         self.transactions
             .on_marker(stamp.producer_id, aborted, base_offset);
         let entry = self
@@ -349,11 +391,15 @@ impl ProducerStates {
             .entry(stamp.producer_id)
             .or_insert_with(|| ProducerEntry {
                 producer_epoch: stamp.producer_epoch,
+                coordinator_epoch: NO_COORDINATOR_EPOCH,
                 batches: VecDeque::new(),
             });
         if stamp.producer_epoch > entry.producer_epoch {
             entry.producer_epoch = stamp.producer_epoch;
             entry.batches.clear();
+        }
+        if let Some(control) = control {
+            entry.coordinator_epoch = entry.coordinator_epoch.max(control.coordinator_epoch);
         }
         if self.producers.len() > self.max_producers {
             self.evict_least_recent(stamp.producer_id);
@@ -519,6 +565,7 @@ impl ProducerStates {
             .entry(stamp.producer_id)
             .or_insert_with(|| ProducerEntry {
                 producer_epoch: stamp.producer_epoch,
+                coordinator_epoch: NO_COORDINATOR_EPOCH,
                 batches: VecDeque::new(),
             });
         if entry.producer_epoch != stamp.producer_epoch {
@@ -555,14 +602,15 @@ impl ProducerStates {
 
     /// The snapshot of this state as of `offset` (it reflects exactly the batches below it).
     ///
-    /// Layout (big-endian): `"FLPS"`, `version u32` (2), `offset u64`, `producer_count u32`, then
-    /// per producer `producer_id i64, producer_epoch i16, batch_count u8`, and per batch
+    /// Layout (big-endian): `"FLPS"`, `version u32` (3), `offset u64`, `producer_count u32`, then
+    /// per producer `producer_id i64, producer_epoch i16, coordinator_epoch i32, batch_count u8`,
+    /// and per batch
     /// `first_sequence i32, last_sequence i32, base_offset u64, last_offset u64`; then
     /// `open_count u32` and per open transaction `producer_id i64, producer_epoch i16,
     /// first_offset u64`; then `aborted_count u32` and per aborted transaction (in marker order)
     /// `producer_id i64, first_offset u64, last_offset u64`; finally `crc32 u32` of every byte
-    /// before it. Version 1 is the same without the two transaction lists (and no producer
-    /// with `batch_count` 0).
+    /// before it. Version 2 is the same without `coordinator_epoch`; version 1 is version 2
+    /// without the two transaction lists (and no producer with `batch_count` 0).
     pub fn encode_snapshot(&self, offset: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.producers.len() * 64);
         out.extend_from_slice(SNAPSHOT_MAGIC);
@@ -575,6 +623,7 @@ impl ProducerStates {
             let entry = &self.producers[&id];
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&entry.producer_epoch.to_be_bytes());
+            out.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
             out.push(entry.batches.len() as u8);
             for batch in &entry.batches {
                 out.extend_from_slice(&batch.first_sequence.to_be_bytes());
@@ -622,7 +671,7 @@ impl ProducerStates {
             return Err(SnapshotError("not a producer-state snapshot"));
         }
         let version = reader.u32()?;
-        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_1 {
+        if ![SNAPSHOT_VERSION, SNAPSHOT_VERSION_2, SNAPSHOT_VERSION_1].contains(&version) {
             return Err(SnapshotError("unknown snapshot version"));
         }
         let offset = reader.u64()?;
@@ -631,6 +680,13 @@ impl ProducerStates {
         for _ in 0..count {
             let producer_id = i64::from_be_bytes(reader.array()?);
             let producer_epoch = i16::from_be_bytes(reader.array()?);
+            let coordinator_epoch = match version {
+                SNAPSHOT_VERSION => i32::from_be_bytes(reader.array()?),
+                _ => NO_COORDINATOR_EPOCH,
+            };
+            if coordinator_epoch < NO_COORDINATOR_EPOCH {
+                return Err(SnapshotError("coordinator epoch below -1"));
+            }
             let batch_count = usize::from(reader.take(1)?[0]);
             if producer_id < 0 || producer_epoch < 0 {
                 return Err(SnapshotError("negative producer id or epoch"));
@@ -660,13 +716,14 @@ impl ProducerStates {
             }
             let entry = ProducerEntry {
                 producer_epoch,
+                coordinator_epoch,
                 batches,
             };
             if state.producers.insert(producer_id, entry).is_some() {
                 return Err(SnapshotError("producer listed twice"));
             }
         }
-        if version == SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION_1 {
             state.transactions = decode_transactions(&mut reader, offset)?;
         }
         if !reader.bytes.is_empty() {
@@ -975,7 +1032,7 @@ mod tests {
             let header = BatchHeader::parse(&bytes).unwrap();
             let stamp = ProducerStamp::parse(&bytes).unwrap();
             assert_eq!(
-                state.check_batch(&stamp, &header),
+                state.check_batch(&bytes, &stamp, &header),
                 Ok(SequenceVerdict::Append)
             );
             state.record_batch(&bytes, &stamp, &header, offset);
@@ -1009,16 +1066,95 @@ mod tests {
             damaged[position] ^= 0x10;
             assert!(ProducerStates::decode_snapshot(&damaged, 10).is_err());
         }
-        // Version 1: the same without the two lists (and every producer with a batch).
+        // Version 2: the same without the producers' coordinator epochs (one producer here,
+        // whose coordinator epoch is bytes 30..34); version 1 also without the two lists (and
+        // every producer with a batch).
         let mut plain = ProducerStates::new(10);
         let mut at = 0;
         append(&mut plain, stamp(1, 0, 0), 2, &mut at);
-        let mut v1 = plain.encode_snapshot(at);
-        v1.truncate(v1.len() - 12);
-        v1[4..8].copy_from_slice(&SNAPSHOT_VERSION_1.to_be_bytes());
-        let crc = crc32fast::hash(&v1);
-        v1.extend_from_slice(&crc.to_be_bytes());
-        assert_eq!(ProducerStates::decode_snapshot(&v1, 10), Ok((at, plain)));
+        let current = plain.encode_snapshot(at);
+        let older = |version: u32| {
+            let mut bytes = current[..current.len() - 4].to_vec();
+            bytes.drain(30..34);
+            if version == SNAPSHOT_VERSION_1 {
+                bytes.truncate(bytes.len() - 8);
+            }
+            bytes[4..8].copy_from_slice(&version.to_be_bytes());
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(&crc.to_be_bytes());
+            bytes
+        };
+        for version in [SNAPSHOT_VERSION_2, SNAPSHOT_VERSION_1] {
+            assert_eq!(
+                ProducerStates::decode_snapshot(&older(version), 10),
+                Ok((at, plain.clone())),
+                "version {version}"
+            );
+        }
+    }
+
+    /// A marker from an older coordinator than the producer's last marker here is refused (a
+    /// deposed coordinator cannot end a later transaction); the same or a newer coordinator's
+    /// is taken; the coordinator epoch survives the snapshot and a replay of the log.
+    #[test]
+    fn a_marker_of_a_deposed_coordinator_is_refused() {
+        use crate::batch::{control_batch, BatchBuilder};
+        let mut state = ProducerStates::new(10);
+        let mut offset = 0;
+        let mut log = Vec::new();
+        let mut apply = |state: &mut ProducerStates, bytes: bytes::Bytes| {
+            let header = BatchHeader::parse(&bytes).unwrap();
+            let stamp = ProducerStamp::parse(&bytes).unwrap();
+            let verdict = state.check_batch(&bytes, &stamp, &header);
+            if verdict.is_ok() {
+                state.record_batch(&bytes, &stamp, &header, offset);
+                offset += u64::from(header.record_count);
+                log.push(bytes);
+            }
+            verdict
+        };
+        let data = || {
+            let mut builder = BatchBuilder::with_producer(1, 7, 0).transactional();
+            builder.push(1, None, Some(b"v"));
+            builder.finish()
+        };
+        assert!(apply(&mut state, data()).is_ok());
+        let marker =
+            |coordinator_epoch| control_batch(1, 7, 0, ControlMarker::Commit, coordinator_epoch, 1);
+        assert!(apply(&mut state, marker(5)).is_ok(), "the first marker");
+        assert_eq!(
+            apply(&mut state, marker(4)),
+            Err(SequenceError::StaleCoordinatorEpoch {
+                producer_id: 7,
+                got: 4,
+                current: 5
+            })
+        );
+        assert!(
+            apply(&mut state, marker(5)).is_ok(),
+            "the same coordinator again"
+        );
+        assert!(apply(&mut state, marker(6)).is_ok(), "a newer coordinator");
+
+        let (_, decoded) =
+            ProducerStates::decode_snapshot(&state.encode_snapshot(offset), 10).unwrap();
+        let mut replayed = ProducerStates::new(10);
+        let mut at = 0;
+        for bytes in &log {
+            let header = BatchHeader::parse(bytes).unwrap();
+            let stamp = ProducerStamp::parse(bytes).unwrap();
+            replayed.record_batch(bytes, &stamp, &header, at);
+            at += u64::from(header.record_count);
+        }
+        for rebuilt in [decoded, replayed] {
+            let stale = marker(5);
+            let header = BatchHeader::parse(&stale).unwrap();
+            let stamp = ProducerStamp::parse(&stale).unwrap();
+            assert!(matches!(
+                rebuilt.check_batch(&stale, &stamp, &header),
+                Err(SequenceError::StaleCoordinatorEpoch { current: 6, .. })
+            ));
+        }
     }
 
     #[test]

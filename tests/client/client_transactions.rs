@@ -244,3 +244,58 @@ async fn the_coordinators_holder_name_is_reserved() {
     );
     assert!(refused.to_string().contains("reserved"), "{refused}");
 }
+
+/// A marker from a deposed coordinator (a coordinator epoch below that of the producer's last
+/// marker on the partition) is refused with `COORDINATOR_FENCED` through the native Produce,
+/// and nothing of it is written; the same coordinator epoch again is taken.
+#[tokio::test]
+async fn a_marker_from_a_deposed_coordinator_is_refused() {
+    use fencelog::batch::{control_batch, BatchBuilder, ControlMarker};
+
+    let (_server, client) = server_with_topic("ledger", 1).await;
+    let lease = client
+        .acquire_lease("ledger", 0, "writer", TTL)
+        .await
+        .unwrap();
+    let transaction = |value: &str| {
+        let mut builder = BatchBuilder::with_producer(lease.epoch, 77, 0).transactional();
+        builder.push(1, None, Some(value.as_bytes()));
+        builder.finish()
+    };
+    let marker = |coordinator_epoch| {
+        control_batch(
+            lease.epoch,
+            77,
+            0,
+            ControlMarker::Commit,
+            coordinator_epoch,
+            1,
+        )
+    };
+    client
+        .produce("ledger", 0, transaction("first"))
+        .await
+        .unwrap();
+    client.produce("ledger", 0, marker(5)).await.unwrap();
+    let end = client.list_offsets("ledger", 0).await.unwrap().latest;
+
+    let refused = client
+        .produce("ledger", 0, marker(4))
+        .await
+        .expect_err("the deposed coordinator's marker");
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::CoordinatorFenced),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("coordinator epoch 4 < 5"),
+        "{refused}"
+    );
+    assert_eq!(
+        client.list_offsets("ledger", 0).await.unwrap().latest,
+        end,
+        "nothing written"
+    );
+    client.produce("ledger", 0, marker(5)).await.unwrap();
+}

@@ -135,6 +135,9 @@ fn storage_error(error: &StorageError) -> ResponseError {
             SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
             SequenceError::Duplicate { .. } => ResponseError::DuplicateSequenceNumber,
             SequenceError::StaleProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            SequenceError::StaleCoordinatorEpoch { .. } => {
+                ResponseError::TransactionCoordinatorFenced
+            }
             SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
                 ResponseError::UnknownProducerId
             }

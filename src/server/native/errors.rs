@@ -145,6 +145,7 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
             SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequence,
             SequenceError::Duplicate { .. } => ErrorCode::DuplicateSequence,
             SequenceError::StaleProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            SequenceError::StaleCoordinatorEpoch { .. } => ErrorCode::CoordinatorFenced,
             SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
                 ErrorCode::UnknownProducer
             }

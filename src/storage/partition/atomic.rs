@@ -181,7 +181,7 @@ impl Partition {
             });
         }
         if let Some(stamp) = ProducerStamp::parse(batch_bytes) {
-            match writer.producers.check_batch(&stamp, header)? {
+            match writer.producers.check_batch(batch_bytes, &stamp, header)? {
                 SequenceVerdict::Append => {}
                 SequenceVerdict::Duplicate { .. } => {
                     return Err(StorageError::Sequence(

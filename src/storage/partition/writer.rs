@@ -70,7 +70,7 @@ impl Writer {
             if let SequenceVerdict::Duplicate {
                 base_offset,
                 last_offset,
-            } = self.producers.check_batch(stamp, header)?
+            } = self.producers.check_batch(batch_bytes, stamp, header)?
             {
                 return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
             }
