@@ -944,7 +944,11 @@ impl BrokerService {
             }
             granted => {
                 let grant = granted?;
-                log.metrics().lease_granted_to(grant.epoch, &holder);
+                if grant.joined {
+                    log.metrics().lease_renewed();
+                } else {
+                    log.metrics().lease_granted_to(grant.epoch, &holder);
+                }
                 Ok(grant)
             }
         }

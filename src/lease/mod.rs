@@ -17,5 +17,5 @@ pub use authority::{AuthorityError, LeaseAuthority, LeaseTarget};
 pub use local::LocalLeaseAuthority;
 pub use table::{
     EpochInstaller, ExpiredLease, Grant, LeaseConfig, LeaseError, LeaseInfo, LeaseTable, Renewed,
-    DEFAULT_MAX_SLOTS, DEFAULT_MAX_TTL_MS, DEFAULT_MIN_TTL_MS, MAX_HOLDER_BYTES,
+    DEFAULT_MAX_SLOTS, DEFAULT_MAX_TTL_MS, DEFAULT_MIN_TTL_MS, MAX_HOLDER_BYTES, SHARED_HOLDER,
 };

@@ -137,7 +137,22 @@ pub struct Grant {
     pub ttl_ms: u64,
     /// The holder name the lease was granted to.
     pub holder: String,
+    /// Whether this grant joined the live lease of [`SHARED_HOLDER`] (the same epoch and lease
+    /// id, nothing installed) rather than granting a new epoch.
+    pub joined: bool,
 }
+
+/// The one holder name whose lease is shared: the Kafka transaction coordinators'. On a cluster
+/// the transactional ids that write one partition are often coordinated by different brokers,
+/// and Kafka lets their transactions write the partition at once, so a grant to this holder
+/// while it holds the partition's live lease **joins** that lease (the same epoch and lease id,
+/// its expiry extended to the later of the two) instead of being refused as held. Any other
+/// holder is refused while it is live, and it is refused while any other holder's lease is live:
+/// a transaction never fences a native holder. What fences a deposed coordinator is the
+/// coordinator epoch its markers carry, checked by the partition's producer state
+/// (docs/kafka.md, "Transactions on a cluster: the plan"). The native listener refuses the name
+/// to clients.
+pub const SHARED_HOLDER: &str = "kafka-transactions";
 
 impl fmt::Debug for Grant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -405,6 +420,24 @@ impl LeaseTable {
             slot.lease = None;
         }
         if let Some(lease) = slot.live_lease(now) {
+            if holder == SHARED_HOLDER && lease.holder == holder {
+                lease.expires_at = lease.expires_at.max(expires_at);
+                lease.ttl_ms = lease.ttl_ms.max(ttl_ms);
+                tracing::debug!(
+                    topic,
+                    partition,
+                    holder,
+                    epoch = lease.epoch,
+                    "shared lease joined"
+                );
+                return Ok(Grant {
+                    epoch: lease.epoch,
+                    lease_id: lease.id,
+                    ttl_ms: lease.ttl_ms,
+                    holder: holder.to_owned(),
+                    joined: true,
+                });
+            }
             return Err(LeaseError::Held {
                 topic: topic.to_owned(),
                 partition,
@@ -459,6 +492,7 @@ impl LeaseTable {
             lease_id: id,
             ttl_ms,
             holder: holder.to_owned(),
+            joined: false,
         })
     }
 
@@ -721,6 +755,52 @@ mod tests {
             .acquire("t", 0, "b", 60_000, &writer, now)
             .expect("the fenced lease does not hold");
         assert_eq!(second.epoch, (3 << 32) + 1);
+    }
+
+    /// The shared holder joins its own live lease (same epoch and id, the later expiry), while
+    /// a native holder and the shared one still refuse each other; once the shared lease
+    /// lapses, the next grant to it is a new epoch.
+    #[test]
+    fn the_shared_holder_joins_its_live_lease_and_refuses_others() {
+        let table = LeaseTable::new(LeaseConfig::default());
+        let writer = Writer(std::sync::atomic::AtomicU64::new(0));
+        let now = Instant::now();
+        let first = table
+            .acquire("t", 0, SHARED_HOLDER, 10_000, &writer, now)
+            .expect("first grant");
+        assert!(!first.joined);
+        let later = now + std::time::Duration::from_secs(5);
+        let joined = table
+            .acquire("t", 0, SHARED_HOLDER, 10_000, &writer, later)
+            .expect("joined");
+        assert!(joined.joined);
+        assert_eq!(
+            (joined.epoch, joined.lease_id),
+            (first.epoch, first.lease_id)
+        );
+        assert_eq!(writer.current_epoch(), first.epoch, "nothing installed");
+        assert!(matches!(
+            table.acquire("t", 0, "native", 10_000, &writer, later),
+            Err(LeaseError::Held { .. })
+        ));
+        // The join extended the lease to 15 s after `now`.
+        let still = now + std::time::Duration::from_secs(12);
+        assert!(matches!(
+            table.acquire("t", 0, "native", 10_000, &writer, still),
+            Err(LeaseError::Held { .. })
+        ));
+        let lapsed = now + std::time::Duration::from_secs(16);
+        let native = table
+            .acquire("t", 0, "native", 10_000, &writer, lapsed)
+            .expect("granted once the shared lease lapsed");
+        assert!(native.epoch > first.epoch);
+        assert!(
+            matches!(
+                table.acquire("t", 0, SHARED_HOLDER, 10_000, &writer, lapsed),
+                Err(LeaseError::Held { .. })
+            ),
+            "a transaction never takes a native holder's partition"
+        );
     }
 
     #[test]

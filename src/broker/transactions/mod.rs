@@ -42,5 +42,6 @@ pub use state::{
 pub use store::{TransactionStore, MAX_TRANSACTIONAL_ID_BYTES};
 
 /// The lease holder the transaction coordinator holds a partition's lease as, while any open
-/// transaction includes the partition (shown to native clients in "lease held" errors).
-pub const TRANSACTIONS_LEASE_HOLDER: &str = "kafka-transactions";
+/// transaction includes the partition (shown to native clients in "lease held" errors): the
+/// lease table's one shared holder ([`crate::lease::SHARED_HOLDER`]).
+pub const TRANSACTIONS_LEASE_HOLDER: &str = crate::lease::SHARED_HOLDER;
