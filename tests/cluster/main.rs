@@ -13,5 +13,6 @@ mod cluster_in_process;
 mod cluster_partitions;
 mod cluster_topic_config;
 mod cluster_topic_delete;
+mod cluster_transactions;
 mod cluster_wire;
 mod etcd_meta;

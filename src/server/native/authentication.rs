@@ -135,6 +135,13 @@ pub fn authorize(access: &Access, request: &Request) -> Result<(), NotAuthorized
         }
         return Ok(());
     }
+    // The transaction coordinators' shared lease (a cluster's brokers ask for it at each
+    // partition's leader): the broker principal's, or `admin` on the topic, as replication.
+    if let Request::AcquireLease { topic, holder, .. } = request {
+        if holder == crate::lease::SHARED_HOLDER {
+            return access.check_replicate(topic);
+        }
+    }
     if let Some(topics) = replication_topics(request) {
         for topic in topics {
             access.check_replicate(topic)?;

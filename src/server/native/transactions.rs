@@ -97,8 +97,13 @@ pub fn answer(
             Ok(Response::EndTransaction)
         }),
         // The transaction coordinator's holder name is its own: a native lease under it would
-        // pass for the coordinator's in every "held by" message.
-        Request::AcquireLease { holder, .. } if holder == TRANSACTIONS_LEASE_HOLDER => {
+        // pass for the coordinator's in every "held by" message. On a cluster the brokers'
+        // coordinators ask for it at each partition's leader (and join it there, see
+        // `lease::SHARED_HOLDER`): `authorize` lets only the broker principal (or `admin` on
+        // the topic) name it.
+        Request::AcquireLease { holder, .. }
+            if holder == TRANSACTIONS_LEASE_HOLDER && !service.replica_manager().is_cluster() =>
+        {
             Box::pin(futures::future::ready(Err(ErrorResponse::new(
                 ErrorCode::InvalidRequest,
                 format!("the lease holder name {TRANSACTIONS_LEASE_HOLDER:?} is reserved for the transaction coordinator: choose another --holder"),

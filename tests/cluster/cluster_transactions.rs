@@ -1,0 +1,113 @@
+//! The pieces of Kafka transactions on a cluster that have landed (issue 31, docs/kafka.md
+//! "Transactions on a cluster: the plan", step 2): the coordinators' shared lease at a
+//! partition's leader, and the refusal of a deposed coordinator's markers there.
+
+use std::time::{Duration, Instant};
+
+use fencelog::batch::{control_batch, BatchBuilder, ControlMarker};
+use fencelog::client::{Client, ClientError, Lease};
+use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
+use fencelog::testing::TestCluster;
+
+const TTL: Duration = Duration::from_secs(30);
+const CONVERGE: Duration = Duration::from_secs(20);
+const SHARED: &str = "kafka-transactions";
+
+/// `holder`'s lease on `topic`/0 at its leader, once the partition is led.
+async fn lease(client: &Client, topic: &str, holder: &str) -> Result<Lease, ClientError> {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match client.acquire_lease(topic, 0, holder, TTL).await {
+            Err(error)
+                if error.code().is_some_and(|code| code.is_retriable())
+                    && error.code() != Some(ErrorCode::LeaseHeld)
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Two coordinators (two connections, as two brokers' coordinators would have) join one shared
+/// lease: the same epoch and lease id; a native holder is refused while it lives. Under it a
+/// transaction's batch and its marker (coordinator epoch 3) land with acks=all, and a marker of
+/// the same producer from coordinator epoch 2 (a deposed coordinator) is refused with
+/// COORDINATOR_FENCED and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn coordinators_share_the_lease_and_a_deposed_coordinators_marker_is_refused() {
+    let cluster = TestCluster::start(3).await.expect("start the cluster");
+    let connect = || async {
+        Client::builder()
+            .addrs(cluster.addrs())
+            .request_timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("connect")
+    };
+    let (first, second) = (connect().await, connect().await);
+    first
+        .create_replicated_topic(
+            "payments",
+            1,
+            TopicConfig::default(),
+            Replication {
+                factor: 3,
+                min_insync: None,
+            },
+        )
+        .await
+        .expect("create");
+
+    let shared = lease(&first, "payments", SHARED)
+        .await
+        .expect("the shared lease");
+    let joined = lease(&second, "payments", SHARED).await.expect("joined");
+    assert_eq!(
+        (joined.epoch, joined.lease_id),
+        (shared.epoch, shared.lease_id),
+        "the second coordinator joins the first one's lease"
+    );
+    let native = lease(&first, "payments", "bob").await;
+    assert!(
+        matches!(&native, Err(error) if error.code() == Some(ErrorCode::LeaseHeld)),
+        "{native:?}"
+    );
+
+    let mut data = BatchBuilder::with_producer(shared.epoch, 9, 0).transactional();
+    data.push(1, None, Some(b"debit"));
+    first
+        .produce_with_acks("payments", 0, data.finish(), Acks::All)
+        .await
+        .expect("the transaction's batch");
+    let marker = |coordinator_epoch| {
+        control_batch(
+            shared.epoch,
+            9,
+            0,
+            ControlMarker::Commit,
+            coordinator_epoch,
+            1,
+        )
+    };
+    second
+        .produce_with_acks("payments", 0, marker(3), Acks::All)
+        .await
+        .expect("the current coordinator's marker");
+    let end = first.list_offsets("payments", 0).await.unwrap().latest;
+    let refused = first
+        .produce_with_acks("payments", 0, marker(2), Acks::All)
+        .await
+        .expect_err("a deposed coordinator's marker");
+    assert_eq!(
+        refused.code(),
+        Some(ErrorCode::CoordinatorFenced),
+        "{refused}"
+    );
+    assert_eq!(
+        first.list_offsets("payments", 0).await.unwrap().latest,
+        end,
+        "nothing written"
+    );
+}
