@@ -3,9 +3,10 @@
 //! state.
 //!
 //! **Leases: transactions against native holders.** While any open transaction includes a
-//! partition, the coordinator holds that partition's lease as [`TRANSACTIONS_LEASE_HOLDER`]
-//! (one lease shared by every transaction on the partition, renewed by the timeout task and
-//! released when the last of them ends). Every transactional record and marker is written with
+//! partition, the coordinator holds that partition's lease as
+//! [`super::TRANSACTIONS_LEASE_HOLDER`] (one lease shared by every transaction on the partition,
+//! renewed by the timeout task and released when the last of them ends; reached through
+//! [`super::TransactionPartitions`], the broker's own service standalone). Every transactional record and marker is written with
 //! `WriteCredential::Epoch(F)`, `F` that lease's epoch, through the fence in the segment
 //! writer. So a native client's grant on the partition fences every transactional write that
 //! follows it, and a partition a native holder leases is never taken from it: the transaction
@@ -42,7 +43,7 @@ use tracing::{info, warn};
 
 use super::{
     write_markers, EndOutcome, InitOutcome, MarkerError, TransactionMetadata, TransactionRegistry,
-    TxnError, TxnPartition, TxnState, UpdateError, TRANSACTIONS_LEASE_HOLDER,
+    TxnError, TxnPartition, TxnState, UpdateError,
 };
 use crate::batch::ControlMarker;
 use crate::broker::service::CommitBound;
@@ -161,6 +162,8 @@ type PartitionKey = (String, i32);
 /// per-id produce gates.
 pub struct TransactionCoordinator {
     pub(super) registry: TransactionRegistry,
+    /// Where the transactions' partitions are leased and written.
+    partitions: Arc<dyn super::TransactionPartitions>,
     gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
     /// The partitions leased for transactions (read by the produce path, synchronously).
     leases: std::sync::Mutex<HashMap<PartitionKey, SharedLease>>,
@@ -218,6 +221,7 @@ impl TransactionCoordinator {
     pub fn open(data: &Path) -> io::Result<Self> {
         Ok(Self {
             registry: TransactionRegistry::open(data)?,
+            partitions: Arc::new(super::LocalPartitions),
             gates: std::sync::Mutex::new(HashMap::new()),
             leases: std::sync::Mutex::new(HashMap::new()),
             lease_changes: tokio::sync::Mutex::new(()),
@@ -353,7 +357,11 @@ impl TransactionCoordinator {
             .collect();
         for ((topic, partition), lease_id) in due {
             let renewed = match u32::try_from(partition) {
-                Ok(index) => service.renew_lease(&topic, index, lease_id).await.is_ok(),
+                Ok(index) => self
+                    .partitions
+                    .renew(service, &topic, index, lease_id)
+                    .await
+                    .is_ok(),
                 Err(_) => false,
             };
             let mut leases = lock(&self.leases);
@@ -406,13 +414,9 @@ impl TransactionCoordinator {
             return Ok(lease.epoch);
         }
         let index = super::markers::partition_index(topic, partition)?;
-        match service
-            .acquire_lease(
-                topic,
-                index,
-                TRANSACTIONS_LEASE_HOLDER.to_string(),
-                TRANSACTIONS_LEASE_TTL_MS,
-            )
+        match self
+            .partitions
+            .acquire(service, topic, index, TRANSACTIONS_LEASE_TTL_MS)
             .await
         {
             Ok(grant) => {
@@ -471,7 +475,11 @@ impl TransactionCoordinator {
             let Ok(index) = u32::try_from(partition) else {
                 continue;
             };
-            if let Err(error) = service.release_lease(&topic, index, lease_id).await {
+            if let Err(error) = self
+                .partitions
+                .release(service, &topic, index, lease_id)
+                .await
+            {
                 tracing::debug!(%topic, partition, %error, "transactions' lease not released");
             }
         }
@@ -699,7 +707,7 @@ impl TransactionCoordinator {
                 partition.lease_epoch = epoch;
             }
         }
-        if let Err(error) = write_markers(service, &state, marker).await {
+        if let Err(error) = write_markers(self.partitions.as_ref(), service, &state, marker).await {
             // A marker refused by the fence: the lease was lost (a native client took the
             // partition after it lapsed); the next attempt leases the partition again.
             if matches!(

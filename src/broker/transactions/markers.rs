@@ -1,7 +1,8 @@
 //! Writing a transaction's outcome into its partitions: one control batch per partition
 //! (`batch::control_batch`), through the same produce path as every record.
 //!
-//! Why through [`BrokerService::produce`] and not a side door: the marker must pass the fence in
+//! Why through the produce path ([`TransactionPartitions::write_marker`]: the broker's own
+//! `BrokerService::produce` standalone) and not a side door: the marker must pass the fence in
 //! the segment writer like any append, with `WriteCredential::Epoch(F)` where `F` is the lease
 //! epoch the coordinator holds for `kafka-txn:T` on that partition. A coordinator that lost the
 //! lease (its epoch moved on) is then refused exactly like a zombie producer, and with
@@ -16,11 +17,10 @@
 
 use std::sync::Arc;
 
+use super::partitions::TransactionPartitions;
 use super::TransactionMetadata;
 use crate::batch::{control_batch, ControlMarker};
-use crate::broker::{BrokerError, BrokerService, ProduceRequest};
-use crate::domain::Acks;
-use crate::storage::WriteCredential;
+use crate::broker::{BrokerError, BrokerService};
 
 /// The coordinator epoch written into markers. Kafka uses it to order coordinators of a
 /// `__transaction_state` partition; a standalone broker has one coordinator for ever, and the
@@ -72,12 +72,12 @@ pub struct MarkerError {
 /// Every marker is submitted before any is awaited (one round of replication, not one per
 /// partition); the first failure is returned after all have finished.
 pub async fn write_markers(
+    partitions: &dyn TransactionPartitions,
     service: &Arc<BrokerService>,
     state: &TransactionMetadata,
     marker: ControlMarker,
 ) -> Result<(), MarkerError> {
     let now_ms = super::coordinator::now_ms();
-    let queue = service.produce_queue();
     let mut pending = Vec::with_capacity(state.partitions.len());
     for partition in &state.partitions {
         let batch = marker_batch(state, partition, marker, now_ms);
@@ -89,15 +89,12 @@ pub async fn write_markers(
                 source,
             }
         })?;
-        let written = service.produce(
-            &queue,
-            ProduceRequest {
-                topic: partition.topic.clone(),
-                partition: index,
-                credential: WriteCredential::Epoch(partition.lease_epoch),
-                batch,
-            },
-            Some(Acks::All),
+        let written = partitions.write_marker(
+            service,
+            &partition.topic,
+            index,
+            partition.lease_epoch,
+            batch,
         );
         pending.push((partition, written));
     }

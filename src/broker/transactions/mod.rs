@@ -25,6 +25,7 @@
 mod atomic;
 pub mod coordinator;
 pub mod markers;
+pub mod partitions;
 pub mod registry;
 pub mod state;
 pub mod store;
@@ -34,6 +35,7 @@ mod tests;
 
 pub use coordinator::{CoordinatorError, TransactionCoordinator};
 pub use markers::{write_markers, MarkerError};
+pub use partitions::{LocalPartitions, TransactionPartitions};
 pub use registry::{TransactionRegistry, UpdateError};
 pub use state::{
     EndOutcome, InitOutcome, PendingOffset, TransactionMetadata, TxnError, TxnPartition, TxnState,

@@ -1,0 +1,128 @@
+//! How the transaction coordinator reaches the partitions its transactions write: their leases
+//! (held as [`super::TRANSACTIONS_LEASE_HOLDER`]) and their markers.
+//!
+//! Why a seam here: a standalone broker holds every partition itself, so the coordinator asks
+//! its own service ([`LocalPartitions`]); on a cluster a transaction's partitions are led by
+//! other brokers, and the coordinator will reach them as a native client of its cluster
+//! (docs/kafka.md, "Transactions on a cluster: the plan", step 2), through the same calls. The
+//! coordinator's state machine, its registry and its timeout task do not change with where the
+//! partitions are.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use crate::broker::{BrokerError, BrokerService, ProduceRequest};
+use crate::domain::Acks;
+use crate::lease::Grant;
+use crate::storage::WriteCredential;
+
+/// The leases and markers of the partitions transactions write.
+pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
+    /// The transactions' lease on `topic`/`partition` for `ttl_ms` (a grant installed in the
+    /// partition's writer before it is answered).
+    fn acquire<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Grant, BrokerError>>;
+
+    /// Extends the lease `lease_id` on `topic`/`partition`.
+    fn renew<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_id: u128,
+    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+
+    /// Ends the lease `lease_id` on `topic`/`partition`.
+    fn release<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_id: u128,
+    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+
+    /// Writes the control batch `marker` to `topic`/`partition` under the lease epoch
+    /// `lease_epoch`, with `acks=all`: `Ok` once it is committed. Through the fence in the
+    /// partition's segment writer like every append.
+    fn write_marker<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_epoch: u64,
+        marker: Bytes,
+    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+}
+
+/// A standalone broker's partitions: the coordinator's own service leases and writes them.
+#[derive(Debug, Default)]
+pub struct LocalPartitions;
+
+impl TransactionPartitions for LocalPartitions {
+    fn acquire<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Grant, BrokerError>> {
+        Box::pin(service.acquire_lease(
+            topic,
+            partition,
+            super::TRANSACTIONS_LEASE_HOLDER.to_string(),
+            ttl_ms,
+        ))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_id: u128,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            service.renew_lease(topic, partition, lease_id).await?;
+            Ok(())
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_id: u128,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(service.release_lease(topic, partition, lease_id))
+    }
+
+    fn write_marker<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        topic: &'a str,
+        partition: u32,
+        lease_epoch: u64,
+        marker: Bytes,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        // Submitted to the produce queue now, before the caller awaits any marker.
+        let written = service.produce(
+            &service.produce_queue(),
+            ProduceRequest {
+                topic: topic.to_string(),
+                partition,
+                credential: WriteCredential::Epoch(lease_epoch),
+                batch: marker,
+            },
+            Some(Acks::All),
+        );
+        Box::pin(async move { written.await.map(|_| ()) })
+    }
+}
