@@ -111,3 +111,91 @@ async fn coordinators_share_the_lease_and_a_deposed_coordinators_marker_is_refus
         "nothing written"
     );
 }
+
+/// The coordinator's way to a cluster's partitions (`ClusterPartitions`, a native client of the
+/// cluster): two brokers' coordinators acquire the same shared lease, a marker lands at the
+/// leader with acks=all under it, and a partition a native holder leases is refused as held
+/// (the transaction waits, the native holder is never fenced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn coordinators_reach_the_partitions_through_the_cluster() {
+    use fencelog::broker::transactions::{ClusterPartitions, TransactionPartitions};
+    use fencelog::broker::BrokerError;
+    use fencelog::lease::{AuthorityError, LeaseError};
+
+    let cluster = TestCluster::start(3).await.expect("start the cluster");
+    let client = Client::builder()
+        .addrs(cluster.addrs())
+        .request_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .expect("connect");
+    client
+        .create_replicated_topic(
+            "ledger",
+            2,
+            TopicConfig::default(),
+            Replication {
+                factor: 3,
+                min_insync: None,
+            },
+        )
+        .await
+        .expect("create");
+    lease(&client, "ledger", "bob")
+        .await
+        .expect("bob's lease on partition 0");
+    let (one, two) = (&cluster.nodes()[0], &cluster.nodes()[1]);
+    let first = ClusterPartitions::new(std::sync::Arc::clone(one.driver().unwrap()));
+    let second = ClusterPartitions::new(std::sync::Arc::clone(two.driver().unwrap()));
+
+    let held = first.acquire(one.service(), "ledger", 0, 30_000).await;
+    assert!(
+        matches!(
+            &held,
+            Err(BrokerError::Lease(AuthorityError::Refused(LeaseError::Held { holder, .. }))) if holder == "bob"
+        ),
+        "{held:?}"
+    );
+    assert_eq!(
+        client.list_offsets("ledger", 0).await.unwrap().latest,
+        0,
+        "bob's partition untouched"
+    );
+
+    // Partition 1, once led.
+    let deadline = Instant::now() + CONVERGE;
+    let grant = loop {
+        match first.acquire(one.service(), "ledger", 1, 30_000).await {
+            Ok(grant) => break grant,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let joined = second
+        .acquire(two.service(), "ledger", 1, 30_000)
+        .await
+        .expect("joined");
+    assert_eq!(
+        (joined.epoch, joined.lease_id),
+        (grant.epoch, grant.lease_id)
+    );
+    second
+        .renew(two.service(), "ledger", 1, grant.lease_id)
+        .await
+        .expect("renewed by the other coordinator");
+
+    let mut data = BatchBuilder::with_producer(grant.epoch, 21, 0).transactional();
+    data.push(1, None, Some(b"credit"));
+    client
+        .produce_with_acks("ledger", 1, data.finish(), Acks::All)
+        .await
+        .expect("the transaction's batch");
+    let marker = control_batch(grant.epoch, 21, 0, ControlMarker::Commit, 0, 1);
+    second
+        .write_marker(two.service(), "ledger", 1, grant.epoch, marker)
+        .await
+        .expect("the marker, at the leader, acks=all");
+    assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 2);
+}

@@ -23,6 +23,7 @@
 //! yet, and on a cluster the Kafka listener refuses transactional ids.
 
 mod atomic;
+pub mod cluster_partitions;
 pub mod coordinator;
 pub mod markers;
 pub mod partitions;
@@ -33,6 +34,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use cluster_partitions::ClusterPartitions;
 pub use coordinator::{CoordinatorError, TransactionCoordinator};
 pub use markers::{write_markers, MarkerError};
 pub use partitions::{LocalPartitions, TransactionPartitions};
