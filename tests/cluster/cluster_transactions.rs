@@ -199,3 +199,116 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
         .expect("the marker, at the leader, acks=all");
     assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 2);
 }
+
+/// A cluster broker's transaction registry keeps each id's state in its offsets partition:
+/// its coordinator creates the id, another broker's registry is told it is not the coordinator
+/// (nothing stored), and after the coordinator crashes the new one reads the id back and
+/// moves its producer epoch on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_replicated_registry_moves_with_the_coordinator() {
+    use fencelog::broker::cluster::ClusterError;
+    use fencelog::broker::transactions::{
+        InitOutcome, TransactionMetadata, TransactionRegistry, UpdateError,
+    };
+    use fencelog::broker::BrokerError;
+    use fencelog::testing::TestClusterNode;
+
+    const ID: &str = "orders-tx";
+    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
+    let registry = |node: &TestClusterNode| {
+        let service = node.service();
+        TransactionRegistry::replicated(
+            std::sync::Arc::clone(service.replicated_offsets().expect("a cluster")),
+            std::sync::Arc::clone(service.group_coordinator()),
+        )
+    };
+    let offsets = std::sync::Arc::clone(cluster.nodes()[0].service().replicated_offsets().unwrap());
+    let deadline = Instant::now() + CONVERGE;
+    let coordinator = loop {
+        match offsets.coordinator_of(ID).await {
+            Ok(node) => break node,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let at_coordinator = registry(cluster.node(coordinator));
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let created = at_coordinator
+            .update(ID, |current| {
+                assert!(current.is_none());
+                Ok((TransactionMetadata::new(ID, 31, 60_000), ()))
+            })
+            .await;
+        match created {
+            Ok(()) => break,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let other = cluster
+        .nodes()
+        .iter()
+        .find(|node| node.id() != coordinator)
+        .unwrap();
+    let refused = registry(other)
+        .update(ID, |_| Ok((TransactionMetadata::new(ID, 99, 60_000), ())))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(UpdateError::Cluster(BrokerError::Cluster(
+                ClusterError::NotCoordinator { .. }
+            )))
+        ),
+        "{refused:?}"
+    );
+
+    cluster.node(coordinator).crash().await;
+    let survivor = cluster
+        .nodes()
+        .iter()
+        .find(|node| node.id() != coordinator)
+        .unwrap();
+    let watching = std::sync::Arc::clone(survivor.service().replicated_offsets().unwrap());
+    let deadline = Instant::now() + CONVERGE;
+    let moved = loop {
+        match watching.coordinator_of(ID).await {
+            Ok(node) if node != coordinator => break node,
+            _ => {
+                assert!(Instant::now() < deadline, "no new coordinator");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let at_new = registry(cluster.node(moved));
+    let deadline = Instant::now() + CONVERGE;
+    let epoch = loop {
+        let bumped = at_new
+            .update(ID, |current| {
+                let current = current.expect("the new coordinator read the id back");
+                assert_eq!(current.producer_id, 31);
+                match current.init_producer_id(60_000, || 32)? {
+                    InitOutcome::Ready(next) => {
+                        let epoch = next.producer_epoch;
+                        Ok((next, epoch))
+                    }
+                    InitOutcome::AbortFirst(_) => panic!("nothing open"),
+                }
+            })
+            .await;
+        match bumped {
+            Ok(epoch) => break epoch,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "{error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(epoch, 1, "the epoch moves on from the stored one");
+    assert_eq!(at_new.get(ID).map(|state| state.producer_epoch), Some(1));
+}

@@ -142,6 +142,7 @@ impl From<UpdateError> for CoordinatorError {
         match error {
             UpdateError::Refused(refused) => Self::Refused(refused),
             UpdateError::Store(error) => Self::Store(error),
+            UpdateError::Cluster(error) => Self::Broker(error),
         }
     }
 }

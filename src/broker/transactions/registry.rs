@@ -8,6 +8,14 @@
 //! fsync. Writes are one small file each and happen a few times per transaction; serialising
 //! them across ids is the simple first step (a per-id lock is the refinement if a benchmark
 //! shows the need).
+//!
+//! Where a state is made durable depends on the broker: standalone, a file per id
+//! ([`TransactionStore`]); on a cluster, the id's offsets partition
+//! ([`ReplicatedOffsets::save_transaction`], `acks=all`, only by that partition's leader), so
+//! the id's state moves with its coordinator. On a cluster the installed states are this
+//! broker's working copy of what it coordinates: [`TransactionRegistry::refresh`] reads an id
+//! again from its offsets partition (the coordinator may have moved away and back), and an
+//! update refreshes first, so a decision is always made on the state the log holds.
 
 use std::collections::HashMap;
 use std::io;
@@ -18,6 +26,9 @@ use tokio::sync::Mutex;
 
 use super::state::MAX_TRANSACTIONAL_IDS;
 use super::{TransactionMetadata, TransactionStore, TxnError};
+use crate::broker::coordinator::GroupCoordinator;
+use crate::broker::offsets_topic::ReplicatedOffsets;
+use crate::broker::BrokerError;
 
 /// Why an update did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -29,11 +40,27 @@ pub enum UpdateError {
     /// (`COORDINATOR_NOT_AVAILABLE`), the operator should check the data directory.
     #[error("transaction state not written: {0}")]
     Store(#[from] io::Error),
+    /// On a cluster: the state could not be read or stored in the id's offsets partition (this
+    /// broker is not the id's coordinator, or it is loading, or the append's outcome is
+    /// unknown); the error says which, and who coordinates the id when known.
+    #[error(transparent)]
+    Cluster(BrokerError),
+}
+
+/// Where the registry makes states durable.
+enum Durable {
+    /// A standalone broker's `DATA/transactions/`.
+    Files(Arc<TransactionStore>),
+    /// A cluster's offsets topic (the group coordinator is what its partitions load into).
+    Offsets {
+        offsets: Arc<ReplicatedOffsets>,
+        groups: Arc<GroupCoordinator>,
+    },
 }
 
 /// Every transactional id's current state, and its durable store.
 pub struct TransactionRegistry {
-    store: Arc<TransactionStore>,
+    durable: Durable,
     /// Held across an update's decide, write and install.
     updates: Mutex<()>,
     /// The installed (durable) states.
@@ -50,10 +77,74 @@ impl TransactionRegistry {
             .map(|state| (state.transactional_id.clone(), state))
             .collect();
         Ok(Self {
-            store: Arc::new(store),
+            durable: Durable::Files(Arc::new(store)),
             updates: Mutex::new(()),
             states: RwLock::new(states),
         })
+    }
+
+    /// A cluster broker's registry: states live in the offsets topic, each id's in its offsets
+    /// partition; none is installed until [`refresh`](Self::refresh) or an update reads it.
+    pub fn replicated(offsets: Arc<ReplicatedOffsets>, groups: Arc<GroupCoordinator>) -> Self {
+        Self {
+            durable: Durable::Offsets { offsets, groups },
+            updates: Mutex::new(()),
+            states: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Reads `transactional_id`'s state again from where it is durable and installs it (a
+    /// cluster: from the id's offsets partition, which this broker must lead; standalone the
+    /// installed state is the file's, and nothing is read). Errors say who coordinates the id.
+    pub async fn refresh(&self, transactional_id: &str) -> Result<(), BrokerError> {
+        let Durable::Offsets { offsets, groups } = &self.durable else {
+            return Ok(());
+        };
+        let state = offsets.transaction(groups, transactional_id).await?;
+        let mut states = self.states.write().unwrap_or_else(PoisonError::into_inner);
+        match state {
+            Some(state) => states.insert(transactional_id.to_string(), state),
+            None => states.remove(transactional_id),
+        };
+        Ok(())
+    }
+
+    /// Forgets this broker's working copy of `transactional_id` (a cluster broker that no
+    /// longer coordinates it); its durable state is untouched.
+    pub fn forget(&self, transactional_id: &str) {
+        if matches!(self.durable, Durable::Offsets { .. }) {
+            self.states
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(transactional_id);
+        }
+    }
+
+    /// Makes `state` durable, replacing the id's previous state (`None`: forgets the id).
+    async fn store(
+        &self,
+        transactional_id: &str,
+        state: Option<TransactionMetadata>,
+    ) -> Result<(), UpdateError> {
+        match &self.durable {
+            Durable::Files(store) => {
+                let store = Arc::clone(store);
+                let id = transactional_id.to_string();
+                tokio::task::spawn_blocking(move || match state {
+                    Some(state) => store.save(&state),
+                    None => store.remove(&id),
+                })
+                .await
+                .map_err(|panicked| {
+                    io::Error::other(format!("the write panicked: {panicked}"))
+                })??;
+                Ok(())
+            }
+            Durable::Offsets { offsets, groups } => offsets
+                .save_transaction(groups, transactional_id, state)
+                .await
+                .map_err(UpdateError::Cluster),
+        }
     }
 
     /// The installed states (a panic while they were held cannot have left them half-changed:
@@ -87,13 +178,11 @@ impl TransactionRegistry {
             .map(|state| state.transactional_id.clone())
             .collect();
         for id in &expired {
-            let store = Arc::clone(&self.store);
-            let removed = id.clone();
-            tokio::task::spawn_blocking(move || store.remove(&removed))
-                .await
-                .map_err(|panicked| {
-                    io::Error::other(format!("the removal panicked: {panicked}"))
-                })??;
+            match self.store(id, None).await {
+                Ok(()) => {}
+                Err(UpdateError::Store(error)) => return Err(error),
+                Err(other) => return Err(io::Error::other(other.to_string())),
+            }
             self.states
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -121,6 +210,9 @@ impl TransactionRegistry {
         decide: impl FnOnce(Option<&TransactionMetadata>) -> Result<(TransactionMetadata, T), TxnError>,
     ) -> Result<T, UpdateError> {
         let _serialised = self.updates.lock().await;
+        self.refresh(transactional_id)
+            .await
+            .map_err(UpdateError::Cluster)?;
         let (mut next, answer) = {
             let installed = self.installed();
             if !installed.contains_key(transactional_id) && installed.len() >= MAX_TRANSACTIONAL_IDS
@@ -133,11 +225,7 @@ impl TransactionRegistry {
             decide(installed.get(transactional_id))?
         };
         next.updated_ms = super::coordinator::now_ms();
-        let store = Arc::clone(&self.store);
-        let written = next.clone();
-        tokio::task::spawn_blocking(move || store.save(&written))
-            .await
-            .map_err(|panicked| io::Error::other(format!("the write panicked: {panicked}")))??;
+        self.store(transactional_id, Some(next.clone())).await?;
         self.states
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -167,10 +255,16 @@ impl TransactionRegistry {
         T: Send + 'static,
         E: From<io::Error> + Send + 'static,
     {
+        let Durable::Files(store) = &self.durable else {
+            return Err(io::Error::other(
+                "native atomic appends hold every partition's fence lock at once, which only a standalone broker can",
+            )
+            .into());
+        };
         let _serialised = self.updates.lock().await;
         let current = self.get(transactional_id);
         let saver = Saver {
-            store: Arc::clone(&self.store),
+            store: Arc::clone(store),
         };
         let (next, answer) = tokio::task::spawn_blocking(move || section(current, &saver))
             .await
