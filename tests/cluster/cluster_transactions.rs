@@ -202,8 +202,8 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
 
 /// A cluster broker's transaction registry keeps each id's state in its offsets partition:
 /// its coordinator creates the id, another broker's registry is told it is not the coordinator
-/// (nothing stored), and after the coordinator crashes the new one reads the id back and
-/// moves its producer epoch on from there.
+/// (nothing stored), and after the coordinator crashes the new one reads the id back, moves its
+/// producer epoch on from there, and writes its markers with a higher coordinator epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_replicated_registry_moves_with_the_coordinator() {
     use fencelog::broker::cluster::ClusterError;
@@ -250,6 +250,8 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
             }
         }
     }
+    let first_epoch = at_coordinator.coordinator_epoch(ID);
+    assert!(first_epoch > 0, "a cluster coordinator's epoch is its leader epoch");
     let other = cluster
         .nodes()
         .iter()
@@ -310,5 +312,9 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
         }
     };
     assert_eq!(epoch, 1, "the epoch moves on from the stored one");
+    assert!(
+        at_new.coordinator_epoch(ID) > first_epoch,
+        "the new coordinator's markers fence the old one's"
+    );
     assert_eq!(at_new.get(ID).map(|state| state.producer_epoch), Some(1));
 }

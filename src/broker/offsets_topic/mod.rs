@@ -659,10 +659,31 @@ impl ReplicatedOffsets {
         coordinator: &GroupCoordinator,
         transactional_id: &str,
     ) -> Result<Option<crate::broker::transactions::TransactionMetadata>, BrokerError> {
+        Ok(self
+            .transaction_in_epoch(coordinator, transactional_id)
+            .await?
+            .0)
+    }
+
+    /// [`transaction`](Self::transaction), with the leader epoch of the offsets partition it
+    /// was loaded in: the coordinator epoch this broker's markers for the id carry, so that a
+    /// later coordinator's markers fence this one's (docs/kafka.md, "Transactions on a
+    /// cluster: the plan", step 2).
+    pub async fn transaction_in_epoch(
+        &self,
+        coordinator: &GroupCoordinator,
+        transactional_id: &str,
+    ) -> Result<
+        (
+            Option<crate::broker::transactions::TransactionMetadata>,
+            LeaderEpoch,
+        ),
+        BrokerError,
+    > {
         check_transactional_id(transactional_id)?;
         let slot = self.slot(coordinator, transactional_id).await?;
         let state = slot.state().transaction(transactional_id).cloned();
-        Ok(state)
+        Ok((state, slot.leader_epoch))
     }
 
     /// The groups with committed positions among the offsets partitions this broker has

@@ -206,7 +206,15 @@ fn write_commit_markers(
     let batches: Vec<Bytes> = next
         .partitions
         .iter()
-        .map(|partition| marker_batch(next, partition, ControlMarker::Commit, now))
+        .map(|partition| {
+            marker_batch(
+                next,
+                partition,
+                ControlMarker::Commit,
+                super::markers::STANDALONE_COORDINATOR_EPOCH,
+                now,
+            )
+        })
         .collect();
     let appends: Vec<AtomicAppend<'_>> = targets
         .iter()

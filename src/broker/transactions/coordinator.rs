@@ -708,7 +708,16 @@ impl TransactionCoordinator {
                 partition.lease_epoch = epoch;
             }
         }
-        if let Err(error) = write_markers(self.partitions.as_ref(), service, &state, marker).await {
+        let coordinator_epoch = self.registry.coordinator_epoch(transactional_id);
+        if let Err(error) = write_markers(
+            self.partitions.as_ref(),
+            service,
+            &state,
+            marker,
+            coordinator_epoch,
+        )
+        .await
+        {
             // A marker refused by the fence: the lease was lost (a native client took the
             // partition after it lapsed); the next attempt leases the partition again.
             if matches!(

@@ -22,9 +22,10 @@ use super::TransactionMetadata;
 use crate::batch::{control_batch, ControlMarker};
 use crate::broker::{BrokerError, BrokerService};
 
-/// The coordinator epoch written into markers. Kafka uses it to order coordinators of a
-/// `__transaction_state` partition; a standalone broker has one coordinator for ever, and the
-/// fencing that matters is the lease epoch `F` each marker is written with.
+/// The coordinator epoch a standalone broker writes into markers. Kafka uses it to order the
+/// coordinators of a `__transaction_state` partition, and so does a cluster (the leader epoch of
+/// the id's offsets partition; the partition's producer state refuses a marker below the last
+/// one's); a standalone broker has one coordinator for ever.
 pub const STANDALONE_COORDINATOR_EPOCH: i32 = 0;
 
 /// A Kafka partition index (i32) as the broker's `u32`; a negative one is refused.
@@ -35,11 +36,12 @@ pub(super) fn partition_index(topic: &str, partition: i32) -> Result<u32, Broker
 }
 
 /// The control batch of `marker` for `state`'s producer on `partition`, written under the lease
-/// epoch recorded for it, at `now_ms`.
+/// epoch recorded for it by the coordinator of `coordinator_epoch`, at `now_ms`.
 pub(super) fn marker_batch(
     state: &TransactionMetadata,
     partition: &super::TxnPartition,
     marker: ControlMarker,
+    coordinator_epoch: i32,
     now_ms: i64,
 ) -> bytes::Bytes {
     control_batch(
@@ -47,7 +49,7 @@ pub(super) fn marker_batch(
         state.producer_id,
         state.producer_epoch,
         marker,
-        STANDALONE_COORDINATOR_EPOCH,
+        coordinator_epoch,
         now_ms,
     )
 }
@@ -76,11 +78,12 @@ pub async fn write_markers(
     service: &Arc<BrokerService>,
     state: &TransactionMetadata,
     marker: ControlMarker,
+    coordinator_epoch: i32,
 ) -> Result<(), MarkerError> {
     let now_ms = super::coordinator::now_ms();
     let mut pending = Vec::with_capacity(state.partitions.len());
     for partition in &state.partitions {
-        let batch = marker_batch(state, partition, marker, now_ms);
+        let batch = marker_batch(state, partition, marker, coordinator_epoch, now_ms);
         let index = partition_index(&partition.topic, partition.partition).map_err(|source| {
             MarkerError {
                 topic: partition.topic.clone(),

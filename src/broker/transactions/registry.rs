@@ -65,6 +65,9 @@ pub struct TransactionRegistry {
     updates: Mutex<()>,
     /// The installed (durable) states.
     states: RwLock<HashMap<String, TransactionMetadata>>,
+    /// On a cluster: the leader epoch of each id's offsets partition when it was last read (the
+    /// coordinator epoch of its markers).
+    coordinator_epochs: std::sync::Mutex<HashMap<String, i32>>,
 }
 
 impl TransactionRegistry {
@@ -80,6 +83,7 @@ impl TransactionRegistry {
             durable: Durable::Files(Arc::new(store)),
             updates: Mutex::new(()),
             states: RwLock::new(states),
+            coordinator_epochs: Default::default(),
         })
     }
 
@@ -90,6 +94,7 @@ impl TransactionRegistry {
             durable: Durable::Offsets { offsets, groups },
             updates: Mutex::new(()),
             states: RwLock::new(HashMap::new()),
+            coordinator_epochs: Default::default(),
         }
     }
 
@@ -100,7 +105,16 @@ impl TransactionRegistry {
         let Durable::Offsets { offsets, groups } = &self.durable else {
             return Ok(());
         };
-        let state = offsets.transaction(groups, transactional_id).await?;
+        let (state, leader_epoch) = offsets
+            .transaction_in_epoch(groups, transactional_id)
+            .await?;
+        self.coordinator_epochs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                transactional_id.to_string(),
+                i32::try_from(leader_epoch).unwrap_or(i32::MAX),
+            );
         let mut states = self.states.write().unwrap_or_else(PoisonError::into_inner);
         match state {
             Some(state) => states.insert(transactional_id.to_string(), state),
@@ -109,12 +123,33 @@ impl TransactionRegistry {
         Ok(())
     }
 
+    /// The coordinator epoch this broker's markers for `transactional_id` carry: standalone
+    /// [`super::markers::STANDALONE_COORDINATOR_EPOCH`]; on a cluster the leader epoch of the
+    /// id's offsets partition when it was last read (0 before: a marker then is refused where a
+    /// newer coordinator wrote one, never taken in its place).
+    pub fn coordinator_epoch(&self, transactional_id: &str) -> i32 {
+        match self.durable {
+            Durable::Files(_) => super::markers::STANDALONE_COORDINATOR_EPOCH,
+            Durable::Offsets { .. } => self
+                .coordinator_epochs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(transactional_id)
+                .copied()
+                .unwrap_or(super::markers::STANDALONE_COORDINATOR_EPOCH),
+        }
+    }
+
     /// Forgets this broker's working copy of `transactional_id` (a cluster broker that no
     /// longer coordinates it); its durable state is untouched.
     pub fn forget(&self, transactional_id: &str) {
         if matches!(self.durable, Durable::Offsets { .. }) {
             self.states
                 .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(transactional_id);
+            self.coordinator_epochs
+                .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(transactional_id);
         }
