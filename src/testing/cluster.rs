@@ -149,6 +149,16 @@ impl TestCluster {
             .collect()
     }
 
+    /// A client of the running brokers (their addresses as its bootstrap list), with a request
+    /// timeout of 10 s: long enough for a leader election in the test timers.
+    pub async fn client(&self) -> Result<crate::client::Client, crate::client::ClientError> {
+        crate::client::Client::builder()
+            .addrs(self.addrs())
+            .request_timeout(Duration::from_secs(10))
+            .connect()
+            .await
+    }
+
     /// Starts the crashed or stopped broker `id` again on its data directory (a new port and
     /// incarnation, as a restarted process has), with the test timers. Its old process's
     /// last tasks may still hold the directory's lock for a moment; it waits for them (up to

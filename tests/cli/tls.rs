@@ -104,6 +104,15 @@ impl Pki {
     }
 }
 
+/// A server whose listeners serve TLS with `pki`'s server certificate.
+async fn tls_server(pki: &Pki) -> TestServer {
+    TestServer::builder()
+        .tls(pki.server_tls())
+        .start()
+        .await
+        .unwrap()
+}
+
 fn localhost(server: &TestServer) -> String {
     format!("localhost:{}", server.addr().port())
 }
@@ -146,11 +155,7 @@ async fn produce_and_fetch(client: &Client, topic: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_client_over_tls_produces_fetches_and_reconnects() {
     let pki = Pki::new();
-    let server = TestServer::builder()
-        .tls(pki.server_tls())
-        .start()
-        .await
-        .unwrap();
+    let server = tls_server(&pki).await;
     let client = tls_client(&server, pki.client_tls()).await.unwrap();
     produce_and_fetch(&client, "orders", "over tls").await;
 
@@ -176,11 +181,7 @@ async fn native_client_over_tls_produces_fetches_and_reconnects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_client_against_a_tls_listener_fails_cleanly_and_the_server_keeps_serving() {
     let pki = Pki::new();
-    let server = TestServer::builder()
-        .tls(pki.server_tls())
-        .start()
-        .await
-        .unwrap();
+    let server = tls_server(&pki).await;
     let plain = Client::builder()
         .addr(server.addr().to_string())
         .reconnect_timeout(Duration::from_millis(200))
@@ -206,11 +207,7 @@ async fn plain_client_against_a_tls_listener_fails_cleanly_and_the_server_keeps_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_problems_are_named_in_the_error() {
     let pki = Pki::new();
-    let server = TestServer::builder()
-        .tls(pki.server_tls())
-        .start()
-        .await
-        .unwrap();
+    let server = tls_server(&pki).await;
     let wrong_ca = TlsClientConfig::ca_file(pki.path("other-ca.pem")).unwrap();
     let error = tls_client(&server, wrong_ca)
         .await
@@ -639,11 +636,7 @@ async fn the_console_listener_serves_tls_like_the_others() {
     use crate::support::http::http_get_over;
 
     let pki = Pki::new();
-    let server = TestServer::builder()
-        .tls(pki.server_tls())
-        .start()
-        .await
-        .unwrap();
+    let server = tls_server(&pki).await;
     let http = server.serve_metrics().await.unwrap();
     let roots = fencelog::tls::load_ca_roots(&pki.path("ca.pem")).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(fencelog::tls::crypto_provider())

@@ -6,8 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use fencelog::client::Client;
-use fencelog::protocol::{Replication, TopicConfig};
 use fencelog::server::prometheus::{MetricsEndpoint, MetricsEndpointConfig};
 use fencelog::testing::TestCluster;
 use serde_json::Value;
@@ -19,22 +17,8 @@ const CONVERGE: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cluster_view_shows_what_cluster_status_reports() {
     let mut cluster = TestCluster::start(3).await.expect("start the cluster");
-    let client = Client::builder()
-        .addrs(cluster.addrs())
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect");
-    client
-        .create_replicated_topic(
-            "replicated",
-            2,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
+    let client = cluster.client().await.expect("connect");
+    crate::support::create_replicated(&client, "replicated", 2)
         .await
         .expect("create");
     // Every partition led, with its three replicas in sync.

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::batch;
+use crate::support::eventually;
 use fencelog::client::{Client, ClientError};
 use fencelog::domain::{offsets_partition, OFFSETS_TOPIC};
 use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
@@ -40,25 +41,6 @@ async fn leader_of(client: &Client, topic: &str, partition: u32) -> u32 {
             "no leader for {topic}/{partition}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Retries `attempt` every 100 ms until it succeeds (within [`CONVERGE`]), while the cluster
-/// moves a group or places a topic.
-async fn eventually<T, E: std::fmt::Display, F, Fut>(what: &str, mut attempt: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-{
-    let deadline = Instant::now() + CONVERGE;
-    loop {
-        match attempt().await {
-            Ok(value) => return value,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "{what}: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
     }
 }
 
@@ -217,93 +199,4 @@ async fn a_deleted_topics_committed_offsets_are_not_the_recreated_topics() {
         .expect("read back")
         .expect("committed");
     assert_eq!((committed.offset, committed.metadata.as_str()), (0, "new"));
-}
-
-/// Transaction state in the offsets topic (issue 31, docs/kafka.md "Transactions on a cluster:
-/// the plan", step 1): the leader of a transactional id's offsets partition stores the id's
-/// state with acks=all, another broker is told it is not the coordinator, and after the
-/// coordinator crashes the new leader of that partition loads the same producer id and epoch;
-/// forgetting the id is stored the same way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn transaction_state_moves_with_its_offsets_partition_leader() {
-    use fencelog::broker::cluster::ClusterError;
-    use fencelog::broker::transactions::TransactionMetadata;
-    use fencelog::broker::BrokerError;
-
-    const ID: &str = "payments-tx";
-    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
-    let offsets = |node: &TestClusterNode| {
-        std::sync::Arc::clone(node.service().replicated_offsets().expect("a cluster"))
-    };
-    let first = offsets(&cluster.nodes()[0]);
-    let coordinator = eventually("no coordinator", || first.coordinator_of(ID)).await;
-    let mut state = TransactionMetadata::new(ID, 4242, 60_000);
-    state.producer_epoch = 7;
-
-    let leader = cluster.node(coordinator);
-    let (stored_at, service) = (offsets(leader), std::sync::Arc::clone(leader.service()));
-    eventually("store the state", || {
-        stored_at.save_transaction(service.group_coordinator(), ID, Some(state.clone()))
-    })
-    .await;
-    let other = cluster
-        .nodes()
-        .iter()
-        .find(|node| node.id() != coordinator)
-        .unwrap();
-    let refused = offsets(other)
-        .save_transaction(other.service().group_coordinator(), ID, Some(state.clone()))
-        .await;
-    assert!(
-        matches!(
-            refused,
-            Err(BrokerError::Cluster(ClusterError::NotCoordinator { .. }))
-        ),
-        "only the coordinator stores: {refused:?}"
-    );
-    let too_long = "x".repeat(500);
-    let refused = stored_at
-        .save_transaction(service.group_coordinator(), &too_long, None)
-        .await;
-    assert!(
-        matches!(refused, Err(BrokerError::InvalidRequest(_))),
-        "{refused:?}"
-    );
-
-    cluster.node(coordinator).crash().await;
-    let survivor = cluster
-        .nodes()
-        .iter()
-        .find(|node| node.id() != coordinator)
-        .unwrap();
-    let watching = offsets(survivor);
-    let moved = eventually("no new coordinator", || async {
-        match watching.coordinator_of(ID).await {
-            Ok(node) if node != coordinator => Ok(node),
-            Ok(node) => Err(format!("still broker {node}")),
-            Err(error) => Err(error.to_string()),
-        }
-    })
-    .await;
-    let next = cluster.node(moved);
-    let (loaded_at, service) = (offsets(next), std::sync::Arc::clone(next.service()));
-    let loaded = eventually("load the state", || {
-        loaded_at.transaction(service.group_coordinator(), ID)
-    })
-    .await;
-    assert_eq!(
-        loaded.as_ref(),
-        Some(&state),
-        "the new coordinator has the id's producer id and epoch"
-    );
-
-    eventually("forget the id", || {
-        loaded_at.save_transaction(service.group_coordinator(), ID, None)
-    })
-    .await;
-    let forgotten = loaded_at
-        .transaction(service.group_coordinator(), ID)
-        .await
-        .expect("read");
-    assert_eq!(forgotten, None);
 }

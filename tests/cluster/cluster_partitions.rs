@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::batch;
 use fencelog::broker::BrokerError;
-use fencelog::client::Client;
 use fencelog::cluster::meta::{MetaError, CLUSTER_PARTITIONS_PER_TOPIC_MAX};
-use fencelog::protocol::{Acks, Replication, TopicConfig};
+use fencelog::protocol::Acks;
 use fencelog::testing::TestCluster;
 
 const CONVERGE: Duration = Duration::from_secs(20);
@@ -24,22 +23,8 @@ const CONVERGE: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_grown_replicated_topic_takes_acks_all_writes_on_a_new_partition() {
     let cluster = TestCluster::start(3).await.expect("start the cluster");
-    let client = Client::builder()
-        .addrs(cluster.addrs())
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect");
-    client
-        .create_replicated_topic(
-            "grown",
-            1,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
+    let client = cluster.client().await.expect("connect");
+    crate::support::create_replicated(&client, "grown", 1)
         .await
         .expect("create");
     assert_eq!(client.create_partitions("grown", 3).await.expect("grow"), 3);

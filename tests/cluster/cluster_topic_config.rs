@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencelog::client::Client;
 use fencelog::cluster::meta::MetaError;
 use fencelog::protocol::{Replication, TopicConfig};
 use fencelog::testing::TestCluster;
@@ -16,12 +15,7 @@ const CONVERGE: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alter_reaches_every_broker() {
     let cluster = TestCluster::start(3).await.expect("start cluster");
-    let client = Client::builder()
-        .addrs(cluster.addrs())
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect");
+    let client = cluster.client().await.expect("connect");
     client
         .create_replicated_topic(
             "configured",

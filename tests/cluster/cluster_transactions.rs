@@ -5,13 +5,49 @@
 use std::time::{Duration, Instant};
 
 use fencelog::batch::{control_batch, BatchBuilder, ControlMarker};
+use fencelog::broker::cluster::ClusterError;
+use fencelog::broker::transactions::{
+    InitOutcome, TransactionMetadata, TransactionRegistry, UpdateError,
+};
+use fencelog::broker::BrokerError;
 use fencelog::client::{Client, ClientError, Lease};
-use fencelog::protocol::{Acks, ErrorCode, Replication, TopicConfig};
-use fencelog::testing::TestCluster;
+use fencelog::domain::NodeId;
+use fencelog::protocol::{Acks, ErrorCode};
+use fencelog::testing::{TestCluster, TestClusterNode};
+
+use crate::support::eventually;
 
 const TTL: Duration = Duration::from_secs(30);
 const CONVERGE: Duration = Duration::from_secs(20);
 const SHARED: &str = "kafka-transactions";
+
+/// The broker coordinating transactional id `id` (the leader of its offsets partition, the
+/// offsets topic created first if needed), once one does that is not `not`.
+async fn coordinator_of(cluster: &TestCluster, id: &str, not: Option<NodeId>) -> NodeId {
+    let asking = cluster
+        .nodes()
+        .iter()
+        .find(|node| node.is_running())
+        .expect("a running broker");
+    let offsets = std::sync::Arc::clone(asking.service().replicated_offsets().expect("a cluster"));
+    eventually("a coordinator", || async {
+        match offsets.coordinator_of(id).await {
+            Ok(node) if Some(node) != not => Ok(node),
+            Ok(node) => Err(format!("still broker {node}")),
+            Err(error) => Err(error.to_string()),
+        }
+    })
+    .await
+}
+
+/// A running broker other than `node`.
+fn other_than(cluster: &TestCluster, node: NodeId) -> &TestClusterNode {
+    cluster
+        .nodes()
+        .iter()
+        .find(|other| other.id() != node && other.is_running())
+        .expect("another running broker")
+}
 
 /// `holder`'s lease on `topic`/0 at its leader, once the partition is led.
 async fn lease(client: &Client, topic: &str, holder: &str) -> Result<Lease, ClientError> {
@@ -38,25 +74,9 @@ async fn lease(client: &Client, topic: &str, holder: &str) -> Result<Lease, Clie
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coordinators_share_the_lease_and_a_deposed_coordinators_marker_is_refused() {
     let cluster = TestCluster::start(3).await.expect("start the cluster");
-    let connect = || async {
-        Client::builder()
-            .addrs(cluster.addrs())
-            .request_timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .expect("connect")
-    };
+    let connect = || async { cluster.client().await.expect("connect") };
     let (first, second) = (connect().await, connect().await);
-    first
-        .create_replicated_topic(
-            "payments",
-            1,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
+    crate::support::create_replicated(&first, "payments", 1)
         .await
         .expect("create");
 
@@ -123,22 +143,8 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
     use fencelog::lease::{AuthorityError, LeaseError};
 
     let cluster = TestCluster::start(3).await.expect("start the cluster");
-    let client = Client::builder()
-        .addrs(cluster.addrs())
-        .request_timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .expect("connect");
-    client
-        .create_replicated_topic(
-            "ledger",
-            2,
-            TopicConfig::default(),
-            Replication {
-                factor: 3,
-                min_insync: None,
-            },
-        )
+    let client = cluster.client().await.expect("connect");
+    crate::support::create_replicated(&client, "ledger", 2)
         .await
         .expect("create");
     lease(&client, "ledger", "bob")
@@ -163,16 +169,10 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
     );
 
     // Partition 1, once led.
-    let deadline = Instant::now() + CONVERGE;
-    let grant = loop {
-        match first.acquire(one.service(), "ledger", 1, 30_000).await {
-            Ok(grant) => break grant,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "{error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let grant = eventually("the shared lease on partition 1", || {
+        first.acquire(one.service(), "ledger", 1, 30_000)
+    })
+    .await;
     let joined = second
         .acquire(two.service(), "ledger", 1, 30_000)
         .await
@@ -200,19 +200,79 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
     assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 2);
 }
 
+/// Transaction state in the offsets topic (the plan's step 1): the leader of a transactional
+/// id's offsets partition stores the id's state with acks=all, another broker is told it is
+/// not the coordinator, and after the coordinator crashes the new leader of that partition
+/// loads the same producer id and epoch; forgetting the id is stored the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_state_moves_with_its_offsets_partition_leader() {
+    const ID: &str = "payments-tx";
+    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
+    let offsets = |node: &TestClusterNode| {
+        std::sync::Arc::clone(node.service().replicated_offsets().expect("a cluster"))
+    };
+    let coordinator = coordinator_of(&cluster, ID, None).await;
+    let mut state = TransactionMetadata::new(ID, 4242, 60_000);
+    state.producer_epoch = 7;
+
+    let leader = cluster.node(coordinator);
+    let (stored_at, service) = (offsets(leader), std::sync::Arc::clone(leader.service()));
+    eventually("store the state", || {
+        stored_at.save_transaction(service.group_coordinator(), ID, Some(state.clone()))
+    })
+    .await;
+    let other = other_than(&cluster, coordinator);
+    let refused = offsets(other)
+        .save_transaction(other.service().group_coordinator(), ID, Some(state.clone()))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(BrokerError::Cluster(ClusterError::NotCoordinator { .. }))
+        ),
+        "only the coordinator stores: {refused:?}"
+    );
+    let too_long = "x".repeat(500);
+    let refused = stored_at
+        .save_transaction(service.group_coordinator(), &too_long, None)
+        .await;
+    assert!(
+        matches!(refused, Err(BrokerError::InvalidRequest(_))),
+        "{refused:?}"
+    );
+
+    cluster.node(coordinator).crash().await;
+    let moved = coordinator_of(&cluster, ID, Some(coordinator)).await;
+    let next = cluster.node(moved);
+    let (loaded_at, service) = (offsets(next), std::sync::Arc::clone(next.service()));
+    let loaded = eventually("load the state", || {
+        loaded_at.transaction(service.group_coordinator(), ID)
+    })
+    .await;
+    assert_eq!(
+        loaded.as_ref(),
+        Some(&state),
+        "the new coordinator has the id's producer id and epoch"
+    );
+
+    eventually("forget the id", || {
+        loaded_at.save_transaction(service.group_coordinator(), ID, None)
+    })
+    .await;
+    let forgotten = loaded_at
+        .transaction(service.group_coordinator(), ID)
+        .await
+        .expect("read");
+    assert_eq!(forgotten, None);
+}
+
 /// A cluster broker's transaction registry keeps each id's state in its offsets partition:
 /// its coordinator creates the id, another broker's registry is told it is not the coordinator
-/// (nothing stored), and after the coordinator crashes the new one reads the id back, moves its
-/// producer epoch on from there, and writes its markers with a higher coordinator epoch.
+/// (nothing stored, no working copy kept), and after the coordinator crashes the new one reads
+/// the id back, moves its producer epoch on from there, and writes its markers with a higher
+/// coordinator epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_replicated_registry_moves_with_the_coordinator() {
-    use fencelog::broker::cluster::ClusterError;
-    use fencelog::broker::transactions::{
-        InitOutcome, TransactionMetadata, TransactionRegistry, UpdateError,
-    };
-    use fencelog::broker::BrokerError;
-    use fencelog::testing::TestClusterNode;
-
     const ID: &str = "orders-tx";
     let mut cluster = TestCluster::start(3).await.expect("start the cluster");
     let registry = |node: &TestClusterNode| {
@@ -222,42 +282,22 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
             std::sync::Arc::clone(service.group_coordinator()),
         )
     };
-    let offsets = std::sync::Arc::clone(cluster.nodes()[0].service().replicated_offsets().unwrap());
-    let deadline = Instant::now() + CONVERGE;
-    let coordinator = loop {
-        match offsets.coordinator_of(ID).await {
-            Ok(node) => break node,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "{error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let coordinator = coordinator_of(&cluster, ID, None).await;
     let at_coordinator = registry(cluster.node(coordinator));
-    let deadline = Instant::now() + CONVERGE;
-    loop {
-        let created = at_coordinator
-            .update(ID, |current| {
-                assert!(current.is_none());
-                Ok((TransactionMetadata::new(ID, 31, 60_000), ()))
-            })
-            .await;
-        match created {
-            Ok(()) => break,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "{error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    eventually("create the id", || {
+        at_coordinator.update(ID, |current| {
+            assert!(current.is_none());
+            Ok((TransactionMetadata::new(ID, 31, 60_000), ()))
+        })
+    })
+    .await;
     let first_epoch = at_coordinator.coordinator_epoch(ID);
-    assert!(first_epoch > 0, "a cluster coordinator's epoch is its leader epoch");
-    let other = cluster
-        .nodes()
-        .iter()
-        .find(|node| node.id() != coordinator)
-        .unwrap();
-    let refused = registry(other)
+    assert!(
+        first_epoch > 0,
+        "a cluster coordinator's epoch is its leader epoch"
+    );
+    let at_other = registry(other_than(&cluster, coordinator));
+    let refused = at_other
         .update(ID, |_| Ok((TransactionMetadata::new(ID, 99, 60_000), ())))
         .await;
     assert!(
@@ -269,52 +309,29 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
         ),
         "{refused:?}"
     );
+    assert!(at_other.get(ID).is_none(), "no working copy elsewhere");
 
     cluster.node(coordinator).crash().await;
-    let survivor = cluster
-        .nodes()
-        .iter()
-        .find(|node| node.id() != coordinator)
-        .unwrap();
-    let watching = std::sync::Arc::clone(survivor.service().replicated_offsets().unwrap());
-    let deadline = Instant::now() + CONVERGE;
-    let moved = loop {
-        match watching.coordinator_of(ID).await {
-            Ok(node) if node != coordinator => break node,
-            _ => {
-                assert!(Instant::now() < deadline, "no new coordinator");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let moved = coordinator_of(&cluster, ID, Some(coordinator)).await;
     let at_new = registry(cluster.node(moved));
-    let deadline = Instant::now() + CONVERGE;
-    let epoch = loop {
-        let bumped = at_new
-            .update(ID, |current| {
-                let current = current.expect("the new coordinator read the id back");
-                assert_eq!(current.producer_id, 31);
-                match current.init_producer_id(60_000, || 32)? {
-                    InitOutcome::Ready(next) => {
-                        let epoch = next.producer_epoch;
-                        Ok((next, epoch))
-                    }
-                    InitOutcome::AbortFirst(_) => panic!("nothing open"),
+    let epoch = eventually("bump the epoch", || {
+        at_new.update(ID, |current| {
+            let current = current.expect("the new coordinator read the id back");
+            assert_eq!(current.producer_id, 31);
+            match current.init_producer_id(60_000, || 32)? {
+                InitOutcome::Ready(next) => {
+                    let epoch = next.producer_epoch;
+                    Ok((next, epoch))
                 }
-            })
-            .await;
-        match bumped {
-            Ok(epoch) => break epoch,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "{error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                InitOutcome::AbortFirst(_) => panic!("nothing open"),
             }
-        }
-    };
+        })
+    })
+    .await;
     assert_eq!(epoch, 1, "the epoch moves on from the stored one");
+    assert_eq!(at_new.get(ID).map(|state| state.producer_epoch), Some(1));
     assert!(
         at_new.coordinator_epoch(ID) > first_epoch,
         "the new coordinator's markers fence the old one's"
     );
-    assert_eq!(at_new.get(ID).map(|state| state.producer_epoch), Some(1));
 }

@@ -79,3 +79,46 @@ pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
         ..proptest::test_runner::Config::default()
     }
 }
+
+/// How long [`eventually`] retries: long enough for a test cluster to elect, place or move.
+pub const EVENTUALLY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Retries `attempt` every 100 ms until it succeeds (within [`EVENTUALLY`]), while a cluster
+/// moves a group or places a topic; panics with `what` and the last error after that.
+pub async fn eventually<T, E: std::fmt::Display, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(error) => {
+                assert!(std::time::Instant::now() < deadline, "{what}: {error}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Creates `topic` with `partitions` partitions of three replicas each (default config) on the
+/// cluster `client` is connected to.
+pub async fn create_replicated(
+    client: &fencelog::client::Client,
+    topic: &str,
+    partitions: u32,
+) -> Result<(), fencelog::client::ClientError> {
+    let replication = fencelog::protocol::Replication {
+        factor: 3,
+        min_insync: None,
+    };
+    client
+        .create_replicated_topic(
+            topic,
+            partitions,
+            fencelog::protocol::TopicConfig::default(),
+            replication,
+        )
+        .await
+}

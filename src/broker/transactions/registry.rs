@@ -100,14 +100,20 @@ impl TransactionRegistry {
 
     /// Reads `transactional_id`'s state again from where it is durable and installs it (a
     /// cluster: from the id's offsets partition, which this broker must lead; standalone the
-    /// installed state is the file's, and nothing is read). Errors say who coordinates the id.
+    /// installed state is the file's, and nothing is read). Errors say who coordinates the id;
+    /// on one the working copy is forgotten (this broker may coordinate the id no longer).
     pub async fn refresh(&self, transactional_id: &str) -> Result<(), BrokerError> {
         let Durable::Offsets { offsets, groups } = &self.durable else {
             return Ok(());
         };
-        let (state, leader_epoch) = offsets
-            .transaction_in_epoch(groups, transactional_id)
-            .await?;
+        let (state, leader_epoch) =
+            match offsets.transaction_in_epoch(groups, transactional_id).await {
+                Ok(read) => read,
+                Err(error) => {
+                    self.forget(transactional_id);
+                    return Err(error);
+                }
+            };
         self.coordinator_epochs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
