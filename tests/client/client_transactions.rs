@@ -28,17 +28,19 @@ fn record(value: &str) -> (Option<Bytes>, Bytes) {
     (None, Bytes::from(value.to_owned()))
 }
 
+/// The lease of `ledger` partition `partition` as `bank`.
+async fn bank_lease(client: &Client, partition: u32) -> Lease {
+    client
+        .acquire_lease("ledger", partition, "bank", TTL)
+        .await
+        .unwrap()
+}
+
 /// The leases of `ledger` partitions 0 and 1 as `bank`, and a transaction of `transfer` that
 /// wrote "debit 10" to partition 0 and "credit 10" to partition 1, open.
 async fn open_transfer(client: &Client) -> (Lease, Lease, TransactionalProducer) {
-    let debit = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
-    let credit = client
-        .acquire_lease("ledger", 1, "bank", TTL)
-        .await
-        .unwrap();
+    let debit = bank_lease(client, 0).await;
+    let credit = bank_lease(client, 1).await;
     let mut producer = client.init_transaction("transfer", TIMEOUT).await.unwrap();
     producer
         .send("ledger", 0, debit.epoch, &[record("debit 10")])
@@ -145,10 +147,7 @@ async fn a_partition_granted_to_another_writer_fences_the_commit_and_nothing_is_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_instance_fences_the_old_one_and_aborts_its_transaction() {
     let (_server, client) = server_with_topic("ledger", 2).await;
-    let debit = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
+    let debit = bank_lease(&client, 0).await;
     let mut zombie = client.init_transaction("transfer", TIMEOUT).await.unwrap();
     zombie
         .send("ledger", 0, debit.epoch, &[record("zombie")])
@@ -192,18 +191,12 @@ async fn a_new_instance_fences_the_old_one_and_aborts_its_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_needs_a_current_lease_on_each_partition() {
     let (_server, client) = server_with_topic("ledger", 1).await;
-    let old = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
+    let old = bank_lease(&client, 0).await;
     client
         .release_lease("ledger", 0, old.lease_id)
         .await
         .unwrap();
-    let current = client
-        .acquire_lease("ledger", 0, "bank", TTL)
-        .await
-        .unwrap();
+    let current = bank_lease(&client, 0).await;
     let mut producer = client.init_transaction("transfer", TIMEOUT).await.unwrap();
     let refused = producer
         .add_partitions(&[("ledger", 0, old.epoch)])

@@ -226,28 +226,8 @@ fn doc_example_authenticate() {
 /// and still leases under its own names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coordinators_holder_name_needs_the_broker_principal_or_admin() {
-    use fencelog::auth::{Operation, TopicPattern};
-
-    let security_dir = tempfile::tempdir().unwrap();
-    users::add_user(security_dir.path(), "admin", "admin-pw").unwrap();
-    users::add_user(security_dir.path(), "alice", "alice-pw").unwrap();
-    let security = Arc::new(Security::open(security_dir.path(), ["admin".to_owned()]).unwrap());
-    security
-        .add_acl(
-            "alice",
-            &TopicPattern::parse("payments").unwrap(),
-            &[Operation::Lease].into_iter().collect(),
-        )
-        .await
-        .unwrap();
-    let server = TestServer::builder()
-        .server_config(ServerConfig {
-            security: Some(security),
-            ..ServerConfig::default()
-        })
-        .start()
-        .await
-        .unwrap();
+    let (server, _security, _users) =
+        crate::support::admin_and_alice("payments", fencelog::auth::Operation::Lease).await;
     let admin = client_as(&server, "admin", "admin-pw").await.unwrap();
     admin
         .create_topic("payments", 1, TopicConfig::default())

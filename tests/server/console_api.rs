@@ -31,9 +31,12 @@ fn batch(epoch: u64, records: usize) -> Bytes {
     builder.finish()
 }
 
-/// A server (on a manual clock when asked) with its metrics listener serving the console, and
-/// a client of it.
-async fn console(manual_clock: bool) -> (TestServer, MetricsEndpoint, Client) {
+/// A server (on a manual clock when asked) with its metrics listener serving the console, a
+/// client of it, and `topics` (name, partitions) created with [`topic_config`].
+async fn console(
+    manual_clock: bool,
+    topics: &[(&str, u32)],
+) -> (TestServer, MetricsEndpoint, Client) {
     let builder = TestServer::builder();
     let builder = if manual_clock {
         builder.manual_clock()
@@ -43,6 +46,12 @@ async fn console(manual_clock: bool) -> (TestServer, MetricsEndpoint, Client) {
     let server = builder.start().await.unwrap();
     let http = server.serve_metrics().await.unwrap();
     let client = Client::connect(server.addr()).await.unwrap();
+    for (topic, partitions) in topics {
+        client
+            .create_topic(topic, *partitions, topic_config())
+            .await
+            .unwrap();
+    }
     (server, http, client)
 }
 
@@ -51,15 +60,7 @@ async fn console(manual_clock: bool) -> (TestServer, MetricsEndpoint, Client) {
 /// a page beyond the limit is refused with a reason.
 #[tokio::test]
 async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
-    let (server, http, client) = console(true).await;
-    client
-        .create_topic("orders", 3, topic_config())
-        .await
-        .unwrap();
-    client
-        .create_topic("audit", 1, topic_config())
-        .await
-        .unwrap();
+    let (server, http, client) = console(true, &[("orders", 3), ("audit", 1)]).await;
 
     let first = client.acquire_lease("orders", 1, "a", TTL).await.unwrap();
     client
@@ -121,11 +122,7 @@ async fn partitions_view_shows_epochs_offsets_and_fenced_writes() {
 /// partition without a live lease shows `null`.
 #[tokio::test]
 async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
-    let (server, http, client) = console(true).await;
-    client
-        .create_topic("orders", 2, topic_config())
-        .await
-        .unwrap();
+    let (server, http, client) = console(true, &[("orders", 2)]).await;
     let first = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
     client
         .produce("orders", 0, batch(first.epoch, 3))
@@ -193,15 +190,7 @@ async fn leases_view_shows_the_holder_the_epoch_history_and_fenced_writes() {
 /// total lag; `?topic=` keeps the groups that committed there.
 #[tokio::test]
 async fn groups_view_shows_committed_offsets_and_lag() {
-    let (_server, http, client) = console(false).await;
-    client
-        .create_topic("orders", 2, topic_config())
-        .await
-        .unwrap();
-    client
-        .create_topic("audit", 1, topic_config())
-        .await
-        .unwrap();
+    let (_server, http, client) = console(false, &[("orders", 2), ("audit", 1)]).await;
     let lease = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
     client
         .produce("orders", 0, batch(lease.epoch, 5))
@@ -245,11 +234,7 @@ async fn groups_view_shows_committed_offsets_and_lag() {
 async fn groups_view_shows_a_kip_848_group_and_its_assignment() {
     use fencelog::broker::consumer_groups::HeartbeatRequest;
 
-    let (server, http, client) = console(false).await;
-    client
-        .create_topic("orders", 2, topic_config())
-        .await
-        .unwrap();
+    let (server, http, _client) = console(false, &[("orders", 2)]).await;
     let topics = [("orders".to_string(), 2u32)].into_iter().collect();
     let joined = server
         .service()
@@ -301,11 +286,7 @@ async fn groups_view_shows_a_kip_848_group_and_its_assignment() {
 /// its producer id and sequences; refusals say what to send.
 #[tokio::test]
 async fn message_browser_pages_records_with_their_epoch_and_producer() {
-    let (_server, http, client) = console(false).await;
-    client
-        .create_topic("orders", 1, topic_config())
-        .await
-        .unwrap();
+    let (_server, http, client) = console(false, &[("orders", 1)]).await;
     let lease = client.acquire_lease("orders", 0, "a", TTL).await.unwrap();
     let mut plain = BatchBuilder::new(lease.epoch);
     plain.push_with_headers(1_000, Some(b"k1"), Some(br#"{"n":1}"#), &[("h", b"v")]);
@@ -370,7 +351,7 @@ async fn message_browser_pages_records_with_their_epoch_and_producer() {
 /// under-replicated.
 #[tokio::test]
 async fn topics_and_cluster_views_describe_the_topics_and_their_leaders() {
-    let (_server, http, client) = console(false).await;
+    let (_server, http, client) = console(false, &[]).await;
     let mut config = topic_config();
     config.retention_bytes = Some(1 << 30);
     client.create_topic("orders", 2, config).await.unwrap();
@@ -440,31 +421,10 @@ async fn the_console_page_is_served_by_the_binary() {
 /// messages only where it may consume); a super user sees everything; logging out ends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_auth_the_console_asks_for_a_login_and_applies_the_acls() {
-    use fencelog::auth::{users, Operation, Security, TopicPattern};
     use fencelog::server::prometheus::MetricsEndpointConfig;
-    use fencelog::server::ServerConfig;
-    use std::sync::Arc;
 
-    let security_dir = tempfile::tempdir().unwrap();
-    users::add_user(security_dir.path(), "admin", "admin-pw").unwrap();
-    users::add_user(security_dir.path(), "alice", "alice-pw").unwrap();
-    let security = Arc::new(Security::open(security_dir.path(), ["admin".to_owned()]).unwrap());
-    security
-        .add_acl(
-            "alice",
-            &TopicPattern::parse("orders").unwrap(),
-            &[Operation::Consume].into_iter().collect(),
-        )
-        .await
-        .unwrap();
-    let server = TestServer::builder()
-        .server_config(ServerConfig {
-            security: Some(Arc::clone(&security)),
-            ..ServerConfig::default()
-        })
-        .start()
-        .await
-        .unwrap();
+    let (server, security, _users) =
+        crate::support::admin_and_alice("orders", fencelog::auth::Operation::Consume).await;
     let admin = Client::builder()
         .addr(server.addr().to_string())
         .credentials("admin", "admin-pw")

@@ -122,3 +122,39 @@ pub async fn create_replicated(
         )
         .await
 }
+
+/// A server with `--auth` whose users are `admin` (a super user, password `admin-pw`) and
+/// `alice` (`alice-pw`, granted `operation` on `topic`): the server, its security (a console
+/// asks for it) and the directory holding the users, to keep while the server runs.
+pub async fn admin_and_alice(
+    topic: &str,
+    operation: fencelog::auth::Operation,
+) -> (
+    TestServer,
+    std::sync::Arc<fencelog::auth::Security>,
+    tempfile::TempDir,
+) {
+    use fencelog::auth::{users, Security, TopicPattern};
+    let directory = tempfile::tempdir().unwrap();
+    users::add_user(directory.path(), "admin", "admin-pw").unwrap();
+    users::add_user(directory.path(), "alice", "alice-pw").unwrap();
+    let security =
+        std::sync::Arc::new(Security::open(directory.path(), ["admin".to_owned()]).unwrap());
+    security
+        .add_acl(
+            "alice",
+            &TopicPattern::parse(topic).unwrap(),
+            &[operation].into_iter().collect(),
+        )
+        .await
+        .unwrap();
+    let server = TestServer::builder()
+        .server_config(fencelog::server::ServerConfig {
+            security: Some(std::sync::Arc::clone(&security)),
+            ..fencelog::server::ServerConfig::default()
+        })
+        .start()
+        .await
+        .unwrap();
+    (server, security, directory)
+}
