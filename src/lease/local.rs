@@ -456,4 +456,61 @@ mod loom_models {
             assert_eq!(partition.last_stable_offset(), partition.high_watermark());
         });
     }
+
+    /// A replicated leader's verification of a transaction's first batch (KIP-890, see
+    /// `crate::storage::verification`) through the real partition: the leader records its
+    /// question (guard `g`) *before* asking the coordinator, the coordinator answers "ongoing"
+    /// and then ends the transaction, its commit marker racing the leader's append with `g`,
+    /// while a later request of the same producer records a question of its own (it would be
+    /// told the transaction is over, so it never appends). The batch lands before the marker
+    /// (inside the transaction it closes) or is refused as unverified; never after it, where
+    /// it would open a transaction no marker closes, whatever the later question did.
+    #[test]
+    fn loom_a_verified_batch_never_lands_after_its_transactions_marker() {
+        use crate::batch::{control_batch, ControlMarker};
+        use crate::storage::{SequenceError, WriteCredential};
+        loom::model(|| {
+            let (_directory, _broker, _authority, target) = one_partition();
+            let partition = Arc::clone(&target.log);
+            partition.become_leader(1).unwrap();
+            let guard = partition
+                .begin_verification(7, 0)
+                .expect("nothing open yet");
+            let marker = {
+                let partition = Arc::clone(&partition);
+                loom::thread::spawn(move || {
+                    let marker = control_batch(0, 7, 0, ControlMarker::Commit, 1, 1);
+                    partition
+                        .append_pending_as(WriteCredential::Unleased, &marker)
+                        .map(|pending| pending.offsets().base_offset)
+                })
+            };
+            let later_question = {
+                let partition = Arc::clone(&partition);
+                loom::thread::spawn(move || partition.begin_verification(7, 0))
+            };
+            let mut first = BatchBuilder::with_producer(0, 7, 0).transactional();
+            first.push(1, None, Some(b"first"));
+            let appended = partition.append_pending_verified(
+                WriteCredential::Unleased,
+                &first.finish_with_sequence(0),
+                Some(guard),
+            );
+            let marker = marker.join().unwrap().unwrap();
+            later_question.join().unwrap();
+            match appended {
+                Ok(pending) => assert!(
+                    pending.offsets().base_offset < marker,
+                    "the batch at {} after its marker at {marker}",
+                    pending.offsets().base_offset
+                ),
+                Err(StorageError::Sequence(SequenceError::UnverifiedTransaction {
+                    producer_id: 7,
+                    producer_epoch: 0,
+                })) => {}
+                Err(other) => panic!("unexpected error {other}"),
+            }
+            assert!(partition.open_transactions().is_empty());
+        });
+    }
 }

@@ -41,6 +41,7 @@ pub(crate) mod segment;
 pub mod spare;
 mod timestamp_lookup;
 pub mod transactions;
+pub mod verification;
 
 use thiserror::Error;
 

@@ -67,6 +67,7 @@ use thiserror::Error;
 
 use super::durable_file::write_durably;
 use super::transactions::{AbortedTransaction, OpenTransaction, Transactions};
+use super::verification::Verifications;
 use crate::batch::{
     add_sequence, control_record, BatchHeader, ControlMarker, ProducerStamp, MAX_SEQUENCE,
 };
@@ -144,6 +145,18 @@ pub enum SequenceError {
         got: i32,
         /// The highest coordinator epoch of the producer's markers appended here.
         current: i32,
+    },
+    /// A transactional batch that would open its producer's transaction on a replicated
+    /// partition without a verification still pending for it (see [`super::verification`]):
+    /// the transaction's marker overtook the leader's question to the coordinator, or the
+    /// question was never asked. Nothing was written; a retry is verified again. Kafka's
+    /// `INVALID_TXN_STATE`.
+    #[error("producer {producer_id} (producer epoch {producer_epoch}): its transaction is not verified open on this partition (it ended, or the partition was never added to it); nothing was written")]
+    UnverifiedTransaction {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        producer_epoch: i16,
     },
     /// A batch of a fenced epoch that may be the resend of a batch appended while its epoch
     /// was current, but the partition no longer remembers the producer's batches (it forgot
@@ -278,6 +291,8 @@ pub struct ProducerStates {
     /// Open and aborted transactions (not bounded by `max_producers`: a producer with an open
     /// transaction holds the last stable offset back, so it is never forgotten).
     transactions: Transactions,
+    /// A replicated leader's pending questions to transaction coordinators (in memory only).
+    verifications: Verifications,
 }
 
 impl ProducerStates {
@@ -307,6 +322,7 @@ impl ProducerStates {
             max_producers: max_producers.max(1),
             forgotten: false,
             transactions: Transactions::default(),
+            verifications: Verifications::default(),
         }
     }
 
@@ -318,6 +334,33 @@ impl ProducerStates {
     /// The partition's transactions, to settle the ones the high watermark passed.
     pub fn transactions_mut(&mut self) -> &mut Transactions {
         &mut self.transactions
+    }
+
+    /// The partition's pending transaction verifications (a replicated leader's).
+    pub fn verifications_mut(&mut self) -> &mut Verifications {
+        &mut self.verifications
+    }
+
+    /// Whether a transactional data batch of `stamp` may be appended on a partition that
+    /// verifies transactions (see [`super::verification`]): the producer's transaction is
+    /// open here at that producer epoch, or `guard` is its pending verification's.
+    pub fn check_verified(
+        &self,
+        stamp: &ProducerStamp,
+        guard: Option<u64>,
+    ) -> Result<(), SequenceError> {
+        let open = self.transactions.open_epoch(stamp.producer_id) == Some(stamp.producer_epoch);
+        if open
+            || self
+                .verifications
+                .check(stamp.producer_id, stamp.producer_epoch, guard)
+        {
+            return Ok(());
+        }
+        Err(SequenceError::UnverifiedTransaction {
+            producer_id: stamp.producer_id,
+            producer_epoch: stamp.producer_epoch,
+        })
     }
 
     /// [`check`](Self::check) for any magic-3 batch (`bytes`, the whole batch): a marker
@@ -379,9 +422,11 @@ impl ProducerStates {
             if header.is_transactional() {
                 self.transactions
                     .on_data(stamp.producer_id, stamp.producer_epoch, base_offset);
+                self.verifications.on_opened(stamp.producer_id);
             }
             return;
         }
+        self.verifications.on_marker(stamp.producer_id);
         let control = control_record(bytes);
         let aborted = control.is_none_or(|control| control.marker == ControlMarker::Abort);
         self.transactions

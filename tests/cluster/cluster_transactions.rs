@@ -68,7 +68,8 @@ async fn lease(client: &Client, topic: &str, holder: &str) -> Result<Lease, Clie
 
 /// Two coordinators (two connections, as two brokers' coordinators would have) join one shared
 /// lease: the same epoch and lease id; a native holder is refused while it lives. Under it a
-/// transaction's batch and its marker (coordinator epoch 3) land with acks=all, and a marker of
+/// transaction's unverified first batch is refused, its marker (coordinator epoch 3) lands
+/// with acks=all, and a marker of
 /// the same producer from coordinator epoch 2 (a deposed coordinator) is refused with
 /// COORDINATOR_FENCED and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -95,12 +96,20 @@ async fn coordinators_share_the_lease_and_a_deposed_coordinators_marker_is_refus
         "{native:?}"
     );
 
+    // A transaction's first batch on a replicated partition is the leader's to verify with
+    // the coordinator (the Kafka listener does): sent as is, it would open a transaction
+    // nothing vouches for, and is refused.
     let mut data = BatchBuilder::with_producer(shared.epoch, 9, 0).transactional();
     data.push(1, None, Some(b"debit"));
-    first
+    let unverified = first
         .produce_with_acks("payments", 0, data.finish(), Acks::All)
         .await
-        .expect("the transaction's batch");
+        .expect_err("an unverified transaction's batch");
+    assert_eq!(
+        unverified.code(),
+        Some(ErrorCode::InvalidTransactionState),
+        "{unverified}"
+    );
     let marker = |coordinator_epoch| {
         control_batch(
             shared.epoch,
@@ -186,18 +195,12 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
         .await
         .expect("renewed by the other coordinator");
 
-    let mut data = BatchBuilder::with_producer(grant.epoch, 21, 0).transactional();
-    data.push(1, None, Some(b"credit"));
-    client
-        .produce_with_acks("ledger", 1, data.finish(), Acks::All)
-        .await
-        .expect("the transaction's batch");
     let marker = control_batch(grant.epoch, 21, 0, ControlMarker::Commit, 0, 1);
     second
         .write_marker(two.service(), "ledger", 1, grant.epoch, marker)
         .await
         .expect("the marker, at the leader, acks=all");
-    assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 2);
+    assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 1);
 }
 
 /// Transaction state in the offsets topic (the plan's step 1): the leader of a transactional

@@ -161,6 +161,81 @@ fn transactions_survive_a_restart_and_a_crash() {
     assert_eq!(reopened.last_stable_offset(), open_now[0].first_offset);
 }
 
+/// A replicated leader takes a transactional batch that opens its producer's transaction only
+/// with the guard of a verification still pending (KIP-890; see
+/// `fencelog::storage::verification`): none, a stale one (a marker came between) or one of
+/// another producer epoch is refused and writes nothing; once open, the transaction's batches
+/// need none; a retry of an appended batch is answered as one; a standalone partition (its
+/// transactions gated by its own coordinator) asks for nothing.
+#[test]
+fn a_replicated_leader_takes_a_transactions_first_batch_only_verified() {
+    use fencelog::storage::WriteCredential::Unleased;
+    let directory = tempfile::tempdir().unwrap();
+    let partition = open(directory.path(), PartitionConfig::default());
+    partition.become_leader(1).unwrap();
+    let unverified = |error: StorageError| {
+        assert!(
+            matches!(
+                error,
+                StorageError::Sequence(SequenceError::UnverifiedTransaction { producer_id: 5, .. })
+            ),
+            "{error}"
+        )
+    };
+    unverified(
+        partition
+            .append_pending_as(Unleased, &txn_batch(0, 5, 0, 0, 1))
+            .unwrap_err(),
+    );
+    let stale = partition.begin_verification(5, 0).expect("nothing open");
+    let _ = partition
+        .append_pending_as(Unleased, &marker(0, 5, 0, false))
+        .unwrap();
+    let guard = partition.begin_verification(5, 0).expect("nothing open");
+    assert_ne!(guard, stale);
+    unverified(
+        partition
+            .append_pending_verified(Unleased, &txn_batch(0, 5, 0, 0, 1), Some(stale))
+            .unwrap_err(),
+    );
+    unverified(
+        partition
+            .append_pending_verified(Unleased, &txn_batch(0, 5, 1, 0, 1), Some(guard))
+            .unwrap_err(),
+    );
+    assert_eq!(partition.log_end_offset(), 1, "only the marker");
+    let first = partition
+        .append_pending_verified(Unleased, &txn_batch(0, 5, 0, 0, 1), Some(guard))
+        .unwrap();
+    assert_eq!(
+        partition.begin_verification(5, 0),
+        None,
+        "open: nothing to ask"
+    );
+    let _ = partition
+        .append_pending_as(Unleased, &txn_batch(0, 5, 0, 1, 1))
+        .expect("the open transaction's next batch");
+    let retry = partition
+        .append_pending_as(Unleased, &txn_batch(0, 5, 0, 0, 1))
+        .expect("a retry is answered");
+    assert_eq!(retry.offsets().base_offset, first.offsets().base_offset);
+    let _ = partition
+        .append_pending_as(Unleased, &marker(0, 5, 0, true))
+        .unwrap();
+    unverified(
+        partition
+            .append_pending_as(Unleased, &txn_batch(0, 5, 0, 2, 1))
+            .unwrap_err(),
+    );
+    assert!(partition.open_transactions().is_empty());
+
+    let standalone = tempfile::tempdir().unwrap();
+    let standalone = open(standalone.path(), PartitionConfig::default());
+    let _ = standalone
+        .append_pending_as(Unleased, &txn_batch(0, 5, 0, 0, 1))
+        .expect("a standalone partition verifies nothing");
+}
+
 #[test]
 fn delete_records_past_an_open_transaction_does_not_hold_the_log_back() {
     let dir = tempfile::tempdir().unwrap();

@@ -138,6 +138,7 @@ fn storage_error(error: &StorageError) -> ResponseError {
             SequenceError::StaleCoordinatorEpoch { .. } => {
                 ResponseError::TransactionCoordinatorFenced
             }
+            SequenceError::UnverifiedTransaction { .. } => ResponseError::InvalidTxnState,
             SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
                 ResponseError::UnknownProducerId
             }

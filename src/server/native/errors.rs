@@ -146,6 +146,7 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
             SequenceError::Duplicate { .. } => ErrorCode::DuplicateSequence,
             SequenceError::StaleProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
             SequenceError::StaleCoordinatorEpoch { .. } => ErrorCode::CoordinatorFenced,
+            SequenceError::UnverifiedTransaction { .. } => ErrorCode::InvalidTransactionState,
             SequenceError::UnknownProducer { .. } | SequenceError::ForgottenResend { .. } => {
                 ErrorCode::UnknownProducer
             }

@@ -118,7 +118,20 @@ impl Partition {
         credential: WriteCredential,
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
-        let result = self.append_checked(credential, batch_bytes);
+        self.append_pending_verified(credential, batch_bytes, None)
+    }
+
+    /// [`append_pending_as`](Self::append_pending_as) with the guard of a transaction
+    /// verification begun with [`begin_verification`](Self::begin_verification), which a
+    /// replicated partition needs to take a transactional batch that opens its producer's
+    /// transaction (see [`crate::storage::verification`]).
+    pub fn append_pending_verified(
+        &self,
+        credential: WriteCredential,
+        batch_bytes: &[u8],
+        verification: Option<u64>,
+    ) -> Result<PendingAppend, StorageError> {
+        let result = self.append_checked(credential, batch_bytes, verification);
         match &result {
             Err(StorageError::Fence(FenceError::Fenced { epoch, current })) => {
                 self.metrics.fenced_write(*epoch, *current)
@@ -134,11 +147,32 @@ impl Partition {
         result
     }
 
+    /// Records, under the fence lock, that this leader is about to ask the transaction
+    /// coordinator whether `producer_id` at `producer_epoch` has this partition in its open
+    /// transaction, and returns the guard its append then carries; `None` when the producer's
+    /// transaction is already open here at that producer epoch (nothing to ask). Must come
+    /// *before* the question (see [`crate::storage::verification`]).
+    pub fn begin_verification(&self, producer_id: i64, producer_epoch: i16) -> Option<u64> {
+        self.fence.with_log(|writer: &mut Writer| {
+            let open = writer.producers.transactions().open_epoch(producer_id);
+            if open == Some(producer_epoch) {
+                return None;
+            }
+            Some(
+                writer
+                    .producers
+                    .verifications_mut()
+                    .begin(producer_id, producer_epoch),
+            )
+        })
+    }
+
     /// [`append_pending_as`](Self::append_pending_as) before its refusals are counted.
     fn append_checked(
         &self,
         credential: WriteCredential,
         batch_bytes: &[u8],
+        verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
         // Early answer for a stale holder; the authoritative check is inside the fence. A
         // replicated partition answers only staleness early (its never-granted epoch and its
@@ -180,7 +214,7 @@ impl Partition {
                         partition: self.name.clone(),
                     });
                 }
-                writer.append_batch(batch_bytes, &header, stamp)
+                writer.append_batch(batch_bytes, &header, stamp, verification)
             },
         )
     }

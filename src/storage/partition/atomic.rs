@@ -117,7 +117,7 @@ impl Partition {
             let stamp = ProducerStamp::parse(append.batch);
             let written = fence
                 .log()
-                .append_batch(append.batch, &headers[*index], stamp)
+                .append_batch(append.batch, &headers[*index], stamp, None)
                 .map_err(|source| AtomicAppendError::Incomplete {
                     partition: append.partition.name.clone(),
                     source,

@@ -124,6 +124,8 @@ impl Partition {
                         .map_err(io_error("write epoch checkpoint"))?;
                 }
                 writer.shared.become_replicated();
+                // Questions asked in the old role vouch for nothing in the new one.
+                writer.producers.verifications_mut().clear();
                 Ok::<_, StorageError>(())
             })?;
         info!(partition = %self.name, leader_epoch, producer_epoch = self.current_epoch(), "became leader");
@@ -150,6 +152,8 @@ impl Partition {
                         .map_err(io_error("write leader-epoch history"))?;
                 }
                 writer.shared.become_replicated();
+                // Questions asked in the old role vouch for nothing in the new one.
+                writer.producers.verifications_mut().clear();
                 Ok::<_, StorageError>(())
             })?;
         if unchanged {

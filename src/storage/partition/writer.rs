@@ -60,11 +60,17 @@ impl Writer {
     /// The append of one validated batch, with the producer sequence check when the batch
     /// carries a producer stamp: a new batch is appended and remembered, a retry is answered
     /// with its first offsets (nothing written), anything else is refused.
+    ///
+    /// On a replicated partition a transactional data batch that would open its producer's
+    /// transaction needs `verification`, the guard of a verification still pending for it
+    /// (see [`crate::storage::verification`]), checked here after the duplicate check (a
+    /// retry of a batch already appended is answered as one).
     pub(super) fn append_batch(
         &mut self,
         batch_bytes: &[u8],
         header: &BatchHeader,
         stamp: Option<ProducerStamp>,
+        verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
         if let Some(stamp) = &stamp {
             if let SequenceVerdict::Duplicate {
@@ -73,6 +79,12 @@ impl Writer {
             } = self.producers.check_batch(batch_bytes, stamp, header)?
             {
                 return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
+            }
+            if header.is_transactional()
+                && !header.is_control()
+                && self.shared.watermarks.is_replicated()
+            {
+                self.producers.check_verified(stamp, verification)?;
             }
         }
         let appended = self.append(batch_bytes, header)?;
