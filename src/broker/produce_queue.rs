@@ -100,12 +100,46 @@ impl ProduceQueue {
         Box::pin(async move {
             match acknowledgement.await {
                 Ok(acknowledged) => acknowledged.await,
-                Err(_) => Err(BrokerError::Io {
-                    context: "append task failed".into(),
-                    source: std::io::Error::other("the append panicked; see the server log"),
-                }),
+                Err(_) => append_failed().await,
             }
         })
+    }
+
+    /// Appends `requests` after every produce submitted before them and before any submitted
+    /// after them, once `ready` answers: with the guard it returns as each request's
+    /// `verification` (a transaction's first batches, verified with its coordinator by this
+    /// leader; see [`crate::storage::verification`]), or not at all if it fails. The returned
+    /// future gives each append's wait for acknowledgement, or `ready`'s refusal.
+    ///
+    /// Meanwhile the queue holds every later produce of the connection, so pipelined
+    /// produces still land in request order; `ready` itself runs as a task of its own, and
+    /// the queue's thread only waits for its answer.
+    pub fn produce_after<E: Send + 'static>(
+        &self,
+        ready: BoxFuture<'static, Result<u64, E>>,
+        mut requests: Vec<ProduceRequest>,
+    ) -> BoxFuture<'static, Result<Vec<Acknowledgement>, E>> {
+        let (answer, answered) = oneshot::channel();
+        tokio::spawn(async move {
+            let _ = answer.send(ready.await);
+        });
+        let (started, appended) = oneshot::channel();
+        let service = Arc::clone(&self.service);
+        self.submit(Box::new(move || {
+            let outcome = match answered.blocking_recv() {
+                Ok(Ok(guard)) => Ok(requests
+                    .iter_mut()
+                    .map(|request| {
+                        request.verification = Some(guard);
+                        service.begin_produce(request)
+                    })
+                    .collect()),
+                Ok(Err(refused)) => Err(refused),
+                Err(_) => Ok(vec![append_failed()]),
+            };
+            let _ = started.send(outcome);
+        }));
+        Box::pin(async move { appended.await.unwrap_or_else(|_| Ok(vec![append_failed()])) })
     }
 
     fn submit(&self, job: Job) {
@@ -117,6 +151,17 @@ impl ProduceQueue {
             tokio::task::spawn_blocking(move || drain(&queue));
         }
     }
+}
+
+/// The wait for one append's acknowledgement.
+pub type Acknowledgement = BoxFuture<'static, Result<Appended, BrokerError>>;
+
+/// The answer of an append whose job panicked (its reply was dropped).
+fn append_failed() -> Acknowledgement {
+    Box::pin(futures::future::ready(Err(BrokerError::Io {
+        context: "append task failed".into(),
+        source: std::io::Error::other("the append panicked; see the server log"),
+    })))
 }
 
 /// Runs queued jobs in order until the queue is empty.

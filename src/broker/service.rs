@@ -22,7 +22,7 @@ use super::coordinator::{CoordinatorConfig, GroupCoordinator};
 use super::groups::{PartitionCommits, PartitionKey};
 use super::maintenance::Maintenance;
 use super::offsets_topic::ReplicatedOffsets;
-use super::produce_queue::ProduceQueue;
+use super::produce_queue::{Acknowledgement, ProduceQueue};
 use super::transactions::TransactionCoordinator;
 use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
@@ -46,6 +46,10 @@ pub struct ProduceRequest {
     pub credential: WriteCredential,
     /// The batch in fencelog's stored format (its header carries the credential's epoch).
     pub batch: Bytes,
+    /// The guard of the transaction verification this broker, a replicated partition's
+    /// leader, recorded before asking the transaction's coordinator (see
+    /// [`crate::storage::verification`]); `None` for every other write.
+    pub verification: Option<u64>,
 }
 
 /// A read, waiting up to `max_wait` for data at `offset` to exist.
@@ -360,12 +364,28 @@ impl BrokerService {
         ProduceQueue::new(Arc::clone(self))
     }
 
-    /// Starts the transaction coordinator of a standalone broker: loads the transaction states
-    /// of the data directory, completes what a restart interrupted (before any client is
-    /// served: call it before accepting connections), and starts its timeout task. A broker in
-    /// a cluster has none yet (its Kafka listener refuses transactional ids). Once only.
+    /// Starts the transaction coordinator. Standalone: loads the transaction states of the
+    /// data directory, completes what a restart interrupted (before any client is served: call
+    /// it before accepting connections), and starts its timeout task. In a cluster (after
+    /// [`join_cluster`](Self::join_cluster)): the states live in the offsets topic, and the
+    /// timeout task takes over the ids of each offsets partition this broker comes to lead
+    /// (completing prepared outcomes, leasing open transactions again or timing them out).
+    /// Once only.
     pub async fn start_transactions(self: &Arc<Self>) -> Result<(), BrokerError> {
-        if self.cluster.get().is_some() || self.transactions.get().is_some() {
+        if self.transactions.get().is_some() {
+            return Ok(());
+        }
+        if let (Some(driver), Some(offsets)) = (self.cluster.get(), self.offsets.get()) {
+            let registry = crate::broker::transactions::TransactionRegistry::replicated(
+                Arc::clone(offsets),
+                Arc::clone(self.group_coordinator()),
+            );
+            let partitions = Arc::new(crate::broker::transactions::ClusterPartitions::new(
+                Arc::clone(driver),
+            ));
+            let coordinator = Arc::new(TransactionCoordinator::replicated(registry, partitions));
+            coordinator.start_timeouts(self);
+            let _ = self.transactions.set(coordinator);
             return Ok(());
         }
         let data = self.broker.data_dir().to_path_buf();
@@ -429,6 +449,45 @@ impl BrokerService {
         })
     }
 
+    /// [`produce`](Self::produce) of one partition's batches that a replicated leader must
+    /// verify first (a Kafka transaction's first batches there): the replica manager's checks
+    /// now, the appends in request order once `ready` answers with the verification's guard
+    /// ([`ProduceQueue::produce_after`]), each acknowledged as `produce` does. A cluster
+    /// broker's path only.
+    pub fn produce_verified<E: Send + 'static>(
+        &self,
+        queue: &ProduceQueue,
+        ready: BoxFuture<'static, Result<u64, E>>,
+        requests: Vec<ProduceRequest>,
+        acks: Acks,
+    ) -> Result<BoxFuture<'static, Result<Vec<Acknowledgement>, E>>, BrokerError> {
+        let replicas = self.replica_manager();
+        let mut partitions = Vec::with_capacity(requests.len());
+        for request in &requests {
+            self.refuse_internal(&request.topic, "produced to")?;
+            replicas.check_produce(&request.topic, request.partition, acks)?;
+            partitions.push((request.topic.clone(), request.partition));
+        }
+        let appended = queue.produce_after(ready, requests);
+        Ok(Box::pin(async move {
+            let acknowledgements = appended.await?;
+            Ok(acknowledgements
+                .into_iter()
+                .zip(partitions)
+                .map(|(acknowledged, (topic, partition))| {
+                    let replicas = replicas.clone();
+                    Box::pin(async move {
+                        let appended = acknowledged.await?;
+                        replicas
+                            .await_commit(&topic, partition, appended.last_offset, acks)
+                            .await?;
+                        Ok(appended)
+                    }) as Acknowledgement
+                })
+                .collect())
+        }))
+    }
+
     /// Appends a batch *now* (the fence check and the copy fix its offsets) and returns the wait
     /// for its acknowledgement: a group-commit sync on the blocking pool under flush `always`,
     /// nothing otherwise. The one produce path: [`ProduceQueue`] calls it in request order.
@@ -441,7 +500,11 @@ impl BrokerService {
             .partition(&request.topic, request.partition)
             .and_then(|target| {
                 Ok((
-                    target.append_pending_as(request.credential, &request.batch)?,
+                    target.append_pending_verified(
+                        request.credential,
+                        &request.batch,
+                        request.verification,
+                    )?,
                     target,
                 ))
             });

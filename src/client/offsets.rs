@@ -109,7 +109,11 @@ impl Client {
 impl Client {
     /// Sends a request about `group` to its coordinator (see the module docs), within the
     /// request timeout.
-    async fn call_group(&self, group: &str, request: Request) -> Result<Response, ClientError> {
+    pub(super) async fn call_group(
+        &self,
+        group: &str,
+        request: Request,
+    ) -> Result<Response, ClientError> {
         let timeout = self.config().request_timeout;
         let deadline = Instant::now() + timeout;
         let mut delay = RetryDelay::new(self.config());

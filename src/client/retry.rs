@@ -46,7 +46,11 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
         | ApiKey::InitProducerId
         | ApiKey::ReplicaFetch
         | ApiKey::LeaderEpochEnd
-        | ApiKey::AlterTopicConfig => true,
+        | ApiKey::AlterTopicConfig
+        | ApiKey::VerifyTransaction
+        // A transaction's positions handed over or applied again are the same positions.
+        | ApiKey::TxnOffsetCommit
+        | ApiKey::EndTxnOffsets => true,
         // `InitTransaction` twice only bumps the producer epoch once more (the first answer was
         // never used); `AddToTransaction` of partitions already added keeps them as they are;
         // `EndTransaction` of an outcome already reached answers success, and a commit the

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use super::calls::expect_response;
 use super::{Client, ClientError, ProduceAck};
 use crate::batch::{add_sequence, now_ms, BatchBuilder};
-use crate::protocol::{Request, Response, TransactionPartition, TransactionProducer};
+use crate::protocol::{Request, Response, TransactionPartition, TransactionProducer, TxnOffset};
 
 /// A transactional id's producer for native atomic appends (see the module docs). One open
 /// transaction at a time; a new one starts with the first [`send`](Self::send) after a commit
@@ -43,6 +43,65 @@ pub struct TransactionalProducer {
 }
 
 impl Client {
+    /// Broker to broker (a partition leader's question before a Kafka transaction's first
+    /// batch there): whether `producer`'s transaction is open with `topic`/`partition` in it,
+    /// asked at the transactional id's coordinator (the leader of its offsets partition,
+    /// found as a group's coordinator is). Needs the broker principal or `admin` on the topic.
+    pub async fn verify_transaction(
+        &self,
+        producer: TransactionProducer,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(), ClientError> {
+        let group = producer.transactional_id.clone();
+        let request = Request::VerifyTransaction {
+            producer,
+            topic: topic.to_owned(),
+            partition,
+        };
+        let response = self.call_group(&group, request).await?;
+        expect_response!(response, Response::VerifyTransaction => ())
+    }
+
+    /// Broker to broker (a group's coordinator, answering Kafka's TxnOffsetCommit): hands a
+    /// transaction's consumer positions for `group` to the transactional id's coordinator,
+    /// which holds them until the transaction ends.
+    pub async fn txn_offset_commit(
+        &self,
+        producer: TransactionProducer,
+        group: &str,
+        offsets: Vec<TxnOffset>,
+    ) -> Result<(), ClientError> {
+        let transactional_id = producer.transactional_id.clone();
+        let request = Request::TxnOffsetCommit {
+            producer,
+            group: group.to_owned(),
+            offsets,
+        };
+        let response = self.call_group(&transactional_id, request).await?;
+        expect_response!(response, Response::TxnOffsetCommit => ())
+    }
+
+    /// Broker to broker (a transactional id's coordinator, once the transaction is decided
+    /// and its markers written): tells `group`'s coordinator the outcome; on commit it stores
+    /// `offsets`. Repeating it is harmless.
+    pub async fn end_txn_offsets(
+        &self,
+        group: &str,
+        transactional_id: &str,
+        commit: bool,
+        offsets: Vec<TxnOffset>,
+    ) -> Result<(), ClientError> {
+        let request = Request::EndTxnOffsets {
+            group: group.to_owned(),
+            transactional_id: transactional_id.to_owned(),
+            commit,
+            offsets,
+        };
+        let response = self.call_group(group, request).await?;
+        expect_response!(response, Response::EndTxnOffsets => ())
+    }
+
     /// Starts (or takes over) `transactional_id`: the id's producer id with a new producer
     /// epoch, which fences every earlier instance (its open transaction is aborted first). An
     /// open transaction older than `timeout` is aborted by the server.

@@ -30,6 +30,8 @@ pub(in crate::protocol) mod produce;
 pub(in crate::protocol) mod release_lease;
 pub(in crate::protocol) mod renew_lease;
 pub(in crate::protocol) mod replica_fetch;
+pub(in crate::protocol) mod txn_offsets;
+pub(in crate::protocol) mod verify_transaction;
 
 /// Which operation a request asks for; the first field of every request
 /// header. The discriminants are the wire values.
@@ -83,12 +85,21 @@ pub enum ApiKey {
     AddToTransaction = 21,
     /// Commit or abort a native transaction: all of its partitions, or none.
     EndTransaction = 22,
+    /// Broker to broker: is a Kafka producer's transaction open with this partition in it (a
+    /// partition leader asks the transactional id's coordinator before the first batch)?
+    VerifyTransaction = 23,
+    /// Broker to broker: a group's coordinator hands a Kafka transaction's consumer positions
+    /// to the transactional id's coordinator.
+    TxnOffsetCommit = 24,
+    /// Broker to broker: a transactional id's coordinator tells a group's coordinator the
+    /// transaction's outcome (commit: store its positions).
+    EndTxnOffsets = 25,
 }
 
 impl ApiKey {
     /// Every API, in wire order (keys are not contiguous: a key reserved for an API of another
     /// build is never reused).
-    pub const ALL: [ApiKey; 23] = [
+    pub const ALL: [ApiKey; 26] = [
         ApiKey::ApiVersions,
         ApiKey::CreateTopic,
         ApiKey::Metadata,
@@ -112,6 +123,9 @@ impl ApiKey {
         ApiKey::InitTransaction,
         ApiKey::AddToTransaction,
         ApiKey::EndTransaction,
+        ApiKey::VerifyTransaction,
+        ApiKey::TxnOffsetCommit,
+        ApiKey::EndTxnOffsets,
     ];
 
     /// Maps a wire value to an API; `None` for keys this build does not know.
@@ -150,6 +164,9 @@ impl ApiKey {
             ApiKey::InitTransaction => "InitTransaction",
             ApiKey::AddToTransaction => "AddToTransaction",
             ApiKey::EndTransaction => "EndTransaction",
+            ApiKey::VerifyTransaction => "VerifyTransaction",
+            ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+            ApiKey::EndTxnOffsets => "EndTxnOffsets",
         }
     }
 
@@ -241,6 +258,9 @@ mod tests {
         assert_eq!(ApiKey::InitTransaction.as_u16(), 20);
         assert_eq!(ApiKey::AddToTransaction.as_u16(), 21);
         assert_eq!(ApiKey::EndTransaction.as_u16(), 22);
+        assert_eq!(ApiKey::VerifyTransaction.as_u16(), 23);
+        assert_eq!(ApiKey::TxnOffsetCommit.as_u16(), 24);
+        assert_eq!(ApiKey::EndTxnOffsets.as_u16(), 25);
         assert_eq!(ApiKey::from_u16(u16::MAX), None);
         assert_eq!(ApiVersionRange::supported().len(), ApiKey::ALL.len());
     }

@@ -45,6 +45,7 @@ pub use api::list_offsets::NO_OFFSET_FOR_TIMESTAMP;
 pub use api::metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};
 pub use api::produce::Acks;
 pub use api::replica_fetch::{ReplicaFetch, ReplicaFetchPartition, ReplicaFetchedPartition};
+pub use api::txn_offsets::TxnOffset;
 pub use api::{ApiKey, ApiVersionRange};
 pub use chunks::Chunks;
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_BYTES, FRAME_LENGTH_BYTES};

@@ -9,12 +9,13 @@ use super::api::{
     acquire_lease, add_to_transaction, alter_topic_config, api_versions, authenticate,
     create_partitions, create_topic, delete_records, delete_topic, end_transaction, fetch,
     init_producer_id, init_transaction, leader_epoch_end, list_offsets, metadata, offset_commit,
-    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch, txn_offsets,
+    verify_transaction,
 };
 use super::wire::{Reader, WireError};
 use super::{
     Acks, ApiKey, LeaderEpochQuery, ProtocolError, ReplicaFetch, Replication, TransactionPartition,
-    TransactionProducer,
+    TransactionProducer, TxnOffset,
 };
 use crate::domain::{TopicConfig, TopicConfigChange};
 
@@ -207,6 +208,37 @@ pub enum Request {
         /// `true` commits, `false` aborts.
         commit: bool,
     },
+    /// Broker to broker: whether the producer's transaction is open and includes
+    /// `topic`/`partition` (the coordinator answers).
+    VerifyTransaction {
+        /// Whose transaction.
+        producer: TransactionProducer,
+        /// The partition's topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+    /// Broker to broker: a Kafka transaction's consumer positions for `group`, handed to the
+    /// transactional id's coordinator.
+    TxnOffsetCommit {
+        /// Whose transaction.
+        producer: TransactionProducer,
+        /// The consumer group.
+        group: String,
+        /// The positions.
+        offsets: Vec<TxnOffset>,
+    },
+    /// Broker to broker: a transaction's outcome, told to `group`'s coordinator.
+    EndTxnOffsets {
+        /// The consumer group.
+        group: String,
+        /// The transaction's id.
+        transactional_id: String,
+        /// `true`: the transaction committed, store `offsets`.
+        commit: bool,
+        /// The positions to store (empty on abort).
+        offsets: Vec<TxnOffset>,
+    },
 }
 
 impl Request {
@@ -236,6 +268,9 @@ impl Request {
             Request::InitTransaction { .. } => ApiKey::InitTransaction,
             Request::AddToTransaction { .. } => ApiKey::AddToTransaction,
             Request::EndTransaction { .. } => ApiKey::EndTransaction,
+            Request::VerifyTransaction { .. } => ApiKey::VerifyTransaction,
+            Request::TxnOffsetCommit { .. } => ApiKey::TxnOffsetCommit,
+            Request::EndTxnOffsets { .. } => ApiKey::EndTxnOffsets,
         }
     }
 
@@ -306,6 +341,20 @@ impl Request {
                 partitions,
             } => add_to_transaction::request_body_len(producer, partitions),
             Request::EndTransaction { producer, .. } => end_transaction::request_body_len(producer),
+            Request::VerifyTransaction {
+                producer, topic, ..
+            } => verify_transaction::request_body_len(producer, topic),
+            Request::TxnOffsetCommit {
+                producer,
+                group,
+                offsets,
+            } => txn_offsets::commit_request_len(producer, group, offsets),
+            Request::EndTxnOffsets {
+                group,
+                transactional_id,
+                offsets,
+                ..
+            } => txn_offsets::end_request_len(group, transactional_id, offsets),
         }
     }
 
@@ -411,6 +460,22 @@ impl Request {
             Request::EndTransaction { producer, commit } => {
                 end_transaction::encode_request(dst, producer, *commit)
             }
+            Request::VerifyTransaction {
+                producer,
+                topic,
+                partition,
+            } => verify_transaction::encode_request(dst, producer, topic, *partition),
+            Request::TxnOffsetCommit {
+                producer,
+                group,
+                offsets,
+            } => txn_offsets::encode_commit_request(dst, producer, group, offsets),
+            Request::EndTxnOffsets {
+                group,
+                transactional_id,
+                commit,
+                offsets,
+            } => txn_offsets::encode_end_request(dst, group, transactional_id, *commit, offsets),
         }
     }
 
@@ -445,6 +510,9 @@ impl Request {
             ApiKey::InitTransaction => init_transaction::decode_request(r),
             ApiKey::AddToTransaction => add_to_transaction::decode_request(r),
             ApiKey::EndTransaction => end_transaction::decode_request(r),
+            ApiKey::VerifyTransaction => verify_transaction::decode_request(r),
+            ApiKey::TxnOffsetCommit => txn_offsets::decode_commit_request(r),
+            ApiKey::EndTxnOffsets => txn_offsets::decode_end_request(r),
         }
     }
 }

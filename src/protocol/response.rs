@@ -10,7 +10,8 @@ use super::api::{
     acquire_lease, add_to_transaction, alter_topic_config, api_versions, authenticate,
     create_partitions, create_topic, delete_records, delete_topic, end_transaction, fetch,
     init_producer_id, init_transaction, leader_epoch_end, list_offsets, metadata, offset_commit,
-    offset_fetch, produce, release_lease, renew_lease, replica_fetch,
+    offset_fetch, produce, release_lease, renew_lease, replica_fetch, txn_offsets,
+    verify_transaction,
 };
 use super::wire::{Reader, WireError};
 use super::{
@@ -156,6 +157,12 @@ pub enum Response {
     AddToTransaction,
     /// The transaction's outcome is decided and durable. Empty body.
     EndTransaction,
+    /// The producer's transaction is open and includes the partition. Empty body.
+    VerifyTransaction,
+    /// The transaction holds the positions. Empty body.
+    TxnOffsetCommit,
+    /// The group's coordinator applied the outcome. Empty body.
+    EndTxnOffsets,
 }
 
 impl Response {
@@ -193,6 +200,9 @@ impl Response {
             Response::InitTransaction { .. } => ApiKey::InitTransaction,
             Response::AddToTransaction => ApiKey::AddToTransaction,
             Response::EndTransaction => ApiKey::EndTransaction,
+            Response::VerifyTransaction => ApiKey::VerifyTransaction,
+            Response::TxnOffsetCommit => ApiKey::TxnOffsetCommit,
+            Response::EndTxnOffsets => ApiKey::EndTxnOffsets,
         }
     }
 
@@ -229,7 +239,11 @@ impl Response {
                 leader_epoch_end::response_body_len(partitions)
             }
             Response::InitTransaction { .. } => init_transaction::response_body_len(),
-            Response::AddToTransaction | Response::EndTransaction => 0,
+            Response::AddToTransaction
+            | Response::EndTransaction
+            | Response::VerifyTransaction
+            | Response::TxnOffsetCommit
+            | Response::EndTxnOffsets => 0,
         }
     }
 
@@ -310,7 +324,11 @@ impl Response {
                 producer_epoch,
             } => init_transaction::encode_response(dst, *producer_id, *producer_epoch),
             // Empty bodies.
-            Response::AddToTransaction | Response::EndTransaction => Ok(()),
+            Response::AddToTransaction
+            | Response::EndTransaction
+            | Response::VerifyTransaction
+            | Response::TxnOffsetCommit
+            | Response::EndTxnOffsets => Ok(()),
         }
     }
 
@@ -345,6 +363,9 @@ impl Response {
             ApiKey::InitTransaction => init_transaction::decode_response(r),
             ApiKey::AddToTransaction => add_to_transaction::decode_response(r),
             ApiKey::EndTransaction => end_transaction::decode_response(r),
+            ApiKey::VerifyTransaction => verify_transaction::decode_response(r),
+            ApiKey::TxnOffsetCommit => txn_offsets::decode_commit_response(r),
+            ApiKey::EndTxnOffsets => txn_offsets::decode_end_response(r),
         }
     }
 }

@@ -251,6 +251,19 @@ impl ReplicatedOffsets {
     ) -> Result<Arc<Slot>, BrokerError> {
         let partitions = self.ensure_topic(group).await?;
         let partition = offsets_partition(group, partitions);
+        self.slot_of(coordinator, group, partitions, partition)
+            .await
+    }
+
+    /// Offsets partition `partition` (of `partitions`), loaded, once this broker leads it;
+    /// `group` names what the caller wanted from it, in errors.
+    async fn slot_of(
+        &self,
+        coordinator: &GroupCoordinator,
+        group: &str,
+        partitions: u32,
+        partition: u32,
+    ) -> Result<Arc<Slot>, BrokerError> {
         if let Err(refused) = self.driver.require_leader(OFFSETS_TOPIC, partition) {
             self.drop_slot(coordinator, partitions, partition);
             return Err(self.not_coordinator(group, partition, refused));
@@ -684,6 +697,39 @@ impl ReplicatedOffsets {
         let slot = self.slot(coordinator, transactional_id).await?;
         let state = slot.state().transaction(transactional_id).cloned();
         Ok((state, slot.leader_epoch))
+    }
+
+    /// Every transactional id's state in the offsets partitions this broker leads, each with
+    /// the leader epoch it was loaded in (the transaction coordinator's timeout task: what a
+    /// broker takes over when it becomes a leader, it completes or times out). A partition
+    /// still loading is left for the next call.
+    pub async fn led_transactions(
+        &self,
+        coordinator: &GroupCoordinator,
+    ) -> Vec<(
+        crate::broker::transactions::TransactionMetadata,
+        LeaderEpoch,
+    )> {
+        let Some(partitions) = self.driver.partition_count(OFFSETS_TOPIC) else {
+            return Vec::new();
+        };
+        let node = self.driver.node_id();
+        let mut led = Vec::new();
+        for partition in 0..partitions {
+            if self.driver.partition_state(OFFSETS_TOPIC, partition).leader != Some(node) {
+                continue;
+            }
+            let key = format!("{OFFSETS_TOPIC}/{partition}");
+            match self.slot_of(coordinator, &key, partitions, partition).await {
+                Ok(slot) => led.extend(
+                    slot.state()
+                        .transactions()
+                        .map(|state| (state.clone(), slot.leader_epoch)),
+                ),
+                Err(error) => debug!(partition, %error, "offsets partition not loaded yet"),
+            }
+        }
+        led
     }
 
     /// The groups with committed positions among the offsets partitions this broker has

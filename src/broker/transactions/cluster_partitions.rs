@@ -22,10 +22,11 @@ use tokio::sync::OnceCell;
 use super::partitions::TransactionPartitions;
 use super::TRANSACTIONS_LEASE_HOLDER;
 use crate::broker::cluster::ClusterDriver;
-use crate::broker::{BrokerError, BrokerService};
+use crate::broker::{BrokerError, BrokerService, CommittedOffset};
 use crate::client::{Client, ClientConfig, ClientError};
 use crate::domain::Acks;
 use crate::lease::{AuthorityError, Grant, LeaseError};
+use crate::protocol::{TransactionProducer, TxnOffset};
 use crate::storage::{FenceError, StorageError};
 
 /// How long the coordinator's client waits to connect to a broker.
@@ -183,5 +184,73 @@ impl TransactionPartitions for ClusterPartitions {
                 .map(|_| ())
                 .map_err(|error| broker_error(topic, partition, error))
         })
+    }
+
+    fn end_offsets<'a>(
+        &'a self,
+        _service: &'a Arc<BrokerService>,
+        group: &'a str,
+        transactional_id: &'a str,
+        commit: bool,
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            let offsets = offsets
+                .into_iter()
+                .map(|(topic, partition, committed)| TxnOffset {
+                    topic,
+                    partition,
+                    offset: committed.offset,
+                    leader_epoch: -1,
+                    metadata: committed.metadata,
+                })
+                .collect();
+            self.client()
+                .await?
+                .end_txn_offsets(group, transactional_id, commit, offsets)
+                .await
+                .map_err(|error| unreached(&format!("group {group}'s positions"), &error))
+        })
+    }
+}
+
+impl ClusterPartitions {
+    /// The client of the cluster, for a broker-to-broker call (its failure to connect as a
+    /// client error, like the call's own).
+    async fn peer(&self) -> Result<&Client, ClientError> {
+        self.client()
+            .await
+            .map_err(|error| ClientError::Io(Arc::new(std::io::Error::other(error.to_string()))))
+    }
+
+    /// Asks `producer`'s transaction coordinator (the leader of the transactional id's offsets
+    /// partition) whether its transaction is open with `topic`/`partition` in it: a
+    /// partition leader's verification before a transaction's first batch there (see
+    /// [`crate::storage::verification`]). The coordinator's refusal comes back as the client
+    /// error it is (`INVALID_TRANSACTION_STATE`, `PRODUCER_FENCED`, ...).
+    pub async fn verify_transaction(
+        &self,
+        producer: TransactionProducer,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(), ClientError> {
+        self.peer()
+            .await?
+            .verify_transaction(producer, topic, partition)
+            .await
+    }
+
+    /// As a group's coordinator: hands a transaction's consumer positions for `group` to the
+    /// transactional id's coordinator (Kafka's TxnOffsetCommit on a cluster).
+    pub async fn txn_offset_commit(
+        &self,
+        producer: TransactionProducer,
+        group: &str,
+        offsets: Vec<TxnOffset>,
+    ) -> Result<(), ClientError> {
+        self.peer()
+            .await?
+            .txn_offset_commit(producer, group, offsets)
+            .await
     }
 }

@@ -46,7 +46,6 @@ use super::{
     TxnError, TxnPartition, TxnState, UpdateError,
 };
 use crate::batch::ControlMarker;
-use crate::broker::service::CommitBound;
 use crate::broker::{BrokerError, BrokerService, CommittedOffset};
 use crate::lease::{AuthorityError, LeaseError};
 
@@ -165,11 +164,17 @@ pub struct TransactionCoordinator {
     pub(super) registry: TransactionRegistry,
     /// Where the transactions' partitions are leased and written.
     partitions: Arc<dyn super::TransactionPartitions>,
+    /// On a cluster: the same partitions as a client of the cluster, through which this
+    /// broker, as a partition's leader, asks other coordinators to verify transactions.
+    cluster: Option<Arc<super::ClusterPartitions>>,
     gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
     /// The partitions leased for transactions (read by the produce path, synchronously).
     leases: std::sync::Mutex<HashMap<PartitionKey, SharedLease>>,
     /// Serialises acquiring, renewing and releasing those leases.
     lease_changes: tokio::sync::Mutex<()>,
+    /// On a cluster, as groups' coordinator: the positions transactions coordinated elsewhere
+    /// hold (handed over by Kafka's TxnOffsetCommit here), until their outcome arrives.
+    held_offsets: super::held_offsets::HeldOffsets,
 }
 
 impl std::fmt::Debug for TransactionCoordinator {
@@ -223,10 +228,78 @@ impl TransactionCoordinator {
         Ok(Self {
             registry: TransactionRegistry::open(data)?,
             partitions: Arc::new(super::LocalPartitions),
+            cluster: None,
             gates: std::sync::Mutex::new(HashMap::new()),
             leases: std::sync::Mutex::new(HashMap::new()),
             lease_changes: tokio::sync::Mutex::new(()),
+            held_offsets: Default::default(),
         })
+    }
+
+    /// The coordinator of a cluster broker: each transactional id's state in its offsets
+    /// partition (this broker coordinates the ids of the partitions it leads), the partitions
+    /// reached through `cluster` (docs/kafka.md, "Transactions on a cluster").
+    pub fn replicated(
+        registry: TransactionRegistry,
+        cluster: Arc<super::ClusterPartitions>,
+    ) -> Self {
+        Self {
+            registry,
+            partitions: Arc::clone(&cluster) as Arc<dyn super::TransactionPartitions>,
+            cluster: Some(cluster),
+            gates: std::sync::Mutex::new(HashMap::new()),
+            leases: std::sync::Mutex::new(HashMap::new()),
+            lease_changes: tokio::sync::Mutex::new(()),
+            held_offsets: Default::default(),
+        }
+    }
+
+    /// Whether this coordinator runs on a cluster (its partitions' leaders verify each
+    /// transaction's first batch with it; standalone the produce gate orders them).
+    pub fn is_replicated(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// `VerifyTransaction`, answered as `transactional_id`'s coordinator: Ok when the
+    /// producer's transaction is open and includes `topic`-`partition`, read from where the
+    /// state is durable (so only the id's coordinator answers, and from the log's state).
+    pub async fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), CoordinatorError> {
+        let state = self.registry.durable_state(transactional_id).await?;
+        state.as_ref().ok_or(unknown(producer_id))?.produce_epoch(
+            producer_id,
+            producer_epoch,
+            topic,
+            partition,
+        )?;
+        Ok(())
+    }
+
+    /// As a partition's leader on a cluster: asks `transactional_id`'s coordinator (wherever
+    /// it is) whether the producer's transaction is open with `topic`/`partition` in it.
+    /// `None` standalone (nothing to ask: the produce gate orders a transaction's batches
+    /// before its markers).
+    pub async fn verify_at_coordinator(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: &str,
+        partition: u32,
+    ) -> Option<Result<(), crate::client::ClientError>> {
+        let cluster = self.cluster.as_ref()?;
+        let producer = crate::protocol::TransactionProducer {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch,
+        };
+        Some(cluster.verify_transaction(producer, topic, partition).await)
     }
 
     /// Every transactional id's state (DescribeTransactions, ListTransactions).
@@ -242,16 +315,17 @@ impl TransactionCoordinator {
     /// Whether an unfinished transaction holds a position of `group` on `topic`-`partition`
     /// that it will commit (OffsetFetch's `require_stable`: the position is not stable yet).
     pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
-        self.registry.any(|state| {
-            !matches!(
-                state.state,
-                TxnState::CompleteCommit | TxnState::CompleteAbort
-            ) && state
-                .pending_offsets
-                .get(group)
-                .and_then(|topics| topics.get(topic))
-                .is_some_and(|partitions| partitions.contains_key(&partition))
-        })
+        self.held_offsets.holds(group, topic, partition)
+            || self.registry.any(|state| {
+                !matches!(
+                    state.state,
+                    TxnState::CompleteCommit | TxnState::CompleteAbort
+                ) && state
+                    .pending_offsets
+                    .get(group)
+                    .and_then(|topics| topics.get(topic))
+                    .is_some_and(|partitions| partitions.contains_key(&partition))
+            })
     }
 
     fn gate(&self, transactional_id: &str) -> Arc<RwLock<()>> {
@@ -317,6 +391,9 @@ impl TransactionCoordinator {
 
     /// One pass of the timeout task.
     async fn tick(&self, service: &Arc<BrokerService>) {
+        // On a cluster: what this broker coordinates now (it may have taken offsets
+        // partitions over, or lost some).
+        self.registry.reload_led().await;
         self.renew_leases(service).await;
         let now = now_ms();
         match self.registry.expire_idle(now).await {
@@ -740,9 +817,12 @@ impl TransactionCoordinator {
         state: &TransactionMetadata,
         marker: ControlMarker,
     ) -> Result<(), CoordinatorError> {
-        if marker == ControlMarker::Commit {
-            for (group, topics) in &state.pending_offsets {
-                let offsets = topics
+        // Every group the transaction holds positions of learns the outcome (on a cluster its
+        // coordinator may be another broker, and holds those positions unstable until then).
+        let commit = marker == ControlMarker::Commit;
+        for (group, topics) in &state.pending_offsets {
+            let offsets = if commit {
+                topics
                     .iter()
                     .flat_map(|(topic, partitions)| {
                         partitions.iter().filter_map(move |(partition, pending)| {
@@ -756,12 +836,13 @@ impl TransactionCoordinator {
                             ))
                         })
                     })
-                    .collect();
-                service
-                    .commit_offsets_within(group.clone(), offsets, CommitBound::Existence)
-                    .await
-                    .written?;
-            }
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.partitions
+                .end_offsets(service, group, transactional_id, commit, offsets)
+                .await?;
         }
         self.registry
             .update(transactional_id, |current| {
@@ -772,6 +853,76 @@ impl TransactionCoordinator {
             .await?;
         self.leave(service, transactional_id, &state.partitions)
             .await;
+        Ok(())
+    }
+
+    /// Kafka's TxnOffsetCommit answered by `group`'s coordinator on a cluster: the positions
+    /// are handed to the transactional id's coordinator (wherever it is), and held here
+    /// (OffsetFetch `require_stable` answers them unstable) until it tells the outcome. `None`
+    /// standalone (the registry here holds them: [`commit_offsets`](Self::commit_offsets)).
+    pub async fn hand_over_offsets(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group: &str,
+        offsets: Vec<(String, i32, super::PendingOffset)>,
+    ) -> Option<Result<(), crate::client::ClientError>> {
+        let cluster = self.cluster.as_ref()?;
+        let producer = crate::protocol::TransactionProducer {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch,
+        };
+        let partitions: Vec<(String, i32)> = offsets
+            .iter()
+            .map(|(topic, partition, _)| (topic.clone(), *partition))
+            .collect();
+        let entries = offsets
+            .into_iter()
+            .filter_map(|(topic, partition, pending)| {
+                Some(crate::protocol::TxnOffset {
+                    topic,
+                    partition: u32::try_from(partition).ok()?,
+                    offset: u64::try_from(pending.offset).ok()?,
+                    leader_epoch: pending.leader_epoch,
+                    metadata: pending.metadata.unwrap_or_default(),
+                })
+            })
+            .collect();
+        // Held before the hand-over: its outcome may come back before the answer does.
+        self.held_offsets.hold(group, transactional_id, &partitions);
+        let handed = cluster.txn_offset_commit(producer, group, entries).await;
+        if handed.as_ref().is_err_and(|error| error.code().is_some()) {
+            // Refused: the transaction holds nothing (an unknown outcome stays held until the
+            // outcome or the hold's time limit).
+            self.held_offsets
+                .release_partitions(group, transactional_id, &partitions);
+        }
+        Some(handed)
+    }
+
+    /// `EndTxnOffsets`, as `group`'s coordinator: `transactional_id`'s transaction ended; on
+    /// commit its positions `offsets` are stored, and either way they are no longer held.
+    pub async fn end_offsets(
+        &self,
+        service: &Arc<BrokerService>,
+        group: &str,
+        transactional_id: &str,
+        commit: bool,
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    ) -> Result<(), BrokerError> {
+        if commit {
+            service
+                .commit_offsets_within(
+                    group.to_string(),
+                    offsets,
+                    crate::broker::service::CommitBound::Existence,
+                )
+                .await
+                .written?;
+        }
+        self.held_offsets.release(group, transactional_id);
         Ok(())
     }
 

@@ -25,6 +25,7 @@
 mod atomic;
 pub mod cluster_partitions;
 pub mod coordinator;
+pub mod held_offsets;
 pub mod markers;
 pub mod partitions;
 pub mod registry;

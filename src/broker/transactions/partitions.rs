@@ -13,7 +13,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::broker::{BrokerError, BrokerService, ProduceRequest};
+use crate::broker::service::CommitBound;
+use crate::broker::{BrokerError, BrokerService, CommittedOffset, ProduceRequest};
 use crate::domain::Acks;
 use crate::lease::Grant;
 use crate::storage::WriteCredential;
@@ -58,6 +59,19 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
         partition: u32,
         lease_epoch: u64,
         marker: Bytes,
+    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+
+    /// Tells `group`'s coordinator (this broker standalone, the leader of the group's offsets
+    /// partition on a cluster) that `transactional_id`'s transaction ended: committed, its
+    /// consumer positions `offsets` are stored; either way the group's positions are no longer
+    /// held by it. Repeating it is harmless.
+    fn end_offsets<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        group: &'a str,
+        transactional_id: &'a str,
+        commit: bool,
+        offsets: Vec<(String, u32, CommittedOffset)>,
     ) -> BoxFuture<'a, Result<(), BrokerError>>;
 }
 
@@ -120,9 +134,30 @@ impl TransactionPartitions for LocalPartitions {
                 partition,
                 credential: WriteCredential::Epoch(lease_epoch),
                 batch: marker,
+                verification: None,
             },
             Some(Acks::All),
         );
         Box::pin(async move { written.await.map(|_| ()) })
+    }
+
+    fn end_offsets<'a>(
+        &'a self,
+        service: &'a Arc<BrokerService>,
+        group: &'a str,
+        _transactional_id: &'a str,
+        commit: bool,
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        // Standalone the coordinator's own registry says which positions a transaction holds.
+        Box::pin(async move {
+            if !commit {
+                return Ok(());
+            }
+            service
+                .commit_offsets_within(group.to_string(), offsets, CommitBound::Existence)
+                .await
+                .written
+        })
     }
 }

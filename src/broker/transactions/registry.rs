@@ -129,6 +129,48 @@ impl TransactionRegistry {
         Ok(())
     }
 
+    /// On a cluster: installs the state of every id in the offsets partitions this broker
+    /// leads (with its coordinator epoch) and forgets the working copies of the others, so
+    /// that the timeout task finds what a leadership change handed this broker (prepared
+    /// outcomes to complete, open transactions to lease or time out). Serialised with the
+    /// updates. Standalone nothing changes (the files are the installed states).
+    pub async fn reload_led(&self) {
+        let Durable::Offsets { offsets, groups } = &self.durable else {
+            return;
+        };
+        let _serialised = self.updates.lock().await;
+        let led = offsets.led_transactions(groups).await;
+        let mut epochs = self
+            .coordinator_epochs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        epochs.clear();
+        let mut states = HashMap::with_capacity(led.len());
+        for (state, leader_epoch) in led {
+            epochs.insert(
+                state.transactional_id.clone(),
+                i32::try_from(leader_epoch).unwrap_or(i32::MAX),
+            );
+            states.insert(state.transactional_id.clone(), state);
+        }
+        *self.states.write().unwrap_or_else(PoisonError::into_inner) = states;
+    }
+
+    /// `transactional_id`'s durable state, read without installing it (standalone the
+    /// installed state; on a cluster from the id's offsets partition, which this broker must
+    /// lead).
+    pub async fn durable_state(
+        &self,
+        transactional_id: &str,
+    ) -> Result<Option<TransactionMetadata>, BrokerError> {
+        match &self.durable {
+            Durable::Files(_) => Ok(self.get(transactional_id)),
+            Durable::Offsets { offsets, groups } => {
+                offsets.transaction(groups, transactional_id).await
+            }
+        }
+    }
+
     /// The coordinator epoch this broker's markers for `transactional_id` carry: standalone
     /// [`super::markers::STANDALONE_COORDINATOR_EPOCH`]; on a cluster the leader epoch of the
     /// id's offsets partition when it was last read (0 before: a marker then is refused where a

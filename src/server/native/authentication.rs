@@ -110,6 +110,10 @@ pub fn operation(request: &Request) -> Option<(Operation, Option<&str>)> {
         // Broker to broker: every topic named is checked in `authorize` (the broker principal,
         // or `admin` on the topic).
         Request::ReplicaFetch(_) | Request::LeaderEpochEnd { .. } => Some((Operation::Admin, None)),
+        Request::VerifyTransaction { topic, .. } => Some((Operation::Admin, Some(topic))),
+        Request::TxnOffsetCommit { .. } | Request::EndTxnOffsets { .. } => {
+            Some((Operation::Admin, None))
+        }
         Request::Fetch { topic, .. }
         | Request::ListOffsets { topic, .. }
         | Request::OffsetCommit { topic, .. }
@@ -170,6 +174,15 @@ fn replication_topics(request: &Request) -> Option<Vec<&str>> {
             partitions
                 .iter()
                 .map(|partition| partition.topic.as_str())
+                .collect(),
+        ),
+        // A partition's leader asking a transaction coordinator about the partition.
+        Request::VerifyTransaction { topic, .. } => Some(vec![topic.as_str()]),
+        // Brokers handing a transaction's consumer positions to each other: the offsets
+        // topic's (where they end up) and each partition's.
+        Request::TxnOffsetCommit { offsets, .. } | Request::EndTxnOffsets { offsets, .. } => Some(
+            std::iter::once(crate::domain::OFFSETS_TOPIC)
+                .chain(offsets.iter().map(|offset| offset.topic.as_str()))
                 .collect(),
         ),
         _ => None,

@@ -85,6 +85,7 @@ fn answer(
                 return Box::pin(future::ready(Err(error.into())));
             };
             let request = ProduceRequest {
+                verification: None,
                 topic,
                 partition,
                 credential: service.native_credential(epoch),
@@ -257,7 +258,10 @@ fn answer(
         // Answered in `start` before dispatch; never reaches the broker.
         Request::InitTransaction { .. }
         | Request::AddToTransaction { .. }
-        | Request::EndTransaction { .. } => unreachable!("answered by `super::transactions`"),
+        | Request::EndTransaction { .. }
+        | Request::VerifyTransaction { .. }
+        | Request::TxnOffsetCommit { .. }
+        | Request::EndTxnOffsets { .. } => unreachable!("answered by `super::transactions`"),
         Request::AuthenticateStart { .. } | Request::AuthenticateContinue { .. } => {
             Box::pin(future::ready(Err(BrokerError::InvalidConfig(
                 "authentication requests are answered by the connection".into(),

@@ -96,6 +96,83 @@ pub fn answer(
             ended.map_err(|error| coordinator_error(&error))?;
             Ok(Response::EndTransaction)
         }),
+        Request::VerifyTransaction {
+            producer,
+            topic,
+            partition,
+        } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let index = i32::try_from(partition).map_err(|_| {
+                ErrorResponse::new(
+                    ErrorCode::UnknownPartition,
+                    format!("partition {partition} of {topic} does not exist"),
+                )
+            })?;
+            coordinator
+                .verify(
+                    &producer.transactional_id,
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    &topic,
+                    index,
+                )
+                .await
+                .map_err(|error| coordinator_error(&error))?;
+            Ok(Response::VerifyTransaction)
+        }),
+        Request::TxnOffsetCommit {
+            producer,
+            group,
+            offsets,
+        } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let offsets = offsets
+                .into_iter()
+                .map(|offset| {
+                    let partition = i32::try_from(offset.partition).unwrap_or(i32::MAX);
+                    let pending = crate::broker::transactions::PendingOffset {
+                        offset: i64::try_from(offset.offset).unwrap_or(i64::MAX),
+                        leader_epoch: offset.leader_epoch,
+                        metadata: (!offset.metadata.is_empty()).then_some(offset.metadata),
+                    };
+                    (offset.topic, partition, pending)
+                })
+                .collect();
+            coordinator
+                .commit_offsets(
+                    &producer.transactional_id,
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    &group,
+                    offsets,
+                )
+                .await
+                .map_err(|error| coordinator_error(&error))?;
+            Ok(Response::TxnOffsetCommit)
+        }),
+        Request::EndTxnOffsets {
+            group,
+            transactional_id,
+            commit,
+            offsets,
+        } => Box::pin(async move {
+            let coordinator = coordinator(&service)?;
+            let offsets = offsets
+                .into_iter()
+                .map(|offset| {
+                    let committed = crate::broker::CommittedOffset {
+                        offset: offset.offset,
+                        metadata: offset.metadata,
+                    };
+                    (offset.topic, offset.partition, committed)
+                })
+                .collect();
+            coordinator
+                .end_offsets(&service, &group, &transactional_id, commit, offsets)
+                .await
+                .map_err(|error| to_error_response(&error))?;
+            Ok(Response::EndTxnOffsets)
+        }),
         // The transaction coordinator's holder name is its own: a native lease under it would
         // pass for the coordinator's in every "held by" message. On a cluster the brokers'
         // coordinators ask for it at each partition's leader (and join it there, see

@@ -7,12 +7,10 @@
 //!   created by the first request that needs it. `COORDINATOR_NOT_AVAILABLE` (retriable) while
 //!   the partition has no leader, the topic cannot be created yet (too few live brokers for its
 //!   replication factor), or the leader has no Kafka listener registered.
-//! - `key_type` 1 (a transactional id): this broker, on a standalone broker (its transaction
-//!   coordinator, `crate::broker::transactions`). A broker in a cluster does not coordinate
-//!   transactions yet: `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53) with a message saying so.
-//!   Java, librdkafka, aiokafka and kafka-python treat it as fatal, so a transactional producer
-//!   fails at once with that message instead of retrying `COORDINATOR_NOT_AVAILABLE` until its
-//!   timeout (a minute by default).
+//! - `key_type` 1 (a transactional id): its transaction coordinator
+//!   (`crate::broker::transactions`), found as a group of that name would be: this broker
+//!   standalone, the leader of the id's offsets partition in a cluster (the id's state lives
+//!   there, docs/kafka.md "Transactions on a cluster").
 //! - Any other key type (share groups are 2 in newer Kafka): `INVALID_REQUEST`.
 //! - v4+ (several keys per request, KIP-699) is not advertised.
 
@@ -54,40 +52,32 @@ pub async fn handle(
         }
     };
     let body = match request.key_type {
-        KEY_TYPE_GROUP => match service.coordinator_of(request.key.as_str()).await {
-            Err(error) => refused(kafka_error(&error), &error.to_string()),
-            Ok(node_id) => {
-                match brokers.iter().find(|broker| broker.node_id.0 == node_id as i32) {
-                    Some(broker) => FindCoordinatorResponse::default()
-                        .with_node_id(broker.node_id)
-                        .with_host(broker.host.clone())
-                        .with_port(broker.port),
-                    None => refused(
-                        ResponseError::CoordinatorNotAvailable,
-                        &format!("the group's coordinator, broker {node_id}, has no Kafka listener registered"),
-                    ),
+        KEY_TYPE_TRANSACTION if service.transactions().is_none() => refused(
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "this broker runs no transaction coordinator",
+        ),
+        // A transactional id lives where a group of that name would: its offsets partition.
+        KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION => {
+            let what = match request.key_type {
+                KEY_TYPE_GROUP => "group",
+                _ => "transactional id",
+            };
+            match service.coordinator_of(request.key.as_str()).await {
+                Err(error) => refused(kafka_error(&error), &error.to_string()),
+                Ok(node_id) => {
+                    match brokers.iter().find(|broker| broker.node_id.0 == node_id as i32) {
+                        Some(broker) => FindCoordinatorResponse::default()
+                            .with_node_id(broker.node_id)
+                            .with_host(broker.host.clone())
+                            .with_port(broker.port),
+                        None => refused(
+                            ResponseError::CoordinatorNotAvailable,
+                            &format!("the {what}'s coordinator, broker {node_id}, has no Kafka listener registered"),
+                        ),
+                    }
                 }
             }
-        },
-        KEY_TYPE_TRANSACTION => match service.transactions() {
-            // Metadata lists this broker first.
-            Some(_) => {
-                match brokers.first() {
-                    Some(broker) => FindCoordinatorResponse::default()
-                        .with_node_id(broker.node_id)
-                        .with_host(broker.host.clone())
-                        .with_port(broker.port),
-                    None => refused(
-                        ResponseError::CoordinatorNotAvailable,
-                        "this broker's Kafka listener is not in its own metadata",
-                    ),
-                }
-            }
-            None => refused(
-                ResponseError::TransactionalIdAuthorizationFailed,
-                "transactions are served by standalone fencelog brokers only for now: use an idempotent producer without transactional.id on a cluster",
-            ),
-        },
+        }
         other => refused(
             ResponseError::InvalidRequest,
             &format!("unknown coordinator key type {other} (0: group, 1: transaction)"),

@@ -58,7 +58,9 @@ use tokio::sync::OwnedRwLockReadGuard;
 
 use crate::broker::transactions::CoordinatorError;
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
+use crate::client::ClientError;
 use crate::domain::Acks;
+use crate::protocol::ErrorCode;
 use crate::server::kafka::batches::records::{
     first_batch_producer, to_native_batches, RecordLimits, RecordsError,
 };
@@ -74,32 +76,50 @@ fn kafka_acks(acks: i16) -> Acks {
     }
 }
 
-/// A transactional produce's lease epoch on one partition, with the producer id and epoch it
-/// was looked up for and the transaction's gate; `Ok(None)` for a request without a
+/// How a transactional produce writes one partition: under the transactions' lease epoch, as
+/// the producer it was looked up for, and (standalone) holding the transaction's gate or (on a
+/// cluster) after the coordinator verified a transaction this partition has not seen open.
+struct TransactionWrite {
+    /// The transactions' lease epoch on the partition (the credential).
+    epoch: u64,
+    /// The producer id and epoch of the request's batches.
+    producer: (i64, i16),
+    /// Standalone: held until the appends are answered, so EndTxn's markers wait for them.
+    gate: Option<OwnedRwLockReadGuard<()>>,
+    /// On a cluster: the guard of the verification this leader recorded, to ask the
+    /// transactional id's coordinator about before the appends (`None`: the producer's
+    /// transaction is open here already).
+    verification: Option<u64>,
+}
+
+/// A transactional produce's write of one partition; `Ok(None)` for a request without a
 /// transactional id.
-#[allow(clippy::type_complexity)]
 fn transaction_write(
     service: &Arc<BrokerService>,
     transactional_id: Option<&str>,
     records: Option<&[u8]>,
     topic: &str,
     partition: i32,
-) -> Result<Option<(u64, ((i64, i16), OwnedRwLockReadGuard<()>))>, (ResponseError, String)> {
+) -> Result<Option<TransactionWrite>, (ResponseError, String)> {
     let Some(transactional_id) = transactional_id else {
         return Ok(None);
     };
     let Some(coordinator) = service.transactions() else {
         return Err((
             ResponseError::TransactionalIdAuthorizationFailed,
-            "transactions are served by standalone fencelog brokers only for now".into(),
+            "this broker runs no transaction coordinator".into(),
         ));
     };
-    let Some((producer_id, producer_epoch)) = records.and_then(first_batch_producer) else {
+    let Some(producer @ (producer_id, producer_epoch)) = records.and_then(first_batch_producer)
+    else {
         return Err((
             ResponseError::CorruptMessage,
             "a transactional produce needs a record batch with its producer id and epoch".into(),
         ));
     };
+    if coordinator.is_replicated() {
+        return cluster_transaction_write(service, producer, topic, partition).map(Some);
+    }
     match coordinator.produce_epoch(
         transactional_id,
         producer_id,
@@ -107,7 +127,12 @@ fn transaction_write(
         topic,
         partition,
     ) {
-        Ok((epoch, gate)) => Ok(Some((epoch, ((producer_id, producer_epoch), gate)))),
+        Ok((epoch, gate)) => Ok(Some(TransactionWrite {
+            epoch,
+            producer,
+            gate: Some(gate),
+            verification: None,
+        })),
         // A fenced producer on Produce is INVALID_PRODUCER_EPOCH in every version.
         Err(refused) => Err((
             coordinator_error(
@@ -117,6 +142,109 @@ fn transaction_write(
             refused.to_string(),
         )),
     }
+}
+
+/// A transactional write at a cluster partition's leader (docs/kafka.md, "Transactions on a
+/// cluster", step 3): under the epoch of the transactions' live lease in this leader's own
+/// lease table (the coordinators hold it here), and, unless the producer's transaction is open
+/// on the partition already, after a verification recorded now, before the question.
+fn cluster_transaction_write(
+    service: &Arc<BrokerService>,
+    producer: (i64, i16),
+    topic: &str,
+    partition: i32,
+) -> Result<TransactionWrite, (ResponseError, String)> {
+    let broker_error = |error: BrokerError| (kafka_error(&error), error.to_string());
+    let index = u32::try_from(partition).map_err(|_| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("no partition {partition}"),
+        )
+    })?;
+    service
+        .replica_manager()
+        .require_leader(topic, index)
+        .map_err(broker_error)?;
+    let epoch = match service.leases().lookup(topic, index) {
+        Some(lease) if lease.holder == crate::lease::SHARED_HOLDER => lease.epoch,
+        // Retriable: the transaction's coordinator leases the partition again, or the
+        // transaction times out.
+        _ => {
+            return Err((
+                ResponseError::NotEnoughReplicas,
+                format!("{topic}-{partition}: the transactions' lease is not held here now; the transaction's coordinator takes it again shortly (retry), or the transaction times out"),
+            ))
+        }
+    };
+    let target = service
+        .broker()
+        .partition(topic, index)
+        .map_err(broker_error)?;
+    Ok(TransactionWrite {
+        epoch,
+        producer,
+        gate: None,
+        verification: target.begin_verification(producer.0, producer.1),
+    })
+}
+
+/// The coordinator's answer to a leader's verification, as this leader answers the produce:
+/// the transaction is not open with the partition (`INVALID_TXN_STATE`), the producer is
+/// fenced (`INVALID_PRODUCER_EPOCH`), or the coordinator could not answer now
+/// (`NOT_ENOUGH_REPLICAS`, retriable and not written, as Kafka's brokers answer a failed
+/// verification for clients that know no coordinator errors on Produce).
+fn verification_refused(error: &ClientError) -> (ResponseError, String) {
+    let code = match error.code() {
+        Some(ErrorCode::InvalidTransactionState) => ResponseError::InvalidTxnState,
+        Some(ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch) => {
+            ResponseError::InvalidProducerEpoch
+        }
+        _ => ResponseError::NotEnoughReplicas,
+    };
+    (
+        code,
+        format!("the transaction's coordinator did not verify it: {error}"),
+    )
+}
+
+/// The question a cluster leader asks the transactional id's coordinator before a
+/// transaction's first batches on `topic`/`partition`; its answer is `guard` (the
+/// verification recorded before asking) or the refusal the produce answers with.
+fn verify(
+    service: &Arc<BrokerService>,
+    transactional_id: Option<&StrBytes>,
+    (producer_id, producer_epoch): (i64, i16),
+    topic: &str,
+    partition: u32,
+    guard: u64,
+) -> BoxFuture<'static, Result<u64, (ResponseError, String)>> {
+    let service = Arc::clone(service);
+    let transactional_id = transactional_id
+        .map(|id| id.to_string())
+        .unwrap_or_default();
+    let topic = topic.to_string();
+    async move {
+        let coordinator = service.transactions().ok_or_else(|| {
+            (
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "this broker runs no transaction coordinator".to_string(),
+            )
+        })?;
+        match coordinator
+            .verify_at_coordinator(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                &topic,
+                partition,
+            )
+            .await
+        {
+            None | Some(Ok(())) => Ok(guard),
+            Some(Err(error)) => Err(verification_refused(&error)),
+        }
+    }
+    .boxed()
 }
 
 /// What one partition's produce came to.
@@ -184,7 +312,7 @@ pub fn start(
                 ));
                 continue;
             };
-            let epoch = transaction.as_ref().map_or(0, |(epoch, _)| *epoch);
+            let epoch = transaction.as_ref().map_or(0, |write| write.epoch);
             let batches = match to_native_batches(&records, epoch, &limits) {
                 Ok(batches) => batches,
                 Err(error) => {
@@ -205,12 +333,12 @@ pub fn start(
             }
             // Every batch of a transactional request is its producer's (the one the lease
             // epoch was looked up for).
-            if let Some(((expected_id, expected_epoch), _)) =
-                transaction.as_ref().map(|(_, gate)| gate)
+            if let Some((expected_id, expected_epoch)) =
+                transaction.as_ref().map(|write| write.producer)
             {
                 let foreign = batches.iter().any(|batch| {
                     batch.producer.as_ref().is_none_or(|stamp| {
-                        (stamp.producer_id, stamp.producer_epoch) != (*expected_id, *expected_epoch)
+                        (stamp.producer_id, stamp.producer_epoch) != (expected_id, expected_epoch)
                     })
                 });
                 if foreign {
@@ -221,27 +349,68 @@ pub fn start(
                     continue;
                 }
             }
-            let credential = match transaction {
-                Some((epoch, _)) => WriteCredential::Epoch(epoch),
+            let credential = match &transaction {
+                Some(write) => WriteCredential::Epoch(write.epoch),
                 None => WriteCredential::Unleased,
             };
-            let gate = transaction.map(|(_, (_, gate))| gate);
-            let appends: Vec<_> = batches
+            let requests: Vec<Append> = batches
                 .into_iter()
-                .map(|batch| {
-                    let append = Append {
-                        topic: name.to_string(),
-                        partition,
-                        credential,
-                        batch: batch.bytes,
-                    };
-                    service.produce(&session.produce_queue, append, Some(kafka_acks(acks)))
+                .map(|batch| Append {
+                    topic: name.to_string(),
+                    partition,
+                    credential,
+                    batch: batch.bytes,
+                    verification: None,
                 })
                 .collect();
+            let (gate, verification, producer) = match transaction {
+                Some(write) => (write.gate, write.verification, write.producer),
+                None => (None, None, (-1, -1)),
+            };
+            let appends = match verification {
+                None => futures::future::ready(Ok(requests
+                    .into_iter()
+                    .map(|append| {
+                        service.produce(&session.produce_queue, append, Some(kafka_acks(acks)))
+                    })
+                    .collect::<Vec<_>>()))
+                .boxed(),
+                Some(guard) => {
+                    let ready = verify(
+                        service,
+                        request.transactional_id.as_ref().map(|id| &id.0),
+                        producer,
+                        &name,
+                        partition,
+                        guard,
+                    );
+                    match service.produce_verified(
+                        &session.produce_queue,
+                        ready,
+                        requests,
+                        kafka_acks(acks),
+                    ) {
+                        Ok(appends) => appends,
+                        Err(error) => {
+                            partitions.push(refused(produce_error(&error), error.to_string()));
+                            continue;
+                        }
+                    }
+                }
+            };
             partitions.push(
                 async move {
                     // Held until every append is answered: the transaction's EndTxn waits.
                     let _gate = gate;
+                    let appends = match appends.await {
+                        Ok(appends) => appends,
+                        Err(refused) => {
+                            return PartitionOutcome {
+                                index,
+                                result: Err(refused),
+                            }
+                        }
+                    };
                     let mut base_offset = None;
                     for appended in join_all(appends).await {
                         match appended {

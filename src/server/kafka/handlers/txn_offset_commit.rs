@@ -24,11 +24,13 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use super::super::errors::{coordinator_error, fenced_code};
+use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::offset_commit::check_member;
 use crate::broker::transactions::PendingOffset;
 use crate::broker::BrokerService;
+use crate::client::ClientError;
+use crate::protocol::ErrorCode;
 
 /// Answers a TxnOffsetCommit request.
 pub async fn handle(
@@ -44,15 +46,22 @@ pub async fn handle(
             (!known || partition.committed_offset < 0).then_some(())
         })
     });
+    // The group's coordinator answers (on a cluster the leader of the group's offsets
+    // partition; standalone this broker).
+    let not_coordinator = match service.require_coordinator(request.group_id.as_str()).await {
+        Ok(()) => None,
+        Err(error) => Some(kafka_error(&error).code()),
+    };
     let code = match (
         service.transactions(),
         member_refusal(&service, version, &request),
     ) {
         (None, _) => ResponseError::TransactionalIdAuthorizationFailed.code(),
+        (Some(_), _) if not_coordinator.is_some() => not_coordinator.unwrap_or_default(),
         (Some(_), _) if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
         (Some(_), Some(refused)) => refused,
         (Some(coordinator), None) => {
-            let offsets = request
+            let offsets: Vec<(String, i32, PendingOffset)> = request
                 .topics
                 .iter()
                 .flat_map(|topic| {
@@ -72,20 +81,31 @@ pub async fn handle(
                     })
                 })
                 .collect();
-            match coordinator
-                .commit_offsets(
-                    request.transactional_id.as_str(),
-                    request.producer_id.0,
-                    request.producer_epoch,
-                    request.group_id.as_str(),
-                    offsets,
-                )
-                .await
-            {
-                Ok(()) => 0,
-                Err(error) => {
-                    tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "TxnOffsetCommit refused");
-                    coordinator_error(&error, fenced_code(version, 3)).code()
+            let id = request.transactional_id.as_str();
+            let (producer_id, producer_epoch) = (request.producer_id.0, request.producer_epoch);
+            let group = request.group_id.as_str();
+            if coordinator.is_replicated() {
+                // The transactional id's coordinator may be another broker: hand them over.
+                match coordinator
+                    .hand_over_offsets(id, producer_id, producer_epoch, group, offsets)
+                    .await
+                {
+                    None | Some(Ok(())) => 0,
+                    Some(Err(error)) => {
+                        tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused by the transaction's coordinator");
+                        handed_over_refused(&error, version)
+                    }
+                }
+            } else {
+                match coordinator
+                    .commit_offsets(id, producer_id, producer_epoch, group, offsets)
+                    .await
+                {
+                    Ok(()) => 0,
+                    Err(error) => {
+                        tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused");
+                        coordinator_error(&error, fenced_code(version, 3)).code()
+                    }
                 }
             }
         }
@@ -96,6 +116,24 @@ pub async fn handle(
         api_version: version,
         body: ResponseBody::TxnOffsetCommit(answered(&request, code)),
     }
+}
+
+/// The Kafka code of the transactional id's coordinator's refusal of positions handed over
+/// on a cluster: its own refusal as TxnOffsetCommit names it, or `COORDINATOR_NOT_AVAILABLE`
+/// (retriable) when it could not be reached.
+fn handed_over_refused(error: &ClientError, version: i16) -> i16 {
+    let code = match error.code() {
+        Some(ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch) => {
+            fenced_code(version, 3)
+        }
+        Some(ErrorCode::InvalidTransactionState) => ResponseError::InvalidTxnState,
+        Some(ErrorCode::ConcurrentTransactions) => ResponseError::ConcurrentTransactions,
+        Some(ErrorCode::UnknownTopic | ErrorCode::UnknownPartition) => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        _ => ResponseError::CoordinatorNotAvailable,
+    };
+    code.code()
 }
 
 /// KIP-447's check of the consumer behind a v3 request that names its member or generation:
