@@ -60,7 +60,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// Broker `id` of the cluster in `root`, with a Kafka listener on `kafka`.
-fn start_broker(id: u32, root: &TempDir, etcd: &str, kafka: &str) -> BrokerProcess {
+pub(crate) fn start_broker(id: u32, root: &TempDir, etcd: &str, kafka: &str) -> BrokerProcess {
     let mut broker = BrokerProcess::prepare(id, root, etcd);
     broker
         .extra

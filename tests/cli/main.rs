@@ -30,6 +30,7 @@ mod hostile_p99;
 mod json_scheme;
 mod kafka_cluster;
 mod kafka_cluster_groups;
+mod kafka_cluster_transactions;
 mod kafka_transactions_kill9;
 mod native_transactions_kill9;
 mod nemesis;

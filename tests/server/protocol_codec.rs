@@ -140,6 +140,9 @@ fn arb_response() -> impl Strategy<Value = Response> {
         }),
         Just(Response::AddToTransaction),
         Just(Response::EndTransaction),
+        Just(Response::VerifyTransaction),
+        Just(Response::TxnOffsetCommit),
+        Just(Response::EndTxnOffsets),
     ]
 }
 
@@ -906,6 +909,36 @@ fn every_api_encodes_to_its_golden_bytes_and_back() {
             "{name} response round trip"
         );
     }
+}
+
+#[test]
+fn doc_example_verify_transaction() {
+    use fencelog::protocol::TransactionProducer;
+    let verify = RequestFrame::new(
+        40,
+        Request::VerifyTransaction {
+            producer: TransactionProducer {
+                transactional_id: "t1".into(),
+                producer_id: 1000,
+                producer_epoch: 1,
+            },
+            topic: "orders".into(),
+            partition: 1,
+        },
+    );
+    let body = check_doc_example(
+        "VerifyTransaction request",
+        encode_request(&verify),
+        "00 00 00 22 00 17 00 00 00 00 00 28 00 02 74 31\n\
+         00 00 00 00 00 00 03 e8 00 01 00 06 6f 72 64 65\n\
+         72 73 00 00 00 01",
+    );
+    assert_eq!(RequestFrame::decode(body), Ok(verify));
+    check_doc_example(
+        "VerifyTransaction response",
+        encode_response(&ResponseFrame::ok(40, Response::VerifyTransaction)),
+        "00 00 00 06 00 00 00 28 00 00",
+    );
 }
 
 #[test]

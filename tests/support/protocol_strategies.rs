@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use fencelog::protocol::{
     Acks, FlushPolicy, LeaderEpochQuery, ReplicaFetch, ReplicaFetchPartition, Replication, Request,
-    TopicConfig, TransactionPartition, TransactionProducer,
+    TopicConfig, TransactionPartition, TransactionProducer, TxnOffset,
 };
 use proptest::prelude::*;
 
@@ -162,7 +162,58 @@ pub fn arb_request_with(batch: BoxedStrategy<Bytes>) -> impl Strategy<Value = Re
             }),
         (arb_transaction_producer(), any::<bool>())
             .prop_map(|(producer, commit)| Request::EndTransaction { producer, commit }),
+        (arb_transaction_producer(), arb_string(), any::<u32>()).prop_map(
+            |(producer, topic, partition)| Request::VerifyTransaction {
+                producer,
+                topic,
+                partition
+            }
+        ),
+        (
+            arb_transaction_producer(),
+            arb_string(),
+            proptest::collection::vec(arb_txn_offset(), 0..4)
+        )
+            .prop_map(|(producer, group, offsets)| Request::TxnOffsetCommit {
+                producer,
+                group,
+                offsets
+            }),
+        (
+            arb_string(),
+            arb_string(),
+            any::<bool>(),
+            proptest::collection::vec(arb_txn_offset(), 0..4)
+        )
+            .prop_map(|(group, transactional_id, commit, offsets)| {
+                Request::EndTxnOffsets {
+                    group,
+                    transactional_id,
+                    commit,
+                    offsets,
+                }
+            }),
     ]
+}
+
+/// A transaction's consumer position.
+pub fn arb_txn_offset() -> impl Strategy<Value = TxnOffset> {
+    (
+        arb_string(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<i32>(),
+        arb_string(),
+    )
+        .prop_map(
+            |(topic, partition, offset, leader_epoch, metadata)| TxnOffset {
+                topic,
+                partition,
+                offset,
+                leader_epoch,
+                metadata,
+            },
+        )
 }
 
 /// A transaction's producer, with any producer id and epoch.

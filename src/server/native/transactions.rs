@@ -2,7 +2,9 @@
 //! translated into transaction coordinator calls, and the coordinator's refusals into native
 //! error responses; and the refusal of a native lease under the coordinator's reserved holder
 //! name. The coordinator is the one Kafka transactions use (see
-//! `broker::transactions`); a broker without one (a cluster member, for now) refuses them.
+//! `broker::transactions`); a cluster's brokers refuse native atomic appends (their commit
+//! holds every partition's fence lock at once), and answer the broker-to-broker APIs of Kafka
+//! transactions on a cluster (`VerifyTransaction`, `TxnOffsetCommit`, `EndTxnOffsets`).
 
 use std::sync::Arc;
 
@@ -101,7 +103,7 @@ pub fn answer(
             topic,
             partition,
         } => Box::pin(async move {
-            let coordinator = coordinator(&service)?;
+            let coordinator = broker_coordinator(&service)?;
             let index = i32::try_from(partition).map_err(|_| {
                 ErrorResponse::new(
                     ErrorCode::UnknownPartition,
@@ -125,7 +127,7 @@ pub fn answer(
             group,
             offsets,
         } => Box::pin(async move {
-            let coordinator = coordinator(&service)?;
+            let coordinator = broker_coordinator(&service)?;
             let offsets = offsets
                 .into_iter()
                 .map(|offset| {
@@ -156,7 +158,7 @@ pub fn answer(
             commit,
             offsets,
         } => Box::pin(async move {
-            let coordinator = coordinator(&service)?;
+            let coordinator = broker_coordinator(&service)?;
             let offsets = offsets
                 .into_iter()
                 .map(|offset| {
@@ -190,12 +192,29 @@ pub fn answer(
     })
 }
 
-/// The broker's transaction coordinator, or the refusal of a broker without one.
+/// The broker's transaction coordinator for native atomic appends, or the refusal of a broker
+/// without one, or of a cluster's: an atomic commit holds every partition's fence lock at
+/// once, which only a broker holding every partition can (docs/kafka.md, "Transactions on a
+/// cluster", step 4).
 fn coordinator(service: &BrokerService) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
+    let coordinator = broker_coordinator(service)?;
+    if coordinator.is_replicated() {
+        return Err(ErrorResponse::new(
+            ErrorCode::InvalidRequest,
+            "native atomic appends run on a standalone server: their commit holds every partition's fence lock at once, which a cluster's brokers cannot",
+        ));
+    }
+    Ok(coordinator)
+}
+
+/// The broker's transaction coordinator for the broker-to-broker transaction APIs.
+fn broker_coordinator(
+    service: &BrokerService,
+) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
     service.transactions().cloned().ok_or_else(|| {
         ErrorResponse::new(
             ErrorCode::InvalidRequest,
-            "this broker coordinates no transactions: native atomic appends run on a standalone server (a cluster does not coordinate transactions yet)",
+            "this broker coordinates no transactions",
         )
     })
 }
