@@ -150,7 +150,7 @@ pub struct Grant {
 /// holder is refused while it is live, and it is refused while any other holder's lease is live:
 /// a transaction never fences a native holder. What fences a deposed coordinator is the
 /// coordinator epoch its markers carry, checked by the partition's producer state
-/// (docs/kafka.md, "Transactions on a cluster: the plan"). The native listener refuses the name
+/// (docs/kafka.md, "Transactions on a cluster"). The native listener refuses the name
 /// to clients.
 pub const SHARED_HOLDER: &str = "kafka-transactions";
 

@@ -640,7 +640,7 @@ impl ReplicatedOffsets {
     /// Stores transactional id `transactional_id`'s whole state (`None`: forgets the id) in the
     /// id's offsets partition, acknowledged once every in-sync replica has it: the broker that
     /// leads the partition next loads it, so a transaction's producer epoch and outcome move
-    /// with its coordinator (issue 31; docs/kafka.md, "Transactions on a cluster: the plan",
+    /// with its coordinator (issue 31; docs/kafka.md, "Transactions on a cluster",
     /// step 1). Only the partition's leader, once loaded, may store; another broker is told who
     /// does (`NotCoordinator`, naming the id as its "group").
     pub async fn save_transaction(
@@ -681,7 +681,7 @@ impl ReplicatedOffsets {
     /// [`transaction`](Self::transaction), with the leader epoch of the offsets partition it
     /// was loaded in: the coordinator epoch this broker's markers for the id carry, so that a
     /// later coordinator's markers fence this one's (docs/kafka.md, "Transactions on a
-    /// cluster: the plan", step 2).
+    /// cluster", step 2).
     pub async fn transaction_in_epoch(
         &self,
         coordinator: &GroupCoordinator,

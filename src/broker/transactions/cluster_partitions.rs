@@ -1,5 +1,5 @@
 //! A cluster broker's way to the partitions its transactions write: as a native client of its
-//! own cluster (docs/kafka.md, "Transactions on a cluster: the plan", step 2). Each partition's
+//! own cluster (docs/kafka.md, "Transactions on a cluster", step 2). Each partition's
 //! leader grants the lease and writes the marker, through the fence in its segment writer, as
 //! for any client; the client routes each request to the partition's leader and follows leader
 //! changes.
@@ -215,6 +215,19 @@ impl TransactionPartitions for ClusterPartitions {
 }
 
 impl ClusterPartitions {
+    /// Whether this broker leads `key`'s offsets partition now (coordinates the transactional
+    /// id or group `key`), as its cluster view says.
+    pub fn coordinates(&self, key: &str) -> bool {
+        use crate::domain::{offsets_partition, OFFSETS_TOPIC};
+        self.driver
+            .partition_count(OFFSETS_TOPIC)
+            .is_some_and(|partitions| {
+                let partition = offsets_partition(key, partitions);
+                self.driver.partition_state(OFFSETS_TOPIC, partition).leader
+                    == Some(self.driver.node_id())
+            })
+    }
+
     /// The client of the cluster, for a broker-to-broker call (its failure to connect as a
     /// client error, like the call's own).
     async fn peer(&self) -> Result<&Client, ClientError> {

@@ -254,6 +254,14 @@ impl TransactionCoordinator {
         }
     }
 
+    /// Whether this broker coordinates `transactional_id` now: standalone always; on a cluster
+    /// when it leads the id's offsets partition.
+    pub fn coordinates(&self, transactional_id: &str) -> bool {
+        self.cluster
+            .as_ref()
+            .is_none_or(|cluster| cluster.coordinates(transactional_id))
+    }
+
     /// Whether this coordinator runs on a cluster (its partitions' leaders verify each
     /// transaction's first batch with it; standalone the produce gate orders them).
     pub fn is_replicated(&self) -> bool {

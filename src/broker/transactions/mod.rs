@@ -14,13 +14,17 @@
 //!   transactional id written temp + fsync + rename (the same rule as group state).
 //! * [`registry`]: the ids in memory, each update decided, written, then installed.
 //! * [`markers`]: a transaction's outcome written into its partitions through the fence.
-//! * [`coordinator`]: drives the machine with leases, markers and a timeout task (standalone).
+//! * [`coordinator`]: drives the machine with leases, markers and a timeout task.
 //! * `atomic`: native atomic appends, a writer's own leased partitions committed in one step.
+//! * [`cluster_partitions`]: on a cluster, the partitions reached as a client of the cluster,
+//!   and the broker-to-broker questions (verification, consumer positions).
+//! * [`held_offsets`]: a cluster group coordinator's memory of the positions transactions hold.
 //!
-//! Not here yet (see docs/kafka.md, "Transactions on a cluster: the plan"): the coordinator on a
-//! cluster. Its store is there (`offsets_topic::ReplicatedOffsets::save_transaction`: the
-//! state in the id's offsets partition, moving with its leader); the registry does not use it
-//! yet, and on a cluster the Kafka listener refuses transactional ids.
+//! On a cluster (docs/kafka.md, "Transactions on a cluster") every broker runs a coordinator:
+//! an id's state lives in its offsets partition and moves with that partition's leader, the
+//! partitions' leaders verify each transaction's first batch with its coordinator (see
+//! `crate::storage::verification`), and the group's coordinator hands consumer positions to
+//! the transaction's.
 
 mod atomic;
 pub mod cluster_partitions;

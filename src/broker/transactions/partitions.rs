@@ -4,7 +4,7 @@
 //! Why a seam here: a standalone broker holds every partition itself, so the coordinator asks
 //! its own service ([`LocalPartitions`]); on a cluster a transaction's partitions are led by
 //! other brokers, and the coordinator will reach them as a native client of its cluster
-//! (docs/kafka.md, "Transactions on a cluster: the plan", step 2), through the same calls. The
+//! (docs/kafka.md, "Transactions on a cluster", step 2), through the same calls. The
 //! coordinator's state machine, its registry and its timeout task do not change with where the
 //! partitions are.
 

@@ -12,8 +12,9 @@
 //! - v4 (KIP-890, several transactions per request, Kafka's broker-to-broker form) is answered
 //!   per transaction; `verify_only` checks that the partitions are in the transaction without
 //!   adding any (`INVALID_TXN_STATE` for those that are not).
-//! - On a broker without a transaction coordinator (a cluster, for now):
-//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
+//! - On a cluster the transactional id's coordinator answers (the leader of its offsets
+//!   partition); another broker `NOT_COORDINATOR`. Each partition joins the transactions'
+//!   lease at its leader, wherever that is.
 
 use std::sync::Arc;
 

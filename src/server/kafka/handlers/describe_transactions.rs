@@ -3,8 +3,9 @@
 //!
 //! State, producer id and epoch, timeout, start time (-1 when no transaction is open) and the
 //! partitions of the open transaction. An id the coordinator does not know is
-//! `TRANSACTIONAL_ID_NOT_FOUND`; a broker without a coordinator (a cluster, for now) answers
-//! `NOT_COORDINATOR` (it did not look, so it must not say the id does not exist).
+//! `TRANSACTIONAL_ID_NOT_FOUND`; a cluster broker that does not coordinate the id (does not
+//! lead its offsets partition) answers `NOT_COORDINATOR` (it did not look, so it must not say
+//! the id does not exist).
 //! No ACL beyond authentication (fencelog has no transactional-id ACLs).
 
 use std::collections::BTreeMap;
@@ -36,7 +37,10 @@ pub fn handle(
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
                 .with_transaction_start_time_ms(-1);
-            let Some(coordinator) = service.transactions() else {
+            let Some(coordinator) = service
+                .transactions()
+                .filter(|coordinator| coordinator.coordinates(id.as_str()))
+            else {
                 return described.with_error_code(ResponseError::NotCoordinator.code());
             };
             let Some(state) = coordinator.get(id.as_str()) else {

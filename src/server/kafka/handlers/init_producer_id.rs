@@ -11,9 +11,9 @@
 //!   old instance is fenced at the segment writer, then its abort markers written), so the
 //!   answer may take one marker write; if that cannot finish now the client is told
 //!   `CONCURRENT_TRANSACTIONS` and retries. A `transaction_timeout_ms` outside 1..=15 min is
-//!   `INVALID_TRANSACTION_TIMEOUT`. On a broker without a coordinator (a cluster, for now) the
-//!   request is refused with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (non-retriable) and a
-//!   message in the log.
+//!   `INVALID_TRANSACTION_TIMEOUT`. On a cluster the id's coordinator answers (the leader of
+//!   its offsets partition, where its state is stored with `acks=all`); another broker
+//!   `NOT_COORDINATOR`.
 
 use std::sync::Arc;
 

@@ -6,7 +6,8 @@
 //!   only; -1: no filter), as Kafka's coordinator filters.
 //! - A state filter that is not one of Kafka's transaction states is echoed back in
 //!   `unknown_state_filters`, as Kafka's broker does, so a typo is visible to the caller.
-//! - A broker without a coordinator (a cluster, for now) lists none.
+//! - On a cluster a broker lists the ids it coordinates (those of the offsets partitions it
+//!   leads), as Kafka's brokers do; the AdminClient asks every broker.
 //! - No ACL beyond authentication: fencelog has no transactional-id ACLs.
 
 use std::sync::Arc;

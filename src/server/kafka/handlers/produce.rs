@@ -29,11 +29,13 @@
 //!   so a zombie's late write never lands after the abort marker. A partition not added with
 //!   AddPartitionsToTxn, or a transaction no longer open, is `INVALID_TXN_STATE`; an older
 //!   producer epoch `INVALID_PRODUCER_EPOCH` (fatal for a transactional producer); another
-//!   producer id `INVALID_PRODUCER_ID_MAPPING`. The produce holds its transaction's gate until
-//!   answered, so EndTxn's markers never overtake it. A broker without a coordinator (a
-//!   cluster, for now) refuses transactional requests with
-//!   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, and a transactional batch without a transactional
-//!   id is refused the same way (it would open a transaction no marker closes); a client's
+//!   producer id `INVALID_PRODUCER_ID_MAPPING`. Standalone the produce holds its transaction's
+//!   gate until answered, so EndTxn's markers never overtake it; on a cluster the partition's
+//!   leader writes under the transactions' lease in its own lease table and verifies a
+//!   transaction's first batch with the transactional id's coordinator (docs/kafka.md,
+//!   "Transactions on a cluster", step 3). A transactional batch without a transactional id is
+//!   refused with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (it would open a transaction no
+//!   marker closes); a client's
 //!   control batch is `INVALID_RECORD` (the record conversion's errors, each with its Kafka
 //!   code: `RecordsError::kafka_error_code`).
 //! - **acks**: 0 gets no response at all (the appends still happen); 1 and -1 (all) are answered
