@@ -1,6 +1,8 @@
-//! The pieces of Kafka transactions on a cluster that have landed (issue 31, docs/kafka.md
-//! "Transactions on a cluster: the plan", step 2): the coordinators' shared lease at a
-//! partition's leader, and the refusal of a deposed coordinator's markers there.
+//! Kafka transactions on a cluster, in one process (issue 31, docs/kafka.md "Transactions on
+//! a cluster"): the coordinators' shared lease at a partition's leader, the refusal of a
+//! deposed coordinator's markers there, the transaction state moving with its offsets
+//! partition, and a partition leader's verification of a transaction with its coordinator.
+//! `tests/cli/kafka_cluster_transactions.rs` runs Kafka clients against processes.
 
 use std::time::{Duration, Instant};
 
@@ -336,5 +338,93 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
     assert!(
         at_new.coordinator_epoch(ID) > first_epoch,
         "the new coordinator's markers fence the old one's"
+    );
+}
+
+/// The coordinator every cluster broker runs, through the broker-to-broker question a
+/// partition's leader asks (`VerifyTransaction`, routed like a group request to the id's
+/// coordinator, whichever broker the client reached): unknown id, partition not added and a
+/// transaction ended are refused with INVALID_TRANSACTION_STATE; an open transaction with the
+/// partition is confirmed; a fenced producer epoch is refused as fenced. Native atomic appends
+/// are refused on a cluster with why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
+    use fencelog::protocol::TransactionProducer;
+    const ID: &str = "verified-tx";
+    let mut cluster = TestCluster::start(3).await.expect("start the cluster");
+    let client = cluster.client().await.expect("connect");
+    crate::support::create_replicated(&client, "ledger", 2)
+        .await
+        .expect("create");
+    let coordinator = coordinator_of(&cluster, ID, None).await;
+    let service = std::sync::Arc::clone(cluster.node(coordinator).service());
+    let transactions = std::sync::Arc::clone(service.transactions().expect("a coordinator"));
+    let producer = |producer_id, producer_epoch| TransactionProducer {
+        transactional_id: ID.into(),
+        producer_id,
+        producer_epoch,
+    };
+    let refused_code = |result: Result<(), ClientError>| {
+        result
+            .expect_err("refused")
+            .code()
+            .expect("a server's refusal")
+    };
+    assert_eq!(
+        refused_code(client.verify_transaction(producer(1, 0), "ledger", 0).await),
+        ErrorCode::InvalidTransactionState,
+        "an id nobody started"
+    );
+
+    let (producer_id, epoch) = eventually("InitProducerId", || {
+        transactions.init_producer_id(&service, ID, 60_000, None)
+    })
+    .await;
+    let added = eventually("AddPartitionsToTxn", || {
+        transactions.add_partitions(&service, ID, producer_id, epoch, vec![("ledger".into(), 0)])
+    })
+    .await;
+    assert!(added.iter().all(|(_, result)| result.is_ok()), "{added:?}");
+    client
+        .verify_transaction(producer(producer_id, epoch), "ledger", 0)
+        .await
+        .expect("open with the partition");
+    assert_eq!(
+        refused_code(
+            client
+                .verify_transaction(producer(producer_id, epoch), "ledger", 1)
+                .await
+        ),
+        ErrorCode::InvalidTransactionState,
+        "a partition never added"
+    );
+    assert_eq!(
+        refused_code(
+            client
+                .verify_transaction(producer(producer_id, epoch - 1), "ledger", 0)
+                .await
+        ),
+        ErrorCode::ProducerFenced,
+        "an older instance"
+    );
+    transactions
+        .end(&service, ID, producer_id, epoch, false)
+        .await
+        .expect("abort");
+    assert_eq!(
+        refused_code(
+            client
+                .verify_transaction(producer(producer_id, epoch), "ledger", 0)
+                .await
+        ),
+        ErrorCode::InvalidTransactionState,
+        "the transaction ended"
+    );
+
+    let native = client.init_transaction("native-tx", TTL).await;
+    assert!(
+        matches!(&native, Err(error) if error.code() == Some(ErrorCode::InvalidRequest)
+            && error.to_string().contains("standalone")),
+        "{native:?}"
     );
 }

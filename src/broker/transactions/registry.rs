@@ -138,6 +138,9 @@ impl TransactionRegistry {
         let Durable::Offsets { offsets, groups } = &self.durable else {
             return;
         };
+        // Loads what was not loaded yet outside the lock (a partition still loading must not
+        // hold up the updates of every other id), then reads the loaded states under it.
+        offsets.led_transactions(groups).await;
         let _serialised = self.updates.lock().await;
         let led = offsets.led_transactions(groups).await;
         let mut epochs = self
