@@ -146,6 +146,27 @@ impl From<UpdateError> for CoordinatorError {
     }
 }
 
+/// A broker-to-broker transaction question that failed (a cluster's partition leader asking a
+/// coordinator, a group's coordinator handing positions over): the other broker's refusal,
+/// with its code, or no answer (`code` `None`: it could not be reached in time).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct PeerError {
+    /// The other broker's error code, if it answered.
+    pub code: Option<crate::protocol::ErrorCode>,
+    /// What happened, for the client's message.
+    pub message: String,
+}
+
+impl From<crate::client::ClientError> for PeerError {
+    fn from(error: crate::client::ClientError) -> Self {
+        Self {
+            code: error.code(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// The coordinator's lease on one partition, shared by the open transactions that include it.
 #[derive(Debug)]
 struct SharedLease {
@@ -300,14 +321,19 @@ impl TransactionCoordinator {
         producer_epoch: i16,
         topic: &str,
         partition: u32,
-    ) -> Option<Result<(), crate::client::ClientError>> {
+    ) -> Option<Result<(), PeerError>> {
         let cluster = self.cluster.as_ref()?;
         let producer = crate::protocol::TransactionProducer {
             transactional_id: transactional_id.to_string(),
             producer_id,
             producer_epoch,
         };
-        Some(cluster.verify_transaction(producer, topic, partition).await)
+        Some(
+            cluster
+                .verify_transaction(producer, topic, partition)
+                .await
+                .map_err(PeerError::from),
+        )
     }
 
     /// Every transactional id's state (DescribeTransactions, ListTransactions).
@@ -875,7 +901,7 @@ impl TransactionCoordinator {
         producer_epoch: i16,
         group: &str,
         offsets: Vec<(String, i32, super::PendingOffset)>,
-    ) -> Option<Result<(), crate::client::ClientError>> {
+    ) -> Option<Result<(), PeerError>> {
         let cluster = self.cluster.as_ref()?;
         let producer = crate::protocol::TransactionProducer {
             transactional_id: transactional_id.to_string(),
@@ -900,8 +926,11 @@ impl TransactionCoordinator {
             .collect();
         // Held before the hand-over: its outcome may come back before the answer does.
         self.held_offsets.hold(group, transactional_id, &partitions);
-        let handed = cluster.txn_offset_commit(producer, group, entries).await;
-        if handed.as_ref().is_err_and(|error| error.code().is_some()) {
+        let handed = cluster
+            .txn_offset_commit(producer, group, entries)
+            .await
+            .map_err(PeerError::from);
+        if handed.as_ref().is_err_and(|error| error.code.is_some()) {
             // Refused: the transaction holds nothing (an unknown outcome stays held until the
             // outcome or the hold's time limit).
             self.held_offsets

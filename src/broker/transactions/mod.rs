@@ -40,7 +40,7 @@ pub mod store;
 mod tests;
 
 pub use cluster_partitions::ClusterPartitions;
-pub use coordinator::{CoordinatorError, TransactionCoordinator};
+pub use coordinator::{CoordinatorError, PeerError, TransactionCoordinator};
 pub use markers::{write_markers, MarkerError};
 pub use partitions::{LocalPartitions, TransactionPartitions};
 pub use registry::{TransactionRegistry, UpdateError};

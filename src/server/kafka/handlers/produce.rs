@@ -58,9 +58,8 @@ use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
 use tokio::sync::OwnedRwLockReadGuard;
 
-use crate::broker::transactions::CoordinatorError;
+use crate::broker::transactions::{CoordinatorError, PeerError};
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
-use crate::client::ClientError;
 use crate::domain::Acks;
 use crate::protocol::ErrorCode;
 use crate::server::kafka::batches::records::{
@@ -195,8 +194,8 @@ fn cluster_transaction_write(
 /// fenced (`INVALID_PRODUCER_EPOCH`), or the coordinator could not answer now
 /// (`NOT_ENOUGH_REPLICAS`, retriable and not written, as Kafka's brokers answer a failed
 /// verification for clients that know no coordinator errors on Produce).
-fn verification_refused(error: &ClientError) -> (ResponseError, String) {
-    let code = match error.code() {
+fn verification_refused(error: &PeerError) -> (ResponseError, String) {
+    let code = match error.code {
         Some(ErrorCode::InvalidTransactionState) => ResponseError::InvalidTxnState,
         Some(ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch) => {
             ResponseError::InvalidProducerEpoch

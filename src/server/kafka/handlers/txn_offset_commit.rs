@@ -27,9 +27,8 @@ use kafka_protocol::ResponseError;
 use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::offset_commit::check_member;
-use crate::broker::transactions::PendingOffset;
+use crate::broker::transactions::{PeerError, PendingOffset};
 use crate::broker::BrokerService;
-use crate::client::ClientError;
 use crate::protocol::ErrorCode;
 
 /// Answers a TxnOffsetCommit request.
@@ -121,8 +120,8 @@ pub async fn handle(
 /// The Kafka code of the transactional id's coordinator's refusal of positions handed over
 /// on a cluster: its own refusal as TxnOffsetCommit names it, or `COORDINATOR_NOT_AVAILABLE`
 /// (retriable) when it could not be reached.
-fn handed_over_refused(error: &ClientError, version: i16) -> i16 {
-    let code = match error.code() {
+fn handed_over_refused(error: &PeerError, version: i16) -> i16 {
+    let code = match error.code {
         Some(ErrorCode::ProducerFenced | ErrorCode::InvalidProducerEpoch) => {
             fenced_code(version, 3)
         }
