@@ -209,8 +209,11 @@ impl Routing {
                 cache.learn_leader(topic, partition, *leader, address, *leader_epoch);
             }
         }
+        // A leader that cannot be reached may be gone for good (killed, its partitions moved
+        // on): look it up again rather than dial the same address until the deadline.
+        let unreachable = matches!(error, ClientError::Connect { .. });
         let stale = error.code().is_some_and(ErrorCode::needs_metadata_refresh)
-            || (cache.routes() && super::retry::is_transport_failure(error));
+            || (cache.routes() && (super::retry::is_transport_failure(error) || unreachable));
         if stale {
             cache.mark_stale();
         }

@@ -10,9 +10,10 @@
 //!   transaction's, so the positions travel between brokers).
 //! * `kill -9` in the middle of a commit loop, once of the transactional id's coordinator (the
 //!   leader of its `__consumer_offsets` partition: the new leader takes the id over and
-//!   completes or aborts what was in flight) and once of the leader of a partition the
-//!   transactions write: no transaction is half visible to read_committed, none whose
-//!   `commit_transaction()` returned is lost.
+//!   completes what was in flight) and once of the leader of a partition the transactions
+//!   write: the loop usually rides through (librdkafka resumes the interrupted commit on the
+//!   new coordinator and goes on committing; reported, not asserted), no transaction is half
+//!   visible to read_committed, and none whose `commit_transaction()` returned is lost.
 //!
 //! Skipped with a note where `etcd`, `python3` or `confluent_kafka` is missing (`.ci/run`
 //! installs them).
@@ -211,8 +212,17 @@ async fn kill_9_mid_commit(test: &str, victim: Victim) {
     };
     let mut cluster = KafkaCluster::start(&etcd).await;
     cluster.create("eos", 2).await;
+    // Commits for 25 s, resuming a commit the failover interrupts (librdkafka's "retry call
+    // to resume") for up to 30 s.
     let mut producer = Command::new("python3")
-        .args([SCRIPT, "commit-loop", &cluster.bootstrap(), "eos"])
+        .args([
+            SCRIPT,
+            "commit-loop",
+            &cluster.bootstrap(),
+            "eos",
+            "30",
+            "25",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -251,17 +261,28 @@ async fn kill_9_mid_commit(test: &str, victim: Victim) {
         .position(|broker| broker.id == node)
         .expect("the victim is one of the brokers");
     cluster.brokers[index].kill9();
-    // The loop goes on through the failover or stops on an error; either way its last
-    // acknowledged commit is what counts. Give it time to go on, then stop it.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let _ = producer.kill();
-    producer.wait().expect("the producer stops");
-    reader.join().expect("reader");
     while let Ok(line) = committed_rx.try_recv() {
         record(line, &mut acknowledged);
     }
-    // A transaction left open by the kill is aborted by its timeout (3 s) on the new
-    // coordinator before readers can pass it: read until nothing new arrives for 8 s.
+    let at_kill = acknowledged.len();
+    let mut said = Vec::new();
+    for line in committed_rx.iter() {
+        if !line.starts_with("committed ") {
+            said.push(line.clone());
+        }
+        record(line, &mut acknowledged);
+    }
+    producer.wait().expect("the producer stops");
+    reader.join().expect("reader");
+    // Usually the transaction in flight at the kill completes on the new coordinator and the
+    // partitions' new leaders, and the loop goes on committing (reported below). Not asserted:
+    // about one run in ten the client's abort of a transaction whose AddPartitionsToTxn was
+    // lost with the coordinator is refused as Kafka refuses it (INVALID_TXN_STATE, fatal for
+    // librdkafka), and the loop stops; what is asserted is what must always hold.
+    if acknowledged.len() == at_kill || said.iter().any(|line| line.starts_with("stopped")) {
+        eprintln!("the loop did not ride through the kill -9 of broker {node}: it said {said:?}");
+    }
+    // Read until nothing new arrives for 8 s.
     let read = cluster.scenario(&["read-all", "eos", "8"]);
     let mut transactions: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for record in read["records"].as_array().expect("records") {
@@ -276,8 +297,8 @@ async fn kill_9_mid_commit(test: &str, victim: Victim) {
     }
     check_whole_and_kept(&transactions, &acknowledged, 5);
     eprintln!(
-        "{} transactions acknowledged, {} visible after the kill -9 of broker {node}",
-        acknowledged.len(),
+        "{at_kill} transactions acknowledged before the kill -9 of broker {node}, {} after; {} visible; the loop said {said:?}",
+        acknowledged.len() - at_kill,
         transactions.len()
     );
 }

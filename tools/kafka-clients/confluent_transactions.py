@@ -255,20 +255,47 @@ def native_leased(bootstrap, topic):
     return {"delivery_error": delivered[0].name(), "outcome": outcome, "landed": landed}
 
 
-def commit_loop(bootstrap, topic):
+def commit_loop(bootstrap, topic, resume_seconds="0", seconds="0"):
+    """Commits transactions of 5 records over two partitions until an error stops it (or,
+    with seconds > 0, until that long has passed), printing "committed N" once commit_transaction(N)
+    returned. With resume_seconds > 0 a retriable commit error (the coordinator moving, say)
+    is resumed by calling commit_transaction again, as librdkafka asks ("retry call to
+    resume"), for up to that long, an abortable one aborts the transaction and goes on, and
+    the timeouts are long enough for a cluster's failover: the loop rides through it."""
+    resume = float(resume_seconds)
+    timeout_ms = 15000 if resume else 3000
     tx = producer(
         bootstrap,
         "judged-kill9",
-        **{"transaction.timeout.ms": 3000, "message.timeout.ms": 3000, "socket.timeout.ms": 2000},
+        **{
+            "transaction.timeout.ms": timeout_ms,
+            "message.timeout.ms": timeout_ms,
+            "socket.timeout.ms": 2000,
+        },
     )
     number = 0
+    stop_at = time.monotonic() + float(seconds) if float(seconds) else None
     try:
-        while True:
+        while stop_at is None or time.monotonic() < stop_at:
             tx.begin_transaction()
             for index in range(5):
                 tx.produce(topic, value=f"{number}-{index}", partition=index % 2)
-            tx.commit_transaction(5)
-            print(f"committed {number}", flush=True)
+            give_up = time.monotonic() + resume
+            while True:
+                try:
+                    tx.commit_transaction(5)
+                    print(f"committed {number}", flush=True)
+                    break
+                except KafkaException as error:
+                    kafka_error = error.args[0]
+                    if resume and kafka_error.retriable() and time.monotonic() < give_up:
+                        print(f"resuming {number}: {kafka_error}", flush=True)
+                        continue
+                    if resume and kafka_error.txn_requires_abort():
+                        print(f"aborting {number}: {kafka_error}", flush=True)
+                        tx.abort_transaction(30)
+                        break
+                    raise
             number += 1
     except KafkaException as error:
         print(f"stopped: {error}", flush=True)

@@ -33,6 +33,11 @@ use crate::storage::{FenceError, StorageError};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one lease or marker request may take (a marker waits for `acks=all`).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one call keeps dialling a broker that does not answer before it gives up on it
+/// and looks the partition's leader up again: a broker's questions must follow a failover
+/// (a leader waiting for a verification holds its producer's later produces), not wait out
+/// the request timeout on a dead address.
+const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The partitions of a cluster, reached through a native client of it.
 #[derive(Debug)]
@@ -67,6 +72,8 @@ impl ClusterPartitions {
                     .config(ClientConfig {
                         connect_timeout: CONNECT_TIMEOUT,
                         request_timeout: REQUEST_TIMEOUT,
+                        reconnect_timeout: RECONNECT_TIMEOUT,
+                        reconnect_backoff_max: RECONNECT_TIMEOUT,
                         credentials: config.peer_credentials.clone(),
                         tls: config.peer_tls.clone(),
                         ..ClientConfig::default()
@@ -97,6 +104,15 @@ fn broker_error(topic: &str, partition: u32, error: ClientError) -> BrokerError 
         })),
         ClientError::Fenced { epoch, current } => {
             BrokerError::Storage(StorageError::Fence(FenceError::Fenced { epoch, current }))
+        }
+        // The partition's leader could not be reached or moved (a failover): the transaction
+        // waits for its new leader, as for any leader change (retriable).
+        other if other.is_retriable() && other.code().is_none_or(|code| code.is_retriable()) => {
+            BrokerError::Cluster(crate::broker::cluster::ClusterError::LeaderNotAvailable {
+                topic: topic.to_owned(),
+                partition,
+                leader_epoch: 0,
+            })
         }
         other => unreached(&format!("{topic}-{partition}"), &other),
     }
@@ -184,6 +200,10 @@ impl TransactionPartitions for ClusterPartitions {
                 .map(|_| ())
                 .map_err(|error| broker_error(topic, partition, error))
         })
+    }
+
+    fn leader_epoch(&self, topic: &str, partition: u32) -> Option<u32> {
+        Some(self.driver.partition_state(topic, partition).leader_epoch)
     }
 
     fn end_offsets<'a>(

@@ -173,6 +173,9 @@ struct SharedLease {
     epoch: u64,
     lease_id: u128,
     renewed_at: Instant,
+    /// On a cluster: the partition's leader epoch when the lease was granted (the lease lives
+    /// in that leader's table; a new leader's table does not have it).
+    leader_epoch: Option<u32>,
     /// The transactional ids whose open transaction includes the partition.
     users: BTreeSet<String>,
 }
@@ -428,6 +431,7 @@ impl TransactionCoordinator {
         // On a cluster: what this broker coordinates now (it may have taken offsets
         // partitions over, or lost some).
         self.registry.reload_led().await;
+        self.forget_stale_leases();
         self.renew_leases(service).await;
         let now = now_ms();
         match self.registry.expire_idle(now).await {
@@ -454,6 +458,27 @@ impl TransactionCoordinator {
                 warn!(transactional_id = %id, %error, "transaction not completed yet; retrying");
             }
         }
+    }
+
+    /// Forgets the leases this coordinator cannot use any more (on a cluster): those of
+    /// partitions whose leader changed since the grant (the lease was in the old leader's
+    /// table; the partition's open transactions lease it again at the new leader, at once
+    /// rather than at the next renewal), and its use of them for ids it no longer coordinates
+    /// (another broker took their offsets partition: it leases what they need), so that a
+    /// lease no transaction here needs is no longer renewed and lapses.
+    fn forget_stale_leases(&self) {
+        let mut leases = lock(&self.leases);
+        leases.retain(|(topic, partition), lease| {
+            let moved = u32::try_from(*partition).is_ok_and(|index| {
+                self.partitions.leader_epoch(topic, index) != lease.leader_epoch
+            });
+            if moved {
+                info!(%topic, partition, "the partition's leader changed: its transactions lease it again there");
+                return false;
+            }
+            lease.users.retain(|id| self.coordinates(id));
+            !lease.users.is_empty()
+        });
     }
 
     /// Renews every transactions' lease a third of its TTL old; one that cannot be renewed is
@@ -526,6 +551,9 @@ impl TransactionCoordinator {
             return Ok(lease.epoch);
         }
         let index = super::markers::partition_index(topic, partition)?;
+        // Read before the grant: a leader change in between makes it look moved, and the
+        // lease is taken again (never the other way round).
+        let leader_epoch = self.partitions.leader_epoch(topic, index);
         match self
             .partitions
             .acquire(service, topic, index, TRANSACTIONS_LEASE_TTL_MS)
@@ -538,6 +566,7 @@ impl TransactionCoordinator {
                         epoch: grant.epoch,
                         lease_id: grant.lease_id,
                         renewed_at: Instant::now(),
+                        leader_epoch,
                         users: BTreeSet::from([transactional_id.to_string()]),
                     },
                 );

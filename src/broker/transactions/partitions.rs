@@ -61,6 +61,11 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
         marker: Bytes,
     ) -> BoxFuture<'a, Result<(), BrokerError>>;
 
+    /// The leader epoch of `topic`/`partition` as this broker sees it (`None` standalone,
+    /// where leases never move): a lease acquired in one leader epoch is not in the next
+    /// leader's table.
+    fn leader_epoch(&self, topic: &str, partition: u32) -> Option<u32>;
+
     /// Tells `group`'s coordinator (this broker standalone, the leader of the group's offsets
     /// partition on a cluster) that `transactional_id`'s transaction ended: committed, its
     /// consumer positions `offsets` are stored; either way the group's positions are no longer
@@ -139,6 +144,10 @@ impl TransactionPartitions for LocalPartitions {
             Some(Acks::All),
         );
         Box::pin(async move { written.await.map(|_| ()) })
+    }
+
+    fn leader_epoch(&self, _topic: &str, _partition: u32) -> Option<u32> {
+        None
     }
 
     fn end_offsets<'a>(

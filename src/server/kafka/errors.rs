@@ -187,6 +187,12 @@ pub fn coordinator_error(error: &CoordinatorError, fenced: ResponseError) -> Res
         CoordinatorError::PartitionLeased { .. } => ResponseError::ConcurrentTransactions,
         // A prepared outcome whose markers are still to be written: retry.
         CoordinatorError::Markers(_) => ResponseError::ConcurrentTransactions,
+        // A partition of the transaction whose leader is changing (on a cluster): the
+        // transaction's request is retried, as for a partition a native holder leases.
+        CoordinatorError::Broker(BrokerError::Cluster(
+            crate::broker::cluster::ClusterError::LeaderNotAvailable { .. }
+            | crate::broker::cluster::ClusterError::NotLeader { .. },
+        )) => ResponseError::ConcurrentTransactions,
         CoordinatorError::Broker(broker) => kafka_error(broker),
         // Native atomic appends' refusals (never reached through the Kafka listener).
         CoordinatorError::Unleased { .. } => ResponseError::InvalidRequest,

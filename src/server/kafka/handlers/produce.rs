@@ -171,10 +171,11 @@ fn cluster_transaction_write(
         // Retriable: the transaction's coordinator leases the partition again, or the
         // transaction times out.
         _ => {
+            tracing::info!(%topic, partition, "a transactional produce without the transactions' lease here");
             return Err((
                 ResponseError::NotEnoughReplicas,
                 format!("{topic}-{partition}: the transactions' lease is not held here now; the transaction's coordinator takes it again shortly (retry), or the transaction times out"),
-            ))
+            ));
         }
     };
     let target = service
@@ -242,7 +243,10 @@ fn verify(
             .await
         {
             None | Some(Ok(())) => Ok(guard),
-            Some(Err(error)) => Err(verification_refused(&error)),
+            Some(Err(error)) => {
+                tracing::info!(%transactional_id, %topic, partition, %error, "a transaction's first batch not verified by its coordinator");
+                Err(verification_refused(&error))
+            }
         }
     }
     .boxed()
