@@ -52,6 +52,24 @@ pub struct ProduceRequest {
     pub verification: Option<u64>,
 }
 
+/// An append's wait for its acknowledgement, then for its commit under `acks` (every in-sync
+/// replica for `acks=all`).
+fn committed(
+    replicas: ReplicaManager,
+    topic: String,
+    partition: u32,
+    acknowledged: Acknowledgement,
+    acks: Acks,
+) -> Acknowledgement {
+    Box::pin(async move {
+        let appended = acknowledged.await?;
+        replicas
+            .await_commit(&topic, partition, appended.last_offset, acks)
+            .await?;
+        Ok(appended)
+    })
+}
+
 /// A read, waiting up to `max_wait` for data at `offset` to exist.
 #[derive(Debug, Clone)]
 pub struct FetchRequest {
@@ -437,16 +455,9 @@ impl BrokerService {
         {
             return Box::pin(futures::future::ready(Err(refused)));
         }
-        let topic = request.topic.clone();
-        let partition = request.partition;
+        let (topic, partition) = (request.topic.clone(), request.partition);
         let acknowledged = queue.produce(request);
-        Box::pin(async move {
-            let appended = acknowledged.await?;
-            replicas
-                .await_commit(&topic, partition, appended.last_offset, acks)
-                .await?;
-            Ok(appended)
-        })
+        committed(replicas, topic, partition, acknowledged, acks)
     }
 
     /// [`produce`](Self::produce) of one partition's batches that a replicated leader must
@@ -475,14 +486,7 @@ impl BrokerService {
                 .into_iter()
                 .zip(partitions)
                 .map(|(acknowledged, (topic, partition))| {
-                    let replicas = replicas.clone();
-                    Box::pin(async move {
-                        let appended = acknowledged.await?;
-                        replicas
-                            .await_commit(&topic, partition, appended.last_offset, acks)
-                            .await?;
-                        Ok(appended)
-                    }) as Acknowledgement
+                    committed(replicas.clone(), topic, partition, acknowledged, acks)
                 })
                 .collect())
         }))

@@ -370,8 +370,11 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
             .code()
             .expect("a server's refusal")
     };
+    let verify = |producer_id, producer_epoch, partition| {
+        client.verify_transaction(producer(producer_id, producer_epoch), "ledger", partition)
+    };
     assert_eq!(
-        refused_code(client.verify_transaction(producer(1, 0), "ledger", 0).await),
+        refused_code(verify(1, 0, 0).await),
         ErrorCode::InvalidTransactionState,
         "an id nobody started"
     );
@@ -385,25 +388,16 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
     })
     .await;
     assert!(added.iter().all(|(_, result)| result.is_ok()), "{added:?}");
-    client
-        .verify_transaction(producer(producer_id, epoch), "ledger", 0)
+    verify(producer_id, epoch, 0)
         .await
         .expect("open with the partition");
     assert_eq!(
-        refused_code(
-            client
-                .verify_transaction(producer(producer_id, epoch), "ledger", 1)
-                .await
-        ),
+        refused_code(verify(producer_id, epoch, 1).await),
         ErrorCode::InvalidTransactionState,
         "a partition never added"
     );
     assert_eq!(
-        refused_code(
-            client
-                .verify_transaction(producer(producer_id, epoch - 1), "ledger", 0)
-                .await
-        ),
+        refused_code(verify(producer_id, epoch - 1, 0).await),
         ErrorCode::ProducerFenced,
         "an older instance"
     );
@@ -412,11 +406,7 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
         .await
         .expect("abort");
     assert_eq!(
-        refused_code(
-            client
-                .verify_transaction(producer(producer_id, epoch), "ledger", 0)
-                .await
-        ),
+        refused_code(verify(producer_id, epoch, 0).await),
         ErrorCode::InvalidTransactionState,
         "the transaction ended"
     );
