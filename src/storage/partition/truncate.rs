@@ -250,6 +250,11 @@ impl Partition {
             // What was forgotten before the cut stays forgotten.
             writer.producers.note_forgotten();
         }
+        // The replay may find a transaction open again (its marker was cut) in a partition
+        // opened from a snapshot that had none: the last stable offset must look at it.
+        if !writer.producers.transactions().is_empty() {
+            writer.shared.transactional.store(true, Ordering::Release);
+        }
         Ok(())
     }
 }
