@@ -29,6 +29,9 @@
 //! | 62     | 2    | reserved (= 0)    | yes |
 //! | 64     | …    | records           | yes |
 //!
+//! Magic 2 is a Kafka record batch v2 kept as a Kafka producer sent it, behind the magic-3
+//! header (see `stored_kafka`): every function here reads all three formats.
+//!
 //! On a magic-3 batch the attributes may carry two of Kafka's bits, the rest stay zero:
 //! [`ATTRIBUTE_TRANSACTIONAL`] (the batch belongs to its producer's open transaction) and
 //! [`ATTRIBUTE_CONTROL`] (with the transactional bit: a transaction marker, exactly one control
@@ -42,6 +45,14 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
+mod stored_kafka;
+pub(crate) mod varint;
+
+pub use stored_kafka::{
+    kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT, KAFKA_ENVELOPE_BYTES,
+    MAGIC_KAFKA,
+};
+
 /// Size of the batch header in bytes: of a magic-1 batch, and of the fields every batch starts
 /// with (the smallest a batch can be).
 pub const HEADER_BYTES: usize = 48;
@@ -51,8 +62,8 @@ pub const PRODUCER_HEADER_BYTES: usize = 64;
 pub const MAGIC: u8 = 1;
 /// The batch format with a producer identity (producer id, producer epoch, base sequence).
 ///
-/// Not 2: a Kafka record batch (v2) has its magic, 2, at the same byte (16), so a log could
-/// one day hold Kafka batches as they are and still tell every batch's format from that byte.
+/// Not 2: a Kafka record batch (v2) has its magic, 2, at the same byte (16), and magic 2 is the
+/// format that holds one as it arrived ([`MAGIC_KAFKA`], see `stored_kafka`).
 pub const MAGIC_WITH_PRODUCER: u8 = 3;
 /// The largest sequence number; the one after it is 0 (sequences wrap, as Kafka's do).
 pub const MAX_SEQUENCE: i32 = i32::MAX;
@@ -248,8 +259,14 @@ pub enum BatchError {
         actual: u32,
     },
     /// A format version this build does not know.
-    #[error("unsupported batch magic {0} (expected {MAGIC} or {MAGIC_WITH_PRODUCER})")]
+    #[error(
+        "unsupported batch magic {0} (expected {MAGIC}, {MAGIC_KAFKA} or {MAGIC_WITH_PRODUCER})"
+    )]
     UnsupportedMagic(u8),
+    /// A magic-2 batch whose Kafka header disagrees with its native header (or holds a value a
+    /// stored Kafka batch never has).
+    #[error("the Kafka header of a magic-2 batch disagrees with its native header: {0}")]
+    KafkaHeaderMismatch(&'static str),
     /// Reserved bits are set.
     #[error("batch attributes/reserved bits must be zero")]
     ReservedBitsSet,
@@ -392,12 +409,21 @@ pub struct ProducerStamp {
 impl ProducerStamp {
     /// The producer fields of a magic-3 batch, or `None` for a magic-1 batch (or bytes too short
     /// to tell). Checks nothing: [`validate`] refuses out-of-range fields.
+    ///
+    /// A magic-2 batch (a stored Kafka batch) has the same fields, -1 when its producer has no
+    /// id: `None` then.
     pub fn parse(bytes: &[u8]) -> Option<ProducerStamp> {
-        if bytes.len() < PRODUCER_HEADER_BYTES || bytes[MAGIC_AT] != MAGIC_WITH_PRODUCER {
+        if bytes.len() < PRODUCER_HEADER_BYTES {
             return None;
         }
+        let producer_id = be_u64(bytes, PRODUCER_ID_AT) as i64;
+        match bytes[MAGIC_AT] {
+            MAGIC_WITH_PRODUCER => {}
+            MAGIC_KAFKA if producer_id >= 0 => {}
+            _ => return None,
+        }
         Some(ProducerStamp {
-            producer_id: be_u64(bytes, PRODUCER_ID_AT) as i64,
+            producer_id,
             producer_epoch: be_u16(bytes, PRODUCER_EPOCH_AT) as i16,
             base_sequence: be_u32(bytes, BASE_SEQUENCE_AT) as i32,
         })
@@ -415,19 +441,31 @@ pub fn add_sequence(sequence: i32, delta: u32) -> i32 {
     ((i64::from(sequence) + i64::from(delta)) % modulus) as i32
 }
 
-/// Where the records of a batch with this magic start (the header's size), or `None` for a
-/// magic this build does not know.
+/// The size of the native header of a batch with this magic (where its records start, or for
+/// magic 2 its Kafka batch), or `None` for a magic this build does not know.
 pub fn header_len(magic: u8) -> Option<usize> {
     match magic {
         MAGIC => Some(HEADER_BYTES),
+        MAGIC_KAFKA => Some(KAFKA_ENVELOPE_BYTES),
         MAGIC_WITH_PRODUCER => Some(PRODUCER_HEADER_BYTES),
         _ => None,
     }
 }
 
-/// Writes the broker-assigned base offset into a batch (outside the CRC, so no recomputation).
+/// Writes the broker-assigned base offset into a batch (outside the CRC, so no recomputation);
+/// into a magic-2 batch's Kafka batch too.
 pub fn stamp_base_offset(batch: &mut [u8], base_offset: u64) {
     batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
+    if let Some(at) = inner_base_offset_at(batch) {
+        batch[at..at + 8].copy_from_slice(&base_offset.to_be_bytes());
+    }
+}
+
+/// Where a second copy of the base offset lies in this batch: a magic-2 batch's Kafka
+/// `baseOffset`, which the broker stamps with the native one. `None` for other batches.
+pub fn inner_base_offset_at(batch: &[u8]) -> Option<usize> {
+    (batch.len() >= stored_kafka::MIN_KAFKA_STORED_BYTES && batch[MAGIC_AT] == MAGIC_KAFKA)
+        .then_some(INNER_BASE_OFFSET_AT)
 }
 
 /// The header fields the encoder of a new batch chooses. The rest follows from them and from the
@@ -507,6 +545,10 @@ fn check_frame(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, Batc
             actual: bytes.len(),
         });
     }
+    if header.magic == MAGIC_KAFKA {
+        stored_kafka::check_crcs(&header, bytes)?;
+        return Ok(header);
+    }
     let actual = crc32fast::hash(&bytes[CRC_START..]);
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
@@ -526,6 +568,9 @@ fn validate_content<'a>(
     bytes: &'a [u8],
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
+    if header.magic == MAGIC_KAFKA {
+        return stored_kafka::validate_kafka(header, bytes, on_record);
+    }
     let records_start =
         header_len(header.magic).ok_or(BatchError::UnsupportedMagic(header.magic))?;
     let allowed = if header.magic == MAGIC_WITH_PRODUCER {

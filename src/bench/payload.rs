@@ -23,9 +23,9 @@ use bytes::{Bytes, BytesMut};
 use bytes::BufMut;
 
 use crate::batch::now_ms;
+use crate::batch::varint::{put_varint, varint_len};
 use crate::batch::BatchBuilder;
 use crate::server::kafka::batches::records::{KAFKA_HEADER_BYTES, KAFKA_MAGIC};
-use crate::server::kafka::batches::varint::{put_varint, varint_len};
 
 /// Bytes a record adds to its value in a batch (no key, no headers): record length,
 /// timestamp delta, key length, value length, header count.

@@ -231,17 +231,24 @@ impl MapWriter {
         self.inner.written.load(Ordering::Acquire)
     }
 
-    /// Writes `head` followed by `tail` at the tail of the segment and returns the position they
-    /// were written at, or `Ok(None)` if they do not fit. The bytes go in with `pwritev` on the
-    /// file rather than a copy through the map: they land in the same page cache pages the map
-    /// shows, but a write of whole pages does not first fault in and zero each page, which made
-    /// copying into a fresh mapping several times slower than `pwrite`. Only after the write is
-    /// complete does `written` move past it. On an error nothing counts as written (the bytes
+    /// Most parts one [`MapWriter::append`] writes: a stamped base offset and the rest of a
+    /// batch, or (magic 2) two stamps and the two stretches between them.
+    pub const MAX_APPEND_PARTS: usize = 4;
+
+    /// Writes `parts` one after the other at the tail of the segment and returns the position
+    /// they were written at, or `Ok(None)` if they do not fit. The bytes go in with `pwritev` on
+    /// the file rather than a copy through the map: they land in the same page cache pages the
+    /// map shows, but a write of whole pages does not first fault in and zero each page, which
+    /// made copying into a fresh mapping several times slower than `pwrite`. Only after the write
+    /// is complete does `written` move past it. On an error nothing counts as written (the bytes
     /// that did land lie beyond `written` and are overwritten by the next append).
+    ///
+    /// Panics with more than [`Self::MAX_APPEND_PARTS`] parts (a caller's bug, not input).
     #[allow(unsafe_code)]
-    pub fn append(&mut self, head: &[u8], tail: &[u8]) -> io::Result<Option<usize>> {
+    pub fn append(&mut self, parts: &[&[u8]]) -> io::Result<Option<usize>> {
+        assert!(parts.len() <= Self::MAX_APPEND_PARTS, "too many parts");
         let position = self.written();
-        let total = head.len() + tail.len();
+        let total: usize = parts.iter().map(|part| part.len()).sum();
         let Some(end) = position
             .checked_add(total)
             .filter(|end| *end <= self.capacity())
@@ -253,28 +260,34 @@ impl MapWriter {
         let descriptor = self.file()?.as_raw_fd();
         let mut done = 0;
         while done < total {
-            let (first, second) = if done < head.len() {
-                (&head[done..], tail)
-            } else {
-                (&tail[done - head.len()..], &[][..])
-            };
-            let vectors = [
-                libc::iovec {
-                    iov_base: first.as_ptr() as *mut libc::c_void,
-                    iov_len: first.len(),
-                },
-                libc::iovec {
-                    iov_base: second.as_ptr() as *mut libc::c_void,
-                    iov_len: second.len(),
-                },
-            ];
+            // The parts not yet written, the first one cut where the last write stopped.
+            let mut vectors = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; Self::MAX_APPEND_PARTS];
+            let mut count = 0;
+            let mut skip = done;
+            for part in parts {
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                let rest = &part[skip..];
+                skip = 0;
+                vectors[count] = libc::iovec {
+                    iov_base: rest.as_ptr() as *mut libc::c_void,
+                    iov_len: rest.len(),
+                };
+                count += 1;
+            }
             let offset = libc::off_t::try_from(position + done).map_err(io::Error::other)?;
-            // SAFETY: both iovecs point into live slices of the stated lengths, which the kernel
-            // only reads; the descriptor is `self.file`'s, which lives as long as `self`. The file range
+            // SAFETY: the first `count` iovecs point into live slices of the stated lengths,
+            // which the kernel only reads; the descriptor is `self.file`'s, which lives as long as `self`. The file range
             // written, `[position, end)`, is at or beyond `written >= visible`, so no reader holds
             // a slice of the mapped bytes it changes, and `&mut self` on the only writer means no
             // other write to the segment is in progress.
-            let written = unsafe { libc::pwritev(descriptor, vectors.as_ptr(), 2, offset) };
+            let written =
+                unsafe { libc::pwritev(descriptor, vectors.as_ptr(), count as i32, offset) };
             if written < 0 {
                 let error = io::Error::last_os_error();
                 if error.kind() == io::ErrorKind::Interrupted {
@@ -420,14 +433,17 @@ mod tests {
         let mut writer = MapWriter::map(&file, &path, capacity, 0, 0).unwrap();
         drop(file);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
-        assert_eq!(writer.append(b"head", b"tail").unwrap(), Some(0));
+        assert_eq!(
+            writer.append(&[b"he", b"ad", b"", b"tail"]).unwrap(),
+            Some(0)
+        );
         assert_eq!(writer.reserved(), RESERVE_CHUNK_BYTES);
         assert_eq!(
             std::fs::metadata(&path).unwrap().len(),
             RESERVE_CHUNK_BYTES as u64
         );
         let big = vec![7u8; RESERVE_CHUNK_BYTES];
-        assert_eq!(writer.append(&big, &[]).unwrap(), Some(8));
+        assert_eq!(writer.append(&[&big]).unwrap(), Some(8));
         assert_eq!(writer.reserved(), 2 * RESERVE_CHUNK_BYTES);
         let reader = writer.reader();
         reader.publish(writer.written());

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use fencelog::batch::{
-    decode_batches, stamp_base_offset, validate, BatchBuilder, ControlMarker, ProducerStamp,
-    Record as NativeRecord,
+    decode_batches, stamp_base_offset, validate, BatchBuilder, BatchError, ControlMarker,
+    ProducerStamp, Record as NativeRecord,
 };
 use fencelog::server::kafka::batches::{
     to_kafka_batches, to_native_batches, KafkaCompression, RecordLimits, RecordsError,
@@ -403,7 +403,13 @@ fn kafka_batches_of_every_compression_round_trip() {
                 header.epoch, 7,
                 "the native header carries the listener's epoch"
             );
-            assert_eq!(header.magic, if producer.is_some() { 3 } else { 1 });
+            // Uncompressed: kept as it arrived (magic 2); compressed: converted.
+            let magic = match (compression, producer) {
+                (Compression::None, _) => 2,
+                (_, Some(_)) => 3,
+                (_, None) => 1,
+            };
+            assert_eq!(header.magic, magic);
             assert_eq!(ProducerStamp::parse(&batch.bytes), batch.producer);
 
             let native = stamped(&converted, 500);
@@ -674,23 +680,40 @@ fn unsupported_batches_are_refused_with_typed_errors() {
     assert_eq!(convert(&[]).unwrap_err(), RecordsError::Empty);
 }
 
-/// A flipped bit anywhere in the CRC-covered range is a CRC mismatch.
+/// A flipped bit anywhere in the CRC-covered range is a CRC mismatch: found by the conversion
+/// (a compressed batch), or, for a batch kept as it arrived (whose CRC the partition checks
+/// when it appends it, so each byte is read once), by the batch validation every append runs.
 #[test]
 fn any_flipped_bit_after_the_crc_is_a_crc_mismatch() {
-    let kafka = kafka_batch(
-        &[sample(5, Some(b"key"), Some(b"value"))],
-        Compression::None,
-        None,
-    );
-    for position in 21..kafka.len() {
-        let mut copy = kafka.to_vec();
-        copy[position] ^= 0x04;
-        let error = convert(&copy).unwrap_err();
-        assert!(
-            matches!(error, RecordsError::CrcMismatch { .. }),
-            "flip at {position}: {error}"
+    for compression in [Compression::None, Compression::Gzip] {
+        let kafka = kafka_batch(
+            &[sample(5, Some(b"key"), Some(b"value"))],
+            compression,
+            None,
         );
-        assert_eq!(error.kafka_error_code(), 2);
+        for position in 21..kafka.len() {
+            let mut copy = kafka.to_vec();
+            copy[position] ^= 0x04;
+            match convert(&copy) {
+                Err(error) => {
+                    assert!(
+                        matches!(error, RecordsError::CrcMismatch { .. }),
+                        "flip at {position}: {error}"
+                    );
+                    assert_eq!(error.kafka_error_code(), 2);
+                }
+                Ok(kept) => {
+                    assert_eq!(compression, Compression::None, "flip at {position}");
+                    assert!(
+                        matches!(
+                            validate(&kept[0].bytes, usize::MAX),
+                            Err(BatchError::CrcMismatch { .. })
+                        ),
+                        "flip at {position}"
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -1038,7 +1061,12 @@ proptest! {
         kafka[at] ^= mask;
         if let Ok(batches) = convert(&kafka) {
             for batch in batches {
-                prop_assert!(validate(&batch.bytes, usize::MAX).is_ok());
+                // A batch kept as it arrived has its CRC checked by the partition's validation.
+                match validate(&batch.bytes, usize::MAX) {
+                    Ok(_) => {}
+                    Err(BatchError::CrcMismatch { .. }) => prop_assert_eq!(batch.bytes[16], 2),
+                    Err(error) => prop_assert!(false, "{}", error),
+                }
             }
         }
         // The same damage with a fixed CRC reaches the record parser.

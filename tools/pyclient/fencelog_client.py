@@ -95,6 +95,11 @@ BATCH_MAGIC = 1
 # base_sequence i32 and two reserved bytes (docs/protocol.md, Produce). This client reads it.
 BATCH_MAGIC_WITH_PRODUCER = 3
 PRODUCER_FIELDS = struct.Struct(">qhiH")  # 16 bytes, at batch offset 48
+# A Kafka producer's batch kept as it arrived (storage-format.md, "Header, magic 2"): the 64-byte
+# header of magic 3 (CRC-32C of bytes 16..64; producer fields -1 without a producer), then a
+# Kafka record batch v2 with its own CRC-32C. This client reads it (it never sends one).
+BATCH_MAGIC_KAFKA = 2
+KAFKA_HEADER = struct.Struct(">qiiBIhiqqqhii")  # 61 bytes, at batch offset 64
 BATCH_HEADER = struct.Struct(">QIIBBHQIqq")  # 48 bytes
 assert BATCH_HEADER.size == 48
 MAX_RECORDS_PER_BATCH = 1 << 20
@@ -389,6 +394,92 @@ def _parse_records(data: memoryview, pos: int, end: int, base_offset: int,
     return records
 
 
+def _crc32c_table() -> List[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data) -> int:
+    """CRC-32C (Castagnoli, reflected, as Kafka computes it); slow but standard library only."""
+    c = 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for b in bytes(data):
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def _kafka_varint(r: Reader, max_bytes: int) -> int:
+    raw = 0
+    for i in range(max_bytes):
+        b = r.u8()
+        raw |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1)
+    raise CorruptBatch("varint too long")
+
+
+def _kafka_nullable(r: Reader) -> Optional[bytes]:
+    n = _kafka_varint(r, 5)
+    if n < -1:
+        raise CorruptBatch(f"negative length {n}")
+    return None if n == -1 else bytes(r._take(n))
+
+
+def _parse_kafka_batch(mv: memoryview, pos: int, end: int, base_offset: int, epoch: int,
+                       first_ts: int, max_ts: int, count: int,
+                       verify_crc: bool) -> List[Record]:
+    """The records of a magic-2 batch: the Kafka batch at pos + 64, checked against the
+    native header (storage-format.md, "Header, magic 2")."""
+    at = pos + 64
+    if end - at < KAFKA_HEADER.size:
+        raise CorruptBatch(f"magic-2 batch too short at byte {pos}")
+    (k_base, k_length, k_leader_epoch, k_magic, k_crc, k_attributes, k_last_delta, k_base_ts,
+     k_max_ts, _pid, _pepoch, _seq, k_count) = KAFKA_HEADER.unpack_from(mv, at)
+    if verify_crc and crc32c(mv[at + 21:end]) != k_crc:
+        raise CorruptBatch(f"Kafka CRC-32C mismatch at byte {pos}")
+    if (k_base != base_offset or k_length != end - at - 12 or k_magic != 2
+            or k_leader_epoch != -1 or k_last_delta != count - 1 or k_base_ts != first_ts
+            or k_max_ts != max_ts or k_count != count or k_attributes & ~0x10):
+        raise CorruptBatch(f"Kafka header disagrees with the native one at byte {pos}")
+    r = Reader(bytes(mv[at + KAFKA_HEADER.size:end]))
+    records: List[Record] = []
+    for index in range(count):
+        length = _kafka_varint(r, 5)
+        record_end = r.pos + length
+        if length < 0 or record_end > len(r.data):
+            raise CorruptBatch(f"record {index} overruns its batch")
+        r.u8()  # record attributes, 0
+        delta = _kafka_varint(r, 10)
+        if _kafka_varint(r, 5) != index:
+            raise CorruptBatch(f"record {index}: offset delta is not its index")
+        key = _kafka_nullable(r)
+        value = _kafka_nullable(r)
+        headers = []
+        for _ in range(_kafka_varint(r, 5)):
+            name = _kafka_nullable(r)
+            if name is None:
+                raise CorruptBatch(f"record {index}: null header key")
+            headers.append((name.decode("utf-8"), _kafka_nullable(r)))
+        if r.pos != record_end:
+            raise CorruptBatch(f"record {index}: fields do not fill its length")
+        ts = first_ts + delta
+        if delta < 0 or ts > max_ts:
+            raise CorruptBatch(f"record {index}: timestamp outside the batch's")
+        records.append(Record(value=value, key=key, timestamp=ts, headers=headers,
+                              offset=base_offset + index, epoch=epoch))
+    if r.remaining():
+        raise CorruptBatch("records do not fill the batch")
+    return records
+
+
 def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
     """Splits the ``batches`` bytes of a Fetch response into parsed batches."""
     out: List[Batch] = []
@@ -402,6 +493,19 @@ def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
         end = pos + length
         if length < BATCH_HEADER.size or end > len(mv):
             raise CorruptBatch(f"bad batch_length {length} at byte {pos}")
+        if magic == BATCH_MAGIC_KAFKA:
+            if length < 64 + KAFKA_HEADER.size:
+                raise CorruptBatch(f"magic-2 batch shorter than its headers at byte {pos}")
+            if verify_crc and crc32c(mv[pos + 16:pos + 64]) != crc:
+                raise CorruptBatch(f"CRC-32C mismatch of the header at byte {pos}")
+            if attributes & ~0x10 or reserved != 0 or not 1 <= count <= MAX_RECORDS_PER_BATCH:
+                raise CorruptBatch(f"bad magic-2 header at byte {pos}")
+            records = _parse_kafka_batch(mv, pos, end, base_offset, epoch, first_ts, max_ts,
+                                         count, verify_crc)
+            out.append(Batch(base_offset, length, crc, magic, attributes, epoch, count,
+                             first_ts, max_ts, records))
+            pos = end
+            continue
         if verify_crc:
             actual = zlib.crc32(mv[pos + 16:end]) & 0xFFFFFFFF
             if actual != crc:

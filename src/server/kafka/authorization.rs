@@ -142,7 +142,10 @@ pub fn refuse(
                 })
                 .collect();
             let body = FetchResponse::default().with_responses(responses);
-            (ApiKey::Fetch, ResponseBody::Fetch(body, None))
+            (
+                ApiKey::Fetch,
+                ResponseBody::Fetch(body, None, Default::default()),
+            )
         }
         RequestBody::ListOffsets(request) => {
             let topics = request

@@ -30,6 +30,66 @@ const FIRST_FLEXIBLE: i16 = 12;
 /// own: below a few KiB an extra `iovec` costs more than the copy it saves.
 const MIN_ZERO_COPY_BYTES: usize = 4096;
 
+/// The records of the partitions of a Fetch response that are several buffers rather than one
+/// (stored Kafka batches served from the log's bytes, between converted ones): by the
+/// partition's index in the response, counting through its topics' partitions in order. Such a
+/// partition's own `records` is empty; its records are these parts, one after the other.
+#[derive(Debug, Default)]
+pub struct RecordParts {
+    /// (partition index, parts), indices ascending.
+    split: Vec<(usize, Vec<Bytes>)>,
+}
+
+impl RecordParts {
+    /// Records the parts of the partition at `index` (after every index inserted before).
+    pub fn insert(&mut self, index: usize, parts: Vec<Bytes>) {
+        debug_assert!(self.split.last().is_none_or(|(last, _)| *last < index));
+        self.split.push((index, parts));
+    }
+
+    /// The parts of the partition at `index`, if its records were split.
+    fn get(&self, index: usize) -> Option<&[Bytes]> {
+        self.split
+            .binary_search_by_key(&index, |(at, _)| *at)
+            .ok()
+            .map(|found| self.split[found].1.as_slice())
+    }
+
+    /// Bytes of every part.
+    pub fn bytes(&self) -> usize {
+        self.split
+            .iter()
+            .flat_map(|(_, parts)| parts)
+            .map(Bytes::len)
+            .sum()
+    }
+
+    /// `body` with each split partition's parts joined into its `records` (a copy): for the
+    /// generic encoder, which takes one buffer per partition.
+    pub fn joined(&self, body: &FetchResponse) -> FetchResponse {
+        let mut body = body.clone();
+        let partitions = body
+            .responses
+            .iter_mut()
+            .flat_map(|topic| topic.partitions.iter_mut());
+        for (index, partition) in partitions.enumerate() {
+            if let Some(parts) = self.get(index) {
+                let mut records = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+                for part in parts {
+                    records.extend_from_slice(part);
+                }
+                partition.records = Some(records.freeze());
+            }
+        }
+        body
+    }
+
+    /// No partition's records were split.
+    pub fn is_empty(&self) -> bool {
+        self.split.is_empty()
+    }
+}
+
 /// Writes a whole Fetch response frame (size prefix, response header, body) as parts: the
 /// fields in `scratch`, each large records field as its own `Bytes`. `None` when the response
 /// needs the generic encoder (a version or a field this writer does not cover); `Some(Err)`
@@ -38,6 +98,7 @@ pub fn encode_fetch_frame(
     correlation_id: i32,
     version: i16,
     body: &FetchResponse,
+    split: &RecordParts,
     max_frame_bytes: usize,
     scratch: &mut BytesMut,
     parts: &mut Vec<Bytes>,
@@ -48,6 +109,7 @@ pub fn encode_fetch_frame(
     let flexible = version >= FIRST_FLEXIBLE;
     // Where each records part goes in the frame: (offset in scratch, bytes).
     let mut records_at: Vec<(usize, &Bytes)> = Vec::new();
+    let mut index = 0;
     let mut records_bytes = 0usize;
     let start = scratch.len();
     scratch.put_u32(0); // size, filled in below
@@ -90,20 +152,29 @@ pub fn encode_fetch_frame(
             if version >= 11 {
                 scratch.put_i32(partition.preferred_read_replica.0);
             }
-            match &partition.records {
+            let records = match (&partition.records, split.get(index)) {
+                (_, Some(parts)) => Some(parts),
+                (Some(records), None) => Some(std::slice::from_ref(records)),
+                (None, None) => None,
+            };
+            index += 1;
+            match records {
                 None if flexible => put_unsigned_varint(scratch, 0),
                 None => scratch.put_i32(-1),
-                Some(records) => {
+                Some(parts) => {
+                    let len: usize = parts.iter().map(Bytes::len).sum();
                     if flexible {
-                        put_unsigned_varint(scratch, records.len() as u64 + 1);
+                        put_unsigned_varint(scratch, len as u64 + 1);
                     } else {
-                        scratch.put_i32(i32::try_from(records.len()).ok()?);
+                        scratch.put_i32(i32::try_from(len).ok()?);
                     }
-                    if records.len() < MIN_ZERO_COPY_BYTES {
-                        scratch.put_slice(records);
-                    } else {
-                        records_at.push((scratch.len(), records));
-                        records_bytes += records.len();
+                    for part in parts {
+                        if part.len() < MIN_ZERO_COPY_BYTES {
+                            scratch.put_slice(part);
+                        } else {
+                            records_at.push((scratch.len(), part));
+                            records_bytes += part.len();
+                        }
                     }
                 }
             }
@@ -203,7 +274,7 @@ mod tests {
             correlation_id,
             api_key: ApiKey::Fetch,
             api_version: version,
-            body: ResponseBody::Fetch(body.clone(), None),
+            body: ResponseBody::Fetch(body.clone(), None, RecordParts::default()),
         };
         let mut out = BytesMut::new();
         response
@@ -213,12 +284,22 @@ mod tests {
     }
 
     fn zero_copy(correlation_id: i32, version: i16, body: &FetchResponse) -> (Vec<u8>, usize) {
+        zero_copy_split(correlation_id, version, body, &RecordParts::default())
+    }
+
+    fn zero_copy_split(
+        correlation_id: i32,
+        version: i16,
+        body: &FetchResponse,
+        split: &RecordParts,
+    ) -> (Vec<u8>, usize) {
         let mut scratch = BytesMut::new();
         let mut parts = Vec::new();
         encode_fetch_frame(
             correlation_id,
             version,
             body,
+            split,
             usize::MAX,
             &mut scratch,
             &mut parts,
@@ -300,14 +381,61 @@ mod tests {
             body in response_strategy(),
             version in 4i16..=12,
             correlation_id in any::<i32>(),
+            cut_at in any::<usize>(),
         ) {
             let mut body = body;
             if version < 7 {
                 body.session_id = 0;
             }
             let (bytes, _) = zero_copy(correlation_id, version, &body);
-            prop_assert_eq!(bytes, reference(correlation_id, version, &body));
+            prop_assert_eq!(&bytes, &reference(correlation_id, version, &body));
+            // The same records, each partition's cut in pieces (as stored Kafka batches between
+            // converted ones are): the same frame, by both writers.
+            let (cut, split) = cut_records(&body, cut_at);
+            let (split_bytes, _) = zero_copy_split(correlation_id, version, &cut, &split);
+            prop_assert_eq!(&split_bytes, &bytes);
+            let generic = KafkaResponse {
+                correlation_id,
+                api_key: ApiKey::Fetch,
+                api_version: version,
+                body: ResponseBody::Fetch(cut, None, split),
+            };
+            let mut out = BytesMut::new();
+            generic.encode_frame(&mut out, usize::MAX).expect("generic");
+            prop_assert_eq!(out.to_vec(), bytes);
         }
+    }
+
+    /// `body` with every partition's non-empty records moved into parts cut at
+    /// `cut_at` (modulo their length) and at their middle, its own `records` left empty.
+    fn cut_records(body: &FetchResponse, cut_at: usize) -> (FetchResponse, RecordParts) {
+        let mut body = body.clone();
+        let mut split = RecordParts::default();
+        let partitions = body
+            .responses
+            .iter_mut()
+            .flat_map(|topic| topic.partitions.iter_mut());
+        for (index, partition) in partitions.enumerate() {
+            let Some(records) = partition
+                .records
+                .clone()
+                .filter(|records| records.len() > 1)
+            else {
+                continue;
+            };
+            let mut cuts = [cut_at % records.len(), records.len() / 2];
+            cuts.sort_unstable();
+            split.insert(
+                index,
+                vec![
+                    records.slice(..cuts[0]),
+                    records.slice(cuts[0]..cuts[1]),
+                    records.slice(cuts[1]..),
+                ],
+            );
+            partition.records = Some(Bytes::new());
+        }
+        (body, split)
     }
 
     /// Proves: large records are sent as parts of their own (not copied into the frame), small
@@ -324,9 +452,17 @@ mod tests {
             ])]);
         let mut scratch = BytesMut::new();
         let mut parts = Vec::new();
-        encode_fetch_frame(1, 12, &body, usize::MAX, &mut scratch, &mut parts)
-            .expect("plain")
-            .expect("fits");
+        encode_fetch_frame(
+            1,
+            12,
+            &body,
+            &RecordParts::default(),
+            usize::MAX,
+            &mut scratch,
+            &mut parts,
+        )
+        .expect("plain")
+        .expect("fits");
         assert_eq!(parts.len(), 3, "fields, the big records, the rest");
         assert_eq!(
             parts[1].as_ptr(),
@@ -348,12 +484,29 @@ mod tests {
                 )])]);
         let mut scratch = BytesMut::new();
         let mut parts = Vec::new();
-        assert!(encode_fetch_frame(1, 12, &tagged, usize::MAX, &mut scratch, &mut parts).is_none());
+        assert!(encode_fetch_frame(
+            1,
+            12,
+            &tagged,
+            &RecordParts::default(),
+            usize::MAX,
+            &mut scratch,
+            &mut parts
+        )
+        .is_none());
         let big = FetchResponse::default()
             .with_responses(vec![FetchableTopicResponse::default().with_partitions(
                 vec![PartitionData::default().with_records(Some(Bytes::from(vec![0u8; 10_000])))],
             )]);
-        let result = encode_fetch_frame(1, 12, &big, 9_000, &mut scratch, &mut parts);
+        let result = encode_fetch_frame(
+            1,
+            12,
+            &big,
+            &RecordParts::default(),
+            9_000,
+            &mut scratch,
+            &mut parts,
+        );
         assert!(matches!(result, Some(Err(_))));
         assert!(parts.is_empty() && scratch.is_empty());
     }

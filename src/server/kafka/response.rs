@@ -41,8 +41,13 @@ pub struct KafkaResponse {
 pub enum ResponseBody {
     /// Produce (0).
     Produce(ProduceResponse),
-    /// Fetch (1), with the memory-budget share its record buffers hold until it is encoded.
-    Fetch(FetchResponse, Option<Reservation>),
+    /// Fetch (1), with the memory-budget share its record buffers hold until it is encoded,
+    /// and the records of partitions that are several buffers.
+    Fetch(
+        FetchResponse,
+        Option<Reservation>,
+        super::fetch_encoding::RecordParts,
+    ),
     /// ApiVersions (18).
     ApiVersions(ApiVersionsResponse),
     /// Metadata (3).
@@ -130,7 +135,8 @@ impl ResponseBody {
     fn encode(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
         let encoded = match self {
             Self::Produce(body) => body.encode(out, version),
-            Self::Fetch(body, _) => body.encode(out, version),
+            Self::Fetch(body, _, split) if split.is_empty() => body.encode(out, version),
+            Self::Fetch(body, _, split) => split.joined(body).encode(out, version),
             Self::ApiVersions(body) => body.encode(out, version),
             Self::Metadata(body) => body.encode(out, version),
             Self::ListOffsets(body) => body.encode(out, version),
@@ -233,10 +239,11 @@ impl KafkaResponse {
         parts: &mut Vec<Bytes>,
     ) -> AfterEncode {
         let zero_copy = match &self.body {
-            ResponseBody::Fetch(body, _) => super::fetch_encoding::encode_fetch_frame(
+            ResponseBody::Fetch(body, _, split) => super::fetch_encoding::encode_fetch_frame(
                 self.correlation_id,
                 self.api_version,
                 body,
+                split,
                 max_frame_bytes,
                 scratch,
                 parts,

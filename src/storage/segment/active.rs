@@ -203,8 +203,8 @@ impl ActiveSegment {
     }
 
     /// Writes a validated batch at the tail with the broker's base offset in place of the
-    /// producer's (the first 8 bytes, outside the CRC: written from a separate buffer, so the
-    /// batch is never copied to stamp it). `Ok(None)` if it does not fit (the caller rolls):
+    /// producer's (the first 8 bytes, outside the CRC, and a magic-2 batch's Kafka
+    /// `baseOffset`: written from a separate buffer, so the batch is never copied to stamp it). `Ok(None)` if it does not fit (the caller rolls):
     /// either the bytes, or the offsets (index entries hold offsets relative to the segment's
     /// base as `u32`). Returns the end position after the batch. On an error nothing was
     /// appended.
@@ -221,7 +221,17 @@ impl ActiveSegment {
             return Ok(None);
         };
         let stamp = base_offset.to_be_bytes();
-        let Some(position) = self.map.append(&stamp, &batch_bytes[stamp.len()..])? else {
+        let written = match crate::batch::inner_base_offset_at(batch_bytes) {
+            None => self.map.append(&[&stamp, &batch_bytes[stamp.len()..]]),
+            // A stored Kafka batch carries the base offset twice (outside both checksums).
+            Some(inner) => self.map.append(&[
+                &stamp,
+                &batch_bytes[stamp.len()..inner],
+                &stamp,
+                &batch_bytes[inner + stamp.len()..],
+            ]),
+        };
+        let Some(position) = written? else {
             return Ok(None);
         };
         // The copy was validated before: count it as verified so reads skip the CRC.

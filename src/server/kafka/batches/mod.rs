@@ -16,9 +16,9 @@ mod compression;
 pub mod records;
 mod to_kafka;
 mod to_native;
-pub(crate) mod varint;
+pub(crate) use crate::batch::varint;
 
 pub use records::{
-    to_kafka_batches, to_native_batches, ConvertedBatch, KafkaCompression, RecordLimits,
-    RecordsError,
+    to_kafka_batches, to_kafka_parts, to_native_batches, ConvertedBatch, KafkaCompression,
+    RecordLimits, RecordsError,
 };

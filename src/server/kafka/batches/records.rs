@@ -36,7 +36,7 @@ use thiserror::Error;
 use crate::batch::{BatchError, ProducerStamp, MAX_RECORDS_PER_BATCH};
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
-pub use super::to_kafka::to_kafka_batches;
+pub use super::to_kafka::{to_kafka_batches, to_kafka_parts};
 pub use super::to_native::to_native_batches;
 
 /// Size of a Kafka record batch v2 header, up to and including the records count.
@@ -156,8 +156,11 @@ impl std::fmt::Display for KafkaCompression {
 /// One Kafka batch converted into one native batch, ready for the partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConvertedBatch {
-    /// The native batch: magic 3 with a producer, else magic 1; base offset 0 (the broker
-    /// stamps it), header epoch = the `epoch` the conversion was given, CRC computed.
+    /// The batch the partition appends: the Kafka batch kept as it arrived behind a native
+    /// header (magic 2) when nothing in it needs rewriting (uncompressed, CreateTime, ...: see
+    /// `crate::batch::wrap_kafka_batch`), else a native batch, magic 3 with a producer or
+    /// magic 1; base offset 0 (the broker stamps it), header epoch = the `epoch` the
+    /// conversion was given.
     pub bytes: Bytes,
     /// Records in the batch (at least 1).
     pub record_count: u32,

@@ -1,6 +1,7 @@
-//! Stored native batches → Kafka record batches v2 (uncompressed), for every Kafka fetch.
+//! Stored batches → Kafka record batches v2 (uncompressed), for every Kafka fetch.
 //!
-//! One pass per batch: the Kafka header is written with gaps for its length and CRC, each
+//! A Kafka batch stored as it arrived (magic 2) is served as it is stored. A native batch is
+//! converted in one pass: the Kafka header is written with gaps for its length and CRC, each
 //! native record is walked once (its headers twice: once to size the record's length varint,
 //! once to copy them) and written with its varints straight into the output, then the gaps are
 //! filled. No allocation per record or per batch beyond growing the output buffer.
@@ -12,7 +13,7 @@ use super::records::{RecordsError, KAFKA_HEADER_BYTES, KAFKA_MAGIC};
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len, Reader};
 use crate::batch::{
     header_len, BatchHeader, ProducerStamp, ATTRIBUTE_CONTROL, ATTRIBUTE_TRANSACTIONAL,
-    MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
+    KAFKA_ENVELOPE_BYTES, MAGIC_KAFKA, MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
 };
 
 /// Kafka's "no producer id / epoch / sequence".
@@ -23,38 +24,84 @@ const NO_SEQUENCE: i32 = -1;
 /// truncation checks (fencelog's epochs are fencing tokens, not Kafka leader epochs).
 const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 
-/// Appends stored native batches (magic 1 or 3, base offsets stamped; whole batches, several
-/// possibly concatenated in one `Bytes`, as a fetch returns them) to `out` as uncompressed Kafka
-/// record batches v2: baseOffset = the native base offset, partitionLeaderEpoch -1, CreateTime
-/// timestamps (the native `first_timestamp` and deltas), producerId/producerEpoch/baseSequence
-/// from a magic-3 header (else -1), CRC32C computed.
+/// Appends stored batches (whole batches, several possibly concatenated in one `Bytes`, as a
+/// fetch returns them) to `out` as Kafka record batches v2: [`to_kafka_parts`] in one buffer.
+pub fn to_kafka_batches(native: &[Bytes], out: &mut BytesMut) -> Result<(), RecordsError> {
+    let mut parts = Vec::new();
+    to_kafka_parts(native, &mut parts)?;
+    for part in parts {
+        out.extend_from_slice(&part);
+    }
+    Ok(())
+}
+
+/// Stored batches (whole batches, several possibly concatenated in one `Bytes`, as a fetch
+/// returns them) as the Kafka record batches v2 a Kafka consumer reads, appended to `parts` in
+/// order:
+///
+/// - a magic-2 batch (a Kafka batch kept as its producer sent it, `crate::batch::kafka_batch`)
+///   is served from the stored bytes: its part is a slice of them, nothing copied;
+/// - a magic-1 or magic-3 batch (written by a native producer, or a Kafka batch that had to be
+///   converted) is converted into a buffer shared by consecutive converted batches:
+///   baseOffset = the native base offset, partitionLeaderEpoch -1, CreateTime timestamps (the
+///   native `first_timestamp` and deltas), producerId/producerEpoch/baseSequence from a magic-3
+///   header (else -1), CRC32C computed.
 ///
 /// The stored batches' CRCs are not checked again here: the partition checks each batch it
-/// serves. Their structure is, since a damaged batch must fail, not panic: on an error `out` is
-/// left as it was and nothing of the fetch should be served.
-pub fn to_kafka_batches(native: &[Bytes], out: &mut BytesMut) -> Result<(), RecordsError> {
-    let start = out.len();
-    let total: usize = native.iter().map(Bytes::len).sum();
-    // Kafka's records are rarely larger than native ones; a little slack for the headers.
-    out.reserve(total + total / 16 + KAFKA_HEADER_BYTES);
+/// serves. Their structure is, since a damaged batch must fail, not panic: on an error `parts`
+/// is left as it was and nothing of the fetch should be served.
+pub fn to_kafka_parts(native: &[Bytes], parts: &mut Vec<Bytes>) -> Result<(), RecordsError> {
+    let kept = parts.len();
+    let mut converted = BytesMut::new();
     for chunk in native {
         let mut position = 0;
         while position < chunk.len() {
-            match convert_batch(&chunk[position..], out) {
+            let rest = &chunk[position..];
+            let served = match crate::batch::kafka_batch(rest) {
+                Some(_) => stored_kafka_len(rest).inspect(|length| {
+                    if !converted.is_empty() {
+                        parts.push(converted.split().freeze());
+                    }
+                    parts.push(chunk.slice(position + KAFKA_ENVELOPE_BYTES..position + length));
+                }),
+                None => {
+                    if converted.is_empty() {
+                        converted.reserve(chunk.len() - position + KAFKA_HEADER_BYTES);
+                    }
+                    convert_batch(rest, &mut converted)
+                }
+            };
+            match served {
                 Ok(length) => position += length,
                 Err(reason) => {
-                    out.truncate(start);
+                    parts.truncate(kept);
                     return Err(RecordsError::StoredBatch { position, reason });
                 }
             }
         }
     }
+    if !converted.is_empty() {
+        parts.push(converted.freeze());
+    }
     Ok(())
+}
+
+/// The length of the magic-2 batch at the start of `rest`, checked to lie within it.
+fn stored_kafka_len(rest: &[u8]) -> Result<usize, &'static str> {
+    let header = BatchHeader::parse(rest).ok_or("shorter than a batch header")?;
+    let length = header.batch_length as usize;
+    if length < KAFKA_ENVELOPE_BYTES + KAFKA_HEADER_BYTES || length > rest.len() {
+        return Err("a stored Kafka batch's length runs past the bytes given");
+    }
+    Ok(length)
 }
 
 /// Converts the native batch at the start of `rest`, returning its length.
 fn convert_batch(rest: &[u8], out: &mut BytesMut) -> Result<usize, &'static str> {
     let header = BatchHeader::parse(rest).ok_or("shorter than a batch header")?;
+    if header.magic == MAGIC_KAFKA {
+        return Err("a magic-2 batch too short to hold a Kafka batch");
+    }
     let records_at = header_len(header.magic).ok_or("unknown batch magic")?;
     let length = header.batch_length as usize;
     if length < records_at {

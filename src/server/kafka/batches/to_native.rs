@@ -69,7 +69,11 @@ pub fn to_native_batches(
     let mut position = 0;
     while position < records.len() {
         let length = kafka_batch_len(&records[position..], position)?;
-        converted.push(converter.batch(&records[position..position + length])?);
+        let kafka = &records[position..position + length];
+        converted.push(match converter.keep_as_is(kafka) {
+            Some(kept) => kept,
+            None => converter.batch(kafka)?,
+        });
         position += length;
     }
     Ok(converted)
@@ -128,6 +132,30 @@ struct KafkaHeader {
 }
 
 impl Converter<'_> {
+    /// One whole Kafka batch kept as it arrived, behind a native header (magic 2, see
+    /// `crate::batch::wrap_kafka_batch`), when nothing in it needs rewriting; `None` when it
+    /// must be converted. Its CRC32C is checked by the partition when it appends the batch.
+    fn keep_as_is(&mut self, kafka: &[u8]) -> Option<ConvertedBatch> {
+        self.out.clear();
+        let kept = crate::batch::wrap_kafka_batch(
+            kafka,
+            self.epoch,
+            self.limits.max_batch_bytes,
+            self.limits.max_records_per_batch,
+            &mut self.out,
+        )?;
+        Some(ConvertedBatch {
+            bytes: self.out.split().freeze(),
+            record_count: kept.record_count,
+            producer: kept.producer,
+            transactional: kept.transactional,
+            first_timestamp: kept.first_timestamp,
+            max_timestamp: kept.max_timestamp,
+            compression: KafkaCompression::None,
+            kafka_bytes: kafka.len(),
+        })
+    }
+
     /// Converts one whole Kafka batch (exactly its bytes).
     fn batch(&mut self, kafka: &[u8]) -> Result<ConvertedBatch, RecordsError> {
         let header = check_header(kafka, self.limits)?;

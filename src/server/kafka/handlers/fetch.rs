@@ -1,6 +1,7 @@
-//! Fetch (key 1), v4..=12: reads each partition from its fetch offset and converts the stored
-//! batches to Kafka record batches v2 (`crate::server::kafka::batches::records`), long-polling when nothing is
-//! there yet.
+//! Fetch (key 1), v4..=12: reads each partition from its fetch offset and serves the stored
+//! batches as Kafka record batches v2, long-polling when nothing is there yet: a Kafka batch kept
+//! as it arrived (magic 2) from the log's own bytes, each its own part of the vectored write; a
+//! native batch converted (`crate::server::kafka::batches::records::to_kafka_parts`).
 //!
 //! What a Kafka consumer sees, and why:
 //! - Whole batches: a fetch offset inside a batch returns the whole batch (clients skip the
@@ -29,7 +30,8 @@
 //!   `UNKNOWN_LEADER_EPOCH`), so a consumer that missed a failover refreshes its metadata.
 //! - An offset outside the log is `OFFSET_OUT_OF_RANGE` for that partition, with the log start
 //!   and high watermark so the client can reset.
-//! - Memory: the converted batches are heap buffers, so each read first reserves its byte limit
+//! - Memory: converted batches are heap buffers (kept ones are the log's mapped bytes), so each
+//!   read first reserves its byte limit
 //!   from the server's memory budget (after the long poll: a waiting consumer holds nothing) and
 //!   keeps only what the answer uses until it is encoded. A fetch that cannot get its share
 //!   within the budget's wait is answered with offsets and no records (the client fetches
@@ -38,7 +40,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -49,7 +51,8 @@ use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use crate::batch::batches_below;
 use crate::broker::{BrokerService, FetchRequest as Read};
-use crate::server::kafka::batches::records::to_kafka_batches;
+use crate::server::kafka::batches::records::to_kafka_parts;
+use crate::server::kafka::fetch_encoding::RecordParts;
 use crate::server::memory_budget::{FetchMemory, Reservation};
 
 /// Longest a Kafka fetch may wait for data.
@@ -112,17 +115,17 @@ pub async fn handle(
             committed,
         )
     };
-    let (mut answers, mut held) = read_all().await;
+    let ((mut answers, mut parts), mut held) = read_all().await;
     let min_bytes = usize::try_from(request.min_bytes)
         .unwrap_or(0)
         .clamp(1, max_bytes);
-    if records_bytes(&answers) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
+    if records_bytes(&answers, &parts) < min_bytes && !max_wait.is_zero() && !wanted.is_empty() {
         drop(held);
         wait_for_bytes(&service, &names, &wanted, min_bytes, max_wait).await;
-        (answers, held) = read_all().await;
+        ((answers, parts), held) = read_all().await;
     }
     if let Some(held) = held.as_mut() {
-        held.shrink_to(records_bytes(&answers));
+        held.shrink_to(records_bytes(&answers, &parts));
     }
     let mut topics: Vec<FetchableTopicResponse> = names
         .iter()
@@ -140,17 +143,19 @@ pub async fn handle(
                 .with_session_id(0)
                 .with_responses(topics),
             held,
+            parts,
         ),
     }
 }
 
 /// Bytes of records in the answers.
-fn records_bytes(answers: &[PartitionData]) -> usize {
+fn records_bytes(answers: &[PartitionData], parts: &RecordParts) -> usize {
     answers
         .iter()
         .filter_map(|answer| answer.records.as_ref())
         .map(|records| records.len())
-        .sum()
+        .sum::<usize>()
+        + parts.bytes()
 }
 
 /// The largest share of the memory budget one fetch reserves, as a divisor of the budget: a
@@ -168,7 +173,7 @@ async fn budgeted_read_all(
     wanted: &[Wanted],
     max_bytes: usize,
     committed: bool,
-) -> (Vec<PartitionData>, Option<Reservation>) {
+) -> ((Vec<PartitionData>, RecordParts), Option<Reservation>) {
     let Some(memory) = fetch_memory else {
         return (read_all(service, names, wanted, max_bytes, committed), None);
     };
@@ -180,7 +185,10 @@ async fn budgeted_read_all(
         ),
         Err(error) => {
             tracing::warn!(%error, "Kafka fetch answered without records: memory budget exhausted");
-            (offsets_only(service, names, wanted), None)
+            (
+                (offsets_only(service, names, wanted), RecordParts::default()),
+                None,
+            )
         }
     }
 }
@@ -207,19 +215,23 @@ fn offsets_only(
         .collect()
 }
 
-/// Reads every wanted partition once, without waiting, within the byte budget.
+/// Reads every wanted partition once, without waiting, within the byte budget. A partition
+/// whose records are several buffers (stored Kafka batches served as they are stored, between
+/// converted ones) has them in the [`RecordParts`], its `records` empty.
 fn read_all(
     service: &BrokerService,
     names: &[kafka_protocol::messages::TopicName],
     wanted: &[Wanted],
     max_bytes: usize,
     committed: bool,
-) -> Vec<PartitionData> {
+) -> (Vec<PartitionData>, RecordParts) {
     let mut budget = max_bytes;
     let mut first_with_data = true;
-    wanted
+    let mut split = RecordParts::default();
+    let answers = wanted
         .iter()
-        .map(|want| {
+        .enumerate()
+        .map(|(index, want)| {
             let answer = PartitionData::default()
                 .with_partition_index(want.partition)
                 .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1))
@@ -272,17 +284,26 @@ fn read_all(
             });
             match read {
                 Ok((read, last_stable, aborted)) => {
-                    let mut records = BytesMut::new();
-                    if let Err(error) = to_kafka_batches(&read.batches, &mut records) {
+                    let mut parts = Vec::new();
+                    if let Err(error) = to_kafka_parts(&read.batches, &mut parts) {
                         tracing::error!(%topic, partition, %error, "stored batches could not be served as Kafka batches");
                         return answer
                             .with_error_code(ResponseError::CorruptMessage.code())
                             .with_records(Some(Default::default()));
                     }
-                    if !records.is_empty() {
+                    let bytes: usize = parts.iter().map(Bytes::len).sum();
+                    if bytes > 0 {
                         first_with_data = false;
-                        budget = budget.saturating_sub(records.len());
+                        budget = budget.saturating_sub(bytes);
                     }
+                    let records = match parts.len() {
+                        0 => Bytes::new(),
+                        1 => parts.pop().expect("one part"),
+                        _ => {
+                            split.insert(index, parts);
+                            Bytes::new()
+                        }
+                    };
                     let offsets = Offsets {
                         log_start: read.log_start_offset as i64,
                         high_watermark: read.high_watermark as i64,
@@ -290,7 +311,7 @@ fn read_all(
                     };
                     with_offsets(answer, offsets)
                         .with_aborted_transactions(Some(aborted))
-                        .with_records(Some(records.freeze()))
+                        .with_records(Some(records))
                 }
                 Err(error) => {
                     with_offsets(answer, current_offsets(service, &topic, partition))
@@ -299,7 +320,8 @@ fn read_all(
                 }
             }
         })
-        .collect()
+        .collect();
+    (answers, split)
 }
 
 /// The offsets an answer carries.
