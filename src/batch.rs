@@ -49,8 +49,8 @@ mod stored_kafka;
 pub(crate) mod varint;
 
 pub use stored_kafka::{
-    kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT, KAFKA_ENVELOPE_BYTES,
-    MAGIC_KAFKA,
+    decode_kafka_batches_into, kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT,
+    KAFKA_ENVELOPE_BYTES, MAGIC_KAFKA,
 };
 
 /// Size of the batch header in bytes: of a magic-1 batch, and of the fields every batch starts

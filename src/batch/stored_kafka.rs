@@ -191,6 +191,93 @@ pub fn wrap_kafka_batch(
     })
 }
 
+/// Decodes Kafka record batches v2 as fencelog serves them to a Kafka consumer (several back to
+/// back, as a Fetch answer's `records` holds them: uncompressed, each record at or after its
+/// batch's `baseTimestamp`), checking each batch's length and CRC-32C, and appends their records
+/// to `records`; control batches (transaction markers) are checked and yield nothing. For a
+/// lean Kafka reader (the bench's), not a general Kafka decoder: a compressed batch is an error.
+pub fn decode_kafka_batches_into(
+    mut buffer: bytes::Bytes,
+    records: &mut Vec<super::Record>,
+) -> Result<(), BatchError> {
+    while !buffer.is_empty() {
+        if buffer.len() < KAFKA_HEADER_BYTES {
+            return Err(BatchError::TooShort { len: buffer.len() });
+        }
+        let declared = be_i32(&buffer, kafka::LENGTH_AT);
+        let length = usize::try_from(declared)
+            .ok()
+            .and_then(|declared| declared.checked_add(kafka::LENGTH_FIELD_END))
+            .filter(|length| (KAFKA_HEADER_BYTES..=buffer.len()).contains(length))
+            .ok_or(BatchError::LengthMismatch {
+                declared: declared as u64,
+                actual: buffer.len(),
+            })?;
+        let batch = buffer.split_to(length);
+        if batch[kafka::MAGIC_AT] != MAGIC_KAFKA {
+            return Err(BatchError::UnsupportedMagic(batch[kafka::MAGIC_AT]));
+        }
+        let expected = be_u32(&batch, kafka::CRC_AT);
+        let actual = crc32c::crc32c(&batch[kafka::ATTRIBUTES_AT..]);
+        if actual != expected {
+            return Err(BatchError::CrcMismatch { expected, actual });
+        }
+        const CONTROL: u16 = 1 << 5;
+        let attributes = be_u16(&batch, kafka::ATTRIBUTES_AT);
+        if attributes & !(kafka::TRANSACTIONAL | CONTROL) != 0 {
+            return Err(BatchError::ReservedBitsSet);
+        }
+        if attributes & CONTROL != 0 {
+            continue;
+        }
+        let base_offset = be_u64(&batch, kafka::BASE_OFFSET_AT);
+        let base_timestamp = be_i64(&batch, kafka::BASE_TIMESTAMP_AT);
+        let count = u32::try_from(be_i32(&batch, kafka::COUNT_AT))
+            .ok()
+            .filter(|count| (1..=MAX_RECORDS_PER_BATCH).contains(count))
+            .ok_or(BatchError::BadRecordCount(
+                be_i32(&batch, kafka::COUNT_AT) as u32
+            ))?;
+        if base_offset.checked_add(u64::from(count)).is_none() {
+            return Err(BatchError::OffsetOverflow {
+                base_offset,
+                record_count: count,
+            });
+        }
+        let before = records.len();
+        let to_bytes = |slice: &[u8]| batch.slice_ref(slice);
+        let walked = walk_records(
+            &batch[kafka::RECORDS_AT..],
+            count,
+            base_timestamp,
+            |index, raw| {
+                records.push(super::Record {
+                    offset: base_offset + u64::from(index),
+                    epoch: 0,
+                    timestamp: base_timestamp.saturating_add(i64::from(raw.timestamp_delta)),
+                    key: raw.key.map(to_bytes),
+                    value: raw.value.map(to_bytes),
+                    headers: raw
+                        .headers
+                        .into_iter()
+                        .map(|(name, value)| {
+                            (
+                                String::from_utf8_lossy(name).into_owned(),
+                                value.map(to_bytes),
+                            )
+                        })
+                        .collect(),
+                });
+            },
+        );
+        if let Err(error) = walked {
+            records.truncate(before);
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
 /// The CRC checks of a magic-2 batch (`bytes` is exactly one batch, its length already matched
 /// against the header): the native header's CRC32C, then the Kafka batch's.
 pub(super) fn check_crcs(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError> {
@@ -544,6 +631,35 @@ mod tests {
         assert_eq!(records[2].value, None);
         assert_eq!(records[1].headers.len(), 2);
         assert_eq!(records[1].headers[1].1, None);
+    }
+
+    /// Proves: the lean Kafka reader reads a kept batch's Kafka bytes (two of them back to
+    /// back) as the native decoder reads the stored batch, and refuses a damaged one.
+    #[test]
+    fn the_lean_kafka_reader_reads_what_is_served() {
+        let kafka = kafka_batch_of(&three_records(), 1_000, 0, (-1, -1, -1), -1);
+        let mut stored = wrap(&kafka, 2).unwrap().to_vec();
+        stamp_base_offset(&mut stored, 10);
+        let stored = Bytes::from(stored);
+        let native = decode_batch(&stored).unwrap();
+        let inner = stored.slice(KAFKA_ENVELOPE_BYTES..);
+        let mut twice = BytesMut::from(&inner[..]);
+        twice.extend_from_slice(&inner);
+        let mut records = Vec::new();
+        decode_kafka_batches_into(twice.freeze(), &mut records).unwrap();
+        let epochless: Vec<Record> = native
+            .iter()
+            .cloned()
+            .map(|record| Record { epoch: 0, ..record })
+            .collect();
+        assert_eq!(records[..3], epochless[..]);
+        assert_eq!(records[3..], epochless[..]);
+        let mut damaged = inner.to_vec();
+        *damaged.last_mut().unwrap() ^= 1;
+        assert!(matches!(
+            decode_kafka_batches_into(Bytes::from(damaged), &mut Vec::new()),
+            Err(BatchError::CrcMismatch { .. })
+        ));
     }
 
     /// Proves: batches that need rewriting are not kept (the caller converts them).

@@ -30,7 +30,7 @@ use tempfile::TempDir;
 
 use crate::cluster_processes::BrokerProcess;
 use crate::kafka_cluster::{free_port, logs, start_broker};
-use crate::kafka_transactions_kill9::check_whole_and_kept;
+use crate::kafka_transactions_kill9::whole_and_kept;
 use crate::support::etcd::EtcdServer;
 use crate::support::python::python_module_missing;
 
@@ -87,19 +87,23 @@ impl KafkaCluster {
         .await;
     }
 
-    /// The broker leading `topic`/`partition` now.
+    /// The broker leading `topic`/`partition` now (waiting while it has none: between a
+    /// leader's loss and the next election, or while a loaded machine is slow to elect one).
     async fn leader_of(&self, topic: &str, partition: u32) -> NodeId {
-        let described = self
-            .client
-            .cluster_metadata(&[topic])
-            .await
-            .expect("metadata");
-        described
-            .partitions
-            .iter()
-            .find(|state| state.topic == topic && state.partition == partition)
-            .and_then(|state| state.leader)
-            .unwrap_or_else(|| panic!("{topic}/{partition} has a leader"))
+        crate::support::eventually(&format!("{topic}/{partition} has a leader"), || async {
+            let described = self
+                .client
+                .cluster_metadata(&[topic])
+                .await
+                .map_err(|error| error.to_string())?;
+            described
+                .partitions
+                .iter()
+                .find(|state| state.topic == topic && state.partition == partition)
+                .and_then(|state| state.leader)
+                .ok_or_else(|| "no leader yet".to_string())
+        })
+        .await
     }
 
     /// The broker coordinating `transactional_id`: the leader of its offsets partition.
@@ -295,7 +299,15 @@ async fn kill_9_mid_commit(test: &str, victim: Victim) {
             .or_default()
             .push(index.parse().expect("index"));
     }
-    check_whole_and_kept(&transactions, &acknowledged, 5);
+    if let Err(problem) = whole_and_kept(&transactions, &acknowledged, 5) {
+        panic!(
+            "{problem}\nbroker {node} was killed after {at_kill} commits; the loop said {said:?}; \
+             {} transactions visible, {} acknowledged\n{}",
+            transactions.len(),
+            acknowledged.len(),
+            logs(&cluster.brokers)
+        );
+    }
     eprintln!(
         "{at_kill} transactions acknowledged before the kill -9 of broker {node}, {} after; {} visible; the loop said {said:?}",
         acknowledged.len() - at_kill,

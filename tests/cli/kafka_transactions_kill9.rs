@@ -128,19 +128,31 @@ pub(crate) fn check_whole_and_kept(
     acknowledged: &[u64],
     records: u64,
 ) {
+    if let Err(problem) = whole_and_kept(transactions, acknowledged, records) {
+        panic!("{problem}");
+    }
+}
+
+/// What [`check_whole_and_kept`] checks, as an error a caller can add its context to (the
+/// brokers' logs, what the producer said).
+pub(crate) fn whole_and_kept(
+    transactions: &BTreeMap<u64, Vec<u64>>,
+    acknowledged: &[u64],
+    records: u64,
+) -> Result<(), String> {
     for (number, indexes) in transactions {
         let mut indexes = indexes.clone();
         indexes.sort_unstable();
-        assert_eq!(
-            indexes,
-            (0..records).collect::<Vec<_>>(),
-            "transaction {number} is half visible"
-        );
+        if indexes != (0..records).collect::<Vec<_>>() {
+            return Err(format!(
+                "transaction {number} is half visible (or duplicated): records {indexes:?}"
+            ));
+        }
     }
     for number in acknowledged {
-        assert!(
-            transactions.contains_key(number),
-            "transaction {number} was acknowledged and is lost"
-        );
+        if !transactions.contains_key(number) {
+            return Err(format!("transaction {number} was acknowledged and is lost"));
+        }
     }
+    Ok(())
 }
