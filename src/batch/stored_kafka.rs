@@ -19,7 +19,9 @@
 //! rest are converted to magic 1 or 3 as before (`server::kafka::batches::to_native`).
 //!
 //! Checksums: the native `crc` (bytes 12..16) is a CRC32C of the native header's own fields
-//! (bytes 16..64); the records are covered by the Kafka batch's own CRC32C (of its bytes from
+//! (bytes 16..64) followed by the Kafka batch's CRC field (so it changes with the records, as a
+//! magic-1 or magic-3 `crc` does: the producer state tells an exact resend by it); the records
+//! are covered by the Kafka batch's own CRC32C (of its bytes from
 //! `attributes` to the end), checked on every write and on every read of unverified bytes. The
 //! Kafka header fields outside that CRC are checked against fixed values or against the native
 //! header. Neither checksum covers the two base offsets, which the broker stamps (equal).
@@ -176,7 +178,13 @@ pub fn wrap_kafka_batch(
         }
     }
     out.put_u16(0);
-    let crc = crc32c::crc32c(&out[start + CRC_START..start + KAFKA_ENVELOPE_BYTES]);
+    let kafka_crc = kafka[kafka::CRC_AT..kafka::CRC_AT + 4]
+        .try_into()
+        .expect("4 bytes");
+    let crc = header_crc(
+        &out[start + CRC_START..start + KAFKA_ENVELOPE_BYTES],
+        kafka_crc,
+    );
     out[start + 12..start + 16].copy_from_slice(&crc.to_be_bytes());
     out.put_u64(0); // Kafka's baseOffset, stamped with the native one
     out.put_slice(&kafka[kafka::LENGTH_AT..kafka::LEADER_EPOCH_AT]);
@@ -278,13 +286,27 @@ pub fn decode_kafka_batches_into(
     Ok(())
 }
 
+/// The native `crc` of a magic-2 batch: a CRC-32C of the native header's own fields (bytes
+/// 16..64) followed by the Kafka batch's CRC field. Through the Kafka CRC it depends on every
+/// record byte, so two batches with the same header but other records have different `crc`s
+/// (the producer state tells an exact resend by it), yet it is computed over 52 bytes.
+fn header_crc(fields: &[u8], kafka_crc: [u8; 4]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(fields), &kafka_crc)
+}
+
 /// The CRC checks of a magic-2 batch (`bytes` is exactly one batch, its length already matched
 /// against the header): the native header's CRC32C, then the Kafka batch's.
 pub(super) fn check_crcs(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError> {
     if bytes.len() < MIN_KAFKA_STORED_BYTES {
         return Err(BatchError::TooShort { len: bytes.len() });
     }
-    let actual = crc32c::crc32c(&bytes[CRC_START..KAFKA_ENVELOPE_BYTES]);
+    let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
+    let actual = header_crc(
+        &bytes[CRC_START..KAFKA_ENVELOPE_BYTES],
+        bytes[kafka_crc_at..kafka_crc_at + 4]
+            .try_into()
+            .expect("4 bytes"),
+    );
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
             expected: header.crc,
@@ -633,6 +655,19 @@ mod tests {
         assert_eq!(records[1].headers[1].1, None);
     }
 
+    /// Proves: the native `crc` of a kept batch changes with its records, even when every
+    /// header field stays the same (an exact resend is told by it).
+    #[test]
+    fn the_header_crc_follows_the_records() {
+        let one = vec![(0, None, Some(&b"aaaa"[..]), vec![])];
+        let other = vec![(0, None, Some(&b"bbbb"[..]), vec![])];
+        let none = (-1, -1, -1);
+        let first = wrap(&kafka_batch_of(&one, 1_000, 0, none, -1), 3).unwrap();
+        let second = wrap(&kafka_batch_of(&other, 1_000, 0, none, -1), 3).unwrap();
+        assert_eq!(first[16..64], second[16..64], "the same header fields");
+        assert_ne!(first[12..16], second[12..16]);
+    }
+
     /// Proves: the lean Kafka reader reads a kept batch's Kafka bytes (two of them back to
     /// back) as the native decoder reads the stored batch, and refuses a damaged one.
     #[test]
@@ -706,7 +741,13 @@ mod tests {
         // The record count says 2 in the native header (its CRC recomputed).
         let mut disagreeing = stored.clone();
         disagreeing[28..32].copy_from_slice(&2u32.to_be_bytes());
-        let crc = crc32c::crc32c(&disagreeing[CRC_START..KAFKA_ENVELOPE_BYTES]);
+        let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
+        let crc = header_crc(
+            &disagreeing[CRC_START..KAFKA_ENVELOPE_BYTES],
+            disagreeing[kafka_crc_at..kafka_crc_at + 4]
+                .try_into()
+                .unwrap(),
+        );
         disagreeing[12..16].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
             validate(&disagreeing, usize::MAX),

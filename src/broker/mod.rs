@@ -281,6 +281,29 @@ pub fn partition_config(config: &TopicConfig, partitions: u32) -> PartitionConfi
     }
 }
 
+/// How long [`Broker::open`] waits for the data directory's lock before answering
+/// [`BrokerError::Locked`]. Not for a second server (it gets `Locked` after this wait): a
+/// process that spawns children holds the lock a moment after it let go of it, because a child
+/// between its fork and its exec holds a copy of every descriptor of its parent, close-on-exec
+/// ones included, and with it the lock. A broker closed and opened again in a process that
+/// spawns processes (a test suite, an application embedding the broker) would otherwise fail now
+/// and then.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes the data directory's lock, retrying for up to [`LOCK_WAIT`].
+fn lock_directory(lock_file: &std::fs::File, data_dir: &Path) -> Result<(), BrokerError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match lock_file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => return Err(BrokerError::Locked(data_dir.to_path_buf())),
+        }
+    }
+}
+
 impl Broker {
     /// Opens the data directory (creating it if needed), takes its lock, and opens every topic,
     /// recovering each partition's log.
@@ -295,9 +318,7 @@ impl Broker {
             .write(true)
             .open(data_dir.join(LOCK_FILE))
             .map_err(io_error("open lock file"))?;
-        lock_file
-            .try_lock()
-            .map_err(|_| BrokerError::Locked(data_dir.to_path_buf()))?;
+        lock_directory(&lock_file, data_dir)?;
         let seal_worker = SealWorker::start().map_err(io_error("start the seal thread"))?;
         let producer_ids = producer_ids::ProducerIds::open(data_dir)
             .map_err(io_error("read producer id block"))?;

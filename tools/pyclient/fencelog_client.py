@@ -96,7 +96,7 @@ BATCH_MAGIC = 1
 BATCH_MAGIC_WITH_PRODUCER = 3
 PRODUCER_FIELDS = struct.Struct(">qhiH")  # 16 bytes, at batch offset 48
 # A Kafka producer's batch kept as it arrived (storage-format.md, "Header, magic 2"): the 64-byte
-# header of magic 3 (CRC-32C of bytes 16..64; producer fields -1 without a producer), then a
+# header of magic 3 (CRC-32C of bytes 16..64 and 81..85; producer fields -1 without a producer), then a
 # Kafka record batch v2 with its own CRC-32C. This client reads it (it never sends one).
 BATCH_MAGIC_KAFKA = 2
 KAFKA_HEADER = struct.Struct(">qiiBIhiqqqhii")  # 61 bytes, at batch offset 64
@@ -496,7 +496,9 @@ def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
         if magic == BATCH_MAGIC_KAFKA:
             if length < 64 + KAFKA_HEADER.size:
                 raise CorruptBatch(f"magic-2 batch shorter than its headers at byte {pos}")
-            if verify_crc and crc32c(mv[pos + 16:pos + 64]) != crc:
+            # The header's CRC-32C covers its bytes 16..64, then the Kafka batch's CRC field.
+            covered = bytes(mv[pos + 16:pos + 64]) + bytes(mv[pos + 81:pos + 85])
+            if verify_crc and crc32c(covered) != crc:
                 raise CorruptBatch(f"CRC-32C mismatch of the header at byte {pos}")
             if attributes & ~0x10 or reserved != 0 or not 1 <= count <= MAX_RECORDS_PER_BATCH:
                 raise CorruptBatch(f"bad magic-2 header at byte {pos}")

@@ -31,9 +31,8 @@
 //! - An offset outside the log is `OFFSET_OUT_OF_RANGE` for that partition, with the log start
 //!   and high watermark so the client can reset.
 //! - Memory: converted batches are heap buffers (kept ones are the log's mapped bytes), so each
-//!   read first reserves its byte limit
-//!   from the server's memory budget (after the long poll: a waiting consumer holds nothing) and
-//!   keeps only what the answer uses until it is encoded. A fetch that cannot get its share
+//!   read first reserves its byte limit from the server's memory budget (after the long poll: a
+//!   waiting consumer holds nothing) and keeps only what the answer uses until it is encoded. A fetch that cannot get its share
 //!   within the budget's wait is answered with offsets and no records (the client fetches
 //!   again), never with an unbounded allocation.
 
