@@ -671,6 +671,32 @@ struct RawRecord<'a> {
     headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
 }
 
+impl RawRecord<'_> {
+    /// The record at `offset` of a batch written under `epoch` whose timestamps count from
+    /// `first_timestamp`; its key, value and header values are slices of `batch` (which holds
+    /// the bytes this view borrows), not copies.
+    fn into_record(self, batch: &Bytes, offset: u64, epoch: u64, first_timestamp: i64) -> Record {
+        let to_bytes = |slice: &[u8]| batch.slice_ref(slice);
+        Record {
+            offset,
+            epoch,
+            timestamp: first_timestamp.saturating_add(i64::from(self.timestamp_delta)),
+            key: self.key.map(to_bytes),
+            value: self.value.map(to_bytes),
+            headers: self
+                .headers
+                .into_iter()
+                .map(|(name, value)| {
+                    (
+                        String::from_utf8_lossy(name).into_owned(),
+                        value.map(to_bytes),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
 struct Cursor<'a> {
     bytes: &'a [u8],
     position: usize,
@@ -795,27 +821,13 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
         .min(MAX_RECORDS_PER_BATCH as usize)
         .min(batch.len().saturating_sub(HEADER_BYTES) / MIN_RECORD_BYTES);
     records.reserve(plausible);
-    let to_bytes = |slice: &[u8]| batch.slice_ref(slice);
     let walked = validate_content(&header, batch, |index, raw| {
-        records.push(Record {
-            offset: header.base_offset + u64::from(index),
-            epoch: header.epoch,
-            timestamp: header
-                .first_timestamp
-                .saturating_add(i64::from(raw.timestamp_delta)),
-            key: raw.key.map(to_bytes),
-            value: raw.value.map(to_bytes),
-            headers: raw
-                .headers
-                .into_iter()
-                .map(|(name, value)| {
-                    (
-                        String::from_utf8_lossy(name).into_owned(),
-                        value.map(to_bytes),
-                    )
-                })
-                .collect(),
-        });
+        records.push(raw.into_record(
+            batch,
+            header.base_offset + u64::from(index),
+            header.epoch,
+            header.first_timestamp,
+        ));
     });
     if let Err(error) = walked {
         records.truncate(before);

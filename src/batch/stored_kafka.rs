@@ -253,29 +253,18 @@ pub fn decode_kafka_batches_into(
             });
         }
         let before = records.len();
-        let to_bytes = |slice: &[u8]| batch.slice_ref(slice);
         let walked = walk_records(
             &batch[kafka::RECORDS_AT..],
             count,
             base_timestamp,
             |index, raw| {
-                records.push(super::Record {
-                    offset: base_offset + u64::from(index),
-                    epoch: 0,
-                    timestamp: base_timestamp.saturating_add(i64::from(raw.timestamp_delta)),
-                    key: raw.key.map(to_bytes),
-                    value: raw.value.map(to_bytes),
-                    headers: raw
-                        .headers
-                        .into_iter()
-                        .map(|(name, value)| {
-                            (
-                                String::from_utf8_lossy(name).into_owned(),
-                                value.map(to_bytes),
-                            )
-                        })
-                        .collect(),
-                });
+                // A Kafka batch carries no fencing epoch: 0, as for an unleased write.
+                records.push(raw.into_record(
+                    &batch,
+                    base_offset + u64::from(index),
+                    0,
+                    base_timestamp,
+                ));
             },
         );
         if let Err(error) = walked {
