@@ -48,9 +48,10 @@ use thiserror::Error;
 mod stored_kafka;
 pub(crate) mod varint;
 
+pub(crate) use stored_kafka::kafka_layout;
 pub use stored_kafka::{
     decode_kafka_batches_into, kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT,
-    KAFKA_ENVELOPE_BYTES, MAGIC_KAFKA,
+    KAFKA_ENVELOPE_BYTES, KAFKA_HEADER_BYTES, MAGIC_KAFKA,
 };
 
 /// Size of the batch header in bytes: of a magic-1 batch, and of the fields every batch starts
@@ -494,30 +495,42 @@ impl NewHeader {
     /// Kafka conversion) writes its header here, so the layout is written in one place only and
     /// cannot drift from [`BatchHeader::parse`] and [`ProducerStamp::parse`].
     pub(crate) fn write(&self, batch: &mut [u8]) {
+        let magic = if self.producer.is_some() {
+            MAGIC_WITH_PRODUCER
+        } else {
+            MAGIC
+        };
+        self.put_fields(magic, batch);
+        let crc = crc32fast::hash(&batch[CRC_START..]);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    /// Writes the header's fields as `magic` into the front of `batch` (the whole batch), its
+    /// `crc` left 0 for the caller, which knows what that magic's CRC covers. A magic-2 batch
+    /// (a stored Kafka batch) has the producer fields even without a producer: -1, as Kafka's
+    /// producers write them.
+    fn put_fields(&self, magic: u8, batch: &mut [u8]) {
         let length = u32::try_from(batch.len()).expect("batch larger than 4 GiB");
         let mut header = &mut batch[..];
         header.put_u64(0);
         header.put_u32(length);
         header.put_u32(0);
-        header.put_u8(if self.producer.is_some() {
-            MAGIC_WITH_PRODUCER
-        } else {
-            MAGIC
-        });
+        header.put_u8(magic);
         header.put_u8(self.attributes);
         header.put_u16(0);
         header.put_u64(self.epoch);
         header.put_u32(self.record_count);
         header.put_i64(self.first_timestamp);
         header.put_i64(self.max_timestamp);
-        if let Some(stamp) = self.producer {
-            header.put_i64(stamp.producer_id);
-            header.put_i16(stamp.producer_epoch);
-            header.put_i32(stamp.base_sequence);
-            header.put_u16(0);
-        }
-        let crc = crc32fast::hash(&batch[CRC_START..]);
-        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        let (producer_id, producer_epoch, base_sequence) = match (self.producer, magic) {
+            (Some(stamp), _) => (stamp.producer_id, stamp.producer_epoch, stamp.base_sequence),
+            (None, MAGIC_KAFKA) => (-1, -1, -1),
+            (None, _) => return,
+        };
+        header.put_i64(producer_id);
+        header.put_i16(producer_epoch);
+        header.put_i32(base_sequence);
+        header.put_u16(0);
     }
 }
 

@@ -30,8 +30,8 @@ use bytes::{BufMut, BytesMut};
 
 use super::varint::Reader;
 use super::{
-    be_u16, be_u32, be_u64, BatchError, BatchHeader, ProducerStamp, RawRecord,
-    ATTRIBUTE_TRANSACTIONAL, CRC_START, MAX_RECORDS_PER_BATCH, PRODUCER_HEADER_BYTES,
+    be_u16, be_u32, be_u64, BatchError, BatchHeader, NewHeader, ProducerStamp, RawRecord,
+    ATTRIBUTE_TRANSACTIONAL, CRC_AT, CRC_START, MAX_RECORDS_PER_BATCH, PRODUCER_HEADER_BYTES,
 };
 
 /// The batch format that holds a Kafka record batch v2 as it arrived (the same number as the
@@ -40,22 +40,25 @@ pub const MAGIC_KAFKA: u8 = 2;
 /// Bytes of the native header in front of the Kafka batch (the magic-3 layout).
 pub const KAFKA_ENVELOPE_BYTES: usize = PRODUCER_HEADER_BYTES;
 /// Bytes of a Kafka record batch v2 header, up to and including its records count.
-const KAFKA_HEADER_BYTES: usize = 61;
+pub const KAFKA_HEADER_BYTES: usize = kafka_layout::RECORDS_AT;
 /// The smallest magic-2 batch: both headers and one empty-ish record (checked further by the
 /// record walk).
 pub const MIN_KAFKA_STORED_BYTES: usize = KAFKA_ENVELOPE_BYTES + KAFKA_HEADER_BYTES;
 /// Where, in a magic-2 batch, the Kafka batch's `baseOffset` lies (stamped with the native one).
 pub const INNER_BASE_OFFSET_AT: usize = KAFKA_ENVELOPE_BYTES;
 
-/// Byte offsets in the Kafka batch (Kafka's `DefaultRecordBatch`).
-mod kafka {
+/// The Kafka record batch v2 (Kafka's `DefaultRecordBatch`): byte offsets of its header fields
+/// and its attribute bits, the one copy of them for every module that reads or writes Kafka
+/// batches (this one, and the Kafka listener's conversions in `server::kafka::batches`).
+pub(crate) mod kafka_layout {
     pub const BASE_OFFSET_AT: usize = 0;
     pub const LENGTH_AT: usize = 8;
-    /// `batchLength` counts the bytes after this.
+    /// Bytes before `partitionLeaderEpoch`: `batchLength` counts from there.
     pub const LENGTH_FIELD_END: usize = 12;
     pub const LEADER_EPOCH_AT: usize = 12;
     pub const MAGIC_AT: usize = 16;
     pub const CRC_AT: usize = 17;
+    /// Start of the CRC32C-covered range.
     pub const ATTRIBUTES_AT: usize = 21;
     pub const LAST_OFFSET_DELTA_AT: usize = 23;
     pub const BASE_TIMESTAMP_AT: usize = 27;
@@ -64,17 +67,25 @@ mod kafka {
     pub const PRODUCER_EPOCH_AT: usize = 51;
     pub const BASE_SEQUENCE_AT: usize = 53;
     pub const COUNT_AT: usize = 57;
+    /// Where the records start: the header's size.
     pub const RECORDS_AT: usize = 61;
-    /// Kafka's transactional attribute bit (the only one a stored batch may carry).
-    pub const TRANSACTIONAL: u16 = 1 << 4;
-    /// `partitionLeaderEpoch` of a stored batch: unknown, so Kafka consumers skip their
-    /// leader-epoch checks (fencelog's epochs are fencing tokens, not Kafka leader epochs).
+
+    /// Attribute bits.
+    pub const COMPRESSION_MASK: i16 = 0x07;
+    pub const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
+    pub const TRANSACTIONAL_BIT: i16 = 1 << 4;
+    pub const CONTROL_BIT: i16 = 1 << 5;
+
+    /// `partitionLeaderEpoch` of every batch fencelog serves: unknown, so Kafka consumers skip
+    /// their leader-epoch checks (fencelog's epochs are fencing tokens, not Kafka leader epochs).
     pub const NO_LEADER_EPOCH: i32 = -1;
 }
 
+use kafka_layout as kafka;
+
 /// The Kafka batch inside a magic-2 batch (`None` for any other magic, or bytes too short).
 pub fn kafka_batch(stored: &[u8]) -> Option<&[u8]> {
-    (stored.len() >= MIN_KAFKA_STORED_BYTES && stored[16] == MAGIC_KAFKA)
+    (stored.len() >= MIN_KAFKA_STORED_BYTES && stored[super::MAGIC_AT] == MAGIC_KAFKA)
         .then(|| &stored[KAFKA_ENVELOPE_BYTES..])
 }
 
@@ -119,8 +130,8 @@ pub fn wrap_kafka_batch(
     {
         return None;
     }
-    let attributes = be_u16(kafka, kafka::ATTRIBUTES_AT);
-    if attributes & !kafka::TRANSACTIONAL != 0 {
+    let attributes = be_i16(kafka, kafka::ATTRIBUTES_AT);
+    if attributes & !kafka::TRANSACTIONAL_BIT != 0 {
         return None; // compressed, LogAppendTime, control or unknown bits
     }
     let transactional = attributes != 0;
@@ -151,45 +162,27 @@ pub fn wrap_kafka_batch(
 
     let start = out.len();
     out.reserve(stored_len);
-    out.put_u64(0); // base offset, stamped by the broker
-    out.put_u32(stored_len as u32);
-    out.put_u32(0); // crc, below
-    out.put_u8(MAGIC_KAFKA);
-    out.put_u8(if transactional {
-        ATTRIBUTE_TRANSACTIONAL
-    } else {
-        0
-    });
-    out.put_u16(0);
-    out.put_u64(epoch);
-    out.put_u32(count);
-    out.put_i64(first_timestamp);
-    out.put_i64(max_timestamp);
-    match producer {
-        Some(stamp) => {
-            out.put_i64(stamp.producer_id);
-            out.put_i16(stamp.producer_epoch);
-            out.put_i32(stamp.base_sequence);
-        }
-        None => {
-            out.put_i64(-1);
-            out.put_i16(-1);
-            out.put_i32(-1);
-        }
-    }
-    out.put_u16(0);
-    let kafka_crc = kafka[kafka::CRC_AT..kafka::CRC_AT + 4]
-        .try_into()
-        .expect("4 bytes");
-    let crc = header_crc(
-        &out[start + CRC_START..start + KAFKA_ENVELOPE_BYTES],
-        kafka_crc,
-    );
-    out[start + 12..start + 16].copy_from_slice(&crc.to_be_bytes());
+    out.put_bytes(0, KAFKA_ENVELOPE_BYTES); // the native header, written below
     out.put_u64(0); // Kafka's baseOffset, stamped with the native one
     out.put_slice(&kafka[kafka::LENGTH_AT..kafka::LEADER_EPOCH_AT]);
     out.put_i32(kafka::NO_LEADER_EPOCH);
     out.put_slice(&kafka[kafka::MAGIC_AT..]);
+    let stored = &mut out[start..];
+    NewHeader {
+        epoch,
+        record_count: count,
+        first_timestamp,
+        max_timestamp,
+        producer,
+        attributes: if transactional {
+            ATTRIBUTE_TRANSACTIONAL
+        } else {
+            0
+        },
+    }
+    .put_fields(MAGIC_KAFKA, stored);
+    let crc = header_crc(stored);
+    stored[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Some(WrappedKafka {
         record_count: count,
         producer,
@@ -225,17 +218,12 @@ pub fn decode_kafka_batches_into(
         if batch[kafka::MAGIC_AT] != MAGIC_KAFKA {
             return Err(BatchError::UnsupportedMagic(batch[kafka::MAGIC_AT]));
         }
-        let expected = be_u32(&batch, kafka::CRC_AT);
-        let actual = crc32c::crc32c(&batch[kafka::ATTRIBUTES_AT..]);
-        if actual != expected {
-            return Err(BatchError::CrcMismatch { expected, actual });
-        }
-        const CONTROL: u16 = 1 << 5;
-        let attributes = be_u16(&batch, kafka::ATTRIBUTES_AT);
-        if attributes & !(kafka::TRANSACTIONAL | CONTROL) != 0 {
+        check_kafka_crc(&batch)?;
+        let attributes = be_i16(&batch, kafka::ATTRIBUTES_AT);
+        if attributes & !(kafka::TRANSACTIONAL_BIT | kafka::CONTROL_BIT) != 0 {
             return Err(BatchError::ReservedBitsSet);
         }
-        if attributes & CONTROL != 0 {
+        if attributes & kafka::CONTROL_BIT != 0 {
             continue;
         }
         let base_offset = be_u64(&batch, kafka::BASE_OFFSET_AT);
@@ -275,12 +263,17 @@ pub fn decode_kafka_batches_into(
     Ok(())
 }
 
-/// The native `crc` of a magic-2 batch: a CRC-32C of the native header's own fields (bytes
-/// 16..64) followed by the Kafka batch's CRC field. Through the Kafka CRC it depends on every
-/// record byte, so two batches with the same header but other records have different `crc`s
-/// (the producer state tells an exact resend by it), yet it is computed over 52 bytes.
-fn header_crc(fields: &[u8], kafka_crc: [u8; 4]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(fields), &kafka_crc)
+/// The native `crc` of a magic-2 batch (`stored`, at least [`MIN_KAFKA_STORED_BYTES`]): a
+/// CRC-32C of the native header's own fields (bytes 16..64) followed by the Kafka batch's CRC
+/// field. Through the Kafka CRC it depends on every record byte, so two batches with the same
+/// header but other records have different `crc`s (the producer state tells an exact resend by
+/// it), yet it is computed over 52 bytes.
+fn header_crc(stored: &[u8]) -> u32 {
+    let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
+    crc32c::crc32c_append(
+        crc32c::crc32c(&stored[CRC_START..KAFKA_ENVELOPE_BYTES]),
+        &stored[kafka_crc_at..kafka_crc_at + 4],
+    )
 }
 
 /// The CRC checks of a magic-2 batch (`bytes` is exactly one batch, its length already matched
@@ -289,20 +282,18 @@ pub(super) fn check_crcs(header: &BatchHeader, bytes: &[u8]) -> Result<(), Batch
     if bytes.len() < MIN_KAFKA_STORED_BYTES {
         return Err(BatchError::TooShort { len: bytes.len() });
     }
-    let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
-    let actual = header_crc(
-        &bytes[CRC_START..KAFKA_ENVELOPE_BYTES],
-        bytes[kafka_crc_at..kafka_crc_at + 4]
-            .try_into()
-            .expect("4 bytes"),
-    );
+    let actual = header_crc(bytes);
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
             expected: header.crc,
             actual,
         });
     }
-    let kafka = &bytes[KAFKA_ENVELOPE_BYTES..];
+    check_kafka_crc(&bytes[KAFKA_ENVELOPE_BYTES..])
+}
+
+/// A Kafka batch's own CRC-32C (of its bytes from `attributes` on) against its `crc` field.
+fn check_kafka_crc(kafka: &[u8]) -> Result<(), BatchError> {
     let expected = be_u32(kafka, kafka::CRC_AT);
     let actual = crc32c::crc32c(&kafka[kafka::ATTRIBUTES_AT..]);
     if actual != expected {
@@ -347,11 +338,11 @@ pub(super) fn validate_kafka<'a>(
         return Err(mismatch("magic"));
     }
     let transactional = if header.is_transactional() {
-        kafka::TRANSACTIONAL
+        kafka::TRANSACTIONAL_BIT
     } else {
         0
     };
-    if be_u16(kafka, kafka::ATTRIBUTES_AT) != transactional {
+    if be_i16(kafka, kafka::ATTRIBUTES_AT) != transactional {
         return Err(mismatch("attributes"));
     }
     if header.record_count == 0 || header.record_count > MAX_RECORDS_PER_BATCH {
@@ -491,6 +482,10 @@ fn kafka_record<'a>(reader: &mut Reader<'a>, index: u32) -> Result<RawRecord<'a>
         value,
         headers,
     })
+}
+
+fn be_i16(bytes: &[u8], at: usize) -> i16 {
+    be_u16(bytes, at) as i16
 }
 
 fn be_i32(bytes: &[u8], at: usize) -> i32 {
@@ -730,13 +725,7 @@ mod tests {
         // The record count says 2 in the native header (its CRC recomputed).
         let mut disagreeing = stored.clone();
         disagreeing[28..32].copy_from_slice(&2u32.to_be_bytes());
-        let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
-        let crc = header_crc(
-            &disagreeing[CRC_START..KAFKA_ENVELOPE_BYTES],
-            disagreeing[kafka_crc_at..kafka_crc_at + 4]
-                .try_into()
-                .unwrap(),
-        );
+        let crc = header_crc(&disagreeing);
         disagreeing[12..16].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
             validate(&disagreeing, usize::MAX),

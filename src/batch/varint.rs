@@ -32,17 +32,19 @@ fn zigzag64(value: i64) -> u64 {
 /// Writes an `i32` as a zigzag varint.
 #[inline]
 pub(crate) fn put_varint(out: &mut impl BufMut, value: i32) {
-    put_unsigned(out, u64::from(zigzag32(value)));
+    put_unsigned_varint(out, u64::from(zigzag32(value)));
 }
 
 /// Writes an `i64` as a zigzag varlong.
 #[inline]
 pub(crate) fn put_varlong(out: &mut impl BufMut, value: i64) {
-    put_unsigned(out, zigzag64(value));
+    put_unsigned_varint(out, zigzag64(value));
 }
 
+/// Writes Kafka's unsigned varint (7 bits per byte, low first; no zigzag): the lengths of
+/// compact strings, arrays and bytes, and tagged-field counts, in flexible message versions.
 #[inline]
-fn put_unsigned(out: &mut impl BufMut, mut value: u64) {
+pub(crate) fn put_unsigned_varint(out: &mut impl BufMut, mut value: u64) {
     if value < 0x80 {
         out.put_u8(value as u8);
         return;

@@ -34,6 +34,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::batch::varint::put_unsigned_varint;
 use crate::batch::Record;
 use crate::client::{FetchResult, ProduceAck};
 
@@ -422,15 +423,6 @@ fn encode_produce_frame(
         .map_err(|_| KafkaError::Encode("a request above 4 GiB".into()))?;
     head[..4].copy_from_slice(&size.to_be_bytes());
     Ok(vec![head.freeze(), records, tail])
-}
-
-/// Kafka's unsigned varint (7 bits per byte, low first).
-fn put_unsigned_varint(out: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        out.put_u8((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
 }
 
 /// Encodes a request frame as a Kafka client does: size, header, body.

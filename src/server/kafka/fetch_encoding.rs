@@ -20,6 +20,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::FetchResponse;
 
+use crate::batch::varint::put_unsigned_varint;
 use crate::protocol::FRAME_LENGTH_BYTES;
 
 /// The highest Fetch version written here: the first with topic ids (13) is not advertised.
@@ -248,15 +249,6 @@ fn put_array_len(out: &mut BytesMut, flexible: bool, len: Option<usize>) {
         (false, None) => out.put_i32(-1),
         (false, Some(len)) => out.put_i32(i32::try_from(len).unwrap_or(i32::MAX)),
     }
-}
-
-/// Kafka's unsigned varint (7 bits per byte, low first).
-fn put_unsigned_varint(out: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        out.put_u8((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
 }
 
 #[cfg(test)]

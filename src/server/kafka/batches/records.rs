@@ -40,33 +40,13 @@ pub use super::to_kafka::{to_kafka_batches, to_kafka_parts};
 pub use super::to_native::to_native_batches;
 
 /// Size of a Kafka record batch v2 header, up to and including the records count.
-pub const KAFKA_HEADER_BYTES: usize = 61;
+pub const KAFKA_HEADER_BYTES: usize = crate::batch::KAFKA_HEADER_BYTES;
 /// The Kafka record batch format this module reads and writes.
-pub const KAFKA_MAGIC: u8 = 2;
+pub const KAFKA_MAGIC: u8 = crate::batch::MAGIC_KAFKA;
 
-/// Byte offsets of the v2 header fields (see the table in the module doc).
-pub(crate) mod layout {
-    pub const LENGTH_AT: usize = 8;
-    /// Bytes before `partitionLeaderEpoch`: `batchLength` counts from there.
-    pub const LENGTH_FIELD_END: usize = 12;
-    pub const MAGIC_AT: usize = 16;
-    pub const CRC_AT: usize = 17;
-    /// Start of the CRC32C-covered range.
-    pub const ATTRIBUTES_AT: usize = 21;
-    pub const LAST_OFFSET_DELTA_AT: usize = 23;
-    pub const BASE_TIMESTAMP_AT: usize = 27;
-    pub const PRODUCER_ID_AT: usize = 43;
-    pub const PRODUCER_EPOCH_AT: usize = 51;
-    pub const BASE_SEQUENCE_AT: usize = 53;
-    pub const COUNT_AT: usize = 57;
-    pub const RECORDS_AT: usize = 61;
-
-    /// Attribute bits.
-    pub const COMPRESSION_MASK: i16 = 0x07;
-    pub const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
-    pub const TRANSACTIONAL_BIT: i16 = 1 << 4;
-    pub const CONTROL_BIT: i16 = 1 << 5;
-}
+/// Byte offsets of the v2 header fields (see the table in the module doc) and its attribute
+/// bits: the library's one copy, which the store's magic-2 batches use too.
+pub(crate) use crate::batch::kafka_layout as layout;
 
 /// Limits on what one Kafka `records` field may expand into. Every count and length read from
 /// the wire is checked against these before it can cost memory.

@@ -20,9 +20,6 @@ use crate::batch::{
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
 const NO_SEQUENCE: i32 = -1;
-/// `partitionLeaderEpoch` of served batches: unknown, so consumers skip leader-epoch
-/// truncation checks (fencelog's epochs are fencing tokens, not Kafka leader epochs).
-const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 
 /// Appends stored batches (whole batches, several possibly concatenated in one `Bytes`, as a
 /// fetch returns them) to `out` as Kafka record batches v2: [`to_kafka_parts`] in one buffer.
@@ -126,7 +123,7 @@ fn convert_batch(rest: &[u8], out: &mut BytesMut) -> Result<usize, &'static str>
     let start = out.len();
     out.put_i64(base_offset);
     out.put_i32(0); // batchLength, filled in below
-    out.put_i32(NO_PARTITION_LEADER_EPOCH);
+    out.put_i32(NO_LEADER_EPOCH);
     out.put_u8(KAFKA_MAGIC);
     out.put_u32(0); // crc, filled in below
                     // Attributes: no compression, CreateTime; the transactional and control bits are Kafka's
