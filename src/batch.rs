@@ -45,8 +45,11 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
+mod slices;
 mod stored_kafka;
 pub(crate) mod varint;
+
+pub use slices::{BatchParts, BatchSlices};
 
 pub(crate) use stored_kafka::kafka_layout;
 pub use stored_kafka::{
@@ -214,12 +217,13 @@ pub fn control_batch(
 /// The marker a stored control batch carries, or `None` when `bytes` is not a (whole, valid)
 /// control batch. For readers that already hold a validated batch.
 pub fn control_record(bytes: &[u8]) -> Option<ControlRecord> {
-    let header = check_frame(bytes, usize::MAX).ok()?;
+    let batch = BatchSlices::new(bytes);
+    let header = check_frame(batch, usize::MAX).ok()?;
     if !header.is_control() {
         return None;
     }
     let mut control = None;
-    validate_content(&header, bytes, |_, raw| {
+    validate_content(&header, batch, |_, raw| {
         control = ControlRecord::parse(raw.key, raw.value).ok();
     })
     .ok()?;
@@ -500,18 +504,18 @@ impl NewHeader {
         } else {
             MAGIC
         };
-        self.put_fields(magic, batch);
+        self.put_fields(magic, batch.len(), batch);
         let crc = crc32fast::hash(&batch[CRC_START..]);
         batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     }
 
-    /// Writes the header's fields as `magic` into the front of `batch` (the whole batch), its
-    /// `crc` left 0 for the caller, which knows what that magic's CRC covers. A magic-2 batch
-    /// (a stored Kafka batch) has the producer fields even without a producer: -1, as Kafka's
-    /// producers write them.
-    fn put_fields(&self, magic: u8, batch: &mut [u8]) {
-        let length = u32::try_from(batch.len()).expect("batch larger than 4 GiB");
-        let mut header = &mut batch[..];
+    /// Writes the header's fields as `magic` into `header` (the front of a batch of `length`
+    /// bytes), its `crc` left 0 for the caller, which knows what that magic's CRC covers. A
+    /// magic-2 batch (a stored Kafka batch) has the producer fields even without a producer:
+    /// -1, as Kafka's producers write them.
+    fn put_fields(&self, magic: u8, length: usize, header: &mut [u8]) {
+        let length = u32::try_from(length).expect("batch larger than 4 GiB");
+        let mut header = header;
         header.put_u64(0);
         header.put_u32(length);
         header.put_u32(0);
@@ -537,31 +541,46 @@ impl NewHeader {
 /// Checks everything about a batch except its base offset (which the broker stamps) and returns
 /// its header. `bytes` must be exactly one batch.
 pub fn validate(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
-    let header = check_frame(bytes, max_batch_bytes)?;
-    validate_content(&header, bytes, |_, _| {})?;
+    validate_slices(BatchSlices::new(bytes), max_batch_bytes)
+}
+
+/// [`validate`] for a batch in one or two slices (a magic-2 batch's envelope and its Kafka
+/// batch, apart).
+pub fn validate_slices(
+    batch: BatchSlices<'_>,
+    max_batch_bytes: usize,
+) -> Result<BatchHeader, BatchError> {
+    let header = check_frame(batch, max_batch_bytes)?;
+    validate_content(&header, batch, |_, _| {})?;
     Ok(header)
 }
 
 /// The checks of a batch as a whole: a header, a size within `max_batch_bytes`, a length field
 /// that matches, a matching CRC.
-fn check_frame(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
-    let header = BatchHeader::parse(bytes).ok_or(BatchError::TooShort { len: bytes.len() })?;
-    if bytes.len() > max_batch_bytes {
+fn check_frame(batch: BatchSlices<'_>, max_batch_bytes: usize) -> Result<BatchHeader, BatchError> {
+    let len = batch.len();
+    let header = BatchHeader::parse(batch.head()).ok_or(BatchError::TooShort { len })?;
+    if len > max_batch_bytes {
         return Err(BatchError::TooLarge {
-            len: bytes.len(),
+            len,
             max: max_batch_bytes,
         });
     }
-    if u64::from(header.batch_length) != bytes.len() as u64 {
+    if u64::from(header.batch_length) != len as u64 {
         return Err(BatchError::LengthMismatch {
             declared: header.batch_length.into(),
-            actual: bytes.len(),
+            actual: len,
         });
     }
     if header.magic == MAGIC_KAFKA {
-        stored_kafka::check_crcs(&header, bytes)?;
+        stored_kafka::check_crcs(&header, batch)?;
         return Ok(header);
     }
+    if !batch.kafka().is_empty() {
+        // Two slices are a magic-2 batch's envelope and Kafka batch, nothing else.
+        return Err(BatchError::UnsupportedMagic(header.magic));
+    }
+    let bytes = batch.head();
     let actual = crc32fast::hash(&bytes[CRC_START..]);
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
@@ -578,12 +597,13 @@ fn check_frame(bytes: &[u8], max_batch_bytes: usize) -> Result<BatchHeader, Batc
 /// decoder walks the records once, not once to check and again to decode.
 fn validate_content<'a>(
     header: &BatchHeader,
-    bytes: &'a [u8],
+    batch: BatchSlices<'a>,
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
     if header.magic == MAGIC_KAFKA {
-        return stored_kafka::validate_kafka(header, bytes, on_record);
+        return stored_kafka::validate_kafka(header, batch, on_record);
     }
+    let bytes = batch.head();
     let records_start =
         header_len(header.magic).ok_or(BatchError::UnsupportedMagic(header.magic))?;
     let allowed = if header.magic == MAGIC_WITH_PRODUCER {
@@ -816,7 +836,8 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
 
 /// [`decode_batch`], appending the records to `records` (which is left as it was on error).
 pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(), BatchError> {
-    let header = check_frame(batch, usize::MAX)?;
+    let slices = BatchSlices::new(batch);
+    let header = check_frame(slices, usize::MAX)?;
     if header
         .base_offset
         .checked_add(u64::from(header.record_count))
@@ -834,7 +855,7 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
         .min(MAX_RECORDS_PER_BATCH as usize)
         .min(batch.len().saturating_sub(HEADER_BYTES) / MIN_RECORD_BYTES);
     records.reserve(plausible);
-    let walked = validate_content(&header, batch, |index, raw| {
+    let walked = validate_content(&header, slices, |index, raw| {
         records.push(raw.into_record(
             batch,
             header.base_offset + u64::from(index),

@@ -30,8 +30,9 @@ use bytes::{BufMut, BytesMut};
 
 use super::varint::Reader;
 use super::{
-    be_u16, be_u32, be_u64, BatchError, BatchHeader, NewHeader, ProducerStamp, RawRecord,
-    ATTRIBUTE_TRANSACTIONAL, CRC_AT, CRC_START, MAX_RECORDS_PER_BATCH, PRODUCER_HEADER_BYTES,
+    be_u16, be_u32, be_u64, BatchError, BatchHeader, BatchSlices, NewHeader, ProducerStamp,
+    RawRecord, ATTRIBUTE_TRANSACTIONAL, CRC_AT, CRC_START, MAX_RECORDS_PER_BATCH,
+    PRODUCER_HEADER_BYTES,
 };
 
 /// The batch format that holds a Kafka record batch v2 as it arrived (the same number as the
@@ -92,6 +93,11 @@ pub fn kafka_batch(stored: &[u8]) -> Option<&[u8]> {
 /// What [`wrap_kafka_batch`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrappedKafka {
+    /// Whether the Kafka batch was copied behind the header (its baseOffset or
+    /// partitionLeaderEpoch needed rewriting). If not, only the envelope was written, and the
+    /// stored batch is the envelope followed by the Kafka batch exactly as given (see
+    /// [`super::BatchSlices::kept_kafka`]).
+    pub kafka_copied: bool,
     /// Records in the batch.
     pub record_count: u32,
     /// The producer's identity, when the Kafka batch names one (`producerId >= 0`).
@@ -104,11 +110,14 @@ pub struct WrappedKafka {
     pub max_timestamp: i64,
 }
 
-/// Appends `kafka` (exactly one Kafka record batch v2, as a producer sent it) to `out` as a
-/// magic-2 batch written under fencing token `epoch`, when it can be kept as it is (see the
+/// Appends the magic-2 batch of `kafka` (exactly one Kafka record batch v2, as a producer sent
+/// it) written under fencing token `epoch` to `out`, when it can be kept as it is (see the
 /// module doc) and its stored size is within `max_batch_bytes` and its record count within
-/// `max_records`. `None` leaves `out` untouched: the caller converts the batch instead, which
-/// also explains whatever is wrong with it.
+/// `max_records`: its envelope (the native header) only, when the Kafka bytes can be stored
+/// exactly as given (see [`WrappedKafka::kafka_copied`]), else the envelope and a copy of the
+/// Kafka batch with its baseOffset and partitionLeaderEpoch rewritten. `None` leaves `out`
+/// untouched: the caller converts the batch instead, which also explains whatever is wrong
+/// with it.
 ///
 /// The Kafka CRC32C is *not* checked here: the partition checks it when it appends the batch,
 /// so each byte is read once on its way in. What is checked here is the structure (a record
@@ -160,14 +169,25 @@ pub fn wrap_kafka_batch(
         return None;
     }
 
+    // Stored as they arrived when the two fields the store fixes already hold its values
+    // (Kafka's producers send baseOffset 0 and partitionLeaderEpoch -1); else copied with them
+    // rewritten.
+    let kafka_copied = be_u64(kafka, kafka::BASE_OFFSET_AT) != 0
+        || be_i32(kafka, kafka::LEADER_EPOCH_AT) != kafka::NO_LEADER_EPOCH;
     let start = out.len();
-    out.reserve(stored_len);
+    out.reserve(if kafka_copied {
+        stored_len
+    } else {
+        KAFKA_ENVELOPE_BYTES
+    });
     out.put_bytes(0, KAFKA_ENVELOPE_BYTES); // the native header, written below
-    out.put_u64(0); // Kafka's baseOffset, stamped with the native one
-    out.put_slice(&kafka[kafka::LENGTH_AT..kafka::LEADER_EPOCH_AT]);
-    out.put_i32(kafka::NO_LEADER_EPOCH);
-    out.put_slice(&kafka[kafka::MAGIC_AT..]);
-    let stored = &mut out[start..];
+    if kafka_copied {
+        out.put_u64(0); // Kafka's baseOffset, stamped with the native one
+        out.put_slice(&kafka[kafka::LENGTH_AT..kafka::LEADER_EPOCH_AT]);
+        out.put_i32(kafka::NO_LEADER_EPOCH);
+        out.put_slice(&kafka[kafka::MAGIC_AT..]);
+    }
+    let envelope = &mut out[start..start + KAFKA_ENVELOPE_BYTES];
     NewHeader {
         epoch,
         record_count: count,
@@ -180,10 +200,12 @@ pub fn wrap_kafka_batch(
             0
         },
     }
-    .put_fields(MAGIC_KAFKA, stored);
-    let crc = header_crc(stored);
-    stored[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    .put_fields(MAGIC_KAFKA, stored_len, envelope);
+    // The CRC field is the same in the copy (the rewritten fields are outside the Kafka CRC).
+    let crc = header_crc(envelope, kafka);
+    envelope[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Some(WrappedKafka {
+        kafka_copied,
         record_count: count,
         producer,
         transactional,
@@ -263,33 +285,33 @@ pub fn decode_kafka_batches_into(
     Ok(())
 }
 
-/// The native `crc` of a magic-2 batch (`stored`, at least [`MIN_KAFKA_STORED_BYTES`]): a
-/// CRC-32C of the native header's own fields (bytes 16..64) followed by the Kafka batch's CRC
-/// field. Through the Kafka CRC it depends on every record byte, so two batches with the same
-/// header but other records have different `crc`s (the producer state tells an exact resend by
-/// it), yet it is computed over 52 bytes.
-fn header_crc(stored: &[u8]) -> u32 {
-    let kafka_crc_at = KAFKA_ENVELOPE_BYTES + kafka::CRC_AT;
+/// The native `crc` of a magic-2 batch (its `envelope`, [`KAFKA_ENVELOPE_BYTES`], and its
+/// `kafka` batch, at least [`KAFKA_HEADER_BYTES`]): a CRC-32C of the native header's own fields
+/// (bytes 16..64) followed by the Kafka batch's CRC field. Through the Kafka CRC it depends on
+/// every record byte, so two batches with the same header but other records have different
+/// `crc`s (the producer state tells an exact resend by it), yet it is computed over 52 bytes.
+fn header_crc(envelope: &[u8], kafka: &[u8]) -> u32 {
     crc32c::crc32c_append(
-        crc32c::crc32c(&stored[CRC_START..KAFKA_ENVELOPE_BYTES]),
-        &stored[kafka_crc_at..kafka_crc_at + 4],
+        crc32c::crc32c(&envelope[CRC_START..KAFKA_ENVELOPE_BYTES]),
+        &kafka[kafka::CRC_AT..kafka::CRC_AT + 4],
     )
 }
 
-/// The CRC checks of a magic-2 batch (`bytes` is exactly one batch, its length already matched
-/// against the header): the native header's CRC32C, then the Kafka batch's.
-pub(super) fn check_crcs(header: &BatchHeader, bytes: &[u8]) -> Result<(), BatchError> {
-    if bytes.len() < MIN_KAFKA_STORED_BYTES {
-        return Err(BatchError::TooShort { len: bytes.len() });
+/// The CRC checks of a magic-2 batch (its length already matched against the header): the
+/// native header's CRC32C, then the Kafka batch's.
+pub(super) fn check_crcs(header: &BatchHeader, batch: BatchSlices<'_>) -> Result<(), BatchError> {
+    let (envelope, kafka) = (batch.head(), batch.kafka());
+    if envelope.len() != KAFKA_ENVELOPE_BYTES || kafka.len() < KAFKA_HEADER_BYTES {
+        return Err(BatchError::TooShort { len: batch.len() });
     }
-    let actual = header_crc(bytes);
+    let actual = header_crc(envelope, kafka);
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
             expected: header.crc,
             actual,
         });
     }
-    check_kafka_crc(&bytes[KAFKA_ENVELOPE_BYTES..])
+    check_kafka_crc(kafka)
 }
 
 /// A Kafka batch's own CRC-32C (of its bytes from `attributes` on) against its `crc` field.
@@ -307,23 +329,26 @@ fn check_kafka_crc(kafka: &[u8]) -> Result<(), BatchError> {
 /// handed to `on_record`.
 pub(super) fn validate_kafka<'a>(
     header: &BatchHeader,
-    bytes: &'a [u8],
+    batch: BatchSlices<'a>,
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
+    let (envelope, kafka) = (batch.head(), batch.kafka());
+    if envelope.len() != KAFKA_ENVELOPE_BYTES || kafka.len() < KAFKA_HEADER_BYTES {
+        return Err(BatchError::TooShort { len: batch.len() });
+    }
     let mismatch = |field| BatchError::KafkaHeaderMismatch(field);
     if header.attributes & !ATTRIBUTE_TRANSACTIONAL != 0 {
         return Err(BatchError::ReservedBitsSet);
     }
-    if be_u16(bytes, 62) != 0 {
+    if be_u16(envelope, 62) != 0 {
         return Err(BatchError::ReservedBitsSet);
     }
-    let native_producer = native_producer_fields(bytes)?;
+    let native_producer = native_producer_fields(envelope)?;
     if header.is_transactional() && native_producer.is_none() {
         return Err(BatchError::BadProducerFields(
             "a transactional batch without a producer id",
         ));
     }
-    let kafka = &bytes[KAFKA_ENVELOPE_BYTES..];
     if be_u64(kafka, kafka::BASE_OFFSET_AT) != header.base_offset {
         return Err(mismatch("baseOffset"));
     }
@@ -578,10 +603,57 @@ mod tests {
         ]
     }
 
+    /// The stored batch, in one buffer.
     fn wrap(kafka: &[u8], epoch: u64) -> Option<Bytes> {
         let mut out = BytesMut::new();
-        wrap_kafka_batch(kafka, epoch, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out)
-            .map(|_| out.freeze())
+        let kept = wrap_kafka_batch(kafka, epoch, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out)?;
+        if !kept.kafka_copied {
+            out.extend_from_slice(kafka);
+        }
+        Some(out.freeze())
+    }
+
+    /// Proves: a Kafka batch with baseOffset 0 and partitionLeaderEpoch -1 (as producers send
+    /// it) is not copied: the envelope alone is written, and it and the producer's bytes, as
+    /// two slices, validate as the same batch as the two joined, and are refused alike when
+    /// damaged. A batch with another leader epoch is copied with it rewritten.
+    #[test]
+    fn a_kafka_batch_as_producers_send_it_is_kept_without_a_copy() {
+        let kafka = kafka_batch_of(&three_records(), 1_000, 0, (-1, -1, -1), -1);
+        let mut out = BytesMut::new();
+        let kept =
+            wrap_kafka_batch(&kafka, 4, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out).expect("kept");
+        assert!(!kept.kafka_copied);
+        assert_eq!(out.len(), KAFKA_ENVELOPE_BYTES);
+        let two = BatchSlices::kept_kafka(&out, &kafka);
+        let joined = two.to_vec();
+        assert_eq!(BatchSlices::new(&joined), two);
+        assert_eq!(
+            crate::batch::validate_slices(two, usize::MAX),
+            validate(&joined, usize::MAX)
+        );
+        assert!(validate(&joined, usize::MAX).is_ok());
+        let mut damaged = kafka.clone();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        assert!(matches!(
+            crate::batch::validate_slices(BatchSlices::kept_kafka(&out, &damaged), usize::MAX),
+            Err(BatchError::CrcMismatch { .. })
+        ));
+        // An envelope that is not a magic-2 header does not make two slices a batch.
+        let native = crate::batch::BatchBuilder::new(4).finish();
+        assert!(crate::batch::validate_slices(
+            BatchSlices::kept_kafka(&native, &kafka),
+            usize::MAX
+        )
+        .is_err());
+
+        let other_epoch = kafka_batch_of(&three_records(), 1_000, 0, (-1, -1, -1), 5);
+        out.clear();
+        let copied = wrap_kafka_batch(&other_epoch, 4, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out)
+            .expect("kept");
+        assert!(copied.kafka_copied);
+        assert_eq!(&out[..], &joined[..]);
     }
 
     /// Proves: a Kafka batch kept as it arrived is a valid batch whose records, epoch,
@@ -596,6 +668,7 @@ mod tests {
         assert_eq!(
             kept,
             WrappedKafka {
+                kafka_copied: true,
                 record_count: 3,
                 producer: Some(ProducerStamp {
                     producer_id: 7,
@@ -725,7 +798,10 @@ mod tests {
         // The record count says 2 in the native header (its CRC recomputed).
         let mut disagreeing = stored.clone();
         disagreeing[28..32].copy_from_slice(&2u32.to_be_bytes());
-        let crc = header_crc(&disagreeing);
+        let crc = header_crc(
+            &disagreeing[..KAFKA_ENVELOPE_BYTES],
+            &disagreeing[KAFKA_ENVELOPE_BYTES..],
+        );
         disagreeing[12..16].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
             validate(&disagreeing, usize::MAX),

@@ -279,7 +279,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(converted.len(), 1);
-            let decoded = decode_batches(converted[0].bytes.clone()).unwrap();
+            let decoded = decode_batches(converted[0].bytes.to_bytes()).unwrap();
             assert_eq!(decoded.len(), records as usize);
             for record in decoded {
                 assert_eq!(record.key, None);

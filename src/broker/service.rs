@@ -13,6 +13,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::batch::BatchParts;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
@@ -44,8 +45,10 @@ pub struct ProduceRequest {
     /// What the writer presents to the partition's fence (a lease's epoch, or none), checked
     /// before anything else.
     pub credential: WriteCredential,
-    /// The batch in fencelog's stored format (its header carries the credential's epoch).
-    pub batch: Bytes,
+    /// The batch in fencelog's stored format (its header carries the credential's epoch): one
+    /// buffer, or a Kafka batch kept as it arrived and its envelope (see
+    /// [`crate::batch::BatchParts`]).
+    pub batch: BatchParts,
     /// The guard of the transaction verification this broker, a replicated partition's
     /// leader, recorded before asking the transaction's coordinator (see
     /// [`crate::storage::verification`]); `None` for every other write.
@@ -506,7 +509,7 @@ impl BrokerService {
                 Ok((
                     target.append_pending_verified(
                         request.credential,
-                        &request.batch,
+                        request.batch.slices(),
                         request.verification,
                     )?,
                     target,

@@ -493,7 +493,7 @@ mod loom_models {
             first.push(1, None, Some(b"first"));
             let appended = partition.append_pending_verified(
                 WriteCredential::Unleased,
-                &first.finish_with_sequence(0),
+                crate::batch::BatchSlices::new(&first.finish_with_sequence(0)),
                 Some(guard),
             );
             let marker = marker.join().unwrap().unwrap();

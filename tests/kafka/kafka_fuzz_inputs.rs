@@ -158,7 +158,7 @@ proptest! {
         let batch = kafka_batch(count, compression);
         let mutated = mutate(&batch, kind, at, value, &garbage);
         let _ = within_budget("convert", || {
-            to_native_batches(&mutated, 0, &RecordLimits::default())
+            to_native_batches(&bytes::Bytes::copy_from_slice(&mutated), 0, &RecordLimits::default())
         });
     }
 }

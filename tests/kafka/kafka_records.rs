@@ -204,7 +204,7 @@ fn stamped(
 ) -> Bytes {
     let mut out = BytesMut::new();
     for batch in batches {
-        let mut bytes = batch.bytes.to_vec();
+        let mut bytes = batch.bytes.to_bytes().to_vec();
         stamp_base_offset(&mut bytes, base_offset);
         base_offset += u64::from(batch.record_count);
         out.extend_from_slice(&bytes);
@@ -353,7 +353,11 @@ fn compress(compression: Compression, plain: &[u8]) -> Vec<u8> {
 fn convert(
     records: &[u8],
 ) -> Result<Vec<fencelog::server::kafka::batches::ConvertedBatch>, RecordsError> {
-    to_native_batches(records, 7, &RecordLimits::default())
+    to_native_batches(
+        &Bytes::copy_from_slice(records),
+        7,
+        &RecordLimits::default(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,7 +402,7 @@ fn kafka_batches_of_every_compression_round_trip() {
                     }
                 )
             );
-            let header = validate(&batch.bytes, usize::MAX).unwrap();
+            let header = validate(&batch.bytes.to_bytes(), usize::MAX).unwrap();
             assert_eq!(
                 header.epoch, 7,
                 "the native header carries the listener's epoch"
@@ -410,7 +414,10 @@ fn kafka_batches_of_every_compression_round_trip() {
                 (_, None) => 1,
             };
             assert_eq!(header.magic, magic);
-            assert_eq!(ProducerStamp::parse(&batch.bytes), batch.producer);
+            assert_eq!(
+                ProducerStamp::parse(&batch.bytes.to_bytes()),
+                batch.producer
+            );
 
             let native = stamped(&converted, 500);
             let stored: Vec<Sample> = decode_batches(native.clone())
@@ -516,7 +523,7 @@ fn out_of_order_timestamps_are_kept_and_far_ones_clamped() {
         (converted[0].first_timestamp, converted[0].max_timestamp),
         (500, 1_010)
     );
-    let timestamps: Vec<i64> = decode_batches(converted[0].bytes.clone())
+    let timestamps: Vec<i64> = decode_batches(converted[0].bytes.to_bytes())
         .unwrap()
         .iter()
         .map(|record| record.timestamp)
@@ -526,7 +533,7 @@ fn out_of_order_timestamps_are_kept_and_far_ones_clamped() {
     let far = i64::from(u32::MAX) + 1_000;
     let records = raw_records(&[raw_record(0, 0, b"a"), raw_record(far, 1, b"b")]);
     let converted = convert(&raw_batch(&RawHeader::plain(2), &records)).unwrap();
-    let timestamps: Vec<i64> = decode_batches(converted[0].bytes.clone())
+    let timestamps: Vec<i64> = decode_batches(converted[0].bytes.to_bytes())
         .unwrap()
         .iter()
         .map(|record| record.timestamp)
@@ -543,7 +550,7 @@ fn null_header_values_stay_null_and_non_utf8_keys_are_refused() {
         ..raw_record(0, 0, b"v")
     };
     let converted = convert(&raw_batch(&RawHeader::plain(1), &raw_records(&[record]))).unwrap();
-    let stored = decode_batches(converted[0].bytes.clone()).unwrap();
+    let stored = decode_batches(converted[0].bytes.to_bytes()).unwrap();
     assert_eq!(
         stored[0].headers,
         [
@@ -597,7 +604,7 @@ fn transactional_bits_and_markers_round_trip_through_kafka() {
     };
     let converted = convert(&raw_batch(&header, &records)).unwrap();
     assert!(converted[0].transactional);
-    let native = validate(&converted[0].bytes, 1 << 20).unwrap();
+    let native = validate(&converted[0].bytes.to_bytes(), 1 << 20).unwrap();
     assert!(native.is_transactional() && !native.is_control());
     let marker = fencelog::batch::control_batch(7, 9, 2, ControlMarker::Abort, 5, 1_000);
     let mut out = BytesMut::new();
@@ -706,7 +713,7 @@ fn any_flipped_bit_after_the_crc_is_a_crc_mismatch() {
                     assert_eq!(compression, Compression::None, "flip at {position}");
                     assert!(
                         matches!(
-                            validate(&kept[0].bytes, usize::MAX),
+                            validate(&kept[0].bytes.to_bytes(), usize::MAX),
                             Err(BatchError::CrcMismatch { .. })
                         ),
                         "flip at {position}"
@@ -885,7 +892,8 @@ fn decompression_bombs_stop_at_the_limit() {
         };
         let bomb = raw_batch(&header, &compress(compression, &zeros));
         let started = Instant::now();
-        let (result, largest) = largest_allocation(|| to_native_batches(&bomb, 1, &limits));
+        let (result, largest) =
+            largest_allocation(|| to_native_batches(&Bytes::copy_from_slice(&bomb), 1, &limits));
         assert_eq!(
             result.unwrap_err(),
             RecordsError::DecompressedTooLarge { limit: 1 << 20 },
@@ -941,10 +949,15 @@ fn decompression_budget_is_shared_by_a_fields_batches() {
         None,
     );
     let two: Vec<u8> = [batch.as_ref(), batch.as_ref()].concat();
-    assert_eq!(to_native_batches(&two, 1, &limits).unwrap().len(), 2);
+    assert_eq!(
+        to_native_batches(&Bytes::copy_from_slice(&two), 1, &limits)
+            .unwrap()
+            .len(),
+        2
+    );
     let four: Vec<u8> = [batch.as_ref(); 4].concat();
     assert!(matches!(
-        to_native_batches(&four, 1, &limits).unwrap_err(),
+        to_native_batches(&Bytes::copy_from_slice(&four), 1, &limits).unwrap_err(),
         RecordsError::DecompressedTooLarge { .. }
     ));
 }
@@ -960,7 +973,8 @@ fn converted_batches_respect_the_maximum_batch_size() {
         .map(|index| sample(index, None, Some(&[1u8; 1000])))
         .collect();
     let kafka = kafka_batch(&samples, Compression::Lz4, None);
-    let error = to_native_batches(&kafka, 1, &limits).map(|batches| batches.len());
+    let error =
+        to_native_batches(&Bytes::copy_from_slice(&kafka), 1, &limits).map(|batches| batches.len());
     let error = error.unwrap_err();
     assert_eq!(error, RecordsError::BatchTooLarge { max: 4096 });
     assert_eq!(
@@ -1062,9 +1076,9 @@ proptest! {
         if let Ok(batches) = convert(&kafka) {
             for batch in batches {
                 // A batch kept as it arrived has its CRC checked by the partition's validation.
-                match validate(&batch.bytes, usize::MAX) {
+                match validate(&batch.bytes.to_bytes(), usize::MAX) {
                     Ok(_) => {}
-                    Err(BatchError::CrcMismatch { .. }) => prop_assert_eq!(batch.bytes[16], 2),
+                    Err(BatchError::CrcMismatch { .. }) => prop_assert_eq!(batch.bytes.to_bytes()[16], 2),
                     Err(error) => prop_assert!(false, "{}", error),
                 }
             }

@@ -8,7 +8,7 @@ use crate::support::storage;
 use std::path::Path;
 
 use bytes::Bytes;
-use fencelog::batch::{control_batch, BatchBuilder, ControlMarker};
+use fencelog::batch::{control_batch, BatchBuilder, BatchSlices, ControlMarker};
 use fencelog::storage::{
     AbortedTransaction, FlushPolicy, OpenTransaction, Partition, PartitionConfig, SequenceError,
     StorageError,
@@ -195,17 +195,29 @@ fn a_replicated_leader_takes_a_transactions_first_batch_only_verified() {
     assert_ne!(guard, stale);
     unverified(
         partition
-            .append_pending_verified(Unleased, &txn_batch(0, 5, 0, 0, 1), Some(stale))
+            .append_pending_verified(
+                Unleased,
+                BatchSlices::new(&txn_batch(0, 5, 0, 0, 1)),
+                Some(stale),
+            )
             .unwrap_err(),
     );
     unverified(
         partition
-            .append_pending_verified(Unleased, &txn_batch(0, 5, 1, 0, 1), Some(guard))
+            .append_pending_verified(
+                Unleased,
+                BatchSlices::new(&txn_batch(0, 5, 1, 0, 1)),
+                Some(guard),
+            )
             .unwrap_err(),
     );
     assert_eq!(partition.log_end_offset(), 1, "only the marker");
     let first = partition
-        .append_pending_verified(Unleased, &txn_batch(0, 5, 0, 0, 1), Some(guard))
+        .append_pending_verified(
+            Unleased,
+            BatchSlices::new(&txn_batch(0, 5, 0, 0, 1)),
+            Some(guard),
+        )
         .unwrap();
     assert_eq!(
         partition.begin_verification(5, 0),

@@ -138,7 +138,7 @@ impl TransactionPartitions for LocalPartitions {
                 topic: topic.to_string(),
                 partition,
                 credential: WriteCredential::Epoch(lease_epoch),
-                batch: marker,
+                batch: marker.into(),
                 verification: None,
             },
             Some(Acks::All),

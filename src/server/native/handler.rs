@@ -89,7 +89,7 @@ fn answer(
                 topic,
                 partition,
                 credential: service.native_credential(epoch),
-                batch,
+                batch: batch.into(),
             };
             Box::pin(
                 service

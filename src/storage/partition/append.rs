@@ -17,7 +17,7 @@ use super::super::config::FlushPolicy;
 use super::super::fence::{check_credential_since, FenceError, WriteCredential};
 use super::super::{io_error, StorageError};
 use super::{replicate, Partition, Writer};
-use crate::batch::{self, BatchHeader, ProducerStamp};
+use crate::batch::{self, BatchHeader, BatchSlices, ProducerStamp};
 
 /// What an append returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,20 +118,21 @@ impl Partition {
         credential: WriteCredential,
         batch_bytes: &[u8],
     ) -> Result<PendingAppend, StorageError> {
-        self.append_pending_verified(credential, batch_bytes, None)
+        self.append_pending_verified(credential, BatchSlices::new(batch_bytes), None)
     }
 
     /// [`append_pending_as`](Self::append_pending_as) with the guard of a transaction
     /// verification begun with [`begin_verification`](Self::begin_verification), which a
     /// replicated partition needs to take a transactional batch that opens its producer's
-    /// transaction (see [`crate::storage::verification`]).
+    /// transaction (see [`crate::storage::verification`]). The batch may come in two slices
+    /// (a Kafka batch kept as it arrived and its envelope: see [`BatchSlices`]).
     pub fn append_pending_verified(
         &self,
         credential: WriteCredential,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
-        let result = self.append_checked(credential, batch_bytes, verification);
+        let result = self.append_checked(credential, batch, verification);
         match &result {
             Err(StorageError::Fence(FenceError::Fenced { epoch, current })) => {
                 self.metrics.fenced_write(*epoch, *current)
@@ -171,7 +172,7 @@ impl Partition {
     fn append_checked(
         &self,
         credential: WriteCredential,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
         // Early answer for a stale holder; the authoritative check is inside the fence. A
@@ -195,26 +196,26 @@ impl Partition {
             // the fence's lock. No other check comes first, so a new batch of a stale holder
             // is refused as fenced before anything else is looked at.
             Err(refusal @ (FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
-                return self.answer_superseded(credential, batch_bytes, refusal)
+                return self.answer_superseded(credential, batch, refusal)
             }
             Err(refusal) => return Err(StorageError::Fence(refusal)),
         }
-        let header = self.validate_for(credential, batch_bytes)?;
+        let header = self.validate_for(credential, batch)?;
         if self.shared.failed.load(Ordering::Acquire) {
             return Err(self.failed_error());
         }
-        let stamp = ProducerStamp::parse(batch_bytes);
+        let stamp = ProducerStamp::parse(batch.head());
         self.fence.append_or_answer_resend(
             credential,
             // Superseded between the early check and the lock.
-            |writer: &Writer, refusal| self.answer_resend(writer, batch_bytes, refusal),
+            |writer: &Writer, refusal| self.answer_resend(writer, batch, refusal),
             |writer: &mut Writer| {
                 if writer.shared.recovery_point.is_retired() {
                     return Err(StorageError::Deleted {
                         partition: self.name.clone(),
                     });
                 }
-                writer.append_batch(batch_bytes, &header, stamp, verification)
+                writer.append_batch(batch, &header, stamp, verification)
             },
         )
     }
@@ -224,12 +225,12 @@ impl Partition {
     fn answer_superseded(
         &self,
         credential: WriteCredential,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         refusal: FenceError,
     ) -> Result<PendingAppend, StorageError> {
         self.fence.append_or_answer_resend(
             credential,
-            |writer: &Writer, refusal| self.answer_resend(writer, batch_bytes, refusal),
+            |writer: &Writer, refusal| self.answer_resend(writer, batch, refusal),
             // Supersession is final (epochs never go back; a leased partition stays leased),
             // so the fence never finds this credential current; if it did, the refusal stands.
             |_: &mut Writer| Err(StorageError::Fence(refusal)),
@@ -240,7 +241,7 @@ impl Partition {
     fn answer_resend(
         &self,
         writer: &Writer,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         refusal: FenceError,
     ) -> Result<PendingAppend, StorageError> {
         if writer.shared.recovery_point.is_retired() {
@@ -248,7 +249,7 @@ impl Partition {
                 partition: self.name.clone(),
             });
         }
-        writer.answer_resend(batch_bytes, refusal)
+        writer.answer_resend(batch, refusal)
     }
 
     /// Whether [`Partition::acknowledge`] blocks (flush `always`): then call it off async workers.

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use super::super::fence::HeldFence;
 use super::super::StorageError;
 use super::{Partition, PendingAppend, Writer};
-use crate::batch::{self, BatchHeader, ProducerStamp};
+use crate::batch::{self, BatchHeader, BatchSlices, ProducerStamp};
 use crate::storage::producer_state::SequenceVerdict;
 use crate::storage::{FenceError, WriteCredential};
 
@@ -88,7 +88,7 @@ impl Partition {
             headers.push(
                 append
                     .partition
-                    .validate_for(append.credential, append.batch)
+                    .validate_for(append.credential, BatchSlices::new(append.batch))
                     .map_err(|source| refused(append, source))?,
             );
         }
@@ -117,7 +117,12 @@ impl Partition {
             let stamp = ProducerStamp::parse(append.batch);
             let written = fence
                 .log()
-                .append_batch(append.batch, &headers[*index], stamp, None)
+                .append_batch(
+                    BatchSlices::new(append.batch),
+                    &headers[*index],
+                    stamp,
+                    None,
+                )
                 .map_err(|source| AtomicAppendError::Incomplete {
                     partition: append.partition.name.clone(),
                     source,
@@ -136,15 +141,15 @@ impl Partition {
     pub(super) fn validate_for(
         &self,
         credential: WriteCredential,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
     ) -> Result<BatchHeader, StorageError> {
-        if batch_bytes.len() > self.batch_limit() {
+        if batch.len() > self.batch_limit() {
             return Err(StorageError::BatchTooLarge {
-                len: batch_bytes.len(),
+                len: batch.len(),
                 max: self.batch_limit(),
             });
         }
-        let header = batch::validate(batch_bytes, self.batch_limit())?;
+        let header = batch::validate_slices(batch, self.batch_limit())?;
         if header.epoch != credential.epoch() {
             return Err(batch::BatchError::EpochMismatch {
                 header: header.epoch,

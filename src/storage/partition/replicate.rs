@@ -21,7 +21,7 @@ use super::super::fence::{LeaseEvidence, RoleChange};
 use super::super::leader_epochs::LeaderEpochs;
 use super::super::{io_error, StorageError};
 use super::{Partition, Role, Writer};
-use crate::batch::{self, BatchHeader, ProducerStamp};
+use crate::batch::{self, BatchHeader, BatchSlices, ProducerStamp};
 use crate::domain::LeaderEpoch;
 
 /// What a leader reads for a follower ([`Partition::read_for_replication`]).
@@ -206,7 +206,10 @@ impl Partition {
                 self.check_continues_log(writer, &parsed, records_epoch)?;
                 self.record_replicated_epochs(writer, &parsed, records_epoch, evidence)?;
                 for batch in &parsed {
-                    let appended = writer.append(&batches[batch.range.clone()], &batch.header)?;
+                    let appended = writer.append(
+                        BatchSlices::new(&batches[batch.range.clone()]),
+                        &batch.header,
+                    )?;
                     if let Some(stamp) = &batch.stamp {
                         writer.producers.record_batch(
                             &batches[batch.range.clone()],

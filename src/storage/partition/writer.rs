@@ -26,7 +26,7 @@ use super::super::seal::{DeferredRoll, SealJob, SealWorker};
 use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::super::{io_error, StorageError};
 use super::{Appended, PendingAppend, Shared};
-use crate::batch::{BatchHeader, ProducerStamp};
+use crate::batch::{BatchHeader, BatchSlices, ProducerStamp};
 
 /// The writer's state: everything behind the fence lock.
 #[derive(Debug)]
@@ -67,7 +67,7 @@ impl Writer {
     /// retry of a batch already appended is answered as one).
     pub(super) fn append_batch(
         &mut self,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         header: &BatchHeader,
         stamp: Option<ProducerStamp>,
         verification: Option<u64>,
@@ -76,9 +76,9 @@ impl Writer {
             if let SequenceVerdict::Duplicate {
                 base_offset,
                 last_offset,
-            } = self.producers.check_batch(batch_bytes, stamp, header)?
+            } = self.producers.check_batch(batch.head(), stamp, header)?
             {
-                return Ok(self.duplicate(base_offset, last_offset, batch_bytes.len()));
+                return Ok(self.duplicate(base_offset, last_offset, batch.len()));
             }
             if header.is_transactional()
                 && !header.is_control()
@@ -87,15 +87,15 @@ impl Writer {
                 self.producers.check_verified(stamp, verification)?;
             }
         }
-        let appended = self.append(batch_bytes, header)?;
+        let appended = self.append(batch, header)?;
         if let Some(stamp) = &stamp {
             self.producers
-                .record_batch(batch_bytes, stamp, header, appended.base_offset);
+                .record_batch(batch.head(), stamp, header, appended.base_offset);
         }
         Ok(PendingAppend {
             appended,
             durable_at: appended.log_end_offset,
-            batch_bytes: batch_bytes.len() as u64,
+            batch_bytes: batch.len() as u64,
             truncations: self.shared.truncations.load(Ordering::Acquire),
         })
     }
@@ -110,12 +110,12 @@ impl Writer {
     /// not validated: nothing of it is stored, and its header names the batch its sender meant.
     pub(super) fn answer_resend(
         &self,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         refusal: FenceError,
     ) -> Result<PendingAppend, StorageError> {
         let (Some(stamp), Some(header)) = (
-            ProducerStamp::parse(batch_bytes),
-            BatchHeader::parse(batch_bytes),
+            ProducerStamp::parse(batch.head()),
+            BatchHeader::parse(batch.head()),
         ) else {
             return Err(refusal.into());
         };
@@ -136,7 +136,7 @@ impl Writer {
             ResendVerdict::Remembered {
                 base_offset,
                 last_offset,
-            } => Ok(self.duplicate(base_offset, last_offset, batch_bytes.len())),
+            } => Ok(self.duplicate(base_offset, last_offset, batch.len())),
             ResendVerdict::AppendedLongAgo { expected } => Err(SequenceError::Duplicate {
                 producer_id: stamp.producer_id,
                 got: stamp.base_sequence,
@@ -206,20 +206,20 @@ impl Writer {
 
     pub(super) fn append(
         &mut self,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         header: &BatchHeader,
     ) -> Result<Appended, StorageError> {
         let base_offset = self.active.next_offset();
         let end = match self
             .active
-            .append(batch_bytes, header)
+            .append(batch, header)
             .map_err(io_error("write to segment"))?
         {
             Some(end) => end,
             None => {
-                self.roll(batch_bytes.len() as u64)?;
+                self.roll(batch.len() as u64)?;
                 self.active
-                    .append(batch_bytes, header)
+                    .append(batch, header)
                     .map_err(io_error("write to segment"))?
                     .expect("a segment rolled for a batch is at least its size")
             }

@@ -16,7 +16,7 @@ use super::super::mmap::MapWriter;
 use super::{
     delete_files, index_file_name, log_file_name, Contents, Mapped, SegmentOptions, SegmentReader,
 };
-use crate::batch::BatchHeader;
+use crate::batch::{BatchHeader, BatchSlices};
 
 /// The write side of the partition's newest segment.
 #[derive(Debug)]
@@ -210,7 +210,7 @@ impl ActiveSegment {
     /// appended.
     pub fn append(
         &mut self,
-        batch_bytes: &[u8],
+        batch: BatchSlices<'_>,
         header: &BatchHeader,
     ) -> io::Result<Option<usize>> {
         let base_offset = self.next_offset;
@@ -221,29 +221,28 @@ impl ActiveSegment {
             return Ok(None);
         };
         let stamp = base_offset.to_be_bytes();
-        let written = match crate::batch::inner_base_offset_at(batch_bytes) {
-            None => self.map.append(&[&stamp, &batch_bytes[stamp.len()..]]),
+        let (head, kafka) = (batch.head(), batch.kafka());
+        let written = if kafka.is_empty() {
+            self.map.append(&[&stamp, &head[stamp.len()..]])
+        } else {
             // A stored Kafka batch carries the base offset twice (outside both checksums).
-            Some(inner) => self.map.append(&[
-                &stamp,
-                &batch_bytes[stamp.len()..inner],
-                &stamp,
-                &batch_bytes[inner + stamp.len()..],
-            ]),
+            self.map
+                .append(&[&stamp, &head[stamp.len()..], &stamp, &kafka[stamp.len()..]])
         };
+        let batch_len = batch.len();
         let Some(position) = written? else {
             return Ok(None);
         };
         // The copy was validated before: count it as verified so reads skip the CRC.
         self.reader
             .verified
-            .fetch_max(position + batch_bytes.len(), Ordering::AcqRel);
+            .fetch_max(position + batch_len, Ordering::AcqRel);
         self.reader
             .max_timestamp
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
-        self.index.on_append(relative, position, batch_bytes.len());
-        Ok(Some(position + batch_bytes.len()))
+        self.index.on_append(relative, position, batch_len);
+        Ok(Some(position + batch_len))
     }
 
     /// Syncs the index file (the log's range is synced through the reader's map).

@@ -285,7 +285,10 @@ mod tests {
                 builder.push(1_000 + tag as i64, None, Some(&[tag as u8; 300]));
                 let bytes = builder.finish();
                 let header = BatchHeader::parse(&bytes).unwrap();
-                segment.append(&bytes, &header).unwrap().unwrap();
+                segment
+                    .append(crate::batch::BatchSlices::new(&bytes), &header)
+                    .unwrap()
+                    .unwrap();
             }
             segment.sync_index().unwrap();
             next = segment.next_offset();

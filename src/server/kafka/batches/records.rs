@@ -29,11 +29,10 @@
 //! Nothing here trusts a count or length read from the wire to size an allocation: buffers are
 //! sized by the bytes actually present (and capped by [`RecordLimits`]).
 
-use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use thiserror::Error;
 
-use crate::batch::{BatchError, ProducerStamp, MAX_RECORDS_PER_BATCH};
+use crate::batch::{BatchError, BatchParts, ProducerStamp, MAX_RECORDS_PER_BATCH};
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
 pub use super::to_kafka::{to_kafka_batches, to_kafka_parts};
@@ -140,8 +139,9 @@ pub struct ConvertedBatch {
     /// header (magic 2) when nothing in it needs rewriting (uncompressed, CreateTime, ...: see
     /// `crate::batch::wrap_kafka_batch`), else a native batch, magic 3 with a producer or
     /// magic 1; base offset 0 (the broker stamps it), header epoch = the `epoch` the
-    /// conversion was given.
-    pub bytes: Bytes,
+    /// conversion was given. A kept batch is its envelope and a slice of the request's
+    /// `records` (no copy); a converted one is one buffer.
+    pub bytes: BatchParts,
     /// Records in the batch (at least 1).
     pub record_count: u32,
     /// The idempotent producer's identity and sequence, copied from the Kafka header when its

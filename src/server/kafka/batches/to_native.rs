@@ -5,7 +5,9 @@
 //! (decompressed within [`RecordLimits`] when compressed) are walked once, each written straight
 //! into the native batch. Nothing is sized by a count from the wire.
 
-use bytes::{BufMut, BytesMut};
+use std::ops::Range;
+
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::compression::decompress;
 use super::records::layout::*;
@@ -15,7 +17,7 @@ use super::records::{
 };
 use super::varint::Reader;
 use crate::batch::{
-    NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
+    BatchParts, NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
     PRODUCER_HEADER_BYTES,
 };
 
@@ -51,7 +53,7 @@ const NATIVE_GROWTH_PER_RECORD: usize = 18 - 7;
 /// The native batches have base offset 0 (the broker stamps it) and pass
 /// [`crate::batch::validate`].
 pub fn to_native_batches(
-    records: &[u8],
+    records: &Bytes,
     epoch: u64,
     limits: &RecordLimits,
 ) -> Result<Vec<ConvertedBatch>, RecordsError> {
@@ -70,10 +72,12 @@ pub fn to_native_batches(
     while position < records.len() {
         let length = kafka_batch_len(&records[position..], position)?;
         let kafka = &records[position..position + length];
-        converted.push(match converter.keep_as_is(kafka) {
-            Some(kept) => kept,
-            None => converter.batch(kafka)?,
-        });
+        converted.push(
+            match converter.keep_as_is(records, position..position + length) {
+                Some(kept) => kept,
+                None => converter.batch(kafka)?,
+            },
+        );
         position += length;
     }
     Ok(converted)
@@ -135,7 +139,8 @@ impl Converter<'_> {
     /// One whole Kafka batch kept as it arrived, behind a native header (magic 2, see
     /// `crate::batch::wrap_kafka_batch`), when nothing in it needs rewriting; `None` when it
     /// must be converted. Its CRC32C is checked by the partition when it appends the batch.
-    fn keep_as_is(&mut self, kafka: &[u8]) -> Option<ConvertedBatch> {
+    fn keep_as_is(&mut self, records: &Bytes, range: Range<usize>) -> Option<ConvertedBatch> {
+        let kafka = &records[range.clone()];
         self.out.clear();
         let kept = crate::batch::wrap_kafka_batch(
             kafka,
@@ -144,8 +149,13 @@ impl Converter<'_> {
             self.limits.max_records_per_batch,
             &mut self.out,
         )?;
+        let written = self.out.split().freeze();
         Some(ConvertedBatch {
-            bytes: self.out.split().freeze(),
+            bytes: if kept.kafka_copied {
+                written.into()
+            } else {
+                BatchParts::kept_kafka(written, records.slice(range))
+            },
             record_count: kept.record_count,
             producer: kept.producer,
             transactional: kept.transactional,
@@ -203,7 +213,7 @@ impl Converter<'_> {
             "a converted batch must be a valid native batch"
         );
         Ok(ConvertedBatch {
-            bytes,
+            bytes: bytes.into(),
             record_count: header.record_count,
             producer: header.producer,
             transactional: header.transactional,
