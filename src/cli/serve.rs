@@ -139,6 +139,11 @@ pub struct ServeArgs {
     /// brokers have cores of their own; costs more CPU per byte replicated (off by default).
     #[arg(long, requires = "etcd")]
     pub replica_fetch_pipelining: bool,
+    /// Most bytes of batches one replica fetch carries (this broker's fetches as a follower,
+    /// and the cap on its answers as a leader; at least one whole batch is always sent). Small
+    /// enough that a follower writes what it received while it is still in its CPU's cache.
+    #[arg(long, default_value_t = crate::broker::cluster::DEFAULT_REPLICA_FETCH_MAX_BYTES, value_parser = clap::value_parser!(u32).range(65_536..=8_388_608), requires = "etcd")]
+    pub replica_fetch_max_bytes: u32,
     /// Reach broker NODE's native listener at HOST:PORT instead of the address it advertises
     /// (repeatable, `NODE=HOST:PORT`): a NAT between brokers, or a fault-injection proxy on one
     /// broker-to-broker link.
@@ -379,6 +384,7 @@ async fn cluster_membership(
     config.registration_ttl = std::time::Duration::from_millis(args.registration_ttl_ms);
     config.replication.replica_lag_max_ms = args.replica_lag_max_ms;
     config.replication.pipelined_fetches = args.replica_fetch_pipelining;
+    config.replica_fetch_max_bytes = args.replica_fetch_max_bytes;
     config.peer_addrs = args.peer_addrs.iter().cloned().collect();
     config.offsets.partitions = args.offsets_partitions;
     config.offsets.replication_factor = args.offsets_replication_factor;

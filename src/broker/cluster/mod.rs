@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use driver::{
     ClusterConfig, ClusterDriver, ClusterState, DEFAULT_REGISTRATION_TTL,
-    DEFAULT_REPLICATION_FACTOR_MAX,
+    DEFAULT_REPLICATION_FACTOR_MAX, DEFAULT_REPLICA_FETCH_MAX_BYTES,
 };
 pub use error::ClusterError;
 

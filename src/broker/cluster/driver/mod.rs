@@ -57,8 +57,12 @@ pub const DEFAULT_REGISTRATION_TTL: Duration = Duration::from_secs(6);
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 /// Default of [`ClusterConfig::replica_fetch_max_wait`].
 pub const DEFAULT_REPLICA_FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
-/// Default of [`ClusterConfig::replica_fetch_max_bytes`].
-pub const DEFAULT_REPLICA_FETCH_MAX_BYTES: u32 = 4 << 20;
+/// Default of [`ClusterConfig::replica_fetch_max_bytes`]: about one bench batch (1,000 records
+/// of 1 KiB). A follower receives a fetch's bytes and then writes them; 4 MiB answers ran
+/// 25-30% slower at 15-30% more CPU per byte on a 2-core machine than 1 MiB ones (the
+/// second copy read them back from memory, not from the cache: `tools/cluster-bench`,
+/// docs/benchmarks.md).
+pub const DEFAULT_REPLICA_FETCH_MAX_BYTES: u32 = 1 << 20;
 /// Default of [`ClusterConfig::topic_ready_wait`].
 pub const DEFAULT_TOPIC_READY_WAIT: Duration = Duration::from_secs(10);
 /// Most replicas a cluster topic gets when its creator names no replication factor.
