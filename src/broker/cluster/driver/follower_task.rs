@@ -189,17 +189,22 @@ async fn follow(
                     None => None,
                 };
                 let batches = fetched.take().unwrap_or_default();
+                let batches_len = batches.len();
                 let result = if record_count > 0 && !batches.is_empty() {
                     let partition = Arc::clone(&replica.partition);
-                    blocking(move || {
+                    let append = move || {
                         ReplicaLog::append_replicated(
                             partition.as_ref(),
                             &batches,
                             records_epoch,
                             leader_epoch,
                         )
-                    })
-                    .await
+                    };
+                    if appends_inline(replica, batches_len) {
+                        append()
+                    } else {
+                        blocking(append).await
+                    }
                 } else {
                     Ok(log.log_end_offset())
                 };
@@ -251,6 +256,16 @@ async fn follow(
             None => return,
         };
     }
+}
+
+/// Whether a follower appends `batches_len` fetched bytes on its own task rather than on the
+/// blocking pool: small ones, when the append cannot wait for a sync (flush `always` syncs
+/// before a follower reports). The produce path's rule (`INLINE_APPEND_MAX_BYTES`): below it
+/// the hand-off to another thread costs more than the copy, and it sits on the path of every
+/// `acks=all` acknowledgement (a single-record produce waits for the followers' appends).
+fn appends_inline(replica: &Replica, batches_len: usize) -> bool {
+    batches_len <= crate::broker::produce_queue::INLINE_APPEND_MAX_BYTES
+        && !replica.partition.acknowledge_blocks()
 }
 
 /// Runs a log operation on the blocking pool (it may fsync).
