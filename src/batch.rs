@@ -47,10 +47,13 @@ use thiserror::Error;
 
 mod slices;
 mod stored_kafka;
+// Parts of it serve only the Kafka listener (its fetch encoder and its conversions).
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) mod varint;
 
 pub use slices::{BatchParts, BatchSlices};
 
+#[cfg(feature = "kafka")]
 pub(crate) use stored_kafka::kafka_layout;
 pub use stored_kafka::{
     decode_kafka_batches_into, kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT,

@@ -51,6 +51,7 @@ pub const INNER_BASE_OFFSET_AT: usize = KAFKA_ENVELOPE_BYTES;
 /// The Kafka record batch v2 (Kafka's `DefaultRecordBatch`): byte offsets of its header fields
 /// and its attribute bits, the one copy of them for every module that reads or writes Kafka
 /// batches (this one, and the Kafka listener's conversions in `server::kafka::batches`).
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) mod kafka_layout {
     pub const BASE_OFFSET_AT: usize = 0;
     pub const LENGTH_AT: usize = 8;
