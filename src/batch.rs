@@ -472,8 +472,7 @@ pub fn stamp_base_offset(batch: &mut [u8], base_offset: u64) {
 /// Where a second copy of the base offset lies in this batch: a magic-2 batch's Kafka
 /// `baseOffset`, which the broker stamps with the native one. `None` for other batches.
 pub fn inner_base_offset_at(batch: &[u8]) -> Option<usize> {
-    (batch.len() >= stored_kafka::MIN_KAFKA_STORED_BYTES && batch[MAGIC_AT] == MAGIC_KAFKA)
-        .then_some(INNER_BASE_OFFSET_AT)
+    kafka_batch(batch).map(|_| INNER_BASE_OFFSET_AT)
 }
 
 /// The header fields the encoder of a new batch chooses. The rest follows from them and from the

@@ -9,8 +9,7 @@
 
 use bytes::Bytes;
 
-use super::stored_kafka::{KAFKA_ENVELOPE_BYTES, MAGIC_KAFKA, MIN_KAFKA_STORED_BYTES};
-use super::MAGIC_AT;
+use super::stored_kafka::{kafka_batch, KAFKA_ENVELOPE_BYTES};
 
 /// A batch's bytes, borrowed: the whole batch, or a magic-2 batch's envelope and Kafka batch.
 /// What validation, the producer state and the segment writer read.
@@ -26,14 +25,15 @@ impl<'a> BatchSlices<'a> {
     /// One contiguous batch (a magic-2 one is seen as its envelope and Kafka batch, as if it
     /// had arrived in two parts).
     pub fn new(bytes: &'a [u8]) -> Self {
-        if bytes.len() >= MIN_KAFKA_STORED_BYTES && bytes[MAGIC_AT] == MAGIC_KAFKA {
-            let (head, kafka) = bytes.split_at(KAFKA_ENVELOPE_BYTES);
-            Self { head, kafka }
-        } else {
-            Self {
+        match kafka_batch(bytes) {
+            Some(kafka) => Self {
+                head: &bytes[..KAFKA_ENVELOPE_BYTES],
+                kafka,
+            },
+            None => Self {
                 head: bytes,
                 kafka: &[],
-            }
+            },
         }
     }
 

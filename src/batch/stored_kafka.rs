@@ -301,10 +301,7 @@ fn header_crc(envelope: &[u8], kafka: &[u8]) -> u32 {
 /// The CRC checks of a magic-2 batch (its length already matched against the header): the
 /// native header's CRC32C, then the Kafka batch's.
 pub(super) fn check_crcs(header: &BatchHeader, batch: BatchSlices<'_>) -> Result<(), BatchError> {
-    let (envelope, kafka) = (batch.head(), batch.kafka());
-    if envelope.len() != KAFKA_ENVELOPE_BYTES || kafka.len() < KAFKA_HEADER_BYTES {
-        return Err(BatchError::TooShort { len: batch.len() });
-    }
+    let (envelope, kafka) = envelope_and_kafka(batch)?;
     let actual = header_crc(envelope, kafka);
     if actual != header.crc {
         return Err(BatchError::CrcMismatch {
@@ -313,6 +310,16 @@ pub(super) fn check_crcs(header: &BatchHeader, batch: BatchSlices<'_>) -> Result
         });
     }
     check_kafka_crc(kafka)
+}
+
+/// A magic-2 batch's two parts, each at least as long as its header (the fields read from them
+/// are there).
+fn envelope_and_kafka(batch: BatchSlices<'_>) -> Result<(&[u8], &[u8]), BatchError> {
+    let (envelope, kafka) = (batch.head(), batch.kafka());
+    if envelope.len() != KAFKA_ENVELOPE_BYTES || kafka.len() < KAFKA_HEADER_BYTES {
+        return Err(BatchError::TooShort { len: batch.len() });
+    }
+    Ok((envelope, kafka))
 }
 
 /// A Kafka batch's own CRC-32C (of its bytes from `attributes` on) against its `crc` field.
@@ -333,10 +340,7 @@ pub(super) fn validate_kafka<'a>(
     batch: BatchSlices<'a>,
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
-    let (envelope, kafka) = (batch.head(), batch.kafka());
-    if envelope.len() != KAFKA_ENVELOPE_BYTES || kafka.len() < KAFKA_HEADER_BYTES {
-        return Err(BatchError::TooShort { len: batch.len() });
-    }
+    let (envelope, kafka) = envelope_and_kafka(batch)?;
     let mismatch = |field| BatchError::KafkaHeaderMismatch(field);
     if header.attributes & !ATTRIBUTE_TRANSACTIONAL != 0 {
         return Err(BatchError::ReservedBitsSet);
