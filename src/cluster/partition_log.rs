@@ -56,6 +56,10 @@ impl ReplicaLog for Partition {
         Partition::truncate_to(self, offset).map_err(replica_log_error)
     }
 
+    fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError> {
+        Partition::start_over_at(self, offset).map_err(replica_log_error)
+    }
+
     fn advance_high_watermark(&self, offset: u64) {
         Partition::advance_high_watermark(self, offset)
     }

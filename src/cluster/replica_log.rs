@@ -120,6 +120,13 @@ pub trait ReplicaLog: Send + Sync {
     /// they are. Refused below the high watermark.
     fn truncate_to(&self, offset: u64) -> Result<(), ReplicaLogError>;
 
+    /// Starts the log over at `offset`, the leader's log start, which lies past this log's end
+    /// (Kafka's `truncateFullyAndStartAt`): every record goes, the log start, the log end and the
+    /// high watermark become `offset`, durably, before it returns. The fence floors and the
+    /// leader-epoch history stay. A no-op at the log end; refused below it (records the leader
+    /// still has would go) and on a leader.
+    fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError>;
+
     /// Raises the high watermark to `offset` (capped at what this replica holds and has made
     /// durable under its flush policy). Never lowers it.
     fn advance_high_watermark(&self, offset: u64);

@@ -58,6 +58,14 @@ impl GroupCommit {
         self.done.notify_all();
     }
 
+    /// The log now starts at `offset`, past everything written before (a follower started
+    /// over at its leader's log start): the offsets below it hold nothing to sync.
+    pub fn raise_to(&self, offset: u64) {
+        let mut state = self.state.lock().expect("group commit lock poisoned");
+        state.durable_offset = state.durable_offset.max(offset);
+        self.done.notify_all();
+    }
+
     /// Syncs performed so far (for benchmarks and tests of the batching).
     pub fn syncs(&self) -> u64 {
         self.state.lock().expect("group commit lock poisoned").syncs

@@ -163,6 +163,18 @@ pub enum StorageError {
         /// The partition's high watermark.
         high_watermark: u64,
     },
+    /// A follower was asked to start its log over at an offset below its log end: that would
+    /// delete records the leader still has, so the caller's view of the leader is stale.
+    /// Nothing changed.
+    #[error("refusing to start partition {partition} over at offset {offset}: its log ends at {log_end_offset}, and a start-over only moves past the log end")]
+    StartOverBelowLogEnd {
+        /// `topic/partition`.
+        partition: String,
+        /// Where the start-over was asked to start.
+        offset: u64,
+        /// The partition's log end offset.
+        log_end_offset: u64,
+    },
     /// The partition's topic was deleted while the request was in flight; nothing was written.
     #[error(
         "partition {partition} was deleted with its topic; create the topic again to write to it"

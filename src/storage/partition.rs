@@ -50,6 +50,7 @@ mod open;
 mod read;
 mod replicate;
 mod retention;
+mod start_over;
 mod sync;
 mod truncate;
 mod writer;

@@ -36,6 +36,10 @@ pub struct RecoveryReport {
     pub bytes_cut: u64,
     /// Whole segments deleted because an earlier one was cut.
     pub segments_deleted: usize,
+    /// Whole segments deleted because they lie below the recorded log start (a crash left
+    /// them behind after DeleteRecords, retention or a follower's start-over moved it past
+    /// them). Not opened: nothing in them is ever served again.
+    pub segments_below_log_start: usize,
     /// Index files rebuilt.
     pub indexes_rebuilt: usize,
     /// Segments below the recovery point opened without a scan (checked later), those not
@@ -87,20 +91,26 @@ pub(crate) struct RecoveredLog {
 /// Recovers the log of the partition `name` in `directory`: keeps the valid prefix of its
 /// segments, cuts a torn tail, deletes what follows a cut, and records damaged sealed ranges.
 /// `recovery_point` is the offset below which segments were synced whole; `checkpoint_epoch` the
-/// highest epoch of the epoch checkpoint.
+/// highest epoch of the epoch checkpoint; `log_start` the recorded log start (the `log-start`
+/// file), below which whole segments are deleted unopened.
 pub(crate) fn recover_log(
     name: &str,
     directory: &Path,
     options: SegmentOptions,
     recovery_point: u64,
     checkpoint_epoch: u64,
+    log_start: Option<u64>,
 ) -> Result<RecoveredLog, StorageError> {
-    let bases = list_segments(directory)?;
+    let mut bases = list_segments(directory)?;
+    let mut report = RecoveryReport::default();
+    let below = segments_wholly_below(&bases, log_start);
+    delete_segments_below_log_start(directory, &bases[..below], &mut report)?;
+    bases.drain(..below);
     let mut recovery = Recovery {
         name,
         directory,
         options,
-        report: RecoveryReport::default(),
+        report,
         readers: Vec::new(),
         active: None,
         previous_end: None,
@@ -454,6 +464,42 @@ fn delete_segments_after_cut(
         segment::delete_files(directory, base).map_err(io_error("delete segment after a cut"))?;
     }
     if report.segments_deleted > 0 {
+        sync_directory(directory).map_err(io_error("sync partition directory"))?;
+    }
+    Ok(())
+}
+
+/// How many of the first `bases` lie wholly below the recorded `log_start`: those followed by a
+/// segment whose base is at or below it.
+///
+/// Why before the walk: a follower that starts over at its leader's log start
+/// (`Partition::start_over_at`) leaves a gap between its old log's end and its new first
+/// segment. A crash before the old segments are gone must not read that gap as a torn write
+/// (which deletes everything after it: the new segment, and what the follower appended and
+/// reported since) nor as damage; the recorded log start, written before anything is appended
+/// to the new segment, says the old segments are deleted records.
+fn segments_wholly_below(bases: &[u64], log_start: Option<u64>) -> usize {
+    let Some(log_start) = log_start else {
+        return 0;
+    };
+    bases
+        .iter()
+        .rposition(|&base| base <= log_start)
+        .unwrap_or(0)
+}
+
+/// Deletes the segments below the log start (see [`segments_wholly_below`]), durably.
+fn delete_segments_below_log_start(
+    directory: &Path,
+    below: &[u64],
+    report: &mut RecoveryReport,
+) -> Result<(), StorageError> {
+    for &base in below {
+        report.segments_below_log_start += 1;
+        segment::delete_files(directory, base)
+            .map_err(io_error("delete segment below the log start"))?;
+    }
+    if !below.is_empty() {
         sync_directory(directory).map_err(io_error("sync partition directory"))?;
     }
     Ok(())

@@ -465,3 +465,92 @@ async fn deleted_records_stay_deleted_after_a_failover() {
     }
     assert_eq!(values, written[5..].to_vec());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_behind_the_leader_log_start_starts_over_there_and_rejoins_the_isr() {
+    // Proves: a follower that was away while the leader deleted every record it would fetch
+    // next (its log ends at 5, the leader's log starts at 15) is told so (OFFSET_OUT_OF_RANGE
+    // with the leader's log start), starts its log over there instead of failing its fetch
+    // forever, catches up and rejoins the ISR; after the other two brokers crash in turn it
+    // leads and serves every record from the log start on.
+    let mut cluster = cluster(3).await;
+    let client = client_of(cluster.nodes()).await;
+    create_rf3(&client, "behind", 1).await;
+    let (leader, _) = leader_of(&client, "behind", 0).await;
+    let lease = client
+        .acquire_lease("behind", 0, "writer", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    let mut written = produce_all(&client, "behind", lease.epoch, "early", 5).await;
+    let away = cluster
+        .nodes()
+        .iter()
+        .map(|node| node.id())
+        .find(|id| *id != leader)
+        .expect("a follower");
+    wait_until("the follower holds the first records", || {
+        let end = cluster
+            .nodes()
+            .iter()
+            .find(|n| n.id() == away)
+            .unwrap()
+            .log_end("behind", 0);
+        async move { end == 5 }
+    })
+    .await;
+    cluster.node(away).crash().await;
+    written.extend(produce_all(&client, "behind", lease.epoch, "while-away", 15).await);
+    assert_eq!(client.delete_records("behind", 0, 15).await.unwrap(), 15);
+
+    cluster.restart(away).await.expect("restart the follower");
+    let isr_of = |client: Client| async move {
+        client
+            .cluster_metadata(&["behind"])
+            .await
+            .map(|info| info.partitions[0].isr.len())
+            .unwrap_or(0)
+    };
+    wait_until("the follower that was away rejoins the ISR", || {
+        isr_of(client.clone()).map_eq(3)
+    })
+    .await;
+    let returned = cluster.node(away);
+    let partition = returned
+        .service()
+        .broker()
+        .partition("behind", 0)
+        .expect("the follower's replica");
+    assert_eq!(partition.log_start_offset(), 15);
+    assert_eq!(partition.log_end_offset(), 20);
+
+    // Only the follower that started over is left: it leads, from the leader's log start.
+    let others: Vec<u32> = cluster
+        .nodes()
+        .iter()
+        .map(|node| node.id())
+        .filter(|id| *id != away)
+        .collect();
+    for id in others {
+        cluster.node(id).crash().await;
+    }
+    let client = client_of_nodes(&[cluster.node(away)]).await;
+    let deadline = Instant::now() + CONVERGE;
+    let values = loop {
+        match client.fetch("behind", 0, 15, 1 << 20, Duration::ZERO).await {
+            Ok(fetched) if !fetched.records.is_empty() => {
+                break fetched
+                    .records
+                    .iter()
+                    .map(|r| {
+                        String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"")).into_owned()
+                    })
+                    .collect::<Vec<_>>();
+            }
+            _ => {
+                assert!(Instant::now() < deadline, "the follower never led");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(values, written[15..].to_vec());
+}

@@ -297,6 +297,12 @@ impl ReplicaLog for SimLog {
         Ok(state.durable_end)
     }
 
+    fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError> {
+        // The simulated leaders never delete records (no retention, no DeleteRecords), so no
+        // follower is ever told to start over; the storage tests and the cluster tests cover it.
+        unreachable!("a start-over at {offset}: the simulation's leaders never delete records")
+    }
+
     fn truncate_to(&self, offset: u64) -> Result<(), ReplicaLogError> {
         let mut state = self.lock();
         if offset < state.high_watermark {

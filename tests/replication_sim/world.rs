@@ -1150,6 +1150,10 @@ impl World {
                 self.send(node, Addr::Broker(leader), msg);
                 return Effects::new();
             }
+            FollowerAction::StartOver { offset } => {
+                let log = &self.logs[node as usize][partition];
+                FollowerEvent::StartedOver(log.start_over_at(offset))
+            }
             // The node takes a re-read itself; nothing to do for the rest.
             FollowerAction::RereadMetadata | FollowerAction::Nothing => return Effects::new(),
         };

@@ -42,6 +42,12 @@ pub enum FollowerAction {
         /// The new log end.
         offset: u64,
     },
+    /// Call [`ReplicaLog::start_over_at`] with this offset (the leader's log start, past this
+    /// log's end), then [`Follower::on_started_over`].
+    StartOver {
+        /// The leader's log start: the new log start and log end.
+        offset: u64,
+    },
     /// Send this fetch to the leader, then [`Follower::on_fetch_response`] with its answer.
     Fetch(FetchRequest),
     /// Append the records of the fetch response ([`ReplicaLog::append_replicated`] with these
@@ -89,6 +95,7 @@ enum Phase {
     Truncating {
         consistent: bool,
     },
+    StartingOver,
     Fetching {
         fetch_offset: u64,
     },
@@ -225,6 +232,21 @@ impl Follower {
         }
     }
 
+    /// The log was started over at the leader's log start (or refused).
+    pub fn on_started_over(
+        &mut self,
+        log: &dyn ReplicaLog,
+        result: Result<(), ReplicaLogError>,
+    ) -> FollowerAction {
+        if self.phase != Phase::StartingOver {
+            return FollowerAction::Nothing;
+        }
+        match result {
+            Ok(()) => self.fetch(log),
+            Err(_) => self.stop(),
+        }
+    }
+
     /// The leader's answer to [`FollowerAction::Fetch`].
     pub fn on_fetch_response(
         &mut self,
@@ -238,6 +260,17 @@ impl Follower {
             Err(FetchError::OffsetOutOfRange { .. }) => {
                 self.rounds = 0;
                 self.start_truncation(log)
+            }
+            // The leader deleted what this log would fetch next, and everything this log holds
+            // lies below what it kept (the fetch offset is this log's end): start over there.
+            Err(FetchError::BelowLogStart {
+                fetch_offset,
+                log_start_offset,
+            }) if fetch_offset == log.log_end_offset() && log_start_offset > fetch_offset => {
+                self.phase = Phase::StartingOver;
+                FollowerAction::StartOver {
+                    offset: log_start_offset,
+                }
             }
             Err(_) => self.stop(),
             Ok(response) if response.base_offset != fetch_offset => FollowerAction::Nothing,
@@ -392,6 +425,10 @@ mod tests {
         fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
             unreachable!()
         }
+        fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError> {
+            self.end.store(offset, Ordering::Relaxed);
+            Ok(())
+        }
         fn advance_high_watermark(&self, _: u64) {}
     }
 
@@ -496,6 +533,48 @@ mod tests {
         log.end.store(7, Ordering::Relaxed);
         assert_eq!(
             follower.on_appended(&log, Ok(7)),
+            FollowerAction::RereadMetadata
+        );
+    }
+
+    /// A fetch below the leader's log start (everything this log holds lies below it) starts
+    /// the log over there, and the next fetch asks from it; an answer that does not describe
+    /// this log (its fetch offset is not this log's end) changes nothing of the log: the
+    /// follower re-reads the partition state.
+    #[test]
+    fn a_fetch_below_the_leader_log_start_starts_the_log_over_there() {
+        let log = FreshLog {
+            end: AtomicU64::new(5),
+        };
+        let (mut follower, _) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        follower.on_became_follower(&log, Ok(()));
+        let below = Err(FetchError::BelowLogStart {
+            fetch_offset: 5,
+            log_start_offset: 700,
+        });
+        assert_eq!(
+            follower.on_fetch_response(&log, below),
+            FollowerAction::StartOver { offset: 700 }
+        );
+        // A late answer meanwhile changes nothing.
+        assert_eq!(
+            follower.on_fetch_response(&log, answer(5, 1)),
+            FollowerAction::Nothing
+        );
+        log.start_over_at(700).unwrap();
+        let FollowerAction::Fetch(next) = follower.on_started_over(&log, Ok(())) else {
+            panic!("expected a fetch from the new start");
+        };
+        assert_eq!((next.fetch_offset, next.log_end_offset), (700, 700));
+
+        let (mut other, _) = Follower::new(2, 9, 1, 3, &ReplicationConfig::default());
+        other.on_became_follower(&log, Ok(()));
+        let stale = Err(FetchError::BelowLogStart {
+            fetch_offset: 5,
+            log_start_offset: 900,
+        });
+        assert_eq!(
+            other.on_fetch_response(&log, stale),
             FollowerAction::RereadMetadata
         );
     }

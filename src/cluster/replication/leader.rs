@@ -756,6 +756,9 @@ mod tests {
         fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
             unreachable!()
         }
+        fn start_over_at(&self, _: u64) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
         fn advance_high_watermark(&self, _: u64) {}
     }
 

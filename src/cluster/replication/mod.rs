@@ -237,6 +237,16 @@ pub enum FetchError {
         /// The asker.
         follower: NodeId,
     },
+    /// The fetch offset is below the leader's log start: the records the follower would fetch
+    /// next were deleted (retention, DeleteRecords). A follower whose whole log lies below it
+    /// starts its log over there (Kafka's follower does the same).
+    #[error("fetch offset {fetch_offset} is below the leader's log start {log_start_offset}; the follower starts its log over there")]
+    BelowLogStart {
+        /// The fetch offset.
+        fetch_offset: u64,
+        /// The leader's log start offset.
+        log_start_offset: u64,
+    },
     /// The fetch offset is past the leader's log end: the follower must truncate by leader epoch
     /// again.
     #[error("fetch offset {fetch_offset} is past the leader's log end {log_end_offset}; truncate by leader epoch and fetch again")]

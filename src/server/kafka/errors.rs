@@ -160,7 +160,8 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
-        | StorageError::BelowHighWatermark { .. } => ResponseError::UnknownServerError,
+        | StorageError::BelowHighWatermark { .. }
+        | StorageError::StartOverBelowLogEnd { .. } => ResponseError::UnknownServerError,
         StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,
     }
 }

@@ -186,7 +186,8 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
-        | StorageError::BelowHighWatermark { .. } => plain(ErrorCode::Internal),
+        | StorageError::BelowHighWatermark { .. }
+        | StorageError::StartOverBelowLogEnd { .. } => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
     }
 }

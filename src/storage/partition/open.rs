@@ -63,6 +63,7 @@ impl Partition {
             SpareSegments::open(directory).map_err(io_error("delete spare segment files"))?;
         let recovery_point =
             Arc::new(RecoveryPoint::load(directory).map_err(io_error("load recovery point"))?);
+        let recorded_log_start = log_start::load(directory).map_err(io_error("load log start"))?;
         let RecoveredLog {
             readers,
             active,
@@ -74,6 +75,7 @@ impl Partition {
             options,
             recovery_point.offset(),
             checkpoint.latest_epoch(),
+            recorded_log_start,
         )?;
         let log_end = active.next_offset();
         let first_base = readers.first().map_or(0, |r| r.base_offset());
@@ -81,9 +83,8 @@ impl Partition {
         // past the log end (a crash under flush `interval` or `never` may have cut the log
         // shorter than it): the offsets from the log end on are written again, and what is
         // acknowledged then must be readable.
-        let log_start = log_start::load(directory)
-            .map_err(io_error("load log start"))?
-            .map_or(first_base, |recorded| recorded.min(log_end).max(first_base));
+        let log_start =
+            recorded_log_start.map_or(first_base, |recorded| recorded.min(log_end).max(first_base));
         let epoch = report.epoch;
         let producers = rebuild_producer_states(
             name,

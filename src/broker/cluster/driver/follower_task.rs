@@ -161,6 +161,24 @@ async fn follow(
                 }
                 FollowerEvent::Truncated(result)
             }
+            FollowerAction::StartOver { offset } => {
+                let before = log.log_end_offset();
+                let partition = Arc::clone(&replica.partition);
+                let result =
+                    blocking(move || ReplicaLog::start_over_at(partition.as_ref(), offset)).await;
+                match &result {
+                    Ok(()) => info!(
+                        partition = %replica.id,
+                        from = before,
+                        to = offset,
+                        "the leader deleted the records this replica would fetch next: its log starts over at the leader's log start"
+                    ),
+                    Err(error) => {
+                        warn!(partition = %replica.id, offset, %error, "start-over refused")
+                    }
+                }
+                FollowerEvent::StartedOver(result)
+            }
             FollowerAction::Fetch(fetch) => {
                 let answer = send(
                     driver,
@@ -357,6 +375,16 @@ async fn on_fetch_answer(
                 record_count,
                 records_epoch: entry.records_epoch,
                 high_watermark: entry.high_watermark,
+            })
+        }
+        // Below the leader's log start: its answer names where that is now.
+        Some(entry)
+            if entry.error == ErrorCode::OffsetOutOfRange
+                && entry.log_start_offset > fetch.fetch_offset =>
+        {
+            Err(FetchError::BelowLogStart {
+                fetch_offset: fetch.fetch_offset,
+                log_start_offset: entry.log_start_offset,
             })
         }
         Some(entry) if entry.error == ErrorCode::OffsetOutOfRange => {

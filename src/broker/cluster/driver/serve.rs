@@ -119,7 +119,9 @@ impl ClusterDriver {
             FetchError::FencedLeaderEpoch { .. } => ErrorCode::FencedLeaderEpoch,
             FetchError::NotLeader => ErrorCode::NotLeader,
             FetchError::NotAReplica { .. } => ErrorCode::InvalidRequest,
-            FetchError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            FetchError::OffsetOutOfRange { .. } | FetchError::BelowLogStart { .. } => {
+                ErrorCode::OffsetOutOfRange
+            }
         })
     }
 
@@ -152,6 +154,15 @@ impl ClusterDriver {
                 answer.log_start_offset = read.log_start_offset;
                 // Slices of the segment maps, sent as they are by the vectored response writer.
                 answer.batches = read.batches;
+            }
+            // Retention or a DeleteRecords deleted what the follower asks for: it hears where
+            // the log starts now, and starts its own over there.
+            Err(crate::storage::StorageError::OffsetOutOfRange {
+                offset, earliest, ..
+            }) if offset < earliest => {
+                tracing::debug!(partition = %replica.id, offset, log_start = earliest, "a follower fetches below the log start");
+                answer.error = ErrorCode::OffsetOutOfRange;
+                answer.log_start_offset = earliest;
             }
             Err(error) => {
                 tracing::warn!(partition = %replica.id, %error, "cannot read for a follower");

@@ -118,6 +118,8 @@ pub enum FollowerEvent {
     EpochEnd(Result<Option<(LeaderEpoch, u64)>, FetchError>),
     /// [`ReplicaLog::truncate_to`](crate::cluster::replica_log::ReplicaLog::truncate_to) returned.
     Truncated(Result<(), ReplicaLogError>),
+    /// [`ReplicaLog::start_over_at`](crate::cluster::replica_log::ReplicaLog::start_over_at) returned.
+    StartedOver(Result<(), ReplicaLogError>),
     /// The leader answered a fetch.
     Fetched(Result<FetchResponse, FetchError>),
     /// The append of the fetched records returned (the new log end).

@@ -522,6 +522,7 @@ impl ReplicaNode {
             FollowerEvent::BecameFollower(result) => follower.on_became_follower(log, result),
             FollowerEvent::EpochEnd(answer) => follower.on_epoch_end(log, answer),
             FollowerEvent::Truncated(result) => follower.on_truncated(log, result),
+            FollowerEvent::StartedOver(result) => follower.on_started_over(log, result),
             FollowerEvent::Fetched(response) => follower.on_fetch_response(log, response),
             FollowerEvent::Appended(result) => follower.on_appended(log, result),
             FollowerEvent::Retry => follower.retry(log),

@@ -43,6 +43,9 @@ impl ReplicaLog for EmptyLog {
     fn truncate_to(&self, _offset: u64) -> Result<(), ReplicaLogError> {
         Ok(())
     }
+    fn start_over_at(&self, _offset: u64) -> Result<(), ReplicaLogError> {
+        Ok(())
+    }
     fn advance_high_watermark(&self, _offset: u64) {}
 }
 
