@@ -10,10 +10,12 @@
 //! Scripted scenarios cover the places others lost data (`/work/shared/cluster.md`): KIP-101
 //! double failover, a paused leader waking up with a stale follower, a follower cut off leaving
 //! the ISR and coming back, the ISR shrinking to an isolated leader, etcd unreachable, a topic
-//! deleted and re-created while a follower is down (`replication_sim/lineage.rs`), and
+//! deleted and re-created while a follower is down (`replication_sim/lineage.rs`), a follower
+//! back behind its leader's log start (it starts its log over there), and
 //! transactions' markers and last stable offset as read_committed readers see them across
 //! leader changes (`replication_sim/transactions.rs`). Random
-//! schedules cover the rest (a quarter of them delete and re-create a topic too):
+//! schedules cover the rest (a quarter of them delete and re-create a topic too, half of them
+//! delete records up to the high watermark now and then):
 //! `replication_sim_random_seeds` runs 200 seeds; `tools/replication-sim` runs many more (`FENCELOG_SIM_SEEDS`, `FENCELOG_SIM_START`) and replays one with its trace
 //! (`FENCELOG_SIM_SEED`).
 
@@ -226,6 +228,45 @@ fn follower_cut_off_leaves_the_isr_and_comes_back() {
     );
 }
 
+/// A follower crashes while the leader goes on with the other and deletes its committed records
+/// (DeleteRecords up to the high watermark, again and again): back, the follower fetches below
+/// the leader's log start, starts its log over there, catches up and rejoins the ISR, and
+/// nothing acknowledged is lost (the checker).
+#[test]
+fn a_follower_back_behind_the_leader_log_start_starts_over_and_rejoins() {
+    let script = vec![
+        (
+            2_000,
+            Fault::Crash {
+                target: Target::Node(2),
+            },
+        ),
+        (
+            5_000,
+            Fault::Restart {
+                node: None,
+                target: Target::Node(2),
+            },
+        ),
+    ];
+    let world = run_or_panic(Plan {
+        delete_records: true,
+        ..Plan::scripted(11, script, 8_000)
+    });
+    for what in ["follower start-overs", "records deleted (DeleteRecords)"] {
+        assert!(
+            world.stats.get(what).is_some_and(|count| *count > 0),
+            "`{what}` never happened: {:#?}",
+            world.stats
+        );
+    }
+    assert!(
+        elections(&world).is_empty(),
+        "no failover: {:?}",
+        elections(&world)
+    );
+}
+
 /// The Jepsen 2013 loss: the leader is cut from both followers (not from the store), the ISR
 /// shrinks to the leader alone, `min_insync` refuses writes; then the isolated leader crashes
 /// and no follower outside the ISR is elected (no unclean election) until it returns.
@@ -423,6 +464,8 @@ fn replication_sim_random_seeds() {
         "local copies of a deleted topic deleted",
         "local copies of an older lineage deleted",
         "local copies created for a re-created topic",
+        "records deleted (DeleteRecords)",
+        "follower start-overs",
     ] {
         assert!(
             stats.get(what).is_some_and(|count| *count > 0),

@@ -87,7 +87,8 @@ pub trait ReplicaLog: Send + Sync {
 
     /// Kafka's OffsetsForLeaderEpoch: the largest epoch `<= epoch` in the history and the offset
     /// where it ended (the start of the next epoch, or the log end for the latest). `None` when
-    /// every entry is above `epoch` (the asker must truncate to this log's start).
+    /// every entry is above `epoch` (the asker keeps what it knows is committed: its log up to
+    /// its high watermark).
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)>;
 
     /// Takes over as leader in `epoch`: durably records `(epoch, log_end_offset)` in the
@@ -122,9 +123,10 @@ pub trait ReplicaLog: Send + Sync {
 
     /// Starts the log over at `offset`, the leader's log start, which lies past this log's end
     /// (Kafka's `truncateFullyAndStartAt`): every record goes, the log start, the log end and the
-    /// high watermark become `offset`, durably, before it returns. The fence floors and the
-    /// leader-epoch history stay. A no-op at the log end; refused below it (records the leader
-    /// still has would go) and on a leader.
+    /// high watermark become `offset`, durably, before it returns. The fence floors stay; the
+    /// leader-epoch history is emptied (it knows nothing of the epochs that wrote the offsets
+    /// skipped). A no-op at the log end; refused below it (records the leader still has would
+    /// go) and on a leader.
     fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError>;
 
     /// Raises the high watermark to `offset` (capped at what this replica holds and has made

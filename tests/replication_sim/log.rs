@@ -8,6 +8,13 @@
 //! follower, which must sync before it reports an offset), a leader's own appends become durable
 //! only at its next group-commit sync, and a crash loses everything past the durable end.
 //! `become_leader`/`become_follower` are durable at once (the epoch checkpoint is fsynced).
+//!
+//! A leader's DeleteRecords moves its log start (durably, never past its high watermark), and
+//! a leader refuses to serve a fetch below it; a follower whose whole log lies below its
+//! leader's log start starts over there. The records below a log start stay in `records`, so
+//! that every replica's vector keeps indexing offsets from 0 for the checker: a follower that
+//! starts over is given the leader's deleted records as filler (`start_over_with`), which no
+//! one may read or serve as a record of its own again (they are below its log start).
 
 use std::sync::Mutex;
 
@@ -36,6 +43,8 @@ struct State {
     floor: LeaderEpoch,
     high_watermark: u64,
     durable_end: u64,
+    /// Records below it are deleted (kept in `records` only as filler; see the module docs).
+    log_start: u64,
     role: Role,
 }
 
@@ -89,6 +98,7 @@ impl SimLog {
                 floor: 0,
                 high_watermark: 0,
                 durable_end: 0,
+                log_start: 0,
                 role: Role::Follower,
             }),
         }
@@ -122,6 +132,61 @@ impl SimLog {
         Ok(base)
     }
 
+    /// The offset below which records are deleted.
+    pub fn log_start(&self) -> u64 {
+        self.lock().log_start
+    }
+
+    /// A leader's DeleteRecords: moves the log start up to `offset`, never past the high
+    /// watermark (nor back); durable at once, as the `log-start` file is. Returns the log start.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64, String> {
+        let mut state = self.lock();
+        if !matches!(state.role, Role::Leader(_)) {
+            return Err("only a leader deletes records".into());
+        }
+        if offset > state.high_watermark {
+            return Err(format!(
+                "offset {offset} is past the high watermark {}",
+                state.high_watermark
+            ));
+        }
+        state.log_start = state.log_start.max(offset);
+        Ok(state.log_start)
+    }
+
+    /// `ReplicaLog::start_over_at(offset)` with `filler`, the leader's deleted records from this
+    /// log's end to `offset`, standing in for the offsets skipped (see the module docs). As the
+    /// partition does: only a follower, only past the log end (a no-op at it); the history is
+    /// emptied, the floor stays, the log start, high watermark and durable end become `offset`.
+    pub fn start_over_with(&self, offset: u64, filler: &[Record]) -> Result<(), ReplicaLogError> {
+        let mut state = self.lock();
+        if state.role != Role::Follower {
+            return Err(ReplicaLogError::Storage(
+                "a leader never starts over".into(),
+            ));
+        }
+        let log_end = state.records.len() as u64;
+        if offset < log_end {
+            return Err(ReplicaLogError::Storage(format!(
+                "a start-over at {offset} is below the log end {log_end}"
+            )));
+        }
+        if offset == log_end {
+            return Ok(());
+        }
+        assert_eq!(
+            filler.len() as u64,
+            offset - log_end,
+            "the filler covers the offsets skipped"
+        );
+        state.records.extend_from_slice(filler);
+        state.history.clear();
+        state.log_start = offset;
+        state.high_watermark = state.high_watermark.max(offset);
+        state.durable_end = offset;
+        Ok(())
+    }
+
     /// The group-commit sync: everything written is durable.
     pub fn sync(&self) -> u64 {
         let mut state = self.lock();
@@ -142,6 +207,9 @@ impl SimLog {
         state.records.truncate(durable_end as usize);
         state.history.retain(|(_, start)| *start <= durable_end);
         state.high_watermark = state.high_watermark.min(durable_end);
+        // Never past the log end (the partition's open does the same); the high watermark a
+        // log start is bounded by is durable, so this never moves it in practice.
+        state.log_start = state.log_start.min(durable_end);
         state.role = Role::Follower;
     }
 
@@ -298,9 +366,12 @@ impl ReplicaLog for SimLog {
     }
 
     fn start_over_at(&self, offset: u64) -> Result<(), ReplicaLogError> {
-        // The simulated leaders never delete records (no retention, no DeleteRecords), so no
-        // follower is ever told to start over; the storage tests and the cluster tests cover it.
-        unreachable!("a start-over at {offset}: the simulation's leaders never delete records")
+        assert_eq!(
+            offset,
+            self.log_end_offset(),
+            "the simulation starts a log over with start_over_with (it needs the filler)"
+        );
+        self.start_over_with(offset, &[])
     }
 
     fn truncate_to(&self, offset: u64) -> Result<(), ReplicaLogError> {
@@ -319,6 +390,8 @@ impl ReplicaLog for SimLog {
         state.records.truncate(offset as usize);
         state.durable_end = state.durable_end.min(offset);
         state.history.retain(|(_, start)| *start < offset);
+        // Only below a high watermark a crash left under the log start (as the partition does).
+        state.log_start = state.log_start.min(offset);
         Ok(())
     }
 

@@ -88,6 +88,9 @@ pub enum Msg {
         partition: usize,
         tag: u64,
         result: Result<(FetchResponse, Vec<u8>), FetchError>,
+        /// With `BelowLogStart`: the leader's deleted records from the fetch offset to its log
+        /// start, the filler of a start-over (`log.rs`); empty otherwise.
+        deleted: Vec<super::log::Record>,
     },
     EpochEnd {
         partition: usize,

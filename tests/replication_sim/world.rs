@@ -75,6 +75,9 @@ pub struct Plan {
     pub deletes: Vec<(u64, usize, u64)>,
     /// Faults stop and everything heals here.
     pub heal_ms: u64,
+    /// Until `heal_ms`, leaders delete their committed records now and then (DeleteRecords up
+    /// to the high watermark), so that followers that were away start over.
+    pub delete_records: bool,
     /// Producers stop here.
     pub producers_stop_ms: u64,
     /// The run ends here.
@@ -100,6 +103,7 @@ impl Plan {
             script: Vec::new(),
             deletes: Vec::new(),
             heal_ms: 10_000,
+            delete_records: false,
             producers_stop_ms: 17_000,
             end_ms: 20_000,
             drop_per_mille: rng.gen_range(0..30),
@@ -108,6 +112,14 @@ impl Plan {
             trace: false,
         }
         .with_random_deletes(&mut rng, partitions)
+        .with_random_delete_records(&mut rng)
+    }
+
+    /// Half the random seeds delete records; drawn last, so the rest of a seed's plan is what
+    /// it was before.
+    fn with_random_delete_records(mut self, rng: &mut StdRng) -> Plan {
+        self.delete_records = rng.gen_bool(0.5);
+        self
     }
 
     /// A quarter of the random seeds delete a topic (sometimes twice) and re-create it after a
@@ -138,6 +150,7 @@ impl Plan {
             script,
             deletes: Vec::new(),
             heal_ms,
+            delete_records: false,
             producers_stop_ms: heal_ms + 7_000,
             end_ms: heal_ms + 10_000,
             drop_per_mille: 0,
@@ -163,6 +176,8 @@ struct Part {
     wake_scheduled: Option<u64>,
     /// The batches of the fetch answer the follower appends next.
     fetched: Option<Vec<u8>>,
+    /// The filler of the start-over the last fetch answer may lead to (see `log.rs`).
+    deleted: Vec<Record>,
     /// The follower's last append carried no records: its next fetch waits `FETCH_IDLE_MS`.
     idle: bool,
 }
@@ -186,6 +201,7 @@ impl Part {
             waiters: BTreeMap::new(),
             wake_scheduled: None,
             fetched: None,
+            deleted: Vec::new(),
             idle: false,
         }
     }
@@ -1151,8 +1167,32 @@ impl World {
                 return Effects::new();
             }
             FollowerAction::StartOver { offset } => {
+                let filler =
+                    std::mem::take(&mut self.brokers[node as usize].parts[partition].deleted);
                 let log = &self.logs[node as usize][partition];
-                FollowerEvent::StartedOver(log.start_over_at(offset))
+                let before = log.log_end_offset();
+                let result = if before + filler.len() as u64 == offset {
+                    log.start_over_with(offset, &filler)
+                } else {
+                    let skipped = filler.len();
+                    self.violation(format!(
+                        "p{partition}: broker {node} starts over at {offset} from {before}, but the leader's answer deleted {skipped} records"
+                    ));
+                    Err(fencelog::cluster::replica_log::ReplicaLogError::Storage(
+                        "no filler".into(),
+                    ))
+                };
+                if result.is_ok() {
+                    self.count("follower start-overs", 1);
+                    self.count("records skipped by start-overs", offset - before);
+                }
+                let traced = result.clone();
+                self.trace_line(|| {
+                    format!(
+                        "broker {node} p{partition}: start over {before} -> {offset}: {traced:?}"
+                    )
+                });
+                FollowerEvent::StartedOver(result)
             }
             // The node takes a re-read itself; nothing to do for the rest.
             FollowerAction::RereadMetadata | FollowerAction::Nothing => return Effects::new(),
@@ -1180,6 +1220,7 @@ impl World {
                     partition,
                     tag,
                     result: Err(FetchError::NotLeader),
+                    deleted: Vec::new(),
                 };
                 self.send(node, Addr::Broker(request.follower), msg);
             }
@@ -1205,6 +1246,19 @@ impl World {
                     .node
                     .serve_fetch(now, log, &request);
                 let mut served = Vec::new();
+                let mut deleted = Vec::new();
+                // As the driver: a read below the log start is refused with the log start.
+                let log_start = log.log_start();
+                let result = match result {
+                    Ok(serve) if !request.report_only && serve.from_offset < log_start => {
+                        deleted = log.range(serve.from_offset, log_start);
+                        Err(FetchError::BelowLogStart {
+                            fetch_offset: serve.from_offset,
+                            log_start_offset: log_start,
+                        })
+                    }
+                    other => other,
+                };
                 let result = result.map(|serve| {
                     let records = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
                     let response = FetchResponse {
@@ -1223,6 +1277,7 @@ impl World {
                     partition,
                     tag,
                     result,
+                    deleted,
                 };
                 self.send(node, Addr::Broker(request.follower), msg);
             }
@@ -1247,6 +1302,7 @@ impl World {
                 partition,
                 tag,
                 result,
+                deleted,
             } => {
                 let part = &mut self.brokers[node as usize].parts[partition];
                 if part.tag != tag {
@@ -1255,6 +1311,7 @@ impl World {
                 let Some((generation, _)) = part.node.follower() else {
                     return;
                 };
+                part.deleted = deleted;
                 let response = match result {
                     Ok((response, batches)) => {
                         part.fetched = Some(batches);
@@ -1558,6 +1615,14 @@ impl World {
             }
             if partition == super::transactions::TRANSACTIONS_PARTITION {
                 self.read_committed(node, lineage, high_watermark);
+            }
+            if self.plan.delete_records && self.now < self.plan.heal_ms && self.rng.gen_ratio(1, 8)
+            {
+                let log = &self.logs[node as usize][partition];
+                let before = log.log_start();
+                if let Ok(after) = log.delete_records_before(log.high_watermark()) {
+                    self.count("records deleted (DeleteRecords)", after - before);
+                }
             }
             if high_watermark > 0 {
                 let offset = self.rng.gen_range(0..high_watermark);

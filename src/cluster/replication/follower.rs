@@ -194,9 +194,12 @@ impl Follower {
             Ok(answer) => answer,
             Err(_) => return self.stop(),
         };
+        let high_watermark = log.high_watermark();
         let (target, consistent) = match answer {
-            // The leader holds nothing of any epoch this log has: keep only what is committed.
-            None => (0, true),
+            // The leader's history holds no epoch at or below the one asked (its log, or its
+            // history, starts past them: a leader that started its log over at its own leader's
+            // log start, or whose old entries were all deleted): keep only what is committed.
+            None => (high_watermark, true),
             Some((epoch, end)) if epoch >= asked_epoch => (end.min(log.log_end_offset()), true),
             Some((epoch, end)) => {
                 // This log holds epochs the leader never had: cut at the end of `epoch` in both
@@ -205,7 +208,6 @@ impl Follower {
                 (end.min(own_end), false)
             }
         };
-        let high_watermark = log.high_watermark();
         let offset = if target < high_watermark {
             self.clamped_truncations += 1;
             high_watermark

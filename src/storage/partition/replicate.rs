@@ -78,8 +78,8 @@ impl Partition {
 
     /// Kafka's OffsetsForLeaderEpoch: the largest epoch `<= epoch` in the history and the offset
     /// where it ended (the start of the next epoch, or the log end for the latest). `None` when
-    /// every entry is above `epoch` or the history is empty (the asker truncates to its log
-    /// start).
+    /// every entry is above `epoch` or the history is empty (the asker keeps what it knows is
+    /// committed: its log up to its high watermark).
     pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
         self.fence.with_log(|writer| {
             let log_end = writer.active.next_offset();

@@ -12,25 +12,34 @@
 //!
 //! Under the writer lock, as a follower only:
 //! 1. a new, empty segment is created at the new start, and the directory synced;
-//! 2. the new start is recorded as the log start (the `log-start` file, durably): the step's
+//! 2. the leader-epoch file is written with an empty history and the new start as the high
+//!    watermark (the floor stays);
+//! 3. the new start is recorded as the log start (the `log-start` file, durably): the step's
 //!    commit point;
-//! 3. the leader-epoch file records the new start as the high watermark, and the log is
-//!    published from it: the new segment is the only one, the log start, the high watermark
-//!    and the acknowledged end are the new start, the producer state is dropped (its batches
-//!    are gone, as Kafka's start-over drops it).
+//! 4. the log is published from it: the new segment is the only one, the log start, the high
+//!    watermark and the acknowledged end are the new start, the producer state is dropped (its
+//!    batches are gone, as Kafka's start-over drops it).
 //!
 //! Then, outside the lock, the old segments' files are deleted (and kept as spares for later
-//! rolls, as retention's are). A crash before step 2 leaves the old log with an empty segment
+//! rolls, as retention's are). A crash before step 3 leaves the old log with an empty segment
 //! after a gap; the segment before the gap was not synced whole (this step seals nothing), so
-//! recovery deletes the empty segment as a torn tail's follower, and the old log is back, whole:
-//! its follower finds itself below the leader's log start again and starts over again. From step
-//! 2 on, recovery deletes every segment wholly below the recorded log start before it looks for
+//! recovery deletes the empty segment as a torn tail's follower, and the old log is back, whole
+//! (with an empty history after step 2, which only makes it ask nothing before it fetches): its
+//! follower finds itself below the leader's log start again and starts over again. From step 3
+//! on, recovery deletes every segment wholly below the recorded log start before it looks for
 //! gaps (`recovery::segments_wholly_below`), so the log reopens at the new start, with whatever
 //! the follower appended after it, even if the old files outlived the crash.
 //!
-//! The fence's floors (producer epoch and leader epoch) and the leader-epoch history stay: the
-//! floors never go down, and the history's entries below the new start still say which epoch
-//! wrote which offsets, which the follower's log agreed with.
+//! # Why the history is emptied
+//!
+//! The fence's floors (producer epoch and leader epoch) stay: they never go down. The
+//! leader-epoch history goes, as Kafka's start-over clears its leader-epoch cache: it knows
+//! nothing of the epochs that wrote the offsets between the old log end and the new start, so
+//! an entry of it would tell a follower asking this replica (once it leads) that an old epoch
+//! ran up to the new start, and such a follower would cut below its own high watermark, round
+//! after round, and never fetch (the simulation found it). Emptied, the history answers "no
+//! entry" for those epochs, and the asker keeps what it knows is committed. The next replicated
+//! batch starts the history again at the new start.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -48,7 +57,9 @@ use super::{Partition, Writer};
 pub(crate) enum StartOverStep {
     /// After the new segment was created (step 1).
     NewSegment,
-    /// After the log start was recorded (step 2).
+    /// After the leader-epoch file was written (step 2).
+    History,
+    /// After the log start was recorded (step 3).
     LogStart,
     /// After the first old segment's files were deleted.
     FirstDeletion,
@@ -125,7 +136,7 @@ impl Partition {
         Ok(())
     }
 
-    /// Steps 1 to 3 of the module documentation, under the writer lock; returns the old
+    /// Steps 1 to 4 of the module documentation, under the writer lock; returns the old
     /// segments, out of the list, for their files to be deleted.
     fn replace_log(
         &self,
@@ -145,15 +156,17 @@ impl Partition {
             .map_err(io_error("create segment"))?;
         sync_directory(&directory).map_err(io_error("sync partition directory"))?;
         crashed(StartOverStep::NewSegment)?;
-        log_start::save(&directory, offset).map_err(io_error("write log start"))?;
-        crashed(StartOverStep::LogStart)?;
         if let Some(mut epochs) = writer.leader_epochs.epochs().cloned() {
+            epochs.history.clear();
             epochs.high_watermark = epochs.high_watermark.max(offset);
             writer
                 .leader_epochs
                 .save(epochs)
                 .map_err(io_error("write leader-epoch history"))?;
         }
+        crashed(StartOverStep::History)?;
+        log_start::save(&directory, offset).map_err(io_error("write log start"))?;
+        crashed(StartOverStep::LogStart)?;
         let old = std::mem::replace(
             &mut *writer
                 .shared
@@ -252,9 +265,9 @@ mod tests {
     #[test]
     fn a_follower_starts_over_past_its_log_end_durably() {
         // Proves: the log restarts at the leader's log start: one empty segment there, log
-        // start, high watermark and log end at it, the old segments' files gone, the floor and
-        // the history kept; the same after a restart; at the log end nothing changes, below it
-        // the start-over is refused.
+        // start, high watermark and log end at it, the old segments' files gone, the floor kept
+        // and the history emptied; the same after a restart; at the log end nothing changes,
+        // below it the start-over is refused.
         let dir = tempfile::tempdir().unwrap();
         let seal = SealWorker::start().unwrap();
         let partition = follower_with_records(dir.path(), &seal);
@@ -271,7 +284,7 @@ mod tests {
             assert_eq!(partition.log_end_offset(), 1000, "{name}");
             assert_eq!(partition.high_watermark(), 1000, "{name}");
             assert_eq!(partition.leader_epoch_floor(), 2, "{name}");
-            assert_eq!(partition.leader_epoch_history(), vec![(1, 0)], "{name}");
+            assert_eq!(partition.leader_epoch_history(), vec![], "{name}");
         };
         check(&partition, "live");
         drop(partition);
@@ -284,9 +297,11 @@ mod tests {
     fn a_crash_in_any_step_reopens_the_old_log_or_the_new_one_never_a_mix() {
         // Proves: stopped after each of its writes (the partition writes nothing more, as after
         // a crash), a start-over reopens as the old log, whole, before the log start is
-        // recorded, and as the new empty log from then on, even with old segment files left.
+        // recorded, and as the new empty log from then on, even with old segment files left;
+        // the floor stays throughout.
         for (step, started_over) in [
             (StartOverStep::NewSegment, false),
+            (StartOverStep::History, false),
             (StartOverStep::LogStart, true),
             (StartOverStep::FirstDeletion, true),
         ] {
