@@ -14,6 +14,10 @@ impl ReplicaLog for Partition {
         Partition::log_end_offset(self)
     }
 
+    fn log_start_offset(&self) -> u64 {
+        Partition::log_start_offset(self)
+    }
+
     fn high_watermark(&self) -> u64 {
         Partition::high_watermark(self)
     }

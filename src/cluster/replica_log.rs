@@ -69,6 +69,9 @@ pub trait ReplicaLog: Send + Sync {
     /// The offset the next appended record gets.
     fn log_end_offset(&self) -> u64;
 
+    /// The offset below which records are deleted (retention, DeleteRecords, a start-over).
+    fn log_start_offset(&self) -> u64;
+
     /// The offset below which records are committed (replicated to the ISR); consumers see only
     /// those. Never goes down.
     fn high_watermark(&self) -> u64;

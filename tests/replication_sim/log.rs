@@ -132,11 +132,6 @@ impl SimLog {
         Ok(base)
     }
 
-    /// The offset below which records are deleted.
-    pub fn log_start(&self) -> u64 {
-        self.lock().log_start
-    }
-
     /// A leader's DeleteRecords: moves the log start up to `offset`, never past the high
     /// watermark (nor back); durable at once, as the `log-start` file is. Returns the log start.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, String> {
@@ -239,6 +234,10 @@ impl SimLog {
 impl ReplicaLog for SimLog {
     fn log_end_offset(&self) -> u64 {
         self.lock().records.len() as u64
+    }
+
+    fn log_start_offset(&self) -> u64 {
+        self.lock().log_start
     }
 
     fn high_watermark(&self) -> u64 {

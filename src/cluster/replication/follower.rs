@@ -203,8 +203,12 @@ impl Follower {
             Some((epoch, end)) if epoch >= asked_epoch => (end.min(log.log_end_offset()), true),
             Some((epoch, end)) => {
                 // This log holds epochs the leader never had: cut at the end of `epoch` in both
-                // logs, then ask again about what is left.
-                let own_end = log.end_offset_for_epoch(epoch).map_or(0, |(_, own)| own);
+                // logs, then ask again about what is left. A log whose history holds nothing at
+                // or below `epoch` starts after it (a log started over at its leader's log
+                // start, or whose old entries were deleted): `epoch` ended at its log start.
+                let own_end = log
+                    .end_offset_for_epoch(epoch)
+                    .map_or(log.log_start_offset(), |(_, own)| own);
                 (end.min(own_end), false)
             }
         };
@@ -394,6 +398,9 @@ mod tests {
     impl ReplicaLog for FreshLog {
         fn log_end_offset(&self) -> u64 {
             self.end.load(Ordering::Relaxed)
+        }
+        fn log_start_offset(&self) -> u64 {
+            0
         }
         fn high_watermark(&self) -> u64 {
             0

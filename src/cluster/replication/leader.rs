@@ -719,6 +719,9 @@ mod tests {
         fn log_end_offset(&self) -> u64 {
             self.end
         }
+        fn log_start_offset(&self) -> u64 {
+            0
+        }
         fn high_watermark(&self) -> u64 {
             0
         }

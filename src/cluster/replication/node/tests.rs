@@ -11,6 +11,9 @@ impl ReplicaLog for EmptyLog {
     fn log_end_offset(&self) -> u64 {
         0
     }
+    fn log_start_offset(&self) -> u64 {
+        0
+    }
     fn high_watermark(&self) -> u64 {
         0
     }
