@@ -104,7 +104,11 @@ pub(crate) fn recover_log(
     let mut bases = list_segments(directory)?;
     let mut report = RecoveryReport::default();
     let below = segments_wholly_below(&bases, log_start);
-    delete_segments_below_log_start(directory, &bases[..below], &mut report)?;
+    report.segments_below_log_start = delete_segments(
+        directory,
+        &bases[..below],
+        "delete segment below the log start",
+    )?;
     bases.drain(..below);
     let mut recovery = Recovery {
         name,
@@ -459,14 +463,24 @@ fn delete_segments_after_cut(
     refused: &[u64],
     report: &mut RecoveryReport,
 ) -> Result<(), StorageError> {
-    for &base in refused {
-        report.segments_deleted += 1;
-        segment::delete_files(directory, base).map_err(io_error("delete segment after a cut"))?;
+    report.segments_deleted += delete_segments(directory, refused, "delete segment after a cut")?;
+    Ok(())
+}
+
+/// Deletes the segments at `bases` (both files of each), then syncs the directory once if
+/// there were any. Returns how many.
+fn delete_segments(
+    directory: &Path,
+    bases: &[u64],
+    context: &'static str,
+) -> Result<usize, StorageError> {
+    for &base in bases {
+        segment::delete_files(directory, base).map_err(io_error(context))?;
     }
-    if report.segments_deleted > 0 {
+    if !bases.is_empty() {
         sync_directory(directory).map_err(io_error("sync partition directory"))?;
     }
-    Ok(())
+    Ok(bases.len())
 }
 
 /// How many of the first `bases` lie wholly below the recorded `log_start`: those followed by a
@@ -486,23 +500,6 @@ fn segments_wholly_below(bases: &[u64], log_start: Option<u64>) -> usize {
         .iter()
         .rposition(|&base| base <= log_start)
         .unwrap_or(0)
-}
-
-/// Deletes the segments below the log start (see [`segments_wholly_below`]), durably.
-fn delete_segments_below_log_start(
-    directory: &Path,
-    below: &[u64],
-    report: &mut RecoveryReport,
-) -> Result<(), StorageError> {
-    for &base in below {
-        report.segments_below_log_start += 1;
-        segment::delete_files(directory, base)
-            .map_err(io_error("delete segment below the log start"))?;
-    }
-    if !below.is_empty() {
-        sync_directory(directory).map_err(io_error("sync partition directory"))?;
-    }
-    Ok(())
 }
 
 /// A partition with no segment left (new, or everything refused) starts an empty one at offset 0.

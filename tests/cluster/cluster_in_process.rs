@@ -335,13 +335,7 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
     nodes[followers[0]].crash().await;
     // The ISR shrinks to two after the lag limit; writes go on meanwhile (they wait for it).
     produce_all(&client, "audit", lease.epoch, "two", 5).await;
-    let isr_of = |client: Client| async move {
-        client
-            .cluster_metadata(&["audit"])
-            .await
-            .map(|info| info.partitions[0].isr.len())
-            .unwrap_or(0)
-    };
+    let isr_of = |client: Client| async move { isr_len(&client, "audit").await };
     wait_until("the ISR shrinks to two", || {
         isr_of(client.clone()).map_eq(2)
     })
@@ -373,6 +367,16 @@ async fn lost_followers_leave_the_isr_and_min_insync_refuses_before_writing() {
         .expect("leader")
         .log_end("audit", 0);
     assert_eq!(before, after, "a refused acks=all produce writes nothing");
+}
+
+/// How many replicas the ISR of partition 0 of `topic` has, as the cluster's metadata says (0
+/// when it cannot be read).
+async fn isr_len(client: &Client, topic: &str) -> usize {
+    client
+        .cluster_metadata(&[topic])
+        .await
+        .map(|info| info.partitions[0].isr.len())
+        .unwrap_or(0)
 }
 
 /// `future.map_eq(v)`: whether the future's output equals `v`.
@@ -503,13 +507,7 @@ async fn a_follower_behind_the_leader_log_start_starts_over_there_and_rejoins_th
     assert_eq!(client.delete_records("behind", 0, 15).await.unwrap(), 15);
 
     cluster.restart(away).await.expect("restart the follower");
-    let isr_of = |client: Client| async move {
-        client
-            .cluster_metadata(&["behind"])
-            .await
-            .map(|info| info.partitions[0].isr.len())
-            .unwrap_or(0)
-    };
+    let isr_of = |client: Client| async move { isr_len(&client, "behind").await };
     wait_until("the follower that was away rejoins the ISR", || {
         isr_of(client.clone()).map_eq(3)
     })
