@@ -244,19 +244,81 @@ impl MapWriter {
     /// that did land lie beyond `written` and are overwritten by the next append).
     ///
     /// Panics with more than [`Self::MAX_APPEND_PARTS`] parts (a caller's bug, not input).
-    #[allow(unsafe_code)]
     pub fn append(&mut self, parts: &[&[u8]]) -> io::Result<Option<usize>> {
-        assert!(parts.len() <= Self::MAX_APPEND_PARTS, "too many parts");
         let position = self.written();
         let total: usize = parts.iter().map(|part| part.len()).sum();
-        let Some(end) = position
-            .checked_add(total)
-            .filter(|end| *end <= self.capacity())
-        else {
+        let Some(end) = self.room_for(total) else {
             return Ok(None);
         };
         // Reserve before writing: a full disk fails here, with nothing written.
         self.reserve_up_to(end)?;
+        self.write_at(position, parts)?;
+        self.inner.written.store(end, Ordering::Release);
+        Ok(Some(position))
+    }
+
+    /// Writes `head` at the tail, has `fill` put `tail_len` more bytes into the file right after
+    /// it (without them passing through this process: a splice from a socket, see
+    /// [`super::splice`]), shows `check` the whole as it landed, and only if `check` accepts
+    /// it moves `written` past it. Returns `Ok(None)` if it does not fit (nothing written,
+    /// `fill` not called), else the position and what `check` returned, or its refusal: then
+    /// nothing counts as written (the landed bytes lie beyond `written` and are overwritten by
+    /// the next append). `fill` gets the file and the offset to write at.
+    pub fn append_filled<T, E>(
+        &mut self,
+        head: &[&[u8]],
+        tail_len: usize,
+        fill: impl FnOnce(&File, u64) -> io::Result<()>,
+        check: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> io::Result<Option<(usize, Result<T, E>)>> {
+        let position = self.written();
+        let head_len: usize = head.iter().map(|part| part.len()).sum();
+        let Some(end) = head_len
+            .checked_add(tail_len)
+            .and_then(|total| self.room_for(total))
+        else {
+            return Ok(None);
+        };
+        self.reserve_up_to(end)?;
+        self.write_at(position, head)?;
+        fill(self.file()?, (position + head_len) as u64)?;
+        let checked = check(self.landed(position, end));
+        if checked.is_ok() {
+            self.inner.written.store(end, Ordering::Release);
+        }
+        Ok(Some((position, checked)))
+    }
+
+    /// Where `total` more bytes would end, if they fit in the map.
+    fn room_for(&self, total: usize) -> Option<usize> {
+        self.written()
+            .checked_add(total)
+            .filter(|end| *end <= self.capacity())
+    }
+
+    /// The bytes `[position, end)` as they landed in the file, past `written`: what
+    /// [`Self::append_filled`] checks before it counts them as written.
+    #[allow(unsafe_code)]
+    fn landed(&self, position: usize, end: usize) -> &[u8] {
+        assert!(
+            self.written() <= position && position <= end && end <= self.reserved,
+            "landed bytes [{position}, {end}) outside the unwritten reserved range"
+        );
+        // SAFETY: `[position, end)` lies inside `[0, reserved)`, so inside the file: no access
+        // faults. It lies at or beyond `written >= visible`, so no reader builds a slice of it,
+        // and `&self` borrowed from the only writer (whose `&mut` methods are the only writes to
+        // the segment) means nothing writes these bytes while the slice lives; the write that
+        // put them there (`write_at`, and the caller's fill) has returned, so the page cache,
+        // which the map shows, holds them.
+        unsafe { std::slice::from_raw_parts(self.inner.raw.as_ptr().add(position), end - position) }
+    }
+
+    /// Writes `parts` one after the other at `position` (at or beyond `written`) with
+    /// `pwritev`, whole; `written` does not move.
+    #[allow(unsafe_code)]
+    fn write_at(&mut self, position: usize, parts: &[&[u8]]) -> io::Result<()> {
+        assert!(parts.len() <= Self::MAX_APPEND_PARTS, "too many parts");
+        let total: usize = parts.iter().map(|part| part.len()).sum();
         let descriptor = self.file()?.as_raw_fd();
         let mut done = 0;
         while done < total {
@@ -283,7 +345,7 @@ impl MapWriter {
             let offset = libc::off_t::try_from(position + done).map_err(io::Error::other)?;
             // SAFETY: the first `count` iovecs point into live slices of the stated lengths,
             // which the kernel only reads; the descriptor is `self.file`'s, which lives as long as `self`. The file range
-            // written, `[position, end)`, is at or beyond `written >= visible`, so no reader holds
+            // written, `[position, position + total)`, is at or beyond `written >= visible`, so no reader holds
             // a slice of the mapped bytes it changes, and `&mut self` on the only writer means no
             // other write to the segment is in progress.
             let written =
@@ -303,8 +365,7 @@ impl MapWriter {
             }
             done += written as usize;
         }
-        self.inner.written.store(end, Ordering::Release);
-        Ok(Some(position))
+        Ok(())
     }
 }
 

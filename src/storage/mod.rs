@@ -39,6 +39,7 @@ mod recovery;
 pub mod seal;
 pub(crate) mod segment;
 pub mod spare;
+pub mod splice;
 mod timestamp_lookup;
 pub mod transactions;
 pub mod verification;
@@ -163,6 +164,11 @@ pub enum StorageError {
         /// The partition's high watermark.
         high_watermark: u64,
     },
+    /// A marker or transactional batch was offered to the spliced produce path
+    /// (`Partition::append_spliced_pending`): its checks read its records, which are still on
+    /// the socket. The caller reads the batch and takes the copy path; nothing was written.
+    #[error("a marker or transactional batch cannot be spliced into the log; read it and append it with the copy path")]
+    NotSpliceable,
     /// A follower was asked to start its log over at an offset below its log end: that would
     /// delete records the leader still has, so the caller's view of the leader is stale.
     /// Nothing changed.

@@ -17,6 +17,7 @@ mod producer_sequences;
 mod replica_log;
 mod resend_outcomes;
 mod segment_reuse;
+mod spliced_append;
 mod storage_crash;
 mod storage_format_doc;
 mod storage_model;

@@ -161,7 +161,8 @@ fn storage_error(error: &StorageError) -> ResponseError {
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
         | StorageError::BelowHighWatermark { .. }
-        | StorageError::StartOverBelowLogEnd { .. } => ResponseError::UnknownServerError,
+        | StorageError::StartOverBelowLogEnd { .. }
+        | StorageError::NotSpliceable => ResponseError::UnknownServerError,
         StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,
     }
 }

@@ -187,7 +187,8 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
         | StorageError::BelowHighWatermark { .. }
-        | StorageError::StartOverBelowLogEnd { .. } => plain(ErrorCode::Internal),
+        | StorageError::StartOverBelowLogEnd { .. }
+        | StorageError::NotSpliceable => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
     }
 }

@@ -133,7 +133,113 @@ impl Partition {
         verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
         let result = self.append_checked(credential, batch, verification);
-        match &result {
+        self.count_refusal(&result);
+        result
+    }
+
+    /// The spliced produce path's append (`docs/benchmarks.md`, "The one-copy produce path"):
+    /// the batch's first bytes, `head` (at least its header), are in memory; its other
+    /// `tail_len` bytes are still on the producer's socket, and `fill` puts them straight into
+    /// the segment file at the offset it is given ([`crate::storage::splice::SplicePipe`]),
+    /// with the writer lock held, so they must all be queued on the socket already.
+    ///
+    /// The order keeps every guarantee of [`Self::append_pending_as`]: the header's own checks
+    /// (length, size limit, epoch) and the early fence answer outside the lock; then, under it,
+    /// the fence's check and the producer sequence check *before* any byte lands (a stale
+    /// holder's batch never reaches the file; a retry of a batch in the log is answered with
+    /// its offsets), the roll if the batch does not fit, `fill`, and the full validation (CRC,
+    /// structure) of the bytes as they landed; only a valid batch counts as written and is
+    /// published. `fill` runs only when the batch is appended or refused by that last
+    /// validation: after any other answer the caller still has `tail_len` bytes to read off the
+    /// socket. A marker or transactional batch is refused here (`NotSpliceable`): its checks
+    /// read its records, so it takes the copy path.
+    pub fn append_spliced_pending(
+        &self,
+        credential: WriteCredential,
+        head: &[u8],
+        tail_len: usize,
+        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+    ) -> Result<PendingAppend, StorageError> {
+        let result = self.append_spliced_checked(credential, head, tail_len, fill);
+        self.count_refusal(&result);
+        result
+    }
+
+    /// [`Self::append_spliced_pending`] before its refusals are counted.
+    fn append_spliced_checked(
+        &self,
+        credential: WriteCredential,
+        head: &[u8],
+        tail_len: usize,
+        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+    ) -> Result<PendingAppend, StorageError> {
+        let header =
+            BatchHeader::parse(head).ok_or(batch::BatchError::TooShort { len: head.len() })?;
+        let batch_len = head.len().saturating_add(tail_len);
+        if header.batch_length as usize != batch_len {
+            return Err(batch::BatchError::LengthMismatch {
+                declared: u64::from(header.batch_length),
+                actual: batch_len,
+            }
+            .into());
+        }
+        if batch_len > self.batch_limit() {
+            return Err(StorageError::BatchTooLarge {
+                len: batch_len,
+                max: self.batch_limit(),
+            });
+        }
+        if header.is_control() || header.is_transactional() || header.magic == batch::MAGIC_KAFKA {
+            return Err(StorageError::NotSpliceable);
+        }
+        let current = self.fence.current_epoch();
+        let early = if !self.shared.watermarks.is_replicated() {
+            check_credential_since(credential, current, self.fence.creation_epoch())
+        } else {
+            match credential {
+                WriteCredential::Epoch(epoch) if epoch != 0 && epoch < current => {
+                    Err(FenceError::Fenced { epoch, current })
+                }
+                _ => Ok(()),
+            }
+        };
+        let head_only = BatchSlices::new(head);
+        match early {
+            Ok(()) => {}
+            Err(refusal @ (FenceError::Fenced { .. } | FenceError::Leased { .. })) => {
+                return self.answer_superseded(credential, head_only, refusal)
+            }
+            Err(refusal) => return Err(StorageError::Fence(refusal)),
+        }
+        if header.epoch != credential.epoch() {
+            return Err(batch::BatchError::EpochMismatch {
+                header: header.epoch,
+                request: credential.epoch(),
+            }
+            .into());
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.failed_error());
+        }
+        let stamp = ProducerStamp::parse(head);
+        let max_batch_bytes = self.batch_limit();
+        self.fence.append_or_answer_resend(
+            credential,
+            |writer: &Writer, refusal| self.answer_resend(writer, head_only, refusal),
+            |writer: &mut Writer| {
+                if writer.shared.recovery_point.is_retired() {
+                    return Err(StorageError::Deleted {
+                        partition: self.name.clone(),
+                    });
+                }
+                writer.append_filled_batch(head, tail_len, &header, stamp, max_batch_bytes, fill)
+            },
+        )
+    }
+
+    /// Counts an append's refusal by the fence (fenced or unknown epoch) in the metrics.
+    fn count_refusal(&self, result: &Result<PendingAppend, StorageError>) {
+        match result {
             Err(StorageError::Fence(FenceError::Fenced { epoch, current })) => {
                 self.metrics.fenced_write(*epoch, *current)
             }
@@ -145,7 +251,6 @@ impl Partition {
             }
             _ => {}
         }
-        result
     }
 
     /// Records, under the fence lock, that this leader is about to ask the transaction

@@ -224,6 +224,13 @@ impl Writer {
                     .expect("a segment rolled for a batch is at least its size")
             }
         };
+        Ok(self.appended(base_offset, end, header))
+    }
+
+    /// The bookkeeping after a batch was written into the active segment at `base_offset`,
+    /// ending at byte `end`: unsynced tracking, the last epoch, and (unless a sync must come
+    /// first) publication.
+    fn appended(&mut self, base_offset: u64, end: usize, header: &BatchHeader) -> Appended {
         // Track the segment as unsynced on its first append only: no Arc clone per append.
         if let std::collections::btree_map::Entry::Vacant(slot) =
             self.dirty.entry(self.active.reader().base_offset())
@@ -239,11 +246,73 @@ impl Writer {
             self.active.reader().map().publish(end);
             self.shared.publish_high_watermark(log_end_offset);
         }
-        Ok(Appended {
+        Appended {
             base_offset,
             last_offset: log_end_offset - 1,
             log_end_offset,
             duplicate: false,
+        }
+    }
+
+    /// [`Self::append_batch`] of a batch whose first bytes, `head`, are in memory and whose
+    /// other `tail_len` bytes `fill` puts straight into the segment file (the spliced produce
+    /// path: [`super::Partition::append_spliced_pending`]). Runs after the fence's check, like
+    /// every append. A plain data batch only (no marker, not transactional: their checks read
+    /// the records, which are not in memory). The producer sequence check runs on the header
+    /// first: a retry of a batch already in the log is answered as one and `fill` is not called;
+    /// otherwise the segment rolls first if the batch does not fit, then `fill` runs and the
+    /// batch is validated as it landed (an invalid one is refused, nothing counted, and the next
+    /// batch takes its place).
+    pub(super) fn append_filled_batch(
+        &mut self,
+        head: &[u8],
+        tail_len: usize,
+        header: &BatchHeader,
+        stamp: Option<ProducerStamp>,
+        max_batch_bytes: usize,
+        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+    ) -> Result<PendingAppend, StorageError> {
+        assert!(
+            !header.is_control() && !header.is_transactional(),
+            "a marker or transactional batch takes the copy path"
+        );
+        let batch_len = head.len() + tail_len;
+        if let Some(stamp) = &stamp {
+            if let SequenceVerdict::Duplicate {
+                base_offset,
+                last_offset,
+            } = self.producers.check_batch(head, stamp, header)?
+            {
+                return Ok(self.duplicate(base_offset, last_offset, batch_len));
+            }
+        }
+        let base_offset = self.active.next_offset();
+        let landed = match self
+            .active
+            .append_filled(head, tail_len, max_batch_bytes, fill)
+            .map_err(io_error("write to segment"))?
+        {
+            Some(landed) => landed,
+            None => {
+                self.roll(batch_len as u64)?;
+                self.active
+                    .append_filled(head, tail_len, max_batch_bytes, fill)
+                    .map_err(io_error("write to segment"))?
+                    .expect("a segment rolled for a batch is at least its size")
+            }
+        };
+        let landed = landed?;
+        let end = self.active.reader().map().written();
+        let appended = self.appended(base_offset, end, &landed);
+        if let Some(stamp) = &stamp {
+            self.producers
+                .record_batch(head, stamp, &landed, appended.base_offset);
+        }
+        Ok(PendingAppend {
+            appended,
+            durable_at: appended.log_end_offset,
+            batch_bytes: batch_len as u64,
+            truncations: self.shared.truncations.load(Ordering::Acquire),
         })
     }
 

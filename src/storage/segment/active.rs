@@ -245,6 +245,71 @@ impl ActiveSegment {
         Ok(Some(position + batch_len))
     }
 
+    /// [`Self::append`] of a batch whose first bytes, `head` (at least its header), are in
+    /// memory and whose other `tail_len` bytes `fill` puts straight into the segment file at the
+    /// offset it is given (a splice from the producer's socket, see [`crate::storage::splice`]).
+    /// The whole batch is validated as it landed (`batch::validate` against `max_batch_bytes`)
+    /// before it counts as appended. `Ok(None)`: it does not fit (the caller rolls); `fill` was
+    /// not called. `Ok(Some(Err(_)))`: the batch is invalid and not appended (its bytes lie past
+    /// the written mark and the next append overwrites them); `fill` was called.
+    pub fn append_filled(
+        &mut self,
+        head: &[u8],
+        tail_len: usize,
+        max_batch_bytes: usize,
+        fill: &mut dyn FnMut(&std::fs::File, u64) -> io::Result<()>,
+    ) -> io::Result<Option<Result<BatchHeader, crate::batch::BatchError>>> {
+        let Some(declared) = BatchHeader::parse(head) else {
+            return Ok(Some(Err(crate::batch::BatchError::TooShort {
+                len: head.len(),
+            })));
+        };
+        let base_offset = self.next_offset;
+        if u32::try_from(base_offset - self.reader.base_offset)
+            .ok()
+            .and_then(|relative| relative.checked_add(declared.record_count))
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let relative = (base_offset - self.reader.base_offset) as u32;
+        let stamp = base_offset.to_be_bytes();
+        let landed = self.map.append_filled(
+            &[&stamp, &head[stamp.len()..]],
+            tail_len,
+            |file, offset| fill(file, offset),
+            |landed| crate::batch::validate(landed, max_batch_bytes),
+        );
+        let (position, header) = match landed {
+            Ok(None) => return Ok(None),
+            Ok(Some((position, Ok(header)))) => (position, header),
+            refused => {
+                // Refused or half landed, the bytes stay past the written mark until later
+                // appends cover them; whatever they do not cover is cut when the segment is
+                // done (non-zero bytes after a segment's data make recovery cut it and delete
+                // every later segment).
+                self.old_tail = true;
+                self.emptied = false;
+                return match refused {
+                    Ok(Some((_, Err(error)))) => Ok(Some(Err(error))),
+                    Err(error) => Err(error),
+                    Ok(_) => unreachable!("the other outcomes returned above"),
+                };
+            }
+        };
+        let batch_len = head.len() + tail_len;
+        // Validated as it landed: count it as verified so reads skip the CRC.
+        self.reader
+            .verified
+            .fetch_max(position + batch_len, Ordering::AcqRel);
+        self.reader
+            .max_timestamp
+            .fetch_max(header.max_timestamp, Ordering::AcqRel);
+        self.next_offset += u64::from(header.record_count);
+        self.index.on_append(relative, position, batch_len);
+        Ok(Some(Ok(header)))
+    }
+
     /// Syncs the index file (the log's range is synced through the reader's map).
     pub fn sync_index(&self) -> io::Result<()> {
         self.index.sync()
