@@ -17,6 +17,12 @@
 //! see is ever written again: a shared slice never aliases a write. The writer may *rewind*
 //! `written` (recovery cuts a torn tail) only down to `visible`, never below it.
 //!
+//! The writer itself reads bytes past `written` in one place: [`MapWriter::append_filled`]
+//! checks a batch that landed in the file without passing through this process (a splice from
+//! a socket) before `written` moves past it. That read stays inside the reserved part of the
+//! file (so it cannot fault), borrows the only writer (so no write runs meanwhile), and starts
+//! after the write that put the bytes there returned.
+//!
 //! # Reserved space: why a write can never meet a hole
 //!
 //! A segment's map is `capacity` bytes long (the segment size), but its file is not: the file
