@@ -11,7 +11,9 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 use fencelog::batch::{BatchBuilder, HEADER_BYTES};
 use fencelog::storage::splice::SplicePipe;
-use fencelog::storage::{FenceError, FlushPolicy, StorageError, WriteCredential};
+use fencelog::storage::{
+    FenceError, FlushPolicy, Partition, PendingAppend, StorageError, WriteCredential,
+};
 use storage::{batch, config, fresh, read_all_batches, SMALL_SEGMENT_BYTES};
 
 /// The head a connection has read (the header and a little more) and the tail still on the
@@ -20,15 +22,25 @@ fn split(batch: &[u8]) -> (&[u8], &[u8]) {
     batch.split_at(HEADER_BYTES + 16)
 }
 
-/// A fill that writes `tail` (as a splice would land it), noting that it ran.
-fn filling<'a>(
-    tail: &'a [u8],
-    ran: &'a Cell<bool>,
-) -> impl FnMut(&std::fs::File, u64) -> std::io::Result<()> + 'a {
-    move |file, offset| {
-        ran.set(true);
-        file.write_all_at(tail, offset)
-    }
+/// Appends the batch `head` + `tail` through the spliced path under `epoch`, its tail landing
+/// as a splice lands it: the result, and whether the fill ran.
+fn splice_in(
+    partition: &Partition,
+    epoch: u64,
+    head: &[u8],
+    tail: &[u8],
+) -> (Result<PendingAppend, StorageError>, bool) {
+    let ran = Cell::new(false);
+    let result = partition.append_spliced_pending(
+        WriteCredential::Epoch(epoch),
+        head,
+        tail.len(),
+        &mut |file, offset| {
+            ran.set(true);
+            file.write_all_at(tail, offset)
+        },
+    );
+    (result, ran.get())
 }
 
 /// The stored bytes of a batch from the offset on (the base offset stamped).
@@ -48,17 +60,9 @@ fn a_spliced_batch_is_stored_as_the_copy_path_stores_it() {
     for tag in 0..12 {
         let bytes = batch(1, tag, 3, 300);
         let (head, tail) = split(&bytes);
-        let ran = Cell::new(false);
-        let pending = spliced
-            .append_spliced_pending(
-                WriteCredential::Epoch(1),
-                head,
-                tail.len(),
-                &mut filling(tail, &ran),
-            )
-            .unwrap();
-        assert!(ran.get());
-        let appended = spliced.acknowledge(pending).unwrap();
+        let (pending, ran) = splice_in(&spliced, 1, head, tail);
+        assert!(ran);
+        let appended = spliced.acknowledge(pending.unwrap()).unwrap();
         assert_eq!(appended, copied.append(&bytes).unwrap());
     }
     let (a, b) = (read_all_batches(&spliced), read_all_batches(&copied));
@@ -79,13 +83,7 @@ fn a_stale_holder_is_refused_before_any_byte_lands() {
     partition.install_epoch(2).unwrap();
     let bytes = batch(1, 0, 2, 100);
     let (head, tail) = split(&bytes);
-    let ran = Cell::new(false);
-    let refused = partition.append_spliced_pending(
-        WriteCredential::Epoch(1),
-        head,
-        tail.len(),
-        &mut filling(tail, &ran),
-    );
+    let (refused, ran) = splice_in(&partition, 1, head, tail);
     assert!(
         matches!(
             refused,
@@ -96,7 +94,7 @@ fn a_stale_holder_is_refused_before_any_byte_lands() {
         ),
         "{refused:?}"
     );
-    assert!(!ran.get());
+    assert!(!ran);
     assert_eq!(partition.log_end_offset(), 0);
 }
 
@@ -110,14 +108,8 @@ fn a_corrupt_spliced_batch_is_refused_and_the_next_takes_its_offset() {
     let (head, tail) = split(&bytes);
     let mut damaged = tail.to_vec();
     damaged[10] ^= 0x40;
-    let ran = Cell::new(false);
-    let refused = partition.append_spliced_pending(
-        WriteCredential::Epoch(1),
-        head,
-        damaged.len(),
-        &mut filling(&damaged, &ran),
-    );
-    assert!(ran.get());
+    let (refused, ran) = splice_in(&partition, 1, head, &damaged);
+    assert!(ran);
     assert!(
         matches!(refused, Err(StorageError::InvalidBatch(_))),
         "{refused:?}"
@@ -125,15 +117,11 @@ fn a_corrupt_spliced_batch_is_refused_and_the_next_takes_its_offset() {
     assert_eq!(partition.log_end_offset(), 0);
     let good = batch(1, 1, 2, 100);
     let (head, tail) = split(&good);
-    let pending = partition
-        .append_spliced_pending(
-            WriteCredential::Epoch(1),
-            head,
-            tail.len(),
-            &mut filling(tail, &Cell::new(false)),
-        )
-        .unwrap();
-    assert_eq!(partition.acknowledge(pending).unwrap().base_offset, 0);
+    let (pending, _) = splice_in(&partition, 1, head, tail);
+    assert_eq!(
+        partition.acknowledge(pending.unwrap()).unwrap().base_offset,
+        0
+    );
     let stored = read_all_batches(&partition);
     assert_eq!(stored.len(), 1);
     assert_eq!(without_offset(&stored[0]), without_offset(&good));
@@ -160,12 +148,7 @@ fn a_refused_batch_leaves_nothing_after_the_data_once_the_segment_rolls() {
     let (head, tail) = split(&refused_bytes);
     let mut damaged = tail.to_vec();
     damaged[100] ^= 0x01;
-    let refused = partition.append_spliced_pending(
-        WriteCredential::Epoch(1),
-        head,
-        damaged.len(),
-        &mut filling(&damaged, &Cell::new(false)),
-    );
+    let (refused, _) = splice_in(&partition, 1, head, &damaged);
     assert!(
         matches!(refused, Err(StorageError::InvalidBatch(_))),
         "{refused:?}"
@@ -179,9 +162,7 @@ fn a_refused_batch_leaves_nothing_after_the_data_once_the_segment_rolls() {
     storage::copy_directory(dir.path(), image.path());
     drop(partition);
     let _ = std::fs::remove_file(image.path().join("recovery-point"));
-    let recovered =
-        fencelog::storage::Partition::open("t/0", image.path(), small, &storage::seal_worker())
-            .unwrap();
+    let recovered = Partition::open("t/0", image.path(), small, &storage::seal_worker()).unwrap();
     let stored = read_all_batches(&recovered);
     assert_eq!(
         stored.len(),
@@ -204,19 +185,11 @@ fn a_producer_retry_is_answered_without_splicing() {
     let bytes: Bytes = builder.finish_with_sequence(0);
     let (head, tail) = split(&bytes);
     for attempt in 0..2 {
-        let ran = Cell::new(false);
-        let pending = partition
-            .append_spliced_pending(
-                WriteCredential::Epoch(1),
-                head,
-                tail.len(),
-                &mut filling(tail, &ran),
-            )
-            .unwrap();
-        let appended = partition.acknowledge(pending).unwrap();
+        let (pending, ran) = splice_in(&partition, 1, head, tail);
+        let appended = partition.acknowledge(pending.unwrap()).unwrap();
         assert_eq!(appended.base_offset, 0);
         assert_eq!(appended.duplicate, attempt == 1);
-        assert_eq!(ran.get(), attempt == 0);
+        assert_eq!(ran, attempt == 0);
     }
     assert_eq!(partition.log_end_offset(), 1);
 }

@@ -192,17 +192,7 @@ impl Partition {
         if header.is_control() || header.is_transactional() || header.magic == batch::MAGIC_KAFKA {
             return Err(StorageError::NotSpliceable);
         }
-        let current = self.fence.current_epoch();
-        let early = if !self.shared.watermarks.is_replicated() {
-            check_credential_since(credential, current, self.fence.creation_epoch())
-        } else {
-            match credential {
-                WriteCredential::Epoch(epoch) if epoch != 0 && epoch < current => {
-                    Err(FenceError::Fenced { epoch, current })
-                }
-                _ => Ok(()),
-            }
-        };
+        let early = self.early_answer(credential);
         let head_only = BatchSlices::new(head);
         match early {
             Ok(()) => {}
@@ -235,6 +225,22 @@ impl Partition {
                 writer.append_filled_batch(head, tail_len, &header, stamp, max_batch_bytes, fill)
             },
         )
+    }
+
+    /// The early answer to a stale holder, before anything else is looked at; the authoritative
+    /// check is inside the fence. A replicated partition answers only staleness early (its
+    /// never-granted epoch and its lease state are the fence's to judge).
+    fn early_answer(&self, credential: WriteCredential) -> Result<(), FenceError> {
+        let current = self.fence.current_epoch();
+        if !self.shared.watermarks.is_replicated() {
+            return check_credential_since(credential, current, self.fence.creation_epoch());
+        }
+        match credential {
+            WriteCredential::Epoch(epoch) if epoch != 0 && epoch < current => {
+                Err(FenceError::Fenced { epoch, current })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Counts an append's refusal by the fence (fenced or unknown epoch) in the metrics.
@@ -280,20 +286,7 @@ impl Partition {
         batch: BatchSlices<'_>,
         verification: Option<u64>,
     ) -> Result<PendingAppend, StorageError> {
-        // Early answer for a stale holder; the authoritative check is inside the fence. A
-        // replicated partition answers only staleness early (its never-granted epoch and its
-        // lease state are the fence's to judge).
-        let current = self.fence.current_epoch();
-        let early = if !self.shared.watermarks.is_replicated() {
-            check_credential_since(credential, current, self.fence.creation_epoch())
-        } else {
-            match credential {
-                WriteCredential::Epoch(epoch) if epoch != 0 && epoch < current => {
-                    Err(FenceError::Fenced { epoch, current })
-                }
-                _ => Ok(()),
-            }
-        };
+        let early = self.early_answer(credential);
         match early {
             Ok(()) => {}
             // A superseded writer's batch may be the resend of one written while its

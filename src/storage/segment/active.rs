@@ -233,7 +233,19 @@ impl ActiveSegment {
         let Some(position) = written? else {
             return Ok(None);
         };
-        // The copy was validated before: count it as verified so reads skip the CRC.
+        self.record_appended(relative, position, batch_len, header);
+        Ok(Some(position + batch_len))
+    }
+
+    /// Counts a batch written at `position` (validated, by its caller or as it landed) as
+    /// appended: verified (reads skip its CRC), its timestamp, its offsets, its index entry.
+    fn record_appended(
+        &mut self,
+        relative: u32,
+        position: usize,
+        batch_len: usize,
+        header: &BatchHeader,
+    ) {
         self.reader
             .verified
             .fetch_max(position + batch_len, Ordering::AcqRel);
@@ -242,7 +254,6 @@ impl ActiveSegment {
             .fetch_max(header.max_timestamp, Ordering::AcqRel);
         self.next_offset += u64::from(header.record_count);
         self.index.on_append(relative, position, batch_len);
-        Ok(Some(position + batch_len))
     }
 
     /// [`Self::append`] of a batch whose first bytes, `head` (at least its header), are in
@@ -297,16 +308,7 @@ impl ActiveSegment {
                 };
             }
         };
-        let batch_len = head.len() + tail_len;
-        // Validated as it landed: count it as verified so reads skip the CRC.
-        self.reader
-            .verified
-            .fetch_max(position + batch_len, Ordering::AcqRel);
-        self.reader
-            .max_timestamp
-            .fetch_max(header.max_timestamp, Ordering::AcqRel);
-        self.next_offset += u64::from(header.record_count);
-        self.index.on_append(relative, position, batch_len);
+        self.record_appended(relative, position, head.len() + tail_len, &header);
         Ok(Some(Ok(header)))
     }
 
