@@ -217,11 +217,7 @@ impl Partition {
             credential,
             |writer: &Writer, refusal| self.answer_resend(writer, head_only, refusal),
             |writer: &mut Writer| {
-                if writer.shared.recovery_point.is_retired() {
-                    return Err(StorageError::Deleted {
-                        partition: self.name.clone(),
-                    });
-                }
+                self.refuse_if_retired(writer)?;
                 writer.append_filled_batch(head, tail_len, &header, stamp, max_batch_bytes, fill)
             },
         )
@@ -308,11 +304,7 @@ impl Partition {
             // Superseded between the early check and the lock.
             |writer: &Writer, refusal| self.answer_resend(writer, batch, refusal),
             |writer: &mut Writer| {
-                if writer.shared.recovery_point.is_retired() {
-                    return Err(StorageError::Deleted {
-                        partition: self.name.clone(),
-                    });
-                }
+                self.refuse_if_retired(writer)?;
                 writer.append_batch(batch, &header, stamp, verification)
             },
         )

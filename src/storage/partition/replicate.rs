@@ -404,7 +404,7 @@ impl Partition {
         Ok(())
     }
 
-    fn refuse_if_retired(&self, writer: &Writer) -> Result<(), StorageError> {
+    pub(super) fn refuse_if_retired(&self, writer: &Writer) -> Result<(), StorageError> {
         if writer.shared.recovery_point.is_retired() {
             return Err(StorageError::Deleted {
                 partition: self.name.clone(),

@@ -95,11 +95,7 @@ impl Partition {
         let old = self
             .fence
             .with_follower_log(|writer: &mut Writer, _leader_epoch| {
-                if writer.shared.recovery_point.is_retired() {
-                    return Err(StorageError::Deleted {
-                        partition: self.name.clone(),
-                    });
-                }
+                self.refuse_if_retired(writer)?;
                 let log_end = writer.active.next_offset();
                 if offset <= log_end {
                     return if offset == log_end {

@@ -214,10 +214,7 @@ impl ActiveSegment {
         header: &BatchHeader,
     ) -> io::Result<Option<usize>> {
         let base_offset = self.next_offset;
-        let Some(relative) = u32::try_from(base_offset - self.reader.base_offset)
-            .ok()
-            .filter(|relative| relative.checked_add(header.record_count).is_some())
-        else {
+        let Some(relative) = self.relative_offset(header.record_count) else {
             return Ok(None);
         };
         let stamp = base_offset.to_be_bytes();
@@ -235,6 +232,14 @@ impl ActiveSegment {
         };
         self.record_appended(relative, position, batch_len, header);
         Ok(Some(position + batch_len))
+    }
+
+    /// The next batch's offset relative to the segment's base, as index entries hold it, when
+    /// a batch of `record_count` records still fits those (a `u32`); `None`: the caller rolls.
+    fn relative_offset(&self, record_count: u32) -> Option<u32> {
+        u32::try_from(self.next_offset - self.reader.base_offset)
+            .ok()
+            .filter(|relative| relative.checked_add(record_count).is_some())
     }
 
     /// Counts a batch written at `position` (validated, by its caller or as it landed) as
@@ -276,14 +281,9 @@ impl ActiveSegment {
             })));
         };
         let base_offset = self.next_offset;
-        if u32::try_from(base_offset - self.reader.base_offset)
-            .ok()
-            .and_then(|relative| relative.checked_add(declared.record_count))
-            .is_none()
-        {
+        let Some(relative) = self.relative_offset(declared.record_count) else {
             return Ok(None);
-        }
-        let relative = (base_offset - self.reader.base_offset) as u32;
+        };
         let stamp = base_offset.to_be_bytes();
         let landed = self.map.append_filled(
             &[&stamp, &head[stamp.len()..]],
