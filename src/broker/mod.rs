@@ -5,6 +5,8 @@
 //! * [`service`]: [`BrokerService`], the protocol-neutral operations (produce, fetch, leases,
 //!   topic admin, metadata) that the native listener, and next the Kafka listener, translate to.
 //! * [`produce_queue`]: a connection's produces appended in request order, off its socket task.
+//! * [`spliced_produce`]: a produce whose batch is spliced from the producer's socket into the
+//!   segment file (the one-copy produce path).
 //! * [`maintenance`]: interval syncs and retention on their timers.
 //! * [`topic_file`]: the versioned on-disk form of a topic's settings (`topic.json`).
 //! * [`producer_ids`]: producer ids for idempotent appends, unique across restarts.
@@ -42,6 +44,7 @@ pub mod partition_opener;
 pub mod produce_queue;
 pub mod producer_ids;
 pub mod service;
+pub mod spliced_produce;
 pub mod topic_file;
 pub mod transactions;
 pub mod verifier;

@@ -32,6 +32,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::service::{BrokerService, ProduceRequest};
+use super::spliced_produce::SplicedProduce;
 use super::BrokerError;
 use crate::storage::Appended;
 
@@ -96,6 +97,26 @@ impl ProduceQueue {
             // The receiver is gone only when the connection dropped the request; the append has
             // happened either way, as it would have had the client stayed.
             let _ = started.send(service.begin_produce(&request));
+        }));
+        Box::pin(async move {
+            match acknowledgement.await {
+                Ok(acknowledged) => acknowledged.await,
+                Err(_) => append_failed().await,
+            }
+        })
+    }
+
+    /// Appends a batch whose last bytes are in a pipe after every produce submitted before it,
+    /// always on the blocking pool (the batch is large, and the move into the segment runs
+    /// under the partition's writer lock), and returns the wait for its acknowledgement.
+    pub fn produce_spliced(
+        &self,
+        request: SplicedProduce,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let (started, acknowledgement) = oneshot::channel();
+        let service = Arc::clone(&self.service);
+        self.submit(Box::new(move || {
+            let _ = started.send(service.begin_spliced_produce(request));
         }));
         Box::pin(async move {
             match acknowledgement.await {

@@ -24,6 +24,7 @@ use super::groups::{PartitionCommits, PartitionKey};
 use super::maintenance::Maintenance;
 use super::offsets_topic::ReplicatedOffsets;
 use super::produce_queue::{Acknowledgement, ProduceQueue};
+use super::spliced_produce::SplicedProduce;
 use super::transactions::TransactionCoordinator;
 use super::{Broker, BrokerError, CommittedOffset, DeletedTopic, GroupOffsetsError, Topic};
 use crate::clock::{Clock, SystemClock};
@@ -33,7 +34,9 @@ use crate::lease::{
 };
 use crate::metrics::Metrics;
 use crate::protocol::{LeaderEpochQuery, ReplicaFetch, Response};
-use crate::storage::{Appended, Partition, ReadResult, StorageError, WriteCredential};
+use crate::storage::{
+    Appended, Partition, PendingAppend, ReadResult, StorageError, WriteCredential,
+};
 
 /// One batch to append.
 #[derive(Debug, Clone)]
@@ -446,20 +449,45 @@ impl BrokerService {
         request: ProduceRequest,
         acks: Option<Acks>,
     ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let (topic, partition) = (request.topic.clone(), request.partition);
+        self.produce_through(topic, partition, acks, || queue.produce(request))
+    }
+
+    /// [`produce`](Self::produce) of a batch whose last bytes are in a pipe, not in memory (the
+    /// one-copy produce path: [`crate::broker::spliced_produce`]): the same checks, order,
+    /// fence and acknowledgement.
+    pub fn produce_spliced(
+        &self,
+        queue: &ProduceQueue,
+        request: SplicedProduce,
+        acks: Option<Acks>,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let (topic, partition) = (request.topic.clone(), request.partition);
+        self.produce_through(topic, partition, acks, || queue.produce_spliced(request))
+    }
+
+    /// The replica manager's part of a produce around `append` (the connection queue's append
+    /// of the batch, in request order).
+    fn produce_through(
+        &self,
+        topic: String,
+        partition: u32,
+        acks: Option<Acks>,
+        append: impl FnOnce() -> Acknowledgement,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
         let replicas = self.replica_manager();
         if let ReplicaManager::Standalone { .. } = replicas {
             // The leader is the only replica: its acknowledgement is the commit, whatever `acks`.
-            return queue.produce(request);
+            return append();
         }
         let acks = acks.unwrap_or_else(|| replicas.default_acks());
         if let Err(refused) = self
-            .refuse_internal(&request.topic, "produced to")
-            .and_then(|()| replicas.check_produce(&request.topic, request.partition, acks))
+            .refuse_internal(&topic, "produced to")
+            .and_then(|()| replicas.check_produce(&topic, partition, acks))
         {
             return Box::pin(futures::future::ready(Err(refused)));
         }
-        let (topic, partition) = (request.topic.clone(), request.partition);
-        let acknowledged = queue.produce(request);
+        let acknowledged = append();
         committed(replicas, topic, partition, acknowledged, acks)
     }
 
@@ -515,6 +543,28 @@ impl BrokerService {
                     target,
                 ))
             });
+        Self::acknowledgement(started)
+    }
+
+    /// [`begin_produce`](Self::begin_produce) of a batch whose last bytes are in a pipe (see
+    /// [`crate::broker::spliced_produce`]): the same fence, checks and acknowledgement, the
+    /// bytes spliced into the segment file.
+    pub(crate) fn begin_spliced_produce(
+        &self,
+        request: SplicedProduce,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
+        let started = self
+            .broker
+            .partition(&request.topic, request.partition)
+            .and_then(|target| Ok((request.append_to(&target)?, target)));
+        Self::acknowledgement(started)
+    }
+
+    /// The wait for an append's acknowledgement under its partition's flush policy: a
+    /// group-commit sync on the blocking pool under flush `always`, nothing otherwise.
+    fn acknowledgement(
+        started: Result<(PendingAppend, Arc<Partition>), BrokerError>,
+    ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
         match started {
             Err(error) => Box::pin(futures::future::ready(Err(error))),
             Ok((pending, target)) if target.acknowledge_blocks() => {

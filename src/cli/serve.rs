@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// milliseconds; a half-sent frame is then refused and its connection closed.
     #[arg(long, default_value_t = server::frame_reader::DEFAULT_PARTIAL_FRAME_TIMEOUT_MS)]
     pub partial_frame_timeout_ms: u64,
+    /// Smallest native Produce request, in bytes, whose batch goes from a plain-TCP socket
+    /// into the log without passing through the server's memory (splice); 0: never. Standalone
+    /// servers only; TLS and the Kafka listener always read requests whole.
+    #[arg(long, default_value_t = server::DEFAULT_SPLICE_MIN_FRAME_BYTES)]
+    pub splice_min_bytes: usize,
     /// Also serve Kafka's wire protocol on this address (off unless given), e.g. `127.0.0.1:9092`.
     #[arg(long, env = "FENCELOG_KAFKA_LISTEN")]
     pub kafka_listen: Option<String>,
@@ -223,6 +228,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
             max_unauthenticated_frame_bytes: args.max_unauthenticated_frame_bytes,
             partial_frame_timeout: std::time::Duration::from_millis(args.partial_frame_timeout_ms),
             advertised_addr: args.advertise.clone(),
+            splice_min_frame_bytes: args.splice_min_bytes,
             ..ServerConfig::default()
         };
         if let Some(path) = &args.test_clock_skew_file {

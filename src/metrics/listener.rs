@@ -28,6 +28,8 @@ pub struct ListenerMetrics {
     api_names: ApiNames,
     connections: AtomicI64,
     refused: AtomicU64,
+    /// Request frames whose batch went into a pipe, not memory (the one-copy produce path).
+    spliced: AtomicU64,
     /// Request latency by API key; the last slot holds every key at or beyond it.
     requests: Box<[AtomicHistogram]>,
 }
@@ -40,6 +42,7 @@ impl ListenerMetrics {
             api_names,
             connections: AtomicI64::new(0),
             refused: AtomicU64::new(0),
+            spliced: AtomicU64::new(0),
             requests: (0..=MAX_TIMED_API_KEYS)
                 .map(|_| AtomicHistogram::new(REQUEST_DURATION_BOUNDS_NANOS))
                 .collect(),
@@ -72,6 +75,16 @@ impl ListenerMetrics {
     /// Connections refused so far.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request frame whose batch was read into a pipe, not memory.
+    pub fn frame_spliced(&self) {
+        self.spliced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Request frames whose batch was read into a pipe so far.
+    pub fn spliced(&self) -> u64 {
+        self.spliced.load(Ordering::Relaxed)
     }
 
     /// Request latency by API name, APIs never called left out; keys the listener cannot name

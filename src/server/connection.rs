@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
-use super::frame_reader::{FrameLimits, FrameReader, ReadError, ReadFrame};
+use super::frame_reader::{FrameLimits, FrameReader, ReadError, ReadFrame, SpliceCapable};
 use super::memory_budget::MemoryBudget;
 use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
@@ -34,7 +34,7 @@ use crate::protocol::wrong_port::Foreign;
 /// stream is split with `tokio::io::split` (`super::tls`).
 pub trait SplitStream: Send + 'static {
     /// The read half.
-    type Read: AsyncRead + Unpin + Send + 'static;
+    type Read: AsyncRead + SpliceCapable + Unpin + Send + 'static;
     /// The write half.
     type Write: AsyncWrite + Unpin + Send + 'static;
 
@@ -74,12 +74,13 @@ pub async fn serve<P: Protocol, S: SplitStream>(
         limits,
         MemoryBudget::new(config.connection_buffer_bytes),
         config.memory_budget.clone(),
-    );
+    )
+    .splicing(protocol.splice_rule(&service));
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
     let mut session = protocol.open_session(&service, peer);
     let listener_metrics = service.metrics().listener(protocol.name(), P::api_name);
-    let mut timers = RequestTimers::new(listener_metrics, config.max_in_flight);
+    let mut timers = RequestTimers::new(Arc::clone(&listener_metrics), config.max_in_flight);
     let mut closing = false;
     // An HTTP client was answered in HTTP: what it still sends is read and dropped before the
     // close, so that the answer is not lost to a reset.
@@ -100,9 +101,15 @@ pub async fn serve<P: Protocol, S: SplitStream>(
                     }
                     Err(_) => {}
                     Ok(Ok(None)) => closing = true,
-                    Ok(Ok(Some(ReadFrame { bytes, reservation }))) => {
+                    Ok(Ok(Some(ReadFrame { bytes, reservation, tail }))) => {
                         let timer = timers.start(&bytes);
-                        let started = protocol.start(&service, &mut session, bytes);
+                        let started = match tail {
+                            None => protocol.start(&service, &mut session, bytes),
+                            Some(tail) => {
+                                listener_metrics.frame_spliced();
+                                protocol.start_spliced(&service, &mut session, bytes, tail)
+                            }
+                        };
                         closing |= started.close;
                         if let Some(response) = started.response {
                             timers.push(timer);

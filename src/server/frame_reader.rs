@@ -27,17 +27,32 @@
 //! The first frame of a connection whose length is over the limit is also checked for another
 //! protocol's opening bytes (an HTTP request, a TLS ClientHello:
 //! [`crate::protocol::wrong_port`]), so the client can be told it reached the wrong port.
+//!
+//! # Frames read only in part (the one-copy produce path)
+//!
+//! On a plain TCP connection whose protocol gives a [`SpliceRule`], a frame of at least
+//! `min_frame_bytes` that the rule recognises (a produce of one large batch) is read into
+//! memory only as far as its *head* (its fields and the batch's header). The rest of the batch
+//! moves from the socket into a pipe as it arrives (by page reference, no copy: see
+//! [`crate::storage::splice`]), paid for from the same budgets as bytes read; the fields after
+//! the batch are read into memory again. The frame is handed on once every byte is off the
+//! socket, with its pipe in a [`FrameTail`], so the connection reads on as after any frame, and
+//! the append moves the bytes pipe → segment file without ever waiting on the client. A
+//! connection has at most [`PIPES_PER_CONNECTION`] such frames in flight; a pipe that fills
+//! before the batch is in it gives its bytes back and the frame is read whole, as any other.
 
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, Interest};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::memory_budget::{BudgetError, MemoryBudget, Reservation};
 use crate::protocol::wrong_port::{self, Foreign};
 use crate::protocol::{FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES};
+use crate::storage::splice::{PipePool, PooledPipe};
 
 /// Default largest frame a connection may send before it authenticates (servers with
 /// `--auth`): 512 KiB, Kafka's `sasl.server.max.receive.size`.
@@ -51,6 +66,10 @@ const HEADER_READ_BYTES: usize = 4 * 1024;
 /// Most bytes of a frame's body read at a time. Bytes are paid for once read, and no more is
 /// read until they are: a connection is at most this far ahead of its payments.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most frames of a connection whose batches are in pipes at a time (each pipe holds up to
+/// [`crate::storage::splice::SPLICE_PIPE_BYTES`] of page references and two descriptors); the
+/// next such frame waits for one of them to be appended.
+pub const PIPES_PER_CONNECTION: usize = 4;
 /// Most bytes of an HTTP request read and thrown away after the answer, so that closing the
 /// socket with them unread does not reset the connection before the client reads the answer.
 const DRAIN_BYTES: usize = 64 * 1024;
@@ -96,15 +115,70 @@ impl FrameHeader {
     }
 }
 
-/// A whole request frame (its length prefix removed) and the memory it holds until its answer
-/// is ready.
+/// A request frame (its length prefix removed) and the memory it holds until its answer is
+/// ready: in memory whole, or its bytes but a batch's, which are in a pipe.
 #[derive(Debug)]
 pub struct ReadFrame {
-    /// The frame body.
+    /// The frame body (with `tail`: its head, the bytes before the piped ones).
     pub bytes: Bytes,
-    /// Its share of the connection's and the server's memory.
+    /// Its share of the connection's and the server's memory (the piped bytes included).
     pub reservation: Reservation,
+    /// The bytes of the frame after its head (see the module documentation).
+    pub tail: Option<FrameTail>,
 }
+
+/// The bytes of a frame after its head: a batch's last bytes in a pipe, then the frame's last
+/// fields in memory.
+#[derive(Debug)]
+pub struct FrameTail {
+    /// The pipe holding every byte of the batch after the head.
+    pub pipe: PooledPipe,
+    /// The frame's bytes after the batch.
+    pub trailer: Bytes,
+}
+
+/// How a protocol wants a long frame read, judged from its header and first body bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameHead {
+    /// Read it whole.
+    Whole,
+    /// More of it is needed to judge: its first this many body bytes (more than there are).
+    Need(usize),
+    /// The bytes buffered are its head: the body's bytes up to `piped_end` go into a pipe, the
+    /// rest is read.
+    Splice {
+        /// The body offset where the piped bytes end (the end of the batch).
+        piped_end: usize,
+    },
+}
+
+/// Which frames a connection may read only in part (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct SpliceRule {
+    /// Shorter frames are read whole (their bytes cost less to copy than a splice's setup).
+    pub min_frame_bytes: usize,
+    /// Judges a frame from its header, its declared length and the body bytes buffered so far.
+    pub judge: fn(&FrameHeader, usize, &[u8]) -> FrameHead,
+}
+
+/// A connection's read half, and the TCP socket under it when there is one a splice can read
+/// from (plain TCP, not TLS: TLS decrypts in this process).
+pub trait SpliceCapable {
+    /// The socket a frame's batch may be spliced from.
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+impl SpliceCapable for tokio::net::tcp::OwnedReadHalf {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl<T> SpliceCapable for tokio::io::ReadHalf<T> {}
+
+impl SpliceCapable for tokio::io::DuplexStream {}
 
 /// Why a frame was refused; the connection closes after it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -191,6 +265,39 @@ struct Started {
     header: Option<FrameHeader>,
     /// Its header was read and its length judged acceptable.
     accepted: bool,
+    /// Whether it may be read only in part.
+    reading: Reading,
+}
+
+/// How far a frame is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Not judged yet.
+    Undecided,
+    /// Up to this many body bytes, to judge it.
+    Head(usize),
+    /// Whole into memory, or (with [`FrameReader::piping`]) through a pipe.
+    Whole,
+}
+
+/// What [`FrameReader::take_frame`] found in the buffer.
+enum Taken {
+    Frame(ReadFrame),
+    /// The frame's head: pipe its body's bytes up to `piped_end`.
+    Head {
+        piped_end: usize,
+    },
+    Nothing,
+}
+
+/// A frame's batch on its way into a pipe.
+#[derive(Debug)]
+struct Piping {
+    pipe: PooledPipe,
+    /// The frame's bytes in the buffer before the piped ones (its length prefix included).
+    head_len: usize,
+    /// The frame's bytes that go through the pipe.
+    len: usize,
 }
 
 /// Reads request frames from one connection.
@@ -211,9 +318,13 @@ pub struct FrameReader<R> {
     /// Since when the reader has been waiting for memory, if it is.
     waiting_since: Option<Instant>,
     frames_read: u64,
+    splice: Option<SpliceRule>,
+    pipes: PipePool,
+    /// The frame being read's batch going into a pipe.
+    piping: Option<Piping>,
 }
 
-impl<R: AsyncRead + Unpin> FrameReader<R> {
+impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
     /// Reads from `source`, paying for memory from `own` (this connection's share) first and
     /// `shared` (the server's budget) beyond it.
     pub fn new(source: R, limits: FrameLimits, own: MemoryBudget, shared: MemoryBudget) -> Self {
@@ -229,7 +340,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             waited: Duration::ZERO,
             waiting_since: None,
             frames_read: 0,
+            splice: None,
+            pipes: PipePool::new(PIPES_PER_CONNECTION),
+            piping: None,
         }
+    }
+
+    /// Reads the frames `rule` recognises only in part when the source is a TCP socket.
+    pub fn splicing(mut self, rule: Option<SpliceRule>) -> Self {
+        self.splice = rule;
+        self
     }
 
     /// The next whole frame; `None` when the client closed the connection between frames.
@@ -239,8 +359,21 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub async fn next(&mut self, must_authenticate: bool) -> Result<Option<ReadFrame>, ReadError> {
         loop {
             self.pay().await?;
-            if let Some(frame) = self.take_frame(must_authenticate)? {
-                return Ok(Some(frame));
+            match self.take_frame(must_authenticate)? {
+                Taken::Frame(frame) => return Ok(Some(frame)),
+                Taken::Head { piped_end } => {
+                    self.start_piping(piped_end).await;
+                    continue;
+                }
+                Taken::Nothing => {}
+            }
+            if self
+                .piping
+                .as_ref()
+                .is_some_and(|piping| piping.pipe.holds() < piping.len)
+            {
+                self.pipe_some().await?;
+                continue;
             }
             let room = self.read_target().saturating_sub(self.buffer.len()).max(1);
             let deadline = self
@@ -267,6 +400,112 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// The deadline of the frame being read, once its first byte arrived.
+    fn deadline(&self) -> Option<Instant> {
+        self.first_byte
+            .map(|first| first + self.limits.partial_frame_timeout + self.waited)
+    }
+
+    /// Takes a pipe for the batch of the frame whose head is buffered (waiting while the
+    /// connection's pipes are all out, a wait not counted against the frame's timeout), or
+    /// marks the frame to be read whole when no pipe can be made.
+    async fn start_piping(&mut self, piped_end: usize) {
+        let since = Instant::now();
+        let taken = self.pipes.take().await;
+        self.waited += since.elapsed();
+        let Some(mut frame) = self.frame else {
+            return;
+        };
+        match taken {
+            Ok(pipe) => {
+                let head_len = self.buffer.len();
+                self.piping = Some(Piping {
+                    pipe,
+                    head_len,
+                    len: (FRAME_LENGTH_BYTES + piped_end).saturating_sub(head_len),
+                });
+            }
+            Err(error) => {
+                tracing::debug!(%error, "no pipe for a frame's batch; reading it whole");
+                frame.reading = Reading::Whole;
+                self.frame = Some(frame);
+            }
+        }
+    }
+
+    /// Moves the next bytes of the batch being piped from the socket into its pipe (at most
+    /// [`READ_CHUNK_BYTES`], paid for before the next move), waiting for them within the
+    /// frame's timeout; a pipe that is full gives its bytes back to the buffer and the frame is
+    /// read whole.
+    async fn pipe_some(&mut self) -> Result<(), ReadError> {
+        let deadline = self.deadline();
+        let received = self.buffer.len();
+        let (Some(socket), Some(piping)) = (self.source.tcp(), self.piping.as_mut()) else {
+            return Ok(());
+        };
+        let want = (piping.len - piping.pipe.holds()).min(READ_CHUNK_BYTES);
+        loop {
+            match fill_twice(&mut piping.pipe, socket, want) {
+                Ok(0) => {
+                    return Err(ReadError::ClosedMidFrame {
+                        received: received + piping.pipe.holds(),
+                    })
+                }
+                Ok(_) => return Ok(()),
+                Err(Fill::PipeFull) => return self.unpipe().map_err(ReadError::Io),
+                Err(Fill::Io(error)) => return Err(ReadError::Io(error)),
+                Err(Fill::Empty) => {}
+            }
+            // Wait for the socket's next bytes: clear the readiness left by earlier reads, then
+            // look again before waiting (bytes may have come in between).
+            let _ = socket.try_io(Interest::READABLE, || {
+                Err::<(), _>(std::io::Error::from(std::io::ErrorKind::WouldBlock))
+            });
+            if queued(socket)? > 0 {
+                continue;
+            }
+            let ready = socket.readable();
+            match deadline {
+                None => ready.await?,
+                Some(deadline) => tokio::select! {
+                    ready = ready => ready?,
+                    () = tokio::time::sleep_until(deadline) => {
+                        let received = received + piping.pipe.holds();
+                        return Err(self.incomplete_with(received));
+                    }
+                },
+            }
+        }
+    }
+
+    /// Gives a full pipe's bytes back to the buffer (they follow the head in it) and marks the
+    /// frame to be read whole: the bytes are paid for already.
+    fn unpipe(&mut self) -> std::io::Result<()> {
+        let Some(mut piping) = self.piping.take() else {
+            return Ok(());
+        };
+        let held = piping.pipe.holds();
+        let start = self.buffer.len();
+        self.buffer.resize(start + held, 0);
+        let mut filled = 0;
+        while filled < held {
+            let read = piping.pipe.read_into(&mut self.buffer[start + filled..])?;
+            if read == 0 {
+                break;
+            }
+            filled += read;
+        }
+        self.buffer.truncate(start + filled);
+        if let Some(frame) = self.frame.as_mut() {
+            frame.reading = Reading::Whole;
+        }
+        tracing::debug!(
+            bytes = held,
+            "a frame's batch did not fit its pipe; reading it whole"
+        );
+        Ok(())
+    }
+
     /// Reads and discards what the client still sends, for up to `limit` (at most
     /// [`DRAIN_BYTES`]), so that an answer written before the close is not lost to a reset.
     pub async fn drain(&mut self, limit: Duration) {
@@ -283,10 +522,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// The refusal of a frame that did not arrive in time.
     fn incomplete(&self) -> ReadError {
+        self.incomplete_with(self.buffer.len())
+    }
+
+    /// The refusal of a frame that did not arrive in time, `received` bytes of it received.
+    fn incomplete_with(&self, received: usize) -> ReadError {
         ReadError::Refused {
             header: self.frame.and_then(|frame| frame.header),
             refusal: FrameRefusal::Incomplete {
-                received: self.buffer.len(),
+                received,
                 timeout_ms: u64::try_from(self.limits.partial_frame_timeout.as_millis())
                     .unwrap_or(u64::MAX),
             },
@@ -295,12 +539,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// The frame at the start of the buffer if it is whole; judges its length once its header
     /// is in.
-    fn take_frame(&mut self, must_authenticate: bool) -> Result<Option<ReadFrame>, ReadError> {
+    fn take_frame(&mut self, must_authenticate: bool) -> Result<Taken, ReadError> {
         let mut frame = match self.frame {
             Some(frame) => frame,
             None => {
                 let Some(&[a, b, c, d]) = self.buffer.get(..FRAME_LENGTH_BYTES) else {
-                    return Ok(None);
+                    return Ok(Taken::Nothing);
                 };
                 let declared =
                     usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
@@ -314,6 +558,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     declared,
                     header: None,
                     accepted: false,
+                    reading: Reading::Undecided,
                 }
             }
         };
@@ -327,7 +572,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             let header_end = FRAME_LENGTH_BYTES + header_bytes;
             if self.buffer.len() < header_end {
                 self.frame = Some(frame);
-                return Ok(None);
+                return Ok(Taken::Nothing);
             }
             frame.header = FrameHeader::peek(&self.buffer[FRAME_LENGTH_BYTES..header_end]);
             self.frame = Some(frame);
@@ -338,8 +583,22 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             // resident (and are paid for) only as its bytes arrive.
             self.buffer.reserve(end.saturating_sub(self.buffer.len()));
         }
+        if let Some(piping) = &self.piping {
+            return Ok(self.take_piped(end, piping.len));
+        }
+        if frame.reading != Reading::Whole {
+            frame.reading = match self.judge_head(&frame) {
+                FrameHead::Whole => Reading::Whole,
+                FrameHead::Need(bytes) => Reading::Head(bytes),
+                FrameHead::Splice { piped_end } => {
+                    self.frame = Some(frame);
+                    return Ok(Taken::Head { piped_end });
+                }
+            };
+            self.frame = Some(frame);
+        }
         if self.buffer.len() < end {
-            return Ok(None);
+            return Ok(Taken::Nothing);
         }
         let mut bytes = self.buffer.split_to(end).freeze();
         bytes.advance(FRAME_LENGTH_BYTES);
@@ -348,7 +607,65 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.waited = Duration::ZERO;
         self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
         self.frames_read += 1;
-        Ok(Some(ReadFrame { bytes, reservation }))
+        Ok(Taken::Frame(ReadFrame {
+            bytes,
+            reservation,
+            tail: None,
+        }))
+    }
+
+    /// The frame whose batch is being piped, once its batch is in the pipe and its last fields
+    /// in the buffer.
+    fn take_piped(&mut self, end: usize, piped: usize) -> Taken {
+        let buffered_end = end - piped;
+        let in_pipe = self.piping.as_ref().map_or(0, |piping| piping.pipe.holds());
+        if in_pipe < piped || self.buffer.len() < buffered_end {
+            return Taken::Nothing;
+        }
+        let Some(piping) = self.piping.take() else {
+            return Taken::Nothing;
+        };
+        let mut bytes = self.buffer.split_to(buffered_end).freeze();
+        let trailer = bytes.split_off(piping.head_len);
+        bytes.advance(FRAME_LENGTH_BYTES);
+        let reservation = self.held.split_off(end);
+        self.frame = None;
+        self.waited = Duration::ZERO;
+        self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
+        self.frames_read += 1;
+        Taken::Frame(ReadFrame {
+            bytes,
+            reservation,
+            tail: Some(FrameTail {
+                pipe: piping.pipe,
+                trailer,
+            }),
+        })
+    }
+
+    /// Whether an accepted frame is read whole or only its head (see the module documentation).
+    fn judge_head(&self, frame: &Started) -> FrameHead {
+        let (Some(rule), Some(header)) = (self.splice, frame.header) else {
+            return FrameHead::Whole;
+        };
+        let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
+        if frame.declared < rule.min_frame_bytes
+            || self.source.tcp().is_none()
+            || self.buffer.len() >= end
+        {
+            return FrameHead::Whole;
+        }
+        let body = &self.buffer[FRAME_LENGTH_BYTES..];
+        match (rule.judge)(&header, frame.declared, body) {
+            // A head as long as the frame is the frame; a judge asking for bytes it has is
+            // answered by reading the frame whole rather than waiting for nothing.
+            FrameHead::Need(bytes)
+                if bytes <= body.len() || FRAME_LENGTH_BYTES.saturating_add(bytes) >= end =>
+            {
+                FrameHead::Whole
+            }
+            judged => judged,
+        }
     }
 
     /// Refuses a frame whose length is over a limit (or that is another protocol's opening).
@@ -395,7 +712,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// How many bytes the buffer should hold after the next read.
     fn read_target(&self) -> usize {
+        if let (Some(piping), Some(frame)) = (&self.piping, &self.frame) {
+            // The frame's last fields, after its piped batch.
+            return FRAME_LENGTH_BYTES + frame.declared - piping.len;
+        }
         match self.frame {
+            Some(Started {
+                accepted: true,
+                reading: Reading::Head(bytes),
+                ..
+            }) => FRAME_LENGTH_BYTES + bytes,
             Some(Started {
                 declared,
                 accepted: true,
@@ -411,7 +737,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     async fn pay(&mut self) -> Result<(), ReadError> {
         loop {
             self.try_pay();
-            let debt = self.buffer.len().saturating_sub(self.held.bytes());
+            let debt = self.unpaid();
             if debt == 0 {
                 break;
             }
@@ -423,14 +749,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(())
     }
 
+    /// Bytes read (into the buffer or a pipe) and not paid for yet.
+    fn unpaid(&self) -> usize {
+        let piped = self.piping.as_ref().map_or(0, |piping| piping.pipe.holds());
+        (self.buffer.len() + piped).saturating_sub(self.held.bytes())
+    }
+
     /// Pays what it can of the buffered bytes now, without waiting.
     fn try_pay(&mut self) {
-        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let debt = self.unpaid();
         let from_own = debt.min(self.own.available());
         if let Some(reservation) = self.own.try_reserve(from_own) {
             self.held.merge(reservation);
         }
-        let debt = self.buffer.len().saturating_sub(self.held.bytes());
+        let debt = self.unpaid();
         let from_shared = debt.min(self.shared.available());
         if let Some(reservation) = self.shared.try_reserve(from_shared) {
             self.held.merge(reservation);
@@ -464,6 +796,40 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             Err(_) => Err(exhausted()),
         }
     }
+}
+
+/// Why a move of bytes from the socket into a pipe moved nothing.
+enum Fill {
+    /// The socket has no bytes queued.
+    Empty,
+    /// The socket has bytes the pipe has no room for.
+    PipeFull,
+    Io(std::io::Error),
+}
+
+/// One move of up to `want` bytes from `socket` into `pipe` ([`PooledPipe::fill_from`]), tried a
+/// second time when the first found no room or no bytes but the socket has some queued: a pipe
+/// with no room twice while bytes wait is full (one bytes arrived at just the wrong moment would
+/// otherwise look full).
+fn fill_twice(pipe: &mut PooledPipe, socket: &TcpStream, want: usize) -> Result<usize, Fill> {
+    for _ in 0..2 {
+        match pipe.fill_from(socket, want) {
+            Ok(moved) => return Ok(moved),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                if queued(socket).map_err(Fill::Io)? == 0 {
+                    return Err(Fill::Empty);
+                }
+            }
+            Err(error) => return Err(Fill::Io(error)),
+        }
+    }
+    Err(Fill::PipeFull)
+}
+
+/// Bytes queued on the socket, unread.
+fn queued(socket: &TcpStream) -> std::io::Result<usize> {
+    let bytes = rustix::io::ioctl_fionread(socket)?;
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
 }
 
 /// Reads at most `room` bytes into `buffer`.
@@ -558,6 +924,114 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// A connected loopback pair: the client, and the server's read half.
+    async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::tcp::OwnedReadHalf) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (read, write) = server.into_split();
+        std::mem::forget(write);
+        (client, read)
+    }
+
+    /// Pipes every body byte after the first 16 but the last 3.
+    fn judge_all_but_ends(_: &FrameHeader, declared: usize, body: &[u8]) -> FrameHead {
+        if body.len() < 16 {
+            FrameHead::Need(16)
+        } else {
+            FrameHead::Splice {
+                piped_end: declared - 3,
+            }
+        }
+    }
+
+    fn splicing_reader(
+        source: tokio::net::tcp::OwnedReadHalf,
+    ) -> FrameReader<tokio::net::tcp::OwnedReadHalf> {
+        FrameReader::new(
+            source,
+            limits(),
+            MemoryBudget::new(4096),
+            MemoryBudget::new(1 << 20),
+        )
+        .splicing(Some(SpliceRule {
+            min_frame_bytes: 100_000,
+            judge: judge_all_but_ends,
+        }))
+    }
+
+    fn patterned(correlation_id: u32, body: usize) -> Vec<u8> {
+        let mut bytes = frame(correlation_id, body);
+        for (at, byte) in bytes.iter_mut().enumerate().skip(12) {
+            *byte = (at % 251) as u8;
+        }
+        bytes
+    }
+
+    #[tokio::test]
+    async fn a_long_frame_s_batch_goes_into_a_pipe_and_its_ends_into_memory() {
+        // Proves: the judged frame comes out as its head in memory, the piped bytes in its
+        // pipe and its last fields in memory, all paid for; the next frame is read as usual.
+        let (mut client, source) = tcp_pair().await;
+        let mut reader = splicing_reader(source);
+        let long = patterned(3, 300_000);
+        let short = frame(4, 10);
+        let writer = tokio::spawn(async move {
+            tokio::io::AsyncWriteExt::write_all(&mut client, &long)
+                .await
+                .unwrap();
+            tokio::io::AsyncWriteExt::write_all(&mut client, &short)
+                .await
+                .unwrap();
+            client
+        });
+        let read = reader.next(false).await.unwrap().unwrap();
+        let mut tail = read.tail.expect("the long frame was piped");
+        let long = patterned(3, 300_000);
+        let body = &long[4..];
+        let head_len = read.bytes.len();
+        assert!((16..=HEADER_READ_BYTES).contains(&head_len), "{head_len}");
+        assert_eq!(&read.bytes[..], &body[..head_len]);
+        assert_eq!(&tail.trailer[..], &body[body.len() - 3..]);
+        assert_eq!(tail.pipe.holds(), body.len() - 3 - head_len);
+        let mut piped = vec![0; tail.pipe.holds()];
+        let mut filled = 0;
+        while filled < piped.len() {
+            filled += tail.pipe.read_into(&mut piped[filled..]).unwrap();
+        }
+        assert!(piped[..] == body[head_len..body.len() - 3]);
+        assert_eq!(read.reservation.bytes(), long.len());
+        let next = reader.next(false).await.unwrap().unwrap();
+        assert!(next.tail.is_none());
+        assert_eq!(FrameHeader::peek(&next.bytes).unwrap().correlation_id, 4);
+        drop(writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_pipe_that_fills_gives_its_bytes_back_and_the_frame_is_read_whole() {
+        // Proves: a pipe with no room left for a batch (here one page: one slot) is emptied
+        // back into the buffer and the frame is read whole, byte for byte.
+        let (mut client, source) = tcp_pair().await;
+        let mut reader = splicing_reader(source);
+        reader.pipes = PipePool::with_pipe_bytes(1, 4096);
+        client.set_nodelay(true).unwrap();
+        let writer = tokio::spawn(async move {
+            for chunk in patterned(5, 300_000).chunks(10_000) {
+                tokio::io::AsyncWriteExt::write_all(&mut client, chunk)
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            client
+        });
+        let read = reader.next(false).await.unwrap().unwrap();
+        assert!(read.tail.is_none(), "read whole");
+        assert!(read.bytes[..] == patterned(5, 300_000)[4..]);
+        drop(writer.await.unwrap());
     }
 
     /// A frame that stops half way is refused after the partial-frame timeout, with its id.

@@ -7,7 +7,8 @@
 //! * [`connection`]: the connection loop every protocol shares (limits, backpressure, timeouts,
 //!   response order, drain).
 //! * [`frame_reader`]: request frames read off a connection, their memory paid for as their
-//!   bytes arrive, every refusal with the request's correlation id.
+//!   bytes arrive, every refusal with the request's correlation id; a large native produce's
+//!   batch moved from the socket into a pipe instead of memory (the one-copy produce path).
 //! * [`writer`]: vectored response writes.
 //! * [`tls`]: TLS on every listener ([`ServerConfig::tls`]), the handshake in the connection's
 //!   own task.
@@ -41,7 +42,7 @@ use tracing::{debug, info, warn};
 
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaProtocol};
-pub use native::{to_error_response, NativeProtocol};
+pub use native::{to_error_response, NativeProtocol, DEFAULT_SPLICE_MIN_FRAME_BYTES};
 pub use node::{ClusterMembership, Listeners, Node, NodeConfig};
 pub use protocol::{AfterEncode, Protocol, Started};
 pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
@@ -107,6 +108,10 @@ pub struct ServerConfig {
     /// The `host:port` clients are told to reach this broker at (`serve --advertise`); `None`:
     /// the native listener's bound address.
     pub advertised_addr: Option<String>,
+    /// Smallest native `Produce` frame whose batch is spliced from a plain TCP socket into the
+    /// segment file instead of being read into memory (`serve --splice-min-bytes`; 0: never),
+    /// on a standalone broker: the one-copy produce path.
+    pub splice_min_frame_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -131,6 +136,7 @@ impl Default for ServerConfig {
                 frame_reader::DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
             ),
             advertised_addr: None,
+            splice_min_frame_bytes: native::DEFAULT_SPLICE_MIN_FRAME_BYTES,
         }
     }
 }

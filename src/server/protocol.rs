@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 
-use super::frame_reader::{FrameHeader, FrameRefusal};
+use super::frame_reader::{FrameHeader, FrameRefusal, FrameTail, SpliceRule};
 use crate::broker::BrokerService;
 
 /// What a frame started: the response to write when it is ready (in request order), if the
@@ -87,6 +87,33 @@ pub trait Protocol: Send + Sync + 'static {
         session: &mut Self::Session,
         frame: Bytes,
     ) -> Started<Self::Response>;
+
+    /// Which request frames may be read only in part on a plain TCP connection, their last
+    /// bytes left on the socket to be spliced into a segment (the one-copy produce path; see
+    /// [`super::frame_reader`]); `None`, the default, reads every frame whole.
+    fn splice_rule(&self, service: &Arc<BrokerService>) -> Option<SpliceRule> {
+        let _ = service;
+        None
+    }
+
+    /// Starts the request in a frame whose batch was read into a pipe (one that
+    /// [`Self::splice_rule`] recognised): `head` is its bytes before the batch's piped ones
+    /// (the length prefix removed), `tail` the pipe and the frame's bytes after them. The
+    /// default, for a protocol without a splice rule (which is never handed one), closes the
+    /// connection.
+    fn start_spliced(
+        &self,
+        service: &Arc<BrokerService>,
+        session: &mut Self::Session,
+        head: Bytes,
+        tail: FrameTail,
+    ) -> Started<Self::Response> {
+        let _ = (service, session, head, tail);
+        Started {
+            response: None,
+            close: true,
+        }
+    }
 
     /// What the listener speaks, for the messages a client of another protocol gets (an HTTP
     /// client is answered `400` naming it), e.g. "fencelog's native protocol".

@@ -1,35 +1,42 @@
 //! Moving a batch's bytes from a socket into a segment file without passing them through this
 //! process: `splice` socket → pipe → file, the one-copy produce path (`docs/benchmarks.md`,
 //! "The one-copy produce path: measured, and the design it needs"). The receive copy into user
-//! memory goes; what is left is the kernel moving the socket's pages into the pipe and copying
-//! them into the page cache.
+//! memory goes: the socket's pages move into the pipe by reference, and the only copy left is
+//! the kernel's into the page cache.
 //!
-//! Nothing here waits: the caller makes sure every byte is already queued on the socket before
-//! it takes the partition's writer lock (a client that stalls mid-batch must never hold the
-//! lock). A socket that turns out to hold fewer bytes is an error with some of them gone from
-//! it: the connection cannot find the next frame any more and must be closed, and the pipe,
-//! which may hold bytes, goes with it.
+//! The two halves run at different times. The connection moves a batch's bytes socket → pipe
+//! as they arrive ([`SplicePipe::fill_from`]), outside every lock: a client that stalls
+//! mid-batch holds nothing but its own pipe. The append moves them pipe → file
+//! ([`SplicePipe::drain_into`]) under the partition's writer lock, and that half never waits:
+//! the bytes are already in the pipe (missing ones are an error, not a wait).
+//!
+//! A pipe's capacity is counted in slots (one per page fragment of the socket's buffers), not
+//! bytes, so how much of a batch it holds depends on how the batch arrived. A pipe that fills
+//! before the batch is in it gives its bytes back ([`SplicePipe::read_into`]) and the frame is
+//! read into memory as any other.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::pipe::{
     fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The pipe capacity a [`SplicePipe`] asks for: the kernel's default `pipe-max-size`, so that
-/// one round trip through the pipe moves up to 1 MiB. Where the kernel grants less, the pipe
-/// keeps what it has (64 KiB by default) and a batch takes more rounds.
+/// The pipe capacity a [`SplicePipe`] asks for: the kernel's default `pipe-max-size`. Where the
+/// kernel grants less, the pipe keeps what it has (64 KiB by default) and holds less of a batch.
 pub const SPLICE_PIPE_BYTES: usize = 1024 * 1024;
 
-/// A pipe that carries bytes from a socket to a file, empty between transfers: one per
-/// connection that splices.
+/// A pipe that carries bytes from a socket to a file.
 #[derive(Debug)]
 pub struct SplicePipe {
     read: OwnedFd,
     write: OwnedFd,
     capacity: usize,
+    /// Bytes in the pipe.
+    holds: usize,
 }
 
 impl SplicePipe {
@@ -50,22 +57,83 @@ impl SplicePipe {
             read,
             write,
             capacity,
+            holds: 0,
         })
     }
 
-    /// The pipe's capacity: the most bytes one round moves.
+    /// The pipe's capacity in bytes of whole pages (it may hold more of a socket's bytes, or
+    /// fewer: see the module documentation).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// Moves exactly `len` bytes from `socket` into `file` at `offset`. The socket must be in
-    /// non-blocking mode (as every socket of the async runtime is: `SPLICE_F_NONBLOCK` makes
-    /// only the pipe's side non-blocking), and every byte must already be queued on it: a
-    /// socket with fewer is [`io::ErrorKind::WouldBlock`] (or [`io::ErrorKind::UnexpectedEof`]
-    /// once the peer closed), some bytes gone from it; see the module documentation for what the
-    /// caller does then.
+    /// Bytes in the pipe.
+    pub fn holds(&self) -> usize {
+        self.holds
+    }
+
+    /// Moves up to `max` bytes queued on `socket` into the pipe, without waiting: the bytes
+    /// moved, 0 at the end of the stream, [`io::ErrorKind::WouldBlock`] when the socket has
+    /// none queued *or the pipe is full* (the caller tells the two apart). The socket must be in
+    /// non-blocking mode, as every socket of the async runtime is.
+    pub fn fill_from(&mut self, socket: impl AsFd, max: usize) -> io::Result<usize> {
+        let moved = retry(|| {
+            splice(
+                &socket,
+                None,
+                &self.write,
+                None,
+                max,
+                SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
+            )
+        })?;
+        self.holds += moved;
+        Ok(moved)
+    }
+
+    /// Moves exactly `len` bytes from the pipe into `file` at `offset`, without waiting: a pipe
+    /// holding fewer is [`io::ErrorKind::WouldBlock`] (with some of them gone into the file).
+    pub fn drain_into(&mut self, file: &File, mut offset: u64, len: usize) -> io::Result<()> {
+        let mut left = len;
+        while left > 0 {
+            let put = retry(|| {
+                splice(
+                    &self.read,
+                    None,
+                    file,
+                    Some(&mut offset),
+                    left,
+                    SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
+                )
+            })?;
+            if put == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "splice into the segment file moved nothing",
+                ));
+            }
+            self.holds = self.holds.saturating_sub(put);
+            left -= put;
+        }
+        Ok(())
+    }
+
+    /// Reads bytes out of the pipe into `buffer` (the way back to the copy path): the bytes
+    /// read, 0 when the pipe is empty.
+    pub fn read_into(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if self.holds == 0 || buffer.is_empty() {
+            return Ok(0);
+        }
+        let read = retry(|| rustix::io::read(&self.read, &mut *buffer))?;
+        self.holds = self.holds.saturating_sub(read);
+        Ok(read)
+    }
+
+    /// Moves exactly `len` bytes from `socket` into `file` at `offset` through the pipe, which
+    /// must be empty; every byte must already be queued on the socket (fewer is
+    /// [`io::ErrorKind::WouldBlock`], or [`io::ErrorKind::UnexpectedEof`] once the peer closed).
     pub fn transfer(
-        &self,
+        &mut self,
         socket: impl AsFd,
         file: &File,
         mut offset: u64,
@@ -73,46 +141,112 @@ impl SplicePipe {
     ) -> io::Result<()> {
         let mut left = len;
         while left > 0 {
-            let asked = left.min(self.capacity);
-            let taken = retry(|| {
-                splice(
-                    &socket,
-                    None,
-                    &self.write,
-                    None,
-                    asked,
-                    SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
-                )
-            })?;
+            let taken = self.fill_from(&socket, left.min(self.capacity))?;
             if taken == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!("the peer closed with {left} bytes of the batch still to come"),
                 ));
             }
-            let mut pending = taken;
-            while pending > 0 {
-                let put = retry(|| {
-                    splice(
-                        &self.read,
-                        None,
-                        file,
-                        Some(&mut offset),
-                        pending,
-                        SpliceFlags::MOVE,
-                    )
-                })?;
-                if put == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "splice into the segment file moved nothing",
-                    ));
-                }
-                pending -= put;
-            }
+            self.drain_into(file, offset, taken)?;
+            offset += taken as u64;
             left -= taken;
         }
         Ok(())
+    }
+}
+
+/// A connection's pipes: at most `pipes` out at a time (each with a frame's bytes on their way
+/// to a segment), made when first needed and reused when they come back empty.
+#[derive(Debug, Clone)]
+pub struct PipePool {
+    shared: Arc<PoolShared>,
+}
+
+#[derive(Debug)]
+struct PoolShared {
+    free: Mutex<Vec<SplicePipe>>,
+    permits: Arc<Semaphore>,
+    pipe_bytes: usize,
+}
+
+impl PipePool {
+    /// A pool lending at most `pipes` pipes of [`SPLICE_PIPE_BYTES`] at a time.
+    pub fn new(pipes: usize) -> Self {
+        Self::with_pipe_bytes(pipes, SPLICE_PIPE_BYTES)
+    }
+
+    /// A pool lending at most `pipes` pipes of up to `pipe_bytes` each at a time.
+    pub fn with_pipe_bytes(pipes: usize, pipe_bytes: usize) -> Self {
+        Self {
+            shared: Arc::new(PoolShared {
+                free: Mutex::new(Vec::new()),
+                permits: Arc::new(Semaphore::new(pipes.max(1))),
+                pipe_bytes,
+            }),
+        }
+    }
+
+    /// A pipe, once one of the pool's is free. Cancel-safe.
+    pub async fn take(&self) -> io::Result<PooledPipe> {
+        let permit = Arc::clone(&self.shared.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("the pipe pool is closed"))?;
+        let reused = self
+            .shared
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let pipe = match reused {
+            Some(pipe) => pipe,
+            None => SplicePipe::with_capacity(self.shared.pipe_bytes)?,
+        };
+        Ok(PooledPipe {
+            pipe: Some(pipe),
+            shared: Arc::clone(&self.shared),
+            _permit: permit,
+        })
+    }
+}
+
+/// A pipe lent by a [`PipePool`]: back to it when dropped empty, closed when dropped holding
+/// bytes (nothing could tell them from the next frame's).
+#[derive(Debug)]
+pub struct PooledPipe {
+    pipe: Option<SplicePipe>,
+    shared: Arc<PoolShared>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::ops::Deref for PooledPipe {
+    type Target = SplicePipe;
+
+    fn deref(&self) -> &SplicePipe {
+        self.pipe
+            .as_ref()
+            .expect("a pooled pipe has its pipe until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledPipe {
+    fn deref_mut(&mut self) -> &mut SplicePipe {
+        self.pipe
+            .as_mut()
+            .expect("a pooled pipe has its pipe until dropped")
+    }
+}
+
+impl Drop for PooledPipe {
+    fn drop(&mut self) {
+        if let Some(pipe) = self.pipe.take().filter(|pipe| pipe.holds == 0) {
+            self.shared
+                .free
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(pipe);
+        }
     }
 }
 
@@ -161,7 +295,7 @@ mod tests {
         // A small pipe and a payload a default receive buffer holds whole (the server waits for
         // every byte before it splices, as the produce path will).
         let (mut client, mut server) = sockets();
-        let pipe = SplicePipe::with_capacity(8 * 1024).unwrap();
+        let mut pipe = SplicePipe::with_capacity(8 * 1024).unwrap();
         let payload: Vec<u8> = (0..3 * pipe.capacity() + 123)
             .map(|i| (i % 251) as u8)
             .collect();
@@ -201,7 +335,7 @@ mod tests {
         server.set_nonblocking(true).unwrap();
         client.write_all(&[1; 100]).unwrap();
         queued(&server, 100);
-        let pipe = SplicePipe::new().unwrap();
+        let mut pipe = SplicePipe::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::File::create(dir.path().join("segment")).unwrap();
         let error = pipe.transfer(&server, &file, 0, 200).unwrap_err();

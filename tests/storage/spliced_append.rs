@@ -204,7 +204,7 @@ fn bytes_from_a_socket_are_spliced_into_the_log() {
     let (mut server, _) = listener.accept().unwrap();
     // A small pipe and a batch a default receive buffer holds whole (the produce path waits
     // for every byte before it splices).
-    let pipe = SplicePipe::with_capacity(8 * 1024).unwrap();
+    let mut pipe = SplicePipe::with_capacity(8 * 1024).unwrap();
     let bytes = batch(1, 0, 8, pipe.capacity() / 2);
     assert!(bytes.len() > pipe.capacity());
     let sender = {

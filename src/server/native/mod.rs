@@ -5,6 +5,7 @@
 mod authentication;
 mod errors;
 mod handler;
+mod spliced;
 mod transactions;
 
 use std::net::SocketAddr;
@@ -13,9 +14,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 pub use errors::to_error_response;
+pub use spliced::DEFAULT_SPLICE_MIN_FRAME_BYTES;
 
 use super::connection::Refusal;
-use super::frame_reader::{FrameHeader, FrameRefusal};
+use super::frame_reader::{FrameHeader, FrameRefusal, FrameTail, SpliceRule};
 use super::protocol::{AfterEncode, Protocol, Started};
 use super::ServerConfig;
 use crate::auth::{ConnectionAuthentication, Security};
@@ -138,6 +140,27 @@ impl Protocol for NativeProtocol {
                 }
             }
         }
+    }
+
+    fn splice_rule(&self, service: &Arc<BrokerService>) -> Option<SpliceRule> {
+        let min_frame_bytes = self.config.splice_min_frame_bytes;
+        let _ = service;
+        (min_frame_bytes > 0).then_some(SpliceRule {
+            min_frame_bytes,
+            judge: spliced::judge,
+        })
+    }
+
+    fn start_spliced(
+        &self,
+        service: &Arc<BrokerService>,
+        session: &mut NativeSession,
+        head: Bytes,
+        tail: FrameTail,
+    ) -> Started<ResponseFrame> {
+        session.started = true;
+        let access = session.authentication.access();
+        spliced::start(service, &session.produce_queue, &access, head, tail)
     }
 
     fn speaks(&self) -> &'static str {

@@ -269,6 +269,19 @@ impl Scrape {
             ConstCounter::new(listener.refused()).encode(family.encode_family(&labels)?)?;
         }
         let mut family = encoder.encode_descriptor(
+            "fencelog_spliced_requests",
+            "Produce requests whose batch went from the socket into the log by splice, without a copy in the server's memory.",
+            None,
+            MetricType::Counter,
+        )?;
+        for listener in &listeners {
+            let labels = ListenerLabels {
+                listener: listener.name(),
+                api: None,
+            };
+            ConstCounter::new(listener.spliced()).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = encoder.encode_descriptor(
             "fencelog_request_duration_seconds",
             "Time from reading a request to handing its response to the writer, in request order.",
             None,
