@@ -223,6 +223,9 @@ pub struct BenchConfig {
     pub transaction_interval: Duration,
     /// Kafka consumers fetch with read_committed isolation (`--isolation read-committed`).
     pub read_committed: bool,
+    /// The in-process server's `splice_min_frame_bytes` (`--server-splice-min-bytes`; 0: it
+    /// never splices), to compare the one-copy produce path with the copy path.
+    pub server_splice_min_bytes: usize,
 }
 
 impl Default for BenchConfig {
@@ -255,6 +258,7 @@ impl Default for BenchConfig {
             transaction_interval: DEFAULT_TRANSACTION_INTERVAL,
             read_committed: false,
             tls: None,
+            server_splice_min_bytes: crate::server::DEFAULT_SPLICE_MIN_FRAME_BYTES,
         }
     }
 }

@@ -47,7 +47,7 @@ fn in_process_server_workers() -> usize {
 }
 
 impl InProcessServer {
-    async fn start(protocol: Protocol) -> Result<Self, BenchError> {
+    async fn start(protocol: Protocol, splice_min_frame_bytes: usize) -> Result<Self, BenchError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(in_process_server_workers())
             .thread_name(cpu::SERVER_THREAD_NAME)
@@ -57,9 +57,14 @@ impl InProcessServer {
             .map_err(BenchError::Runtime)?;
         let started = runtime
             .spawn(async move {
+                let server_config = crate::server::ServerConfig {
+                    splice_min_frame_bytes,
+                    ..crate::server::ServerConfig::default()
+                };
+                let builder = TestServer::builder().server_config(server_config);
                 match protocol {
-                    Protocol::Native => TestServer::start().await,
-                    Protocol::Kafka => TestServer::builder().kafka().start().await,
+                    Protocol::Native => builder.start().await,
+                    Protocol::Kafka => builder.kafka().start().await,
                 }
             })
             .await
@@ -434,7 +439,9 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
     }
     let server = match &config.addr {
         Some(_) => None,
-        None => Some(InProcessServer::start(config.protocol).await?),
+        None => {
+            Some(InProcessServer::start(config.protocol, config.server_splice_min_bytes).await?)
+        }
     };
     let (addr, kafka_addr) = match (&config.addr, &server) {
         (Some(addr), _) => (addr.clone(), config.kafka_addr.clone()),

@@ -124,6 +124,11 @@ pub struct BenchArgs {
     /// --addr; ignored with --protocol native).
     #[arg(long = "kafka-addr")]
     pub kafka_addr: Option<String>,
+    /// The in-process server's smallest native Produce request whose batch is spliced into the
+    /// log instead of copied through memory, in bytes; 0: never (the copy path, to compare).
+    /// Ignored with --addr (see `serve --splice-min-bytes`).
+    #[arg(long = "server-splice-min-bytes", default_value_t = crate::server::DEFAULT_SPLICE_MIN_FRAME_BYTES)]
+    pub server_splice_min_bytes: usize,
     /// Replicas per partition of the bench topic (more than 1 needs a cluster: give its
     /// brokers as --addr A,B,C). Default: the server's (1 standalone; in a cluster
     /// min(3, live brokers)).
@@ -219,6 +224,7 @@ impl BenchArgs {
             transaction_interval: self.transaction_interval,
             read_committed: self.isolation == BenchIsolation::ReadCommitted,
             tls: None,
+            server_splice_min_bytes: self.server_splice_min_bytes,
         };
         // The default retention depends on the partitions and batch size just set.
         config.retention_bytes = match self.retention_bytes {

@@ -66,6 +66,11 @@ const HEADER_READ_BYTES: usize = 4 * 1024;
 /// Most bytes of a frame's body read at a time. Bytes are paid for once read, and no more is
 /// read until they are: a connection is at most this far ahead of its payments.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most bytes of a batch moved from the socket into its pipe at a time. Larger than a read:
+/// the bytes are the socket buffer's own pages, moved by reference (no memory is allocated
+/// for them), and every move is a system call; they are still paid for before the next move.
+/// Measured (1 MiB batches, one producer): 64 KiB moves made 18 system calls per batch.
+const PIPE_CHUNK_BYTES: usize = 1024 * 1024;
 /// Most frames of a connection whose batches are in pipes at a time (each pipe holds up to
 /// [`crate::storage::splice::SPLICE_PIPE_BYTES`] of page references and two descriptors); the
 /// next such frame waits for one of them to be appended.
@@ -434,7 +439,7 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
     }
 
     /// Moves the next bytes of the batch being piped from the socket into its pipe (at most
-    /// [`READ_CHUNK_BYTES`], paid for before the next move), waiting for them within the
+    /// [`PIPE_CHUNK_BYTES`], paid for before the next move), waiting for them within the
     /// frame's timeout; a pipe that is full gives its bytes back to the buffer and the frame is
     /// read whole.
     async fn pipe_some(&mut self) -> Result<(), ReadError> {
@@ -443,7 +448,7 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         let (Some(socket), Some(piping)) = (self.source.tcp(), self.piping.as_mut()) else {
             return Ok(());
         };
-        let want = (piping.len - piping.pipe.holds()).min(READ_CHUNK_BYTES);
+        let want = (piping.len - piping.pipe.holds()).min(PIPE_CHUNK_BYTES);
         loop {
             match fill_twice(&mut piping.pipe, socket, want) {
                 Ok(0) => {
@@ -457,7 +462,9 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
                 Err(Fill::Empty) => {}
             }
             // Wait for the socket's next bytes: clear the readiness left by earlier reads, then
-            // look again before waiting (bytes may have come in between).
+            // look again before waiting (bytes may have come in between). Only here, where the
+            // socket was found empty: readiness cleared while bytes wait (the frame's last fields,
+            // the next frame) would leave the next read waiting for an event that never comes.
             let _ = socket.try_io(Interest::READABLE, || {
                 Err::<(), _>(std::io::Error::from(std::io::ErrorKind::WouldBlock))
             });

@@ -45,6 +45,26 @@ async fn connect(addr: SocketAddr) -> Client {
 /// Acknowledged records: (partition, offset) → value.
 type Acked = Arc<Mutex<BTreeMap<(u32, u64), String>>>;
 
+/// The batches the producers send: records per batch, and filler bytes per record.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    records: (usize, usize),
+    filler: (usize, usize),
+}
+
+/// Small batches (the copy path).
+const SMALL: Shape = Shape {
+    records: (1, 5),
+    filler: (0, 300),
+};
+
+/// Batches of 280–470 KB: over the native listener's 256 KiB splice threshold, so their
+/// bytes go socket → pipe → segment file (the one-copy produce path).
+const SPLICED: Shape = Shape {
+    records: (300, 450),
+    filler: (900, 1100),
+};
+
 /// One cycle: start, acquire an epoch per partition, produce until killed at a random moment.
 /// Returns the epochs granted.
 async fn cycle(
@@ -53,6 +73,7 @@ async fn cycle(
     cycle: usize,
     acked: &Acked,
     config: TopicConfig,
+    shape: Shape,
 ) -> Vec<u64> {
     let addr = free_port();
     let mut server = start_server(data_dir, addr);
@@ -88,13 +109,13 @@ async fn cycle(
                     return;
                 };
                 for sequence in 0.. {
-                    let count = rng.gen_range(1..=5);
+                    let count = rng.gen_range(shape.records.0..=shape.records.1);
                     let mut builder = BatchBuilder::new(epoch);
                     let values: Vec<String> = (0..count)
                         .map(|n| {
                             format!(
                                 "c{cycle}-p{partition}-w{producer}-s{sequence}-{n}-{}",
-                                "x".repeat(rng.gen_range(0..300))
+                                "x".repeat(rng.gen_range(shape.filler.0..shape.filler.1))
                             )
                         })
                         .collect();
@@ -194,13 +215,13 @@ fn keep_everything() -> TopicConfig {
     }
 }
 
-async fn run(cycles: usize, seed: u64, config: TopicConfig) {
+async fn run(cycles: usize, seed: u64, config: TopicConfig, shape: Shape) {
     let data = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let acked: Acked = Arc::default();
     let mut last_epochs = vec![0; PARTITIONS as usize];
     for number in 0..cycles {
-        let epochs = cycle(data.path(), &mut rng, number, &acked, config).await;
+        let epochs = cycle(data.path(), &mut rng, number, &acked, config, shape).await;
         for (last, granted) in last_epochs.iter_mut().zip(&epochs) {
             assert!(
                 *granted > *last,
@@ -230,7 +251,21 @@ fn seed() -> u64 {
 async fn acknowledged_records_survive_kill_9() {
     let seed = seed();
     eprintln!("FENCELOG_SEED={seed}");
-    run(3, seed, keep_everything()).await;
+    run(3, seed, keep_everything(), SMALL).await;
+}
+
+/// The same with batches the server splices from the socket into the segment (the one-copy
+/// produce path): a kill lands while batches are on their way socket → pipe → file, and what
+/// was acknowledged survives, what was torn is cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_spliced_batches_survive_kill_9() {
+    let seed = seed();
+    eprintln!("FENCELOG_SEED={seed}");
+    let config = TopicConfig {
+        segment_bytes: 2 * 1024 * 1024,
+        ..keep_everything()
+    };
+    run(3, seed, config, SPLICED).await;
 }
 
 /// The same with small segments and a retention of a few, so kills land while retention deletes
@@ -245,7 +280,7 @@ async fn acknowledged_records_survive_kill_9_while_retention_deletes() {
         retention_bytes: Some(64 * 1024),
         ..keep_everything()
     };
-    run(4, seed, config).await;
+    run(4, seed, config, SMALL).await;
 }
 
 /// The long run: `FENCELOG_CRASH_CYCLES` cycles (default 50); see tools/crash-test.
@@ -266,5 +301,14 @@ async fn acknowledged_records_survive_many_kill_9_cycles() {
         },
         Err(_) => keep_everything(),
     };
-    run(cycles, seed, config).await;
+    // FENCELOG_CRASH_SPLICED=1: batches the server splices, in segments that hold several.
+    if std::env::var_os("FENCELOG_CRASH_SPLICED").is_some() {
+        let config = TopicConfig {
+            segment_bytes: config.segment_bytes.max(2 * 1024 * 1024),
+            ..config
+        };
+        run(cycles, seed, config, SPLICED).await;
+    } else {
+        run(cycles, seed, config, SMALL).await;
+    }
 }
