@@ -493,6 +493,11 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         };
         let held = piping.pipe.holds();
         let start = self.buffer.len();
+        if let Some(frame) = self.frame {
+            // The frame is read whole from here: address space for all of it, as for any other.
+            let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
+            self.buffer.reserve(end.saturating_sub(start));
+        }
         self.buffer.resize(start + held, 0);
         let mut filled = 0;
         while filled < held {
@@ -587,15 +592,21 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
             frame.accepted = true;
             self.frame = Some(frame);
             // Address space for the whole frame, so it is read without copies; its pages become
-            // resident (and are paid for) only as its bytes arrive.
-            self.buffer.reserve(end.saturating_sub(self.buffer.len()));
+            // resident (and are paid for) only as its bytes arrive. Not yet for a frame that may
+            // be read only in part: most of it never comes into memory.
+            if !self.may_splice(&frame) {
+                self.buffer.reserve(end.saturating_sub(self.buffer.len()));
+            }
         }
         if let Some(piping) = &self.piping {
             return Ok(self.take_piped(end, piping.len));
         }
         if frame.reading != Reading::Whole {
             frame.reading = match self.judge_head(&frame) {
-                FrameHead::Whole => Reading::Whole,
+                FrameHead::Whole => {
+                    self.buffer.reserve(end.saturating_sub(self.buffer.len()));
+                    Reading::Whole
+                }
                 FrameHead::Need(bytes) => Reading::Head(bytes),
                 FrameHead::Splice { piped_end } => {
                     self.frame = Some(frame);
@@ -650,16 +661,21 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         })
     }
 
+    /// Whether a frame is long enough, and its connection able, to be read only in part.
+    fn may_splice(&self, frame: &Started) -> bool {
+        self.splice
+            .is_some_and(|rule| frame.declared >= rule.min_frame_bytes)
+            && frame.header.is_some()
+            && self.source.tcp().is_some()
+    }
+
     /// Whether an accepted frame is read whole or only its head (see the module documentation).
     fn judge_head(&self, frame: &Started) -> FrameHead {
         let (Some(rule), Some(header)) = (self.splice, frame.header) else {
             return FrameHead::Whole;
         };
         let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
-        if frame.declared < rule.min_frame_bytes
-            || self.source.tcp().is_none()
-            || self.buffer.len() >= end
-        {
+        if !self.may_splice(frame) || self.buffer.len() >= end {
             return FrameHead::Whole;
         }
         let body = &self.buffer[FRAME_LENGTH_BYTES..];
