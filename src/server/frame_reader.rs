@@ -621,15 +621,20 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         let mut bytes = self.buffer.split_to(end).freeze();
         bytes.advance(FRAME_LENGTH_BYTES);
         let reservation = self.held.split_off(end);
-        self.frame = None;
-        self.waited = Duration::ZERO;
-        self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
-        self.frames_read += 1;
+        self.frame_taken();
         Ok(Taken::Frame(ReadFrame {
             bytes,
             reservation,
             tail: None,
         }))
+    }
+
+    /// Starts over at the next frame, after one was handed on (its bytes split off the buffer).
+    fn frame_taken(&mut self) {
+        self.frame = None;
+        self.waited = Duration::ZERO;
+        self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
+        self.frames_read += 1;
     }
 
     /// The frame whose batch is being piped, once its batch is in the pipe and its last fields
@@ -647,10 +652,7 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         let trailer = bytes.split_off(piping.head_len);
         bytes.advance(FRAME_LENGTH_BYTES);
         let reservation = self.held.split_off(end);
-        self.frame = None;
-        self.waited = Duration::ZERO;
-        self.first_byte = (!self.buffer.is_empty()).then(Instant::now);
-        self.frames_read += 1;
+        self.frame_taken();
         Taken::Frame(ReadFrame {
             bytes,
             reservation,

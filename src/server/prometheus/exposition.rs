@@ -255,32 +255,20 @@ impl Scrape {
             };
             ConstGauge::new(listener.connections()).encode(family.encode_family(&labels)?)?;
         }
-        let mut family = encoder.encode_descriptor(
+        encode_listener_counter(
+            encoder,
+            &listeners,
             "fencelog_connections_refused",
             "Connections refused at the connection limit.",
-            None,
-            MetricType::Counter,
+            ListenerMetrics::refused,
         )?;
-        for listener in &listeners {
-            let labels = ListenerLabels {
-                listener: listener.name(),
-                api: None,
-            };
-            ConstCounter::new(listener.refused()).encode(family.encode_family(&labels)?)?;
-        }
-        let mut family = encoder.encode_descriptor(
+        encode_listener_counter(
+            encoder,
+            &listeners,
             "fencelog_spliced_requests",
             "Produce requests whose batch went from the socket into the log by splice, without a copy in the server's memory.",
-            None,
-            MetricType::Counter,
+            ListenerMetrics::spliced,
         )?;
-        for listener in &listeners {
-            let labels = ListenerLabels {
-                listener: listener.name(),
-                api: None,
-            };
-            ConstCounter::new(listener.spliced()).encode(family.encode_family(&labels)?)?;
-        }
         let mut family = encoder.encode_descriptor(
             "fencelog_request_duration_seconds",
             "Time from reading a request to handing its response to the writer, in request order.",
@@ -317,4 +305,23 @@ fn histogram(
         &snapshot.scaled_buckets(scale),
         None,
     )
+}
+
+/// One counter family with a series per listener (the `listener` label), read with `value`.
+fn encode_listener_counter(
+    encoder: &mut DescriptorEncoder,
+    listeners: &[Arc<ListenerMetrics>],
+    name: &str,
+    help: &str,
+    value: fn(&ListenerMetrics) -> u64,
+) -> Result<(), fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for listener in listeners {
+        let labels = ListenerLabels {
+            listener: listener.name(),
+            api: None,
+        };
+        ConstCounter::new(value(listener)).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
