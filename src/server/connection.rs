@@ -75,7 +75,7 @@ pub async fn serve<P: Protocol, S: SplitStream>(
         MemoryBudget::new(config.connection_buffer_bytes),
         config.memory_budget.clone(),
     )
-    .splicing(protocol.splice_rule(&service));
+    .splicing(protocol.splice_rule());
     let mut writer = ResponseWriter::new(write_half, config.max_frame_bytes);
     let mut pending: FuturesOrdered<BoxFuture<'static, P::Response>> = FuturesOrdered::new();
     let mut session = protocol.open_session(&service, peer);

@@ -91,8 +91,7 @@ pub trait Protocol: Send + Sync + 'static {
     /// Which request frames may be read only in part on a plain TCP connection, their last
     /// bytes left on the socket to be spliced into a segment (the one-copy produce path; see
     /// [`super::frame_reader`]); `None`, the default, reads every frame whole.
-    fn splice_rule(&self, service: &Arc<BrokerService>) -> Option<SpliceRule> {
-        let _ = service;
+    fn splice_rule(&self) -> Option<SpliceRule> {
         None
     }
 

@@ -142,9 +142,8 @@ impl Protocol for NativeProtocol {
         }
     }
 
-    fn splice_rule(&self, service: &Arc<BrokerService>) -> Option<SpliceRule> {
+    fn splice_rule(&self) -> Option<SpliceRule> {
         let min_frame_bytes = self.config.splice_min_frame_bytes;
-        let _ = service;
         (min_frame_bytes > 0).then_some(SpliceRule {
             min_frame_bytes,
             judge: spliced::judge,
