@@ -25,6 +25,11 @@ use rustix::pipe::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// What puts the rest of a batch into its segment file, at the offset it is given, for
+/// [`crate::storage::Partition::append_spliced_pending`]: in the produce path,
+/// [`SplicePipe::drain_into`] of the pipe holding the batch's bytes.
+pub type BatchFill<'a> = dyn FnMut(&File, u64) -> io::Result<()> + 'a;
+
 /// The pipe capacity a [`SplicePipe`] asks for: the kernel's default `pipe-max-size`. Where the
 /// kernel grants less, the pipe keeps what it has (64 KiB by default) and holds less of a batch.
 pub const SPLICE_PIPE_BYTES: usize = 1024 * 1024;

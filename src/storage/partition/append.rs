@@ -15,6 +15,7 @@ use tracing::info;
 
 use super::super::config::FlushPolicy;
 use super::super::fence::{check_credential_since, FenceError, WriteCredential};
+use super::super::splice::BatchFill;
 use super::super::{io_error, StorageError};
 use super::{replicate, Partition, Writer};
 use crate::batch::{self, BatchHeader, BatchSlices, ProducerStamp};
@@ -139,9 +140,10 @@ impl Partition {
 
     /// The spliced produce path's append (`docs/benchmarks.md`, "The one-copy produce path"):
     /// the batch's first bytes, `head` (at least its header), are in memory; its other
-    /// `tail_len` bytes are still on the producer's socket, and `fill` puts them straight into
-    /// the segment file at the offset it is given ([`crate::storage::splice::SplicePipe`]),
-    /// with the writer lock held, so they must all be queued on the socket already.
+    /// `tail_len` bytes are not, and `fill` puts them straight into the segment file at the
+    /// offset it is given (in the produce path, out of the pipe that holds them:
+    /// [`crate::storage::splice::SplicePipe::drain_into`]), with the writer lock held, so it
+    /// must never wait: every byte must be at hand.
     ///
     /// The order keeps every guarantee of [`Self::append_pending_as`]: the header's own checks
     /// (length, size limit, epoch) and the early fence answer outside the lock; then, under it,
@@ -150,15 +152,15 @@ impl Partition {
     /// its offsets), the roll if the batch does not fit, `fill`, and the full validation (CRC,
     /// structure) of the bytes as they landed; only a valid batch counts as written and is
     /// published. `fill` runs only when the batch is appended or refused by that last
-    /// validation: after any other answer the caller still has `tail_len` bytes to read off the
-    /// socket. A marker or transactional batch is refused here (`NotSpliceable`): its checks
+    /// validation: after any other answer the bytes are still where they were (a pipe holding
+    /// them is then closed with them). A marker or transactional batch is refused here (`NotSpliceable`): its checks
     /// read its records, so it takes the copy path.
     pub fn append_spliced_pending(
         &self,
         credential: WriteCredential,
         head: &[u8],
         tail_len: usize,
-        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+        fill: &mut BatchFill<'_>,
     ) -> Result<PendingAppend, StorageError> {
         let result = self.append_spliced_checked(credential, head, tail_len, fill);
         self.count_refusal(&result);
@@ -171,7 +173,7 @@ impl Partition {
         credential: WriteCredential,
         head: &[u8],
         tail_len: usize,
-        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+        fill: &mut BatchFill<'_>,
     ) -> Result<PendingAppend, StorageError> {
         let header =
             BatchHeader::parse(head).ok_or(batch::BatchError::TooShort { len: head.len() })?;

@@ -24,6 +24,7 @@ use super::super::producer_state::{
 };
 use super::super::seal::{DeferredRoll, SealJob, SealWorker};
 use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
+use super::super::splice::BatchFill;
 use super::super::{io_error, StorageError};
 use super::{Appended, PendingAppend, Shared};
 use crate::batch::{BatchHeader, BatchSlices, ProducerStamp};
@@ -270,7 +271,7 @@ impl Writer {
         header: &BatchHeader,
         stamp: Option<ProducerStamp>,
         max_batch_bytes: usize,
-        fill: &mut dyn FnMut(&std::fs::File, u64) -> std::io::Result<()>,
+        fill: &mut BatchFill<'_>,
     ) -> Result<PendingAppend, StorageError> {
         assert!(
             !header.is_control() && !header.is_transactional(),

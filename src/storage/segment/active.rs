@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use super::super::index::IndexWriter;
 use super::super::mmap::MapWriter;
+use super::super::splice::BatchFill;
 use super::{
     delete_files, index_file_name, log_file_name, Contents, Mapped, SegmentOptions, SegmentReader,
 };
@@ -273,7 +274,7 @@ impl ActiveSegment {
         head: &[u8],
         tail_len: usize,
         max_batch_bytes: usize,
-        fill: &mut dyn FnMut(&std::fs::File, u64) -> io::Result<()>,
+        fill: &mut BatchFill<'_>,
     ) -> io::Result<Option<Result<BatchHeader, crate::batch::BatchError>>> {
         let Some(declared) = BatchHeader::parse(head) else {
             return Ok(Some(Err(crate::batch::BatchError::TooShort {
