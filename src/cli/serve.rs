@@ -60,8 +60,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = server::frame_reader::DEFAULT_PARTIAL_FRAME_TIMEOUT_MS)]
     pub partial_frame_timeout_ms: u64,
     /// Smallest native Produce request, in bytes, whose batch goes from a plain-TCP socket
-    /// into the log without passing through the server's memory (splice); 0: never. Standalone
-    /// servers only; TLS and the Kafka listener always read requests whole.
+    /// into the log without passing through the server's memory (splice); 0 (the default):
+    /// never. 262144 is the threshold measured to pay off where splicing does; whether it does
+    /// depends on the machine: compare with `fencelog bench --server-splice-min-bytes 0|262144`.
+    /// Standalone servers only; TLS and the Kafka listener always read requests whole.
     #[arg(long, default_value_t = server::DEFAULT_SPLICE_MIN_FRAME_BYTES)]
     pub splice_min_bytes: usize,
     /// Also serve Kafka's wire protocol on this address (off unless given), e.g. `127.0.0.1:9092`.

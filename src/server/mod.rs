@@ -42,7 +42,10 @@ use tracing::{debug, info, warn};
 
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaProtocol};
-pub use native::{to_error_response, NativeProtocol, DEFAULT_SPLICE_MIN_FRAME_BYTES};
+pub use native::{
+    to_error_response, NativeProtocol, DEFAULT_SPLICE_MIN_FRAME_BYTES,
+    SPLICE_MIN_FRAME_BYTES_WHEN_ON,
+};
 pub use node::{ClusterMembership, Listeners, Node, NodeConfig};
 pub use protocol::{AfterEncode, Protocol, Started};
 pub use tls::{ServerTls, TLS_HANDSHAKE_TIMEOUT};
@@ -109,8 +112,8 @@ pub struct ServerConfig {
     /// the native listener's bound address.
     pub advertised_addr: Option<String>,
     /// Smallest native `Produce` frame whose batch is spliced from a plain TCP socket into the
-    /// segment file instead of being read into memory (`serve --splice-min-bytes`; 0: never),
-    /// on a standalone broker: the one-copy produce path.
+    /// segment file instead of being read into memory (`serve --splice-min-bytes`; 0, the
+    /// default: never), on a standalone broker: the one-copy produce path.
     pub splice_min_frame_bytes: usize,
 }
 

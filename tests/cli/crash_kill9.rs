@@ -32,6 +32,8 @@ fn start_server(data_dir: &Path, addr: SocketAddr) -> Child {
         .args(["serve", "--data-dir"])
         .arg(data_dir)
         .args(["--listen", &addr.to_string(), "--log", "warn"])
+        // The one-copy produce path is opt-in; on, so that the SPLICED shape's batches take it.
+        .args(["--splice-min-bytes", "262144"])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -58,7 +60,7 @@ const SMALL: Shape = Shape {
     filler: (0, 300),
 };
 
-/// Batches of 280–470 KB: over the native listener's 256 KiB splice threshold, so their
+/// Batches of 280–470 KB: over the 256 KiB splice threshold the server runs with, so their
 /// bytes go socket → pipe → segment file (the one-copy produce path).
 const SPLICED: Shape = Shape {
     records: (300, 450),

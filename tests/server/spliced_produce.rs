@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use fencelog::protocol::{
     ApiKey, ErrorCode, FlushPolicy, Request, RequestFrame, Response, ResponseFrame,
 };
+use fencelog::server::ServerConfig;
 use fencelog::testing::TestServer;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -18,7 +19,7 @@ use crate::support::raw_protocol::{self, assert_code, batch, topic_config, value
 
 const TOPIC: &str = "spliced";
 
-/// Frames the native listener splices: well over the default 256 KiB.
+/// Frames the native listener splices: well over its 256 KiB threshold when the path is on.
 fn large_batch(epoch: u64, tag: &str) -> (Bytes, Vec<Vec<u8>>) {
     let values: Vec<Vec<u8>> = (0..300)
         .map(|n| value(&format!("{tag}-{n}-"), 1000))
@@ -58,7 +59,15 @@ fn spliced_count(server: &TestServer) -> u64 {
 }
 
 async fn server_with_topic(segment_bytes: u64) -> (TestServer, RawClient) {
-    let server = TestServer::start().await.unwrap();
+    // The one-copy path is opt-in (`serve --splice-min-bytes`): on, at its usual threshold.
+    let server = TestServer::builder()
+        .server_config(ServerConfig {
+            splice_min_frame_bytes: fencelog::server::SPLICE_MIN_FRAME_BYTES_WHEN_ON,
+            ..ServerConfig::default()
+        })
+        .start()
+        .await
+        .unwrap();
     let mut client = RawClient::connect(server.addr()).await;
     client
         .create_topic(TOPIC, 1, topic_config(segment_bytes, FlushPolicy::Never))

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 pub use errors::to_error_response;
-pub use spliced::DEFAULT_SPLICE_MIN_FRAME_BYTES;
+pub use spliced::{DEFAULT_SPLICE_MIN_FRAME_BYTES, SPLICE_MIN_FRAME_BYTES_WHEN_ON};
 
 use super::connection::Refusal;
 use super::frame_reader::{FrameHeader, FrameRefusal, FrameTail, SpliceRule};

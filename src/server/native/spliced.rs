@@ -25,9 +25,19 @@ use crate::protocol::{ApiKey, Request, Response, ResponseFrame, REQUEST_HEADER_B
 use crate::server::frame_reader::{FrameHead, FrameHeader, FrameTail};
 use crate::server::protocol::Started;
 
-/// Default smallest native `Produce` frame whose batch is spliced: below it the copy costs less
-/// than the splice's system calls (`docs/benchmarks.md`, "The one-copy produce path").
-pub const DEFAULT_SPLICE_MIN_FRAME_BYTES: usize = 256 * 1024;
+/// Default smallest native `Produce` frame whose batch is spliced: 0, never. Whether the one
+/// copy beats the copy path's two depends on the machine: on one 2-core host it saved 7–10% of
+/// the server's CPU per GB, on another (AMD EPYC, Linux 6.18) it cost 25% more, 15% less
+/// throughput and three times the p99, because the kernel's copy out of the pipe's pages into
+/// the page cache ran slower than a receive and a `pwrite` together (`docs/benchmarks.md`,
+/// "The one-copy produce path"). A default must never be the slow one, so the path is opt-in:
+/// measure with `fencelog bench --server-splice-min-bytes` and turn it on with
+/// `serve --splice-min-bytes` (for example [`SPLICE_MIN_FRAME_BYTES_WHEN_ON`]).
+pub const DEFAULT_SPLICE_MIN_FRAME_BYTES: usize = 0;
+
+/// The threshold to splice from when the path is on: below 256 KiB the copy costs less than
+/// the splice's system calls on every host measured.
+pub const SPLICE_MIN_FRAME_BYTES_WHEN_ON: usize = 256 * 1024;
 
 /// The fields of a native `Produce` frame up to its batch's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
