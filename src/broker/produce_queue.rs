@@ -5,7 +5,7 @@
 //!
 //! A produce goes through three steps on the server: receive the batch from the socket,
 //! validate it (CRC over every byte) and copy it into the segment. Batches up to
-//! [`INLINE_APPEND_MAX_BYTES`] are validated and copied by the connection's task itself when
+//! [`INLINE_APPEND_MAX_BYTES`] (2 MiB on a runtime of several workers, below) are validated and copied by the connection's task itself when
 //! nothing of the connection is queued (a hand-off would cost more than the copy, and add to
 //! the ack latency). Larger batches, and batches behind a queued one, go to the appender: a
 //! serial queue drained on the blocking pool, one job at a time in the order they were received,
@@ -31,6 +31,16 @@
 //! inline: measured, interleaved, one producer, 8 in flight, 1.69–1.81 → 2.01–2.14 GB/s and
 //! the server's CPU per GB 0.58–0.61 → 0.40–0.42 core-s (one wake-up of a pool thread less per
 //! request); 4 producers over 100 partitions with the same batches 1.74–1.77 → 1.90–2.05 GB/s.
+//!
+//! On a runtime of two or more workers (what `fencelog serve` runs on any machine of two cores
+//! or more) the bound is [`INLINE_APPEND_MAX_BYTES_MULTI_WORKER`], 2 MiB: a worker busy with a
+//! copy has its other tasks stolen by the next, so what hurt the one-worker bench server above
+//! does not happen. Measured on the AMD EPYC VM (`fencelog serve` on two workers, `fencelog
+//! bench --addr`, 1,000 records of 1 KiB per batch, flush never, interleaved, 2026-12-06): one
+//! producer 0.269–0.275 core-s per GB against 0.291–0.297 with 128 KiB (3.3–3.7 GB/s both);
+//! 4 producers over 100 partitions 3.32–3.33 against 3.15–3.26 GB/s and over 1,000 partitions
+//! 1.55 against 1.43 GB/s, p99s unchanged; on a three-broker cluster factor 1 at 0.34–0.36
+//! against 0.39–0.40 brokers' core-s per GB.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -44,8 +54,23 @@ use super::spliced_produce::SplicedProduce;
 use super::BrokerError;
 use crate::storage::Appended;
 
-/// Batches up to this size are appended on the connection's task when nothing is queued.
+/// Batches up to this size are appended on the connection's task when nothing is queued, on a
+/// runtime of one worker.
 pub const INLINE_APPEND_MAX_BYTES: usize = 128 * 1024;
+
+/// The same bound on a runtime of two or more workers: a batch of the default 1 MiB fetch and
+/// produce sizes, and a little over.
+pub const INLINE_APPEND_MAX_BYTES_MULTI_WORKER: usize = 2 * 1024 * 1024;
+
+/// The largest append the calling task may run itself on the current runtime:
+/// [`INLINE_APPEND_MAX_BYTES_MULTI_WORKER`] where another worker can take the task's
+/// neighbours meanwhile, else [`INLINE_APPEND_MAX_BYTES`].
+pub fn inline_append_max_bytes() -> usize {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.metrics().num_workers() >= 2 => INLINE_APPEND_MAX_BYTES_MULTI_WORKER,
+        _ => INLINE_APPEND_MAX_BYTES,
+    }
+}
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -62,6 +87,8 @@ struct State {
 pub struct ProduceQueue {
     service: Arc<BrokerService>,
     state: Arc<Mutex<State>>,
+    /// [`inline_append_max_bytes`] on the runtime the queue was made on.
+    inline_max_bytes: usize,
 }
 
 impl std::fmt::Debug for ProduceQueue {
@@ -81,6 +108,7 @@ impl ProduceQueue {
         Self {
             service,
             state: Arc::default(),
+            inline_max_bytes: inline_append_max_bytes(),
         }
     }
 
@@ -96,7 +124,7 @@ impl ProduceQueue {
             let state = lock(&self.state);
             state.jobs.is_empty() && !state.running
         };
-        if idle && request.batch.len() <= INLINE_APPEND_MAX_BYTES {
+        if idle && request.batch.len() <= self.inline_max_bytes {
             return self.service.begin_produce(&request);
         }
         let (started, acknowledgement) = oneshot::channel();

@@ -276,28 +276,22 @@ async fn follow(
     }
 }
 
-/// The largest fetch answer a follower appends on its own task: one of the default replica
-/// fetch size (`--replica-fetch-max-bytes`, 1 MiB, plus the whole batch a leader may round up
-/// to), a copy of a few hundred microseconds.
-pub const FOLLOWER_INLINE_APPEND_MAX_BYTES: usize = 2 * 1024 * 1024;
-
 /// Whether a follower appends `batches_len` fetched bytes on its own task rather than on the
-/// blocking pool: up to [`FOLLOWER_INLINE_APPEND_MAX_BYTES`], when the append cannot wait for a
-/// sync (flush `always` syncs before a follower reports). The hand-off to a pool thread and
-/// back woke two threads per answer, on the path of every `acks=all` acknowledgement (a
-/// single-record produce waits for the followers' appends, and a stream of 1 MiB batches for
-/// each follower's next fetch).
+/// blocking pool: up to the produce path's bound (`produce_queue::inline_append_max_bytes`:
+/// 2 MiB on a runtime of several workers, an answer of the default 1 MiB fetch size, else
+/// 128 KiB), when the append cannot wait for a sync (flush `always` syncs before a follower
+/// reports). The hand-off to a pool thread and back woke two threads per answer, on the path
+/// of every `acks=all` acknowledgement (a single-record produce waits for the followers'
+/// appends, and a stream of 1 MiB batches for each follower's next fetch).
 ///
-/// Larger than the produce path's `INLINE_APPEND_MAX_BYTES` (128 KiB), which protects the
-/// other connections of a worker from one producer's megabyte copies: a follower's fetches are
-/// one chain per leader, each answer bounded by the fetch size, and the measured gain is the
-/// cluster's throughput. Measured (`LABELS="rf1 rf3-all" tools/cluster-bench BINARY 1 10s`,
+/// Measured with 1 MiB answers inline (`LABELS="rf1 rf3-all" tools/cluster-bench BINARY 1 10s`,
 /// five interleaved pairs, AMD EPYC VM, 2026-12-06): factor 3 acks=all at 0.47–0.53 of factor 1
-/// (median 0.49) against 0.44–0.49 (0.46) with 1 MiB answers on the pool, the brokers at
-/// 1.08–1.21 against 1.11–1.29 core-s per GB. Tried with 4 MiB fetches in an earlier session
-/// (+3–9%) and not kept then: a 4 MiB answer held a worker for 2 ms.
+/// (median 0.49) against 0.44–0.49 (0.46) with them on the pool, the brokers at 1.08–1.21
+/// against 1.11–1.29 core-s per GB. Tried with 4 MiB fetches in an earlier session (+3–9%)
+/// and not kept then: a 4 MiB answer held a worker for 2 ms.
 fn appends_inline(replica: &Replica, batches_len: usize) -> bool {
-    batches_len <= FOLLOWER_INLINE_APPEND_MAX_BYTES && !replica.partition.acknowledge_blocks()
+    batches_len <= crate::broker::produce_queue::inline_append_max_bytes()
+        && !replica.partition.acknowledge_blocks()
 }
 
 /// Runs a log operation on the blocking pool (it may fsync).
