@@ -5,9 +5,9 @@
 //!
 //! A produce goes through three steps on the server: receive the batch from the socket,
 //! validate it (CRC over every byte) and copy it into the segment. Batches up to
-//! [`INLINE_APPEND_MAX_BYTES`] (2 MiB on a runtime of several workers, below) are validated and copied by the connection's task itself when
-//! nothing of the connection is queued (a hand-off would cost more than the copy, and add to
-//! the ack latency). Larger batches, and batches behind a queued one, go to the appender: a
+//! [`INLINE_APPEND_MAX_BYTES`] (2 MiB on a runtime of several workers, below) are validated
+//! and copied by the connection's task itself when nothing of the connection is queued (a
+//! hand-off would cost more than the copy, and add to the ack latency). Larger batches, and batches behind a queued one, go to the appender: a
 //! serial queue drained on the blocking pool, one job at a time in the order they were received,
 //! so the connection's task receives the next batch meanwhile and copying megabytes never holds
 //! up the other connections of its worker.
