@@ -7,10 +7,11 @@
 //! validate it (CRC over every byte) and copy it into the segment. Batches up to
 //! [`INLINE_APPEND_MAX_BYTES`] (2 MiB on a runtime of several workers, below) are validated
 //! and copied by the connection's task itself when nothing of the connection is queued (a
-//! hand-off would cost more than the copy, and add to the ack latency). Larger batches, and batches behind a queued one, go to the appender: a
-//! serial queue drained on the blocking pool, one job at a time in the order they were received,
-//! so the connection's task receives the next batch meanwhile and copying megabytes never holds
-//! up the other connections of its worker.
+//! hand-off would cost more than the copy, and add to the ack latency). Larger batches, and
+//! batches behind a queued one, go to the appender: a serial queue drained on the blocking
+//! pool, one job at a time in the order they were received, so the connection's task receives
+//! the next batch meanwhile and copying megabytes never holds up the other connections of its
+//! worker.
 //!
 //! Tried: appending batches up to 1 MiB inline. With one connection the server's CPU per GB fell
 //! by a fifth (the CRC and the copy read the bytes while the receiving core still had them in

@@ -153,8 +153,8 @@ impl Partition {
     /// structure) of the bytes as they landed; only a valid batch counts as written and is
     /// published. `fill` runs only when the batch is appended or refused by that last
     /// validation: after any other answer the bytes are still where they were (a pipe holding
-    /// them is then closed with them). A marker or transactional batch is refused here (`NotSpliceable`): its checks
-    /// read its records, so it takes the copy path.
+    /// them is then closed with them). A marker or transactional batch is refused here
+    /// (`NotSpliceable`): its checks read its records, so it takes the copy path.
     pub fn append_spliced_pending(
         &self,
         credential: WriteCredential,

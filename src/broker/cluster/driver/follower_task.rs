@@ -96,6 +96,8 @@ async fn follow(
     first: FollowerAction,
 ) {
     let log: &dyn ReplicaLog = replica.partition.as_ref();
+    // The runtime does not change under the task: its inline-append bound is read once.
+    let inline_max_bytes = crate::broker::produce_queue::inline_append_max_bytes();
     let mut action = first;
     let mut connection: Option<Client> = None;
     let mut fetched: Option<Bytes> = None;
@@ -218,7 +220,7 @@ async fn follow(
                             leader_epoch,
                         )
                     };
-                    if appends_inline(replica, batches_len) {
+                    if appends_inline(replica, batches_len, inline_max_bytes) {
                         append()
                     } else {
                         blocking(append).await
@@ -277,21 +279,21 @@ async fn follow(
 }
 
 /// Whether a follower appends `batches_len` fetched bytes on its own task rather than on the
-/// blocking pool: up to the produce path's bound (`produce_queue::inline_append_max_bytes`:
-/// 2 MiB on a runtime of several workers, an answer of the default 1 MiB fetch size, else
-/// 128 KiB), when the append cannot wait for a sync (flush `always` syncs before a follower
-/// reports). The hand-off to a pool thread and back woke two threads per answer, on the path
-/// of every `acks=all` acknowledgement (a single-record produce waits for the followers'
-/// appends, and a stream of 1 MiB batches for each follower's next fetch).
+/// blocking pool: up to `inline_max_bytes`, the produce path's bound
+/// (`produce_queue::inline_append_max_bytes`: 2 MiB on a runtime of several workers, an answer
+/// of the default 1 MiB fetch size, else 128 KiB), when the append cannot wait for a sync
+/// (flush `always` syncs before a follower reports). The hand-off to a pool thread and back
+/// woke two threads per answer, on the path of every `acks=all` acknowledgement (a
+/// single-record produce waits for the followers' appends, and a stream of 1 MiB batches for
+/// each follower's next fetch).
 ///
 /// Measured with 1 MiB answers inline (`LABELS="rf1 rf3-all" tools/cluster-bench BINARY 1 10s`,
 /// five interleaved pairs, AMD EPYC VM, 2026-12-06): factor 3 acks=all at 0.47–0.53 of factor 1
 /// (median 0.49) against 0.44–0.49 (0.46) with them on the pool, the brokers at 1.08–1.21
 /// against 1.11–1.29 core-s per GB. Tried with 4 MiB fetches in an earlier session (+3–9%)
 /// and not kept then: a 4 MiB answer held a worker for 2 ms.
-fn appends_inline(replica: &Replica, batches_len: usize) -> bool {
-    batches_len <= crate::broker::produce_queue::inline_append_max_bytes()
-        && !replica.partition.acknowledge_blocks()
+fn appends_inline(replica: &Replica, batches_len: usize, inline_max_bytes: usize) -> bool {
+    batches_len <= inline_max_bytes && !replica.partition.acknowledge_blocks()
 }
 
 /// Runs a log operation on the blocking pool (it may fsync).
