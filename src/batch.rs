@@ -45,6 +45,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
+pub mod crc32c;
 mod slices;
 mod stored_kafka;
 // Parts of it serve only the Kafka listener (its fetch encoder and its conversions).

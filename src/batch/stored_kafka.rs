@@ -28,6 +28,7 @@
 
 use bytes::{BufMut, BytesMut};
 
+use super::crc32c::{crc32c, crc32c_append};
 use super::varint::Reader;
 use super::{
     be_u16, be_u32, be_u64, BatchError, BatchHeader, BatchSlices, NewHeader, ProducerStamp,
@@ -292,8 +293,8 @@ pub fn decode_kafka_batches_into(
 /// every record byte, so two batches with the same header but other records have different
 /// `crc`s (the producer state tells an exact resend by it), yet it is computed over 52 bytes.
 fn header_crc(envelope: &[u8], kafka: &[u8]) -> u32 {
-    crc32c::crc32c_append(
-        crc32c::crc32c(&envelope[CRC_START..KAFKA_ENVELOPE_BYTES]),
+    crc32c_append(
+        crc32c(&envelope[CRC_START..KAFKA_ENVELOPE_BYTES]),
         &kafka[kafka::CRC_AT..kafka::CRC_AT + 4],
     )
 }
@@ -325,7 +326,7 @@ fn envelope_and_kafka(batch: BatchSlices<'_>) -> Result<(&[u8], &[u8]), BatchErr
 /// A Kafka batch's own CRC-32C (of its bytes from `attributes` on) against its `crc` field.
 fn check_kafka_crc(kafka: &[u8]) -> Result<(), BatchError> {
     let expected = be_u32(kafka, kafka::CRC_AT);
-    let actual = crc32c::crc32c(&kafka[kafka::ATTRIBUTES_AT..]);
+    let actual = crc32c(&kafka[kafka::ATTRIBUTES_AT..]);
     if actual != expected {
         return Err(BatchError::CrcMismatch { expected, actual });
     }
@@ -595,7 +596,7 @@ mod tests {
         batch.put_i32(producer.2);
         batch.put_i32(records.len() as i32);
         batch.extend_from_slice(&body);
-        let crc = crc32c::crc32c(&batch[kafka::ATTRIBUTES_AT..]);
+        let crc = crc32c(&batch[kafka::ATTRIBUTES_AT..]);
         batch[kafka::CRC_AT..kafka::CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
         batch
     }

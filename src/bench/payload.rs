@@ -22,6 +22,7 @@ use bytes::{Bytes, BytesMut};
 
 use bytes::BufMut;
 
+use crate::batch::crc32c::crc32c;
 use crate::batch::now_ms;
 use crate::batch::varint::{put_varint, varint_len};
 use crate::batch::BatchBuilder;
@@ -208,7 +209,7 @@ impl Payload {
         }
         let batch_length = (out.len() - 12) as u32;
         out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-        let crc = crc32c::crc32c(&out[21..]);
+        let crc = crc32c(&out[21..]);
         out[17..21].copy_from_slice(&crc.to_be_bytes());
         let batch = out.freeze();
         if self.sent.len() < self.recycle_max {

@@ -11,6 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::records::layout::*;
 use super::records::{RecordsError, KAFKA_HEADER_BYTES, KAFKA_MAGIC};
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len, Reader};
+use crate::batch::crc32c::crc32c;
 use crate::batch::{
     header_len, BatchHeader, ProducerStamp, ATTRIBUTE_CONTROL, ATTRIBUTE_TRANSACTIONAL,
     KAFKA_ENVELOPE_BYTES, MAGIC_KAFKA, MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
@@ -154,7 +155,7 @@ fn convert_batch(rest: &[u8], out: &mut BytesMut) -> Result<usize, &'static str>
     let batch_length = i32::try_from(out.len() - start - LENGTH_FIELD_END)
         .map_err(|_| "Kafka batch larger than 2 GiB")?;
     out[start + LENGTH_AT..start + LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = crc32c::crc32c(&out[start + ATTRIBUTES_AT..]);
+    let crc = crc32c(&out[start + ATTRIBUTES_AT..]);
     out[start + CRC_AT..start + CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(length)
 }

@@ -16,6 +16,7 @@ use super::records::{
     KAFKA_HEADER_BYTES, KAFKA_MAGIC,
 };
 use super::varint::Reader;
+use crate::batch::crc32c::crc32c;
 use crate::batch::{
     BatchParts, NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
     PRODUCER_HEADER_BYTES,
@@ -246,7 +247,7 @@ impl Converter<'_> {
 /// [`kafka_batch_len`]): CRC32C first, then attributes, count and producer fields.
 fn check_header(kafka: &[u8], limits: &RecordLimits) -> Result<KafkaHeader, RecordsError> {
     let expected = be_i32(kafka, CRC_AT) as u32;
-    let actual = crc32c::crc32c(&kafka[ATTRIBUTES_AT..]);
+    let actual = crc32c(&kafka[ATTRIBUTES_AT..]);
     if expected != actual {
         return Err(RecordsError::CrcMismatch { expected, actual });
     }
