@@ -82,17 +82,41 @@ struct State {
     failed: Option<ClientError>,
     /// Since when the front of `pending` has been the oldest unanswered request.
     head_since: Option<Instant>,
+    /// When the liveness watch looks at the queue again by itself (the deadline it sleeps
+    /// until); `None` while it waits for a change with no deadline, or has not looked yet.
+    watch_wakes_at: Option<Instant>,
 }
 
 impl State {
-    /// Registers a request handed to the socket; true if it became the oldest unanswered.
+    /// Registers a request handed to the socket; true if the liveness watch must be woken
+    /// for it (see [`watch_must_wake`](Self::watch_must_wake)).
     fn register(&mut self, pending: Pending) -> bool {
         let first = self.pending.is_empty();
         self.pending.push_back(pending);
         if first {
             self.head_since = Some(Instant::now());
         }
-        first
+        first && self.watch_must_wake()
+    }
+
+    /// When the oldest unanswered request is overdue, with its patience; `None` when nothing
+    /// is pending or the oldest is not watched.
+    fn oldest_due(&self) -> Option<(Instant, Duration)> {
+        let patience = self.pending.front()?.patience?;
+        Some((self.head_since? + patience, patience))
+    }
+
+    /// Whether the oldest request is due before the watch would look again by itself. Only
+    /// then is the watch woken: a request with no patience (a produce) or one due later than
+    /// the watch's deadline (the next fetch of a fetch loop) waits for that deadline, where
+    /// the watch finds it. Waking the watch on every request put a third task on every round
+    /// trip, and with it the runtime's wake-up of a second worker to run it.
+    fn watch_must_wake(&self) -> bool {
+        match (self.oldest_due(), self.watch_wakes_at) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some((due, _)), Some(wakes_at)) => due < wakes_at,
+        }
     }
 }
 
@@ -137,9 +161,16 @@ impl Shared {
     /// When the oldest unanswered request is overdue, with its patience; `None` when nothing
     /// is pending or the oldest is not watched.
     pub(super) fn oldest_due(&self) -> Option<(Instant, Duration)> {
-        let state = self.lock();
-        let patience = state.pending.front()?.patience?;
-        Some((state.head_since? + patience, patience))
+        self.lock().oldest_due()
+    }
+
+    /// [`oldest_due`](Self::oldest_due), for the watch about to sleep until it: noted as the
+    /// time the watch looks again, so that changes which do not need it sooner leave it be.
+    pub(super) fn plan_watch(&self) -> Option<(Instant, Duration)> {
+        let mut state = self.lock();
+        let due = state.oldest_due();
+        state.watch_wakes_at = due.map(|(due, _)| due);
+        due
     }
 
     /// Resolves when the oldest unanswered request may have changed, or the connection failed.
@@ -159,8 +190,11 @@ impl Shared {
         if state.pending.front().map(|p| p.correlation_id) == Some(correlation_id) {
             // The next request is the oldest now: its clock starts.
             state.head_since = Some(Instant::now());
-            self.changed.notify_one();
-            return state.pending.pop_front();
+            let taken = state.pending.pop_front();
+            if state.watch_must_wake() {
+                self.changed.notify_one();
+            }
+            return taken;
         }
         let position = state
             .pending
@@ -424,7 +458,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 }
                 // Registered before the frame is written, so the response cannot overtake it.
                 let correlation_id = ids.next(&state.pending);
-                let oldest = state.register(Pending {
+                let wake_watch = state.register(Pending {
                     correlation_id,
                     api_key,
                     api_version,
@@ -432,7 +466,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     _permit: outgoing.permit,
                     patience: outgoing.patience,
                 });
-                if oldest {
+                if wake_watch {
                     shared.changed.notify_one();
                 }
                 correlation_id
@@ -570,5 +604,50 @@ mod tests {
         // Wraps past 0 (reserved) and past 1 and 2 (still in flight).
         assert_eq!(ids.next(&in_flight), 3);
         assert_eq!(ids.next(&in_flight), 4);
+    }
+
+    fn watched(correlation_id: u32, permits: &Arc<Semaphore>, patience: Duration) -> Pending {
+        Pending {
+            patience: Some(patience),
+            ..pending(correlation_id, permits)
+        }
+    }
+
+    // Proves: the liveness watch is woken only when the oldest request is due before the watch
+    // would look again by itself; a request without patience, or due after the watch's
+    // deadline, leaves it asleep (it finds them at that deadline).
+    #[tokio::test(start_paused = true)]
+    async fn the_watch_is_woken_only_for_an_oldest_request_due_before_its_deadline() {
+        use futures::FutureExt;
+        let permits = Arc::new(Semaphore::new(8));
+        let shared = Shared::default();
+        let woken = |shared: &Shared| shared.changed.notified().now_or_never().is_some();
+        // A produce (no patience) as the oldest: nothing for the watch, before or after.
+        assert!(!shared.lock().register(pending(1, &permits)));
+        assert_eq!(shared.plan_watch(), None);
+        assert!(shared.take(1).is_some());
+        assert!(!woken(&shared));
+        // A fetch as the oldest while the watch waits with no deadline: woken.
+        assert!(shared
+            .lock()
+            .register(watched(2, &permits, Duration::from_secs(10))));
+        let (deadline, _) = shared.plan_watch().expect("the fetch is watched");
+        // Answered, nothing left: the watch finds that at its deadline.
+        assert!(shared.take(2).is_some());
+        assert!(!woken(&shared));
+        // The next fetch is due after the watch's deadline: left asleep.
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert!(!shared
+            .lock()
+            .register(watched(3, &permits, Duration::from_secs(10))));
+        assert!(shared.oldest_due().is_some_and(|(due, _)| due > deadline));
+        // Behind it, a request of a shorter patience; once it is the oldest it is due before
+        // the deadline, so the watch is woken.
+        assert!(!shared
+            .lock()
+            .register(watched(4, &permits, Duration::from_secs(1))));
+        assert!(shared.take(3).is_some());
+        assert!(woken(&shared));
+        assert!(shared.oldest_due().is_some_and(|(due, _)| due < deadline));
     }
 }

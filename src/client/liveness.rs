@@ -92,7 +92,7 @@ pub(super) async fn watch(shared: Arc<Shared>, peer: std::net::SocketAddr) {
         if shared.is_failed() {
             return;
         }
-        match shared.oldest_due() {
+        match shared.plan_watch() {
             None => shared.head_changed().await,
             Some((due, patience)) => {
                 tokio::select! {
