@@ -28,7 +28,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::crc32c::{crc32c, crc32c_append};
+use super::crc32c::crc32c;
 use super::varint::Reader;
 use super::{
     be_u16, be_u32, be_u64, BatchError, BatchHeader, BatchSlices, NewHeader, ProducerStamp,
@@ -293,10 +293,11 @@ pub fn decode_kafka_batches_into(
 /// every record byte, so two batches with the same header but other records have different
 /// `crc`s (the producer state tells an exact resend by it), yet it is computed over 52 bytes.
 fn header_crc(envelope: &[u8], kafka: &[u8]) -> u32 {
-    crc32c_append(
-        crc32c(&envelope[CRC_START..KAFKA_ENVELOPE_BYTES]),
-        &kafka[kafka::CRC_AT..kafka::CRC_AT + 4],
-    )
+    const FIELDS: usize = KAFKA_ENVELOPE_BYTES - CRC_START;
+    let mut covered = [0u8; FIELDS + 4];
+    covered[..FIELDS].copy_from_slice(&envelope[CRC_START..KAFKA_ENVELOPE_BYTES]);
+    covered[FIELDS..].copy_from_slice(&kafka[kafka::CRC_AT..kafka::CRC_AT + 4]);
+    crc32c(&covered)
 }
 
 /// The CRC checks of a magic-2 batch (its length already matched against the header): the
