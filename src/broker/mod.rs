@@ -32,19 +32,27 @@
 //!                                    leftover (a crash before removal) is removed on open
 //! ```
 
+pub mod appender;
+mod blocking;
 pub mod cluster;
 pub mod consumer_groups;
 pub mod coordinator;
 pub mod epoch_floors;
 pub mod error;
+pub mod group_service;
 pub mod groups;
+pub mod lease_service;
 pub mod maintenance;
 pub mod offsets_topic;
 pub mod partition_opener;
+pub mod produce_path;
 pub mod produce_queue;
 pub mod producer_ids;
+pub mod reads;
 pub mod service;
+pub mod shutdown;
 pub mod spliced_produce;
+pub mod topic_admin;
 pub mod topic_file;
 pub mod transactions;
 pub mod verifier;
@@ -57,11 +65,14 @@ use std::time::Instant;
 
 use tracing::info;
 
+pub(crate) use blocking::blocking;
 pub use error::BrokerError;
+pub use group_service::{CommitBound, GroupService, OffsetCommits, OffsetToCommit};
 pub use groups::{CommittedOffset, GroupOffsets, GroupOffsetsConfig, GroupOffsetsError};
-pub use service::{
-    BrokerService, FetchRequest, OffsetCommits, OffsetToCommit, PartitionOffsets, ProduceRequest,
-};
+pub use produce_path::{ProducePath, ProduceRequest};
+pub use reads::{FetchRequest, PartitionOffsets, ReadPath};
+pub use service::BrokerService;
+pub use topic_admin::{TopicAdmin, TopicConfigChangeFn};
 
 pub use coordinator::{CoordinatorConfig, GroupCoordinator};
 

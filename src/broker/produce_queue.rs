@@ -50,7 +50,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::service::{BrokerService, ProduceRequest};
+use super::appender::Appender;
+use super::produce_path::ProduceRequest;
 use super::spliced_produce::SplicedProduce;
 use super::BrokerError;
 use crate::storage::Appended;
@@ -86,7 +87,7 @@ struct State {
 /// connection stops reading once `max_in_flight` of its requests are pending, so at most that
 /// many appends are ever queued.
 pub struct ProduceQueue {
-    service: Arc<BrokerService>,
+    appender: Appender,
     state: Arc<Mutex<State>>,
     /// [`inline_append_max_bytes`] on the runtime the queue was made on.
     inline_max_bytes: usize,
@@ -104,17 +105,17 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl ProduceQueue {
-    /// An empty queue appending through `service`.
-    pub(crate) fn new(service: Arc<BrokerService>) -> Self {
+    /// An empty queue appending through `appender`.
+    pub(crate) fn new(appender: Appender) -> Self {
         Self {
-            service,
+            appender,
             state: Arc::default(),
             inline_max_bytes: inline_append_max_bytes(),
         }
     }
 
     /// Appends the batch after every produce submitted before it, and returns the wait for its
-    /// acknowledgement (see [`BrokerService::begin_produce`]).
+    /// acknowledgement (see [`Appender::begin`]).
     pub fn produce(
         &self,
         request: ProduceRequest,
@@ -126,14 +127,14 @@ impl ProduceQueue {
             state.jobs.is_empty() && !state.running
         };
         if idle && request.batch.len() <= self.inline_max_bytes {
-            return self.service.begin_produce(&request);
+            return self.appender.begin(&request);
         }
         let (started, acknowledgement) = oneshot::channel();
-        let service = Arc::clone(&self.service);
+        let appender = self.appender.clone();
         self.submit(Box::new(move || {
             // The receiver is gone only when the connection dropped the request; the append has
             // happened either way, as it would have had the client stayed.
-            let _ = started.send(service.begin_produce(&request));
+            let _ = started.send(appender.begin(&request));
         }));
         Box::pin(async move {
             match acknowledgement.await {
@@ -151,9 +152,9 @@ impl ProduceQueue {
         request: SplicedProduce,
     ) -> BoxFuture<'static, Result<Appended, BrokerError>> {
         let (started, acknowledgement) = oneshot::channel();
-        let service = Arc::clone(&self.service);
+        let appender = self.appender.clone();
         self.submit(Box::new(move || {
-            let _ = started.send(service.begin_spliced_produce(request));
+            let _ = started.send(appender.begin_spliced(request));
         }));
         Box::pin(async move {
             match acknowledgement.await {
@@ -182,14 +183,14 @@ impl ProduceQueue {
             let _ = answer.send(ready.await);
         });
         let (started, appended) = oneshot::channel();
-        let service = Arc::clone(&self.service);
+        let appender = self.appender.clone();
         self.submit(Box::new(move || {
             let outcome = match answered.blocking_recv() {
                 Ok(Ok(guard)) => Ok(requests
                     .iter_mut()
                     .map(|request| {
                         request.verification = Some(guard);
-                        service.begin_produce(request)
+                        appender.begin(request)
                     })
                     .collect()),
                 Ok(Err(refused)) => Err(refused),

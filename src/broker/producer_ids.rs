@@ -87,6 +87,45 @@ impl ProducerIds {
     }
 }
 
+/// Where new producer ids come from, chosen once at assembly: the data directory's blocks
+/// alone standalone; on a cluster the same blocks under this broker's node id (so two brokers
+/// never hand out one id). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ProducerIdSource {
+    broker: std::sync::Arc<super::Broker>,
+    /// On a cluster: the node id every id carries above [`PRODUCER_ID_LOCAL_BITS`] bits.
+    cluster_node: Option<NodeId>,
+}
+
+impl ProducerIdSource {
+    /// A standalone broker's ids.
+    pub fn local(broker: std::sync::Arc<super::Broker>) -> Self {
+        Self {
+            broker,
+            cluster_node: None,
+        }
+    }
+
+    /// The ids of cluster member `node_id`.
+    pub fn cluster(broker: std::sync::Arc<super::Broker>, node_id: NodeId) -> Self {
+        Self {
+            broker,
+            cluster_node: Some(node_id),
+        }
+    }
+
+    /// A new producer id. Off the async workers: a new block of ids is reserved with an fsync
+    /// now and then.
+    pub async fn next(&self) -> Result<i64, super::BrokerError> {
+        let broker = std::sync::Arc::clone(&self.broker);
+        let local = super::blocking(move || broker.allocate_producer_id()).await?;
+        Ok(match self.cluster_node {
+            Some(node_id) => cluster_producer_id(node_id, local),
+            None => local,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,13 +259,9 @@ async fn serve(
     info!(addr = %local, data_dir = %service.broker().data_dir().display(), tls = config.tls.is_some(), auth = config.security.is_some(), "fencelog listening");
     let (stop, _) = broadcast::channel::<()>(1);
     let connections = Arc::new(Semaphore::new(config.max_connections));
+    // The service was assembled with its transactions recovered (`BrokerService::standalone`),
+    // so no connection sees a restart's half-done transactions.
     let maintenance = service.start_maintenance();
-    // Before any connection: a restart's half-done transactions are completed (or re-granted)
-    // before a client can take their partitions.
-    service
-        .start_transactions()
-        .await
-        .map_err(|error| std::io::Error::other(error.to_string()))?;
     let native = Arc::new(NativeProtocol::new(Arc::clone(&config)).listening_on(local));
     #[cfg(not(feature = "kafka"))]
     let _no_kafka_listener = kafka;

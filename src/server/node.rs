@@ -132,17 +132,12 @@ impl Node {
                 source: std::io::Error::other(error.to_string()),
             })??;
         let broker = Arc::new(broker);
-        let service = Arc::new(
-            BrokerService::with_clock(
-                Arc::clone(&broker),
-                config.broker.lease.clone(),
-                Arc::clone(&config.clock),
-            )
-            .with_coordinator_config(config.broker.coordinator.clone())
-            .with_node_id(config.broker.node_id),
-        );
-        let driver = match config.cluster {
-            None => None,
+        // The mode is chosen here, once: each constructor builds its mode's parts.
+        let (service, driver) = match config.cluster {
+            None => (
+                BrokerService::standalone(broker, &config.broker, config.clock).await?,
+                None,
+            ),
             Some(membership) => {
                 #[cfg(feature = "kafka")]
                 let membership = {
@@ -155,12 +150,18 @@ impl Node {
                 let driver = ClusterDriver::with_clock(
                     membership.config,
                     membership.store,
-                    broker,
-                    config.clock,
+                    Arc::clone(&broker),
+                    Arc::clone(&config.clock),
                 )?;
-                service.join_cluster(Arc::clone(&driver))?;
+                let service = BrokerService::clustered(
+                    broker,
+                    &config.broker,
+                    config.clock,
+                    Arc::clone(&driver),
+                )
+                .await?;
                 driver.start();
-                Some(driver)
+                (service, Some(driver))
             }
         };
         let addr = listeners

@@ -425,7 +425,11 @@ async fn deleted_records_stay_deleted_after_a_failover() {
     assert_eq!(client.delete_records("trimmed", 0, 5).await.unwrap(), 5);
 
     let follower = nodes.iter().find(|n| n.id() != leader).expect("a follower");
-    let refused = follower.service().delete_records("trimmed", 0, 6).await;
+    let refused = follower
+        .service()
+        .reads()
+        .delete_records("trimmed", 0, 6)
+        .await;
     assert!(
         matches!(
             refused,

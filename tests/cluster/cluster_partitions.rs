@@ -88,6 +88,7 @@ async fn a_grown_replicated_topic_takes_acks_all_writes_on_a_new_partition() {
     let service = cluster.nodes()[1].service();
     for refused in [3, 2, CLUSTER_PARTITIONS_PER_TOPIC_MAX + 1] {
         let answer = service
+            .topics()
             .create_partitions("grown".into(), refused, false)
             .await;
         assert!(
@@ -97,6 +98,7 @@ async fn a_grown_replicated_topic_takes_acks_all_writes_on_a_new_partition() {
     }
     assert_eq!(
         service
+            .topics()
             .create_partitions("grown".into(), 5, true)
             .await
             .expect("validate"),

@@ -30,6 +30,7 @@ async fn an_alter_reaches_every_broker() {
         .expect("create");
     let service = Arc::clone(cluster.nodes()[0].service());
     let config = service
+        .topics()
         .alter_topic_config(
             "configured".into(),
             Arc::new(|config: &TopicConfig| {
@@ -80,6 +81,7 @@ async fn an_alter_reaches_every_broker() {
     // validate_only changes nothing anywhere.
     let other = Arc::clone(cluster.nodes()[1].service());
     other
+        .topics()
         .alter_topic_config(
             "configured".into(),
             Arc::new(|config: &TopicConfig| {

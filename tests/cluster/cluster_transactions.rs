@@ -165,7 +165,7 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
     let first = ClusterPartitions::new(std::sync::Arc::clone(one.driver().unwrap()));
     let second = ClusterPartitions::new(std::sync::Arc::clone(two.driver().unwrap()));
 
-    let held = first.acquire(one.service(), "ledger", 0, 30_000).await;
+    let held = first.acquire("ledger", 0, 30_000).await;
     assert!(
         matches!(
             &held,
@@ -181,25 +181,22 @@ async fn coordinators_reach_the_partitions_through_the_cluster() {
 
     // Partition 1, once led.
     let grant = eventually("the shared lease on partition 1", || {
-        first.acquire(one.service(), "ledger", 1, 30_000)
+        first.acquire("ledger", 1, 30_000)
     })
     .await;
-    let joined = second
-        .acquire(two.service(), "ledger", 1, 30_000)
-        .await
-        .expect("joined");
+    let joined = second.acquire("ledger", 1, 30_000).await.expect("joined");
     assert_eq!(
         (joined.epoch, joined.lease_id),
         (grant.epoch, grant.lease_id)
     );
     second
-        .renew(two.service(), "ledger", 1, grant.lease_id)
+        .renew("ledger", 1, grant.lease_id)
         .await
         .expect("renewed by the other coordinator");
 
     let marker = control_batch(grant.epoch, 21, 0, ControlMarker::Commit, 0, 1);
     second
-        .write_marker(two.service(), "ledger", 1, grant.epoch, marker)
+        .write_marker("ledger", 1, grant.epoch, marker)
         .await
         .expect("the marker, at the leader, acks=all");
     assert_eq!(client.list_offsets("ledger", 1).await.unwrap().latest, 1);
@@ -223,12 +220,16 @@ async fn transaction_state_moves_with_its_offsets_partition_leader() {
     let leader = cluster.node(coordinator);
     let (stored_at, service) = (offsets(leader), std::sync::Arc::clone(leader.service()));
     eventually("store the state", || {
-        stored_at.save_transaction(service.group_coordinator(), ID, Some(state.clone()))
+        stored_at.save_transaction(service.groups().coordinator(), ID, Some(state.clone()))
     })
     .await;
     let other = other_than(&cluster, coordinator);
     let refused = offsets(other)
-        .save_transaction(other.service().group_coordinator(), ID, Some(state.clone()))
+        .save_transaction(
+            other.service().groups().coordinator(),
+            ID,
+            Some(state.clone()),
+        )
         .await;
     assert!(
         matches!(
@@ -239,7 +240,7 @@ async fn transaction_state_moves_with_its_offsets_partition_leader() {
     );
     let too_long = "x".repeat(500);
     let refused = stored_at
-        .save_transaction(service.group_coordinator(), &too_long, None)
+        .save_transaction(service.groups().coordinator(), &too_long, None)
         .await;
     assert!(
         matches!(refused, Err(BrokerError::InvalidRequest(_))),
@@ -251,7 +252,7 @@ async fn transaction_state_moves_with_its_offsets_partition_leader() {
     let next = cluster.node(moved);
     let (loaded_at, service) = (offsets(next), std::sync::Arc::clone(next.service()));
     let loaded = eventually("load the state", || {
-        loaded_at.transaction(service.group_coordinator(), ID)
+        loaded_at.transaction(service.groups().coordinator(), ID)
     })
     .await;
     assert_eq!(
@@ -261,11 +262,11 @@ async fn transaction_state_moves_with_its_offsets_partition_leader() {
     );
 
     eventually("forget the id", || {
-        loaded_at.save_transaction(service.group_coordinator(), ID, None)
+        loaded_at.save_transaction(service.groups().coordinator(), ID, None)
     })
     .await;
     let forgotten = loaded_at
-        .transaction(service.group_coordinator(), ID)
+        .transaction(service.groups().coordinator(), ID)
         .await
         .expect("read");
     assert_eq!(forgotten, None);
@@ -284,7 +285,7 @@ async fn the_replicated_registry_moves_with_the_coordinator() {
         let service = node.service();
         TransactionRegistry::replicated(
             std::sync::Arc::clone(service.replicated_offsets().expect("a cluster")),
-            std::sync::Arc::clone(service.group_coordinator()),
+            std::sync::Arc::clone(service.groups().coordinator()),
         )
     };
     let coordinator = coordinator_of(&cluster, ID, None).await;
@@ -380,11 +381,11 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
     );
 
     let (producer_id, epoch) = eventually("InitProducerId", || {
-        transactions.init_producer_id(&service, ID, 60_000, None)
+        transactions.init_producer_id(ID, 60_000, None)
     })
     .await;
     let added = eventually("AddPartitionsToTxn", || {
-        transactions.add_partitions(&service, ID, producer_id, epoch, vec![("ledger".into(), 0)])
+        transactions.add_partitions(ID, producer_id, epoch, vec![("ledger".into(), 0)])
     })
     .await;
     assert!(added.iter().all(|(_, result)| result.is_ok()), "{added:?}");
@@ -402,7 +403,7 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
         "an older instance"
     );
     transactions
-        .end(&service, ID, producer_id, epoch, false)
+        .end(ID, producer_id, epoch, false)
         .await
         .expect("abort");
     assert_eq!(

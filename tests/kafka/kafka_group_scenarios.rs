@@ -165,7 +165,8 @@ async fn a_stable_group_stays_stable_across_a_server_restart() {
     let describe = |server: &TestServer| {
         server
             .service()
-            .group_coordinator()
+            .groups()
+            .coordinator()
             .describe("restart-group-g")
             .expect("the group is known")
     };
@@ -218,7 +219,7 @@ async fn a_torn_group_file_does_not_stop_the_server() {
         .join(file_name(bucket_of("torn-group")));
     std::fs::write(&file, b"FLGM\0\x01\0\0\0\0\x10\0").expect("write a torn file");
     let server = server.restart().await.expect("the server starts");
-    let coordinator = server.service().group_coordinator();
+    let coordinator = server.service().groups().coordinator();
     assert!(coordinator.describe("torn-group").is_none());
     assert!(coordinator.list().is_empty());
     Client::connect(server.addr())

@@ -337,8 +337,15 @@ async fn a_second_instance_fences_the_first_at_the_partition() {
     let offsets = client.list_offsets("out", 0).await.unwrap();
     assert_eq!(offsets.latest, 2);
     let service_view = server.service();
-    assert!(service_view.open_transactions("out", 0).unwrap().is_empty());
-    let aborted = service_view.aborted_transactions("out", 0, 0, 2).unwrap();
+    assert!(service_view
+        .reads()
+        .open_transactions("out", 0)
+        .unwrap()
+        .is_empty());
+    let aborted = service_view
+        .reads()
+        .aborted_transactions("out", 0, 0, 2)
+        .unwrap();
     assert_eq!(aborted.len(), 1);
 }
 

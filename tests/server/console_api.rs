@@ -238,6 +238,7 @@ async fn groups_view_shows_a_kip_848_group_and_its_assignment() {
     let topics = [("orders".to_string(), 2u32)].into_iter().collect();
     let joined = server
         .service()
+        .groups()
         .consumer_groups()
         .heartbeat(
             HeartbeatRequest {

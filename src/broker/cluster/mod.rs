@@ -120,6 +120,36 @@ impl ReplicaManager {
         }
     }
 
+    /// Whether an append's acknowledgement is already its commit: the leader is the only
+    /// replica (standalone), so no produce waits for followers whatever its `acks`.
+    pub fn append_is_commit(&self) -> bool {
+        matches!(self, ReplicaManager::Standalone { .. })
+    }
+
+    /// Answers a follower's `ReplicaFetch` (the leader's side of replication; a standalone
+    /// broker has no replicas to serve).
+    pub async fn serve_replica_fetch(
+        &self,
+        fetch: crate::protocol::ReplicaFetch,
+    ) -> Result<crate::protocol::Response, BrokerError> {
+        match self {
+            ReplicaManager::Clustered(driver) => Ok(driver.serve_replica_fetch(fetch).await),
+            ReplicaManager::Standalone { .. } => Err(not_in_a_cluster("ReplicaFetch")),
+        }
+    }
+
+    /// Answers a follower's `LeaderEpochEnd`: where each asked leader epoch ends in this
+    /// leader's log.
+    pub fn serve_epoch_end(
+        &self,
+        partitions: Vec<crate::protocol::LeaderEpochQuery>,
+    ) -> Result<crate::protocol::Response, BrokerError> {
+        match self {
+            ReplicaManager::Clustered(driver) => Ok(driver.serve_epoch_end(partitions)),
+            ReplicaManager::Standalone { .. } => Err(not_in_a_cluster("LeaderEpochEnd")),
+        }
+    }
+
     /// What a request without `acks` (native Produce version 0) gets: `All` on a replicated
     /// partition, which standalone is the same moment as `Leader`.
     pub fn default_acks(&self) -> Acks {
@@ -174,4 +204,12 @@ impl ReplicaManager {
             }
         }
     }
+}
+
+/// The refusal of a replication API by a standalone broker.
+fn not_in_a_cluster(api: &str) -> BrokerError {
+    ClusterError::ClusterRequired(format!(
+        "{api}: this broker is not part of a cluster (it was started without --etcd), so it has no replicas to serve"
+    ))
+    .into()
 }

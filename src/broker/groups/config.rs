@@ -44,6 +44,18 @@ impl Default for GroupOffsetsConfig {
 }
 
 impl GroupOffsetsConfig {
+    /// Refuses a group name the store cannot hold (empty, or past its limit).
+    pub fn check_group(&self, group: &str) -> Result<(), super::GroupOffsetsError> {
+        let max = self.max_group_name_bytes;
+        if group.is_empty() || group.len() > max {
+            return Err(super::GroupOffsetsError::InvalidGroupName {
+                bytes: group.len(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks that every limit is usable: groups and offsets at least 1, names and metadata
     /// within what the file format can hold.
     pub fn validate(&self) -> Result<(), ConfigError> {

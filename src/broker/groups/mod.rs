@@ -432,14 +432,7 @@ impl GroupOffsets {
 
     /// Refuses a group name the store cannot hold (empty, or past its limit).
     pub fn check_group(&self, group: &str) -> Result<(), GroupOffsetsError> {
-        let max = self.config.max_group_name_bytes;
-        if group.is_empty() || group.len() > max {
-            return Err(GroupOffsetsError::InvalidGroupName {
-                bytes: group.len(),
-                max,
-            });
-        }
-        Ok(())
+        self.config.check_group(group)
     }
 
     fn check_metadata(&self, metadata: &str) -> Result<(), GroupOffsetsError> {

@@ -35,6 +35,7 @@
 
 mod record;
 mod state;
+mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -55,6 +56,7 @@ use crate::storage::WriteCredential;
 pub use crate::domain::{offsets_partition, OFFSETS_TOPIC};
 pub use record::{CommitEntry, OffsetsRecord, PartitionRef};
 pub use state::OffsetsState;
+pub use store::ReplicatedOffsetStore;
 
 /// Default partitions of the offsets topic (Kafka's default is 50; fewer suit the clusters of a
 /// few brokers fencelog runs on, and the topic's partitions are created in one etcd transaction).
@@ -434,7 +436,7 @@ impl ReplicatedOffsets {
             return Err(loading());
         }
         let partition = slot.partition;
-        let state = super::service::blocking(move || {
+        let state = super::blocking(move || {
             let mut state = OffsetsState::default();
             let mut offset = target.log_start_offset();
             let mut skipped = 0usize;
@@ -505,7 +507,7 @@ impl ReplicatedOffsets {
         let pending = target.append_pending_as(WriteCredential::Unleased, &batch)?;
         let appended = if target.acknowledge_blocks() {
             let target = Arc::clone(&target);
-            super::service::blocking(move || Ok(target.acknowledge(pending)?)).await
+            super::blocking(move || Ok(target.acknowledge(pending)?)).await
         } else {
             target.acknowledge(pending).map_err(BrokerError::from)
         };

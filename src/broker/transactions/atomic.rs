@@ -31,7 +31,7 @@ use super::coordinator::{current_epoch, now_ms, unknown, CoordinatorError};
 use super::markers::{marker_batch, partition_index};
 use super::{EndOutcome, TransactionCoordinator, TransactionMetadata, TxnError, TxnPartition};
 use crate::batch::ControlMarker;
-use crate::broker::BrokerService;
+use crate::broker::Broker;
 use crate::storage::{AtomicAppend, AtomicAppendError, Partition, WriteCredential};
 
 /// The most partitions one native atomic append spans: its commit holds every one's fence lock
@@ -57,7 +57,6 @@ impl TransactionCoordinator {
     /// epoch it joined with.
     pub async fn add_client_partitions(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -68,7 +67,7 @@ impl TransactionCoordinator {
             if epoch == 0 {
                 return Err(CoordinatorError::Unleased { topic, partition });
             }
-            let current = current_epoch(service, &topic, partition)?;
+            let current = current_epoch(&self.parts.broker, &topic, partition)?;
             if epoch != current {
                 return Err(CoordinatorError::Fenced {
                     topic,
@@ -125,12 +124,11 @@ impl TransactionCoordinator {
     /// transaction is aborted and nothing of it is ever visible to read_committed readers.
     pub async fn commit_atomically(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
     ) -> Result<(), CoordinatorError> {
-        let step_service = Arc::clone(service);
+        let step_broker = Arc::clone(&self.parts.broker);
         let step = self
             .registry
             .update_within(transactional_id, move |current, saver| {
@@ -149,7 +147,7 @@ impl TransactionCoordinator {
                         state: current.state.kafka_name(),
                     }));
                 }
-                let step = write_commit_markers(&step_service, &mut next, |next| {
+                let step = write_commit_markers(&step_broker, &mut next, |next| {
                     saver.save(next).map_err(CoordinatorError::Store)
                 })?;
                 Ok((Some(next), step))
@@ -162,7 +160,7 @@ impl TransactionCoordinator {
                     .registry
                     .get(transactional_id)
                     .ok_or(unknown(producer_id))?;
-                self.settle(service, transactional_id, &state, ControlMarker::Commit)
+                self.settle(transactional_id, &state, ControlMarker::Commit)
                     .await
             }
             Ok(Step::Decided(error)) => {
@@ -172,13 +170,7 @@ impl TransactionCoordinator {
             Err(refused @ CoordinatorError::CommitRefused { .. }) => {
                 // No marker was written: the transaction cannot commit any more; abort it.
                 if let Err(error) = self
-                    .end(
-                        service,
-                        transactional_id,
-                        producer_id,
-                        producer_epoch,
-                        false,
-                    )
+                    .end(transactional_id, producer_id, producer_epoch, false)
                     .await
                 {
                     warn!(%transactional_id, %error, "the refused commit's transaction is not aborted yet; the timeout task aborts it");
@@ -193,14 +185,14 @@ impl TransactionCoordinator {
 /// The atomic step: every commit marker of `next` (prepared) checked at the writer's epochs,
 /// `save(next)` under the fence locks, then every marker written and acknowledged. Blocking.
 fn write_commit_markers(
-    service: &BrokerService,
+    broker: &Broker,
     next: &mut TransactionMetadata,
     save: impl FnOnce(&mut TransactionMetadata) -> Result<(), CoordinatorError>,
 ) -> Result<Step, CoordinatorError> {
     let mut targets: Vec<Arc<Partition>> = Vec::with_capacity(next.partitions.len());
     for partition in &next.partitions {
         let index = partition_index(&partition.topic, partition.partition)?;
-        targets.push(service.broker().partition(&partition.topic, index)?);
+        targets.push(broker.partition(&partition.topic, index)?);
     }
     let now = now_ms();
     let batches: Vec<Bytes> = next

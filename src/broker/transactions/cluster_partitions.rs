@@ -22,7 +22,7 @@ use tokio::sync::OnceCell;
 use super::partitions::TransactionPartitions;
 use super::TRANSACTIONS_LEASE_HOLDER;
 use crate::broker::cluster::ClusterDriver;
-use crate::broker::{BrokerError, BrokerService, CommittedOffset};
+use crate::broker::{BrokerError, CommittedOffset};
 use crate::client::{Client, ClientConfig, ClientError};
 use crate::domain::Acks;
 use crate::lease::{AuthorityError, Grant, LeaseError};
@@ -128,7 +128,6 @@ fn unreached(what: &str, error: &ClientError) -> BrokerError {
 impl TransactionPartitions for ClusterPartitions {
     fn acquire<'a>(
         &'a self,
-        _service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         ttl_ms: u64,
@@ -157,7 +156,6 @@ impl TransactionPartitions for ClusterPartitions {
 
     fn renew<'a>(
         &'a self,
-        _service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_id: u128,
@@ -175,7 +173,6 @@ impl TransactionPartitions for ClusterPartitions {
     /// Never released (see the module docs): it lapses when no coordinator renews it.
     fn release<'a>(
         &'a self,
-        _service: &'a Arc<BrokerService>,
         _topic: &'a str,
         _partition: u32,
         _lease_id: u128,
@@ -185,7 +182,6 @@ impl TransactionPartitions for ClusterPartitions {
 
     fn write_marker<'a>(
         &'a self,
-        _service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         _lease_epoch: u64,
@@ -208,7 +204,6 @@ impl TransactionPartitions for ClusterPartitions {
 
     fn end_offsets<'a>(
         &'a self,
-        _service: &'a Arc<BrokerService>,
         group: &'a str,
         transactional_id: &'a str,
         commit: bool,

@@ -35,18 +35,20 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use tracing::{info, warn};
 
+use super::TransactionParts;
 use super::{
     write_markers, EndOutcome, InitOutcome, MarkerError, TransactionMetadata, TransactionRegistry,
     TxnError, TxnPartition, TxnState, UpdateError,
 };
 use crate::batch::ControlMarker;
-use crate::broker::{BrokerError, BrokerService, CommittedOffset};
+use crate::broker::group_service::CommitBound;
+use crate::broker::{Broker, BrokerError, CommittedOffset};
 use crate::lease::{AuthorityError, LeaseError};
 
 /// The TTL of the coordinator's lease on a partition with open transactions; the timeout task
@@ -186,6 +188,8 @@ type PartitionKey = (String, i32);
 /// per-id produce gates.
 pub struct TransactionCoordinator {
     pub(super) registry: TransactionRegistry,
+    /// What the coordinator needs of the broker: its partitions, producer ids and groups.
+    pub(super) parts: TransactionParts,
     /// Where the transactions' partitions are leased and written.
     partitions: Arc<dyn super::TransactionPartitions>,
     /// On a cluster: the same partitions as a client of the cluster, through which this
@@ -234,12 +238,12 @@ fn known(
 
 /// The epoch current on `topic`-`partition` now.
 pub(super) fn current_epoch(
-    service: &BrokerService,
+    broker: &Broker,
     topic: &str,
     partition: i32,
 ) -> Result<u64, BrokerError> {
     let index = super::markers::partition_index(topic, partition)?;
-    Ok(service.broker().partition(topic, index)?.current_epoch())
+    Ok(broker.partition(topic, index)?.current_epoch())
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -248,10 +252,15 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl TransactionCoordinator {
     /// Opens the transaction states of the data directory `data`.
-    pub fn open(data: &Path) -> io::Result<Self> {
+    pub fn open(
+        data: &Path,
+        parts: TransactionParts,
+        partitions: super::LocalPartitions,
+    ) -> io::Result<Self> {
         Ok(Self {
             registry: TransactionRegistry::open(data)?,
-            partitions: Arc::new(super::LocalPartitions),
+            parts,
+            partitions: Arc::new(partitions),
             cluster: None,
             gates: std::sync::Mutex::new(HashMap::new()),
             leases: std::sync::Mutex::new(HashMap::new()),
@@ -265,10 +274,12 @@ impl TransactionCoordinator {
     /// reached through `cluster` (docs/kafka.md, "Transactions on a cluster").
     pub fn replicated(
         registry: TransactionRegistry,
+        parts: TransactionParts,
         cluster: Arc<super::ClusterPartitions>,
     ) -> Self {
         Self {
             registry,
+            parts,
             partitions: Arc::clone(&cluster) as Arc<dyn super::TransactionPartitions>,
             cluster: Some(cluster),
             gates: std::sync::Mutex::new(HashMap::new()),
@@ -385,14 +396,12 @@ impl TransactionCoordinator {
     /// lease table starts empty, and a native client must not take a partition with an open
     /// transaction on it and stall read_committed readers for ever), and prepared outcomes'
     /// markers are written.
-    pub async fn recover(&self, service: &Arc<BrokerService>) {
+    pub async fn recover(&self) {
         for state in self.registry.all() {
             let id = state.transactional_id.clone();
             let recovered = match state.state {
-                TxnState::Ongoing => self.hold_leases(service, &id).await,
-                TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                    self.complete(service, &id).await
-                }
+                TxnState::Ongoing => self.hold_leases(&id).await,
+                TxnState::PrepareCommit | TxnState::PrepareAbort => self.complete(&id).await,
                 _ => continue,
             };
             match recovered {
@@ -407,32 +416,30 @@ impl TransactionCoordinator {
     }
 
     /// Starts the task that renews the transactions' leases, aborts expired transactions and
-    /// finishes prepared ones, every [`TRANSACTION_CHECK_INTERVAL`], until the service is
-    /// dropped.
-    pub fn start_timeouts(self: &Arc<Self>, service: &Arc<BrokerService>) {
+    /// finishes prepared ones, every [`TRANSACTION_CHECK_INTERVAL`], until the coordinator
+    /// is dropped.
+    pub fn start_timeouts(self: &Arc<Self>) {
         let coordinator = Arc::downgrade(self);
-        let service: Weak<BrokerService> = Arc::downgrade(service);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(TRANSACTION_CHECK_INTERVAL);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                let (Some(coordinator), Some(service)) = (coordinator.upgrade(), service.upgrade())
-                else {
+                let Some(coordinator) = coordinator.upgrade() else {
                     return;
                 };
-                coordinator.tick(&service).await;
+                coordinator.tick().await;
             }
         });
     }
 
     /// One pass of the timeout task.
-    async fn tick(&self, service: &Arc<BrokerService>) {
+    async fn tick(&self) {
         // On a cluster: what this broker coordinates now (it may have taken offsets
         // partitions over, or lost some).
         self.registry.reload_led().await;
         self.forget_stale_leases();
-        self.renew_leases(service).await;
+        self.renew_leases().await;
         let now = now_ms();
         match self.registry.expire_idle(now).await {
             Ok(0) => {}
@@ -446,11 +453,11 @@ impl TransactionCoordinator {
             let id = &state.transactional_id;
             let result = if state.is_expired(now) {
                 info!(transactional_id = %id, timeout_ms = state.timeout_ms, "transaction timed out: aborting it");
-                self.expire(service, id).await
+                self.expire(id).await
             } else if state.state.is_preparing() {
-                self.complete(service, id).await
+                self.complete(id).await
             } else if state.state == TxnState::Ongoing {
-                self.hold_leases(service, id).await
+                self.hold_leases(id).await
             } else {
                 Ok(())
             };
@@ -483,7 +490,7 @@ impl TransactionCoordinator {
 
     /// Renews every transactions' lease a third of its TTL old; one that cannot be renewed is
     /// forgotten (its transactions lease the partition again, or find their writes fenced).
-    async fn renew_leases(&self, service: &Arc<BrokerService>) {
+    async fn renew_leases(&self) {
         let _changing = self.lease_changes.lock().await;
         let due: Vec<(PartitionKey, u128)> = lock(&self.leases)
             .iter()
@@ -494,11 +501,7 @@ impl TransactionCoordinator {
             .collect();
         for ((topic, partition), lease_id) in due {
             let renewed = match u32::try_from(partition) {
-                Ok(index) => self
-                    .partitions
-                    .renew(service, &topic, index, lease_id)
-                    .await
-                    .is_ok(),
+                Ok(index) => self.partitions.renew(&topic, index, lease_id).await.is_ok(),
                 Err(_) => false,
             };
             let mut leases = lock(&self.leases);
@@ -515,22 +518,13 @@ impl TransactionCoordinator {
 
     /// Makes sure the coordinator holds the lease of every partition of `transactional_id`'s
     /// transaction (acquiring those it lost or never had since a restart).
-    async fn hold_leases(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-    ) -> Result<(), CoordinatorError> {
+    async fn hold_leases(&self, transactional_id: &str) -> Result<(), CoordinatorError> {
         let Some(state) = self.registry.get(transactional_id) else {
             return Ok(());
         };
         for partition in state.partitions.iter().filter(|p| !p.client_leased) {
-            self.lease(
-                service,
-                transactional_id,
-                &partition.topic,
-                partition.partition,
-            )
-            .await?;
+            self.lease(transactional_id, &partition.topic, partition.partition)
+                .await?;
         }
         Ok(())
     }
@@ -539,7 +533,6 @@ impl TransactionCoordinator {
     /// coordinator holds, or acquires it. Its epoch.
     async fn lease(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         topic: &str,
         partition: i32,
@@ -556,7 +549,7 @@ impl TransactionCoordinator {
         let leader_epoch = self.partitions.leader_epoch(topic, index);
         match self
             .partitions
-            .acquire(service, topic, index, TRANSACTIONS_LEASE_TTL_MS)
+            .acquire(topic, index, TRANSACTIONS_LEASE_TTL_MS)
             .await
         {
             Ok(grant) => {
@@ -588,12 +581,7 @@ impl TransactionCoordinator {
 
     /// `transactional_id` no longer uses `partitions`: a lease no transaction uses any more is
     /// released (a release that fails only leaves the lease to expire).
-    async fn leave(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-        partitions: &[TxnPartition],
-    ) {
+    async fn leave(&self, transactional_id: &str, partitions: &[TxnPartition]) {
         let _changing = self.lease_changes.lock().await;
         let unused: Vec<(PartitionKey, u128)> = {
             let mut leases = lock(&self.leases);
@@ -616,11 +604,7 @@ impl TransactionCoordinator {
             let Ok(index) = u32::try_from(partition) else {
                 continue;
             };
-            if let Err(error) = self
-                .partitions
-                .release(service, &topic, index, lease_id)
-                .await
-            {
+            if let Err(error) = self.partitions.release(&topic, index, lease_id).await {
                 tracing::debug!(%topic, partition, %error, "transactions' lease not released");
             }
         }
@@ -628,12 +612,8 @@ impl TransactionCoordinator {
 
     /// Aborts `transactional_id`'s transaction if it is still open past its timeout, with the
     /// producer epoch bumped (the instance that let it expire is fenced).
-    async fn expire(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-    ) -> Result<(), CoordinatorError> {
-        let spare = self.spare_producer_id(service, transactional_id).await?;
+    async fn expire(&self, transactional_id: &str) -> Result<(), CoordinatorError> {
+        let spare = self.spare_producer_id(transactional_id).await?;
         let decided = self
             .registry
             .update(transactional_id, |current| {
@@ -645,7 +625,7 @@ impl TransactionCoordinator {
             })
             .await?;
         if decided {
-            self.complete(service, transactional_id).await?;
+            self.complete(transactional_id).await?;
         }
         Ok(())
     }
@@ -654,14 +634,13 @@ impl TransactionCoordinator {
     /// epochs (taken before an update, as it is async and durable; an unused one is skipped).
     async fn spare_producer_id(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
     ) -> Result<Option<i64>, CoordinatorError> {
         let needs_id = self.registry.read(transactional_id, |state| {
             state.is_none_or(|state| state.producer_epoch >= super::MAX_PRODUCER_EPOCH - 1)
         });
         Ok(if needs_id {
-            Some(service.init_producer_id().await?.0)
+            Some(self.parts.producer_ids.next().await?)
         } else {
             None
         })
@@ -675,7 +654,6 @@ impl TransactionCoordinator {
     /// current ones is `PRODUCER_FENCED` (a newer instance took over), as Kafka answers.
     pub async fn init_producer_id(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         timeout_ms: i64,
         expected: Option<(i64, i16)>,
@@ -687,7 +665,7 @@ impl TransactionCoordinator {
             }
             .into());
         }
-        let spare = self.spare_producer_id(service, transactional_id).await?;
+        let spare = self.spare_producer_id(transactional_id).await?;
         let ready =
             |current: &TransactionMetadata| -> Result<(TransactionMetadata, bool), TxnError> {
                 match current
@@ -722,8 +700,8 @@ impl TransactionCoordinator {
             .await?;
         if abort_first {
             info!(%transactional_id, "a new instance: aborting the previous instance's open transaction");
-            self.complete(service, transactional_id).await?;
-            let spare = self.spare_producer_id(service, transactional_id).await?;
+            self.complete(transactional_id).await?;
+            let spare = self.spare_producer_id(transactional_id).await?;
             self.registry
                 .update(transactional_id, |current| {
                     let current = current.expect("the id exists");
@@ -750,7 +728,6 @@ impl TransactionCoordinator {
     /// per partition, in order; partitions already in the transaction succeed at once.
     pub async fn add_partitions(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -776,10 +753,7 @@ impl TransactionCoordinator {
         let mut joined = Vec::new();
         let mut refused: HashMap<(String, i32), CoordinatorError> = HashMap::new();
         for (topic, partition) in missing {
-            match self
-                .lease(service, transactional_id, &topic, partition)
-                .await
-            {
+            match self.lease(transactional_id, &topic, partition).await {
                 Ok(lease_epoch) => joined.push(TxnPartition {
                     topic,
                     partition,
@@ -803,7 +777,7 @@ impl TransactionCoordinator {
             .await;
         if let Err(error) = recorded {
             // The partitions did not join: leave their leases.
-            self.leave(service, transactional_id, &joined).await;
+            self.leave(transactional_id, &joined).await;
             return Err(error.into());
         }
         Ok(partitions
@@ -819,11 +793,7 @@ impl TransactionCoordinator {
     /// transactions' lease of each partition), applies (commit) the pending offsets, leaves the
     /// leases and stores `Complete*`. Anything that fails leaves the state prepared, to be
     /// completed again (a second marker of the same outcome is harmless).
-    async fn complete(
-        &self,
-        service: &Arc<BrokerService>,
-        transactional_id: &str,
-    ) -> Result<(), CoordinatorError> {
+    async fn complete(&self, transactional_id: &str) -> Result<(), CoordinatorError> {
         let Some(mut state) = self
             .registry
             .get(transactional_id)
@@ -835,7 +805,7 @@ impl TransactionCoordinator {
             TxnState::PrepareCommit => ControlMarker::Commit,
             _ => ControlMarker::Abort,
         };
-        self.hold_leases(service, transactional_id).await?;
+        self.hold_leases(transactional_id).await?;
         for partition in &mut state.partitions {
             if partition.client_leased {
                 // A writer's own lease: an abort may always be written (it only hides), and a
@@ -843,20 +813,14 @@ impl TransactionCoordinator {
                 // partition at once (`commit_atomically`), so both settle under the epoch
                 // current now, whoever holds it.
                 partition.lease_epoch =
-                    current_epoch(service, &partition.topic, partition.partition)?;
+                    current_epoch(&self.parts.broker, &partition.topic, partition.partition)?;
             } else if let Some(epoch) = self.lease_epoch(&partition.topic, partition.partition) {
                 partition.lease_epoch = epoch;
             }
         }
         let coordinator_epoch = self.registry.coordinator_epoch(transactional_id);
-        if let Err(error) = write_markers(
-            self.partitions.as_ref(),
-            service,
-            &state,
-            marker,
-            coordinator_epoch,
-        )
-        .await
+        if let Err(error) =
+            write_markers(self.partitions.as_ref(), &state, marker, coordinator_epoch).await
         {
             // A marker refused by the fence: the lease was lost (a native client took the
             // partition after it lapsed); the next attempt leases the partition again.
@@ -868,14 +832,13 @@ impl TransactionCoordinator {
             }
             return Err(error.into());
         }
-        self.settle(service, transactional_id, &state, marker).await
+        self.settle(transactional_id, &state, marker).await
     }
 
     /// What follows a prepared outcome's markers: the pending offsets applied (commit), the
     /// state stored `Complete*`, and the coordinator's leases left.
     pub(super) async fn settle(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         state: &TransactionMetadata,
         marker: ControlMarker,
@@ -904,7 +867,7 @@ impl TransactionCoordinator {
                 Vec::new()
             };
             self.partitions
-                .end_offsets(service, group, transactional_id, commit, offsets)
+                .end_offsets(group, transactional_id, commit, offsets)
                 .await?;
         }
         self.registry
@@ -914,8 +877,7 @@ impl TransactionCoordinator {
                 Ok((next, ()))
             })
             .await?;
-        self.leave(service, transactional_id, &state.partitions)
-            .await;
+        self.leave(transactional_id, &state.partitions).await;
         Ok(())
     }
 
@@ -972,19 +934,15 @@ impl TransactionCoordinator {
     /// commit its positions `offsets` are stored, and either way they are no longer held.
     pub async fn end_offsets(
         &self,
-        service: &Arc<BrokerService>,
         group: &str,
         transactional_id: &str,
         commit: bool,
         offsets: Vec<(String, u32, CommittedOffset)>,
     ) -> Result<(), BrokerError> {
         if commit {
-            service
-                .commit_offsets_within(
-                    group.to_string(),
-                    offsets,
-                    crate::broker::service::CommitBound::Existence,
-                )
+            self.parts
+                .groups
+                .commit_offsets_within(group.to_string(), offsets, CommitBound::Existence)
                 .await
                 .written?;
         }
@@ -1039,7 +997,6 @@ impl TransactionCoordinator {
     /// the same way, and writes its markers after answering).
     pub async fn end(
         &self,
-        service: &Arc<BrokerService>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -1062,7 +1019,7 @@ impl TransactionCoordinator {
         // in flight so that none lands after the marker.
         let gate = self.gate(transactional_id);
         let _no_produce_in_flight = gate.write().await;
-        if let Err(error) = self.complete(service, transactional_id).await {
+        if let Err(error) = self.complete(transactional_id).await {
             warn!(%transactional_id, %error, "the transaction's outcome is decided; its markers are written again shortly");
         }
         Ok(())

@@ -15,12 +15,10 @@
 //! a crash between the two leaves `Prepare*` on disk, and the markers are written again on
 //! restart (a second marker of the same outcome closes nothing and is harmless to readers).
 
-use std::sync::Arc;
-
 use super::partitions::TransactionPartitions;
 use super::TransactionMetadata;
 use crate::batch::{control_batch, ControlMarker};
-use crate::broker::{BrokerError, BrokerService};
+use crate::broker::BrokerError;
 
 /// The coordinator epoch a standalone broker writes into markers. Kafka uses it to order the
 /// coordinators of a `__transaction_state` partition, and so does a cluster (the leader epoch of
@@ -75,7 +73,6 @@ pub struct MarkerError {
 /// partition); the first failure is returned after all have finished.
 pub async fn write_markers(
     partitions: &dyn TransactionPartitions,
-    service: &Arc<BrokerService>,
     state: &TransactionMetadata,
     marker: ControlMarker,
     coordinator_epoch: i32,
@@ -92,13 +89,8 @@ pub async fn write_markers(
                 source,
             }
         })?;
-        let written = partitions.write_marker(
-            service,
-            &partition.topic,
-            index,
-            partition.lease_epoch,
-            batch,
-        );
+        let written =
+            partitions.write_marker(&partition.topic, index, partition.lease_epoch, batch);
         pending.push((partition, written));
     }
     let mut first_error = None;

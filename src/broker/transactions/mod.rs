@@ -42,7 +42,7 @@ mod tests;
 pub use cluster_partitions::ClusterPartitions;
 pub use coordinator::{CoordinatorError, PeerError, TransactionCoordinator};
 pub use markers::{write_markers, MarkerError};
-pub use partitions::{LocalPartitions, TransactionPartitions};
+pub use partitions::{LocalPartitions, TransactionPartitions, TransactionParts};
 pub use registry::{TransactionRegistry, UpdateError};
 pub use state::{
     EndOutcome, InitOutcome, PendingOffset, TransactionMetadata, TxnError, TxnPartition, TxnState,

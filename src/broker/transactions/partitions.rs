@@ -2,7 +2,7 @@
 //! (held as [`super::TRANSACTIONS_LEASE_HOLDER`]) and their markers.
 //!
 //! Why a seam here: a standalone broker holds every partition itself, so the coordinator asks
-//! its own service ([`LocalPartitions`]); on a cluster a transaction's partitions are led by
+//! its own lease service and produce path ([`LocalPartitions`]); on a cluster a transaction's partitions are led by
 //! other brokers, and the coordinator will reach them as a native client of its cluster
 //! (docs/kafka.md, "Transactions on a cluster", step 2), through the same calls. The
 //! coordinator's state machine, its registry and its timeout task do not change with where the
@@ -13,8 +13,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::broker::service::CommitBound;
-use crate::broker::{BrokerError, BrokerService, CommittedOffset, ProduceRequest};
+use crate::broker::group_service::{CommitBound, GroupService};
+use crate::broker::lease_service::LeaseService;
+use crate::broker::produce_path::{ProducePath, ProduceRequest};
+use crate::broker::producer_ids::ProducerIdSource;
+use crate::broker::{Broker, BrokerError, CommittedOffset};
 use crate::domain::Acks;
 use crate::lease::Grant;
 use crate::storage::WriteCredential;
@@ -25,7 +28,6 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     /// partition's writer before it is answered).
     fn acquire<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         ttl_ms: u64,
@@ -34,7 +36,6 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     /// Extends the lease `lease_id` on `topic`/`partition`.
     fn renew<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_id: u128,
@@ -43,7 +44,6 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     /// Ends the lease `lease_id` on `topic`/`partition`.
     fn release<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_id: u128,
@@ -54,7 +54,6 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     /// partition's segment writer like every append.
     fn write_marker<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_epoch: u64,
@@ -72,7 +71,6 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     /// held by it. Repeating it is harmless.
     fn end_offsets<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         group: &'a str,
         transactional_id: &'a str,
         commit: bool,
@@ -80,19 +78,46 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), BrokerError>>;
 }
 
-/// A standalone broker's partitions: the coordinator's own service leases and writes them.
-#[derive(Debug, Default)]
-pub struct LocalPartitions;
+/// What the transaction coordinator needs of the broker, handed to it at assembly (it holds
+/// no handle on the broker service above it).
+#[derive(Debug, Clone)]
+pub struct TransactionParts {
+    /// The broker's partitions (the epoch current on each, the atomic commit's fence locks).
+    pub broker: Arc<Broker>,
+    /// New producer ids for transactional ids.
+    pub producer_ids: ProducerIdSource,
+    /// The consumer groups whose positions transactions commit.
+    pub groups: GroupService,
+}
+
+/// A standalone broker's partitions: leased and written through the broker's own lease
+/// service and produce path, their groups' positions committed by its group service.
+#[derive(Debug)]
+pub struct LocalPartitions {
+    leases: LeaseService,
+    producing: ProducePath,
+    groups: GroupService,
+}
+
+impl LocalPartitions {
+    /// The partitions `leases` leases and `producing` writes; positions committed in `groups`.
+    pub fn new(leases: LeaseService, producing: ProducePath, groups: GroupService) -> Self {
+        Self {
+            leases,
+            producing,
+            groups,
+        }
+    }
+}
 
 impl TransactionPartitions for LocalPartitions {
     fn acquire<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<Grant, BrokerError>> {
-        Box::pin(service.acquire_lease(
+        Box::pin(self.leases.acquire(
             topic,
             partition,
             super::TRANSACTIONS_LEASE_HOLDER.to_string(),
@@ -102,38 +127,35 @@ impl TransactionPartitions for LocalPartitions {
 
     fn renew<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_id: u128,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
         Box::pin(async move {
-            service.renew_lease(topic, partition, lease_id).await?;
+            self.leases.renew(topic, partition, lease_id).await?;
             Ok(())
         })
     }
 
     fn release<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_id: u128,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
-        Box::pin(service.release_lease(topic, partition, lease_id))
+        Box::pin(self.leases.release(topic, partition, lease_id))
     }
 
     fn write_marker<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         topic: &'a str,
         partition: u32,
         lease_epoch: u64,
         marker: Bytes,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
         // Submitted to the produce queue now, before the caller awaits any marker.
-        let written = service.produce(
-            &service.produce_queue(),
+        let written = self.producing.produce(
+            &self.producing.queue(),
             ProduceRequest {
                 topic: topic.to_string(),
                 partition,
@@ -152,7 +174,6 @@ impl TransactionPartitions for LocalPartitions {
 
     fn end_offsets<'a>(
         &'a self,
-        service: &'a Arc<BrokerService>,
         group: &'a str,
         _transactional_id: &'a str,
         commit: bool,
@@ -163,7 +184,7 @@ impl TransactionPartitions for LocalPartitions {
             if !commit {
                 return Ok(());
             }
-            service
+            self.groups
                 .commit_offsets_within(group.to_string(), offsets, CommitBound::Existence)
                 .await
                 .written

@@ -183,7 +183,7 @@ impl Protocol for KafkaProtocol {
         KafkaSession {
             peer,
             client_id: None,
-            produce_queue: service.produce_queue(),
+            produce_queue: service.producing().queue(),
             sasl: sasl::SaslSession::new(ConnectionAuthentication::new(self.security.clone())),
             fetch_memory: self.fetch_memory.clone(),
             started: false,

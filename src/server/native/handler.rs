@@ -88,11 +88,12 @@ fn answer(
                 verification: None,
                 topic,
                 partition,
-                credential: service.native_credential(epoch),
+                credential: service.producing().native_credential(epoch),
                 batch: batch.into(),
             };
             Box::pin(
                 service
+                    .producing()
                     .produce(produce_queue, request, acks)
                     .map_ok(produced),
             )
@@ -117,12 +118,13 @@ fn answer(
             if read_committed == Some(true) {
                 return Box::pin(async move {
                     service
+                        .reads()
                         .fetch_committed(request)
                         .await
                         .map(|(result, committed)| fetched_committed(result, committed))
                 });
             }
-            Box::pin(async move { service.fetch(request).await.map(fetched) })
+            Box::pin(async move { service.reads().fetch(request).await.map(fetched) })
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
         Request::InitProducerId => Box::pin(async move {
@@ -153,12 +155,13 @@ fn answer(
             replication,
         } => Box::pin(async move {
             service
-                .create_replicated_topic(name, partitions, config, replication)
+                .topics()
+                .create_topic(name, partitions, config, replication)
                 .await?;
             Ok(Response::CreateTopic)
         }),
         Request::DeleteTopic { name } => Box::pin(async move {
-            service.delete_topic(name).await?;
+            service.topics().delete_topic(name).await?;
             Ok(Response::DeleteTopic)
         }),
         Request::DeleteRecords {
@@ -166,11 +169,15 @@ fn answer(
             partition,
             offset,
         } => Box::pin(async move {
-            let low_watermark = service.delete_records(&topic, partition, offset).await?;
+            let low_watermark = service
+                .reads()
+                .delete_records(&topic, partition, offset)
+                .await?;
             Ok(Response::DeleteRecords { low_watermark })
         }),
         Request::AlterTopicConfig { name, change } => Box::pin(async move {
             let config = service
+                .topics()
                 .alter_topic_config(
                     name,
                     Arc::new(move |config| Ok(change.apply(config))),
@@ -185,6 +192,7 @@ fn answer(
             validate_only,
         } => Box::pin(async move {
             let partition_count = service
+                .topics()
                 .create_partitions(name, partition_count, validate_only)
                 .await?;
             Ok(Response::CreatePartitions { partition_count })
@@ -196,7 +204,8 @@ fn answer(
             ttl_ms,
         } => Box::pin(async move {
             let grant = service
-                .acquire_lease(&topic, partition, holder, ttl_ms)
+                .leases()
+                .acquire(&topic, partition, holder, ttl_ms)
                 .await?;
             Ok(Response::AcquireLease {
                 epoch: grant.epoch,
@@ -209,7 +218,7 @@ fn answer(
             partition,
             lease_id,
         } => Box::pin(async move {
-            let renewed = service.renew_lease(&topic, partition, lease_id).await?;
+            let renewed = service.leases().renew(&topic, partition, lease_id).await?;
             Ok(Response::RenewLease {
                 epoch: renewed.epoch,
                 ttl_ms: renewed.ttl_ms,
@@ -220,7 +229,10 @@ fn answer(
             partition,
             lease_id,
         } => Box::pin(async move {
-            service.release_lease(&topic, partition, lease_id).await?;
+            service
+                .leases()
+                .release(&topic, partition, lease_id)
+                .await?;
             Ok(Response::ReleaseLease)
         }),
         Request::OffsetCommit {
@@ -232,6 +244,7 @@ fn answer(
         } => Box::pin(async move {
             let committed = CommittedOffset { offset, metadata };
             service
+                .groups()
                 .commit_offset(group, topic, partition, committed)
                 .await?;
             Ok(Response::OffsetCommit)
@@ -241,7 +254,10 @@ fn answer(
             topic,
             partition,
         } => Box::pin(async move {
-            let committed = service.committed_offset(&group, &topic, partition).await?;
+            let committed = service
+                .groups()
+                .committed_offset(&group, &topic, partition)
+                .await?;
             Ok(Response::OffsetFetch {
                 offset: committed.as_ref().map(|committed| committed.offset),
                 metadata: committed
@@ -250,11 +266,11 @@ fn answer(
             })
         }),
         Request::ReplicaFetch(fetch) => {
-            Box::pin(async move { service.serve_replica_fetch(fetch).await })
+            Box::pin(async move { service.replica_manager().serve_replica_fetch(fetch).await })
         }
-        Request::LeaderEpochEnd { partitions } => {
-            Box::pin(future::ready(service.serve_epoch_end(partitions)))
-        }
+        Request::LeaderEpochEnd { partitions } => Box::pin(future::ready(
+            service.replica_manager().serve_epoch_end(partitions),
+        )),
         // Answered in `start` before dispatch; never reaches the broker.
         Request::InitTransaction { .. }
         | Request::AddToTransaction { .. }
@@ -277,7 +293,7 @@ fn metadata(
     topics: &[String],
     advertised: Option<&str>,
 ) -> Result<Response, BrokerError> {
-    let found = service.metadata(topics)?;
+    let found = service.reads().metadata(topics)?;
     let topics: Vec<TopicMetadata> = found
         .iter()
         .map(|topic| TopicMetadata {
@@ -300,7 +316,7 @@ fn metadata(
             partitions: topics
                 .iter()
                 .flat_map(|topic| (0..topic.partitions).map(move |index| (topic, index)))
-                .map(|(topic, index)| partition_metadata(service, &replicas, &topic.name, index))
+                .map(|(topic, index)| partition_metadata(service, replicas, &topic.name, index))
                 .collect(),
         }
     });
@@ -316,7 +332,7 @@ fn partition_metadata(
     partition: u32,
 ) -> PartitionMetadata {
     let state = replicas.partition_state(topic, partition);
-    let high_watermark = service.local_high_watermark(topic, partition);
+    let high_watermark = service.reads().local_high_watermark(topic, partition);
     PartitionMetadata {
         topic: topic.to_owned(),
         partition,
@@ -335,11 +351,12 @@ fn list_offsets(
     partition: u32,
     timestamp: Option<i64>,
 ) -> Result<Response, BrokerError> {
-    let offsets = service.list_offsets(topic, partition)?;
+    let offsets = service.reads().list_offsets(topic, partition)?;
     let offset_for_timestamp = match timestamp {
         None => None,
         Some(timestamp) => Some(
             service
+                .reads()
                 .offset_for_timestamp(topic, partition, timestamp)?
                 .map_or(NO_OFFSET_FOR_TIMESTAMP, |offset| {
                     i64::try_from(offset).unwrap_or(i64::MAX)

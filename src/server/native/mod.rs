@@ -84,7 +84,7 @@ impl Protocol for NativeProtocol {
 
     fn open_session(&self, service: &Arc<BrokerService>, peer: SocketAddr) -> NativeSession {
         NativeSession {
-            produce_queue: service.produce_queue(),
+            produce_queue: service.producing().queue(),
             authentication: ConnectionAuthentication::new(self.security()),
             peer,
             started: false,

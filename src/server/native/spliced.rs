@@ -172,12 +172,13 @@ pub fn start(
     let request = SplicedProduce {
         topic,
         partition: fields.partition,
-        credential: service.native_credential(epoch),
+        credential: service.producing().native_credential(epoch),
         head: batch_head,
         tail: tail.pipe,
     };
     Started::later(
         service
+            .producing()
             .produce_spliced(queue, request, acks)
             .map_ok(|appended| Response::Produce {
                 base_offset: appended.base_offset,

@@ -30,7 +30,7 @@ pub fn answer(
         } => Box::pin(async move {
             let coordinator = coordinator(&service)?;
             let (producer_id, producer_epoch) = coordinator
-                .init_producer_id(&service, &transactional_id, i64::from(timeout_ms), None)
+                .init_producer_id(&transactional_id, i64::from(timeout_ms), None)
                 .await
                 .map_err(|error| coordinator_error(&error))?;
             Ok(Response::InitTransaction {
@@ -62,9 +62,7 @@ pub fn answer(
                 producer_epoch,
             } = producer;
             coordinator
-                .add_client_partitions(
-                    &service,
-                    &transactional_id,
+                .add_client_partitions(&transactional_id,
                     producer_id,
                     producer_epoch,
                     joining,
@@ -82,13 +80,11 @@ pub fn answer(
             } = producer;
             let ended = if commit {
                 coordinator
-                    .commit_atomically(&service, &transactional_id, producer_id, producer_epoch)
+                    .commit_atomically(&transactional_id, producer_id, producer_epoch)
                     .await
             } else {
                 coordinator
-                    .end(
-                        &service,
-                        &transactional_id,
+                    .end(&transactional_id,
                         producer_id,
                         producer_epoch,
                         false,
@@ -170,7 +166,7 @@ pub fn answer(
                 })
                 .collect();
             coordinator
-                .end_offsets(&service, &group, &transactional_id, commit, offsets)
+                .end_offsets(&group, &transactional_id, commit, offsets)
                 .await
                 .map_err(|error| to_error_response(&error))?;
             Ok(Response::EndTxnOffsets)

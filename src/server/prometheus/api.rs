@@ -120,13 +120,17 @@ pub fn render_partitions(service: &BrokerService, page: &PageQuery, access: &Acc
 pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
     render_page(service, page, access, |topic, index, partition| {
         let counts = partition.metrics().counts();
-        let lease = service.leases().lookup(topic, index as u32).map(|lease| {
-            json!({
-                "holder": lease.holder,
-                "epoch": lease.epoch,
-                "expires_in_ms": lease.expires_in_ms,
-            })
-        });
+        let lease = service
+            .leases()
+            .authority()
+            .lookup(topic, index as u32)
+            .map(|lease| {
+                json!({
+                    "holder": lease.holder,
+                    "epoch": lease.epoch,
+                    "expires_in_ms": lease.expires_in_ms,
+                })
+            });
         json!({
             "topic": topic,
             "partition": index,
@@ -156,12 +160,13 @@ pub fn render_leases(service: &BrokerService, page: &PageQuery, access: &Access)
 /// `high_watermark`, `lag` = high watermark − committed, never negative) and their total `lag`.
 /// `?topic=NAME` keeps the groups with a committed offset on NAME, and only those offsets.
 pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &Access) -> Value {
-    let coordinator = service.group_coordinator();
-    let mut names: Vec<String> = service.group_names();
+    let coordinator = service.groups().coordinator();
+    let mut names: Vec<String> = service.groups().group_names();
     names.extend(coordinator.list().into_iter().map(|group| group.group_id));
     let now = std::time::Instant::now();
     names.extend(
         service
+            .groups()
             .consumer_groups()
             .list(now)
             .into_iter()
@@ -207,7 +212,7 @@ pub async fn render_groups(service: &BrokerService, page: &PageQuery, access: &A
             let lag: u64 = offsets.iter().filter_map(|row| row["lag"].as_u64()).sum();
             let mut row = match coordinator.describe(&name) {
                 Some(group) => classic_group(&group),
-                None => match service.consumer_groups().describe(&name, now) {
+                None => match service.groups().consumer_groups().describe(&name, now) {
                     Some(group) => consumer_group(&group),
                     None => json!({"kind": "offsets", "state": "Empty", "generation": 0,
                                    "protocol_type": "", "protocol": "", "members": []}),
@@ -422,14 +427,18 @@ async fn visible_offsets(
     access: &Access,
     group: &str,
 ) -> Vec<Value> {
-    let commits = service.committed_offsets(group).await.unwrap_or_default();
+    let commits = service
+        .groups()
+        .committed_offsets(group)
+        .await
+        .unwrap_or_default();
     commits
         .into_iter()
         .filter(|((topic, _), _)| {
             page.topic.as_deref().is_none_or(|wanted| topic == wanted) && access.may_see(topic)
         })
         .map(|((topic, partition), committed)| {
-            let high_watermark = service.local_high_watermark(&topic, partition);
+            let high_watermark = service.reads().local_high_watermark(&topic, partition);
             json!({
                 "topic": topic,
                 "partition": partition,

@@ -144,7 +144,7 @@ impl ClusterDriver {
         };
         let broker = Arc::clone(&self.broker);
         let owned = name.to_owned();
-        let deleted = crate::broker::service::blocking(move || broker.delete_topic(&owned)).await;
+        let deleted = crate::broker::blocking(move || broker.delete_topic(&owned)).await;
         match deleted {
             Ok(deleted) => {
                 info!(topic = %name, %reason, floor = deleted.floor, "deleted the local copy of the topic");

@@ -209,7 +209,7 @@ impl ClusterDriver {
     pub async fn alter_topic_config(
         &self,
         name: &str,
-        change: &crate::broker::service::TopicConfigChangeFn,
+        change: &crate::broker::TopicConfigChangeFn,
         validate_only: bool,
     ) -> Result<TopicConfig, BrokerError> {
         let record = self.state().topics.get(name).cloned();

@@ -123,9 +123,7 @@ async fn add(
         }
         Some(coordinator) => {
             match coordinator
-                .add_partitions(
-                    service,
-                    transactional_id.as_str(),
+                .add_partitions(transactional_id.as_str(),
                     producer_id,
                     producer_epoch,
                     requested.clone(),

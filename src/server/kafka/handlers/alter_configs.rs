@@ -113,6 +113,7 @@ async fn alter(
                 Ok(config)
             });
             service
+                .topics()
                 .alter_topic_config(name, change, validate_only)
                 .await
                 .map(drop)

@@ -43,7 +43,7 @@ pub async fn handle(
             .with_group_id(group_id.clone())
             .with_authorized_operations(NOT_REQUESTED);
         let id = group_id.0.as_str();
-        if let Err(refused) = service.require_coordinator(id).await {
+        if let Err(refused) = service.groups().require_coordinator(id).await {
             groups.push(
                 described
                     .with_error_code(kafka_error(&refused).code())
@@ -51,7 +51,11 @@ pub async fn handle(
             );
             continue;
         }
-        let Some(group) = service.consumer_groups().describe(id, Instant::now()) else {
+        let Some(group) = service
+            .groups()
+            .consumer_groups()
+            .describe(id, Instant::now())
+        else {
             let message = format!("group {id} is not a consumer-protocol group with members");
             groups.push(
                 described

@@ -67,19 +67,20 @@ async fn answer(
     request: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = request.group_id.0.to_string();
-    if let Err(refused) = service.require_coordinator(&group_id).await {
+    if let Err(refused) = service.groups().require_coordinator(&group_id).await {
         let error = kafka_error(&refused);
         return refused_with(error.code(), refused.to_string());
     }
     let classic = service
-        .group_coordinator()
+        .groups()
+        .coordinator()
         .describe(&group_id)
         .is_some_and(|group| !group.members.is_empty());
     if classic {
         let error = ConsumerGroupError::ClassicGroup { group_id };
         return refused_with(consumer_group_error(&error).code(), error.to_string());
     }
-    let topics = service.topic_partition_counts();
+    let topics = service.reads().topic_partition_counts();
     let names: HashMap<Uuid, &String> = topics.keys().map(|name| (topic_id(name), name)).collect();
     let mut member_id = request.member_id.to_string();
     if member_id.is_empty() && version == 0 && request.member_epoch == 0 {
@@ -121,6 +122,7 @@ async fn answer(
         client_host: super::join_group::client_host(peer),
     };
     match service
+        .groups()
         .consumer_groups()
         .heartbeat(heartbeat, &topics, Instant::now())
     {

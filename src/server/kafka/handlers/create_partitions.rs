@@ -123,6 +123,7 @@ async fn grow(
         )
     })?;
     service
+        .topics()
         .create_partitions(name.to_owned(), count, validate_only)
         .await
         .map(drop)

@@ -215,7 +215,8 @@ async fn create(
         return Ok(created);
     }
     service
-        .create_replicated_topic(name.to_string(), partitions, config, Some(replication))
+        .topics()
+        .create_topic(name.to_string(), partitions, config, Some(replication))
         .await
         .map_err(refused)?;
     Ok(created)

@@ -31,7 +31,7 @@ pub async fn handle(
 ) -> KafkaResponse {
     let mut results = Vec::with_capacity(request.groups_names.len());
     for group in request.groups_names {
-        let error_code = match service.delete_group(group.as_str()).await {
+        let error_code = match service.groups().delete_group(group.as_str()).await {
             Ok(()) => 0,
             Err(error) => {
                 tracing::debug!(group = %group.as_str(), %error, "DeleteGroups refused");

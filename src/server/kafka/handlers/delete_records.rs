@@ -90,7 +90,11 @@ async fn delete_one(
             Err(_) => return refused(ResponseError::OffsetOutOfRange),
         },
     };
-    match service.delete_records(topic, partition, offset).await {
+    match service
+        .reads()
+        .delete_records(topic, partition, offset)
+        .await
+    {
         Ok(low_watermark) => DeleteRecordsPartitionResult::default()
             .with_partition_index(partition_index)
             .with_low_watermark(i64::try_from(low_watermark).unwrap_or(i64::MAX)),

@@ -93,7 +93,7 @@ async fn delete_by_name(service: &Arc<BrokerService>, name: &str) -> DeletableTo
             error.to_string(),
         );
     }
-    match service.delete_topic(name.to_string()).await {
+    match service.topics().delete_topic(name.to_string()).await {
         Ok(()) => DeletableTopicResult::default()
             .with_name(Some(topic_name(name)))
             .with_topic_id(topic_id(name)),

@@ -49,7 +49,11 @@ pub async fn handle(
     };
     let mut groups = Vec::with_capacity(request.groups.len());
     for group_id in &request.groups {
-        if let Err(refused) = service.require_coordinator(group_id.0.as_str()).await {
+        if let Err(refused) = service
+            .groups()
+            .require_coordinator(group_id.0.as_str())
+            .await
+        {
             groups.push(
                 DescribedGroup::default()
                     .with_group_id(group_id.clone())
@@ -58,7 +62,11 @@ pub async fn handle(
             );
             continue;
         }
-        if service.consumer_groups().has_members(group_id.0.as_str()) {
+        if service
+            .groups()
+            .consumer_groups()
+            .has_members(group_id.0.as_str())
+        {
             groups.push(
                 DescribedGroup::default()
                     .with_group_id(group_id.clone())
@@ -83,10 +91,10 @@ pub async fn handle(
 /// The group as the coordinator knows it, else `Empty` if it has committed offsets, else
 /// `Dead`.
 async fn describe(service: &BrokerService, group_id: &str) -> GroupDescription {
-    if let Some(description) = service.group_coordinator().describe(group_id) {
+    if let Some(description) = service.groups().coordinator().describe(group_id) {
         return description;
     }
-    let state = match service.has_committed_offsets(group_id).await {
+    let state = match service.groups().has_committed_offsets(group_id).await {
         true => GroupState::Empty,
         false => GroupState::Dead,
     };

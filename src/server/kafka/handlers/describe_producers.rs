@@ -39,9 +39,10 @@ fn partition_response(service: &BrokerService, topic: &str, index: i32) -> Parti
         return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
     };
     let open = service
+        .reads()
         .open_transactions(topic, partition)
         .unwrap_or_default();
-    match service.active_producers(topic, partition) {
+    match service.reads().active_producers(topic, partition) {
         Ok(producers) => answer.with_active_producers(
             producers
                 .into_iter()

@@ -33,7 +33,6 @@ pub async fn handle(
         None => ResponseError::TransactionalIdAuthorizationFailed.code(),
         Some(coordinator) => match coordinator
             .end(
-                &service,
                 request.transactional_id.as_str(),
                 request.producer_id.0,
                 request.producer_epoch,

@@ -255,7 +255,7 @@ fn read_all(
                 return with_offsets(answer, current_offsets(service, &topic, partition))
                     .with_records(Some(Default::default()));
             }
-            let read = service.read_now(Read {
+            let read = service.reads().read_now(Read {
                 topic: topic.clone(),
                 partition,
                 offset,
@@ -263,13 +263,13 @@ fn read_all(
                 max_wait: Duration::ZERO,
             });
             let read = read.and_then(|mut read| {
-                let last_stable = service.last_stable_offset(&topic, partition)?;
+                let last_stable = service.reads().last_stable_offset(&topic, partition)?;
                 let mut aborted = Vec::new();
                 if committed {
                     read.batches = batches_below(std::mem::take(&mut read.batches), last_stable);
                     if !read.batches.is_empty() {
                         aborted = service
-                            .aborted_transactions(&topic, partition, offset, last_stable)?
+                            .reads().aborted_transactions(&topic, partition, offset, last_stable)?
                             .into_iter()
                             .map(|aborted| {
                                 AbortedTransaction::default()
@@ -340,10 +340,11 @@ const NO_OFFSETS: Offsets = Offsets {
 
 /// A partition's offsets now, or -1s if it does not exist.
 fn current_offsets(service: &BrokerService, topic: &str, partition: u32) -> Offsets {
-    let Ok(offsets) = service.list_offsets(topic, partition) else {
+    let Ok(offsets) = service.reads().list_offsets(topic, partition) else {
         return NO_OFFSETS;
     };
     let last_stable = service
+        .reads()
         .last_stable_offset(topic, partition)
         .map_or(offsets.latest, |last_stable| {
             last_stable.min(offsets.latest)

@@ -62,7 +62,7 @@ pub async fn handle(
                 KEY_TYPE_GROUP => "group",
                 _ => "transactional id",
             };
-            match service.coordinator_of(request.key.as_str()).await {
+            match service.groups().coordinator_of(request.key.as_str()).await {
                 Err(error) => refused(kafka_error(&error), &error.to_string()),
                 Ok(node_id) => {
                     match brokers.iter().find(|broker| broker.node_id.0 == node_id as i32) {

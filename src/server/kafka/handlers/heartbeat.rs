@@ -24,9 +24,9 @@ pub async fn handle(
     request: HeartbeatRequest,
 ) -> KafkaResponse {
     let group_id = request.group_id.0.as_str();
-    let error_code = match service.require_coordinator(group_id).await {
+    let error_code = match service.groups().require_coordinator(group_id).await {
         Err(refused) => kafka_error(&refused).code(),
-        Ok(()) => match service.group_coordinator().heartbeat(
+        Ok(()) => match service.groups().coordinator().heartbeat(
             group_id,
             request.generation_id,
             request.member_id.as_str(),

@@ -54,7 +54,6 @@ pub async fn handle(
             }
             Some(coordinator) => match coordinator
                 .init_producer_id(
-                    &service,
                     &id,
                     i64::from(request.transaction_timeout_ms),
                     (request.producer_id.0 >= 0)

@@ -47,6 +47,7 @@ pub async fn handle(
         tracing::debug!(group = %request.group_id.0, %member_id, reason, "JoinGroup");
     }
     if let Err(refused) = service
+        .groups()
         .require_coordinator(request.group_id.0.as_str())
         .await
     {
@@ -59,6 +60,7 @@ pub async fn handle(
         };
     }
     if service
+        .groups()
         .consumer_groups()
         .has_members(request.group_id.0.as_str())
     {
@@ -72,7 +74,8 @@ pub async fn handle(
         };
     }
     let outcome = service
-        .group_coordinator()
+        .groups()
+        .coordinator()
         .join(join_request(client_id, client_host(peer), version, request))
         .await;
     KafkaResponse {

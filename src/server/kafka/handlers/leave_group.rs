@@ -27,7 +27,7 @@ pub async fn handle(
     request: LeaveGroupRequest,
 ) -> KafkaResponse {
     let group_id = request.group_id.0.as_str();
-    if let Err(refused) = service.require_coordinator(group_id).await {
+    if let Err(refused) = service.groups().require_coordinator(group_id).await {
         return KafkaResponse {
             correlation_id,
             api_key: ApiKey::LeaveGroup,
@@ -37,7 +37,7 @@ pub async fn handle(
             ),
         };
     }
-    let coordinator = service.group_coordinator();
+    let coordinator = service.groups().coordinator();
     let code = |result: &Result<(), _>| match result {
         Ok(()) => 0,
         Err(error) => group_error(error).code(),

@@ -42,7 +42,10 @@ pub fn handle(
                 .iter()
                 .any(|wanted| wanted.eq_ignore_ascii_case(name))
     };
-    let consumer_groups = service.consumer_groups().list(std::time::Instant::now());
+    let consumer_groups = service
+        .groups()
+        .consumer_groups()
+        .list(std::time::Instant::now());
     let mut groups: Vec<ListedGroup> = match type_wanted(CLASSIC_GROUP_TYPE) {
         true => every_group(service)
             .into_iter()
@@ -81,6 +84,7 @@ pub fn handle(
 /// The coordinator's groups, and the groups with committed offsets only as `Empty`.
 fn every_group(service: &BrokerService) -> Vec<GroupListing> {
     let mut groups: BTreeMap<String, GroupListing> = service
+        .groups()
         .group_names()
         .into_iter()
         .map(|group_id| {
@@ -92,7 +96,7 @@ fn every_group(service: &BrokerService) -> Vec<GroupListing> {
             (group_id, listing)
         })
         .collect();
-    for listing in service.group_coordinator().list() {
+    for listing in service.groups().coordinator().list() {
         groups.insert(listing.group_id.clone(), listing);
     }
     groups.into_values().collect()

@@ -103,12 +103,14 @@ fn offset(
     match timestamp {
         EARLIEST_TIMESTAMP | LATEST_TIMESTAMP => {
             let offsets = service
+                .reads()
                 .list_offsets(topic, partition)
                 .map_err(broker_error)?;
             let offset = if timestamp == EARLIEST_TIMESTAMP {
                 offsets.earliest
             } else if committed {
                 service
+                    .reads()
                     .last_stable_offset(topic, partition)
                     .map_err(broker_error)?
                     .min(offsets.latest)
@@ -119,6 +121,7 @@ fn offset(
         }
         MAX_TIMESTAMP => Ok(
             match service
+                .reads()
                 .record_of_max_timestamp(topic, partition)
                 .map_err(broker_error)?
             {
@@ -129,6 +132,7 @@ fn offset(
         timestamp if timestamp < 0 => Err(ResponseError::InvalidRequest),
         timestamp => Ok(
             match service
+                .reads()
                 .record_for_timestamp(topic, partition, timestamp)
                 .map_err(broker_error)?
             {

@@ -38,7 +38,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{consumer_group_error, group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
-use crate::broker::service::CommitBound;
+use crate::broker::CommitBound;
 use crate::broker::{BrokerService, CommittedOffset};
 
 /// Commits the request's offsets; the answer has every partition's outcome.
@@ -88,7 +88,7 @@ pub(super) fn check_member(
     epoch: i32,
     committing: &[(&str, u32)],
 ) -> Result<(), i16> {
-    match service.consumer_groups().check_offsets(
+    match service.groups().consumer_groups().check_offsets(
         group,
         member_id,
         epoch,
@@ -97,7 +97,8 @@ pub(super) fn check_member(
     ) {
         Some(result) => result.map_err(|error| consumer_group_error(&error).code()),
         None => service
-            .group_coordinator()
+            .groups()
+            .coordinator()
             .check_commit(group, epoch, member_id)
             .map_err(|error| group_error(&error).code()),
     }
@@ -105,7 +106,7 @@ pub(super) fn check_member(
 
 async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i16> {
     let group = request.group_id.0.as_str();
-    if let Err(refused) = service.require_coordinator(group).await {
+    if let Err(refused) = service.groups().require_coordinator(group).await {
         let code = kafka_error(&refused).code();
         let count = request.topics.iter().map(|t| t.partitions.len()).sum();
         return vec![code; count];
@@ -156,6 +157,7 @@ async fn commit(service: &BrokerService, request: &OffsetCommitRequest) -> Vec<i
         }
     }
     let commits = service
+        .groups()
         .commit_offsets_within(group.to_string(), to_commit, CommitBound::Existence)
         .await;
     let written = commits.written.as_ref().map_err(kafka_error);

@@ -63,10 +63,10 @@ pub async fn handle(
         body: ResponseBody::OffsetDelete(body),
     };
     let whole = |code: i16| answer(OffsetDeleteResponse::default().with_error_code(code));
-    if let Err(error) = service.require_coordinator(&group).await {
+    if let Err(error) = service.groups().require_coordinator(&group).await {
         return whole(kafka_error(&error).code());
     }
-    let subscribed = match service.group_coordinator().subscriptions(&group) {
+    let subscribed = match service.groups().coordinator().subscriptions(&group) {
         None => Subscribed::Nothing,
         Some(subscriptions) => subscribed_topics(&subscriptions),
     };
@@ -81,16 +81,18 @@ pub async fn handle(
         for partition in &topic.partitions {
             let index = partition.partition_index;
             let code = match u32::try_from(index) {
-                Ok(number) if service.partition_exists(name, number) => match &subscribed {
-                    Subscribed::Everything => ResponseError::GroupSubscribedToTopic.code(),
-                    Subscribed::Topics(topics) if topics.contains(name) => {
-                        ResponseError::GroupSubscribedToTopic.code()
+                Ok(number) if service.groups().partition_exists(name, number) => {
+                    match &subscribed {
+                        Subscribed::Everything => ResponseError::GroupSubscribedToTopic.code(),
+                        Subscribed::Topics(topics) if topics.contains(name) => {
+                            ResponseError::GroupSubscribedToTopic.code()
+                        }
+                        _ => {
+                            to_delete.push((name.to_owned(), number));
+                            0
+                        }
                     }
-                    _ => {
-                        to_delete.push((name.to_owned(), number));
-                        0
-                    }
-                },
+                }
                 _ => ResponseError::UnknownTopicOrPartition.code(),
             };
             partitions.push(
@@ -105,7 +107,11 @@ pub async fn handle(
                 .with_partitions(partitions),
         );
     }
-    if let Err(error) = service.delete_committed_offsets(&group, to_delete).await {
+    if let Err(error) = service
+        .groups()
+        .delete_committed_offsets(&group, to_delete)
+        .await
+    {
         tracing::debug!(%group, %error, "OffsetDelete refused");
         return whole(kafka_error(&error).code());
     }

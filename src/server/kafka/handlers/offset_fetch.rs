@@ -68,7 +68,7 @@ pub async fn handle(
             });
             let member = group.member_id.as_ref().filter(|id| !id.is_empty());
             let refused = member.and_then(|member_id| {
-                service.consumer_groups().check_offsets(
+                service.groups().consumer_groups().check_offsets(
                     group.group_id.0.as_str(),
                     member_id.as_str(),
                     group.member_epoch,
@@ -134,7 +134,7 @@ async fn fetch_group(
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
     require_stable: bool,
 ) -> GroupAnswer {
-    let (error_code, committed) = match service.committed_offsets(group).await {
+    let (error_code, committed) = match service.groups().committed_offsets(group).await {
         Ok(committed) => (0, committed.into_iter().collect::<HashMap<_, _>>()),
         Err(error) => (kafka_error(&error).code(), HashMap::new()),
     };
@@ -197,7 +197,7 @@ fn partition_answer(
     let Ok(partition) = u32::try_from(partition_index) else {
         return unknown();
     };
-    if !service.partition_exists(topic, partition) {
+    if !service.groups().partition_exists(topic, partition) {
         return unknown();
     }
     match committed.get(&(topic.to_string(), partition)) {

@@ -166,7 +166,7 @@ fn cluster_transaction_write(
         .replica_manager()
         .require_leader(topic, index)
         .map_err(broker_error)?;
-    let epoch = match service.leases().lookup(topic, index) {
+    let epoch = match service.leases().authority().lookup(topic, index) {
         Some(lease) if lease.holder == crate::lease::SHARED_HOLDER => lease.epoch,
         // Retriable: the transaction's coordinator leases the partition again, or the
         // transaction times out.
@@ -376,7 +376,11 @@ pub fn start(
                 None => futures::future::ready(Ok(requests
                     .into_iter()
                     .map(|append| {
-                        service.produce(&session.produce_queue, append, Some(kafka_acks(acks)))
+                        service.producing().produce(
+                            &session.produce_queue,
+                            append,
+                            Some(kafka_acks(acks)),
+                        )
                     })
                     .collect::<Vec<_>>()))
                 .boxed(),
@@ -389,7 +393,7 @@ pub fn start(
                         partition,
                         guard,
                     );
-                    match service.produce_verified(
+                    match service.producing().produce_verified(
                         &session.produce_queue,
                         ready,
                         requests,
@@ -491,7 +495,7 @@ fn partition_response(
 ) -> PartitionProduceResponse {
     let log_start_offset = u32::try_from(outcome.index)
         .ok()
-        .and_then(|partition| service.list_offsets(topic, partition).ok())
+        .and_then(|partition| service.reads().list_offsets(topic, partition).ok())
         .map_or(-1, |offsets| offsets.earliest as i64);
     let response = PartitionProduceResponse::default()
         .with_index(outcome.index)

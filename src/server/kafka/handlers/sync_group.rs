@@ -37,7 +37,7 @@ pub async fn handle(
             .map(|assignment| (assignment.member_id.to_string(), assignment.assignment))
             .collect(),
     };
-    if let Err(refused) = service.require_coordinator(&sync.group_id).await {
+    if let Err(refused) = service.groups().require_coordinator(&sync.group_id).await {
         let code = super::super::errors::kafka_error(&refused).code();
         return KafkaResponse {
             correlation_id,
@@ -46,7 +46,7 @@ pub async fn handle(
             body: ResponseBody::SyncGroup(SyncGroupResponse::default().with_error_code(code)),
         };
     }
-    let body = match service.group_coordinator().sync(sync).await {
+    let body = match service.groups().coordinator().sync(sync).await {
         Ok(assignment) => SyncGroupResponse::default()
             .with_protocol_type(request.protocol_type)
             .with_protocol_name(request.protocol_name)

@@ -40,14 +40,21 @@ pub async fn handle(
 ) -> KafkaResponse {
     let unknown = request.topics.iter().find_map(|topic| {
         topic.partitions.iter().find_map(|partition| {
-            let known = u32::try_from(partition.partition_index)
-                .is_ok_and(|index| service.partition_exists(topic.name.as_str(), index));
+            let known = u32::try_from(partition.partition_index).is_ok_and(|index| {
+                service
+                    .groups()
+                    .partition_exists(topic.name.as_str(), index)
+            });
             (!known || partition.committed_offset < 0).then_some(())
         })
     });
     // The group's coordinator answers (on a cluster the leader of the group's offsets
     // partition; standalone this broker).
-    let not_coordinator = match service.require_coordinator(request.group_id.as_str()).await {
+    let not_coordinator = match service
+        .groups()
+        .require_coordinator(request.group_id.as_str())
+        .await
+    {
         Ok(()) => None,
         Err(error) => Some(kafka_error(&error).code()),
     };
