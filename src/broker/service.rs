@@ -154,6 +154,8 @@ impl BrokerService {
             broker: Arc::clone(&broker),
             producer_ids: producer_ids.clone(),
             groups: parts.groups.clone(),
+            reads: parts.reads.clone(),
+            leases: Arc::clone(parts.leases.authority()),
         };
         let partitions = LocalPartitions::new(
             parts.leases.clone(),
@@ -230,6 +232,8 @@ impl BrokerService {
             broker: Arc::clone(&broker),
             producer_ids: producer_ids.clone(),
             groups: parts.groups.clone(),
+            reads: parts.reads.clone(),
+            leases: Arc::clone(parts.leases.authority()),
         };
         let transactions = Arc::new(TransactionCoordinator::replicated(
             TransactionRegistry::replicated(Arc::clone(&offsets), coordinator),

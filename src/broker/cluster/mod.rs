@@ -120,6 +120,65 @@ impl ReplicaManager {
         }
     }
 
+    /// The replication factor of a topic created without one: standalone 1; on a cluster
+    /// [`DEFAULT_REPLICATION_FACTOR_MAX`] or the live brokers, whichever is fewer.
+    pub fn default_replication_factor(&self) -> u16 {
+        match self {
+            ReplicaManager::Standalone { .. } => 1,
+            ReplicaManager::Clustered(driver) => {
+                let live = u16::try_from(driver.brokers().len()).unwrap_or(u16::MAX);
+                DEFAULT_REPLICATION_FACTOR_MAX.min(live.max(1))
+            }
+        }
+    }
+
+    /// The factor a topic asking for `requested` copies gets (-1: the default), or why it
+    /// cannot have it here (standalone keeps one copy).
+    pub fn replication_factor(&self, requested: i16) -> Result<u16, String> {
+        let cluster = self.is_cluster();
+        match requested {
+            -1 => Ok(self.default_replication_factor()),
+            factor if factor >= 1 && (cluster || factor == 1) => Ok(factor as u16),
+            factor if cluster => Err(format!(
+                "replication factor {factor} is not possible: use 1 or more (or -1 for the cluster default)"
+            )),
+            factor => Err(format!(
+                "replication factor {factor} is not possible: this fencelog broker runs standalone and keeps one copy (use 1 or -1, or start a cluster with --etcd)"
+            )),
+        }
+    }
+
+    /// Why `factor` copies cannot be placed now (more than the live brokers of a cluster), if
+    /// they cannot; standalone a factor above 1 was refused by [`Self::replication_factor`].
+    pub fn unplaceable(&self, factor: u16) -> Option<String> {
+        match self {
+            ReplicaManager::Standalone { .. } => None,
+            ReplicaManager::Clustered(driver) => {
+                let live = driver.brokers().len();
+                (usize::from(factor) > live).then(|| {
+                    format!("replication factor {factor} is above the {live} live brokers")
+                })
+            }
+        }
+    }
+
+    /// The mode's name, as the broker's configs show it: `standalone` or `cluster`.
+    pub fn mode_name(&self) -> &'static str {
+        match self {
+            ReplicaManager::Standalone { .. } => "standalone",
+            ReplicaManager::Clustered(_) => "cluster",
+        }
+    }
+
+    /// Kafka's `min.insync.replicas` default for a topic of `factor` copies: 2 on a cluster
+    /// (at most the factor), 1 standalone.
+    pub fn default_min_insync(&self, factor: u16) -> u16 {
+        match self {
+            ReplicaManager::Standalone { .. } => 1,
+            ReplicaManager::Clustered(_) => factor.min(2),
+        }
+    }
+
     /// Whether an append's acknowledgement is already its commit: the leader is the only
     /// replica (standalone), so no produce waits for followers whatever its `acks`.
     pub fn append_is_commit(&self) -> bool {

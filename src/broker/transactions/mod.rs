@@ -35,6 +35,7 @@ pub mod partitions;
 pub mod registry;
 pub mod state;
 pub mod store;
+pub mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,7 @@ pub use state::{
     MAX_PRODUCER_EPOCH,
 };
 pub use store::{TransactionStore, MAX_TRANSACTIONAL_ID_BYTES};
+pub use writer::{OffsetsRefusal, TransactionWrite, WriteRefusal};
 
 /// The lease holder the transaction coordinator holds a partition's lease as, while any open
 /// transaction includes the partition (shown to native clients in "lease held" errors): the

@@ -88,6 +88,10 @@ pub struct TransactionParts {
     pub producer_ids: ProducerIdSource,
     /// The consumer groups whose positions transactions commit.
     pub groups: GroupService,
+    /// The leader rule a transactional write at a cluster partition's leader follows.
+    pub reads: crate::broker::reads::ReadPath,
+    /// The lease table a cluster leader's transactional writes find the transactions' lease in.
+    pub leases: Arc<dyn crate::lease::LeaseAuthority>,
 }
 
 /// A standalone broker's partitions: leased and written through the broker's own lease

@@ -189,11 +189,7 @@ pub fn topic_configs_of(
     let factor = u16::try_from(state.replicas.len())
         .unwrap_or(u16::MAX)
         .max(1);
-    let default_min_insync = if manager.is_cluster() {
-        factor.min(2)
-    } else {
-        1
-    };
+    let default_min_insync = manager.default_min_insync(factor);
     Ok(topic_configs(
         local.config(),
         state.min_insync.max(1),
@@ -204,13 +200,7 @@ pub fn topic_configs_of(
 /// The broker's configs: all read-only.
 pub fn broker_configs(service: &BrokerService) -> Vec<ConfigEntry> {
     let manager = service.replica_manager();
-    let cluster = manager.is_cluster();
-    let live = manager.brokers("").len().max(1) as u16;
-    let replication_factor = if cluster {
-        crate::broker::cluster::DEFAULT_REPLICATION_FACTOR_MAX.min(live)
-    } else {
-        1
-    };
+    let replication_factor = manager.default_replication_factor();
     let entry = |name, value: String, source, config_type, documentation| ConfigEntry {
         name,
         value,
@@ -235,7 +225,7 @@ pub fn broker_configs(service: &BrokerService) -> Vec<ConfigEntry> {
         entry("fencelog.max.topics", MAX_TOPICS.to_string(), D, Int, "most topics a broker holds"),
         entry(
             "fencelog.mode",
-            if cluster { "cluster" } else { "standalone" }.into(),
+            manager.mode_name().into(),
             S,
             Str,
             "standalone, or a member of a cluster coordinated by etcd (serve --etcd)",
@@ -247,7 +237,7 @@ pub fn broker_configs(service: &BrokerService) -> Vec<ConfigEntry> {
         entry("message.max.bytes", DEFAULT_MAX_BATCH_BYTES.to_string(), D, Int, "largest record batch a partition accepts"),
         entry(
             "min.insync.replicas",
-            if cluster { "2" } else { "1" }.into(),
+            manager.default_min_insync(u16::MAX).to_string(),
             D,
             Int,
             "min.insync.replicas of a topic created without it: min(2, its replication factor)",

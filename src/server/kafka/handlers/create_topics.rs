@@ -144,25 +144,10 @@ async fn create(
     let name = topic.name.0.as_str();
     validate_topic_name(name)
         .map_err(|error| Refusal::new(ResponseError::InvalidTopicException, error.to_string()))?;
-    let cluster = service.replica_manager().is_cluster();
-    let live = service.replica_manager().brokers("").len();
-    let factor = match topic.replication_factor {
-        -1 if cluster => {
-            crate::broker::cluster::DEFAULT_REPLICATION_FACTOR_MAX.min(live.max(1) as u16)
-        }
-        -1 => 1,
-        factor if factor >= 1 && (cluster || factor == 1) => factor as u16,
-        factor => {
-            return Err(Refusal::new(
-                ResponseError::InvalidReplicationFactor,
-                if cluster {
-                    format!("replication factor {factor} is not possible: use 1 or more (or -1 for the cluster default)")
-                } else {
-                    format!("replication factor {factor} is not possible: this fencelog broker runs standalone and keeps one copy (use 1 or -1, or start a cluster with --etcd)")
-                },
-            ))
-        }
-    };
+    let factor = service
+        .replica_manager()
+        .replication_factor(topic.replication_factor)
+        .map_err(|reason| Refusal::new(ResponseError::InvalidReplicationFactor, reason))?;
     if !topic.assignments.is_empty() {
         return Err(Refusal::new(
             ResponseError::InvalidReplicaAssignment,
@@ -187,17 +172,18 @@ async fn create(
     if let Some(invalid) = replication.invalid() {
         return Err(Refusal::new(ResponseError::InvalidConfig, invalid));
     }
-    if cluster && usize::from(factor) > live {
+    if let Some(reason) = service.replica_manager().unplaceable(factor) {
         return Err(Refusal::new(
             ResponseError::InvalidReplicationFactor,
-            format!("replication factor {factor} is above the {live} live brokers"),
+            reason,
         ));
     }
     let created = Created {
         partitions,
         replication_factor: factor,
         config,
-        min_insync: min_insync.unwrap_or(if cluster { factor.min(2) } else { 1 }),
+        min_insync: min_insync
+            .unwrap_or_else(|| service.replica_manager().default_min_insync(factor)),
     };
     let refused = |error: BrokerError| Refusal::new(kafka_error(&error), error.to_string());
     if validate_only {

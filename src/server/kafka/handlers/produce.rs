@@ -56,9 +56,8 @@ use kafka_protocol::ResponseError;
 use super::super::errors::{coordinator_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
-use tokio::sync::OwnedRwLockReadGuard;
 
-use crate::broker::transactions::{CoordinatorError, PeerError};
+use crate::broker::transactions::{CoordinatorError, PeerError, TransactionWrite, WriteRefusal};
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
 use crate::protocol::ErrorCode;
@@ -77,24 +76,8 @@ fn kafka_acks(acks: i16) -> Acks {
     }
 }
 
-/// How a transactional produce writes one partition: under the transactions' lease epoch, as
-/// the producer it was looked up for, and (standalone) holding the transaction's gate or (on a
-/// cluster) after the coordinator verified a transaction this partition has not seen open.
-struct TransactionWrite {
-    /// The transactions' lease epoch on the partition (the credential).
-    epoch: u64,
-    /// The producer id and epoch of the request's batches.
-    producer: (i64, i16),
-    /// Standalone: held until the appends are answered, so EndTxn's markers wait for them.
-    gate: Option<OwnedRwLockReadGuard<()>>,
-    /// On a cluster: the guard of the verification this leader recorded, to ask the
-    /// transactional id's coordinator about before the appends (`None`: the producer's
-    /// transaction is open here already).
-    verification: Option<u64>,
-}
-
-/// A transactional produce's write of one partition; `Ok(None)` for a request without a
-/// transactional id.
+/// A transactional produce's write of one partition, as the transaction coordinator answers
+/// it (`writer_for`); `Ok(None)` for a request without a transactional id.
 fn transaction_write(
     service: &Arc<BrokerService>,
     transactional_id: Option<&str>,
@@ -111,83 +94,35 @@ fn transaction_write(
             "this broker runs no transaction coordinator".into(),
         ));
     };
-    let Some(producer @ (producer_id, producer_epoch)) = records.and_then(first_batch_producer)
-    else {
+    let Some(producer) = records.and_then(first_batch_producer) else {
         return Err((
             ResponseError::CorruptMessage,
             "a transactional produce needs a record batch with its producer id and epoch".into(),
         ));
     };
-    if coordinator.is_replicated() {
-        return cluster_transaction_write(service, producer, topic, partition).map(Some);
-    }
-    match coordinator.produce_epoch(
-        transactional_id,
-        producer_id,
-        producer_epoch,
-        topic,
-        partition,
-    ) {
-        Ok((epoch, gate)) => Ok(Some(TransactionWrite {
-            epoch,
-            producer,
-            gate: Some(gate),
-            verification: None,
-        })),
-        // A fenced producer on Produce is INVALID_PRODUCER_EPOCH in every version.
-        Err(refused) => Err((
-            coordinator_error(
-                &CoordinatorError::Refused(refused.clone()),
-                ResponseError::InvalidProducerEpoch,
-            ),
-            refused.to_string(),
-        )),
-    }
-}
-
-/// A transactional write at a cluster partition's leader (docs/kafka.md, "Transactions on a
-/// cluster", step 3): under the epoch of the transactions' live lease in this leader's own
-/// lease table (the coordinators hold it here), and, unless the producer's transaction is open
-/// on the partition already, after a verification recorded now, before the question.
-fn cluster_transaction_write(
-    service: &Arc<BrokerService>,
-    producer: (i64, i16),
-    topic: &str,
-    partition: i32,
-) -> Result<TransactionWrite, (ResponseError, String)> {
-    let broker_error = |error: BrokerError| (kafka_error(&error), error.to_string());
     let index = u32::try_from(partition).map_err(|_| {
         (
             ResponseError::UnknownTopicOrPartition,
             format!("no partition {partition}"),
         )
     })?;
-    service
-        .replica_manager()
-        .require_leader(topic, index)
-        .map_err(broker_error)?;
-    let epoch = match service.leases().authority().lookup(topic, index) {
-        Some(lease) if lease.holder == crate::lease::SHARED_HOLDER => lease.epoch,
+    match coordinator.writer_for(transactional_id, producer, topic, index) {
+        Ok(write) => Ok(Some(write)),
+        // A fenced producer on Produce is INVALID_PRODUCER_EPOCH in every version.
+        Err(WriteRefusal::Refused(refused)) => Err((
+            coordinator_error(
+                &CoordinatorError::Refused(refused.clone()),
+                ResponseError::InvalidProducerEpoch,
+            ),
+            refused.to_string(),
+        )),
+        Err(WriteRefusal::Broker(error)) => Err((kafka_error(&error), error.to_string())),
         // Retriable: the transaction's coordinator leases the partition again, or the
         // transaction times out.
-        _ => {
-            tracing::info!(%topic, partition, "a transactional produce without the transactions' lease here");
-            return Err((
-                ResponseError::NotEnoughReplicas,
-                format!("{topic}-{partition}: the transactions' lease is not held here now; the transaction's coordinator takes it again shortly (retry), or the transaction times out"),
-            ));
+        Err(refused @ WriteRefusal::NotLeased { .. }) => {
+            Err((ResponseError::NotEnoughReplicas, refused.to_string()))
         }
-    };
-    let target = service
-        .broker()
-        .partition(topic, index)
-        .map_err(broker_error)?;
-    Ok(TransactionWrite {
-        epoch,
-        producer,
-        gate: None,
-        verification: target.begin_verification(producer.0, producer.1),
-    })
+    }
 }
 
 /// The coordinator's answer to a leader's verification, as this leader answers the produce:

@@ -27,7 +27,7 @@ use kafka_protocol::ResponseError;
 use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::offset_commit::check_member;
-use crate::broker::transactions::{PeerError, PendingOffset};
+use crate::broker::transactions::{OffsetsRefusal, PeerError, PendingOffset};
 use crate::broker::BrokerService;
 use crate::protocol::ErrorCode;
 
@@ -90,28 +90,19 @@ pub async fn handle(
             let id = request.transactional_id.as_str();
             let (producer_id, producer_epoch) = (request.producer_id.0, request.producer_epoch);
             let group = request.group_id.as_str();
-            if coordinator.is_replicated() {
-                // The transactional id's coordinator may be another broker: hand them over.
-                match coordinator
-                    .hand_over_offsets(id, producer_id, producer_epoch, group, offsets)
-                    .await
-                {
-                    None | Some(Ok(())) => 0,
-                    Some(Err(error)) => {
-                        tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused by the transaction's coordinator");
-                        handed_over_refused(&error, version)
-                    }
+            match coordinator
+                .txn_offset_commit(id, (producer_id, producer_epoch), group, offsets)
+                .await
+            {
+                Ok(()) => 0,
+                // The transactional id's coordinator may be another broker (on a cluster).
+                Err(OffsetsRefusal::Elsewhere(error)) => {
+                    tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused by the transaction's coordinator");
+                    handed_over_refused(&error, version)
                 }
-            } else {
-                match coordinator
-                    .commit_offsets(id, producer_id, producer_epoch, group, offsets)
-                    .await
-                {
-                    Ok(()) => 0,
-                    Err(error) => {
-                        tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused");
-                        coordinator_error(&error, fenced_code(version, 3)).code()
-                    }
+                Err(OffsetsRefusal::Here(error)) => {
+                    tracing::info!(transactional_id = %id, %error, "TxnOffsetCommit refused");
+                    coordinator_error(&error, fenced_code(version, 3)).code()
                 }
             }
         }
