@@ -82,27 +82,32 @@ impl ReadPath {
         self.broker.partition(topic, partition)
     }
 
-    /// The one long poll: looks at `target` with `look` until it has an answer, or the
-    /// partition's high watermark stops moving for `max_wait`, or the broker begins to stop;
-    /// then looks once more and answers with what there is.
+    /// The one long poll: looks at `targets` with `look` until it has an answer, or none of
+    /// their high watermarks moves for `max_wait`, or the broker begins to stop; then looks
+    /// once more and answers with what there is.
     async fn long_poll<T>(
         &self,
-        target: &Partition,
+        targets: &[&Partition],
         max_wait: Duration,
         mut look: impl FnMut() -> Result<Look<T>, BrokerError>,
     ) -> Result<T, BrokerError> {
         // Subscribed before the first look, so a change between the look and the wait is seen.
-        let mut changes = target.subscribe();
+        let mut changes: Vec<_> = targets.iter().map(|target| target.subscribe()).collect();
         let deadline = tokio::time::Instant::now() + max_wait;
         loop {
             if let Look::Ready(answer) = look()? {
                 return Ok(answer);
             }
+            let changed = futures::future::select_all(
+                changes
+                    .iter_mut()
+                    .map(|changes| Box::pin(changes.changed())),
+            );
             let changed = tokio::select! {
-                changed = tokio::time::timeout_at(deadline, changes.changed()) => changed,
+                changed = tokio::time::timeout_at(deadline, changed) => changed,
                 () = self.shutdown.stopped() => break,
             };
-            if !matches!(changed, Ok(Ok(()))) {
+            if !matches!(changed, Ok((Ok(()), _, _))) {
                 break;
             }
         }
@@ -111,13 +116,50 @@ impl ReadPath {
         }
     }
 
+    /// Waits until the partitions of `wanted` (topic, partition, offset, most bytes of each)
+    /// hold at least `min_bytes` visible bytes from their offsets together, or `max_wait`
+    /// passes (Kafka's Fetch `min_bytes` and `max_wait_ms`): the same long poll as every read,
+    /// over several partitions. Returns at once when a partition cannot be read here (not its
+    /// leader, unknown): the answer that follows tells why.
+    pub async fn wait_for_bytes(
+        &self,
+        wanted: &[(&str, u32, u64, usize)],
+        min_bytes: usize,
+        max_wait: Duration,
+    ) {
+        let mut targets = Vec::with_capacity(wanted.len());
+        for &(topic, partition, offset, max_bytes) in wanted {
+            let Ok(target) = self.leader_partition(topic, partition) else {
+                return;
+            };
+            targets.push((target, offset, max_bytes.max(1)));
+        }
+        if targets.is_empty() {
+            return;
+        }
+        let partitions: Vec<&Partition> = targets.iter().map(|(target, ..)| &**target).collect();
+        let _ = self
+            .long_poll(&partitions, max_wait, || {
+                let mut available = 0usize;
+                for (target, offset, max_bytes) in &targets {
+                    let read = target.read(*offset, *max_bytes)?;
+                    available += read.batches.iter().map(Bytes::len).sum::<usize>();
+                }
+                Ok(match available >= min_bytes {
+                    true => Look::Ready(()),
+                    false => Look::NotYet(()),
+                })
+            })
+            .await;
+    }
+
     /// Reads from `offset`; when nothing there is visible yet, waits (long poll) until the high
     /// watermark moves past it or `max_wait` passes, then answers with what there is. What it
     /// returns is counted as fetched.
     pub async fn fetch(&self, request: FetchRequest) -> Result<ReadResult, BrokerError> {
         let target = self.leader_partition(&request.topic, request.partition)?;
         let result = self
-            .long_poll(&target, request.max_wait, || {
+            .long_poll(&[&target], request.max_wait, || {
                 let result = target.read(request.offset, request.max_bytes)?;
                 Ok(
                     match !result.batches.is_empty() || request.offset < result.high_watermark {
@@ -142,7 +184,7 @@ impl ReadPath {
     ) -> Result<(ReadResult, CommittedRead), BrokerError> {
         let target = self.leader_partition(&request.topic, request.partition)?;
         let (mut read, batches, committed) = self
-            .long_poll(&target, request.max_wait, || {
+            .long_poll(&[&target], request.max_wait, || {
                 let last_stable = target.last_stable_offset();
                 let mut read = target.read(request.offset, request.max_bytes)?;
                 let aborted = target.aborted_transactions(request.offset, last_stable);

@@ -375,8 +375,7 @@ async fn wait_for_bytes(
     min_bytes: usize,
     max_wait: Duration,
 ) {
-    let deadline = tokio::time::Instant::now() + max_wait;
-    let mut targets = Vec::with_capacity(wanted.len());
+    let mut partitions = Vec::with_capacity(wanted.len());
     for want in wanted {
         let (Ok(partition), Ok(offset)) =
             (u32::try_from(want.partition), u64::try_from(want.offset))
@@ -384,44 +383,10 @@ async fn wait_for_bytes(
             return;
         };
         let topic = names[want.topic].0.as_str();
-        if service
-            .replica_manager()
-            .require_leader(topic, partition)
-            .is_err()
-        {
-            return;
-        }
-        let Ok(target) = service.broker().partition(topic, partition) else {
-            return;
-        };
-        let changes = target.subscribe();
-        targets.push((target, offset, want.max_bytes.max(1), changes));
+        partitions.push((topic, partition, offset, want.max_bytes.max(1)));
     }
-    if targets.is_empty() {
-        return;
-    }
-    loop {
-        let mut available = 0usize;
-        for (target, offset, max_bytes, _) in &targets {
-            match target.read(*offset, *max_bytes) {
-                Ok(read) => {
-                    available += read.batches.iter().map(|batch| batch.len()).sum::<usize>()
-                }
-                Err(_) => return,
-            }
-        }
-        if available >= min_bytes {
-            return;
-        }
-        let changed = futures::future::select_all(
-            targets
-                .iter_mut()
-                .map(|(_, _, _, changes)| Box::pin(changes.changed())),
-        );
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return,
-            () = service.shutting_down() => return,
-            (result, _, _) = changed => if result.is_err() { return },
-        }
-    }
+    service
+        .reads()
+        .wait_for_bytes(&partitions, min_bytes, max_wait)
+        .await;
 }
