@@ -556,3 +556,70 @@ async fn a_follower_behind_the_leader_log_start_starts_over_there_and_rejoins_th
     };
     assert_eq!(values, written[15..].to_vec());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_read_at_a_follower_is_refused_with_not_leader() {
+    // Proves: every read of the read path goes through its one leader rule, the timestamp
+    // reads included (a ListOffsets by timestamp sent to a follower once answered from the
+    // follower's own copy): a follower holding the records answers each with NOT_LEADER, and the
+    // leader answers them.
+    let mut cluster = cluster(3).await;
+    let nodes = cluster.nodes_mut();
+    let client = client_of(nodes).await;
+    create_rf3(&client, "timed", 1).await;
+    let (leader, _) = leader_of(&client, "timed", 0).await;
+    let lease = client
+        .acquire_lease("timed", 0, "writer", Duration::from_secs(30))
+        .await
+        .expect("lease");
+    produce_all(&client, "timed", lease.epoch, "r", 3).await;
+    let follower = nodes.iter().find(|n| n.id() != leader).expect("a follower");
+    let reads = follower.service().reads();
+    let not_leader = |what: &str, refused: Result<(), fencelog::broker::BrokerError>| {
+        assert!(
+            matches!(
+                refused,
+                Err(fencelog::broker::BrokerError::Cluster(
+                    fencelog::broker::cluster::ClusterError::NotLeader { .. }
+                ))
+            ),
+            "a follower must refuse {what} with NOT_LEADER, got {refused:?}"
+        );
+    };
+    not_leader("ListOffsets", reads.list_offsets("timed", 0).map(drop));
+    not_leader(
+        "an offset by timestamp",
+        reads.offset_for_timestamp("timed", 0, 0).map(drop),
+    );
+    not_leader(
+        "a record by timestamp",
+        reads.record_for_timestamp("timed", 0, 0).map(drop),
+    );
+    not_leader(
+        "the record of the max timestamp",
+        reads.record_of_max_timestamp("timed", 0).map(drop),
+    );
+    not_leader(
+        "the last stable offset",
+        reads.last_stable_offset("timed", 0).map(drop),
+    );
+    not_leader(
+        "the producers",
+        reads.active_producers("timed", 0).map(drop),
+    );
+    not_leader(
+        "the aborted transactions",
+        reads.aborted_transactions("timed", 0, 0, 3).map(drop),
+    );
+    not_leader(
+        "the open transactions",
+        reads.open_transactions("timed", 0).map(drop),
+    );
+    let leader_node = nodes.iter().find(|n| n.id() == leader).expect("the leader");
+    let found = leader_node
+        .service()
+        .reads()
+        .offset_for_timestamp("timed", 0, 0)
+        .expect("the leader answers");
+    assert_eq!(found, Some(0));
+}
