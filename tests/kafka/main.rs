@@ -10,6 +10,7 @@ mod support;
 
 mod acl;
 mod kafka_acls;
+mod kafka_api_versions;
 mod kafka_client_scenarios;
 mod kafka_clients;
 mod kafka_configs;
@@ -23,6 +24,8 @@ mod kafka_kcat;
 mod kafka_kip848;
 mod kafka_partitions;
 mod kafka_protocol;
+mod kafka_protocol_admin;
+mod kafka_protocol_records;
 mod kafka_records;
 mod kafka_transaction_clients;
 mod kafka_transaction_protocol;

@@ -5,7 +5,8 @@
 //! `i32`-size-prefixed) under [`KafkaConfig::max_frame_bytes`], keeps responses in request
 //! order and applies the server's limits; this module decodes a frame ([`request`]), dispatches
 //! it to the API's handler ([`handlers`]) and encodes the response ([`response`]). What it
-//! advertises is the one table in [`versions`].
+//! advertises and serves is the one list of handlers, [`handlers::HANDLERS`], where each API
+//! declares its versions, ACL rule and refusal answer beside its handler.
 //!
 //! A frame it cannot answer (unknown API, unsupported version other than ApiVersions',
 //! malformed header or body) closes the connection after a log line, as Kafka's broker does:
@@ -20,9 +21,11 @@
 //! * [`batches`]: Kafka record batches v2 ⇄ native batches (bounded decompression), apart from
 //!   any framing, so the bench and the fuzz targets use it without a listener.
 //! * [`config`]: advertised address, cluster id, frame limit (the node id is the broker's).
-//! * [`versions`]: the APIs and versions implemented.
+//! * [`versions`]: the APIs and versions implemented (a view of the handler list).
 //! * [`request`], [`response`]: framing of headers and bodies.
-//! * [`handlers`]: one file per API.
+//! * [`handlers`]: one file per API, and the list of them.
+//! * [`authorization`]: what the APIs' ACL rules share.
+//! * [`sasl`]: SASL authentication state and the gate before it.
 //! * [`errors`]: broker errors as Kafka error codes.
 //! * [`topic_id`]: topic UUIDs derived from names.
 
@@ -214,7 +217,7 @@ impl Protocol for KafkaProtocol {
                     correlation_id = request.header.correlation_id,
                     "Kafka request"
                 );
-                handlers::start(service, &self.config, session, *request)
+                handlers::start(service, &self.config, session, request)
             }
             Ok(request::Decoded::UnsupportedApiVersions {
                 correlation_id,

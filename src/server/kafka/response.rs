@@ -3,20 +3,7 @@
 //! does not know our versions yet can read it), then the body in the request's version.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{
-    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse, ApiKey,
-    ApiVersionsResponse, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
-    CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse,
-    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTransactionsResponse,
-    EndTxnResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListGroupsResponse, ListOffsetsResponse, ListTransactionsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
-    ProduceResponse, ResponseHeader, SaslAuthenticateResponse, SaslHandshakeResponse,
-    SyncGroupResponse, TxnOffsetCommitResponse,
-};
+use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 
 use super::super::protocol::AfterEncode;
@@ -36,11 +23,14 @@ pub struct KafkaResponse {
     pub body: ResponseBody,
 }
 
-/// The body of a response of an implemented API.
+/// The body of a response: any API's response message, or one of the two bodies that are
+/// written differently (Fetch's, whose record buffers may go out without a copy, and a raw
+/// SASL token). Not an enum of every API, so an API's file is the only place that names its
+/// response type.
 #[derive(Debug)]
 pub enum ResponseBody {
-    /// Produce (0).
-    Produce(ProduceResponse),
+    /// An API's response message, encoded by the codec in the response's version.
+    Message(Box<dyn ResponseMessage>),
     /// Fetch (1), with the memory-budget share its record buffers hold until it is encoded,
     /// and the records of partitions that are several buffers.
     Fetch(
@@ -48,140 +38,43 @@ pub enum ResponseBody {
         Option<Reservation>,
         super::fetch_encoding::RecordParts,
     ),
-    /// ApiVersions (18).
-    ApiVersions(ApiVersionsResponse),
-    /// Metadata (3).
-    Metadata(MetadataResponse),
-    /// ListOffsets (2).
-    ListOffsets(ListOffsetsResponse),
-    /// CreateTopics (19).
-    CreateTopics(CreateTopicsResponse),
-    /// DeleteTopics (20).
-    DeleteTopics(DeleteTopicsResponse),
-    /// DeleteRecords (21).
-    DeleteRecords(DeleteRecordsResponse),
-    /// InitProducerId (22).
-    InitProducerId(InitProducerIdResponse),
-    /// OffsetCommit (8).
-    OffsetCommit(OffsetCommitResponse),
-    /// OffsetFetch (9).
-    OffsetFetch(OffsetFetchResponse),
-    /// OffsetForLeaderEpoch (23).
-    OffsetForLeaderEpoch(OffsetForLeaderEpochResponse),
-    /// FindCoordinator (10).
-    FindCoordinator(FindCoordinatorResponse),
-    /// JoinGroup (11).
-    JoinGroup(JoinGroupResponse),
-    /// Heartbeat (12).
-    Heartbeat(HeartbeatResponse),
-    /// LeaveGroup (13).
-    LeaveGroup(LeaveGroupResponse),
-    /// SyncGroup (14).
-    SyncGroup(SyncGroupResponse),
-    /// DescribeGroups (15).
-    DescribeGroups(DescribeGroupsResponse),
-    /// ListGroups (16).
-    ListGroups(ListGroupsResponse),
-    /// SaslHandshake (17).
-    SaslHandshake(SaslHandshakeResponse),
-    /// SaslAuthenticate (36).
-    SaslAuthenticate(SaslAuthenticateResponse),
-    /// DeleteGroups (42).
-    DeleteGroups(DeleteGroupsResponse),
-    /// OffsetDelete (47).
-    OffsetDelete(OffsetDeleteResponse),
-    /// DescribeCluster (60).
-    DescribeCluster(DescribeClusterResponse),
-    /// ListTransactions (66).
-    ListTransactions(ListTransactionsResponse),
-    /// DescribeConfigs (32).
-    DescribeConfigs(DescribeConfigsResponse),
-    /// AlterConfigs (33).
-    AlterConfigs(AlterConfigsResponse),
-    /// IncrementalAlterConfigs (44).
-    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
-    /// DescribeAcls (29).
-    DescribeAcls(DescribeAclsResponse),
-    /// CreateAcls (30).
-    CreateAcls(CreateAclsResponse),
-    /// DeleteAcls (31).
-    DeleteAcls(DeleteAclsResponse),
-    /// DescribeLogDirs (35).
-    DescribeLogDirs(DescribeLogDirsResponse),
-    /// DescribeProducers (61).
-    DescribeProducers(DescribeProducersResponse),
-    /// ConsumerGroupHeartbeat (68).
-    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
-    /// ConsumerGroupDescribe (69).
-    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
-    /// CreatePartitions (37).
-    CreatePartitions(CreatePartitionsResponse),
-    /// AddPartitionsToTxn (24).
-    AddPartitionsToTxn(AddPartitionsToTxnResponse),
-    /// AddOffsetsToTxn (25).
-    AddOffsetsToTxn(AddOffsetsToTxnResponse),
-    /// EndTxn (26).
-    EndTxn(EndTxnResponse),
-    /// TxnOffsetCommit (28).
-    TxnOffsetCommit(TxnOffsetCommitResponse),
-    /// DescribeTransactions (65).
-    DescribeTransactions(DescribeTransactionsResponse),
     /// A raw SASL token after SaslHandshake v0: written after the size prefix as is, with no
     /// response header (the client reads it as the SASL mechanism's bytes).
     RawSaslToken(Bytes),
 }
 
 impl ResponseBody {
+    /// The body of `message`, any API's response message.
+    pub fn message(message: impl ResponseMessage + 'static) -> Self {
+        Self::Message(Box::new(message))
+    }
+
     fn encode(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
         let encoded = match self {
-            Self::Produce(body) => body.encode(out, version),
+            Self::Message(body) => return body.encode_message(out, version),
             Self::Fetch(body, _, split) if split.is_empty() => body.encode(out, version),
             Self::Fetch(body, _, split) => split.joined(body).encode(out, version),
-            Self::ApiVersions(body) => body.encode(out, version),
-            Self::Metadata(body) => body.encode(out, version),
-            Self::ListOffsets(body) => body.encode(out, version),
-            Self::CreateTopics(body) => body.encode(out, version),
-            Self::DeleteTopics(body) => body.encode(out, version),
-            Self::DeleteRecords(body) => body.encode(out, version),
-            Self::InitProducerId(body) => body.encode(out, version),
-            Self::OffsetCommit(body) => body.encode(out, version),
-            Self::OffsetFetch(body) => body.encode(out, version),
-            Self::OffsetForLeaderEpoch(body) => body.encode(out, version),
-            Self::FindCoordinator(body) => body.encode(out, version),
-            Self::JoinGroup(body) => body.encode(out, version),
-            Self::Heartbeat(body) => body.encode(out, version),
-            Self::LeaveGroup(body) => body.encode(out, version),
-            Self::SyncGroup(body) => body.encode(out, version),
-            Self::DescribeGroups(body) => body.encode(out, version),
-            Self::ListGroups(body) => body.encode(out, version),
-            Self::SaslHandshake(body) => body.encode(out, version),
-            Self::SaslAuthenticate(body) => body.encode(out, version),
-            Self::DeleteGroups(body) => body.encode(out, version),
-            Self::OffsetDelete(body) => body.encode(out, version),
-            Self::DescribeCluster(body) => body.encode(out, version),
-            Self::ListTransactions(body) => body.encode(out, version),
-            Self::DescribeConfigs(body) => body.encode(out, version),
-            Self::AlterConfigs(body) => body.encode(out, version),
-            Self::IncrementalAlterConfigs(body) => body.encode(out, version),
-            Self::DescribeAcls(body) => body.encode(out, version),
-            Self::CreateAcls(body) => body.encode(out, version),
-            Self::DeleteAcls(body) => body.encode(out, version),
-            Self::DescribeLogDirs(body) => body.encode(out, version),
-            Self::DescribeProducers(body) => body.encode(out, version),
-            Self::ConsumerGroupHeartbeat(body) => body.encode(out, version),
-            Self::ConsumerGroupDescribe(body) => body.encode(out, version),
-            Self::CreatePartitions(body) => body.encode(out, version),
-            Self::AddPartitionsToTxn(body) => body.encode(out, version),
-            Self::AddOffsetsToTxn(body) => body.encode(out, version),
-            Self::EndTxn(body) => body.encode(out, version),
-            Self::TxnOffsetCommit(body) => body.encode(out, version),
-            Self::DescribeTransactions(body) => body.encode(out, version),
             Self::RawSaslToken(token) => {
                 out.put_slice(token);
                 Ok(())
             }
         };
         encoded.map_err(|error| format!("{error:#}"))
+    }
+}
+
+/// A response message the codec encodes: the one method of `Encodable` a response needs, in a
+/// form a `Box<dyn _>` can hold (the codec's is generic over the buffer).
+pub trait ResponseMessage: std::fmt::Debug + Send {
+    /// Appends the message in `version` to `out`, or says why it cannot (the codec's
+    /// complaint, formatted).
+    fn encode_message(&self, out: &mut BytesMut, version: i16) -> Result<(), String>;
+}
+
+impl<T: Encodable + std::fmt::Debug + Send> ResponseMessage for T {
+    fn encode_message(&self, out: &mut BytesMut, version: i16) -> Result<(), String> {
+        self.encode(out, version)
+            .map_err(|error| format!("{error:#}"))
     }
 }
 

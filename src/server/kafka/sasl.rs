@@ -22,15 +22,10 @@
 //!   behaviour: the broker does not read non-SASL requests before authentication).
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
-};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::ResponseError;
+use kafka_protocol::messages::ApiKey;
 
 use super::response::{KafkaResponse, ResponseBody};
-use crate::auth::{AuthenticationError, ConnectionAuthentication, MECHANISM};
+use crate::auth::ConnectionAuthentication;
 use crate::server::protocol::Started;
 
 /// The largest raw SASL token frame (after SaslHandshake v0) the listener reads: SCRAM messages
@@ -65,19 +60,28 @@ impl SaslSession {
     pub fn expects_raw_token(&self) -> bool {
         self.raw_tokens
     }
+
+    /// Whether a SaslHandshake v1 chose the mechanism, so SaslAuthenticate may carry tokens.
+    pub fn handshaken(&self) -> bool {
+        self.handshaken
+    }
+
+    /// Records the mechanism chosen by a SaslHandshake: of `version` 0, the next frames are
+    /// raw tokens; of version 1, SaslAuthenticate requests carry them.
+    pub fn chose_mechanism(&mut self, version: i16) {
+        if version == 0 {
+            self.raw_tokens = true;
+        } else {
+            self.handshaken = true;
+        }
+    }
 }
 
-/// Whether a request of `api_key` may be answered before authentication.
-pub fn allowed_before_authentication(api_key: ApiKey) -> bool {
-    matches!(
-        api_key,
-        ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-    )
-}
-
-/// Closes the connection if it must authenticate first and `api_key` is not a SASL step.
+/// Closes the connection if it must authenticate first: called for every request but those
+/// of the APIs that declare they run before authentication (the SASL steps and ApiVersions:
+/// `KafkaApi::BEFORE_AUTHENTICATION`).
 pub fn gate(session: &SaslSession, api_key: ApiKey) -> Option<Started<KafkaResponse>> {
-    if session.authentication.is_required() && !allowed_before_authentication(api_key) {
+    if session.authentication.is_required() {
         tracing::info!(
             ?api_key,
             "Kafka request before SASL authentication on a server with --auth; closing connection"
@@ -88,95 +92,6 @@ pub fn gate(session: &SaslSession, api_key: ApiKey) -> Option<Started<KafkaRespo
         });
     }
     None
-}
-
-/// Answers SaslHandshake: after v1 the tokens come in SaslAuthenticate requests, after v0 as
-/// raw frames ([`raw_token`]).
-pub fn handshake(
-    session: &mut SaslSession,
-    correlation_id: i32,
-    version: i16,
-    request: &SaslHandshakeRequest,
-) -> Started<KafkaResponse> {
-    let error = match session
-        .authentication
-        .check_mechanism(request.mechanism.as_str())
-    {
-        Ok(()) => {
-            if version == 0 {
-                session.raw_tokens = true;
-            } else {
-                session.handshaken = true;
-            }
-            None
-        }
-        Err(AuthenticationError::UnsupportedMechanism(_)) => {
-            Some(ResponseError::UnsupportedSaslMechanism)
-        }
-        Err(_) => Some(ResponseError::IllegalSaslState),
-    };
-    let body = SaslHandshakeResponse::default()
-        .with_error_code(error.map_or(0, |error| error.code()))
-        .with_mechanisms(vec![StrBytes::from_static_str(MECHANISM)]);
-    Started::ready(KafkaResponse {
-        correlation_id,
-        api_key: ApiKey::SaslHandshake,
-        api_version: version,
-        body: ResponseBody::SaslHandshake(body),
-    })
-}
-
-/// Answers SaslAuthenticate: the first carries the client-first message, the second the
-/// client-final one. A failure is answered and the connection closed.
-pub fn authenticate(
-    session: &mut SaslSession,
-    correlation_id: i32,
-    version: i16,
-    request: &SaslAuthenticateRequest,
-) -> Started<KafkaResponse> {
-    let authentication = &mut session.authentication;
-    let result = if !authentication.is_enabled() || !session.handshaken {
-        Err(AuthenticationError::NotStarted)
-    } else if authentication.in_exchange() {
-        authentication.finish(&request.auth_bytes)
-    } else {
-        authentication.start(&request.auth_bytes)
-    };
-    let (body, close) = match result {
-        Ok(message) => (
-            SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(message)),
-            false,
-        ),
-        Err(error) => {
-            let code = if error.is_state_error() {
-                ResponseError::IllegalSaslState
-            } else {
-                ResponseError::SaslAuthenticationFailed
-            };
-            let message = if authentication.is_enabled() || !error.is_state_error() {
-                error.to_string()
-            } else {
-                AuthenticationError::NotEnabled.to_string()
-            };
-            (
-                SaslAuthenticateResponse::default()
-                    .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
-                // Kafka closes after a failed authentication; a server without --auth keeps
-                // the connection (nothing is at stake).
-                authentication.is_enabled(),
-            )
-        }
-    };
-    Started {
-        close,
-        ..Started::ready(KafkaResponse {
-            correlation_id,
-            api_key: ApiKey::SaslAuthenticate,
-            api_version: version,
-            body: ResponseBody::SaslAuthenticate(body),
-        })
-    }
 }
 
 /// Answers one raw SASL token frame after SaslHandshake v0: the client-first message gets the

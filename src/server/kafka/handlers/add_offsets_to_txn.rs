@@ -13,7 +13,45 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{coordinator_error, fenced_code};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// AddOffsetsToTxn as the listener serves it.
+pub struct AddOffsetsToTxn;
+
+impl KafkaApi for AddOffsetsToTxn {
+    type Request = AddOffsetsToTxnRequest;
+    const KEY: ApiKey = ApiKey::AddOffsetsToTxn;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
+
+    /// `produce` on some topic (fencelog has no transactional-id ACLs).
+    fn authorize(access: &Access, _request: &AddOffsetsToTxnRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Produce)
+    }
+
+    /// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
+    fn refuse(
+        _refusal: &AclRefusal<'_>,
+        _request: &AddOffsetsToTxnRequest,
+    ) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            AddOffsetsToTxnResponse::default()
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: AddOffsetsToTxnRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Answers an AddOffsetsToTxn request.
 pub async fn handle(
@@ -44,8 +82,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::AddOffsetsToTxn,
         api_version: version,
-        body: ResponseBody::AddOffsetsToTxn(
-            AddOffsetsToTxnResponse::default().with_error_code(code),
-        ),
+        body: ResponseBody::message(AddOffsetsToTxnResponse::default().with_error_code(code)),
     }
 }

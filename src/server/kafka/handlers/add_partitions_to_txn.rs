@@ -27,9 +27,61 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::{coordinator_error, fenced_code};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// AddPartitionsToTxn as the listener serves it.
+pub struct AddPartitionsToTxn;
+
+impl KafkaApi for AddPartitionsToTxn {
+    type Request = AddPartitionsToTxnRequest;
+    const KEY: ApiKey = ApiKey::AddPartitionsToTxn;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
+
+    /// `produce` on every topic added (v0..=3's and every transaction's of v4).
+    fn authorize(
+        access: &Access,
+        request: &AddPartitionsToTxnRequest,
+    ) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Produce,
+            request
+                .v3_and_below_topics
+                .iter()
+                .chain(
+                    request
+                        .transactions
+                        .iter()
+                        .flat_map(|transaction| transaction.topics.iter()),
+                )
+                .map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`.
+    fn refuse(
+        _refusal: &AclRefusal<'_>,
+        request: &AddPartitionsToTxnRequest,
+    ) -> Option<ResponseBody> {
+        Some(ResponseBody::message(refused(request, TOPIC_REFUSED)))
+    }
+
+    fn start(call: Call<'_>, request: AddPartitionsToTxnRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The first version that knows `PRODUCER_FENCED`.
 const FIRST_FENCED_VERSION: i16 = 2;
@@ -78,7 +130,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::AddPartitionsToTxn,
         api_version: version,
-        body: ResponseBody::AddPartitionsToTxn(body),
+        body: ResponseBody::message(body),
     }
 }
 

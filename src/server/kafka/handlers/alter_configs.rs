@@ -1,6 +1,7 @@
-//! AlterConfigs (key 33), v0..=2, and IncrementalAlterConfigs (key 44), v0..=1: change the
-//! topic settings that can change live (see [`super::super::configs`]), one resource after the
-//! other, each with its own outcome.
+//! AlterConfigs (key 33), v0..=2, and the alteration it shares with IncrementalAlterConfigs
+//! (key 44, [`super::incremental_alter_configs`]): change the topic settings that can change
+//! live (see [`super::super::configs`]), one resource after the other, each with its own
+//! outcome.
 //!
 //! What a Kafka client can observe:
 //! - Topic: `retention.ms`, `retention.bytes` and `segment.bytes` change without a restart,
@@ -23,8 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
-    AlterConfigsResponse, ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    alter_configs_response, AlterConfigsRequest, AlterConfigsResponse, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -35,19 +35,41 @@ use super::super::configs::{
 };
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use super::describe_configs::check_broker_name;
 use crate::auth::Access;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// AlterConfigs as the listener serves it: checked per resource by its handler.
+pub struct AlterConfigs;
+
+impl KafkaApi for AlterConfigs {
+    type Request = AlterConfigsRequest;
+    const KEY: ApiKey = ApiKey::AlterConfigs;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
+
+    fn start(call: Call<'_>, request: AlterConfigsRequest) -> Started<KafkaResponse> {
+        Started::later(handle_alter(
+            Arc::clone(call.service),
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// One resource of either request: type, name, and the changes asked for.
-struct Requested {
-    resource_type: i8,
-    name: String,
-    changes: Result<Vec<(String, Operation, Option<String>)>, Refusal>,
+pub(super) struct Requested {
+    pub(super) resource_type: i8,
+    pub(super) name: String,
+    pub(super) changes: Result<Vec<(String, Operation, Option<String>)>, Refusal>,
 }
 
 /// Runs each resource's change; the outcomes in request order.
-async fn alter_all(
+pub(super) async fn alter_all(
     service: &Arc<BrokerService>,
     access: &Access,
     resources: Vec<Requested>,
@@ -136,7 +158,7 @@ async fn alter(
     }
 }
 
-fn error_parts(outcome: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
+pub(super) fn error_parts(outcome: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
     match outcome {
         Ok(()) => (0, None),
         Err(refusal) => (
@@ -191,67 +213,6 @@ pub async fn handle_alter(
         correlation_id,
         api_key: ApiKey::AlterConfigs,
         api_version: version,
-        body: ResponseBody::AlterConfigs(AlterConfigsResponse::default().with_responses(responses)),
-    }
-}
-
-/// IncrementalAlterConfigs: changes only the keys named.
-pub async fn handle_incremental(
-    service: Arc<BrokerService>,
-    access: Access,
-    correlation_id: i32,
-    version: i16,
-    request: IncrementalAlterConfigsRequest,
-) -> KafkaResponse {
-    let requested = request
-        .resources
-        .iter()
-        .map(|resource| Requested {
-            resource_type: resource.resource_type,
-            name: resource.resource_name.to_string(),
-            changes: resource
-                .configs
-                .iter()
-                .map(|config| {
-                    let operation = Operation::from_code(config.config_operation).ok_or_else(|| {
-                        Refusal::new(
-                            ResponseError::InvalidRequest,
-                            format!(
-                                "config {}: operation {} is not SET (0), DELETE (1), APPEND (2) or SUBTRACT (3)",
-                                config.name.as_str(),
-                                config.config_operation
-                            ),
-                        )
-                    })?;
-                    Ok((
-                        config.name.to_string(),
-                        operation,
-                        config.value.as_ref().map(|value| value.to_string()),
-                    ))
-                })
-                .collect(),
-        })
-        .collect();
-    let outcomes = alter_all(&service, &access, requested, false, request.validate_only).await;
-    let responses = request
-        .resources
-        .iter()
-        .zip(outcomes)
-        .map(|(resource, outcome)| {
-            let (code, message) = error_parts(outcome);
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone())
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    KafkaResponse {
-        correlation_id,
-        api_key: ApiKey::IncrementalAlterConfigs,
-        api_version: version,
-        body: ResponseBody::IncrementalAlterConfigs(
-            IncrementalAlterConfigsResponse::default().with_responses(responses),
-        ),
+        body: ResponseBody::message(AlterConfigsResponse::default().with_responses(responses)),
     }
 }

@@ -1,5 +1,6 @@
-//! ApiVersions (key 18), v0..=4: the table of [`super::super::versions`], and the KIP-511
-//! fallback for a version we do not have.
+//! ApiVersions (key 18), v0..=4: the handler list ([`super::HANDLERS`]: each API's key and
+//! versions), and the KIP-511 fallback for a version we do not have. Answered before SASL
+//! authentication too, as Kafka does, so a client can learn the SASL versions.
 //!
 //! v3+ requests carry the client's software name and version; Kafka refuses names outside
 //! `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?` with `INVALID_REQUEST`, and so do we, so a
@@ -11,7 +12,24 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use super::super::response::{KafkaResponse, ResponseBody};
-use super::super::versions::SUPPORTED_APIS;
+use super::api::{Call, KafkaApi};
+use super::HANDLERS;
+use crate::server::protocol::Started;
+
+/// ApiVersions as the listener serves it: no ACL, open before authentication.
+pub struct ApiVersions;
+
+impl KafkaApi for ApiVersions {
+    type Request = ApiVersionsRequest;
+    const KEY: ApiKey = ApiKey::ApiVersions;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
+    const BEFORE_AUTHENTICATION: bool = true;
+
+    fn start(call: Call<'_>, request: ApiVersionsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(call.correlation_id, call.version, &request))
+    }
+}
 
 /// Longest client software name or version accepted (Kafka has no limit; this is generous).
 pub const MAX_CLIENT_SOFTWARE_BYTES: usize = 256;
@@ -41,13 +59,13 @@ pub fn unsupported(correlation_id: i32) -> KafkaResponse {
 }
 
 fn response(correlation_id: i32, version: i16, error_code: i16) -> KafkaResponse {
-    let api_keys = SUPPORTED_APIS
+    let api_keys = HANDLERS
         .iter()
-        .map(|api| {
+        .map(|handler| {
             ApiVersion::default()
-                .with_api_key(api.key as i16)
-                .with_min_version(api.min_version)
-                .with_max_version(api.max_version)
+                .with_api_key(handler.key as i16)
+                .with_min_version(handler.min_version)
+                .with_max_version(handler.max_version)
         })
         .collect();
     let body = ApiVersionsResponse::default()
@@ -57,7 +75,7 @@ fn response(correlation_id: i32, version: i16, error_code: i16) -> KafkaResponse
         correlation_id,
         api_key: ApiKey::ApiVersions,
         api_version: version,
-        body: ResponseBody::ApiVersions(body),
+        body: ResponseBody::message(body),
     }
 }
 

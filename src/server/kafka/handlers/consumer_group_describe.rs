@@ -21,11 +21,63 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::group_refused;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::{topic_id, topic_name};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::consumer_groups::Assignment;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// ConsumerGroupDescribe as the listener serves it.
+pub struct ConsumerGroupDescribe;
+
+impl KafkaApi for ConsumerGroupDescribe {
+    type Request = ConsumerGroupDescribeRequest;
+    const KEY: ApiKey = ApiKey::ConsumerGroupDescribe;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
+
+    /// `consume` on some topic (fencelog has no group ACLs).
+    fn authorize(
+        access: &Access,
+        _request: &ConsumerGroupDescribeRequest,
+    ) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// Every group `GROUP_AUTHORIZATION_FAILED` with the reason.
+    fn refuse(
+        refusal: &AclRefusal<'_>,
+        request: &ConsumerGroupDescribeRequest,
+    ) -> Option<ResponseBody> {
+        let message = refusal.message();
+        let groups = request
+            .group_ids
+            .iter()
+            .map(|group| {
+                DescribedGroup::default()
+                    .with_group_id(group.clone())
+                    .with_error_code(group_refused())
+                    .with_error_message(message.clone())
+            })
+            .collect();
+        Some(ResponseBody::message(
+            ConsumerGroupDescribeResponse::default().with_groups(groups),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: ConsumerGroupDescribeRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Kafka's "authorized operations not requested" value.
 const NOT_REQUESTED: i32 = i32::MIN;
@@ -104,9 +156,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::ConsumerGroupDescribe,
         api_version: version,
-        body: ResponseBody::ConsumerGroupDescribe(
-            ConsumerGroupDescribeResponse::default().with_groups(groups),
-        ),
+        body: ResponseBody::message(ConsumerGroupDescribeResponse::default().with_groups(groups)),
     }
 }
 

@@ -34,11 +34,71 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::super::authorization::{each, group_refused, TOPIC_REFUSED};
 use super::super::errors::{consumer_group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::topic_id;
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::consumer_groups::{Assignment, ConsumerGroupError, HeartbeatRequest};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// ConsumerGroupHeartbeat as the listener serves it.
+pub struct ConsumerGroupHeartbeat;
+
+impl KafkaApi for ConsumerGroupHeartbeat {
+    type Request = ConsumerGroupHeartbeatRequest;
+    const KEY: ApiKey = ApiKey::ConsumerGroupHeartbeat;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
+
+    /// `consume` on some topic (the group) and on every topic it subscribes to (Kafka's
+    /// DESCRIBE on the topics).
+    fn authorize(
+        access: &Access,
+        request: &ConsumerGroupHeartbeatRequest,
+    ) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)?;
+        each(
+            access,
+            Operation::Consume,
+            request
+                .subscribed_topic_names
+                .iter()
+                .flatten()
+                .map(|topic| topic.as_str()),
+        )
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED` without `consume` anywhere, else
+    /// `TOPIC_AUTHORIZATION_FAILED`; with the reason.
+    fn refuse(
+        refusal: &AclRefusal<'_>,
+        _request: &ConsumerGroupHeartbeatRequest,
+    ) -> Option<ResponseBody> {
+        let code = match refusal.access.check_somewhere(Operation::Consume) {
+            Err(_) => group_refused(),
+            Ok(()) => TOPIC_REFUSED,
+        };
+        Some(ResponseBody::message(
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_error_message(refusal.message()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: ConsumerGroupHeartbeatRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.session.client_id.clone().unwrap_or_default(),
+            call.session.peer,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The answer to a ConsumerGroupHeartbeat (immediate: it never waits, except on a cluster for
 /// the group's new coordinator to load the group).
@@ -55,7 +115,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::ConsumerGroupHeartbeat,
         api_version: version,
-        body: ResponseBody::ConsumerGroupHeartbeat(body),
+        body: ResponseBody::message(body),
     }
 }
 

@@ -23,7 +23,28 @@ use super::super::acl_mapping::{grant_of, Creation};
 use super::super::authorization::acl_api_security;
 use super::super::errors::acl_store_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::Access;
+use crate::server::protocol::Started;
+
+/// CreateAcls as the listener serves it: checked by its handler (a super user; see [`acl_api_security`]).
+pub struct CreateAcls;
+
+impl KafkaApi for CreateAcls {
+    type Request = CreateAclsRequest;
+    const KEY: ApiKey = ApiKey::CreateAcls;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
+
+    fn start(call: Call<'_>, request: CreateAclsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Most bindings one CreateAcls or DeleteAcls request may change (each is a durable write):
 /// the extra ones are refused with `INVALID_REQUEST`, the first ones still run.
@@ -46,7 +67,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::CreateAcls,
         api_version: version,
-        body: ResponseBody::CreateAcls(CreateAclsResponse::default().with_results(results)),
+        body: ResponseBody::message(CreateAclsResponse::default().with_results(results)),
     };
     let security = match acl_api_security(&access, true) {
         Ok(security) => security,

@@ -34,8 +34,30 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::{Access, Operation};
 use crate::broker::{validate_topic_name, BrokerError, BrokerService};
+use crate::server::protocol::Started;
+
+/// CreatePartitions as the listener serves it: checked per topic by its handler (`admin` on it, Kafka's ALTER).
+pub struct CreatePartitions;
+
+impl KafkaApi for CreatePartitions {
+    type Request = CreatePartitionsRequest;
+    const KEY: ApiKey = ApiKey::CreatePartitions;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
+
+    fn start(call: Call<'_>, request: CreatePartitionsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Grows the requested topics; the answer lists each name once, in request order.
 pub async fn handle(
@@ -76,9 +98,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::CreatePartitions,
         api_version: version,
-        body: ResponseBody::CreatePartitions(
-            CreatePartitionsResponse::default().with_results(results),
-        ),
+        body: ResponseBody::message(CreatePartitionsResponse::default().with_results(results)),
     }
 }
 

@@ -33,11 +33,64 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::topic_id;
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::{validate_topic_name, BrokerError, BrokerService, MAX_PARTITIONS_PER_TOPIC};
 use crate::domain::{Replication, TopicConfig};
+use crate::server::protocol::Started;
+
+/// CreateTopics as the listener serves it.
+pub struct CreateTopics;
+
+impl KafkaApi for CreateTopics {
+    type Request = CreateTopicsRequest;
+    const KEY: ApiKey = ApiKey::CreateTopics;
+    const MIN_VERSION: i16 = 2;
+    const MAX_VERSION: i16 = 7;
+
+    /// `create` on every topic named.
+    fn authorize(access: &Access, request: &CreateTopicsRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Create,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every topic `TOPIC_AUTHORIZATION_FAILED` with the reason, its partitions and
+    /// replication factor -1.
+    fn refuse(refusal: &AclRefusal<'_>, request: &CreateTopicsRequest) -> Option<ResponseBody> {
+        let message = refusal.message();
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                CreatableTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_error_code(TOPIC_REFUSED)
+                    .with_error_message(message.clone())
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+            })
+            .collect();
+        Some(ResponseBody::message(
+            CreateTopicsResponse::default().with_topics(topics),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: CreateTopicsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Partitions of a topic created with `num_partitions` -1 (Kafka's `num.partitions` default).
 pub const DEFAULT_KAFKA_PARTITIONS: u32 = 1;
@@ -85,7 +138,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::CreateTopics,
         api_version: version,
-        body: ResponseBody::CreateTopics(CreateTopicsResponse::default().with_topics(results)),
+        body: ResponseBody::message(CreateTopicsResponse::default().with_topics(results)),
     }
 }
 

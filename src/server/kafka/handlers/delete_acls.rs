@@ -31,8 +31,29 @@ use super::super::acl_mapping::{
 use super::super::authorization::acl_api_security;
 use super::super::errors::acl_store_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use super::create_acls::ACL_CHANGES_PER_REQUEST_MAX;
 use crate::auth::{Access, AclEntry, Operation, Security, TopicPattern};
+use crate::server::protocol::Started;
+
+/// DeleteAcls as the listener serves it: checked by its handler (a super user; see [`acl_api_security`]).
+pub struct DeleteAcls;
+
+impl KafkaApi for DeleteAcls {
+    type Request = DeleteAclsRequest;
+    const KEY: ApiKey = ApiKey::DeleteAcls;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
+
+    fn start(call: Call<'_>, request: DeleteAclsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 fn failed(code: i16, message: String) -> DeleteAclsFilterResult {
     DeleteAclsFilterResult::default()
@@ -101,7 +122,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DeleteAcls,
         api_version: version,
-        body: ResponseBody::DeleteAcls(DeleteAclsResponse::default().with_filter_results(results)),
+        body: ResponseBody::message(DeleteAclsResponse::default().with_filter_results(results)),
     };
     let refuse_all = |code: i16, message: String| {
         answer(

@@ -18,9 +18,54 @@ use std::sync::Arc;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
 
+use super::super::authorization::group_refused;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DeleteGroups as the listener serves it.
+pub struct DeleteGroups;
+
+impl KafkaApi for DeleteGroups {
+    type Request = DeleteGroupsRequest;
+    const KEY: ApiKey = ApiKey::DeleteGroups;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
+
+    /// `admin` on some topic: Kafka asks DELETE on the group; fencelog has no group ACLs, so
+    /// deleting a group is an admin's.
+    fn authorize(access: &Access, _request: &DeleteGroupsRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Admin)
+    }
+
+    /// Every group `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &DeleteGroupsRequest) -> Option<ResponseBody> {
+        let results = request
+            .groups_names
+            .iter()
+            .map(|group| {
+                DeletableGroupResult::default()
+                    .with_group_id(group.clone())
+                    .with_error_code(group_refused())
+            })
+            .collect();
+        Some(ResponseBody::message(
+            DeleteGroupsResponse::default().with_results(results),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: DeleteGroupsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Deletes the requested groups; the answer lists each with its outcome, in request order.
 pub async fn handle(
@@ -48,6 +93,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DeleteGroups,
         api_version: version,
-        body: ResponseBody::DeleteGroups(DeleteGroupsResponse::default().with_results(results)),
+        body: ResponseBody::message(DeleteGroupsResponse::default().with_results(results)),
     }
 }

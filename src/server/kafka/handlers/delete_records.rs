@@ -29,10 +29,70 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
 use crate::domain::DELETE_UP_TO_HIGH_WATERMARK;
+use crate::server::protocol::Started;
+
+/// DeleteRecords as the listener serves it.
+pub struct DeleteRecords;
+
+impl KafkaApi for DeleteRecords {
+    type Request = DeleteRecordsRequest;
+    const KEY: ApiKey = ApiKey::DeleteRecords;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
+
+    /// `admin` on every topic named (Kafka asks DELETE on the topic; fencelog's `admin` on it
+    /// is what deletes a topic too).
+    fn authorize(access: &Access, request: &DeleteRecordsRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Admin,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`, low watermark -1.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &DeleteRecordsRequest) -> Option<ResponseBody> {
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                DeleteRecordsTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|partition| {
+                                DeleteRecordsPartitionResult::default()
+                                    .with_partition_index(partition.partition_index)
+                                    .with_low_watermark(-1)
+                                    .with_error_code(TOPIC_REFUSED)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseBody::message(
+            DeleteRecordsResponse::default().with_topics(topics),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: DeleteRecordsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Kafka's "delete up to the high watermark" offset.
 pub const HIGH_WATERMARK_OFFSET: i64 = -1;
@@ -63,7 +123,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DeleteRecords,
         api_version: version,
-        body: ResponseBody::DeleteRecords(DeleteRecordsResponse::default().with_topics(topics)),
+        body: ResponseBody::message(DeleteRecordsResponse::default().with_topics(topics)),
     }
 }
 

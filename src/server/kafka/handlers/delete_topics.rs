@@ -24,10 +24,73 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::{topic_id, topic_name};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::{validate_topic_name, BrokerService};
+use crate::server::protocol::Started;
+
+/// DeleteTopics as the listener serves it.
+pub struct DeleteTopics;
+
+/// A name only a grant on every topic (`*`) matches: what deleting a topic by id needs.
+const ANY_TOPIC: &str = "*";
+
+impl KafkaApi for DeleteTopics {
+    type Request = DeleteTopicsRequest;
+    const KEY: ApiKey = ApiKey::DeleteTopics;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 6;
+
+    /// `admin` on every topic named; a topic named by id only (v6) needs `admin` on every
+    /// topic, since which topic it is is not known before the handler resolves it.
+    fn authorize(access: &Access, request: &DeleteTopicsRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Admin,
+            request.topic_names.iter().map(|name| name.as_str()),
+        )?;
+        for topic in &request.topics {
+            match &topic.name {
+                Some(name) => access.check_delete_topic(name)?,
+                None => access.check_delete_topic(ANY_TOPIC)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Every topic `TOPIC_AUTHORIZATION_FAILED` (v6's, named by state, with the reason).
+    fn refuse(refusal: &AclRefusal<'_>, request: &DeleteTopicsRequest) -> Option<ResponseBody> {
+        let message = refusal.message();
+        let named = request.topic_names.iter().map(|name| {
+            DeletableTopicResult::default()
+                .with_name(Some(name.clone()))
+                .with_error_code(TOPIC_REFUSED)
+        });
+        let by_state = request.topics.iter().map(|topic| {
+            DeletableTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_topic_id(topic.topic_id)
+                .with_error_code(TOPIC_REFUSED)
+                .with_error_message(message.clone())
+        });
+        Some(ResponseBody::message(
+            DeleteTopicsResponse::default().with_responses(named.chain(by_state).collect()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: DeleteTopicsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// One entry of the request: a topic by name, or (v6) by id only.
 enum Target {
@@ -81,7 +144,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DeleteTopics,
         api_version: version,
-        body: ResponseBody::DeleteTopics(DeleteTopicsResponse::default().with_responses(results)),
+        body: ResponseBody::message(DeleteTopicsResponse::default().with_responses(results)),
     }
 }
 

@@ -24,7 +24,28 @@ use super::super::acl_mapping::{
 use super::super::authorization::acl_api_security;
 use super::super::errors::acl_store_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::Access;
+use crate::server::protocol::Started;
+
+/// DescribeAcls as the listener serves it: checked by its handler (`admin` on some topic; see [`acl_api_security`]).
+pub struct DescribeAcls;
+
+impl KafkaApi for DescribeAcls {
+    type Request = DescribeAclsRequest;
+    const KEY: ApiKey = ApiKey::DescribeAcls;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 3;
+
+    fn start(call: Call<'_>, request: DescribeAclsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The request's filter in the mapping's terms.
 fn filter_of(request: &DescribeAclsRequest) -> Filter<'_> {
@@ -79,7 +100,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DescribeAcls,
         api_version: version,
-        body: ResponseBody::DescribeAcls(body),
+        body: ResponseBody::message(body),
     };
     let error = |code: i16, message: String| {
         answer(

@@ -18,8 +18,30 @@ use kafka_protocol::ResponseError;
 
 use super::super::config::KafkaConfig;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use super::metadata;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeCluster as the listener serves it: authentication only.
+pub struct DescribeCluster;
+
+impl KafkaApi for DescribeCluster {
+    type Request = DescribeClusterRequest;
+    const KEY: ApiKey = ApiKey::DescribeCluster;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
+
+    fn start(call: Call<'_>, request: DescribeClusterRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.config,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// The endpoint type of brokers (Kafka's `EndpointType.BROKER`).
 const BROKER_ENDPOINTS: i8 = 1;
@@ -66,6 +88,6 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::DescribeCluster,
         api_version: version,
-        body: ResponseBody::DescribeCluster(body),
+        body: ResponseBody::message(body),
     }
 }

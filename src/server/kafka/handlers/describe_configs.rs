@@ -31,8 +31,30 @@ use super::super::configs::{
 };
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::{Access, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeConfigs as the listener serves it: checked per resource by its handler.
+pub struct DescribeConfigs;
+
+impl KafkaApi for DescribeConfigs {
+    type Request = DescribeConfigsRequest;
+    const KEY: ApiKey = ApiKey::DescribeConfigs;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 4;
+
+    fn start(call: Call<'_>, request: DescribeConfigsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            &call.access,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// Describes each requested resource; each has its own outcome.
 pub fn handle(
@@ -65,9 +87,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::DescribeConfigs,
         api_version: version,
-        body: ResponseBody::DescribeConfigs(
-            DescribeConfigsResponse::default().with_results(results),
-        ),
+        body: ResponseBody::message(DescribeConfigsResponse::default().with_results(results)),
     }
 }
 

@@ -24,10 +24,54 @@ use kafka_protocol::protocol::StrBytes;
 
 use std::sync::Arc;
 
+use super::super::authorization::group_refused;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::coordinator::{GroupDescription, GroupState};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeGroups as the listener serves it.
+pub struct DescribeGroups;
+
+impl KafkaApi for DescribeGroups {
+    type Request = DescribeGroupsRequest;
+    const KEY: ApiKey = ApiKey::DescribeGroups;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+
+    /// `consume` on some topic (fencelog has no group ACLs).
+    fn authorize(access: &Access, _request: &DescribeGroupsRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// Every group `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &DescribeGroupsRequest) -> Option<ResponseBody> {
+        let groups = request
+            .groups
+            .iter()
+            .map(|group| {
+                DescribedGroup::default()
+                    .with_group_id(group.clone())
+                    .with_error_code(group_refused())
+            })
+            .collect();
+        Some(ResponseBody::message(
+            DescribeGroupsResponse::default().with_groups(groups),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: DescribeGroupsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Kafka's `authorized_operations` when the client did not ask for them.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -84,7 +128,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DescribeGroups,
         api_version: version,
-        body: ResponseBody::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups)),
+        body: ResponseBody::message(DescribeGroupsResponse::default().with_groups(groups)),
     }
 }
 

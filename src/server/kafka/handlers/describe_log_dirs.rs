@@ -29,8 +29,30 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::{Access, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeLogDirs as the listener serves it: checked by its handler (`admin` on some topic).
+pub struct DescribeLogDirs;
+
+impl KafkaApi for DescribeLogDirs {
+    type Request = DescribeLogDirsRequest;
+    const KEY: ApiKey = ApiKey::DescribeLogDirs;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 4;
+
+    fn start(call: Call<'_>, request: DescribeLogDirsRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.access,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Space of the filesystem holding the data directory, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +152,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::DescribeLogDirs,
         api_version: version,
-        body: ResponseBody::DescribeLogDirs(body),
+        body: ResponseBody::message(body),
     };
     if let Err(refused) = access.check_somewhere(Operation::Admin) {
         tracing::info!(%refused, "Kafka DescribeLogDirs refused by ACL");

@@ -28,9 +28,31 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::auth::{Access, Operation};
 use crate::broker::transactions::markers::STANDALONE_COORDINATOR_EPOCH;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeProducers as the listener serves it: checked per topic by its handler (`consume` on it).
+pub struct DescribeProducers;
+
+impl KafkaApi for DescribeProducers {
+    type Request = DescribeProducersRequest;
+    const KEY: ApiKey = ApiKey::DescribeProducers;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
+
+    fn start(call: Call<'_>, request: DescribeProducersRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            &call.access,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// One partition's answer.
 fn partition_response(service: &BrokerService, topic: &str, index: i32) -> PartitionResponse {
@@ -107,8 +129,6 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::DescribeProducers,
         api_version: version,
-        body: ResponseBody::DescribeProducers(
-            DescribeProducersResponse::default().with_topics(topics),
-        ),
+        body: ResponseBody::message(DescribeProducersResponse::default().with_topics(topics)),
     }
 }

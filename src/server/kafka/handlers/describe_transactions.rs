@@ -19,7 +19,28 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// DescribeTransactions as the listener serves it: authentication only (fencelog has no transactional-id ACLs).
+pub struct DescribeTransactions;
+
+impl KafkaApi for DescribeTransactions {
+    type Request = DescribeTransactionsRequest;
+    const KEY: ApiKey = ApiKey::DescribeTransactions;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
+
+    fn start(call: Call<'_>, request: DescribeTransactionsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// The answer to a DescribeTransactions request (immediate).
 pub fn handle(
@@ -75,7 +96,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::DescribeTransactions,
         api_version: version,
-        body: ResponseBody::DescribeTransactions(
+        body: ResponseBody::message(
             DescribeTransactionsResponse::default().with_transaction_states(states),
         ),
     }

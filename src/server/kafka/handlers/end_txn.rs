@@ -20,7 +20,44 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{coordinator_error, fenced_code};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// EndTxn as the listener serves it.
+pub struct EndTxn;
+
+impl KafkaApi for EndTxn {
+    type Request = EndTxnRequest;
+    const KEY: ApiKey = ApiKey::EndTxn;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
+
+    /// `produce` on some topic (fencelog has no transactional-id ACLs).
+    fn authorize(access: &Access, _request: &EndTxnRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Produce)
+    }
+
+    /// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, producer id and epoch -1.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &EndTxnRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            EndTxnResponse::default()
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: EndTxnRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Answers an EndTxn request.
 pub async fn handle(
@@ -51,7 +88,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::EndTxn,
         api_version: version,
-        body: ResponseBody::EndTxn(
+        body: ResponseBody::message(
             EndTxnResponse::default()
                 .with_error_code(code)
                 .with_producer_id(ProducerId(-1))

@@ -46,13 +46,73 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::batch::batches_below;
 use crate::broker::{BrokerService, FetchRequest as Read};
 use crate::server::kafka::batches::records::to_kafka_parts;
 use crate::server::kafka::fetch_encoding::RecordParts;
 use crate::server::memory_budget::{FetchMemory, Reservation};
+use crate::server::protocol::Started;
+
+/// Fetch as the listener serves it.
+pub struct Fetch;
+
+impl KafkaApi for Fetch {
+    type Request = FetchRequest;
+    const KEY: ApiKey = ApiKey::Fetch;
+    const MIN_VERSION: i16 = 4;
+    const MAX_VERSION: i16 = 12;
+
+    /// `consume` on every topic of the request.
+    fn authorize(access: &Access, request: &FetchRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.topic.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`, with no records.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &FetchRequest) -> Option<ResponseBody> {
+        let responses = request
+            .topics
+            .iter()
+            .map(|topic| {
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|partition| {
+                                PartitionData::default()
+                                    .with_partition_index(partition.partition)
+                                    .with_error_code(TOPIC_REFUSED)
+                                    .with_high_watermark(-1)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        let body = FetchResponse::default().with_responses(responses);
+        Some(ResponseBody::Fetch(body, None, RecordParts::default()))
+    }
+
+    fn start(call: Call<'_>, request: FetchRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.session.fetch_memory.clone(),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Longest a Kafka fetch may wait for data.
 pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(30);

@@ -21,9 +21,48 @@ use kafka_protocol::ResponseError;
 
 use std::sync::Arc;
 
+use super::super::authorization::group_refused;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use super::metadata;
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// FindCoordinator as the listener serves it.
+pub struct FindCoordinator;
+
+impl KafkaApi for FindCoordinator {
+    type Request = FindCoordinatorRequest;
+    const KEY: ApiKey = ApiKey::FindCoordinator;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
+
+    /// `consume` on some topic (fencelog has no group ACLs: a consumer may use groups).
+    fn authorize(access: &Access, _request: &FindCoordinatorRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED` with the reason.
+    fn refuse(refusal: &AclRefusal<'_>, _request: &FindCoordinatorRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            FindCoordinatorResponse::default()
+                .with_error_code(group_refused())
+                .with_error_message(refusal.message()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: FindCoordinatorRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            metadata::brokers(call.service, call.config),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// A consumer group's coordinator.
 pub const KEY_TYPE_GROUP: i8 = 0;
@@ -87,6 +126,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::FindCoordinator,
         api_version: version,
-        body: ResponseBody::FindCoordinator(body),
+        body: ResponseBody::message(body),
     }
 }

@@ -10,9 +10,44 @@ use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
 use std::sync::Arc;
 
+use super::super::authorization::group_refused;
 use super::super::errors::{group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// Heartbeat as the listener serves it.
+pub struct Heartbeat;
+
+impl KafkaApi for Heartbeat {
+    type Request = HeartbeatRequest;
+    const KEY: ApiKey = ApiKey::Heartbeat;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
+
+    /// `consume` on some topic (fencelog has no group ACLs: a consumer may use groups).
+    fn authorize(access: &Access, _request: &HeartbeatRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &HeartbeatRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            HeartbeatResponse::default().with_error_code(group_refused()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: HeartbeatRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The answer to a Heartbeat request (immediate: a heartbeat never waits, except on a cluster
 /// for the group's new coordinator to load the group, or to learn it is not the coordinator:
@@ -39,6 +74,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::Heartbeat,
         api_version: version,
-        body: ResponseBody::Heartbeat(HeartbeatResponse::default().with_error_code(error_code)),
+        body: ResponseBody::message(HeartbeatResponse::default().with_error_code(error_code)),
     }
 }

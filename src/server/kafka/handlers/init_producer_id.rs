@@ -22,7 +22,44 @@ use kafka_protocol::ResponseError;
 
 use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// InitProducerId as the listener serves it.
+pub struct InitProducerId;
+
+impl KafkaApi for InitProducerId {
+    type Request = InitProducerIdRequest;
+    const KEY: ApiKey = ApiKey::InitProducerId;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 4;
+
+    /// `produce` on some topic (Kafka's IdempotentWrite on the cluster).
+    fn authorize(access: &Access, _request: &InitProducerIdRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Produce)
+    }
+
+    /// `CLUSTER_AUTHORIZATION_FAILED`, as Kafka's IdempotentWrite check answers; no producer id.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &InitProducerIdRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            InitProducerIdResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: InitProducerIdRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Answers an InitProducerId request.
 pub async fn handle(
@@ -82,6 +119,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::InitProducerId,
         api_version: version,
-        body: ResponseBody::InitProducerId(body),
+        body: ResponseBody::message(body),
     }
 }

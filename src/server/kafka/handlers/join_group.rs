@@ -27,10 +27,47 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::authorization::group_refused;
 use super::super::errors::group_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::coordinator::{GroupError, JoinRequest, JoinResponse};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// JoinGroup as the listener serves it.
+pub struct JoinGroup;
+
+impl KafkaApi for JoinGroup {
+    type Request = JoinGroupRequest;
+    const KEY: ApiKey = ApiKey::JoinGroup;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 9;
+
+    /// `consume` on some topic (fencelog has no group ACLs: a consumer may use groups).
+    fn authorize(access: &Access, _request: &JoinGroupRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &JoinGroupRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            JoinGroupResponse::default().with_error_code(group_refused()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: JoinGroupRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.session.client_id.clone().unwrap_or_default(),
+            call.session.peer,
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Joins the group; resolves when the rebalance completes (or the join is refused). `peer` is
 /// the member's address, which DescribeGroups reports as its client host.
@@ -56,7 +93,7 @@ pub async fn handle(
             correlation_id,
             api_key: ApiKey::JoinGroup,
             api_version: version,
-            body: ResponseBody::JoinGroup(refused_with(version, member_id, code)),
+            body: ResponseBody::message(refused_with(version, member_id, code)),
         };
     }
     if service
@@ -70,7 +107,7 @@ pub async fn handle(
             correlation_id,
             api_key: ApiKey::JoinGroup,
             api_version: version,
-            body: ResponseBody::JoinGroup(refused_with(version, member_id, code)),
+            body: ResponseBody::message(refused_with(version, member_id, code)),
         };
     }
     let outcome = service
@@ -82,7 +119,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::JoinGroup,
         api_version: version,
-        body: ResponseBody::JoinGroup(response(version, member_id, outcome)),
+        body: ResponseBody::message(response(version, member_id, outcome)),
     }
 }
 

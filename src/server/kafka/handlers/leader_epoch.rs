@@ -4,14 +4,14 @@
 //! truncation) instead of reading from a deposed leader.
 //!
 //! Only in a cluster: standalone Metadata shows -1, and -1 ("no check") is what clients send
-//! back.
-
-use std::cmp::Ordering;
+//! back. The comparison is the fence's own ([`epoch_standing`]), so a client's epoch is judged
+//! by the rule the segment writer applies to a replicated append.
 
 use kafka_protocol::ResponseError;
 
 use crate::broker::BrokerService;
 use crate::domain::LeaderEpoch;
+use crate::storage::fence::{epoch_standing, EpochStanding};
 
 /// The partition's leader epoch as this broker sees it: `None` standalone (no leadership to
 /// check; answers show -1).
@@ -32,13 +32,14 @@ pub fn check_known(
     let Some(known) = known else {
         return Ok(());
     };
-    if current_leader_epoch < 0 {
+    // Negative: the client asks for no check.
+    let Ok(current_leader_epoch) = LeaderEpoch::try_from(current_leader_epoch) else {
         return Ok(());
-    }
-    match (current_leader_epoch as u32).cmp(&known) {
-        Ordering::Less => Err(ResponseError::FencedLeaderEpoch),
-        Ordering::Greater => Err(ResponseError::UnknownLeaderEpoch),
-        Ordering::Equal => Ok(()),
+    };
+    match epoch_standing(current_leader_epoch, known) {
+        EpochStanding::Stale => Err(ResponseError::FencedLeaderEpoch),
+        EpochStanding::Current => Ok(()),
+        EpochStanding::Ahead => Err(ResponseError::UnknownLeaderEpoch),
     }
 }
 
@@ -58,4 +59,26 @@ pub fn check(
 /// The leader epoch answers show: `known`, or -1 standalone (as Metadata shows it).
 pub fn shown(known: Option<LeaderEpoch>) -> i32 {
     known.map_or(-1, |epoch| i32::try_from(epoch).unwrap_or(i32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fence's rule, in Kafka's codes: an older epoch is fenced, a newer one unknown, and
+    /// no check standalone or when the client sends a negative epoch.
+    #[test]
+    fn a_clients_epoch_is_judged_by_the_fences_rule() {
+        assert_eq!(check_known(Some(5), 5), Ok(()));
+        assert_eq!(
+            check_known(Some(5), 4),
+            Err(ResponseError::FencedLeaderEpoch)
+        );
+        assert_eq!(
+            check_known(Some(5), 6),
+            Err(ResponseError::UnknownLeaderEpoch)
+        );
+        assert_eq!(check_known(Some(5), -1), Ok(()));
+        assert_eq!(check_known(None, 3), Ok(()));
+    }
 }

@@ -14,9 +14,44 @@ use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
 use std::sync::Arc;
 
+use super::super::authorization::group_refused;
 use super::super::errors::{group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// LeaveGroup as the listener serves it.
+pub struct LeaveGroup;
+
+impl KafkaApi for LeaveGroup {
+    type Request = LeaveGroupRequest;
+    const KEY: ApiKey = ApiKey::LeaveGroup;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+
+    /// `consume` on some topic (fencelog has no group ACLs: a consumer may use groups).
+    fn authorize(access: &Access, _request: &LeaveGroupRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &LeaveGroupRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            LeaveGroupResponse::default().with_error_code(group_refused()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: LeaveGroupRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The answer to a LeaveGroup request (immediate: the rest of the group rebalances after it).
 /// On a cluster, a broker that does not coordinate the group answers `NOT_COORDINATOR`.
@@ -32,7 +67,7 @@ pub async fn handle(
             correlation_id,
             api_key: ApiKey::LeaveGroup,
             api_version: version,
-            body: ResponseBody::LeaveGroup(
+            body: ResponseBody::message(
                 LeaveGroupResponse::default().with_error_code(kafka_error(&refused).code()),
             ),
         };
@@ -80,6 +115,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::LeaveGroup,
         api_version: version,
-        body: ResponseBody::LeaveGroup(body),
+        body: ResponseBody::message(body),
     }
 }

@@ -19,9 +19,44 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::authorization::group_refused;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::coordinator::{GroupListing, GroupState};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// ListGroups as the listener serves it.
+pub struct ListGroups;
+
+impl KafkaApi for ListGroups {
+    type Request = ListGroupsRequest;
+    const KEY: ApiKey = ApiKey::ListGroups;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+
+    /// `consume` on some topic (fencelog has no group ACLs).
+    fn authorize(access: &Access, _request: &ListGroupsRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED`, no groups.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &ListGroupsRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            ListGroupsResponse::default().with_error_code(group_refused()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: ListGroupsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// The type of every group fencelog coordinates: Kafka's classic group protocol.
 pub const CLASSIC_GROUP_TYPE: &str = "classic";
@@ -77,7 +112,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::ListGroups,
         api_version: version,
-        body: ResponseBody::ListGroups(ListGroupsResponse::default().with_groups(groups)),
+        body: ResponseBody::message(ListGroupsResponse::default().with_groups(groups)),
     }
 }
 

@@ -21,9 +21,69 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::{BrokerError, BrokerService};
+use crate::server::protocol::Started;
+
+/// ListOffsets as the listener serves it.
+pub struct ListOffsets;
+
+impl KafkaApi for ListOffsets {
+    type Request = ListOffsetsRequest;
+    const KEY: ApiKey = ApiKey::ListOffsets;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 7;
+
+    /// `consume` on every topic of the request.
+    fn authorize(access: &Access, request: &ListOffsetsRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`, offset and timestamp -1.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &ListOffsetsRequest) -> Option<ResponseBody> {
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                ListOffsetsTopicResponse::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|partition| {
+                                ListOffsetsPartitionResponse::default()
+                                    .with_partition_index(partition.partition_index)
+                                    .with_error_code(TOPIC_REFUSED)
+                                    .with_offset(-1)
+                                    .with_timestamp(-1)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseBody::message(
+            ListOffsetsResponse::default().with_topics(topics),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: ListOffsetsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// Kafka's "latest offset" timestamp.
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -85,7 +145,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::ListOffsets,
         api_version: version,
-        body: ResponseBody::ListOffsets(ListOffsetsResponse::default().with_topics(topics)),
+        body: ResponseBody::message(ListOffsetsResponse::default().with_topics(topics)),
     }
 }
 

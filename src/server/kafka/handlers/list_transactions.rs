@@ -19,8 +19,29 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{Call, KafkaApi};
 use crate::broker::transactions::coordinator::now_ms;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// ListTransactions as the listener serves it: authentication only (fencelog has no transactional-id ACLs).
+pub struct ListTransactions;
+
+impl KafkaApi for ListTransactions {
+    type Request = ListTransactionsRequest;
+    const KEY: ApiKey = ApiKey::ListTransactions;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
+
+    fn start(call: Call<'_>, request: ListTransactionsRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// Kafka's transaction states (`TransactionState` in its coordinator), as the filter spells them.
 const KNOWN_STATES: &[&str] = &[
@@ -85,7 +106,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::ListTransactions,
         api_version: version,
-        body: ResponseBody::ListTransactions(
+        body: ResponseBody::message(
             ListTransactionsResponse::default()
                 .with_unknown_state_filters(unknown)
                 .with_transaction_states(listed),

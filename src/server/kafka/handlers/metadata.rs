@@ -29,17 +29,44 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::super::authorization::TOPIC_REFUSED;
 use super::super::config::KafkaConfig;
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::topic_id::{topic_id, topic_name};
+use super::api::{Call, KafkaApi};
+use crate::auth::Access;
 use crate::broker::cluster::BrokerAddress;
 use crate::broker::{validate_topic_name, BrokerService, Topic};
+use crate::server::protocol::Started;
+
+/// Metadata as the listener serves it: no ACL check before it runs, since what a principal may
+/// not see is left out of the answer or refused in it ([`hide_unseen`]).
+pub struct Metadata;
+
+impl KafkaApi for Metadata {
+    type Request = MetadataRequest;
+    const KEY: ApiKey = ApiKey::Metadata;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 12;
+
+    fn start(call: Call<'_>, request: MetadataRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.config,
+            &call.access,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// The answer to a Metadata request.
 pub fn handle(
     service: &BrokerService,
     config: &KafkaConfig,
+    access: &Access,
     correlation_id: i32,
     version: i16,
     request: &MetadataRequest,
@@ -69,11 +96,38 @@ pub fn handle(
     if version >= 2 {
         body.cluster_id = Some(StrBytes::from_string(config.cluster_id.clone()));
     }
+    hide_unseen(access, lists_all_topics(request), &mut body);
     KafkaResponse {
         correlation_id,
         api_key: ApiKey::Metadata,
         api_version: version,
-        body: ResponseBody::Metadata(body),
+        body: ResponseBody::message(body),
+    }
+}
+
+/// Whether a Metadata request asks for every topic.
+fn lists_all_topics(request: &MetadataRequest) -> bool {
+    request.topics.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// With `--auth`, leaves out of (all topics) or refuses in (named topics,
+/// `TOPIC_AUTHORIZATION_FAILED` without partitions) a Metadata answer the topics the connection
+/// may not see (no operation on them).
+fn hide_unseen(access: &Access, all_topics: bool, body: &mut MetadataResponse) {
+    if access.principal().is_none() {
+        return;
+    }
+    let visible = |name: Option<&str>| name.is_none_or(|name| access.may_see(name));
+    if all_topics {
+        body.topics
+            .retain(|topic| visible(topic.name.as_ref().map(|name| name.as_str())));
+    } else {
+        for topic in &mut body.topics {
+            if !visible(topic.name.as_ref().map(|name| name.as_str())) {
+                topic.error_code = TOPIC_REFUSED;
+                topic.partitions.clear();
+            }
+        }
     }
 }
 

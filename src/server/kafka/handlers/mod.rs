@@ -1,16 +1,22 @@
-//! One file per Kafka API: each turns a decoded request into [`BrokerService`] calls and a
-//! response body, and holds the choices a Kafka client can observe (documented at its top).
+//! One file per Kafka API: each declares what the listener knows about its API (request type,
+//! versions, ACL rule, answer to a refused request: an `impl` of [`api::KafkaApi`]) beside the
+//! handler that turns a decoded request into [`crate::broker::BrokerService`] calls and a
+//! response body, and documents at its top the choices a Kafka client can observe.
 //!
-//! [`start`] is the dispatch. A new API gets its file here, a row in
-//! [`super::versions::SUPPORTED_APIS`], a request and a response variant, and an arm below.
+//! [`HANDLERS`] lists them, in API key order: ApiVersions advertises exactly that list and the
+//! request decoder serves exactly its versions ([`handler`]). Adding an API is its file here
+//! (a unit type implementing [`api::KafkaApi`]), its `pub mod` line and its line in
+//! [`HANDLERS`]; nothing else names it.
+//!
 //! Produce starts its appends *now*, through the session's
 //! [`crate::broker::produce_queue::ProduceQueue`] (request order); an `acks=0` produce returns
 //! `Started { response: None, .. }`; APIs that wait (Fetch, JoinGroup, SyncGroup) return a
-//! response future.
+//! response future. [`leader_epoch`] is not an API: the leader-epoch check three of them share.
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod api;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -32,6 +38,7 @@ pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leader_epoch;
@@ -45,272 +52,179 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
 use std::sync::Arc;
 
-use super::request::{KafkaRequest, RequestBody};
+use kafka_protocol::messages::ApiKey;
+
+pub use api::{AclRefusal, ApiHandler, Call, KafkaApi};
+
+use super::request::KafkaRequest;
+use super::response::KafkaResponse;
 use super::{KafkaConfig, KafkaSession};
 use crate::broker::BrokerService;
 use crate::server::protocol::Started;
 
-use super::response::KafkaResponse;
+/// Every API the listener answers, in API key order (ApiVersions lists it as is; the order and
+/// the keys' uniqueness are checked at compile time).
+pub const HANDLERS: &[ApiHandler] = &[
+    ApiHandler::of::<produce::Produce>(),
+    ApiHandler::of::<fetch::Fetch>(),
+    ApiHandler::of::<list_offsets::ListOffsets>(),
+    ApiHandler::of::<metadata::Metadata>(),
+    ApiHandler::of::<offset_commit::OffsetCommit>(),
+    ApiHandler::of::<offset_fetch::OffsetFetch>(),
+    ApiHandler::of::<find_coordinator::FindCoordinator>(),
+    ApiHandler::of::<join_group::JoinGroup>(),
+    ApiHandler::of::<heartbeat::Heartbeat>(),
+    ApiHandler::of::<leave_group::LeaveGroup>(),
+    ApiHandler::of::<sync_group::SyncGroup>(),
+    ApiHandler::of::<describe_groups::DescribeGroups>(),
+    ApiHandler::of::<list_groups::ListGroups>(),
+    ApiHandler::of::<sasl_handshake::SaslHandshake>(),
+    ApiHandler::of::<api_versions::ApiVersions>(),
+    ApiHandler::of::<create_topics::CreateTopics>(),
+    ApiHandler::of::<delete_topics::DeleteTopics>(),
+    ApiHandler::of::<delete_records::DeleteRecords>(),
+    ApiHandler::of::<init_producer_id::InitProducerId>(),
+    ApiHandler::of::<offset_for_leader_epoch::OffsetForLeaderEpoch>(),
+    ApiHandler::of::<add_partitions_to_txn::AddPartitionsToTxn>(),
+    ApiHandler::of::<add_offsets_to_txn::AddOffsetsToTxn>(),
+    ApiHandler::of::<end_txn::EndTxn>(),
+    ApiHandler::of::<txn_offset_commit::TxnOffsetCommit>(),
+    ApiHandler::of::<describe_acls::DescribeAcls>(),
+    ApiHandler::of::<create_acls::CreateAcls>(),
+    ApiHandler::of::<delete_acls::DeleteAcls>(),
+    ApiHandler::of::<describe_configs::DescribeConfigs>(),
+    ApiHandler::of::<alter_configs::AlterConfigs>(),
+    ApiHandler::of::<describe_log_dirs::DescribeLogDirs>(),
+    ApiHandler::of::<sasl_authenticate::SaslAuthenticate>(),
+    ApiHandler::of::<create_partitions::CreatePartitions>(),
+    ApiHandler::of::<delete_groups::DeleteGroups>(),
+    ApiHandler::of::<incremental_alter_configs::IncrementalAlterConfigs>(),
+    ApiHandler::of::<offset_delete::OffsetDelete>(),
+    ApiHandler::of::<describe_cluster::DescribeCluster>(),
+    ApiHandler::of::<describe_producers::DescribeProducers>(),
+    ApiHandler::of::<describe_transactions::DescribeTransactions>(),
+    ApiHandler::of::<list_transactions::ListTransactions>(),
+    ApiHandler::of::<consumer_group_heartbeat::ConsumerGroupHeartbeat>(),
+    ApiHandler::of::<consumer_group_describe::ConsumerGroupDescribe>(),
+];
 
-/// Starts one decoded request: what must happen in request order happens now, the rest in
-/// the returned response future.
+/// The list is in strictly increasing key order: sorted, and no API twice.
+const _: () = assert!(
+    in_strict_key_order(HANDLERS),
+    "HANDLERS must be in API key order with one row per API"
+);
+
+const fn in_strict_key_order(handlers: &[ApiHandler]) -> bool {
+    let mut index = 1;
+    while index < handlers.len() {
+        if handlers[index - 1].key as i16 >= handlers[index].key as i16 {
+            return false;
+        }
+        index += 1;
+    }
+    true
+}
+
+/// The row of `key`, or `None` if the listener does not answer that API.
+pub fn handler(key: ApiKey) -> Option<&'static ApiHandler> {
+    HANDLERS.iter().find(|handler| handler.key == key)
+}
+
+/// Starts one decoded request: its API's SASL gate and ACL rule, then its handler.
 pub fn start(
     service: &Arc<BrokerService>,
     config: &KafkaConfig,
     session: &mut KafkaSession,
     request: KafkaRequest,
 ) -> Started<KafkaResponse> {
-    let correlation_id = request.header.correlation_id;
-    let version = request.header.request_api_version;
-    if let Some(closed) = super::sasl::gate(&session.sasl, request.api_key) {
-        return closed;
-    }
     let access = session.sasl.authentication.access();
-    if let Some(refused) =
-        super::authorization::refuse(&access, correlation_id, version, &request.body)
-    {
-        return refused;
+    request.body.start(Call {
+        service,
+        config,
+        session,
+        access,
+        correlation_id: request.header.correlation_id,
+        version: request.header.request_api_version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    /// Every row names a distinct API with a non-empty range (the compile-time checks, kept as
+    /// a test so a failure reads plainly).
+    #[test]
+    fn every_handler_has_a_distinct_key_and_a_range() {
+        let mut keys = HashSet::new();
+        for handler in HANDLERS {
+            assert!(keys.insert(handler.key), "{:?} listed twice", handler.key);
+            assert!(handler.min_version <= handler.max_version, "{handler:?}");
+        }
+        let keys: Vec<i16> = HANDLERS.iter().map(|handler| handler.key as i16).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted, "in API key order");
     }
-    match request.body {
-        RequestBody::ApiVersions(body) => {
-            Started::ready(api_versions::handle(correlation_id, version, &body))
+
+    /// Nothing is advertised that the codec cannot decode and encode.
+    #[test]
+    fn every_listed_version_is_one_the_codec_knows() {
+        for handler in HANDLERS {
+            let valid = handler.key.valid_versions();
+            assert!(
+                valid.min <= handler.min_version && handler.max_version <= valid.max,
+                "{:?} {}..={} outside the codec's {}..={}",
+                handler.key,
+                handler.min_version,
+                handler.max_version,
+                valid.min,
+                valid.max
+            );
         }
-        RequestBody::Metadata(body) => Started::ready(super::authorization::filter_metadata(
-            &access,
-            super::authorization::lists_all_topics(&body),
-            metadata::handle(service, config, correlation_id, version, &body),
-        )),
-        RequestBody::ListOffsets(body) => Started::ready(list_offsets::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::OffsetForLeaderEpoch(body) => Started::ready(offset_for_leader_epoch::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::CreateTopics(body) => Started::later(create_topics::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::DeleteTopics(body) => Started::later(delete_topics::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::DeleteRecords(body) => Started::later(delete_records::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::InitProducerId(body) => Started::later(init_producer_id::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::Produce(body) => {
-            produce::start(service, session, correlation_id, version, body)
+    }
+
+    /// ApiVersions' answer, as encoded on the wire, is the list row for row: in every version
+    /// and in the KIP-511 fallback.
+    #[test]
+    fn api_versions_answers_the_list() {
+        use bytes::{Buf, BytesMut};
+        use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+        use kafka_protocol::protocol::Decodable;
+
+        let listed: Vec<(i16, i16, i16)> = HANDLERS
+            .iter()
+            .map(|handler| (handler.key as i16, handler.min_version, handler.max_version))
+            .collect();
+        let request = ApiVersionsRequest::default();
+        let answers = (0..=4)
+            .map(|version| api_versions::handle(7, version, &request))
+            .chain([api_versions::unsupported(7)]);
+        for answer in answers {
+            let version = answer.api_version;
+            let mut frame = BytesMut::new();
+            answer
+                .encode_frame(&mut frame, usize::MAX)
+                .expect("encodes");
+            let mut frame = frame.freeze();
+            frame.advance(4);
+            assert_eq!(frame.get_i32(), 7, "v0 header: the correlation id");
+            let body = ApiVersionsResponse::decode(&mut frame, version).expect("decodes");
+            let advertised: Vec<(i16, i16, i16)> = body
+                .api_keys
+                .iter()
+                .map(|api| (api.api_key, api.min_version, api.max_version))
+                .collect();
+            assert_eq!(advertised, listed, "v{version}");
         }
-        RequestBody::Fetch(body) => Started::later(fetch::handle(
-            Arc::clone(service),
-            session.fetch_memory.clone(),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::FindCoordinator(body) => Started::later(find_coordinator::handle(
-            Arc::clone(service),
-            metadata::brokers(service, config),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::JoinGroup(body) => Started::later(join_group::handle(
-            Arc::clone(service),
-            session.client_id.clone().unwrap_or_default(),
-            session.peer,
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::SyncGroup(body) => Started::later(sync_group::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::Heartbeat(body) => Started::later(heartbeat::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::LeaveGroup(body) => Started::later(leave_group::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::OffsetCommit(body) => Started::later(offset_commit::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::DescribeGroups(body) => Started::later(describe_groups::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::ListGroups(body) => {
-            Started::ready(list_groups::handle(service, correlation_id, version, &body))
-        }
-        RequestBody::OffsetFetch(body) => Started::later(offset_fetch::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::DescribeConfigs(body) => Started::ready(describe_configs::handle(
-            service,
-            &access,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::AlterConfigs(body) => Started::later(alter_configs::handle_alter(
-            Arc::clone(service),
-            access,
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::IncrementalAlterConfigs(body) => {
-            Started::later(alter_configs::handle_incremental(
-                Arc::clone(service),
-                access,
-                correlation_id,
-                version,
-                body,
-            ))
-        }
-        RequestBody::CreatePartitions(body) => Started::later(create_partitions::handle(
-            Arc::clone(service),
-            access,
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::SaslHandshake(body) => {
-            super::sasl::handshake(&mut session.sasl, correlation_id, version, &body)
-        }
-        RequestBody::SaslAuthenticate(body) => {
-            super::sasl::authenticate(&mut session.sasl, correlation_id, version, &body)
-        }
-        RequestBody::DeleteGroups(body) => Started::later(delete_groups::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::OffsetDelete(body) => Started::later(offset_delete::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::ListTransactions(body) => Started::ready(list_transactions::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::DescribeTransactions(body) => Started::ready(describe_transactions::handle(
-            service,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::AddPartitionsToTxn(body) => Started::later(add_partitions_to_txn::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::AddOffsetsToTxn(body) => Started::later(add_offsets_to_txn::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::EndTxn(body) => Started::later(end_txn::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::TxnOffsetCommit(body) => Started::later(txn_offset_commit::handle(
-            Arc::clone(service),
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::DescribeLogDirs(body) => Started::later(describe_log_dirs::handle(
-            Arc::clone(service),
-            access,
-            correlation_id,
-            version,
-            body,
-        )),
-        RequestBody::ConsumerGroupHeartbeat(body) => {
-            Started::later(consumer_group_heartbeat::handle(
-                Arc::clone(service),
-                session.client_id.clone().unwrap_or_default(),
-                session.peer,
-                correlation_id,
-                version,
-                body,
-            ))
-        }
-        RequestBody::DescribeProducers(body) => Started::ready(describe_producers::handle(
-            service,
-            &access,
-            correlation_id,
-            version,
-            &body,
-        )),
-        RequestBody::DescribeAcls(body) => {
-            Started::later(describe_acls::handle(access, correlation_id, version, body))
-        }
-        RequestBody::CreateAcls(body) => {
-            Started::later(create_acls::handle(access, correlation_id, version, body))
-        }
-        RequestBody::DeleteAcls(body) => {
-            Started::later(delete_acls::handle(access, correlation_id, version, body))
-        }
-        RequestBody::ConsumerGroupDescribe(body) => Started::later(
-            consumer_group_describe::handle(Arc::clone(service), correlation_id, version, body),
-        ),
-        RequestBody::DescribeCluster(body) => Started::ready(describe_cluster::handle(
-            service,
-            config,
-            correlation_id,
-            version,
-            &body,
-        )),
     }
 }

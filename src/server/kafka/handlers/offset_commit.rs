@@ -36,10 +36,69 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::{consumer_group_error, group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::CommitBound;
 use crate::broker::{BrokerService, CommittedOffset};
+use crate::server::protocol::Started;
+
+/// OffsetCommit as the listener serves it.
+pub struct OffsetCommit;
+
+impl KafkaApi for OffsetCommit {
+    type Request = OffsetCommitRequest;
+    const KEY: ApiKey = ApiKey::OffsetCommit;
+    const MIN_VERSION: i16 = 2;
+    const MAX_VERSION: i16 = 9;
+
+    /// `consume` on some topic (the group) and on every topic whose position it commits.
+    fn authorize(access: &Access, request: &OffsetCommitRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)?;
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &OffsetCommitRequest) -> Option<ResponseBody> {
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|partition| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(partition.partition_index)
+                                    .with_error_code(TOPIC_REFUSED)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseBody::message(
+            OffsetCommitResponse::default().with_topics(topics),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: OffsetCommitRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Commits the request's offsets; the answer has every partition's outcome.
 pub async fn handle(
@@ -72,7 +131,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::OffsetCommit,
         api_version: version,
-        body: ResponseBody::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
+        body: ResponseBody::message(OffsetCommitResponse::default().with_topics(topics)),
     }
 }
 

@@ -28,10 +28,56 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, group_refused, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::coordinator::GroupSubscriptions;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// OffsetDelete as the listener serves it.
+pub struct OffsetDelete;
+
+impl KafkaApi for OffsetDelete {
+    type Request = OffsetDeleteRequest;
+    const KEY: ApiKey = ApiKey::OffsetDelete;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 0;
+
+    /// `admin` on some topic (deleting a group's offsets is an admin's, as deleting the group
+    /// is) and `consume` on each topic whose offsets go.
+    fn authorize(access: &Access, request: &OffsetDeleteRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Admin)?;
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED` without `admin` anywhere, else `TOPIC_AUTHORIZATION_FAILED`.
+    fn refuse(refusal: &AclRefusal<'_>, _request: &OffsetDeleteRequest) -> Option<ResponseBody> {
+        let code = if refusal.access.check_somewhere(Operation::Admin).is_err() {
+            group_refused()
+        } else {
+            TOPIC_REFUSED
+        };
+        Some(ResponseBody::message(
+            OffsetDeleteResponse::default().with_error_code(code),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: OffsetDeleteRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// The protocol type of Kafka's consumers.
 const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -60,7 +106,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::OffsetDelete,
         api_version: version,
-        body: ResponseBody::OffsetDelete(body),
+        body: ResponseBody::message(body),
     };
     let whole = |code: i16| answer(OffsetDeleteResponse::default().with_error_code(code));
     if let Err(error) = service.groups().require_coordinator(&group).await {

@@ -30,9 +30,103 @@ use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, 
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, group_refused, TOPIC_REFUSED};
 use super::super::errors::{consumer_group_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::{BrokerService, CommittedOffset};
+use crate::server::protocol::Started;
+
+/// OffsetFetch as the listener serves it.
+pub struct OffsetFetch;
+
+impl KafkaApi for OffsetFetch {
+    type Request = OffsetFetchRequest;
+    const KEY: ApiKey = ApiKey::OffsetFetch;
+    const MIN_VERSION: i16 = 1;
+    const MAX_VERSION: i16 = 9;
+
+    /// `consume` on some topic (the group) and on every topic it names (v0..=7's topics and
+    /// v8+'s groups' topics).
+    fn authorize(access: &Access, request: &OffsetFetchRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)?;
+        each(
+            access,
+            Operation::Consume,
+            request
+                .topics
+                .iter()
+                .flatten()
+                .map(|topic| topic.name.as_str())
+                .chain(
+                    request
+                        .groups
+                        .iter()
+                        .flat_map(|group| group.topics.iter().flatten())
+                        .map(|topic| topic.name.as_str()),
+                ),
+        )
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED` without `consume` anywhere, else
+    /// `TOPIC_AUTHORIZATION_FAILED`: per group (v8+), for the request (v2..=7) or per
+    /// partition (v1, which has no top-level error).
+    fn refuse(refusal: &AclRefusal<'_>, request: &OffsetFetchRequest) -> Option<ResponseBody> {
+        let code = if refusal.access.check_somewhere(Operation::Consume).is_err() {
+            group_refused()
+        } else {
+            TOPIC_REFUSED
+        };
+        let body = if refusal.version >= 8 {
+            let groups = request
+                .groups
+                .iter()
+                .map(|group| {
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(group.group_id.clone())
+                        .with_error_code(code)
+                })
+                .collect();
+            OffsetFetchResponse::default().with_groups(groups)
+        } else if refusal.version >= 2 {
+            OffsetFetchResponse::default().with_error_code(code)
+        } else {
+            let topics = request
+                .topics
+                .iter()
+                .flatten()
+                .map(|topic| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(
+                            topic
+                                .partition_indexes
+                                .iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(*index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponse::default().with_topics(topics)
+        };
+        Some(ResponseBody::message(body))
+    }
+
+    fn start(call: Call<'_>, request: OffsetFetchRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// One partition's answer.
 struct PartitionAnswer {
@@ -123,7 +217,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::OffsetFetch,
         api_version: version,
-        body: ResponseBody::OffsetFetch(body),
+        body: ResponseBody::message(body),
     }
 }
 

@@ -21,9 +21,75 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::kafka_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// OffsetForLeaderEpoch as the listener serves it.
+pub struct OffsetForLeaderEpoch;
+
+impl KafkaApi for OffsetForLeaderEpoch {
+    type Request = OffsetForLeaderEpochRequest;
+    const KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
+    const MIN_VERSION: i16 = 2;
+    const MAX_VERSION: i16 = 4;
+
+    /// `consume` on every topic of the request.
+    fn authorize(
+        access: &Access,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.topic.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`, leader epoch and end offset -1.
+    fn refuse(
+        _refusal: &AclRefusal<'_>,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Option<ResponseBody> {
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                OffsetForLeaderTopicResult::default()
+                    .with_topic(topic.topic.clone())
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|partition| {
+                                EpochEndOffset::default()
+                                    .with_partition(partition.partition)
+                                    .with_error_code(TOPIC_REFUSED)
+                                    .with_leader_epoch(-1)
+                                    .with_end_offset(-1)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseBody::message(
+            OffsetForLeaderEpochResponse::default().with_topics(topics),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: OffsetForLeaderEpochRequest) -> Started<KafkaResponse> {
+        Started::ready(handle(
+            call.service,
+            call.correlation_id,
+            call.version,
+            &request,
+        ))
+    }
+}
 
 /// The answer to an OffsetForLeaderEpoch request.
 pub fn handle(
@@ -69,9 +135,7 @@ pub fn handle(
         correlation_id,
         api_key: ApiKey::OffsetForLeaderEpoch,
         api_version: version,
-        body: ResponseBody::OffsetForLeaderEpoch(
-            OffsetForLeaderEpochResponse::default().with_topics(topics),
-        ),
+        body: ResponseBody::message(OffsetForLeaderEpochResponse::default().with_topics(topics)),
     }
 }
 

@@ -57,6 +57,9 @@ use super::super::errors::{coordinator_error, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
 use super::super::KafkaSession;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::transactions::{CoordinatorError, PeerError, TransactionWrite, WriteRefusal};
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
@@ -66,6 +69,68 @@ use crate::server::kafka::batches::records::{
 };
 use crate::server::protocol::Started;
 use crate::storage::{FenceError, StorageError, WriteCredential};
+
+/// Produce as the listener serves it.
+pub struct Produce;
+
+impl KafkaApi for Produce {
+    type Request = ProduceRequest;
+    const KEY: ApiKey = ApiKey::Produce;
+    const MIN_VERSION: i16 = 3;
+    const MAX_VERSION: i16 = 11;
+
+    /// `produce` on every topic of the request.
+    fn authorize(access: &Access, request: &ProduceRequest) -> Result<(), NotAuthorized> {
+        each(
+            access,
+            Operation::Produce,
+            request.topic_data.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED` with the reason; an `acks=0` produce closes
+    /// the connection instead (there is no response to carry the error; Kafka does the same).
+    fn refuse(refusal: &AclRefusal<'_>, request: &ProduceRequest) -> Option<ResponseBody> {
+        if request.acks == 0 {
+            return None;
+        }
+        let message = refusal.message();
+        let responses = request
+            .topic_data
+            .iter()
+            .map(|topic| {
+                TopicProduceResponse::default()
+                    .with_name(topic.name.clone())
+                    .with_partition_responses(
+                        topic
+                            .partition_data
+                            .iter()
+                            .map(|partition| {
+                                PartitionProduceResponse::default()
+                                    .with_index(partition.index)
+                                    .with_error_code(TOPIC_REFUSED)
+                                    .with_base_offset(-1)
+                                    .with_error_message(message.clone())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseBody::message(
+            ProduceResponse::default().with_responses(responses),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: ProduceRequest) -> Started<KafkaResponse> {
+        start(
+            call.service,
+            call.session,
+            call.correlation_id,
+            call.version,
+            request,
+        )
+    }
+}
 
 /// What Kafka's `acks` asks of the replica manager: -1 is every in-sync replica; 1 and 0 (no
 /// answer, but the append happens all the same) the leader's own append.
@@ -412,7 +477,7 @@ pub fn start(
                     correlation_id,
                     api_key: ApiKey::Produce,
                     api_version: version,
-                    body: ResponseBody::Produce(
+                    body: ResponseBody::message(
                         ProduceResponse::default().with_responses(responses),
                     ),
                 }

@@ -15,10 +15,45 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
+use super::super::authorization::group_refused;
 use super::super::errors::group_error;
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::coordinator::SyncRequest;
 use crate::broker::BrokerService;
+use crate::server::protocol::Started;
+
+/// SyncGroup as the listener serves it.
+pub struct SyncGroup;
+
+impl KafkaApi for SyncGroup {
+    type Request = SyncGroupRequest;
+    const KEY: ApiKey = ApiKey::SyncGroup;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+
+    /// `consume` on some topic (fencelog has no group ACLs: a consumer may use groups).
+    fn authorize(access: &Access, _request: &SyncGroupRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Consume)
+    }
+
+    /// `GROUP_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, _request: &SyncGroupRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(
+            SyncGroupResponse::default().with_error_code(group_refused()),
+        ))
+    }
+
+    fn start(call: Call<'_>, request: SyncGroupRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Syncs the member; resolves with its assignment (or the refusal).
 pub async fn handle(
@@ -43,7 +78,7 @@ pub async fn handle(
             correlation_id,
             api_key: ApiKey::SyncGroup,
             api_version: version,
-            body: ResponseBody::SyncGroup(SyncGroupResponse::default().with_error_code(code)),
+            body: ResponseBody::message(SyncGroupResponse::default().with_error_code(code)),
         };
     }
     let body = match service.groups().coordinator().sync(sync).await {
@@ -57,6 +92,6 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::SyncGroup,
         api_version: version,
-        body: ResponseBody::SyncGroup(body),
+        body: ResponseBody::message(body),
     }
 }

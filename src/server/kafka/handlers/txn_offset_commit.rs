@@ -24,12 +24,51 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
+use super::super::authorization::{each, TOPIC_REFUSED};
 use super::super::errors::{coordinator_error, fenced_code, kafka_error};
 use super::super::response::{KafkaResponse, ResponseBody};
+use super::api::{AclRefusal, Call, KafkaApi};
 use super::offset_commit::check_member;
+use crate::auth::{Access, NotAuthorized, Operation};
 use crate::broker::transactions::{OffsetsRefusal, PeerError, PendingOffset};
 use crate::broker::BrokerService;
 use crate::protocol::ErrorCode;
+use crate::server::protocol::Started;
+
+/// TxnOffsetCommit as the listener serves it.
+pub struct TxnOffsetCommit;
+
+impl KafkaApi for TxnOffsetCommit {
+    type Request = TxnOffsetCommitRequest;
+    const KEY: ApiKey = ApiKey::TxnOffsetCommit;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 3;
+
+    /// `produce` on some topic (the transaction) and `consume` on every topic whose position
+    /// it commits.
+    fn authorize(access: &Access, request: &TxnOffsetCommitRequest) -> Result<(), NotAuthorized> {
+        access.check_somewhere(Operation::Produce)?;
+        each(
+            access,
+            Operation::Consume,
+            request.topics.iter().map(|topic| topic.name.as_str()),
+        )
+    }
+
+    /// Every partition `TOPIC_AUTHORIZATION_FAILED`.
+    fn refuse(_refusal: &AclRefusal<'_>, request: &TxnOffsetCommitRequest) -> Option<ResponseBody> {
+        Some(ResponseBody::message(answered(request, TOPIC_REFUSED)))
+    }
+
+    fn start(call: Call<'_>, request: TxnOffsetCommitRequest) -> Started<KafkaResponse> {
+        Started::later(handle(
+            Arc::clone(call.service),
+            call.correlation_id,
+            call.version,
+            request,
+        ))
+    }
+}
 
 /// Answers a TxnOffsetCommit request.
 pub async fn handle(
@@ -111,7 +150,7 @@ pub async fn handle(
         correlation_id,
         api_key: ApiKey::TxnOffsetCommit,
         api_version: version,
-        body: ResponseBody::TxnOffsetCommit(answered(&request, code)),
+        body: ResponseBody::message(answered(&request, code)),
     }
 }
 
