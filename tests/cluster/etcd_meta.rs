@@ -602,6 +602,67 @@ async fn create_partitions_is_a_compare_and_swap_of_the_count(backend: &Backend)
     }
 }
 
+/// Config changes and grows of one topic, made at once, all land: each alter re-reads on
+/// `TopicConfigChanged` and each grow on `PartitionCountChanged` (the caller's answer to a
+/// change that came first), while a change whose record was rewritten by another kind of
+/// change (its own precondition still true) is read and tried again inside the store, after a
+/// backoff wait; none gives up as `Contended` and none is lost.
+async fn racing_changes_of_one_topic_retry_and_all_land(backend: &Backend) {
+    const ALTERS: u64 = 4;
+    const GROWS: u32 = 4;
+    let store = backend.store();
+    let (record, states) = topic("raced", 1);
+    store.create_topic(record.clone(), states).await.unwrap();
+    let alters = futures::future::join_all((0..ALTERS).map(|_| raise_retention_by_one(store)));
+    let grows = futures::future::join_all((0..GROWS).map(|_| grow_by_one(store)));
+    futures::future::join(alters, grows).await;
+    let end = raced_topic(store).await;
+    assert_eq!(end.config.retention_ms, Some(ALTERS), "{end:?}");
+    assert_eq!(end.partition_count, 1 + GROWS, "{end:?}");
+    let partitions = store.partition_states().await.unwrap();
+    assert_eq!(partitions.len(), (1 + GROWS) as usize);
+}
+
+/// The record of the topic `raced`.
+async fn raced_topic(store: &dyn MetaStore) -> TopicRecord {
+    let topics = store.topics().await.unwrap();
+    topics
+        .into_iter()
+        .find(|topic| topic.name == "raced")
+        .unwrap()
+}
+
+/// Raises `raced`'s retention by one millisecond, re-reading while other alters come first.
+async fn raise_retention_by_one(store: &dyn MetaStore) {
+    loop {
+        let read = raced_topic(store).await;
+        let config = TopicConfig {
+            retention_ms: Some(read.config.retention_ms.unwrap_or(0) + 1),
+            ..read.config
+        };
+        match store.alter_topic_config("raced", read.config, config).await {
+            Ok(_) => return,
+            Err(MetaError::TopicConfigChanged { .. }) => {}
+            Err(error) => panic!("alter: {error:?}"),
+        }
+    }
+}
+
+/// Adds one partition to `raced`, re-reading while other grows come first.
+async fn grow_by_one(store: &dyn MetaStore) {
+    loop {
+        let read = raced_topic(store).await;
+        let count = read.partition_count;
+        let placed = place_replicas(&[1, 2, 3], "raced", count + 1, 3, read.min_insync).unwrap();
+        let new_state = placed[count as usize..].to_vec();
+        match store.create_partitions("raced", count, new_state).await {
+            Ok(_) => return,
+            Err(MetaError::PartitionCountChanged { .. }) => {}
+            Err(error) => panic!("grow: {error:?}"),
+        }
+    }
+}
+
 /// Runs each shared body against a fresh memory store and a fresh etcd.
 /// The registration of a node id is read with its lease: the holder's value, its lease id, the
 /// granted TTL, and a remaining TTL that a renewal raises again (what a broker claiming the node
@@ -663,6 +724,7 @@ on_both_stores!(
     slow_watcher_gets_a_resync,
     alter_topic_config_is_a_compare_and_swap,
     create_partitions_is_a_compare_and_swap_of_the_count,
+    racing_changes_of_one_topic_retry_and_all_land,
 );
 
 // ---- etcd only ----

@@ -23,8 +23,6 @@ pub mod watch;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 #[cfg(feature = "etcd")]
-mod etcd_watch;
-#[cfg(feature = "etcd")]
 pub mod security;
 
 use std::fmt::{self, Debug};
@@ -72,9 +70,11 @@ pub const REPLICATION_FACTOR_MAX: u16 = 16;
 /// any name sees; it only makes a re-created name start higher than it strictly had to.
 pub const TOPIC_TOMBSTONES_MAX: usize = 1000;
 
-/// How often a topic delete (or a re-creation) reads and tries its transaction again when a
-/// partition of the topic changed between the read and the transaction (an election, an ISR
-/// change): after that many it gives up with [`MetaError::Contended`], nothing written.
+/// How often a topic delete (or a re-creation, a config change, a growth) reads and tries its
+/// transaction again when what it read changed before the transaction (an election or an ISR
+/// change of a partition, a concurrent change of the record): after that many it gives up with
+/// [`MetaError::Contended`], nothing written. The etcd store waits between attempts (capped
+/// exponential backoff with jitter: `etcd::COMPARE_AND_SWAP_RETRY_BASE`, `_CAP`).
 pub const TOPIC_DELETE_ATTEMPTS_MAX: usize = 8;
 
 /// Default capacity of a watch's event channel; past it the watch sends a `Resync`.

@@ -25,13 +25,14 @@
 //! memory and reads from etcd stays bounded.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::{Arc, PoisonError, Weak};
 
 use etcd_client::{Compare, CompareOp, EventType, GetOptions, KeyValue, Txn, TxnOp, WatchOptions};
 
+use super::etcd::backoff::Backoff;
+use super::etcd::cas::retry_compare_and_swap;
+use super::etcd::watch::watch_backoff;
 use super::etcd::EtcdMetaStore;
-use super::etcd_watch::{WATCH_RETRY_MAX, WATCH_RETRY_MIN};
 use super::layout::prefix_range_end;
 use super::{decode_value, encode_value, MetaError};
 use crate::auth::acl::{AclEntry, AclFile, Operation, TopicPattern, ACLS_FORMAT};
@@ -378,50 +379,64 @@ impl EtcdSecurityStore {
     }
 
     /// Replaces the grant of `principal` on `pattern` by `change(current)` (`None`: delete it)
-    /// with a compare-and-swap on its key, retried when a concurrent change wins. Returns the
-    /// grant written.
+    /// with a compare-and-swap on its key, retried (up to [`ACL_UPDATE_ATTEMPTS_MAX`] attempts,
+    /// by the etcd store's one retry loop) when a concurrent change wins. Returns the grant
+    /// written.
     async fn update_acl(
         &self,
         principal: &str,
         pattern: &TopicPattern,
-        mut change: impl FnMut(Option<AclEntry>) -> Option<AclEntry>,
+        change: impl FnMut(Option<AclEntry>) -> Option<AclEntry> + Send,
     ) -> Result<Option<AclEntry>, SecurityStoreError> {
         let key = self.store.layout().acl_key(principal, pattern.as_str());
-        for _ in 0..ACL_UPDATE_ATTEMPTS_MAX {
-            let current = self.get(&key).await?;
-            let (entry, revision) = match &current {
-                Some(kv) => (Some(self.decode_acl(kv)?), kv.mod_revision()),
-                None => (None, 0),
-            };
-            let existed = entry.is_some();
-            let next = change(entry);
-            if !existed && next.is_some() {
-                let count = self.count(self.store.layout().acls_prefix()).await?;
-                if count >= self.limits.acls_max {
-                    return Err(SecurityStoreError::TooManyAcls {
-                        count,
-                        limit: self.limits.acls_max,
-                    });
-                }
-            }
-            // mod_revision 0 compares equal only while the key is absent.
-            let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, revision);
-            let write = match &next {
-                Some(entry) => TxnOp::put(key.clone(), encode_value(entry), None),
-                None if existed => TxnOp::delete(key.clone(), None),
-                None => return Ok(None),
-            };
-            let txn = Txn::new().when([unchanged]).and_then([write]);
-            let mut client = self.store.client();
-            let response = self
-                .store
-                .request("write the grant", async move { client.txn(txn).await })
-                .await?;
-            if response.succeeded() {
-                return Ok(next);
+        // Lent to one attempt at a time (the attempts run one after another; the lock is never
+        // held across an await).
+        let change = std::sync::Mutex::new(change);
+        retry_compare_and_swap(
+            ACL_UPDATE_ATTEMPTS_MAX as usize,
+            || self.try_update_acl(&key, &change),
+            || SecurityStoreError::Contended { key: key.clone() },
+        )
+        .await
+    }
+
+    /// One attempt of [`update_acl`](Self::update_acl): `None` if the grant changed between
+    /// the read and the write (nothing written: read again), else the grant written.
+    async fn try_update_acl(
+        &self,
+        key: &str,
+        change: &std::sync::Mutex<impl FnMut(Option<AclEntry>) -> Option<AclEntry>>,
+    ) -> Result<Option<Option<AclEntry>>, SecurityStoreError> {
+        let current = self.get(key).await?;
+        let (entry, revision) = match &current {
+            Some(kv) => (Some(self.decode_acl(kv)?), kv.mod_revision()),
+            None => (None, 0),
+        };
+        let existed = entry.is_some();
+        let next = (change.lock().unwrap_or_else(PoisonError::into_inner))(entry);
+        if !existed && next.is_some() {
+            let count = self.count(self.store.layout().acls_prefix()).await?;
+            if count >= self.limits.acls_max {
+                return Err(SecurityStoreError::TooManyAcls {
+                    count,
+                    limit: self.limits.acls_max,
+                });
             }
         }
-        Err(SecurityStoreError::Contended { key })
+        // mod_revision 0 compares equal only while the key is absent.
+        let unchanged = Compare::mod_revision(key, CompareOp::Equal, revision);
+        let write = match &next {
+            Some(entry) => TxnOp::put(key, encode_value(entry), None),
+            None if existed => TxnOp::delete(key, None),
+            None => return Ok(Some(None)),
+        };
+        let txn = Txn::new().when([unchanged]).and_then([write]);
+        let mut client = self.store.client();
+        let response = self
+            .store
+            .request("write the grant", async move { client.txn(txn).await })
+            .await?;
+        Ok(response.succeeded().then_some(next))
     }
 
     /// The key-value at `key`, if any.
@@ -572,14 +587,13 @@ async fn follow(
     mut known: Known,
     mut revision: i64,
 ) {
-    let mut retry = WATCH_RETRY_MIN;
+    let mut backoff = watch_backoff();
     loop {
-        match watch_from(&store, &live, &mut known, &mut revision, &mut retry).await {
+        match watch_from(&store, &live, &mut known, &mut revision, &mut backoff).await {
             Ok(()) => return,
             Err(reason) => {
                 tracing::warn!(set = known.name(), %reason, "security watch broke; reading again");
-                tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(WATCH_RETRY_MAX);
+                backoff.wait().await;
                 if live.strong_count() == 0 {
                     return;
                 }
@@ -625,7 +639,7 @@ async fn watch_from(
     live: &Weak<LiveSecurity>,
     known: &mut Known,
     revision: &mut i64,
-    retry: &mut Duration,
+    backoff: &mut Backoff,
 ) -> Result<(), String> {
     let layout = store.store.layout();
     let prefix = match known {
@@ -649,7 +663,7 @@ async fn watch_from(
             Ok(None) => return Err("etcd ended the watch stream".into()),
             Err(error) => return Err(error.to_string()),
         };
-        *retry = WATCH_RETRY_MIN;
+        backoff.reset();
         if response.compact_revision() > 0 {
             return Err("etcd compacted the revisions the watch needed".into());
         }

@@ -3,7 +3,8 @@
 //!
 //! The task remembers the revision after the last event it delivered. When the stream breaks
 //! (etcd restarted, its leader changed, the connection died), it re-opens the watch from that
-//! revision after a back-off, so nothing is missed and nothing repeats. When it cannot resume
+//! revision after a [`Backoff`] wait (with jitter: every broker's watch breaks at the same
+//! instant when etcd restarts), so nothing is missed and nothing repeats. When it cannot resume
 //! (etcd compacted that revision away) or the consumer is too slow (the channel is full), it
 //! reads a fresh snapshot and sends it as one `Resync`, then follows from there. The task ends
 //! when the consumer drops the receiver.
@@ -13,17 +14,40 @@ use std::time::Duration;
 use etcd_client::{Event, EventType, WatchOptions};
 use tokio::sync::mpsc;
 
-use super::etcd::EtcdMetaStore;
-use super::layout::ParsedKey;
-use super::watch::MetaEvent;
-use super::{decode_value, MetaError};
+use super::super::layout::ParsedKey;
+use super::super::watch::MetaEvent;
+use super::super::{decode_value, validate_watch_capacity, MetaError};
+use super::backoff::Backoff;
+use super::EtcdMetaStore;
 use crate::cluster::Versioned;
 
-/// First wait before re-opening a broken watch.
+/// First step of the wait before re-opening a broken watch (each wait is its step scaled by a
+/// random factor in `[0.5, 1]`, see [`Backoff`]).
 pub const WATCH_RETRY_MIN: Duration = Duration::from_millis(100);
 
-/// Longest wait between two attempts to re-open a watch.
+/// Largest step of the wait between two attempts to re-open a watch.
 pub const WATCH_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// The schedule of a watch's re-opening attempts (the security store's watches use it too).
+pub(in crate::cluster::meta) fn watch_backoff() -> Backoff {
+    Backoff::new(WATCH_RETRY_MIN, WATCH_RETRY_MAX)
+}
+
+impl EtcdMetaStore {
+    /// The changes after `revision` (exclusive of it), without a snapshot: for a consumer that
+    /// kept its state and the revision it was current at. If etcd compacted that history away,
+    /// the first event is a `Resync`.
+    pub fn watch_after(
+        &self,
+        revision: i64,
+        capacity: usize,
+    ) -> Result<mpsc::Receiver<MetaEvent>, MetaError> {
+        validate_watch_capacity(capacity)?;
+        let (sender, events) = mpsc::channel(capacity);
+        spawn(self.clone(), sender, revision + 1);
+        Ok(events)
+    }
+}
 
 /// Why following the stream stopped.
 enum Stopped {
@@ -47,14 +71,13 @@ pub(super) fn spawn(store: EtcdMetaStore, sender: mpsc::Sender<MetaEvent>, start
 
 async fn run(store: &EtcdMetaStore, sender: &mpsc::Sender<MetaEvent>, start_revision: i64) {
     let mut next_revision = start_revision;
-    let mut retry = WATCH_RETRY_MIN;
+    let mut backoff = watch_backoff();
     loop {
-        match follow(store, sender, &mut next_revision, &mut retry).await {
+        match follow(store, sender, &mut next_revision, &mut backoff).await {
             Stopped::ReceiverGone => return,
             Stopped::Broken(reason) => {
                 tracing::warn!(%reason, next_revision, "metadata watch broke; re-opening");
-                tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(WATCH_RETRY_MAX);
+                backoff.wait().await;
             }
             Stopped::Resync(reason) => {
                 tracing::info!(reason, "metadata watch resyncs from a fresh snapshot");
@@ -63,8 +86,7 @@ async fn run(store: &EtcdMetaStore, sender: &mpsc::Sender<MetaEvent>, start_revi
                         Ok(snapshot) => break snapshot,
                         Err(error) => {
                             tracing::warn!(%error, "metadata watch could not read a snapshot");
-                            tokio::time::sleep(retry).await;
-                            retry = (retry * 2).min(WATCH_RETRY_MAX);
+                            backoff.wait().await;
                         }
                     }
                 };
@@ -87,7 +109,7 @@ async fn follow(
     store: &EtcdMetaStore,
     sender: &mpsc::Sender<MetaEvent>,
     next_revision: &mut i64,
-    retry: &mut Duration,
+    backoff: &mut Backoff,
 ) -> Stopped {
     let mut client = store.client();
     let prefix = store.layout().prefix().to_owned();
@@ -111,7 +133,7 @@ async fn follow(
             Ok(None) => return Stopped::Broken("etcd ended the watch stream".into()),
             Err(error) => return Stopped::Broken(error.to_string()),
         };
-        *retry = WATCH_RETRY_MIN;
+        backoff.reset();
         if response.compact_revision() > 0 {
             return Stopped::Resync("etcd compacted the revisions the watch needed");
         }
