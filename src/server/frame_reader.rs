@@ -40,19 +40,32 @@
 //! the append moves the bytes pipe → segment file without ever waiting on the client. A
 //! connection has at most [`PIPES_PER_CONNECTION`] such frames in flight; a pipe that fills
 //! before the batch is in it gives its bytes back and the frame is read whole, as any other.
+//!
+//! The parts: the reader's loop, its framing and its limits (here), paying for the bytes read
+//! (`payment`), reading a frame's batch into a pipe (`piping`), the values it is configured
+//! with and hands on (`frame`), and its refusals and errors (`errors`).
+
+mod errors;
+mod frame;
+mod payment;
+mod piping;
 
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncReadExt, Interest};
-use tokio::net::TcpStream;
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 use super::memory_budget::{BudgetError, MemoryBudget, Reservation};
-use crate::protocol::wrong_port::{self, Foreign};
+use crate::protocol::wrong_port;
 use crate::protocol::{FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES};
-use crate::storage::splice::{PipePool, PooledPipe};
+use crate::storage::splice::PipePool;
+
+pub use errors::{FrameRefusal, ReadError};
+pub use frame::{
+    FrameHead, FrameHeader, FrameLimits, FrameTail, ReadFrame, SpliceCapable, SpliceRule,
+};
+use piping::Piping;
 
 /// Default largest frame a connection may send before it authenticates (servers with
 /// `--auth`): 512 KiB, Kafka's `sasl.server.max.receive.size`.
@@ -78,190 +91,6 @@ pub const PIPES_PER_CONNECTION: usize = 4;
 /// Most bytes of an HTTP request read and thrown away after the answer, so that closing the
 /// socket with them unread does not reset the connection before the client reads the answer.
 const DRAIN_BYTES: usize = 64 * 1024;
-
-/// The limits a [`FrameReader`] applies (from [`super::ServerConfig`]).
-#[derive(Debug, Clone, Copy)]
-pub struct FrameLimits {
-    /// Largest frame (after its length prefix).
-    pub max_frame_bytes: usize,
-    /// Largest frame before the connection authenticates (servers with `--auth`).
-    pub max_unauthenticated_frame_bytes: usize,
-    /// Longest a frame may take to arrive once its first byte has.
-    pub partial_frame_timeout: Duration,
-    /// Longest the reader waits for memory.
-    pub buffer_wait: Duration,
-    /// Whether refusals are answered (with the header's correlation id): when not (Kafka), a
-    /// frame is judged on its length alone, without waiting for its header.
-    pub wait_for_header: bool,
-}
-
-/// The header fields every request frame starts with, in both protocols.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameHeader {
-    /// The API.
-    pub api_key: u16,
-    /// The API's version.
-    pub api_version: u16,
-    /// The client's id for the request, echoed in its answer.
-    pub correlation_id: u32,
-}
-
-impl FrameHeader {
-    /// The header at the start of a frame body, if it is long enough to hold one.
-    pub fn peek(body: &[u8]) -> Option<FrameHeader> {
-        let &[k0, k1, v0, v1, c0, c1, c2, c3] = body.get(..REQUEST_HEADER_BYTES)? else {
-            return None;
-        };
-        Some(FrameHeader {
-            api_key: u16::from_be_bytes([k0, k1]),
-            api_version: u16::from_be_bytes([v0, v1]),
-            correlation_id: u32::from_be_bytes([c0, c1, c2, c3]),
-        })
-    }
-}
-
-/// A request frame (its length prefix removed) and the memory it holds until its answer is
-/// ready: in memory whole, or its bytes but a batch's, which are in a pipe.
-#[derive(Debug)]
-pub struct ReadFrame {
-    /// The frame body (with `tail`: its head, the bytes before the piped ones).
-    pub bytes: Bytes,
-    /// Its share of the connection's and the server's memory (the piped bytes included).
-    pub reservation: Reservation,
-    /// The bytes of the frame after its head (see the module documentation).
-    pub tail: Option<FrameTail>,
-}
-
-/// The bytes of a frame after its head: a batch's last bytes in a pipe, then the frame's last
-/// fields in memory.
-#[derive(Debug)]
-pub struct FrameTail {
-    /// The pipe holding every byte of the batch after the head.
-    pub pipe: PooledPipe,
-    /// The frame's bytes after the batch.
-    pub trailer: Bytes,
-}
-
-/// How a protocol wants a long frame read, judged from its header and first body bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameHead {
-    /// Read it whole.
-    Whole,
-    /// More of it is needed to judge: its first this many body bytes (more than there are).
-    Need(usize),
-    /// The bytes buffered are its head: the body's bytes up to `piped_end` go into a pipe, the
-    /// rest is read.
-    Splice {
-        /// The body offset where the piped bytes end (the end of the batch).
-        piped_end: usize,
-    },
-}
-
-/// Which frames a connection may read only in part (see the module documentation).
-#[derive(Debug, Clone, Copy)]
-pub struct SpliceRule {
-    /// Shorter frames are read whole (their bytes cost less to copy than a splice's setup).
-    pub min_frame_bytes: usize,
-    /// Judges a frame from its header, its declared length and the body bytes buffered so far.
-    pub judge: fn(&FrameHeader, usize, &[u8]) -> FrameHead,
-}
-
-/// A connection's read half, and the TCP socket under it when there is one a splice can read
-/// from (plain TCP, not TLS: TLS decrypts in this process).
-pub trait SpliceCapable {
-    /// The socket a frame's batch may be spliced from.
-    fn tcp(&self) -> Option<&TcpStream> {
-        None
-    }
-}
-
-impl SpliceCapable for tokio::net::tcp::OwnedReadHalf {
-    fn tcp(&self) -> Option<&TcpStream> {
-        Some(self.as_ref())
-    }
-}
-
-impl<T> SpliceCapable for tokio::io::ReadHalf<T> {}
-
-impl SpliceCapable for tokio::io::DuplexStream {}
-
-/// Why a frame was refused; the connection closes after it.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum FrameRefusal {
-    /// The declared length is over `max_frame_bytes`.
-    #[error("frame of {declared} bytes exceeds the maximum of {max}; raise max_frame_bytes on both ends or send smaller requests")]
-    TooLarge {
-        /// The declared length.
-        declared: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// A length of 0: no frame holds nothing.
-    #[error("received a frame of length 0; every frame holds at least a header")]
-    Empty,
-    /// A frame over the limit for connections that have not authenticated.
-    #[error("a frame of {declared} bytes before authentication: until a connection authenticates, its frames may be at most {max} bytes (serve --max-unauthenticated-frame-bytes); authenticate first (FENCELOG_USER and FENCELOG_PASSWORD, or --user and --password-file)")]
-    Unauthenticated {
-        /// The declared length.
-        declared: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The frame did not arrive whole within `partial_frame_timeout`.
-    #[error("the request frame was not complete {timeout_ms} ms after its first byte ({received} bytes received) (serve --partial-frame-timeout-ms); send each frame without pausing in the middle")]
-    Incomplete {
-        /// Bytes of the frame received (its length prefix included).
-        received: usize,
-        /// The limit.
-        timeout_ms: u64,
-    },
-    /// No memory for the frame's bytes.
-    #[error(transparent)]
-    Budget(#[from] BudgetError),
-}
-
-/// Why reading stopped (other than a clean end of the stream between frames).
-#[derive(Debug, Error)]
-pub enum ReadError {
-    /// The stream failed (a reset, TLS without close_notify, ...).
-    #[error("reading from the connection failed: {0}")]
-    Io(#[from] std::io::Error),
-    /// The stream ended in the middle of a frame.
-    #[error("the client closed the connection in the middle of a frame ({received} bytes of it received)")]
-    ClosedMidFrame {
-        /// Bytes of the unfinished frame received.
-        received: usize,
-    },
-    /// The client speaks another protocol.
-    #[error("the client speaks {}, not this listener's protocol", .0.name())]
-    Foreign(Foreign),
-    /// A frame was refused: answer it (with its header's correlation id) and close.
-    #[error("{refusal}")]
-    Refused {
-        /// The refused frame's header, when it arrived.
-        header: Option<FrameHeader>,
-        /// Why.
-        refusal: FrameRefusal,
-    },
-}
-
-impl ReadError {
-    /// Whether this is an ordinary departure of a client (it closed or was killed), not worth
-    /// more than a debug line.
-    pub fn is_departure(&self) -> bool {
-        match self {
-            ReadError::Io(error) => matches!(
-                error.kind(),
-                std::io::ErrorKind::UnexpectedEof
-                    | std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::BrokenPipe
-            ),
-            ReadError::ClosedMidFrame { .. } => true,
-            ReadError::Foreign(_) | ReadError::Refused { .. } => false,
-        }
-    }
-}
 
 /// The frame being read: its length is known.
 #[derive(Debug, Clone, Copy)]
@@ -293,16 +122,6 @@ enum Taken {
         piped_end: usize,
     },
     Nothing,
-}
-
-/// A frame's batch on its way into a pipe.
-#[derive(Debug)]
-struct Piping {
-    pipe: PooledPipe,
-    /// The frame's bytes in the buffer before the piped ones (its length prefix included).
-    head_len: usize,
-    /// The frame's bytes that go through the pipe.
-    len: usize,
 }
 
 /// Reads request frames from one connection.
@@ -409,113 +228,6 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
     fn deadline(&self) -> Option<Instant> {
         self.first_byte
             .map(|first| first + self.limits.partial_frame_timeout + self.waited)
-    }
-
-    /// Takes a pipe for the batch of the frame whose head is buffered (waiting while the
-    /// connection's pipes are all out, a wait not counted against the frame's timeout), or
-    /// marks the frame to be read whole when no pipe can be made.
-    async fn start_piping(&mut self, piped_end: usize) {
-        let since = Instant::now();
-        let taken = self.pipes.take().await;
-        self.waited += since.elapsed();
-        let Some(mut frame) = self.frame else {
-            return;
-        };
-        match taken {
-            Ok(pipe) => {
-                let head_len = self.buffer.len();
-                self.piping = Some(Piping {
-                    pipe,
-                    head_len,
-                    len: (FRAME_LENGTH_BYTES + piped_end).saturating_sub(head_len),
-                });
-            }
-            Err(error) => {
-                tracing::debug!(%error, "no pipe for a frame's batch; reading it whole");
-                frame.reading = Reading::Whole;
-                self.frame = Some(frame);
-            }
-        }
-    }
-
-    /// Moves the next bytes of the batch being piped from the socket into its pipe (at most
-    /// [`PIPE_CHUNK_BYTES`], paid for before the next move), waiting for them within the
-    /// frame's timeout; a pipe that is full gives its bytes back to the buffer and the frame is
-    /// read whole.
-    async fn pipe_some(&mut self) -> Result<(), ReadError> {
-        let deadline = self.deadline();
-        let received = self.buffer.len();
-        let (Some(socket), Some(piping)) = (self.source.tcp(), self.piping.as_mut()) else {
-            return Ok(());
-        };
-        let want = (piping.len - piping.pipe.holds()).min(PIPE_CHUNK_BYTES);
-        loop {
-            match fill_twice(&mut piping.pipe, socket, want) {
-                Ok(0) => {
-                    return Err(ReadError::ClosedMidFrame {
-                        received: received + piping.pipe.holds(),
-                    })
-                }
-                Ok(_) => return Ok(()),
-                Err(Fill::PipeFull) => return self.unpipe().map_err(ReadError::Io),
-                Err(Fill::Io(error)) => return Err(ReadError::Io(error)),
-                Err(Fill::Empty) => {}
-            }
-            // Wait for the socket's next bytes: clear the readiness left by earlier reads, then
-            // look again before waiting (bytes may have come in between). Only here, where the
-            // socket was found empty: readiness cleared while bytes wait (the frame's last fields,
-            // the next frame) would leave the next read waiting for an event that never comes.
-            let _ = socket.try_io(Interest::READABLE, || {
-                Err::<(), _>(std::io::Error::from(std::io::ErrorKind::WouldBlock))
-            });
-            if queued(socket)? > 0 {
-                continue;
-            }
-            let ready = socket.readable();
-            match deadline {
-                None => ready.await?,
-                Some(deadline) => tokio::select! {
-                    ready = ready => ready?,
-                    () = tokio::time::sleep_until(deadline) => {
-                        let received = received + piping.pipe.holds();
-                        return Err(self.incomplete_with(received));
-                    }
-                },
-            }
-        }
-    }
-
-    /// Gives a full pipe's bytes back to the buffer (they follow the head in it) and marks the
-    /// frame to be read whole: the bytes are paid for already.
-    fn unpipe(&mut self) -> std::io::Result<()> {
-        let Some(mut piping) = self.piping.take() else {
-            return Ok(());
-        };
-        let held = piping.pipe.holds();
-        let start = self.buffer.len();
-        if let Some(frame) = self.frame {
-            // The frame is read whole from here: address space for all of it, as for any other.
-            let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
-            self.buffer.reserve(end.saturating_sub(start));
-        }
-        self.buffer.resize(start + held, 0);
-        let mut filled = 0;
-        while filled < held {
-            let read = piping.pipe.read_into(&mut self.buffer[start + filled..])?;
-            if read == 0 {
-                break;
-            }
-            filled += read;
-        }
-        self.buffer.truncate(start + filled);
-        if let Some(frame) = self.frame.as_mut() {
-            frame.reading = Reading::Whole;
-        }
-        tracing::debug!(
-            bytes = held,
-            "a frame's batch did not fit its pipe; reading it whole"
-        );
-        Ok(())
     }
 
     /// Reads and discards what the client still sends, for up to `limit` (at most
@@ -637,62 +349,6 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
         self.frames_read += 1;
     }
 
-    /// The frame whose batch is being piped, once its batch is in the pipe and its last fields
-    /// in the buffer.
-    fn take_piped(&mut self, end: usize, piped: usize) -> Taken {
-        let buffered_end = end - piped;
-        let in_pipe = self.piping.as_ref().map_or(0, |piping| piping.pipe.holds());
-        if in_pipe < piped || self.buffer.len() < buffered_end {
-            return Taken::Nothing;
-        }
-        let Some(piping) = self.piping.take() else {
-            return Taken::Nothing;
-        };
-        let mut bytes = self.buffer.split_to(buffered_end).freeze();
-        let trailer = bytes.split_off(piping.head_len);
-        bytes.advance(FRAME_LENGTH_BYTES);
-        let reservation = self.held.split_off(end);
-        self.frame_taken();
-        Taken::Frame(ReadFrame {
-            bytes,
-            reservation,
-            tail: Some(FrameTail {
-                pipe: piping.pipe,
-                trailer,
-            }),
-        })
-    }
-
-    /// Whether a frame is long enough, and its connection able, to be read only in part.
-    fn may_splice(&self, frame: &Started) -> bool {
-        self.splice
-            .is_some_and(|rule| frame.declared >= rule.min_frame_bytes)
-            && frame.header.is_some()
-            && self.source.tcp().is_some()
-    }
-
-    /// Whether an accepted frame is read whole or only its head (see the module documentation).
-    fn judge_head(&self, frame: &Started) -> FrameHead {
-        let (Some(rule), Some(header)) = (self.splice, frame.header) else {
-            return FrameHead::Whole;
-        };
-        let end = FRAME_LENGTH_BYTES.saturating_add(frame.declared);
-        if !self.may_splice(frame) || self.buffer.len() >= end {
-            return FrameHead::Whole;
-        }
-        let body = &self.buffer[FRAME_LENGTH_BYTES..];
-        match (rule.judge)(&header, frame.declared, body) {
-            // A head as long as the frame is the frame; a judge asking for bytes it has is
-            // answered by reading the frame whole rather than waiting for nothing.
-            FrameHead::Need(bytes)
-                if bytes <= body.len() || FRAME_LENGTH_BYTES.saturating_add(bytes) >= end =>
-            {
-                FrameHead::Whole
-            }
-            judged => judged,
-        }
-    }
-
     /// Refuses a frame whose length is over a limit (or that is another protocol's opening).
     fn judge(&self, frame: Started, must_authenticate: bool) -> Result<(), ReadError> {
         let declared = frame.declared;
@@ -755,106 +411,6 @@ impl<R: AsyncRead + SpliceCapable + Unpin> FrameReader<R> {
             _ => self.buffer.len() + HEADER_READ_BYTES,
         }
     }
-
-    /// Pays for every buffered byte before the next read (and before a frame is handed on):
-    /// from the connection's own share first, then from the shared budget; waits up to
-    /// `buffer_wait` while neither has enough, reading nothing meanwhile (backpressure).
-    async fn pay(&mut self) -> Result<(), ReadError> {
-        loop {
-            self.try_pay();
-            let debt = self.unpaid();
-            if debt == 0 {
-                break;
-            }
-            self.wait_for_memory(debt).await?;
-        }
-        if let Some(since) = self.waiting_since.take() {
-            self.waited += since.elapsed();
-        }
-        Ok(())
-    }
-
-    /// Bytes read (into the buffer or a pipe) and not paid for yet.
-    fn unpaid(&self) -> usize {
-        let piped = self.piping.as_ref().map_or(0, |piping| piping.pipe.holds());
-        (self.buffer.len() + piped).saturating_sub(self.held.bytes())
-    }
-
-    /// Pays what it can of the buffered bytes now, without waiting.
-    fn try_pay(&mut self) {
-        let debt = self.unpaid();
-        let from_own = debt.min(self.own.available());
-        if let Some(reservation) = self.own.try_reserve(from_own) {
-            self.held.merge(reservation);
-        }
-        let debt = self.unpaid();
-        let from_shared = debt.min(self.shared.available());
-        if let Some(reservation) = self.shared.try_reserve(from_shared) {
-            self.held.merge(reservation);
-        }
-    }
-
-    /// Waits until either pool can give some bytes: `needed` of the shared budget, or one byte
-    /// of the connection's own share (given back by a request answered meanwhile).
-    async fn wait_for_memory(&mut self, needed: usize) -> Result<(), ReadError> {
-        let since = *self.waiting_since.get_or_insert_with(Instant::now);
-        let remaining = self.limits.buffer_wait.saturating_sub(since.elapsed());
-        let header = self.frame.and_then(|frame| frame.header);
-        let refusal = FrameRefusal::Budget(BudgetError::Exhausted {
-            budget_bytes: self.shared.total(),
-            waited_ms: u64::try_from(self.limits.buffer_wait.as_millis()).unwrap_or(u64::MAX),
-        });
-        let exhausted = move || ReadError::Refused { header, refusal };
-        if remaining.is_zero() {
-            return Err(exhausted());
-        }
-        let needed = needed.clamp(1, self.shared.total().max(1));
-        let reserved = tokio::select! {
-            shared = self.shared.reserve(needed, remaining) => shared,
-            own = self.own.reserve(1, remaining) => own,
-        };
-        match reserved {
-            Ok(reservation) => {
-                self.held.merge(reservation);
-                Ok(())
-            }
-            Err(_) => Err(exhausted()),
-        }
-    }
-}
-
-/// Why a move of bytes from the socket into a pipe moved nothing.
-enum Fill {
-    /// The socket has no bytes queued.
-    Empty,
-    /// The socket has bytes the pipe has no room for.
-    PipeFull,
-    Io(std::io::Error),
-}
-
-/// One move of up to `want` bytes from `socket` into `pipe` ([`PooledPipe::fill_from`]), tried a
-/// second time when the first found no room or no bytes but the socket has some queued: a pipe
-/// with no room twice while bytes wait is full (one bytes arrived at just the wrong moment would
-/// otherwise look full).
-fn fill_twice(pipe: &mut PooledPipe, socket: &TcpStream, want: usize) -> Result<usize, Fill> {
-    for _ in 0..2 {
-        match pipe.fill_from(socket, want) {
-            Ok(moved) => return Ok(moved),
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                if queued(socket).map_err(Fill::Io)? == 0 {
-                    return Err(Fill::Empty);
-                }
-            }
-            Err(error) => return Err(Fill::Io(error)),
-        }
-    }
-    Err(Fill::PipeFull)
-}
-
-/// Bytes queued on the socket, unread.
-fn queued(socket: &TcpStream) -> std::io::Result<usize> {
-    let bytes = rustix::io::ioctl_fionread(socket)?;
-    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
 }
 
 /// Reads at most `room` bytes into `buffer`.

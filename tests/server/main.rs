@@ -25,6 +25,7 @@ mod protocol_offsets;
 mod protocol_versions;
 mod python_client;
 mod server_protocol;
+mod source_size;
 mod spliced_produce;
 mod stranger_budgets;
 mod topic_delete;

@@ -4,11 +4,16 @@
 //!
 //! Why a test: the layering stays true only while something checks it. The parser is small on
 //! purpose: it drops comments, string and char literals and `#[cfg(test)]` items (test modules
-//! may reach anywhere), then reads every `crate::name` path, including each first name of a
-//! `crate::{a, b}` group.
+//! may reach anywhere; that part is shared with the file-size test, in
+//! `tests/support/rust_source.rs`), then reads every `crate::name` path, including each first
+//! name of a `crate::{a, b}` group.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support::rust_source::{
+    code_only, is_ident, rust_files, src_dir, test_only_files, without_test_items,
+};
 
 const ARCHITECTURE: &str = include_str!("../../docs/architecture.md");
 const TABLE_BEGIN: &str = "<!-- module-graph:begin -->";
@@ -74,10 +79,6 @@ fn the_import_parser_skips_comments_strings_and_test_code() {
     assert_eq!(found, expected);
 }
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
 /// The table between the markers: `| module | may import |`, names in backticks.
 fn allowed_edges() -> Graph {
     let begin = ARCHITECTURE
@@ -111,54 +112,6 @@ fn top_module(relative: &Path) -> Option<String> {
         .to_string();
     let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
     (name != "lib" && name != "main").then_some(name)
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Files that exist only for tests: declared as `#[cfg(test)] mod name;` in their parent.
-fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
-    let mut test_only = BTreeSet::new();
-    for file in files {
-        let text = std::fs::read_to_string(file).expect("read");
-        let lines: Vec<&str> = text.lines().map(str::trim).collect();
-        for pair in lines.windows(2) {
-            if is_test_cfg(pair[0]) {
-                if let Some(name) = pair[1]
-                    .strip_prefix("mod ")
-                    .or_else(|| pair[1].strip_prefix("pub mod "))
-                    .or_else(|| pair[1].strip_prefix("pub(crate) mod "))
-                    .and_then(|rest| rest.strip_suffix(';'))
-                {
-                    let parent = file.parent().expect("parent");
-                    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-                    let base = if stem == "mod" || stem == "lib" {
-                        parent.to_path_buf()
-                    } else {
-                        parent.join(stem)
-                    };
-                    test_only.insert(base.join(format!("{name}.rs")));
-                    test_only.insert(base.join(name).join("mod.rs"));
-                }
-            }
-        }
-    }
-    test_only
-}
-
-fn is_test_cfg(line: &str) -> bool {
-    line.starts_with("#[cfg(") && {
-        let inner = &line["#[cfg(".len()..];
-        inner.starts_with("test") || inner.starts_with("all(test")
-    }
 }
 
 fn actual_edges() -> Graph {
@@ -199,156 +152,6 @@ fn where_used(module: &str, import: &str) -> Vec<String> {
         })
         .map(|file| file.strip_prefix(&src).unwrap().display().to_string())
         .collect()
-}
-
-/// The code with comments, string and char literals blanked out.
-fn code_only(source: &str) -> String {
-    let chars: Vec<char> = source.chars().collect();
-    let mut out = String::with_capacity(source.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < chars.len() {
-                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(' ');
-        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !is_ident(prev(&chars, i))
-        {
-            // A raw string: r"..." or r#"..."#.
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while chars.get(j) == Some(&'#') {
-                hashes += 1;
-                j += 1;
-            }
-            if chars.get(j) != Some(&'"') {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            j += 1;
-            loop {
-                if j >= chars.len() {
-                    break;
-                }
-                if chars[j] == '"' && (0..hashes).all(|k| chars.get(j + 1 + k) == Some(&'#')) {
-                    j += 1 + hashes;
-                    break;
-                }
-                j += 1;
-            }
-            i = j;
-            out.push_str("\"\"");
-        } else if c == '"' {
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push_str("\"\"");
-        } else if c == '\'' {
-            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
-            if next == Some('\\') {
-                let mut j = i + 2;
-                while j < chars.len() && chars[j] != '\'' {
-                    j += 1;
-                }
-                i = j + 1;
-                out.push_str("' '");
-            } else if chars.get(i + 2) == Some(&'\'') {
-                i += 3;
-                out.push_str("' '");
-            } else {
-                out.push(c);
-                i += 1;
-            }
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
-fn prev(chars: &[char], i: usize) -> char {
-    if i == 0 {
-        ' '
-    } else {
-        chars[i - 1]
-    }
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The code without the items that `#[cfg(test)]` (or `#[cfg(all(test, ..))]`) guards.
-fn without_test_items(code: &str) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(position) = find_test_cfg(rest) {
-        out.push_str(&rest[..position]);
-        let after = &rest[position..];
-        let attribute_end = after.find(']').map_or(after.len(), |end| end + 1);
-        let item = &after[attribute_end..];
-        // The item ends at its first `;` outside braces, or at the brace closing its body.
-        let mut depth = 0usize;
-        let mut end = item.len();
-        for (index, c) in item.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        end = index + 1;
-                        break;
-                    }
-                }
-                ';' if depth == 0 => {
-                    end = index + 1;
-                    break;
-                }
-                _ => {}
-            }
-        }
-        rest = &item[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn find_test_cfg(code: &str) -> Option<usize> {
-    let mut from = 0;
-    while let Some(found) = code[from..].find("#[cfg(") {
-        let at = from + found;
-        let inner = &code[at + "#[cfg(".len()..];
-        if inner.starts_with("test") || inner.starts_with("all(test") {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
 }
 
 /// The top-level module names `source` reaches through `crate::` paths.

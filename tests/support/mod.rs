@@ -8,8 +8,9 @@
 //! ([`raw_protocol`]), the protocol document's worked examples ([`doc_examples`]), proptest
 //! strategies for protocol values ([`protocol_strategies`]), an etcd process ([`etcd`]), a raw
 //! Kafka connection (`kafka`, feature `kafka`), the Python client check ([`python`]), signals
-//! to child processes ([`process`]), an HTTP GET for the console ([`http`]), headless Chromium through
-//! WebDriver (`webdriver`, feature `cli`) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
+//! to child processes ([`process`]), the crate's own sources read as text ([`rust_source`]), an
+//! HTTP GET for the console ([`http`]), headless Chromium through WebDriver (`webdriver`,
+//! feature `cli`) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
 // Each binary uses a part of the helpers.
 #![allow(dead_code)]
 
@@ -22,6 +23,7 @@ pub mod process;
 pub mod protocol_strategies;
 pub mod python;
 pub mod raw_protocol;
+pub mod rust_source;
 pub mod storage;
 pub mod tmpfs;
 #[cfg(feature = "cli")]
