@@ -9,10 +9,30 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::produce_path::ProduceRequest;
 use super::spliced_produce::SplicedProduce;
 use super::{blocking, Broker, BrokerError};
-use crate::storage::{Appended, Partition, PendingAppend};
+use crate::batch::BatchParts;
+use crate::storage::{Appended, Partition, PendingAppend, WriteCredential};
+
+/// One batch to append.
+#[derive(Debug, Clone)]
+pub struct ProduceRequest {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// What the writer presents to the partition's fence (a lease's epoch, or none), checked
+    /// before anything else.
+    pub credential: WriteCredential,
+    /// The batch in fencelog's stored format (its header carries the credential's epoch): one
+    /// buffer, or a Kafka batch kept as it arrived and its envelope (see
+    /// [`crate::batch::BatchParts`]).
+    pub batch: BatchParts,
+    /// The guard of the transaction verification this broker, a replicated partition's
+    /// leader, recorded before asking the transaction's coordinator (see
+    /// [`crate::storage::verification`]); `None` for every other write.
+    pub verification: Option<u64>,
+}
 
 /// Appends to `broker`'s partitions. Cheap to clone (one reference count).
 #[derive(Debug, Clone)]

@@ -55,6 +55,7 @@ pub mod spliced_produce;
 pub mod topic_admin;
 mod topic_changes;
 pub mod topic_file;
+pub mod transaction_state;
 pub mod transactions;
 pub mod verifier;
 

@@ -10,35 +10,16 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+pub use super::appender::ProduceRequest;
+
 use super::appender::Appender;
 use super::cluster::ReplicaManager;
 use super::produce_queue::{Acknowledgement, ProduceQueue};
 use super::spliced_produce::SplicedProduce;
 use super::topic_admin::TopicAdmin;
 use super::BrokerError;
-use crate::batch::BatchParts;
 use crate::domain::{Acks, Epoch};
 use crate::storage::{Appended, WriteCredential};
-
-/// One batch to append.
-#[derive(Debug, Clone)]
-pub struct ProduceRequest {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: u32,
-    /// What the writer presents to the partition's fence (a lease's epoch, or none), checked
-    /// before anything else.
-    pub credential: WriteCredential,
-    /// The batch in fencelog's stored format (its header carries the credential's epoch): one
-    /// buffer, or a Kafka batch kept as it arrived and its envelope (see
-    /// [`crate::batch::BatchParts`]).
-    pub batch: BatchParts,
-    /// The guard of the transaction verification this broker, a replicated partition's
-    /// leader, recorded before asking the transaction's coordinator (see
-    /// [`crate::storage::verification`]); `None` for every other write.
-    pub verification: Option<u64>,
-}
 
 /// Produces for every listener. Cheap to clone.
 #[derive(Debug, Clone)]

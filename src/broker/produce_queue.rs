@@ -51,7 +51,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::appender::Appender;
-use super::produce_path::ProduceRequest;
+use super::appender::ProduceRequest;
 use super::spliced_produce::SplicedProduce;
 use super::BrokerError;
 use crate::storage::Appended;

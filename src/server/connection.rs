@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::frame_reader::{FrameLimits, FrameReader, ReadError, ReadFrame, SpliceCapable};
 use super::memory_budget::MemoryBudget;
+pub use super::protocol::Refusal;
 use super::protocol::{AfterEncode, Protocol};
 use super::writer::ResponseWriter;
 use super::ServerConfig;
@@ -244,31 +245,6 @@ fn answer_foreign<P: Protocol, W: AsyncWrite + Unpin>(
                 "a TLS client reached the plain-TCP {listener} listener; closing connection (connect without TLS, or start the server with --tls-cert and --tls-key)"
             );
             false
-        }
-    }
-}
-
-/// Why a connection is refused as soon as it is accepted: the message its client reads says
-/// which limit to raise (`--max-connections` or the process's open-file limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The server's `max_connections` are open.
-    ConnectionLimit(usize),
-    /// The process ran out of file descriptors (its open-file limit, `ulimit -n`).
-    OutOfDescriptors,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::ConnectionLimit(max) => write!(
-                f,
-                "the server already has its maximum of {max} connections; retry later"
-            ),
-            Refusal::OutOfDescriptors => f.write_str(
-                "the server is out of file descriptors (its open-file limit, not its connection \
-                 limit); retry later",
-            ),
         }
     }
 }

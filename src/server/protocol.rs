@@ -143,7 +143,7 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// The answer to a connection refused at accept (beyond the server's connection limit, or
     /// with the process out of descriptors), if the protocol has one.
-    fn too_many_connections(&self, refusal: super::connection::Refusal) -> Option<Self::Response>;
+    fn too_many_connections(&self, refusal: Refusal) -> Option<Self::Response>;
 
     /// Encodes a response as a list of byte chunks (written with one vectored write), small
     /// parts built in `scratch`. A response that cannot be encoded within `max_frame_bytes` is
@@ -156,4 +156,29 @@ pub trait Protocol: Send + Sync + 'static {
         scratch: &mut BytesMut,
         parts: &mut Vec<Bytes>,
     ) -> AfterEncode;
+}
+
+/// Why a connection is refused as soon as it is accepted: the message its client reads says
+/// which limit to raise (`--max-connections` or the process's open-file limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The server's `max_connections` are open.
+    ConnectionLimit(usize),
+    /// The process ran out of file descriptors (its open-file limit, `ulimit -n`).
+    OutOfDescriptors,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::ConnectionLimit(max) => write!(
+                f,
+                "the server already has its maximum of {max} connections; retry later"
+            ),
+            Refusal::OutOfDescriptors => f.write_str(
+                "the server is out of file descriptors (its open-file limit, not its connection \
+                 limit); retry later",
+            ),
+        }
+    }
 }

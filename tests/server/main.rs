@@ -18,6 +18,7 @@ mod lease_table;
 mod manual_clock;
 mod metrics;
 mod module_graph;
+mod module_graph_folders;
 mod producer_retries;
 mod protocol_codec;
 mod protocol_idempotence_doc;

@@ -19,7 +19,7 @@ const ARCHITECTURE: &str = include_str!("../../docs/architecture.md");
 const TABLE_BEGIN: &str = "<!-- module-graph:begin -->";
 const TABLE_END: &str = "<!-- module-graph:end -->";
 
-type Graph = BTreeMap<String, BTreeSet<String>>;
+pub(crate) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// Proves: every edge of the code is allowed by the table, every top-level module has a row,
 /// and the allowed graph (hence the code's) is acyclic.
@@ -205,7 +205,8 @@ fn imports_of(source: &str) -> BTreeSet<String> {
 }
 
 /// A cycle of `graph` as the list of its modules (first repeated last), if it has one.
-fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+/// A cycle of `graph` (module -> the modules it imports), if it has one.
+pub(crate) fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         Visiting,

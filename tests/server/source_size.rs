@@ -17,18 +17,7 @@ use crate::support::rust_source::{non_test_lines, rust_files, src_dir, test_only
 /// The most non-test lines a source file may hold.
 const LIMIT: usize = 800;
 
-/// Files over [`LIMIT`] while they are being split (in parallel, on other branches), each with
-/// the count it had when it was listed: it may shrink but not grow past that count (nor past
-/// [`LIMIT`], whichever is larger). Remove an entry once its split is done.
-const SPLIT_IN_PROGRESS: &[(&str, usize)] = &[
-    ("src/broker/service.rs", 368),
-    ("src/broker/transactions/coordinator.rs", 1059),
-    ("src/broker/mod.rs", 910),
-    ("src/cluster/meta/etcd.rs", 1073),
-];
-
-/// Proves: every file of `src/` is within [`LIMIT`] non-test lines, but those of
-/// [`SPLIT_IN_PROGRESS`], which are within their listed count.
+/// Proves: every file of `src/` is within [`LIMIT`] non-test lines.
 #[test]
 fn no_source_file_is_over_800_non_test_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -44,20 +33,11 @@ fn no_source_file_is_over_800_non_test_lines() {
             .display()
             .to_string();
         let count = non_test_lines(&std::fs::read_to_string(file).expect("read a source file"));
-        let listed = SPLIT_IN_PROGRESS
-            .iter()
-            .find(|(path, _)| *path == relative)
-            .map(|(_, cap)| *cap);
-        match listed {
-            Some(cap) if count > cap.max(LIMIT) => problems.push(format!(
-                "{relative}: {count} non-test lines, more than the {cap} it had when listed in \
-                 SPLIT_IN_PROGRESS (it may shrink, not grow)"
-            )),
-            None if count > LIMIT => problems.push(format!(
+        if count > LIMIT {
+            problems.push(format!(
                 "{relative}: {count} non-test lines (limit {LIMIT}); split it into a folder \
                  module of parts with one job each"
-            )),
-            _ => {}
+            ));
         }
     }
     assert!(

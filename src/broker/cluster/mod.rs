@@ -16,6 +16,7 @@
 
 pub mod driver;
 mod error;
+pub mod offsets_config;
 
 use std::sync::Arc;
 

@@ -55,8 +55,8 @@ pub const DEFAULT_MAX_SUBSCRIBED_TOPICS: usize = 10_000;
 /// Longest member id, instance id or rack id, in bytes (clients send a 22-character UUID as
 /// member id).
 pub const MAX_MEMBER_ID_BYTES: usize = 255;
-/// Longest group id, in bytes (as for classic groups).
-pub const MAX_GROUP_ID_BYTES: usize = super::coordinator::MAX_GROUP_ID_BYTES;
+/// Longest group id, in bytes (the same for classic groups: `coordinator` uses this one).
+pub const MAX_GROUP_ID_BYTES: usize = 255;
 
 /// Timings and limits of the consumer-protocol coordinator.
 #[derive(Debug, Clone)]

@@ -69,8 +69,8 @@ pub const DEFAULT_MAX_GROUPS: usize = 10_000;
 /// Default most members of one group (Kafka's `group.max.size` is unbounded by default; a
 /// bound keeps one group from holding the broker's memory).
 pub const DEFAULT_MAX_MEMBERS_PER_GROUP: usize = 1000;
-/// Longest group id, in bytes.
-pub const MAX_GROUP_ID_BYTES: usize = 255;
+/// Longest group id, in bytes (one limit for both group protocols).
+pub use crate::broker::consumer_groups::MAX_GROUP_ID_BYTES;
 
 /// Limits and timings of the coordinator.
 #[derive(Debug, Clone)]

@@ -39,7 +39,6 @@ mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
 
 use tokio::sync::{mpsc, OnceCell};
 use tracing::{debug, info, warn};
@@ -50,7 +49,7 @@ use super::groups::{
     CommittedOffset, GroupOffsetsConfig, GroupOffsetsError, PartitionCommits, PartitionKey,
 };
 use super::{Broker, BrokerError};
-use crate::domain::{ConfigError, FlushPolicy, LeaderEpoch, Quantity, Replication, TopicConfig};
+use crate::domain::{FlushPolicy, LeaderEpoch, Replication, TopicConfig};
 use crate::storage::WriteCredential;
 
 pub use crate::domain::{offsets_partition, OFFSETS_TOPIC};
@@ -58,62 +57,18 @@ pub use record::{CommitEntry, OffsetsRecord, PartitionRef};
 pub use state::OffsetsState;
 pub use store::ReplicatedOffsetStore;
 
-/// Default partitions of the offsets topic (Kafka's default is 50; fewer suit the clusters of a
-/// few brokers fencelog runs on, and the topic's partitions are created in one etcd transaction).
-pub const DEFAULT_OFFSETS_PARTITIONS: u32 = 8;
-/// Default replication factor of the offsets topic (Kafka's `offsets.topic.replication.factor`).
-pub const DEFAULT_OFFSETS_REPLICATION_FACTOR: u16 = 3;
-/// Default of [`OffsetsTopicConfig::load_wait`].
-pub const DEFAULT_OFFSETS_LOAD_WAIT: Duration = Duration::from_secs(10);
-/// Segment size of the offsets topic (its records are small).
-pub const OFFSETS_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
+pub use super::cluster::offsets_config::{
+    OffsetsTopicConfig, DEFAULT_OFFSETS_LOAD_WAIT, DEFAULT_OFFSETS_PARTITIONS,
+    DEFAULT_OFFSETS_REPLICATION_FACTOR, OFFSETS_SEGMENT_BYTES,
+};
+
 /// Most group snapshots waiting to be appended; past it a snapshot is dropped (with a warning):
 /// the group then rebalances if its coordinator moves, and nothing else is lost.
 pub const GROUP_SNAPSHOT_QUEUE: usize = 1024;
 /// Bytes read at a time while loading an offsets partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 
-/// How the cluster's offsets topic is made and read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetsTopicConfig {
-    /// Its partitions (only the first broker to create it decides).
-    pub partitions: u32,
-    /// Its replication factor; it is created only once this many brokers are live.
-    pub replication_factor: u16,
-    /// How long a new coordinator waits for the partition's high watermark to cover its log
-    /// before answering `COORDINATOR_LOAD_IN_PROGRESS`.
-    pub load_wait: Duration,
-}
-
-impl Default for OffsetsTopicConfig {
-    fn default() -> Self {
-        Self {
-            partitions: DEFAULT_OFFSETS_PARTITIONS,
-            replication_factor: DEFAULT_OFFSETS_REPLICATION_FACTOR,
-            load_wait: DEFAULT_OFFSETS_LOAD_WAIT,
-        }
-    }
-}
-
 impl OffsetsTopicConfig {
-    /// Checks the bounds: partitions and replication factor as for any cluster topic.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        use crate::cluster::meta::{CLUSTER_PARTITIONS_PER_TOPIC_MAX, REPLICATION_FACTOR_MAX};
-        ConfigError::check_range(
-            "offsets_partitions",
-            Quantity::count(self.partitions as usize),
-            Quantity::count(1),
-            Quantity::count(CLUSTER_PARTITIONS_PER_TOPIC_MAX as usize),
-        )?;
-        ConfigError::check_range(
-            "offsets_replication_factor",
-            Quantity::count(usize::from(self.replication_factor)),
-            Quantity::count(1),
-            Quantity::count(usize::from(REPLICATION_FACTOR_MAX)),
-        )?;
-        ConfigError::check_positive("offsets_load_wait", Quantity::duration(self.load_wait))
-    }
-
     /// The topic settings of the offsets topic: every commit synced before it is acknowledged.
     fn topic_config() -> TopicConfig {
         TopicConfig {
@@ -649,7 +604,7 @@ impl ReplicatedOffsets {
         &self,
         coordinator: &GroupCoordinator,
         transactional_id: &str,
-        state: Option<crate::broker::transactions::TransactionMetadata>,
+        state: Option<crate::broker::transaction_state::TransactionMetadata>,
     ) -> Result<(), BrokerError> {
         check_transactional_id(transactional_id)?;
         if let Some(state) = &state {
@@ -673,7 +628,7 @@ impl ReplicatedOffsets {
         &self,
         coordinator: &GroupCoordinator,
         transactional_id: &str,
-    ) -> Result<Option<crate::broker::transactions::TransactionMetadata>, BrokerError> {
+    ) -> Result<Option<crate::broker::transaction_state::TransactionMetadata>, BrokerError> {
         Ok(self
             .transaction_in_epoch(coordinator, transactional_id)
             .await?
@@ -690,7 +645,7 @@ impl ReplicatedOffsets {
         transactional_id: &str,
     ) -> Result<
         (
-            Option<crate::broker::transactions::TransactionMetadata>,
+            Option<crate::broker::transaction_state::TransactionMetadata>,
             LeaderEpoch,
         ),
         BrokerError,
@@ -709,7 +664,7 @@ impl ReplicatedOffsets {
         &self,
         coordinator: &GroupCoordinator,
     ) -> Vec<(
-        crate::broker::transactions::TransactionMetadata,
+        crate::broker::transaction_state::TransactionMetadata,
         LeaderEpoch,
     )> {
         let Some(partitions) = self.driver.partition_count(OFFSETS_TOPIC) else {
@@ -767,10 +722,10 @@ impl ReplicatedOffsets {
 }
 
 /// A transactional id is stored under the same bound as standalone
-/// ([`crate::broker::transactions::MAX_TRANSACTIONAL_ID_BYTES`]), so an id valid on one broker
+/// ([`crate::broker::transaction_state::MAX_TRANSACTIONAL_ID_BYTES`]), so an id valid on one broker
 /// is valid on a cluster.
 fn check_transactional_id(transactional_id: &str) -> Result<(), BrokerError> {
-    let max = crate::broker::transactions::MAX_TRANSACTIONAL_ID_BYTES;
+    let max = crate::broker::transaction_state::MAX_TRANSACTIONAL_ID_BYTES;
     if transactional_id.is_empty() || transactional_id.len() > max {
         return Err(BrokerError::InvalidRequest(format!(
             "a transactional id is 1 to {max} bytes, not {}",

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::BatchBuilder;
 use crate::broker::coordinator::GroupSnapshot;
-use crate::broker::transactions::TransactionMetadata;
+use crate::broker::transaction_state::TransactionMetadata;
 
 /// One record of the offsets topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

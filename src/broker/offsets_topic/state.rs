@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::record::OffsetsRecord;
 use crate::broker::coordinator::GroupSnapshot;
 use crate::broker::groups::{CommittedOffset, PartitionCommits, PartitionKey};
-use crate::broker::transactions::TransactionMetadata;
+use crate::broker::transaction_state::TransactionMetadata;
 use crate::cluster::meta::INITIAL_LEADER_EPOCH;
 use crate::cluster::LeaderEpoch;
 

@@ -8,8 +8,8 @@ use futures::FutureExt;
 
 use super::{TopicAdmin, TopicConfigChangeFn};
 use crate::broker::cluster::{ClusterDriver, ClusterError};
-use crate::broker::offsets_topic::OFFSETS_TOPIC;
 use crate::broker::BrokerError;
+use crate::domain::OFFSETS_TOPIC;
 use crate::domain::{Replication, TopicConfig};
 
 /// Topics of the cluster `driver` is a member of.

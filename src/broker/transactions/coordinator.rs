@@ -39,7 +39,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use tracing::{info, warn};
@@ -215,12 +215,7 @@ impl std::fmt::Debug for TransactionCoordinator {
     }
 }
 
-/// Milliseconds since the Unix epoch (transaction start times, as Kafka reports them).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as i64)
-}
+pub use super::now_ms;
 
 /// The refusal of a request for a transactional id the coordinator does not know: its producer
 /// id cannot be the id's (`INVALID_PRODUCER_ID_MAPPING`; the producer calls InitProducerId).

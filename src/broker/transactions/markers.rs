@@ -77,7 +77,7 @@ pub async fn write_markers(
     marker: ControlMarker,
     coordinator_epoch: i32,
 ) -> Result<(), MarkerError> {
-    let now_ms = super::coordinator::now_ms();
+    let now_ms = super::now_ms();
     let mut pending = Vec::with_capacity(state.partitions.len());
     for partition in &state.partitions {
         let batch = marker_batch(state, partition, marker, coordinator_epoch, now_ms);

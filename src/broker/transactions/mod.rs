@@ -33,7 +33,7 @@ pub mod held_offsets;
 pub mod markers;
 pub mod partitions;
 pub mod registry;
-pub mod state;
+pub use super::transaction_state as state;
 pub mod store;
 pub mod writer;
 
@@ -56,3 +56,10 @@ pub use writer::{OffsetsRefusal, TransactionWrite, WriteRefusal};
 /// transaction includes the partition (shown to native clients in "lease held" errors): the
 /// lease table's one shared holder ([`crate::lease::SHARED_HOLDER`]).
 pub const TRANSACTIONS_LEASE_HOLDER: &str = crate::lease::SHARED_HOLDER;
+
+/// Milliseconds since the Unix epoch (transaction start times, as Kafka reports them).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
+}

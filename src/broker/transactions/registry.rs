@@ -310,7 +310,7 @@ impl TransactionRegistry {
             }
             decide(installed.get(transactional_id))?
         };
-        next.updated_ms = super::coordinator::now_ms();
+        next.updated_ms = super::now_ms();
         self.store(transactional_id, Some(next.clone())).await?;
         self.states
             .write()
@@ -373,7 +373,7 @@ pub struct Saver {
 impl Saver {
     /// Stamps `state` as updated now and writes it durably (blocking: fsync).
     pub fn save(&self, state: &mut TransactionMetadata) -> io::Result<()> {
-        state.updated_ms = super::coordinator::now_ms();
+        state.updated_ms = super::now_ms();
         self.store.save(state)
     }
 }
@@ -453,7 +453,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let now = crate::broker::transactions::coordinator::now_ms();
+        let now = crate::broker::transactions::now_ms();
         assert_eq!(
             registry.expire_idle(now).await.unwrap(),
             0,

@@ -14,10 +14,7 @@ use crate::storage::durable_file::write_durably;
 
 /// The directory under the data directory.
 pub const TRANSACTIONS_DIRECTORY: &str = "transactions";
-/// Longest transactional id accepted, in bytes: its hex name (twice as long, plus `.json`) must
-/// fit a file name (255 bytes on common file systems). A longer id is refused
-/// ([`io::ErrorKind::InvalidInput`], told to the client as `INVALID_REQUEST`).
-pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 120;
+pub use crate::broker::transaction_state::MAX_TRANSACTIONAL_ID_BYTES;
 
 /// The transaction states of one data directory.
 #[derive(Debug)]

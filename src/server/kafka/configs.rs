@@ -24,6 +24,9 @@ use crate::broker::{BrokerError, BrokerService, MAX_PARTITIONS_PER_TOPIC, MAX_TO
 use crate::domain::{TopicConfig, DEFAULT_SEGMENT_BYTES};
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
+/// Partitions of a topic created with `num_partitions` -1 (Kafka's `num.partitions` default).
+pub const DEFAULT_KAFKA_PARTITIONS: u32 = 1;
+
 /// Most resources one DescribeConfigs, AlterConfigs or IncrementalAlterConfigs request may
 /// name; the ones past it are answered `INVALID_REQUEST` (a broker holds at most
 /// [`MAX_TOPICS`] topics, so describing all of them fits).
@@ -244,7 +247,7 @@ pub fn broker_configs(service: &BrokerService) -> Vec<ConfigEntry> {
         ),
         entry(
             "num.partitions",
-            super::handlers::create_topics::DEFAULT_KAFKA_PARTITIONS.to_string(),
+            DEFAULT_KAFKA_PARTITIONS.to_string(),
             D,
             Int,
             "partitions of a topic created with num_partitions -1",

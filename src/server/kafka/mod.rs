@@ -37,7 +37,6 @@ pub mod configs;
 pub mod errors;
 pub mod fetch_encoding;
 pub mod handlers;
-pub mod request;
 pub mod response;
 pub mod sasl;
 pub mod topic_id;
@@ -50,6 +49,7 @@ use bytes::{Bytes, BytesMut};
 use tracing::{debug, info};
 
 pub use config::{KafkaConfig, KafkaConfigError, DEFAULT_KAFKA_MAX_FRAME_BYTES};
+pub use handlers::request;
 pub use request::KafkaRequestError;
 pub use response::KafkaResponse;
 

@@ -105,7 +105,7 @@ pub struct ClusterConfig {
     /// (`serve --broker-user`); `None`: they connect without authenticating.
     pub peer_credentials: Option<crate::client::Credentials>,
     /// How the cluster's offsets topic (committed offsets and group membership) is made.
-    pub offsets: crate::broker::offsets_topic::OffsetsTopicConfig,
+    pub offsets: super::offsets_config::OffsetsTopicConfig,
     /// TLS of every connection this broker opens to another (a follower's to its leader) when
     /// the brokers serve TLS (`serve --tls-cert` with `--peer-tls-ca`); `None`: plain TCP.
     pub peer_tls: Option<crate::client::TlsClientConfig>,

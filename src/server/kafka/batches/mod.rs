@@ -18,7 +18,6 @@ mod to_kafka;
 mod to_native;
 pub(crate) use crate::batch::varint;
 
-pub use records::{
-    to_kafka_batches, to_kafka_parts, to_native_batches, ConvertedBatch, KafkaCompression,
-    RecordLimits, RecordsError,
-};
+pub use records::{ConvertedBatch, KafkaCompression, RecordLimits, RecordsError};
+pub use to_kafka::{to_kafka_batches, to_kafka_parts};
+pub use to_native::to_native_batches;

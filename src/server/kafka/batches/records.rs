@@ -35,9 +35,6 @@ use thiserror::Error;
 use crate::batch::{BatchError, BatchParts, ProducerStamp, MAX_RECORDS_PER_BATCH};
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
-pub use super::to_kafka::{to_kafka_batches, to_kafka_parts};
-pub use super::to_native::to_native_batches;
-
 /// Size of a Kafka record batch v2 header, up to and including the records count.
 pub const KAFKA_HEADER_BYTES: usize = crate::batch::KAFKA_HEADER_BYTES;
 /// The Kafka record batch format this module reads and writes.

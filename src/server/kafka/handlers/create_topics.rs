@@ -92,8 +92,7 @@ impl KafkaApi for CreateTopics {
     }
 }
 
-/// Partitions of a topic created with `num_partitions` -1 (Kafka's `num.partitions` default).
-pub const DEFAULT_KAFKA_PARTITIONS: u32 = 1;
+pub use super::super::configs::DEFAULT_KAFKA_PARTITIONS;
 
 /// A topic creation refused before the broker is asked.
 struct Refusal {

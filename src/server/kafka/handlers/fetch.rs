@@ -1,7 +1,7 @@
 //! Fetch (key 1), v4..=12: reads each partition from its fetch offset and serves the stored
 //! batches as Kafka record batches v2, long-polling when nothing is there yet: a Kafka batch kept
 //! as it arrived (magic 2) from the log's own bytes, each its own part of the vectored write; a
-//! native batch converted (`crate::server::kafka::batches::records::to_kafka_parts`).
+//! native batch converted (`crate::server::kafka::batches::to_kafka_parts`).
 //!
 //! What a Kafka consumer sees, and why:
 //! - Whole batches: a fetch offset inside a batch returns the whole batch (clients skip the
@@ -53,7 +53,7 @@ use super::api::{AclRefusal, Call, KafkaApi};
 use crate::auth::{Access, NotAuthorized, Operation};
 use crate::batch::batches_below;
 use crate::broker::{BrokerService, FetchRequest as Read};
-use crate::server::kafka::batches::records::to_kafka_parts;
+use crate::server::kafka::batches::to_kafka_parts;
 use crate::server::kafka::fetch_encoding::RecordParts;
 use crate::server::memory_budget::{FetchMemory, Reservation};
 use crate::server::protocol::Started;

@@ -52,6 +52,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod request;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
@@ -63,11 +64,11 @@ use kafka_protocol::messages::ApiKey;
 
 pub use api::{AclRefusal, ApiHandler, Call, KafkaApi};
 
-use super::request::KafkaRequest;
 use super::response::KafkaResponse;
 use super::{KafkaConfig, KafkaSession};
 use crate::broker::BrokerService;
 use crate::server::protocol::Started;
+use request::KafkaRequest;
 
 /// Every API the listener answers, in API key order (ApiVersions lists it as is; the order and
 /// the keys' uniqueness are checked at compile time).

@@ -64,9 +64,8 @@ use crate::broker::transactions::{CoordinatorError, PeerError, TransactionWrite,
 use crate::broker::{BrokerError, BrokerService, ProduceRequest as Append};
 use crate::domain::Acks;
 use crate::protocol::ErrorCode;
-use crate::server::kafka::batches::records::{
-    first_batch_producer, to_native_batches, RecordLimits, RecordsError,
-};
+use crate::server::kafka::batches::records::{first_batch_producer, RecordLimits, RecordsError};
+use crate::server::kafka::batches::to_native_batches;
 use crate::server::protocol::Started;
 use crate::storage::{FenceError, StorageError, WriteCredential};
 

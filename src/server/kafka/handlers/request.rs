@@ -1,6 +1,6 @@
 //! A Kafka request frame decoded: the fixed prefix (API key, version, correlation id), the
 //! request header (v1, or v2 for flexible versions), and the body, for the APIs and versions
-//! listed in [`super::handlers::HANDLERS`] only (each row decodes its API's own request type).
+//! listed in [`super::HANDLERS`] only (each row decodes its API's own request type).
 //!
 //! Layout of a request frame (after the 4-byte size the connection loop has removed):
 //!
@@ -23,7 +23,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
 
-use super::handlers::api::DecodedRequest;
+use super::api::DecodedRequest;
 
 /// Bytes of the fixed prefix: API key, API version, correlation id.
 pub const REQUEST_PREFIX_BYTES: usize = 8;
@@ -137,7 +137,7 @@ pub fn decode(mut frame: Bytes) -> Result<Decoded, KafkaRequestError> {
         api_key: raw_api_key,
         correlation_id,
     })?;
-    let Some(handler) = super::handlers::handler(api_key) else {
+    let Some(handler) = super::handler(api_key) else {
         return Err(KafkaRequestError::UnsupportedApi {
             api_key,
             correlation_id,

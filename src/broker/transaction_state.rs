@@ -21,6 +21,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Longest transactional id accepted, in bytes: its hex name (twice as long, plus `.json`) must
+/// fit a file name (255 bytes on common file systems). A longer id is refused
+/// ([`io::ErrorKind::InvalidInput`], told to the client as `INVALID_REQUEST`).
+pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 120;
+
 /// The last producer epoch a transactional id may use; past it `InitProducerId` hands out a new
 /// producer id at epoch 0 (Kafka does the same: `Short.MaxValue - 1`, keeping `MaxValue` free
 /// for the abort that fences an exhausted epoch).
