@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::errors::{storage_error, to_error_response};
+use super::errors::storage_error;
+use super::refusals::{lease_held, refusal};
 use crate::broker::transactions::{
     CoordinatorError, TransactionCoordinator, TxnError, TRANSACTIONS_LEASE_HOLDER,
 };
@@ -32,7 +33,7 @@ pub fn answer(
             let (producer_id, producer_epoch) = coordinator
                 .init_producer_id(&service, &transactional_id, i64::from(timeout_ms), None)
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::InitTransaction {
                 producer_id,
                 producer_epoch,
@@ -70,7 +71,7 @@ pub fn answer(
                     joining,
                 )
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::AddToTransaction)
         }),
         Request::EndTransaction { producer, commit } => Box::pin(async move {
@@ -95,7 +96,7 @@ pub fn answer(
                     )
                     .await
             };
-            ended.map_err(|error| coordinator_error(&error))?;
+            ended.map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::EndTransaction)
         }),
         Request::VerifyTransaction {
@@ -119,7 +120,7 @@ pub fn answer(
                     index,
                 )
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::VerifyTransaction)
         }),
         Request::TxnOffsetCommit {
@@ -149,7 +150,7 @@ pub fn answer(
                     offsets,
                 )
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::TxnOffsetCommit)
         }),
         Request::EndTxnOffsets {
@@ -172,7 +173,7 @@ pub fn answer(
             coordinator
                 .end_offsets(&service, &group, &transactional_id, commit, offsets)
                 .await
-                .map_err(|error| to_error_response(&error))?;
+                .map_err(|error| refusal(&service, None, &error))?;
             Ok(Response::EndTxnOffsets)
         }),
         // The transaction coordinator's holder name is its own: a native lease under it would
@@ -219,8 +220,8 @@ fn broker_coordinator(
     })
 }
 
-/// The native error for a coordinator's refusal, with its message.
-fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
+/// The native error for a coordinator's refusal, with its message and its code's details.
+fn coordinator_error(service: &BrokerService, error: &CoordinatorError) -> ErrorResponse {
     let message = error.to_string();
     let plain = |code| ErrorResponse::new(code, message.clone());
     match error {
@@ -237,10 +238,26 @@ fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
         }),
         // Nothing changed: the state file could not be written.
         CoordinatorError::Store(_) => plain(ErrorCode::StorageError),
-        CoordinatorError::PartitionLeased { .. } => plain(ErrorCode::LeaseHeld),
+        CoordinatorError::PartitionLeased {
+            topic,
+            partition,
+            holder,
+            expires_in_ms,
+        } => match u32::try_from(*partition) {
+            Ok(index) => lease_held(
+                service,
+                message.clone(),
+                topic,
+                index,
+                holder,
+                *expires_in_ms,
+            ),
+            // Partitions are numbered from 0: a negative one names none, and holds no lease.
+            Err(_) => plain(ErrorCode::UnknownPartition),
+        },
         // A prepared outcome whose markers are still being written.
         CoordinatorError::Markers(_) => plain(ErrorCode::ConcurrentTransactions),
-        CoordinatorError::Broker(broker) => to_error_response(broker),
+        CoordinatorError::Broker(broker) => refusal(service, None, broker),
         CoordinatorError::Unleased { .. } => plain(ErrorCode::InvalidRequest),
         CoordinatorError::Fenced { epoch, current, .. } => {
             ErrorResponse::with_epochs(ErrorCode::Fenced, message.clone(), *epoch, *current)
