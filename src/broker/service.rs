@@ -316,10 +316,9 @@ impl BrokerService {
     }
 
     /// The transaction coordinator (Kafka transactions and native atomic appends): every
-    /// assembled broker runs one. (An `Option` still, so that the listeners' refusals for a
-    /// broker without one keep compiling while they move behind the service; always `Some`.)
-    pub fn transactions(&self) -> Option<&Arc<TransactionCoordinator>> {
-        Some(&self.transactions)
+    /// assembled broker runs one.
+    pub fn transactions(&self) -> &Arc<TransactionCoordinator> {
+        &self.transactions
     }
 
     /// The cluster's replicated offsets topic (committed offsets, group membership and

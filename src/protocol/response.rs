@@ -94,7 +94,8 @@ pub enum Response {
         /// split them (that needs the storage format's batch headers): it
         /// yields a single zero-copy chunk, or an empty `Vec` for no data.
         batches: Vec<Bytes>,
-        /// A read_committed fetch's (version 1) last stable offset and next offset.
+        /// Version 1's last stable offset and next offset (either isolation); `None` in
+        /// version 0. The encoder writes the version-1 layout exactly when this is `Some`.
         committed: Option<fetch::CommittedRead>,
     },
     /// A partition's offsets and epoch.

@@ -359,7 +359,7 @@ async fn a_partitions_leader_verifies_a_transaction_with_its_coordinator() {
         .expect("create");
     let coordinator = coordinator_of(&cluster, ID, None).await;
     let service = std::sync::Arc::clone(cluster.node(coordinator).service());
-    let transactions = std::sync::Arc::clone(service.transactions().expect("a coordinator"));
+    let transactions = std::sync::Arc::clone(service.transactions());
     let producer = |producer_id, producer_epoch| TransactionProducer {
         transactional_id: ID.into(),
         producer_id,

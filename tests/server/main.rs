@@ -1,4 +1,5 @@
 //! The server over TCP and its protocol: every native API as raw frames and through the codec,
+//! its bodies and error details held to `docs/protocol.md`'s tables,
 //! fuzzed parsers, the lease table and the fence end to end, authentication, metrics, topic
 //! deletion, the idempotent producer through a failing network, the independent Python client, and
 //! the module graph of `src/` against `docs/architecture.md`.
@@ -21,7 +22,10 @@ mod module_graph;
 mod module_graph_folders;
 mod producer_retries;
 mod protocol_codec;
+mod protocol_doc_tables;
+mod protocol_error_details;
 mod protocol_idempotence_doc;
+mod protocol_layouts;
 mod protocol_offsets;
 mod protocol_versions;
 mod python_client;

@@ -14,14 +14,17 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::protocol::wire::{put_len32, put_str16, str16_len, Reader, WireError};
 use crate::protocol::{ProtocolError, Request, Response};
 
-/// What a read_committed fetch (version 1) adds to its answer.
+/// What every version-1 fetch answer adds, read_committed or not (a client reads a response
+/// by the version it asked in, so the layout cannot depend on the isolation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommittedRead {
     /// The first offset a read_committed reader cannot see yet (the first record of the
-    /// oldest open transaction, or the high watermark): batches stop before it.
+    /// oldest open transaction, or the high watermark): a read_committed answer's batches stop
+    /// before it.
     pub last_stable_offset: u64,
-    /// Where the reader continues: past every batch this answer read, including the aborted
-    /// transactions' batches and the markers it left out.
+    /// Where the reader continues: past every batch this answer read (read_committed: including
+    /// the aborted transactions' batches and the markers it left out), never below the offset
+    /// asked for.
     pub next_offset: u64,
 }
 

@@ -1,14 +1,23 @@
 //! Mapping of broker errors to native wire errors: one code each, the message a user can act on,
 //! the epochs for the fencing errors, and the details a client acts on without parsing the
-//! message (`LEASE_HELD`: holder and time left; `OFFSET_OUT_OF_RANGE`: the valid range). Every
-//! match is exhaustive, so a new error variant cannot silently become `INTERNAL`.
+//! message (`LEASE_HELD`: holder and time left; `OFFSET_OUT_OF_RANGE`: the valid range;
+//! `NOT_LEADER`: the leader). Every match is exhaustive, so a new error variant cannot silently
+//! become `INTERNAL`.
+//!
+//! This is what the error alone says. Two refusals lack part of their code's details (an
+//! OffsetCommit past the high watermark does not know the log start; a partition's storage does
+//! not know who leads it): the listener completes them from the service as it answers
+//! (`super::refusals`), so what reaches a client always has what `docs/protocol.md` promises.
 
 use crate::broker::{BrokerError, GroupOffsetsError};
+use crate::domain::LeaderEpoch;
 use crate::lease::{AuthorityError, LeaseError};
-use crate::protocol::{ErrorCode, ErrorResponse};
+use crate::protocol::{ErrorCode, ErrorDetails, ErrorResponse};
 use crate::storage::{FenceError, ReplicaError, SequenceError, StorageError};
 
-/// The wire error for a broker error.
+/// The wire error for a broker error, from the error alone: without the log start for
+/// [`BrokerError::CommitOutOfRange`] (no details) and naming no leader for a storage layer's
+/// `NOT_LEADER`; `super::refusals::refusal` completes both from the service.
 pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
     let message = error_chain(error);
     let plain = |code| ErrorResponse::new(code, message.clone());
@@ -29,6 +38,8 @@ pub fn to_error_response(error: &BrokerError) -> ErrorResponse {
         }
         BrokerError::Lease(AuthorityError::Unavailable(_)) => plain(ErrorCode::Internal),
         BrokerError::GroupOffsets(group) => plain(group_offsets_code(group)),
+        // The check knew the high watermark, not the log start: `super::refusals` adds the
+        // details.
         BrokerError::CommitOutOfRange { .. } => plain(ErrorCode::OffsetOutOfRange),
         BrokerError::GroupNotFound(_) | BrokerError::GroupNotEmpty { .. } => {
             plain(ErrorCode::InvalidGroup)
@@ -162,10 +173,10 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
         StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
-        // The storage layer knows the leader epoch it follows, not who leads: the cluster
-        // layer answers with `ErrorResponse::not_leader` and the leader's address where it
-        // knows it; from here the client refreshes its metadata.
-        StorageError::NotLeader { .. } => plain(ErrorCode::NotLeader),
+        // The storage layer knows the leader epoch it follows, not who leads: the details name
+        // no leader ("refresh the metadata"), and `super::refusals` names the one the cluster
+        // layer knows when the request says which partition it was about.
+        StorageError::NotLeader { leader_epoch } => leader_unknown(message.clone(), *leader_epoch),
         StorageError::Replica(ReplicaError::FencedLeaderEpoch { epoch, current }) => {
             ErrorResponse::with_epochs(
                 ErrorCode::FencedLeaderEpoch,
@@ -182,7 +193,9 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
                 u64::from(*current),
             )
         }
-        StorageError::Replica(ReplicaError::NotLeader { .. }) => plain(ErrorCode::NotLeader),
+        StorageError::Replica(ReplicaError::NotLeader { leader_epoch }) => {
+            leader_unknown(message.clone(), *leader_epoch)
+        }
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
@@ -190,6 +203,19 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
         | StorageError::StartOverBelowLogEnd { .. }
         | StorageError::NotSpliceable => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),
+    }
+}
+
+/// `NOT_LEADER` from a replica that follows `leader_epoch` without knowing its leader: the
+/// details say "no node" and an empty address, as section 4 of `docs/protocol.md` spells it.
+fn leader_unknown(message: String, leader_epoch: LeaderEpoch) -> ErrorResponse {
+    ErrorResponse {
+        details: Some(ErrorDetails::NotLeader {
+            leader: None,
+            address: String::new(),
+            leader_epoch,
+        }),
+        ..ErrorResponse::new(ErrorCode::NotLeader, message)
     }
 }
 

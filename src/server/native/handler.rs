@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::{self, BoxFuture};
 use futures::{FutureExt, TryFutureExt};
 
-use super::errors::to_error_response;
+use super::refusals::{led_partition, refusal};
 use crate::batch::{BatchError, BatchHeader};
 use crate::broker::cluster::ReplicaManager;
 use crate::broker::produce_queue::ProduceQueue;
@@ -18,7 +18,7 @@ use crate::protocol::{
     ResponseFrame, TopicMetadata, NO_OFFSET_FOR_TIMESTAMP,
 };
 use crate::server::ServerConfig;
-use crate::storage::{Appended, ReadResult, StorageError};
+use crate::storage::{Appended, StorageError};
 
 /// Starts one request and returns the future of its response frame.
 ///
@@ -54,10 +54,18 @@ pub fn start(
         }
         Err(request) => request,
     };
+    // A partition's storage that refuses as not the leader (a cluster's, when leadership moved
+    // between the service's check and the write) is answered naming the leader: the refusal
+    // needs to know which partition it was.
+    let led = led_partition(&request);
     let answer = answer(service, config, advertised, produce_queue, request);
+    let service = Arc::clone(service);
     Box::pin(answer.map(move |result| match result {
         Ok(response) => ResponseFrame::ok(correlation_id, response),
-        Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
+        Err(error) => {
+            let partition = led.as_ref().map(|(topic, index)| (topic.as_str(), *index));
+            ResponseFrame::error(correlation_id, refusal(&service, partition, &error))
+        }
     }))
 }
 
@@ -115,16 +123,7 @@ fn answer(
                     max_wait_ms.min(config.max_fetch_wait_ms),
                 )),
             };
-            if read_committed == Some(true) {
-                return Box::pin(async move {
-                    service
-                        .reads()
-                        .fetch_committed(request)
-                        .await
-                        .map(|(result, committed)| fetched_committed(result, committed))
-                });
-            }
-            Box::pin(async move { service.reads().fetch(request).await.map(fetched) })
+            super::fetch::answer(service, request, read_committed)
         }
         Request::ApiVersions => Box::pin(future::ready(Ok(Response::supported_api_versions()))),
         Request::InitProducerId => Box::pin(async move {
@@ -376,23 +375,5 @@ fn produced(appended: Appended) -> Response {
         base_offset: appended.base_offset,
         last_offset: appended.last_offset,
         log_end_offset: appended.log_end_offset,
-    }
-}
-
-fn fetched(result: ReadResult) -> Response {
-    Response::Fetch {
-        high_watermark: result.high_watermark,
-        log_start_offset: result.log_start_offset,
-        batches: result.batches,
-        committed: None,
-    }
-}
-
-fn fetched_committed(result: ReadResult, committed: crate::protocol::CommittedRead) -> Response {
-    Response::Fetch {
-        high_watermark: result.high_watermark,
-        log_start_offset: result.log_start_offset,
-        batches: result.batches,
-        committed: Some(committed),
     }
 }

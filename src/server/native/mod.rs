@@ -4,7 +4,9 @@
 
 mod authentication;
 mod errors;
+mod fetch;
 mod handler;
+mod refusals;
 mod spliced;
 mod transactions;
 

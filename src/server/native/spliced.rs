@@ -15,6 +15,7 @@ use futures::{FutureExt, TryFutureExt};
 
 use super::authentication;
 use super::errors::to_error_response;
+use super::refusals::refusal;
 use crate::auth::Access;
 use crate::batch::{BatchHeader, MAGIC, MAGIC_WITH_PRODUCER, PRODUCER_HEADER_BYTES};
 use crate::broker::produce_queue::ProduceQueue;
@@ -169,6 +170,8 @@ pub fn start(
     }
     let batch_head = head.slice(fields.batch_at..);
     let epoch = BatchHeader::peek_epoch(&batch_head).unwrap_or(0);
+    let refused_on = (topic.clone(), fields.partition);
+    let service = Arc::clone(service);
     let request = SplicedProduce {
         topic,
         partition: fields.partition,
@@ -187,7 +190,11 @@ pub fn start(
             })
             .map(move |result| match result {
                 Ok(response) => ResponseFrame::ok(correlation_id, response),
-                Err(error) => ResponseFrame::error(correlation_id, to_error_response(&error)),
+                Err(error) => {
+                    let (topic, partition) = &refused_on;
+                    let error = refusal(&service, Some((topic, *partition)), &error);
+                    ResponseFrame::error(correlation_id, error)
+                }
             }),
     )
 }

@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::errors::{storage_error, to_error_response};
-use crate::broker::transactions::{
-    CoordinatorError, TransactionCoordinator, TxnError, TRANSACTIONS_LEASE_HOLDER,
-};
+use super::errors::storage_error;
+use super::refusals::{lease_held, refusal};
+use crate::broker::transactions::{CoordinatorError, TransactionCoordinator, TxnError};
 use crate::broker::BrokerService;
 use crate::protocol::{ErrorCode, ErrorResponse, Request, Response, TransactionProducer};
 
@@ -32,7 +31,7 @@ pub fn answer(
             let (producer_id, producer_epoch) = coordinator
                 .init_producer_id(&transactional_id, i64::from(timeout_ms), None)
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::InitTransaction {
                 producer_id,
                 producer_epoch,
@@ -62,13 +61,9 @@ pub fn answer(
                 producer_epoch,
             } = producer;
             coordinator
-                .add_client_partitions(&transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    joining,
-                )
+                .add_client_partitions(&transactional_id, producer_id, producer_epoch, joining)
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::AddToTransaction)
         }),
         Request::EndTransaction { producer, commit } => Box::pin(async move {
@@ -84,14 +79,10 @@ pub fn answer(
                     .await
             } else {
                 coordinator
-                    .end(&transactional_id,
-                        producer_id,
-                        producer_epoch,
-                        false,
-                    )
+                    .end(&transactional_id, producer_id, producer_epoch, false)
                     .await
             };
-            ended.map_err(|error| coordinator_error(&error))?;
+            ended.map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::EndTransaction)
         }),
         Request::VerifyTransaction {
@@ -115,7 +106,7 @@ pub fn answer(
                     index,
                 )
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::VerifyTransaction)
         }),
         Request::TxnOffsetCommit {
@@ -145,7 +136,7 @@ pub fn answer(
                     offsets,
                 )
                 .await
-                .map_err(|error| coordinator_error(&error))?;
+                .map_err(|error| coordinator_error(&service, &error))?;
             Ok(Response::TxnOffsetCommit)
         }),
         Request::EndTxnOffsets {
@@ -168,20 +159,24 @@ pub fn answer(
             coordinator
                 .end_offsets(&group, &transactional_id, commit, offsets)
                 .await
-                .map_err(|error| to_error_response(&error))?;
+                .map_err(|error| refusal(&service, None, &error))?;
             Ok(Response::EndTxnOffsets)
         }),
-        // The transaction coordinator's holder name is its own: a native lease under it would
-        // pass for the coordinator's in every "held by" message. On a cluster the brokers'
-        // coordinators ask for it at each partition's leader (and join it there, see
-        // `lease::SHARED_HOLDER`): `authorize` lets only the broker principal (or `admin` on
-        // the topic) name it.
+        // The transaction coordinator says whether its holder name is reserved here (see
+        // `TransactionCoordinator::reserved_holder_refusal`).
         Request::AcquireLease { holder, .. }
-            if holder == TRANSACTIONS_LEASE_HOLDER && !service.replica_manager().is_cluster() =>
+            if service
+                .transactions()
+                .reserved_holder_refusal(&holder)
+                .is_some() =>
         {
+            let refusal = service
+                .transactions()
+                .reserved_holder_refusal(&holder)
+                .unwrap_or_default();
             Box::pin(futures::future::ready(Err(ErrorResponse::new(
                 ErrorCode::InvalidRequest,
-                format!("the lease holder name {TRANSACTIONS_LEASE_HOLDER:?} is reserved for the transaction coordinator: choose another --holder"),
+                refusal,
             ))))
         }
         other => return Err(other),
@@ -194,11 +189,8 @@ pub fn answer(
 /// cluster", step 4).
 fn coordinator(service: &BrokerService) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
     let coordinator = broker_coordinator(service)?;
-    if coordinator.is_replicated() {
-        return Err(ErrorResponse::new(
-            ErrorCode::InvalidRequest,
-            "native atomic appends run on a standalone server: their commit holds every partition's fence lock at once, which a cluster's brokers cannot",
-        ));
+    if let Some(refusal) = coordinator.atomic_appends_refusal() {
+        return Err(ErrorResponse::new(ErrorCode::InvalidRequest, refusal));
     }
     Ok(coordinator)
 }
@@ -207,16 +199,11 @@ fn coordinator(service: &BrokerService) -> Result<Arc<TransactionCoordinator>, E
 fn broker_coordinator(
     service: &BrokerService,
 ) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
-    service.transactions().cloned().ok_or_else(|| {
-        ErrorResponse::new(
-            ErrorCode::InvalidRequest,
-            "this broker coordinates no transactions",
-        )
-    })
+    Ok(Arc::clone(service.transactions()))
 }
 
-/// The native error for a coordinator's refusal, with its message.
-fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
+/// The native error for a coordinator's refusal, with its message and its code's details.
+fn coordinator_error(service: &BrokerService, error: &CoordinatorError) -> ErrorResponse {
     let message = error.to_string();
     let plain = |code| ErrorResponse::new(code, message.clone());
     match error {
@@ -233,10 +220,26 @@ fn coordinator_error(error: &CoordinatorError) -> ErrorResponse {
         }),
         // Nothing changed: the state file could not be written.
         CoordinatorError::Store(_) => plain(ErrorCode::StorageError),
-        CoordinatorError::PartitionLeased { .. } => plain(ErrorCode::LeaseHeld),
+        CoordinatorError::PartitionLeased {
+            topic,
+            partition,
+            holder,
+            expires_in_ms,
+        } => match u32::try_from(*partition) {
+            Ok(index) => lease_held(
+                service,
+                message.clone(),
+                topic,
+                index,
+                holder,
+                *expires_in_ms,
+            ),
+            // Partitions are numbered from 0: a negative one names none, and holds no lease.
+            Err(_) => plain(ErrorCode::UnknownPartition),
+        },
         // A prepared outcome whose markers are still being written.
         CoordinatorError::Markers(_) => plain(ErrorCode::ConcurrentTransactions),
-        CoordinatorError::Broker(broker) => to_error_response(broker),
+        CoordinatorError::Broker(broker) => refusal(service, None, broker),
         CoordinatorError::Unleased { .. } => plain(ErrorCode::InvalidRequest),
         CoordinatorError::Fenced { epoch, current, .. } => {
             ErrorResponse::with_epochs(ErrorCode::Fenced, message.clone(), *epoch, *current)

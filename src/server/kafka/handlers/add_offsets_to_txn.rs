@@ -60,23 +60,21 @@ pub async fn handle(
     version: i16,
     request: AddOffsetsToTxnRequest,
 ) -> KafkaResponse {
-    let code = match service.transactions() {
-        None => ResponseError::TransactionalIdAuthorizationFailed.code(),
-        Some(coordinator) => match coordinator
-            .add_offsets(
-                request.transactional_id.as_str(),
-                request.producer_id.0,
-                request.producer_epoch,
-                request.group_id.as_str(),
-            )
-            .await
-        {
-            Ok(()) => 0,
-            Err(error) => {
-                tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "AddOffsetsToTxn refused");
-                coordinator_error(&error, fenced_code(version, 2)).code()
-            }
-        },
+    let code = match service
+        .transactions()
+        .add_offsets(
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            request.group_id.as_str(),
+        )
+        .await
+    {
+        Ok(()) => 0,
+        Err(error) => {
+            tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "AddOffsetsToTxn refused");
+            coordinator_error(&error, fenced_code(version, 2)).code()
+        }
     };
     KafkaResponse {
         correlation_id,

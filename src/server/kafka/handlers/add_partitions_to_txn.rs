@@ -153,9 +153,9 @@ async fn add(
                 .map(|partition| (topic.name.to_string(), *partition))
         })
         .collect();
-    let codes: Vec<i16> = match service.transactions() {
-        None => vec![ResponseError::TransactionalIdAuthorizationFailed.code(); requested.len()],
-        Some(coordinator) if verify_only => {
+    let coordinator = service.transactions();
+    let codes: Vec<i16> = match verify_only {
+        true => {
             let state = coordinator.get(transactional_id.as_str());
             requested
                 .iter()
@@ -173,7 +173,7 @@ async fn add(
                 })
                 .collect()
         }
-        Some(coordinator) => {
+        false => {
             match coordinator
                 .add_partitions(transactional_id.as_str(),
                     producer_id,

@@ -58,12 +58,10 @@ pub fn handle(
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
                 .with_transaction_start_time_ms(-1);
-            let Some(coordinator) = service
-                .transactions()
-                .filter(|coordinator| coordinator.coordinates(id.as_str()))
-            else {
+            let coordinator = service.transactions();
+            if !coordinator.coordinates(id.as_str()) {
                 return described.with_error_code(ResponseError::NotCoordinator.code());
-            };
+            }
             let Some(state) = coordinator.get(id.as_str()) else {
                 return described.with_error_code(ResponseError::TransactionalIdNotFound.code());
             };

@@ -66,23 +66,21 @@ pub async fn handle(
     version: i16,
     request: EndTxnRequest,
 ) -> KafkaResponse {
-    let code = match service.transactions() {
-        None => ResponseError::TransactionalIdAuthorizationFailed.code(),
-        Some(coordinator) => match coordinator
-            .end(
-                request.transactional_id.as_str(),
-                request.producer_id.0,
-                request.producer_epoch,
-                request.committed,
-            )
-            .await
-        {
-            Ok(()) => 0,
-            Err(error) => {
-                tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "EndTxn refused");
-                coordinator_error(&error, fenced_code(version, 2)).code()
-            }
-        },
+    let code = match service
+        .transactions()
+        .end(
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            request.committed,
+        )
+        .await
+    {
+        Ok(()) => 0,
+        Err(error) => {
+            tracing::info!(transactional_id = %request.transactional_id.as_str(), %error, "EndTxn refused");
+            coordinator_error(&error, fenced_code(version, 2)).code()
+        }
     };
     KafkaResponse {
         correlation_id,

@@ -91,10 +91,6 @@ pub async fn handle(
         }
     };
     let body = match request.key_type {
-        KEY_TYPE_TRANSACTION if service.transactions().is_none() => refused(
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "this broker runs no transaction coordinator",
-        ),
         // A transactional id lives where a group of that name would: its offsets partition.
         KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION => {
             let what = match request.key_type {

@@ -84,28 +84,23 @@ pub async fn handle(
             .as_ref()
             .map(|id| id.0.to_string())
             .unwrap_or_default();
-        match service.transactions() {
-            None => {
-                tracing::info!(transactional_id = %id, "transactional producer refused: this broker runs no transaction coordinator (transactions are served by standalone brokers)");
-                refused(ResponseError::TransactionalIdAuthorizationFailed)
+        match service
+            .transactions()
+            .init_producer_id(
+                &id,
+                i64::from(request.transaction_timeout_ms),
+                (request.producer_id.0 >= 0)
+                    .then_some((request.producer_id.0, request.producer_epoch)),
+            )
+            .await
+        {
+            Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch),
+            Err(error) => {
+                tracing::info!(transactional_id = %id, %error, "InitProducerId refused");
+                refused(coordinator_error(&error, fenced_code(version, 4)))
             }
-            Some(coordinator) => match coordinator
-                .init_producer_id(
-                    &id,
-                    i64::from(request.transaction_timeout_ms),
-                    (request.producer_id.0 >= 0)
-                        .then_some((request.producer_id.0, request.producer_epoch)),
-                )
-                .await
-            {
-                Ok((producer_id, producer_epoch)) => InitProducerIdResponse::default()
-                    .with_producer_id(ProducerId(producer_id))
-                    .with_producer_epoch(producer_epoch),
-                Err(error) => {
-                    tracing::info!(transactional_id = %id, %error, "InitProducerId refused");
-                    refused(coordinator_error(&error, fenced_code(version, 4)))
-                }
-            },
         }
     } else {
         match service.init_producer_id().await {

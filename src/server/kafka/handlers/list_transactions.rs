@@ -71,8 +71,7 @@ pub fn handle(
     let now = now_ms();
     let mut listed: Vec<TransactionState> = service
         .transactions()
-        .map(|coordinator| coordinator.all())
-        .unwrap_or_default()
+        .all()
         .into_iter()
         .filter(|state| {
             request.state_filters.is_empty()

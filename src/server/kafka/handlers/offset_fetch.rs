@@ -273,7 +273,7 @@ async fn fetch_group(
 fn unstable(service: &BrokerService, group: &str, topic: &str, partition: i32) -> bool {
     service
         .transactions()
-        .is_some_and(|coordinator| coordinator.has_pending_offset(group, topic, partition))
+        .has_pending_offset(group, topic, partition)
 }
 
 fn partition_answer(

@@ -152,12 +152,7 @@ fn transaction_write(
     let Some(transactional_id) = transactional_id else {
         return Ok(None);
     };
-    let Some(coordinator) = service.transactions() else {
-        return Err((
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "this broker runs no transaction coordinator".into(),
-        ));
-    };
+    let coordinator = service.transactions();
     let Some(producer) = records.and_then(first_batch_producer) else {
         return Err((
             ResponseError::CorruptMessage,
@@ -225,12 +220,7 @@ fn verify(
         .unwrap_or_default();
     let topic = topic.to_string();
     async move {
-        let coordinator = service.transactions().ok_or_else(|| {
-            (
-                ResponseError::TransactionalIdAuthorizationFailed,
-                "this broker runs no transaction coordinator".to_string(),
-            )
-        })?;
+        let coordinator = service.transactions();
         match coordinator
             .verify_at_coordinator(
                 &transactional_id,

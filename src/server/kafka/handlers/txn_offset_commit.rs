@@ -97,15 +97,12 @@ pub async fn handle(
         Ok(()) => None,
         Err(error) => Some(kafka_error(&error).code()),
     };
-    let code = match (
-        service.transactions(),
-        member_refusal(&service, version, &request),
-    ) {
-        (None, _) => ResponseError::TransactionalIdAuthorizationFailed.code(),
-        (Some(_), _) if not_coordinator.is_some() => not_coordinator.unwrap_or_default(),
-        (Some(_), _) if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
-        (Some(_), Some(refused)) => refused,
-        (Some(coordinator), None) => {
+    let coordinator = service.transactions();
+    let code = match member_refusal(&service, version, &request) {
+        _ if not_coordinator.is_some() => not_coordinator.unwrap_or_default(),
+        _ if unknown.is_some() => ResponseError::UnknownTopicOrPartition.code(),
+        Some(refused) => refused,
+        None => {
             let offsets: Vec<(String, i32, PendingOffset)> = request
                 .topics
                 .iter()
