@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::cluster::{ClusterDriver, ReplicaManager};
+use super::cluster::{ClusterConfig, ClusterDriver, ReplicaManager};
 use super::consumer_groups::ConsumerGroups;
 use super::coordinator::GroupCoordinator;
 use super::group_service::{GroupService, LocalOffsetStore, OffsetStore};
@@ -40,6 +40,7 @@ use super::transactions::{
 };
 use super::{blocking, Broker, BrokerConfig, BrokerError};
 use crate::clock::Clock;
+use crate::cluster::meta::MetaStore;
 use crate::domain::NodeId;
 use crate::lease::{LeaseAuthority, LocalLeaseAuthority};
 use crate::metrics::Metrics;
@@ -115,6 +116,23 @@ impl CommonParts {
     }
 }
 
+impl CommonParts {
+    /// What the transaction coordinator is given of these parts.
+    fn transaction_parts(
+        &self,
+        broker: &Arc<Broker>,
+        producer_ids: &ProducerIdSource,
+    ) -> TransactionParts {
+        TransactionParts {
+            broker: Arc::clone(broker),
+            producer_ids: producer_ids.clone(),
+            groups: self.groups.clone(),
+            reads: self.reads.clone(),
+            leases: Arc::clone(self.leases.authority()),
+        }
+    }
+}
+
 impl BrokerService {
     /// The standalone broker over `broker`: leases from a local table expired by `clock`,
     /// topics and committed offsets in the data directory, and its transaction coordinator
@@ -150,13 +168,7 @@ impl BrokerService {
             (coordinator, store),
         );
         let producer_ids = ProducerIdSource::local(Arc::clone(&broker));
-        let transaction_parts = TransactionParts {
-            broker: Arc::clone(&broker),
-            producer_ids: producer_ids.clone(),
-            groups: parts.groups.clone(),
-            reads: parts.reads.clone(),
-            leases: Arc::clone(parts.leases.authority()),
-        };
+        let transaction_parts = parts.transaction_parts(&broker, &producer_ids);
         let partitions = LocalPartitions::new(
             parts.leases.clone(),
             parts.producing.clone(),
@@ -187,28 +199,39 @@ impl BrokerService {
         )))
     }
 
-    /// A member of `driver`'s cluster over `broker`: the replica manager answers from the
-    /// driver (who leads, `acks`, where topics are made), committed offsets, group membership
-    /// and transaction states live in the replicated offsets topic, and producer ids carry the
-    /// node id above [`PRODUCER_ID_LOCAL_BITS`](super::producer_ids::PRODUCER_ID_LOCAL_BITS)
-    /// bits. Before the driver starts (it needs the lease authority made here).
+    /// A member of the cluster kept in `store` over `broker`, and its cluster driver (not
+    /// started: the caller starts it once the service is in place): the replica manager
+    /// answers from the driver (who leads, `acks`, where topics are made), committed offsets,
+    /// group membership and transaction states live in the replicated offsets topic, and
+    /// producer ids carry the node id above
+    /// [`PRODUCER_ID_LOCAL_BITS`](super::producer_ids::PRODUCER_ID_LOCAL_BITS) bits.
     pub async fn clustered(
         broker: Arc<Broker>,
         config: &BrokerConfig,
         clock: Arc<dyn Clock>,
-        driver: Arc<ClusterDriver>,
-    ) -> Result<Arc<Self>, BrokerError> {
+        cluster: ClusterConfig,
+        store: Arc<dyn MetaStore>,
+    ) -> Result<(Arc<Self>, Arc<ClusterDriver>), BrokerError> {
         let node_id = config.node_id;
-        if driver.node_id() != node_id {
+        if cluster.node_id != node_id {
             return Err(BrokerError::InvalidConfig(format!(
-                "the cluster driver is node {} but this broker is node {node_id}: one node id names the broker everywhere",
-                driver.node_id(),
+                "the cluster settings are node {} but this broker is node {node_id}: one node id names the broker everywhere",
+                cluster.node_id,
             )));
         }
         let metrics = Arc::<Metrics>::default();
-        let authority: Arc<dyn LeaseAuthority> =
-            Arc::new(LocalLeaseAuthority::new(config.lease.clone(), clock));
-        driver.attach_service(Arc::clone(&authority), Arc::clone(&metrics));
+        let authority: Arc<dyn LeaseAuthority> = Arc::new(LocalLeaseAuthority::new(
+            config.lease.clone(),
+            Arc::clone(&clock),
+        ));
+        let driver = ClusterDriver::with_clock(
+            cluster,
+            store,
+            Arc::clone(&broker),
+            clock,
+            Arc::clone(&authority),
+            Arc::clone(&metrics),
+        )?;
         let coordinator = GroupCoordinator::start(config.coordinator.clone());
         let offsets = Arc::new(ReplicatedOffsets::new(
             Arc::clone(&broker),
@@ -228,20 +251,14 @@ impl BrokerService {
             (Arc::clone(&coordinator), store),
         );
         let producer_ids = ProducerIdSource::cluster(Arc::clone(&broker), node_id);
-        let transaction_parts = TransactionParts {
-            broker: Arc::clone(&broker),
-            producer_ids: producer_ids.clone(),
-            groups: parts.groups.clone(),
-            reads: parts.reads.clone(),
-            leases: Arc::clone(parts.leases.authority()),
-        };
+        let transaction_parts = parts.transaction_parts(&broker, &producer_ids);
         let transactions = Arc::new(TransactionCoordinator::replicated(
             TransactionRegistry::replicated(Arc::clone(&offsets), coordinator),
             transaction_parts,
-            Arc::new(ClusterPartitions::new(driver)),
+            Arc::new(ClusterPartitions::new(Arc::clone(&driver))),
         ));
         transactions.start_timeouts();
-        Ok(Arc::new(Self::assembled(
+        let service = Self::assembled(
             broker,
             node_id,
             parts,
@@ -249,7 +266,8 @@ impl BrokerService {
             producer_ids,
             metrics,
             Some(offsets),
-        )))
+        );
+        Ok((Arc::new(service), driver))
     }
 
     fn assembled(

@@ -147,17 +147,12 @@ impl Node {
                     }
                     membership
                 };
-                let driver = ClusterDriver::with_clock(
-                    membership.config,
-                    membership.store,
-                    Arc::clone(&broker),
-                    Arc::clone(&config.clock),
-                )?;
-                let service = BrokerService::clustered(
+                let (service, driver) = BrokerService::clustered(
                     broker,
                     &config.broker,
                     config.clock,
-                    Arc::clone(&driver),
+                    membership.config,
+                    membership.store,
                 )
                 .await?;
                 driver.start();

@@ -45,6 +45,9 @@ fn values(range: std::ops::Range<u32>) -> Vec<String> {
 fn server_code(result: Result<impl std::fmt::Debug, ClientError>) -> ErrorCode {
     match result {
         Err(ClientError::Server { code, .. }) => code,
+        // OFFSET_OUT_OF_RANGE carries the offset and both ends on every API (docs/protocol.md),
+        // and the client reads them into their own error.
+        Err(ClientError::OffsetOutOfRange { .. }) => ErrorCode::OffsetOutOfRange,
         other => panic!("expected a server error, got {other:?}"),
     }
 }
@@ -168,6 +171,18 @@ async fn commits_are_refused_with_their_codes() {
     for (expected, result) in cases {
         assert_eq!(server_code(result), expected);
     }
+    // The commit past the high watermark names the whole range, as a fetch there does.
+    assert!(
+        matches!(
+            client.commit_offset("g", "orders", 0, 4, "").await,
+            Err(ClientError::OffsetOutOfRange {
+                offset: 4,
+                earliest: 0,
+                latest: 3
+            })
+        ),
+        "a commit past the high watermark names the offset and both ends"
+    );
     assert_eq!(
         server_code(client.committed_offset("", "orders", 0).await),
         ErrorCode::InvalidGroup

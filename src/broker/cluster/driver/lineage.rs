@@ -148,12 +148,11 @@ impl ClusterDriver {
         match deleted {
             Ok(deleted) => {
                 info!(topic = %name, %reason, floor = deleted.floor, "deleted the local copy of the topic");
-                if let Some(service) = self.service_state.get() {
-                    service.leases.forget_topic(&deleted.name);
-                    service.metrics.forget_partitions(
-                        topic.open_partitions().map(|partition| partition.metrics()),
-                    );
-                }
+                let service = &self.service_state;
+                service.leases.forget_topic(&deleted.name);
+                service.metrics.forget_partitions(
+                    topic.open_partitions().map(|partition| partition.metrics()),
+                );
                 tokio::task::spawn_blocking(move || deleted.remove_files());
                 self.view_changed.send_modify(|generation| *generation += 1);
             }

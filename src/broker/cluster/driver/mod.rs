@@ -45,7 +45,7 @@ pub use view::ClusterState;
 
 use super::ClusterError;
 use crate::broker::{Broker, BrokerError};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::cluster::meta::{BrokerLease, MetaEvent, MetaStore, PartitionId, TopicRecord};
 use crate::cluster::replication::node::{Input, ReplicaNode, ReplicaNodeConfig};
 use crate::cluster::replication::ReplicationConfig;
@@ -153,8 +153,8 @@ pub struct ClusterDriver {
     next_waiter: std::sync::atomic::AtomicU64,
     /// Local topics the store has no record of, examined and kept (`lineage.rs`).
     kept_absent: Mutex<std::collections::HashSet<String>>,
-    /// What the broker service forgets of a deleted local topic (set when it joins).
-    service_state: std::sync::OnceLock<lineage::ServiceState>,
+    /// What the broker service forgets of a deleted local topic: its leases and metrics.
+    service_state: lineage::ServiceState,
     /// Set once this process held its node id: until then it opens no replica (a second
     /// process with a live broker's node id must not follow, lead or delete anything).
     ever_registered: std::sync::atomic::AtomicBool,
@@ -166,24 +166,19 @@ pub struct ClusterDriver {
 }
 
 impl ClusterDriver {
-    /// A driver for `broker` in the cluster kept in `store`, on the system clock. Nothing runs
-    /// until [`ClusterDriver::start`]; requests reach it once the broker's service joined it
-    /// ([`BrokerService::join_cluster`](crate::broker::BrokerService::join_cluster)).
-    pub fn new(
-        config: ClusterConfig,
-        store: Arc<dyn MetaStore>,
-        broker: Arc<Broker>,
-    ) -> Result<Arc<Self>, ClusterError> {
-        Self::with_clock(config, store, broker, Arc::new(SystemClock))
-    }
-
-    /// A driver that reads time from `clock` (the registration's deadline must be on the same
-    /// clock: give the store the same one).
+    /// A driver for `broker` in the cluster kept in `store`, reading time from `clock` (the
+    /// registration's deadline must be on the same clock: give the store the same one), whose
+    /// broker grants leases through `leases` and counts in `metrics` (both forget a topic when
+    /// its local copy is deleted: a cluster delete, or a returning broker's leftover). Nothing
+    /// runs until [`ClusterDriver::start`]. Built by the broker service's cluster assembly
+    /// (`BrokerService::clustered`).
     pub fn with_clock(
         config: ClusterConfig,
         store: Arc<dyn MetaStore>,
         broker: Arc<Broker>,
         clock: Arc<dyn Clock>,
+        leases: Arc<dyn crate::lease::LeaseAuthority>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Result<Arc<Self>, ClusterError> {
         config
             .replication
@@ -211,7 +206,7 @@ impl ClusterDriver {
             stop: CancellationToken::new(),
             next_waiter: std::sync::atomic::AtomicU64::new(1),
             kept_absent: Mutex::new(std::collections::HashSet::new()),
-            service_state: std::sync::OnceLock::new(),
+            service_state: lineage::ServiceState { leases, metrics },
             ever_registered: std::sync::atomic::AtomicBool::new(false),
             refused: tokio::sync::watch::Sender::new(None),
             register_failures: Mutex::new(log_limit::RepeatLimiter::new(
@@ -221,19 +216,6 @@ impl ClusterDriver {
                 log_limit::REPEATED_LOG_INTERVAL,
             )),
         }))
-    }
-
-    /// Gives the driver the service's lease table and metrics, which forget a topic when its
-    /// local copy is deleted (a cluster delete, or a returning broker's leftover). Called by
-    /// [`BrokerService::join_cluster`](crate::broker::BrokerService::join_cluster); once.
-    pub(crate) fn attach_service(
-        &self,
-        leases: Arc<dyn crate::lease::LeaseAuthority>,
-        metrics: Arc<crate::metrics::Metrics>,
-    ) {
-        let _first_only = self
-            .service_state
-            .set(lineage::ServiceState { leases, metrics });
     }
 
     /// Starts the loop on the current runtime. It runs until [`ClusterDriver::shutdown`].
