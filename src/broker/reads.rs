@@ -91,7 +91,11 @@ impl ReadPath {
         max_wait: Duration,
         mut look: impl FnMut() -> Result<Look<T>, BrokerError>,
     ) -> Result<T, BrokerError> {
-        // Subscribed before the first look, so a change between the look and the wait is seen.
+        // The common case answers at once: no subscription, no allocation.
+        if let Look::Ready(answer) = look()? {
+            return Ok(answer);
+        }
+        // Subscribed before the next look, so a change between that look and the wait is seen.
         let mut changes: Vec<_> = targets.iter().map(|target| target.subscribe()).collect();
         let deadline = tokio::time::Instant::now() + max_wait;
         loop {

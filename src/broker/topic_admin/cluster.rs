@@ -25,6 +25,25 @@ impl ClusterTopics {
     }
 }
 
+impl ClusterTopics {
+    /// `change` of the cluster's topics through the driver, once `checked` (the request's own
+    /// checks, made before anything is asked of the metadata store) passed.
+    fn on_driver<T, F>(
+        &self,
+        checked: Result<(), BrokerError>,
+        change: impl FnOnce(Arc<ClusterDriver>) -> F,
+    ) -> BoxFuture<'static, Result<T, BrokerError>>
+    where
+        F: std::future::Future<Output = Result<T, BrokerError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match checked {
+            Err(refused) => futures::future::ready(Err(refused)).boxed(),
+            Ok(()) => change(Arc::clone(&self.driver)).boxed(),
+        }
+    }
+}
+
 impl TopicAdmin for ClusterTopics {
     fn create_topic(
         &self,
@@ -33,19 +52,15 @@ impl TopicAdmin for ClusterTopics {
         config: TopicConfig,
         replication: Option<Replication>,
     ) -> BoxFuture<'static, Result<(), BrokerError>> {
-        if let Some(invalid) = replication.as_ref().and_then(Replication::invalid) {
-            return futures::future::ready(Err(BrokerError::InvalidConfig(invalid))).boxed();
-        }
-        if let Err(refused) = self.refuse_internal(&name, "created") {
-            return futures::future::ready(Err(refused)).boxed();
-        }
-        let driver = Arc::clone(&self.driver);
-        async move {
+        let checked = match replication.as_ref().and_then(Replication::invalid) {
+            Some(invalid) => Err(BrokerError::InvalidConfig(invalid)),
+            None => self.refuse_internal(&name, "created"),
+        };
+        self.on_driver(checked, move |driver| async move {
             driver
                 .create_topic(name, partitions, config, replication)
                 .await
-        }
-        .boxed()
+        })
     }
 
     /// A compare-and-swap of the topic record in the metadata store, which every broker's
@@ -56,16 +71,12 @@ impl TopicAdmin for ClusterTopics {
         change: TopicConfigChangeFn,
         validate_only: bool,
     ) -> BoxFuture<'static, Result<TopicConfig, BrokerError>> {
-        if let Err(refused) = self.refuse_internal(&name, "altered") {
-            return futures::future::ready(Err(refused)).boxed();
-        }
-        let driver = Arc::clone(&self.driver);
-        async move {
+        let checked = self.refuse_internal(&name, "altered");
+        self.on_driver(checked, move |driver| async move {
             driver
                 .alter_topic_config(&name, &change, validate_only)
                 .await
-        }
-        .boxed()
+        })
     }
 
     /// One transaction of the metadata store adds the new partitions' states (placed over the
@@ -77,24 +88,19 @@ impl TopicAdmin for ClusterTopics {
         partitions: u32,
         validate_only: bool,
     ) -> BoxFuture<'static, Result<u32, BrokerError>> {
-        if let Err(refused) = self.refuse_internal(&name, "grown") {
-            return futures::future::ready(Err(refused)).boxed();
-        }
-        let driver = Arc::clone(&self.driver);
-        async move {
+        let checked = self.refuse_internal(&name, "grown");
+        self.on_driver(checked, move |driver| async move {
             driver
                 .create_partitions(&name, partitions, validate_only)
                 .await
-        }
-        .boxed()
+        })
     }
 
     fn delete_topic(&self, name: String) -> BoxFuture<'static, Result<(), BrokerError>> {
-        if let Err(refused) = self.refuse_internal(&name, "deleted") {
-            return futures::future::ready(Err(refused)).boxed();
-        }
-        let driver = Arc::clone(&self.driver);
-        async move { driver.delete_topic(&name).await }.boxed()
+        let checked = self.refuse_internal(&name, "deleted");
+        self.on_driver(checked, move |driver| async move {
+            driver.delete_topic(&name).await
+        })
     }
 
     /// The coordinator may hold no copy of the partition, so only its existence in the store's

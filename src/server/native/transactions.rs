@@ -21,6 +21,16 @@ pub fn answer(
     service: &Arc<BrokerService>,
     request: Request,
 ) -> Result<BoxFuture<'static, Result<Response, ErrorResponse>>, Request> {
+    // The transaction coordinator says whether its holder name is reserved here (see
+    // `TransactionCoordinator::reserved_holder_refusal`).
+    if let Request::AcquireLease { holder, .. } = &request {
+        if let Some(refusal) = service.transactions().reserved_holder_refusal(holder) {
+            return Ok(Box::pin(futures::future::ready(Err(ErrorResponse::new(
+                ErrorCode::InvalidRequest,
+                refusal,
+            )))));
+        }
+    }
     let service = Arc::clone(service);
     Ok(match request {
         Request::InitTransaction {
@@ -90,7 +100,7 @@ pub fn answer(
             topic,
             partition,
         } => Box::pin(async move {
-            let coordinator = broker_coordinator(&service)?;
+            let coordinator = service.transactions();
             let index = i32::try_from(partition).map_err(|_| {
                 ErrorResponse::new(
                     ErrorCode::UnknownPartition,
@@ -114,7 +124,7 @@ pub fn answer(
             group,
             offsets,
         } => Box::pin(async move {
-            let coordinator = broker_coordinator(&service)?;
+            let coordinator = service.transactions();
             let offsets = offsets
                 .into_iter()
                 .map(|offset| {
@@ -145,7 +155,7 @@ pub fn answer(
             commit,
             offsets,
         } => Box::pin(async move {
-            let coordinator = broker_coordinator(&service)?;
+            let coordinator = service.transactions();
             let offsets = offsets
                 .into_iter()
                 .map(|offset| {
@@ -162,44 +172,20 @@ pub fn answer(
                 .map_err(|error| refusal(&service, None, &error))?;
             Ok(Response::EndTxnOffsets)
         }),
-        // The transaction coordinator says whether its holder name is reserved here (see
-        // `TransactionCoordinator::reserved_holder_refusal`).
-        Request::AcquireLease { holder, .. }
-            if service
-                .transactions()
-                .reserved_holder_refusal(&holder)
-                .is_some() =>
-        {
-            let refusal = service
-                .transactions()
-                .reserved_holder_refusal(&holder)
-                .unwrap_or_default();
-            Box::pin(futures::future::ready(Err(ErrorResponse::new(
-                ErrorCode::InvalidRequest,
-                refusal,
-            ))))
-        }
         other => return Err(other),
     })
 }
 
-/// The broker's transaction coordinator for native atomic appends, or the refusal of a broker
-/// without one, or of a cluster's: an atomic commit holds every partition's fence lock at
+/// The broker's transaction coordinator for native atomic appends, or the refusal of a
+/// cluster's: an atomic commit holds every partition's fence lock at
 /// once, which only a broker holding every partition can (docs/kafka.md, "Transactions on a
 /// cluster", step 4).
 fn coordinator(service: &BrokerService) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
-    let coordinator = broker_coordinator(service)?;
+    let coordinator = Arc::clone(service.transactions());
     if let Some(refusal) = coordinator.atomic_appends_refusal() {
         return Err(ErrorResponse::new(ErrorCode::InvalidRequest, refusal));
     }
     Ok(coordinator)
-}
-
-/// The broker's transaction coordinator for the broker-to-broker transaction APIs.
-fn broker_coordinator(
-    service: &BrokerService,
-) -> Result<Arc<TransactionCoordinator>, ErrorResponse> {
-    Ok(Arc::clone(service.transactions()))
 }
 
 /// The native error for a coordinator's refusal, with its message and its code's details.
