@@ -10,7 +10,7 @@
 //! Kafka connection (`kafka`, feature `kafka`), the Python client check ([`python`]), signals
 //! to child processes ([`process`]), the crate's own sources read as text ([`rust_source`]), an
 //! HTTP GET for the console ([`http`]), headless Chromium through WebDriver (`webdriver`,
-//! feature `cli`) and a tmpfs whose disk can be filled on cue ([`tmpfs`]).
+//! feature `cli`), a tmpfs whose disk can be filled on cue ([`tmpfs`]) and a LazyFS mount whose power can be cut ([`lazyfs`]).
 // Each binary uses a part of the helpers.
 #![allow(dead_code)]
 
@@ -25,6 +25,7 @@ pub mod python;
 pub mod raw_protocol;
 pub mod rust_source;
 pub mod storage;
+pub mod lazyfs;
 pub mod tmpfs;
 #[cfg(feature = "cli")]
 pub mod webdriver;
