@@ -597,7 +597,11 @@ impl Broker {
                 let last = last_syncs
                     .entry(partition.name().to_string())
                     .or_insert(now);
-                if now.duration_since(*last).as_millis() < u128::from(interval_ms) {
+                // A partition whose disk failed it was reported once and syncs nothing more
+                // until the restart (see `docs/reliability.md`, section 3).
+                if partition.refuses_writes()
+                    || now.duration_since(*last).as_millis() < u128::from(interval_ms)
+                {
                     continue;
                 }
                 *last = now;

@@ -38,6 +38,7 @@ pub struct PartitionMetrics {
     lease_grants: AtomicU64,
     lease_renewals: AtomicU64,
     lease_expiries: AtomicU64,
+    storage_failures: AtomicU64,
     batch_bytes: AtomicHistogram,
     sync_duration: AtomicHistogram,
     /// The most recent fenced attempts, oldest first, at most [`FENCED_WRITES_KEPT`].
@@ -92,6 +93,7 @@ impl Default for PartitionMetrics {
             lease_grants: AtomicU64::new(0),
             lease_renewals: AtomicU64::new(0),
             lease_expiries: AtomicU64::new(0),
+            storage_failures: AtomicU64::new(0),
             batch_bytes: AtomicHistogram::new(BATCH_BYTES_BOUNDS),
             sync_duration: AtomicHistogram::new(SYNC_DURATION_BOUNDS_NANOS),
             recent_fenced: Mutex::new(VecDeque::with_capacity(FENCED_WRITES_KEPT)),
@@ -126,6 +128,9 @@ pub struct PartitionCounts {
     /// Leases found expired (counted when the lease table notices: at the next acquire, renew
     /// or release of the partition).
     pub lease_expiries: u64,
+    /// Syncs and writes of the partition's files that failed at the disk (see
+    /// `docs/reliability.md`, section 3): a failure of the log's stops the partition's writes.
+    pub storage_failures: u64,
 }
 
 impl PartitionMetrics {
@@ -252,6 +257,11 @@ impl PartitionMetrics {
         self.lease_expiries.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a sync or write of one of the partition's files that failed at the disk.
+    pub fn storage_failed(&self) {
+        self.storage_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts one sync (fsync of the written ranges) that took `duration`.
     pub fn synced(&self, duration: Duration) {
         self.sync_duration.observe_duration(duration);
@@ -270,6 +280,7 @@ impl PartitionMetrics {
             lease_grants: load(&self.lease_grants),
             lease_renewals: load(&self.lease_renewals),
             lease_expiries: load(&self.lease_expiries),
+            storage_failures: load(&self.storage_failures),
         }
     }
 

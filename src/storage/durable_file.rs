@@ -5,6 +5,17 @@
 //! recovery point, the broker's `topic.json`. They share one way of writing (temporary file,
 //! fsync, rename, directory fsync), and every creation, rename or deletion of a segment needs the
 //! directory fsync too, so both live here rather than with any one of their users.
+//!
+//! Every sync of storage's files (fsync, fdatasync, the segment maps' msync) and every write of a
+//! segment passes [`before`] first: the one seam where unit tests make a chosen path fail with
+//! `EIO` or `ENOSPC` ([`faults`], compiled into tests only), so that what storage does after a
+//! failed sync is tested on the real code path rather than on a full disk alone. Outside tests
+//! it does nothing.
+//!
+//! A failed [`write_durably`] is safe to call again: the retry writes the whole contents afresh
+//! into a truncated temporary file and fsyncs that, and only a successful fsync is followed by
+//! the rename. No page whose write-back failed is ever trusted by a later fsync (the PostgreSQL
+//! "fsyncgate" lesson); the callers answer the failure and change nothing in memory.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -16,22 +27,134 @@ use std::sync::{Mutex, PoisonError};
 /// it, renames it over `name` and fsyncs the directory. A crash leaves the old or the new
 /// contents, never a mix.
 pub fn write_durably(directory: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
+    let target = directory.join(name);
     let temporary = directory.join(format!("{name}.tmp"));
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(&temporary)?;
+    before(FileOperation::Write, &target)?;
     file.write_all(contents)?;
-    file.sync_all()?;
+    sync_file(&file, &target)?;
     drop(file);
-    fs::rename(&temporary, directory.join(name))?;
+    fs::rename(&temporary, &target)?;
     sync_directory(directory)
 }
 
 /// fsyncs a directory so that creations, renames and deletions in it survive a crash.
 pub fn sync_directory(directory: &Path) -> io::Result<()> {
-    File::open(directory)?.sync_all()
+    sync_file(&File::open(directory)?, directory)
+}
+
+/// fsyncs `file`, found at `path` (which names it in a fault a test injected).
+pub fn sync_file(file: &File, path: &Path) -> io::Result<()> {
+    before(FileOperation::Sync, path)?;
+    file.sync_all()
+}
+
+/// What storage is about to do to a file, for [`before`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOperation {
+    /// Write bytes into it (a segment's append, a durable file's contents).
+    Write,
+    /// Sync it to the disk (fsync, fdatasync, msync of its map; a directory's fsync).
+    Sync,
+}
+
+/// Called before every sync and segment write of `path`: the error a test injected for it, if
+/// any ([`faults`]); nothing at all outside tests.
+#[inline]
+pub fn before(operation: FileOperation, path: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    {
+        faults::check(operation, path)
+    }
+    #[cfg(not(test))]
+    {
+        let _ = (operation, path);
+        Ok(())
+    }
+}
+
+/// Faults injected by tests: every [`before`] of an operation on a path under a chosen one
+/// fails with a chosen OS error while the returned [`faults::Fault`] lives. A fault on a
+/// partition's directory fails every file in it, like a failing device; one on a file fails that
+/// file only. Tests in parallel do not meet each other's faults: each uses its own temporary
+/// directory.
+#[cfg(test)]
+pub(crate) mod faults {
+    use super::FileOperation;
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    struct Injected {
+        id: u64,
+        under: PathBuf,
+        operation: FileOperation,
+        errno: i32,
+        hits: Arc<AtomicU64>,
+    }
+
+    static INJECTED: Mutex<Vec<Injected>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+    /// An injected fault; dropping it removes it.
+    #[derive(Debug)]
+    pub(crate) struct Fault {
+        id: u64,
+        hits: Arc<AtomicU64>,
+    }
+
+    impl Fault {
+        /// How many operations it failed so far.
+        pub(crate) fn hits(&self) -> u64 {
+            self.hits.load(Ordering::Acquire)
+        }
+    }
+
+    impl Drop for Fault {
+        fn drop(&mut self) {
+            INJECTED
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|injected| injected.id != self.id);
+        }
+    }
+
+    /// Makes every `operation` on `under` or a path below it fail with `errno` (`libc::EIO`,
+    /// `libc::ENOSPC`) until the returned fault is dropped.
+    pub(crate) fn inject(operation: FileOperation, under: &Path, errno: i32) -> Fault {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let hits = Arc::new(AtomicU64::new(0));
+        INJECTED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Injected {
+                id,
+                under: under.to_path_buf(),
+                operation,
+                errno,
+                hits: Arc::clone(&hits),
+            });
+        Fault { id, hits }
+    }
+
+    pub(super) fn check(operation: FileOperation, path: &Path) -> io::Result<()> {
+        let injected = INJECTED.lock().unwrap_or_else(PoisonError::into_inner);
+        match injected
+            .iter()
+            .find(|fault| fault.operation == operation && path.starts_with(&fault.under))
+        {
+            Some(fault) => {
+                fault.hits.fetch_add(1, Ordering::AcqRel);
+                Err(io::Error::from_raw_os_error(fault.errno))
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// A directory whose changes are made durable later, many at a time: one fsync covers every
@@ -64,6 +187,11 @@ impl DeferredDirectorySync {
             synced: AtomicU64::new(0),
             syncing: Mutex::new(()),
         }
+    }
+
+    /// The directory whose changes this makes durable.
+    pub fn directory(&self) -> &Path {
+        &self.directory
     }
 
     /// Notes a change made to the directory (call it *after* the change): returns its number,
@@ -108,7 +236,7 @@ impl DeferredDirectorySync {
 /// directory went) has nothing left to make durable.
 pub fn sync_file_if_present(path: &Path) -> io::Result<()> {
     match File::open(path) {
-        Ok(file) => file.sync_all(),
+        Ok(file) => sync_file(&file, path),
         Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(error) => Err(error),
     }

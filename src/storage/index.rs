@@ -141,7 +141,10 @@ impl IndexWriter {
     /// to do when no entry was written through this writer.
     pub fn sync(&self) -> io::Result<()> {
         match &self.file {
-            Some(file) => file.sync_data(),
+            Some(file) => {
+                super::durable_file::before(super::durable_file::FileOperation::Sync, &self.path)?;
+                file.sync_data()
+            }
             None => Ok(()),
         }
     }

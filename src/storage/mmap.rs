@@ -324,6 +324,7 @@ impl MapWriter {
     #[allow(unsafe_code)]
     fn write_at(&mut self, position: usize, parts: &[&[u8]]) -> io::Result<()> {
         assert!(parts.len() <= Self::MAX_APPEND_PARTS, "too many parts");
+        super::durable_file::before(super::durable_file::FileOperation::Write, &self.path)?;
         let total: usize = parts.iter().map(|part| part.len()).sum();
         let descriptor = self.file()?.as_raw_fd();
         let mut done = 0;

@@ -115,6 +115,23 @@ pub enum StorageError {
         /// `topic/partition`.
         partition: String,
     },
+    /// A sync or a write of the partition's log (a segment, the partition directory) failed at
+    /// the disk. What reached the disk is unknown (after a failed fsync the kernel may have
+    /// dropped the pages it could not write, and a later fsync would succeed without them), so
+    /// the partition stopped taking writes: every later one is refused with
+    /// [`StorageError::Failed`] until the server restarts and recovers the log from what is on
+    /// disk. The batch being written may or may not be in the log after that restart.
+    #[error("partition {partition}: {operation} of {file} failed: {source}; the batch may or may not be in the log, and the partition refuses writes until the server restarts and recovers it from what is on disk")]
+    DiskFailed {
+        /// `topic/partition`.
+        partition: String,
+        /// `sync` or `write`.
+        operation: &'static str,
+        /// The file (or directory) that failed.
+        file: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// An I/O error, with what was being done.
     #[error("{context}: {source}")]
     Io {

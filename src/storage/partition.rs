@@ -24,7 +24,7 @@
 //! point) and `high_watermark` (what readers may see once the partition is replicated).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
@@ -41,6 +41,7 @@ use super::StorageError;
 use crate::metrics::PartitionMetrics;
 use high_watermark::Watermarks;
 use sync::ObserverSlot;
+use write_stop::WriteStop;
 
 mod append;
 mod atomic;
@@ -53,6 +54,7 @@ mod retention;
 mod start_over;
 mod sync;
 mod truncate;
+mod write_stop;
 mod writer;
 
 pub use append::{Appended, PendingAppend};
@@ -69,7 +71,8 @@ struct Shared {
     segments: RwLock<Vec<Arc<SegmentReader>>>,
     high_watermark: watch::Sender<u64>,
     log_start_offset: AtomicU64,
-    failed: AtomicBool,
+    /// Set once a sync or write of the log failed: no write is taken until a restart.
+    write_stop: WriteStop,
     /// Found at recovery; only a truncation changes it (it drops the ranges it cut).
     damaged: RwLock<Vec<DamagedRange>>,
     /// Offsets below it are in segments synced whole (see [`super::seal`]).
@@ -105,8 +108,9 @@ pub struct Partition {
     shared: Arc<Shared>,
     commit: GroupCommit,
     sync_observer: ObserverSlot,
-    /// What the partition counts for the metrics endpoint (atomics; see `crate::metrics`).
-    metrics: PartitionMetrics,
+    /// What the partition counts for the metrics endpoint (atomics; see `crate::metrics`);
+    /// shared with the seal thread, which counts a failed seal.
+    metrics: Arc<PartitionMetrics>,
 }
 
 impl Partition {
@@ -244,9 +248,14 @@ impl Partition {
     }
 
     fn failed_error(&self) -> StorageError {
-        StorageError::Failed {
-            partition: self.name.clone(),
-        }
+        self.shared.write_stop.refusal()
+    }
+
+    /// Whether the partition refuses every write until the server restarts, because a sync or
+    /// write of its log failed at the disk (or a truncation failed half way): see
+    /// `docs/reliability.md`, section 3. Reads go on.
+    pub fn refuses_writes(&self) -> bool {
+        self.shared.write_stop.is_stopped()
     }
 
     /// The epoch the partition was created at: 0, or above every epoch of the deleted partition

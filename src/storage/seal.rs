@@ -51,6 +51,9 @@ pub struct RecoveryPoint {
     /// is written into its directory's path any more (a topic re-created under the same name
     /// will own that path).
     retired: std::sync::atomic::AtomicBool,
+    /// Set when a sync or write of the partition's log failed ([`RecoveryPoint::freeze`]):
+    /// nothing is recorded durable any more in this process.
+    frozen: std::sync::atomic::AtomicBool,
 }
 
 impl RecoveryPoint {
@@ -74,6 +77,7 @@ impl RecoveryPoint {
             offset: Mutex::new(offset),
             generation: std::sync::atomic::AtomicU64::new(0),
             retired: std::sync::atomic::AtomicBool::new(false),
+            frozen: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -97,7 +101,11 @@ impl RecoveryPoint {
     /// a truncation came since (the segments it synced may no longer be the log).
     pub fn advance_in(&self, generation: u64, offset: u64) -> io::Result<()> {
         let mut current = self.offset.lock().expect("recovery point lock poisoned");
-        if offset <= *current || self.is_retired() || generation != self.generation() {
+        if offset <= *current
+            || self.is_retired()
+            || self.is_frozen()
+            || generation != self.generation()
+        {
             return Ok(());
         }
         write_durably(
@@ -118,6 +126,21 @@ impl RecoveryPoint {
         let _current = self.offset.lock().expect("recovery point lock poisoned");
         self.retired
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A sync or write of the partition's log failed: from now on the point never moves and no
+    /// producer-state snapshot is written, in this process. A later sync that succeeds proves
+    /// nothing about the pages an earlier failed one lost, so a seal still queued must not
+    /// record its segment (or any before it) as durable. Once this returns, no such write is in
+    /// progress either. The next open recovers from what is on disk.
+    pub fn freeze(&self) {
+        let _current = self.offset.lock().expect("recovery point lock poisoned");
+        self.frozen
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_frozen(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A truncation: the log is cut inside the segment at `segment_base`, which becomes the
@@ -144,7 +167,7 @@ impl RecoveryPoint {
     /// `generation` (a producer-state snapshot of a log that was cut must not be written).
     pub fn unless_retired_in<T>(&self, generation: u64, write: impl FnOnce() -> T) -> Option<T> {
         let _current = self.offset.lock().expect("recovery point lock poisoned");
-        (!self.is_retired() && generation == self.generation()).then(write)
+        (!self.is_retired() && !self.is_frozen() && generation == self.generation()).then(write)
     }
 
     /// Undoes [`RecoveryPoint::retire`] (a delete that could not be carried out).
@@ -183,13 +206,17 @@ pub(crate) struct SealJob {
     pub(crate) generation: u64,
     /// Not sealed before this (the partition's `seal_delay` after the roll).
     pub(crate) not_before: Instant,
-    /// Called if the sync fails (the partition stops accepting writes).
-    pub(crate) on_failure: Box<dyn FnOnce(io::Error) + Send>,
+    /// Called with the file and the error if a sync fails (the segment's, or under flush
+    /// `never` the partition directory's): the partition stops accepting writes.
+    pub(crate) on_failure: SealFailure,
     /// Called once the segment is durable and the recovery point moved (the producer-state
     /// snapshot as of `next_base` is written then: off the append lock, and never ahead of the
     /// durable log).
     pub(crate) after_seal: Option<Box<dyn FnOnce() + Send>>,
 }
+
+/// What a seal calls with the file and the error when a sync fails.
+pub(crate) type SealFailure = Box<dyn FnOnce(&Path, io::Error) + Send>;
 
 /// What a roll under flush `never` did not sync: its directory change and the sealed segment's
 /// index. The seal syncs both before the recovery point moves, so that no segment below it can
@@ -409,7 +436,10 @@ fn run(job: SealJob, superseded: bool) {
                     }
                 }
                 if let Err(error) = deferred.directory.sync_through(deferred.change) {
-                    tracing::warn!(next_base = job.next_base, %error, "could not sync the partition directory after sealing a segment; the recovery point stays, the next seal retries");
+                    // The rolls' directory changes may be lost with it, and a later fsync
+                    // would not say so: the partition stops (its writes, and the recovery
+                    // point stays where it is).
+                    (job.on_failure)(deferred.directory.directory(), error);
                     return;
                 }
             }
@@ -426,9 +456,9 @@ fn run(job: SealJob, superseded: bool) {
             }
         }
         Err(error) => {
-            let path = segment.map_or_else(String::new, |s| s.path().display().to_string());
-            tracing::error!(segment = %path, %error, "sealing a full segment failed");
-            (job.on_failure)(error);
+            // Only a live segment's sync can fail (a deleted one's is skipped above).
+            let path = segment.map_or_else(PathBuf::new, |segment| segment.path().to_path_buf());
+            (job.on_failure)(&path, error);
         }
     }
 }
@@ -453,7 +483,7 @@ mod tests {
             deferred: None,
             generation: 0,
             not_before: Instant::now() + Duration::from_secs(3600),
-            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            on_failure: Box::new(|_, error| panic!("sealing failed: {error}")),
             after_seal: None,
         });
         drop(worker);
@@ -480,7 +510,7 @@ mod tests {
             deferred: None,
             generation: 0,
             not_before: Instant::now() + delay,
-            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            on_failure: Box::new(|_, error| panic!("sealing failed: {error}")),
             after_seal: None,
         };
         deferring.submit(job(&deferred_point, Duration::from_secs(3600)));
@@ -511,7 +541,7 @@ mod tests {
             }),
             generation: 0,
             not_before: Instant::now(),
-            on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+            on_failure: Box::new(|_, error| panic!("sealing failed: {error}")),
             after_seal: None,
         });
         drop(worker);
@@ -536,7 +566,7 @@ mod tests {
                 deferred: None,
                 generation: 0,
                 not_before: Instant::now() + Duration::from_secs(3600),
-                on_failure: Box::new(|error| panic!("sealing failed: {error}")),
+                on_failure: Box::new(|_, error| panic!("sealing failed: {error}")),
                 after_seal: Some(Box::new(move || ran.lock().unwrap().push(next_base))),
             });
         }

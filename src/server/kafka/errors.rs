@@ -147,7 +147,9 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
-        StorageError::Failed { .. } | StorageError::Io { .. } => ResponseError::KafkaStorageError,
+        StorageError::Failed { .. } | StorageError::DiskFailed { .. } | StorageError::Io { .. } => {
+            ResponseError::KafkaStorageError
+        }
         StorageError::InvalidConfig(_) => ResponseError::InvalidConfig,
         StorageError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
         StorageError::Replica(ReplicaError::FencedLeaderEpoch { .. }) => {

@@ -171,7 +171,9 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
             ..
         } => ErrorResponse::offset_out_of_range(message.clone(), *offset, *earliest, *latest),
         StorageError::Corrupt { .. } => plain(ErrorCode::CorruptData),
-        StorageError::Failed { .. } | StorageError::Io { .. } => plain(ErrorCode::StorageError),
+        StorageError::Failed { .. } | StorageError::DiskFailed { .. } | StorageError::Io { .. } => {
+            plain(ErrorCode::StorageError)
+        }
         StorageError::InvalidConfig(_) => plain(ErrorCode::InvalidConfig),
         // The storage layer knows the leader epoch it follows, not who leads: the details name
         // no leader ("refresh the metadata"), and `super::refusals` names the one the cluster

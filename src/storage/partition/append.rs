@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use tracing::info;
 
 use super::super::config::FlushPolicy;
-use super::super::fence::{check_credential_since, FenceError, WriteCredential};
+use super::super::fence::{check_credential_since, FenceError, WriteCredential, CHECKPOINT_FILE};
 use super::super::splice::BatchFill;
 use super::super::{io_error, StorageError};
 use super::{replicate, Partition, Writer};
@@ -77,7 +77,15 @@ impl Partition {
                 writer
                     .checkpoint
                     .record(epoch, start_offset)
-                    .map_err(io_error("write epoch checkpoint"))
+                    .map_err(|error| {
+                        // Refused, nothing installed: the grant fails and the log goes on.
+                        writer.shared.write_stop.file_failed(
+                            "epoch checkpoint",
+                            &writer.directory.join(CHECKPOINT_FILE),
+                            &error,
+                        );
+                        io_error("write epoch checkpoint")(error)
+                    })
             })?;
         info!(partition = %self.name, epoch, "installed epoch");
         Ok(())
@@ -210,7 +218,7 @@ impl Partition {
             }
             .into());
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let stamp = ProducerStamp::parse(head);
@@ -297,7 +305,7 @@ impl Partition {
             Err(refusal) => return Err(StorageError::Fence(refusal)),
         }
         let header = self.validate_for(credential, batch)?;
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let stamp = ProducerStamp::parse(batch.head());

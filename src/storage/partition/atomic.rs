@@ -18,8 +18,6 @@
 //! Deadlock freedom: the locks are taken in one global order (partition name), and no other
 //! path holds one fence lock while taking another.
 
-use std::sync::atomic::Ordering;
-
 use super::super::fence::HeldFence;
 use super::super::StorageError;
 use super::{Partition, PendingAppend, Writer};
@@ -176,7 +174,7 @@ impl Partition {
             }
             return Err(refusal);
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let writer: &Writer = fence.log_ref();

@@ -84,7 +84,7 @@ impl Partition {
                 partition: self.name.clone(),
             });
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let current = self.log_start_offset();

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
@@ -26,7 +26,7 @@ use super::super::seal::{RecoveryPoint, SealWorker};
 use super::super::segment::{SegmentOptions, SegmentReader};
 use super::super::spare::SpareSegments;
 use super::super::{io_error, log_start, StorageError};
-use super::{ObserverSlot, Partition, Shared, Watermarks, Writer};
+use super::{ObserverSlot, Partition, Shared, Watermarks, WriteStop, Writer};
 use crate::batch::{BatchHeader, ProducerStamp};
 use crate::metrics::PartitionMetrics;
 
@@ -117,12 +117,13 @@ impl Partition {
                 log_end,
             ),
         };
+        let metrics = Arc::new(PartitionMetrics::default());
         let shared = Arc::new(Shared {
             segments: RwLock::new(readers),
             high_watermark: watch::Sender::new(high_watermark),
             acknowledged: watch::Sender::new(log_end),
             log_start_offset: AtomicU64::new(log_start),
-            failed: AtomicBool::new(false),
+            write_stop: WriteStop::new(name, Arc::clone(&metrics), Arc::clone(&recovery_point)),
             damaged: RwLock::new(report.damaged.clone()),
             recovery_point,
             watermarks: Watermarks::new(leader_epochs.is_replicated(), log_end, high_watermark),
@@ -155,7 +156,7 @@ impl Partition {
             shared,
             commit: GroupCommit::new(log_end),
             sync_observer: ObserverSlot::default(),
-            metrics: PartitionMetrics::default(),
+            metrics,
         };
         partition.delete_segments_below_log_start()?;
         Ok((partition, report))
@@ -167,7 +168,7 @@ impl Drop for Partition {
     /// point reaches the active one) and scans only the last. A failed sync is logged: the next
     /// open then recovers from what is on disk.
     fn drop(&mut self) {
-        if self.shared.failed.load(Ordering::Acquire) || self.is_retired() {
+        if self.shared.write_stop.is_stopped() || self.is_retired() {
             return;
         }
         // A reused file's old tail is cut before the final sync, so a clean restart finds

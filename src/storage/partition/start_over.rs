@@ -89,7 +89,7 @@ impl Partition {
                 partition: self.name.clone(),
             });
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let old = self
@@ -112,7 +112,7 @@ impl Partition {
                 if result.is_err() {
                     // What is on disk recovers to the old log or the new one (module docs), but
                     // the writer's view may match neither: refuse writes until a restart.
-                    self.shared.failed.store(true, Ordering::Release);
+                    self.shared.write_stop.stop();
                 }
                 result.map(|old| Some((old, log_end)))
             })?;
@@ -124,7 +124,7 @@ impl Partition {
                 super::super::segment::delete_files(&self.directory, first.base_offset())
                     .map_err(io_error("delete segment"))?;
             }
-            self.shared.failed.store(true, Ordering::Release);
+            self.shared.write_stop.stop();
             return Err(self.failed_error());
         }
         let deleted = self.delete_segments(old)?;
@@ -355,7 +355,7 @@ mod tests {
             index_interval_bytes: config().index_interval_bytes,
         };
         drop(ActiveSegment::create(dir.path(), 0, options).unwrap());
-        partition.shared.failed.store(true, Ordering::Release);
+        partition.shared.write_stop.stop();
         drop(partition);
         let (reopened, report) = open(dir.path(), &seal);
         assert_eq!(report.segments_below_log_start, 1);

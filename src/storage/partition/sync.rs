@@ -9,6 +9,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::super::durable_file::FileOperation;
+use super::super::seal::RECOVERY_POINT_FILE;
 use super::super::{io_error, StorageError};
 use super::Partition;
 
@@ -49,7 +51,7 @@ impl Partition {
     /// Syncs everything written so far and publishes it to readers. Runs with at most one caller
     /// at a time (through group commit); the msync happens outside the append lock.
     pub(super) fn sync_everything(&self) -> Result<u64, StorageError> {
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         let (target, ranges, truncations) = self.fence.with_log(|writer| {
@@ -62,15 +64,15 @@ impl Partition {
         });
         let started = std::time::Instant::now();
         for (segment, start, end) in &ranges {
-            if let Err(source) = segment.map().sync_range(*start, *end) {
+            if let Err(source) = segment.sync_range(*start, *end) {
                 // After a failed fsync the kernel may have dropped the dirty pages: what is on
-                // disk is unknown, so stop accepting writes rather than acknowledge on top of it.
-                self.shared.failed.store(true, Ordering::Release);
-                tracing::error!(partition = %self.name, error = %source, "sync failed; partition stops accepting writes");
-                return Err(StorageError::Io {
-                    context: format!("sync {}", segment.path().display()),
+                // disk is unknown, so stop accepting writes rather than acknowledge on top of it
+                // (never sync again and trust the answer: see `write_stop`).
+                return Err(self.shared.write_stop.disk_failed(
+                    FileOperation::Sync,
+                    segment.path(),
                     source,
-                });
+                ));
             }
         }
         if !ranges.is_empty() {
@@ -109,7 +111,13 @@ impl Partition {
     }
 
     /// Makes everything appended so far durable (the interval flusher and shutdown call this).
+    /// A failed sync of the log or of its directory stops the partition's writes (see
+    /// `write_stop`); one of the recovery point or the index is reported and changes nothing
+    /// (both only save work at the next open).
     pub fn sync(&self) -> Result<(), StorageError> {
+        if self.shared.write_stop.is_stopped() {
+            return Err(self.failed_error());
+        }
         let (target, active_base, generation) = self.fence.with_log(|writer| {
             (
                 writer.active.next_offset(),
@@ -121,16 +129,27 @@ impl Partition {
             .wait_durable(target, || self.sync_everything())?;
         // Rolls under `never` left their directory changes to the seal: the segments must be
         // findable before the recovery point says they are synced.
-        self.shared
-            .directory_sync
-            .sync_all()
-            .map_err(io_error("sync partition directory"))?;
+        if let Err(error) = self.shared.directory_sync.sync_all() {
+            return Err(self.shared.write_stop.disk_failed(
+                FileOperation::Sync,
+                &self.directory,
+                error,
+            ));
+        }
         // Every segment before the active one is synced now: trust them at the next recovery
         // (unless a truncation came meanwhile: then they may not be the log any more).
-        self.shared
+        if let Err(error) = self
+            .shared
             .recovery_point
             .advance_in(generation, active_base)
-            .map_err(io_error("write recovery point"))?;
+        {
+            self.shared.write_stop.file_failed(
+                "recovery point",
+                &self.directory.join(RECOVERY_POINT_FILE),
+                &error,
+            );
+            return Err(io_error("write recovery point")(error));
+        }
         self.fence
             .with_log(|writer| writer.active.sync_index())
             .map_err(io_error("sync index"))

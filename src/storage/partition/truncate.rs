@@ -86,7 +86,7 @@ impl Partition {
                 partition: self.name.clone(),
             });
         }
-        if self.shared.failed.load(Ordering::Acquire) {
+        if self.shared.write_stop.is_stopped() {
             return Err(self.failed_error());
         }
         self.fence
@@ -117,7 +117,7 @@ impl Partition {
                 if let Err(error) = &result {
                     // What is on disk is a consistent prefix (module docs), but the writer's view
                     // may not match it: refuse writes until a restart recovers from the disk.
-                    self.shared.failed.store(true, Ordering::Release);
+                    self.shared.write_stop.stop();
                     tracing::error!(partition = %self.name, offset = cut.offset, %error, "truncation failed; the partition refuses writes until the server restarts");
                 } else {
                     info!(partition = %self.name, offset = cut.offset, from = log_end, "truncated");
@@ -369,7 +369,7 @@ fn copy_prefix(directory: &Path, base: u64, kept_bytes: usize) -> io::Result<()>
         warn!(segment = %path.display(), copied, kept_bytes, "the segment file is shorter than its written bytes");
         return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
     }
-    target.sync_all()?;
+    super::super::durable_file::sync_file(&target, &temporary)?;
     drop(target);
     fs::rename(&temporary, &path)?;
     sync_directory(directory)

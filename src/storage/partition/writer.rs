@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::super::durable_file::sync_directory;
+use super::super::durable_file::{sync_directory, FileOperation};
 use super::super::fence::{EpochCheckpoint, FenceError};
 use super::super::leader_epochs::LeaderEpochFile;
 use super::super::producer_state::{
@@ -26,6 +26,7 @@ use super::super::seal::{DeferredRoll, SealJob, SealWorker};
 use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::super::splice::BatchFill;
 use super::super::{io_error, StorageError};
+use super::write_stop::device_failed;
 use super::{Appended, PendingAppend, Shared};
 use crate::batch::{BatchHeader, BatchSlices, ProducerStamp};
 
@@ -214,14 +215,14 @@ impl Writer {
         let end = match self
             .active
             .append(batch, header)
-            .map_err(io_error("write to segment"))?
+            .map_err(|error| self.write_failed(error))?
         {
             Some(end) => end,
             None => {
                 self.roll(batch.len() as u64)?;
                 self.active
                     .append(batch, header)
-                    .map_err(io_error("write to segment"))?
+                    .map_err(|error| self.write_failed(error))?
                     .expect("a segment rolled for a batch is at least its size")
             }
         };
@@ -291,14 +292,14 @@ impl Writer {
         let landed = match self
             .active
             .append_filled(head, tail_len, max_batch_bytes, fill)
-            .map_err(io_error("write to segment"))?
+            .map_err(|error| self.write_failed(error))?
         {
             Some(landed) => landed,
             None => {
                 self.roll(batch_len as u64)?;
                 self.active
                     .append_filled(head, tail_len, max_batch_bytes, fill)
-                    .map_err(io_error("write to segment"))?
+                    .map_err(|error| self.write_failed(error))?
                     .expect("a segment rolled for a batch is at least its size")
             }
         };
@@ -333,9 +334,19 @@ impl Writer {
         options.segment_bytes = options.segment_bytes.max(batch_bytes);
         // A reused file's old tail goes first: recovery must never find old bytes after a
         // segment's data once another segment follows it (see `spare`).
-        self.active
-            .finish_writing(self.durable_rolls)
-            .map_err(io_error("cut a reused segment file"))?;
+        if let Err(error) = self.active.finish_writing(self.durable_rolls) {
+            // Under a durable roll that was a truncation and its fsync: the segment's length on
+            // disk is unknown now, and a second fsync must not be trusted with it.
+            return Err(if self.durable_rolls {
+                self.shared.write_stop.disk_failed(
+                    FileOperation::Sync,
+                    self.active.reader().path(),
+                    error,
+                )
+            } else {
+                io_error("cut a reused segment file")(error)
+            });
+        }
         let next = match self.shared.spares.take(options.segment_bytes) {
             Some(spare) => {
                 ActiveSegment::create_reusing(&self.directory, base_offset, options, &spare)
@@ -356,7 +367,13 @@ impl Writer {
                 if let Err(cleanup) = segment::delete_files(&self.directory, base_offset) {
                     warn!(directory = %self.directory.display(), error = %cleanup, "could not remove a half-created segment");
                 }
-                return Err(io_error("sync partition directory")(error));
+                // The directory's earlier changes may be lost with it: stop, never sync again
+                // and trust the answer.
+                return Err(self.shared.write_stop.disk_failed(
+                    FileOperation::Sync,
+                    &self.directory,
+                    error,
+                ));
             }
             None
         } else {
@@ -391,7 +408,11 @@ impl Writer {
             deferred,
             generation,
             not_before: std::time::Instant::now() + self.seal_delay,
-            on_failure: Box::new(move |_| shared.failed.store(true, Ordering::Release)),
+            on_failure: Box::new(move |file, error| {
+                shared
+                    .write_stop
+                    .disk_failed(FileOperation::Sync, file, error);
+            }),
             after_seal: snapshot.map(|write| {
                 // Not into a deleted partition's path, which a re-created topic may own.
                 let recovery_point = Arc::clone(&self.shared.recovery_point);
@@ -401,6 +422,20 @@ impl Writer {
             }),
         });
         Ok(())
+    }
+
+    /// The answer to a failed write into the active segment: a failure of the device stops the
+    /// partition's writes (see `write_stop`); a refusal that left nothing the log counts (a full
+    /// disk, a shortage, the socket of a spliced batch) is only answered.
+    fn write_failed(&self, error: std::io::Error) -> StorageError {
+        if device_failed(&error) {
+            return self.shared.write_stop.disk_failed(
+                FileOperation::Write,
+                self.active.reader().path(),
+                error,
+            );
+        }
+        io_error("write to segment")(error)
     }
 
     /// What a sync must cover now: each dirty segment's unsynced range, and the offset that will

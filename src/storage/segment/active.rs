@@ -151,7 +151,7 @@ impl ActiveSegment {
         }
         let file = self.map.truncate_to_written()?;
         if sync {
-            file.sync_all()?;
+            super::super::durable_file::sync_file(file, self.reader.path())?;
         } else {
             self.reader.length_unsynced.store(true, Ordering::Release);
         }

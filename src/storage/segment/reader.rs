@@ -184,13 +184,22 @@ impl SegmentReader {
     /// Syncs a full segment whole for its seal: the data of `[0, written)`, and the file's length
     /// too when a reused file's old tail was cut (see `spare`).
     pub fn sync_sealed(&self) -> io::Result<()> {
-        self.map().sync_range(0, self.written_bytes())?;
+        self.sync_range(0, self.written_bytes())?;
         if self.length_unsynced.load(Ordering::Acquire) {
             // Retention may have deleted it meanwhile: then nothing will ever read it again.
             super::super::durable_file::sync_file_if_present(&self.path)?;
             self.length_unsynced.store(false, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Writes bytes `[start, end)` of the segment to disk (msync of its map).
+    pub fn sync_range(&self, start: usize, end: usize) -> io::Result<()> {
+        super::super::durable_file::before(
+            super::super::durable_file::FileOperation::Sync,
+            &self.path,
+        )?;
+        self.map().sync_range(start, end)
     }
 
     /// fsyncs the segment's index file by name (the writer that had it open is gone by the

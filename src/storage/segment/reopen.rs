@@ -56,7 +56,7 @@ impl ActiveSegment {
             // Cut: drop the blocks after the valid prefix; appends reserve (zeroed) space again
             // as they need it, so no old byte can be adopted by a later scan.
             file.set_len(scan.valid_bytes as u64)?;
-            file.sync_all()?;
+            super::super::durable_file::sync_file(&file, &path)?;
             file_len = scan.valid_bytes;
         }
         // Files of older versions were preallocated whole, and may be longer than the setting
