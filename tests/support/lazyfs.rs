@@ -99,7 +99,9 @@ impl LazyFs {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while cleared() <= before {
             if std::time::Instant::now() > deadline {
-                return Err(format!("LazyFS did not log {CLEARED:?} within 30 s ({log:?})"));
+                return Err(format!(
+                    "LazyFS did not log {CLEARED:?} within 30 s ({log:?})"
+                ));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
