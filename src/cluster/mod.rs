@@ -12,8 +12,11 @@
 //! - `meta`: the metadata store (etcd, and an in-memory stand-in for the simulation);
 //! - `replication`: the replication and election logic, sans I/O (driven by the broker in a
 //!   cluster and by the deterministic simulation in tests);
-//! - [`replica_log`]: what the replication logic needs from a partition's log.
+//! - [`replica_log`]: what the replication logic needs from a partition's log;
+//! - `backoff`: the capped, jittered exponential wait of every retry loop against etcd and
+//!   against peers (the store's, the driver's and the followers').
 
+pub(crate) mod backoff;
 pub mod meta;
 pub mod partition_log;
 pub mod replica_log;

@@ -23,6 +23,7 @@ mod crash_kill9;
 mod demo_cli;
 mod disk_trouble;
 mod doc_console;
+mod etcd_gone;
 mod gray_failures;
 mod help_examples;
 mod hostile_clients;

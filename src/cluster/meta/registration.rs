@@ -23,15 +23,22 @@ use tokio::sync::{oneshot, watch};
 
 use super::MetaError;
 use crate::clock::Clock;
+use crate::cluster::backoff::Backoff;
 use crate::cluster::BrokerRegistration;
 
 /// Keep-alives per TTL: one every `ttl / KEEP_ALIVES_PER_TTL`, so two can fail before the local
 /// deadline passes.
 pub const KEEP_ALIVES_PER_TTL: u32 = 3;
 
-/// Retries per TTL after a failed keep-alive: the next try comes `ttl / KEEP_ALIVE_RETRIES_PER_TTL`
-/// later.
+/// Retries per TTL after failed keep-alives, at the slowest: the wait before the next try grows
+/// (jittered, see `crate::cluster::backoff`) from `ttl / KEEP_ALIVE_FIRST_RETRIES_PER_TTL` up to
+/// `ttl / KEEP_ALIVE_RETRIES_PER_TTL`. Not slower: the lease is still valid and worth keeping
+/// until the local deadline, and a broker holds only one, so its retries cost little.
 pub const KEEP_ALIVE_RETRIES_PER_TTL: u32 = 10;
+
+/// Retries per TTL right after a keep-alive failed (the first wait's step is
+/// `ttl / KEEP_ALIVE_FIRST_RETRIES_PER_TTL`): a blip (an etcd leader change) is retried soon.
+pub const KEEP_ALIVE_FIRST_RETRIES_PER_TTL: u32 = 40;
 
 /// The local deadline's margin, in percent of the TTL: the deadline is the last successful
 /// keep-alive's send time + TTL × (100 − this) / 100.
@@ -293,11 +300,13 @@ async fn keep(
     closed: oneshot::Sender<Result<(), MetaError>>,
 ) {
     let interval = shared.ttl / KEEP_ALIVES_PER_TTL;
-    let retry = shared.ttl / KEEP_ALIVE_RETRIES_PER_TTL;
+    let mut retries = Backoff::new(
+        shared.ttl / KEEP_ALIVE_FIRST_RETRIES_PER_TTL,
+        shared.ttl / KEEP_ALIVE_RETRIES_PER_TTL,
+    );
     let mut wait = interval;
-    // Failed keep-alives in a row: the first is a warning, the retries (every
-    // `ttl / KEEP_ALIVE_RETRIES_PER_TTL`) only debug lines, so a broker cut off from the store
-    // does not log one per retry.
+    // Failed keep-alives in a row: the first is a warning, the retries only debug lines, so a
+    // broker cut off from the store does not log one per retry.
     let mut failures: u32 = 0;
     loop {
         let command = tokio::select! {
@@ -334,6 +343,7 @@ async fn keep(
             Ok(Ok(Some(granted))) => {
                 shared.renewed(sent_at, granted);
                 wait = interval;
+                retries.reset();
                 if failures > 0 {
                     tracing::info!(failures, "registration keep-alive succeeded again");
                     failures = 0;
@@ -351,7 +361,7 @@ async fn keep(
                 } else {
                     tracing::debug!(%error, failures, "registration keep-alive failed again");
                 }
-                wait = retry;
+                wait = retries.next_delay();
             }
             Err(_elapsed) => {
                 failures += 1;
@@ -360,7 +370,7 @@ async fn keep(
                 } else {
                     tracing::debug!(timeout = ?interval, failures, "registration keep-alive timed out again");
                 }
-                wait = retry;
+                wait = retries.next_delay();
             }
         }
     }

@@ -29,7 +29,6 @@ use std::sync::{Arc, PoisonError, Weak};
 
 use etcd_client::{Compare, CompareOp, EventType, GetOptions, KeyValue, Txn, TxnOp, WatchOptions};
 
-use super::etcd::backoff::Backoff;
 use super::etcd::cas::retry_compare_and_swap;
 use super::etcd::watch::watch_backoff;
 use super::etcd::EtcdMetaStore;
@@ -39,6 +38,7 @@ use crate::auth::acl::{AclEntry, AclFile, Operation, TopicPattern, ACLS_FORMAT};
 use crate::auth::acl_store::{AclStore, AclStoreError, AclStoreFuture};
 use crate::auth::users::{new_stored_user, validate_user_name, StoredUser, UserFile, USERS_FORMAT};
 use crate::auth::LiveSecurity;
+use crate::cluster::backoff::Backoff;
 
 /// Default of [`SecurityLimits::users_max`].
 pub const DEFAULT_CLUSTER_USERS_MAX: usize = 10_000;

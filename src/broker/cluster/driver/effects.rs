@@ -12,7 +12,8 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 
 use super::replica::{FollowTask, Replica, ReplicaShell};
-use super::{follower_task, ClusterDriver, RETRY_DELAY};
+use super::{follower_task, ClusterDriver};
+use crate::cluster::backoff::Backoff;
 use crate::cluster::meta::MetaError;
 use crate::cluster::replica_log::{ReplicaLog, ReplicaLogError};
 use crate::cluster::replication::follower::FollowerAction;
@@ -24,6 +25,17 @@ use crate::cluster::LeaderEpoch;
 
 /// How long an ISR compare-and-swap may take before its outcome counts as unknown.
 const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// First wait before a partition state read that etcd did not answer is tried again: a blip
+/// (an etcd leader change) is over in about this long.
+pub(super) const REREAD_RETRY_BASE: Duration = Duration::from_millis(100);
+
+/// Longest wait between two tries of one replica's re-read. Long, because a broker runs one
+/// such loop per replica it holds while etcd is gone (44 partitions at this cap: about 6 reads
+/// a second in all), and because nothing waits on it alone: once etcd is back the watch
+/// (re-opened within `WATCH_RETRY_MAX`) delivers every state, which each tick steps into the
+/// node.
+pub(super) const REREAD_RETRY_CAP: Duration = Duration::from_secs(10);
 
 impl ClusterDriver {
     /// Steps `replica`'s node with `input` now and carries out its effects.
@@ -58,9 +70,14 @@ impl ClusterDriver {
         event: FollowerEvent,
     ) -> Option<FollowerAction> {
         let now = self.now_ms();
+        let fetched = matches!(event, FollowerEvent::Fetched(Ok(_)));
         let mut shell = replica.shell();
         if shell.stopped || self.stop.is_cancelled() {
             return None;
+        }
+        if fetched {
+            // The leader serves this follower: a later restart is not a refusal that persists.
+            shell.follower_restarts.reset();
         }
         let effects = shell.node.step(
             now,
@@ -107,7 +124,7 @@ impl ClusterDriver {
                     proposal,
                     purpose: ProposalPurpose::Isr { leader_epoch },
                 } => self.spawn_isr_change(replica, leader_epoch, proposal),
-                Effect::Reread => self.spawn_reread(replica),
+                Effect::Reread => self.spawn_reread(replica, shell),
                 Effect::InstallLeaderEpoch { leader_epoch } => {
                     self.spawn_take_over(replica, leader_epoch)
                 }
@@ -137,6 +154,14 @@ impl ClusterDriver {
                     }
                     let announce = shell.last_followed != Some((leader, leader_epoch));
                     shell.last_followed = Some((leader, leader_epoch));
+                    // Again for the same leader and epoch: it refused this follower (or the
+                    // log refused a step), and will until the state changes.
+                    let start_after = if announce {
+                        shell.follower_restarts.reset();
+                        Duration::ZERO
+                    } else {
+                        shell.follower_restarts.next_delay()
+                    };
                     let cancel = follower_task::spawn(
                         Arc::clone(self),
                         Arc::clone(replica),
@@ -145,6 +170,7 @@ impl ClusterDriver {
                             leader,
                             leader_epoch,
                             announce,
+                            start_after,
                         },
                         first,
                     );
@@ -290,19 +316,39 @@ impl ClusterDriver {
         });
     }
 
-    /// Reads the partition state from the store for the node.
-    fn spawn_reread(self: &Arc<Self>, replica: &Arc<Replica>) {
+    /// Reads the partition state from the store for the node, unless a read is under way
+    /// already (it answers this request too): a follower refused while etcd is gone asks after
+    /// every restart pause, and one loop per request piled up to thousands of reads a second
+    /// (issue 56). A read etcd does not answer is tried again after a [`Backoff`] wait
+    /// ([`REREAD_RETRY_BASE`] doubling up to [`REREAD_RETRY_CAP`], jittered), until it answers,
+    /// the replica stops or the driver does.
+    fn spawn_reread(self: &Arc<Self>, replica: &Arc<Replica>, shell: &mut ReplicaShell) {
+        if shell.reread_pending {
+            return;
+        }
+        shell.reread_pending = true;
         let driver = Arc::clone(self);
         let replica = Arc::clone(replica);
         tokio::spawn(async move {
+            let mut backoff = Backoff::new(REREAD_RETRY_BASE, REREAD_RETRY_CAP);
             let read = loop {
-                match driver.store.partition_state(replica.id.clone()).await {
-                    Ok(read) => break read,
-                    Err(MetaError::NotFound { .. }) => return,
-                    Err(_) if !driver.stop.is_cancelled() => tokio::time::sleep(RETRY_DELAY).await,
-                    Err(_) => return,
+                let failed = match driver.store.partition_state(replica.id.clone()).await {
+                    Ok(read) => break Some(read),
+                    Err(MetaError::NotFound { .. }) => break None,
+                    Err(error) => error,
+                };
+                if replica.shell().stopped {
+                    break None;
+                }
+                debug!(partition = %replica.id, error = %failed, "cannot read the partition state; trying again");
+                tokio::select! {
+                    () = driver.stop.cancelled() => break None,
+                    () = backoff.wait() => {}
                 }
             };
+            // Cleared before the step: a read the node asks for in it starts afresh.
+            replica.shell().reread_pending = false;
+            let Some(read) = read else { return };
             driver.observe_partition(&replica.id, &read);
             let live = driver.state().live_brokers();
             driver.step(&replica, Input::View { state: read, live });

@@ -15,7 +15,11 @@
 //! each next one from the result of the last. The task ends when the node wants no more of this
 //! follower (the leader refused with another epoch, the log refused a step, the state names
 //! another leader); the node starts a new one from the state it reads. A lost connection is
-//! only slow: the same step is sent again.
+//! only slow: the same step is sent again, after a pause that doubles up to a cap (jittered;
+//! [`FOLLOWER_RETRY_BASE`], [`FOLLOWER_RETRY_CAP`]) while the leader does not answer, and a
+//! task started again for the same leader and epoch waits likewise before it begins
+//! ([`FOLLOWER_RESTART_BASE`], [`FOLLOWER_RESTART_CAP`]), so a leader that is down or keeps
+//! refusing is not asked ten times a second per partition.
 //!
 //! [`ReplicaNode`]: crate::cluster::replication::node::ReplicaNode
 
@@ -31,6 +35,7 @@ use tracing::{debug, info, warn};
 use super::{ClusterDriver, Replica};
 use crate::batch::BatchHeader;
 use crate::client::{Client, ClientConfig, ClientError};
+use crate::cluster::backoff::Backoff;
 use crate::cluster::replica_log::{ReplicaLog, ReplicaLogError};
 use crate::cluster::replication::follower::FollowerAction;
 use crate::cluster::replication::node::FollowerEvent;
@@ -40,8 +45,32 @@ use crate::protocol::{
     ErrorCode, LeaderEpochQuery, ReplicaFetch, ReplicaFetchPartition, Request, Response,
 };
 
-/// Pause after a failed request or connection before the step is sent again.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// First pause after a failed request or connection to the leader before the step is sent
+/// again (each pause is jittered, see [`Backoff`]): a dropped connection is usually made again
+/// at once.
+pub(super) const FOLLOWER_RETRY_BASE: Duration = Duration::from_millis(200);
+
+/// Longest pause between two tries of a follower's step: a leader that is down is asked about
+/// once every one or two seconds per partition, and one that comes back is fetched from again
+/// well within the default `replica_lag_max` (10 s), so the follower stays in sync.
+pub(super) const FOLLOWER_RETRY_CAP: Duration = Duration::from_secs(2);
+
+/// First wait before a follower task started again for the same leader and epoch begins (after
+/// the node's own restart pause): see [`restart_backoff`].
+pub(super) const FOLLOWER_RESTART_BASE: Duration = Duration::from_millis(100);
+
+/// Longest wait before a follower task restarted for the same leader and epoch begins. A
+/// leader that refused a follower of its epoch refuses it until the partition state changes
+/// (a deposed leader whose registration lapsed while etcd is gone), and a new leader or epoch
+/// starts the next task at once, so a long cap costs nothing; a short one had every refused
+/// follower connect to its leader ten times a second.
+pub(super) const FOLLOWER_RESTART_CAP: Duration = Duration::from_secs(5);
+
+/// The schedule of a replica's follower restarts for one leader and epoch (kept in the
+/// replica's shell across tasks).
+pub(super) fn restart_backoff() -> Backoff {
+    Backoff::new(FOLLOWER_RESTART_BASE, FOLLOWER_RESTART_CAP)
+}
 
 /// Which follower a task carries out.
 pub(super) struct Following {
@@ -54,6 +83,8 @@ pub(super) struct Following {
     /// Log "following" at info: the leader or epoch differs from the last task's (a restart
     /// against the same leader logs at debug only).
     pub announce: bool,
+    /// How long to wait before the first action (a restart for the same leader and epoch).
+    pub start_after: Duration,
 }
 
 /// Starts the task of the follower `following` for `replica`, beginning with the node's action
@@ -71,6 +102,7 @@ pub(super) fn spawn(
         leader,
         leader_epoch,
         announce,
+        start_after,
     } = following;
     if announce {
         info!(partition = %replica.id, leader, leader_epoch, "following");
@@ -80,7 +112,10 @@ pub(super) fn spawn(
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
-            () = follow(&driver, &replica, generation, leader, first) => {}
+            () = async {
+                tokio::time::sleep(start_after).await;
+                follow(&driver, &replica, generation, leader, first).await;
+            } => {}
         }
     });
     cancel
@@ -100,6 +135,8 @@ async fn follow(
     let inline_max_bytes = crate::broker::produce_queue::inline_append_max_bytes();
     let mut action = first;
     let mut connection: Option<Client> = None;
+    // The pauses after failed requests: reset by every answer.
+    let mut backoff = Backoff::new(FOLLOWER_RETRY_BASE, FOLLOWER_RETRY_CAP);
     let mut fetched: Option<Bytes> = None;
     // The leader's log start, as its last answer said: adopted after the append (see
     // `adopt_log_start`).
@@ -136,10 +173,11 @@ async fn follow(
                             Some(entry) => Err(fetch_error(entry.error)),
                             None => Err(FetchError::NotLeader),
                         };
+                        backoff.reset();
                         FollowerEvent::EpochEnd(answer)
                     }
                     Ok(_) | Err(_) => {
-                        tokio::time::sleep(RETRY_PAUSE).await;
+                        backoff.wait().await;
                         FollowerEvent::Retry
                     }
                 }
@@ -189,7 +227,15 @@ async fn follow(
                     fetch_request(driver, replica, &fetch),
                 )
                 .await;
-                on_fetch_answer(replica, &fetch, answer, &mut fetched, &mut leader_log_start).await
+                on_fetch_answer(
+                    replica,
+                    &fetch,
+                    answer,
+                    &mut fetched,
+                    &mut leader_log_start,
+                    &mut backoff,
+                )
+                .await
             }
             FollowerAction::Append {
                 records_epoch,
@@ -259,7 +305,15 @@ async fn follow(
                 if result.as_ref().is_err_and(|error| !keeps_connection(error)) {
                     connection = None;
                 }
-                on_fetch_answer(replica, &fetch, result, &mut fetched, &mut leader_log_start).await
+                on_fetch_answer(
+                    replica,
+                    &fetch,
+                    result,
+                    &mut fetched,
+                    &mut leader_log_start,
+                    &mut backoff,
+                )
+                .await
             }
             FollowerAction::RereadMetadata => {
                 // The node takes this one itself (it stops the follower and re-reads).
@@ -267,7 +321,7 @@ async fn follow(
                 return;
             }
             FollowerAction::Nothing => {
-                tokio::time::sleep(RETRY_PAUSE).await;
+                backoff.wait().await;
                 FollowerEvent::Retry
             }
         };
@@ -369,11 +423,13 @@ async fn on_fetch_answer(
     answer: Result<Response, ClientError>,
     fetched: &mut Option<Bytes>,
     leader_log_start: &mut u64,
+    backoff: &mut Backoff,
 ) -> FollowerEvent {
     let Ok(Response::ReplicaFetch { partitions }) = answer else {
-        tokio::time::sleep(RETRY_PAUSE).await;
+        backoff.wait().await;
         return FollowerEvent::Retry;
     };
+    backoff.reset();
     let response = match partitions.into_iter().next() {
         Some(entry) if entry.error == ErrorCode::None => {
             *leader_log_start = (*leader_log_start).max(entry.log_start_offset);

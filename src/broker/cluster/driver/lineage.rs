@@ -93,11 +93,20 @@ impl ClusterDriver {
             if self.kept_absent().contains(&name) {
                 continue;
             }
+            // Paced like the loop's other store calls: every tick while etcd is gone was ten
+            // failed reads a second per such topic.
+            if !self.floor_retry().is_due(tokio::time::Instant::now()) {
+                return;
+            }
             let floor = match self.store.deleted_topic_floor(&name).await {
-                Ok(floor) => floor,
+                Ok(floor) => {
+                    self.floor_retry().succeeded();
+                    floor
+                }
                 Err(error) => {
+                    self.floor_retry().failed(tokio::time::Instant::now());
                     debug!(topic = %name, %error, "cannot read the fence floor of a topic the store does not have; trying again");
-                    continue;
+                    return;
                 }
             };
             // The view may have learned of a re-creation meanwhile: judge that on the next round.

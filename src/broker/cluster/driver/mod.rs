@@ -46,6 +46,7 @@ pub use view::ClusterState;
 use super::ClusterError;
 use crate::broker::{Broker, BrokerError};
 use crate::clock::Clock;
+use crate::cluster::backoff::NextAttempt;
 use crate::cluster::meta::{BrokerLease, MetaEvent, MetaStore, PartitionId, TopicRecord};
 use crate::cluster::replication::node::{Input, ReplicaNode, ReplicaNodeConfig};
 use crate::cluster::replication::ReplicationConfig;
@@ -71,8 +72,13 @@ pub use crate::broker::producer_ids::{CLUSTER_NODE_ID_MAX, PRODUCER_ID_LOCAL_BIT
 
 /// Capacity of the metadata watch's event channel.
 const WATCH_CAPACITY: usize = 4096;
-/// How long a failed store call or a refused registration waits before the next try.
-const RETRY_DELAY: Duration = Duration::from_millis(500);
+/// First wait before the loop tries again to register, to open the metadata watch or to read a
+/// deleted topic's fence floor, after etcd did not answer (each wait jittered: see `crate::cluster::backoff`).
+pub const STORE_RETRY_BASE: Duration = Duration::from_millis(100);
+/// Longest wait between two such tries: while etcd is gone, the loop asks it about once a
+/// second or two (it asked every tick before), and once it is back the broker registers and
+/// watches again within this long (the watch task's own cap, `WATCH_RETRY_MAX`, is the same).
+pub const STORE_RETRY_CAP: Duration = Duration::from_secs(2);
 
 /// How a broker takes part in a cluster. Every timer has a name and a default.
 #[derive(Debug, Clone)]
@@ -163,6 +169,11 @@ pub struct ClusterDriver {
     /// Repeats of a failed registration or watch, logged at most once per interval.
     register_failures: Mutex<log_limit::RepeatLimiter>,
     watch_failures: Mutex<log_limit::RepeatLimiter>,
+    /// When the loop may next try to register after a failed try.
+    register_retry: Mutex<NextAttempt>,
+    /// When the loop may next read a deleted topic's fence floor after a failed read
+    /// (`lineage.rs`).
+    floor_retry: Mutex<NextAttempt>,
 }
 
 impl ClusterDriver {
@@ -215,6 +226,8 @@ impl ClusterDriver {
             watch_failures: Mutex::new(log_limit::RepeatLimiter::new(
                 log_limit::REPEATED_LOG_INTERVAL,
             )),
+            register_retry: Mutex::new(NextAttempt::new(STORE_RETRY_BASE, STORE_RETRY_CAP)),
+            floor_retry: Mutex::new(NextAttempt::new(STORE_RETRY_BASE, STORE_RETRY_CAP)),
         }))
     }
 
@@ -362,6 +375,7 @@ impl ClusterDriver {
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut events = None;
+        let mut watch_retry = NextAttempt::new(STORE_RETRY_BASE, STORE_RETRY_CAP);
         loop {
             if self.stop.is_cancelled() {
                 return;
@@ -370,14 +384,16 @@ impl ClusterDriver {
             if self.stop.is_cancelled() {
                 return;
             }
-            if events.is_none() {
+            if events.is_none() && watch_retry.is_due(tokio::time::Instant::now()) {
                 match self.store.watch(WATCH_CAPACITY).await {
                     Ok(watch) => {
+                        watch_retry.succeeded();
                         self.limiter(&self.watch_failures).reset();
                         self.apply_event(MetaEvent::Resync(Box::new(watch.snapshot)));
                         events = Some(watch.events);
                     }
                     Err(error) => {
+                        watch_retry.failed(tokio::time::Instant::now());
                         if let Some(repeats) =
                             self.limiter(&self.watch_failures).admit(Instant::now())
                         {
@@ -408,11 +424,23 @@ impl ClusterDriver {
                     None => {
                         warn!("the metadata watch ended; watching again");
                         events = None;
-                        tokio::time::sleep(RETRY_DELAY).await;
+                        watch_retry.failed(tokio::time::Instant::now());
                     }
                 },
             }
         }
+    }
+
+    fn register_retry(&self) -> std::sync::MutexGuard<'_, NextAttempt> {
+        self.register_retry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn floor_retry(&self) -> std::sync::MutexGuard<'_, NextAttempt> {
+        self.floor_retry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn limiter<'a>(
@@ -437,6 +465,9 @@ impl ClusterDriver {
                 None => {}
             }
         }
+        if !self.register_retry().is_due(tokio::time::Instant::now()) {
+            return;
+        }
         let registration = BrokerRegistration {
             node_id: self.config.node_id,
             native_addr: self.config.native_addr.clone(),
@@ -452,6 +483,7 @@ impl ClusterDriver {
         };
         match claimant.claim(&registration).await {
             claim::Claim::Registered(lease) => {
+                self.register_retry().succeeded();
                 let failed_before = self.limiter(&self.register_failures).reset();
                 info!(
                     node_id = self.config.node_id,
@@ -465,6 +497,7 @@ impl ClusterDriver {
             }
             claim::Claim::Refused(error) => self.refuse(error),
             claim::Claim::NotNow(reason) => {
+                self.register_retry().failed(tokio::time::Instant::now());
                 if let Some(repeats) = self.limiter(&self.register_failures).admit(Instant::now()) {
                     warn!(%reason, repeats, "cannot register; retrying");
                 }

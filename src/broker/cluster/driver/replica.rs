@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::backoff::Backoff;
 use crate::cluster::meta::PartitionId;
 use crate::cluster::replication::leader::AcksAllError;
 use crate::cluster::replication::node::ReplicaNode;
@@ -47,6 +48,15 @@ pub(super) struct ReplicaShell {
     /// pair (its leader refused it, and the node tries again after a pause) logs at debug, so
     /// a broker in that state does not log a line per partition per pause.
     pub last_followed: Option<(NodeId, LeaderEpoch)>,
+    /// The wait before a follower task started again for the same leader and epoch begins
+    /// (`follower_task::FOLLOWER_RESTART_BASE`, `_CAP`): reset by a follower that fetched, or by
+    /// a new leader or epoch. A leader that keeps refusing (it lost its registration while etcd
+    /// is gone) is then asked less and less often, not every restart pause.
+    pub follower_restarts: Backoff,
+    /// A re-read of the partition state from the store is under way: the node's further
+    /// requests for one are covered by it (at most one per replica, however often a refused
+    /// follower asks while etcd does not answer).
+    pub reread_pending: bool,
     /// The replica was stopped (moved away, deleted, shut down): late answers of its I/O are
     /// not stepped into the node any more.
     pub stopped: bool,
@@ -70,6 +80,8 @@ impl Replica {
                 waiters: HashMap::new(),
                 following: None,
                 last_followed: None,
+                follower_restarts: super::follower_task::restart_backoff(),
+                reread_pending: false,
                 stopped: false,
             }),
         }

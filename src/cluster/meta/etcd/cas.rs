@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::backoff::Backoff;
+use crate::cluster::backoff::Backoff;
 
 /// First wait after a lost comparison: about one etcd transaction (a read and a commit that a
 /// quorum fsyncs), by which the writer that won has usually committed.

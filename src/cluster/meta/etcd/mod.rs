@@ -15,7 +15,8 @@
 //! rather than serve stale data).
 //!
 //! One job per file: `config.rs` (endpoints and timeouts), `requests.rs` (one bounded request
-//! and its errors), `backoff.rs` and `cas.rs` (when to try again), `topics.rs` (the topic
+//! and its errors), `cas.rs` (when to try a lost comparison again, by the shared
+//! `crate::cluster::backoff`), `topics.rs` (the topic
 //! changes), `leases.rs` (registrations and their keep-alive), `partitions.rs` (partition
 //! states and their compare-and-swap), `snapshot.rs` and `watch.rs` (reading and following the
 //! cluster's prefix), `store.rs` (the [`MetaStore`](super::MetaStore) trait on top).
@@ -29,7 +30,6 @@ use super::layout::KeyLayout;
 use super::MetaError;
 use crate::clock::{Clock, SystemClock};
 
-pub(in crate::cluster::meta) mod backoff;
 pub(in crate::cluster::meta) mod cas;
 mod config;
 mod leases;

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use super::super::layout::ParsedKey;
 use super::super::watch::MetaEvent;
 use super::super::{decode_value, validate_watch_capacity, MetaError};
-use super::backoff::Backoff;
 use super::EtcdMetaStore;
+use crate::cluster::backoff::Backoff;
 use crate::cluster::Versioned;
 
 /// First step of the wait before re-opening a broken watch (each wait is its step scaled by a

@@ -1,16 +1,23 @@
-//! The one waiting rule of the etcd store's retries: capped exponential backoff with jitter.
+//! The one waiting rule of every retry loop against etcd and against peers: capped exponential
+//! backoff with jitter.
 //!
-//! Every loop that tries etcd again (a compare-and-swap that lost to a concurrent writer, a watch
-//! re-opened after its stream broke) waits by this schedule: a step that starts at a base,
-//! doubles after each wait and stops growing at a cap; each wait is the step scaled by a random
-//! factor in `[0.5, 1.0]` (the rule the client's reconnect uses too). A success resets the step.
+//! Every loop that tries etcd or another broker again (a compare-and-swap that lost to a
+//! concurrent writer, a watch re-opened after its stream broke, a registration or a partition
+//! state read that etcd did not answer, a follower's fetch that its leader did not answer or
+//! refused) waits by this schedule: a step that starts at a base, doubles after each wait and
+//! stops growing at a cap; each wait is the step scaled by a random factor in `[0.5, 1.0]` (the
+//! rule the client's reconnect uses too). A success resets the step. Each loop names its own
+//! base and cap beside it, with why.
 //!
 //! Why jitter: brokers racing on one key (two leaders proposing an ISR change, two deletes of a
 //! topic, every broker's watch broken by the same etcd restart) fail at the same instant, and a
 //! fixed schedule makes them retry in lockstep, collide again and exhaust their attempts
 //! together; random waits spread them so that one of them goes first. Why a cap: a loop that
 //! must go on (a watch) keeps trying about once a cap, not ever more rarely; one that gives up
-//! after a number of attempts gives up within a bounded time.
+//! after a number of attempts gives up within a bounded time. Why exponential: a broker whose
+//! etcd is gone runs one such loop per partition; with fixed short pauses their attempts
+//! summed to thousands of connects a second (issue 56), with doubling steps they fall to a
+//! few a second within seconds, whatever the cause of the failure.
 
 use std::time::Duration;
 
@@ -21,7 +28,7 @@ const JITTER_FACTOR_MIN: f64 = 0.5;
 
 /// A capped exponential schedule of waits with jitter (see the module docs).
 #[derive(Debug, Clone)]
-pub(in crate::cluster::meta) struct Backoff {
+pub(crate) struct Backoff {
     base: Duration,
     cap: Duration,
     step: Duration,
@@ -30,7 +37,7 @@ pub(in crate::cluster::meta) struct Backoff {
 impl Backoff {
     /// A schedule whose first step is `base` and whose steps never pass `cap` (a `cap` below
     /// `base` is raised to it).
-    pub(in crate::cluster::meta) fn new(base: Duration, cap: Duration) -> Self {
+    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
         Self {
             base,
             cap: cap.max(base),
@@ -40,7 +47,7 @@ impl Backoff {
 
     /// The wait before the next attempt (the current step, jittered); the step then doubles, up
     /// to the cap.
-    pub(in crate::cluster::meta) fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let factor = rand::thread_rng().gen_range(JITTER_FACTOR_MIN..=1.0);
         self.next_delay_scaled(factor)
     }
@@ -54,13 +61,48 @@ impl Backoff {
     }
 
     /// Sleeps for [`next_delay`](Self::next_delay).
-    pub(in crate::cluster::meta) async fn wait(&mut self) {
+    pub(crate) async fn wait(&mut self) {
         tokio::time::sleep(self.next_delay()).await;
     }
 
     /// Back to the first step (after a success).
-    pub(in crate::cluster::meta) fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.step = self.base;
+    }
+}
+
+/// A [`Backoff`] for a retry that is not a loop of its own but a step of a periodic one (the
+/// cluster driver's tick registers and opens its watch): instead of sleeping, it says whether
+/// the next attempt is due yet.
+#[derive(Debug, Clone)]
+pub(crate) struct NextAttempt {
+    backoff: Backoff,
+    not_before: Option<tokio::time::Instant>,
+}
+
+impl NextAttempt {
+    /// Due at once; after a failure, due after the schedule's next wait.
+    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
+        Self {
+            backoff: Backoff::new(base, cap),
+            not_before: None,
+        }
+    }
+
+    /// Whether an attempt may be made at `now`.
+    pub(crate) fn is_due(&self, now: tokio::time::Instant) -> bool {
+        self.not_before.is_none_or(|not_before| now >= not_before)
+    }
+
+    /// The attempt made at `now` failed: the next is due after the next wait.
+    pub(crate) fn failed(&mut self, now: tokio::time::Instant) {
+        self.not_before = Some(now + self.backoff.next_delay());
+    }
+
+    /// The attempt succeeded: the next failure waits the first step again.
+    pub(crate) fn succeeded(&mut self) {
+        self.backoff.reset();
+        self.not_before = None;
     }
 }
 
@@ -125,6 +167,24 @@ mod tests {
         let mut flat = Backoff::new(BASE, Duration::ZERO);
         assert_eq!(flat.next_delay_scaled(1.0), BASE);
         assert_eq!(flat.next_delay_scaled(1.0), BASE);
+    }
+
+    /// An attempt is due at once, not again until the jittered wait after a failure, and at
+    /// once again after a success.
+    #[test]
+    fn next_attempt_is_due_after_each_failure_s_wait() {
+        let mut next = NextAttempt::new(BASE, CAP);
+        let now = tokio::time::Instant::now();
+        assert!(next.is_due(now));
+        next.failed(now);
+        assert!(!next.is_due(now));
+        assert!(!next.is_due(now + BASE / 2 - Duration::from_millis(1)));
+        assert!(next.is_due(now + BASE));
+        next.failed(now + BASE);
+        assert!(!next.is_due(now + BASE + BASE * 2 / 2 - Duration::from_millis(1)));
+        assert!(next.is_due(now + BASE + BASE * 2));
+        next.succeeded();
+        assert!(next.is_due(now));
     }
 
     /// Sleeping waits the jittered step (on tokio's paused clock: no real time passes).
