@@ -116,7 +116,8 @@ pub struct ProduceArgs {
     #[arg(long, default_value_t = 4)]
     pub max_in_flight: usize,
     /// How long a line may take to be acknowledged, resends after connection failures
-    /// included, e.g. `2m`.
+    /// included, e.g. `2m`. The command exits at the first line given up: with lines pending,
+    /// within this plus --linger (and about 0.1 s) of losing its server.
     #[arg(long, default_value = "2m", value_parser = common::parse_duration)]
     pub delivery_timeout: Duration,
     /// When a batch counts as appended: `all` (every in-sync replica has it) or `leader` (the

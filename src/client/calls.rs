@@ -131,8 +131,9 @@ impl Client {
 }
 
 /// Sends `request` on a live connection of `endpoint` (reconnecting if needed) and waits for its
-/// response, all within `timeout`. A request refused unsent by a dead connection is sent on the
-/// next; one that failed with its connection is sent again only if its API is safe to repeat.
+/// response, all within `timeout`. A request refused unsent (by a dead connection, or one whose
+/// server did not answer its first exchange: `Connection::enqueue`) is sent on the next; one
+/// that failed with its connection is sent again only if its API is safe to repeat.
 pub(crate) async fn call_on(
     endpoint: &Endpoint,
     request: Request,
@@ -158,9 +159,12 @@ pub(crate) async fn call_on(
         let slot = match tokio::time::timeout_at(deadline, connection.enqueue(outgoing)).await {
             Err(_) => return Err(timed_out()),
             Ok(Ok(slot)) => slot,
+            // Unsent (a dead connection, or a server that did not answer its first exchange):
+            // any API may go on the next connection, which the reconnect opens to the next
+            // address.
             Ok(Err(not_sent)) => {
                 request = Some(not_sent.request);
-                if !delay.wait(deadline).await {
+                if !not_sent.retriable || !delay.wait(deadline).await {
                     return Err(not_sent.error);
                 }
                 continue;

@@ -23,6 +23,13 @@
 //! oldest unanswered request and fails the connection when its server stays silent past that
 //! request's patience (a frozen server: `super::liveness`).
 //!
+//! A connection is trusted with a request its server may hold (a produce, a lease grant, a
+//! topic creation: unwatched, and most of them not safe to send twice) only once its server
+//! has answered something on it: until then [`Connection::enqueue`] first sends an
+//! `ApiVersions` and waits for its answer, which the watch bounds by the attempt timeout
+//! (`liveness::needs_an_answered_connection`). A frozen server, whose kernel accepts the TCP
+//! connection, so never sees such a request: it stays unsent and goes to the next address.
+//!
 //! Every request in flight holds a semaphore permit from the moment it is queued until its
 //! response (or the connection's failure) arrives, so at most `max_in_flight` requests are ever
 //! outstanding on the wire, including those whose caller gave up waiting (a timed-out request
@@ -30,6 +37,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -127,6 +135,9 @@ pub(super) struct Shared {
     /// Wakes the liveness watch when the oldest unanswered request changes or the connection
     /// fails (`notify_one`: a change while the watch is busy is kept for its next wait).
     changed: Notify,
+    /// Whether the server has answered a request on this connection (any answer, an error
+    /// response included): proof that a process is behind it, not only a kernel.
+    answered: AtomicBool,
 }
 
 impl Shared {
@@ -156,6 +167,11 @@ impl Shared {
     /// Whether the connection failed.
     pub(super) fn is_failed(&self) -> bool {
         self.lock().failed.is_some()
+    }
+
+    /// Whether the server has answered anything on this connection.
+    fn was_answered(&self) -> bool {
+        self.answered.load(Ordering::Acquire)
     }
 
     /// When the oldest unanswered request is overdue, with its patience; `None` when nothing
@@ -217,6 +233,9 @@ pub(crate) struct Connection {
     tasks: [AbortHandle; 3],
     /// How long the server may take to answer each request (`liveness`).
     patience: liveness::Patience,
+    /// Held by the one caller proving the connection (its first exchange); the others wait for
+    /// its outcome rather than each sending a probe.
+    proving: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Connection {
@@ -320,6 +339,7 @@ impl Connection {
                 watch.abort_handle(),
             ],
             patience: liveness::Patience::new(config),
+            proving: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -338,13 +358,64 @@ impl Connection {
     /// response will arrive. Requests are written in the order their `enqueue` calls complete,
     /// so a caller that awaits one `enqueue` before starting the next controls the order of its
     /// requests on the wire. On failure the request was certainly not sent, and comes back.
+    ///
+    /// A request the server may hold (`liveness::needs_an_answered_connection`) waits until the
+    /// server has answered something on this connection, sending an `ApiVersions` first if it
+    /// has not: if that goes unanswered (a frozen server) or fails, the
+    /// request comes back unsent. Cancel-safe: dropped before it completes, it sent nothing.
     pub(crate) async fn enqueue(&self, request: Request) -> Result<ResponseSlot, NotSent> {
+        if liveness::needs_an_answered_connection(request.api_key()) {
+            if let Err(error) = self.prove().await {
+                let retriable = super::retry::is_transport_failure(&error);
+                return Err(NotSent {
+                    error,
+                    request,
+                    retriable,
+                });
+            }
+        }
+        self.enqueue_now(request).await
+    }
+
+    /// Makes sure the server has answered something on this connection: returns at once if it
+    /// has, else sends an `ApiVersions` (one caller at a time) and waits for its answer. Any
+    /// answer proves the server, an error response included; no answer within the attempt
+    /// timeout fails the connection (the liveness watch), and that failure is returned.
+    async fn prove(&self) -> Result<(), ClientError> {
+        if self.shared.was_answered() {
+            return Ok(());
+        }
+        let _proving = self.proving.lock().await;
+        if self.shared.was_answered() {
+            return Ok(());
+        }
+        let slot = self
+            .enqueue_now(Request::ApiVersions)
+            .await
+            .map_err(|not_sent| not_sent.error)?;
+        match self.response(slot).await {
+            Ok(_) => Ok(()),
+            Err(_) if self.shared.was_answered() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// [`enqueue`](Self::enqueue) without waiting for the connection's first answer.
+    async fn enqueue_now(&self, request: Request) -> Result<ResponseSlot, NotSent> {
         if let Some(error) = self.shared.failure() {
-            return Err(NotSent { error, request });
+            return Err(NotSent {
+                error,
+                request,
+                retriable: true,
+            });
         }
         let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
             let error = self.closed();
-            return Err(NotSent { error, request });
+            return Err(NotSent {
+                error,
+                request,
+                retriable: true,
+            });
         };
         let (reply, response) = oneshot::channel();
         let patience = self.patience.of(&request);
@@ -359,6 +430,7 @@ impl Connection {
             return Err(NotSent {
                 error,
                 request: outgoing.request,
+                retriable: true,
             });
         }
         Ok(ResponseSlot(response))
@@ -374,13 +446,18 @@ impl Connection {
     }
 }
 
-/// A request the connection refused before sending it (the connection had failed): safe to
-/// send again on another connection, whatever the API.
+/// A request the connection refused before sending it (the connection had failed, or its
+/// server did not answer its first exchange): safe to send again on another connection,
+/// whatever the API.
 pub(crate) struct NotSent {
     /// Why the connection could not take it.
     pub(crate) error: ClientError,
     /// The request, unsent.
     pub(crate) request: Request,
+    /// Whether another connection may take it. False when the connection's first exchange
+    /// was answered with something a new connection would get again (the port speaks TLS or
+    /// another protocol): that error is the caller's answer.
+    pub(crate) retriable: bool,
 }
 
 /// Where the response of an enqueued request arrives.
@@ -540,6 +617,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             );
             continue;
         };
+        shared.answered.store(true, Ordering::Release);
         let result =
             match ResponseFrame::decode_version(pending.api_key, pending.api_version, frame) {
                 Ok(response) => response.result.map_err(ClientError::from_error_response),
@@ -604,6 +682,41 @@ mod tests {
         // Wraps past 0 (reserved) and past 1 and 2 (still in flight).
         assert_eq!(ids.next(&in_flight), 3);
         assert_eq!(ids.next(&in_flight), 4);
+    }
+
+    // Proves: a request the server may hold is not written on a connection whose server has
+    // never answered: an ApiVersions goes first, and when that stays unanswered past the
+    // attempt timeout (a frozen server) the request comes back unsent, to be sent elsewhere;
+    // the only frame the server was ever sent is the ApiVersions.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_the_server_may_hold_waits_for_the_connections_first_answer() {
+        use tokio::io::AsyncReadExt;
+        let (client_side, mut server_side) = tokio::io::duplex(1 << 16);
+        let (read_half, write_half) = tokio::io::split(client_side);
+        let config = ClientConfig::default();
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        let connection = Connection::start(read_half, write_half, peer, &config);
+        let started = Instant::now();
+        let lease = Request::AcquireLease {
+            topic: "t".into(),
+            partition: 0,
+            holder: "h".into(),
+            ttl_ms: 1000,
+        };
+        let Err(not_sent) = connection.enqueue(lease).await else {
+            panic!("written on a connection whose server never answered");
+        };
+        assert!(not_sent.retriable, "{}", not_sent.error);
+        assert_eq!(not_sent.request.api_key(), ApiKey::AcquireLease);
+        assert!(started.elapsed() >= config.attempt_timeout);
+        assert!(connection.is_failed());
+        drop(connection);
+        let mut written = Vec::new();
+        server_side.read_to_end(&mut written).await.unwrap();
+        let length = u32::from_be_bytes(written[..4].try_into().unwrap()) as usize;
+        assert_eq!(written.len(), 4 + length, "one frame only");
+        let frame = RequestFrame::decode(Bytes::copy_from_slice(&written[4..])).unwrap();
+        assert_eq!(frame.request, Request::ApiVersions);
     }
 
     fn watched(correlation_id: u32, permits: &Arc<Semaphore>, patience: Duration) -> Pending {

@@ -19,6 +19,18 @@
 //! * everything else (a produce waiting for a sync or for replicas, a topic created across a
 //!   cluster, a lease grant written durably, a broker's replication requests): no watch; the
 //!   caller's own timeout bounds it, as before.
+//!
+//! Why a connection must be answered once before it carries an unwatched request
+//! ([`needs_an_answered_connection`]): the watch cannot tell a frozen server from a busy one
+//! on a request the server may hold, and most such requests (a lease grant, a topic creation,
+//! a plain produce) must not be sent twice, so once written to a frozen server they could only
+//! wait for the caller's timeout and end with an unknown outcome. A connection whose server
+//! has answered something on it (its first exchange: authentication, or a prompt request,
+//! an `ApiVersions` sent for the purpose if the caller's is not one) has shown a working
+//! process behind it, not only a kernel accepting connections; one that has not answered
+//! within the attempt timeout is failed before anything unwatched is written on it, so the
+//! request goes, unsent, to the next address. A server that freezes later, between the first
+//! exchange and the request, still holds it: that narrower window is what remains.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +83,14 @@ pub(crate) fn answered_promptly(api: ApiKey) -> bool {
             | ApiKey::AuthenticateStart
             | ApiKey::AuthenticateContinue
     )
+}
+
+/// Whether a request of `api` is written only on a connection whose server has answered
+/// something on it: every request not answered promptly, since only those are watched
+/// promptly (see the module documentation). A prompt request may be the connection's first
+/// exchange itself.
+pub(crate) fn needs_an_answered_connection(api: ApiKey) -> bool {
+    !answered_promptly(api)
 }
 
 /// The error a connection fails with when its server let a request wait past its patience.

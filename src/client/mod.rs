@@ -37,7 +37,10 @@
 //! from memory (`ApiVersions`, `Metadata`, `ListOffsets`, `InitProducerId`, authentication) and
 //! waits past [`ClientConfig::attempt_timeout`], or a fetch waits past its `max_wait` plus
 //! [`ClientConfig::fetch_slack`], the connection is failed as above, so those requests move to
-//! the next address (`liveness`).
+//! the next address (`liveness`). A request the server may hold (a produce, a lease grant, a topic
+//! creation, a fetch, ...) is written only on a connection whose server has answered something on
+//! it (authentication, a prompt request, or an `ApiVersions` sent first for the purpose), so a
+//! frozen server never receives one: unsent, it goes to the next address too.
 //!
 //! The server answers the requests of one connection in the order it received them, so a
 //! long-polling fetch delays the responses queued behind it. Give a long-polling [`Consumer`] its

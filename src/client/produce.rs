@@ -87,6 +87,9 @@ impl Client {
     /// fails with the transport error, and the produces started after it go on the new
     /// connection. The server orders appends per connection only, so the caller that retries
     /// the failed one must expect it after those (sequence numbers are what make that safe).
+    ///
+    /// Cancel-safe: the produce is handed to the connection only as this future completes, so
+    /// one dropped before that sent nothing (the producer drops it to handle an older batch).
     pub(crate) async fn start_produce(
         &self,
         topic: &str,
@@ -121,7 +124,7 @@ impl Client {
                 // Refused unsent: safe to put on the next connection, still in order.
                 Ok(Err(not_sent)) => {
                     request = not_sent.request;
-                    if !delay.wait(deadline).await {
+                    if !not_sent.retriable || !delay.wait(deadline).await {
                         return Err(not_sent.error);
                     }
                 }

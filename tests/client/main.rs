@@ -9,6 +9,7 @@ mod support;
 
 mod client_api;
 mod client_cluster;
+mod client_frozen_first_address;
 mod client_reconnect;
 mod client_transactions;
 mod consumer_stream;

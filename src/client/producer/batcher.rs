@@ -221,16 +221,31 @@ impl Batcher {
                 }
                 return;
             }
-            let started = self
-                .client
-                .start_produce(
-                    &self.shared.topic,
-                    self.shared.partition,
-                    batch.bytes.clone(),
-                    self.config.acks,
-                    batch.give_up_at,
-                )
-                .await;
+            let start = self.client.start_produce(
+                &self.shared.topic,
+                self.shared.partition,
+                batch.bytes.clone(),
+                self.config.acks,
+                batch.give_up_at,
+            );
+            // Putting this batch on the wire may wait (a reconnect, a slot on the connection)
+            // until its own delivery deadline, which is later than those of the batches already
+            // on the wire. The oldest of those is answered, or reaches its deadline, meanwhile:
+            // it is handled at once, so the wait of a newer batch never delays the failure of
+            // an older one past that older one's deadline (which the command exits on).
+            let started = tokio::select! {
+                // First: a produce that was put on the wire is never dropped.
+                biased;
+                started = start => started,
+                older = front_acknowledgement(&mut self.in_flight), if !self.in_flight.is_empty() => {
+                    // Nothing of this batch was sent (`start_produce` hands the request to the
+                    // connection only as it completes): back to the head of the queue, behind
+                    // the batches on the wire.
+                    self.ready.push_front(batch);
+                    self.complete_front(older);
+                    return;
+                }
+            };
             let ack: Acknowledgement = match started {
                 Ok(acknowledged) => Box::pin(acknowledged),
                 // Failures to start join the queue too, so batches complete in close order.
