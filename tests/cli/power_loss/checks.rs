@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fencelog::batch::BatchBuilder;
-use fencelog::client::{Client, ClientError, TransactionalProducer};
-use fencelog::protocol::FlushPolicy;
+use fencelog::client::{Client, ClientError, Outcome, TransactionalProducer};
+use fencelog::protocol::{ErrorCode, FlushPolicy};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{BrokerId, FetchRequest, GroupId, OffsetFetchRequest, TopicName};
@@ -345,7 +345,13 @@ pub(super) async fn check_transactions(
     let refused = zombie
         .send(LEDGER, 0, epoch, &[(None, "zombie-after-the-cut".into())])
         .await;
-    assert!(refused.is_err(), "the fenced instance wrote after the cut");
+    let error = refused.expect_err("the fenced instance wrote after the cut");
+    assert_eq!(error.outcome(), Outcome::NotWritten, "{error}");
+    assert_eq!(
+        error.code(),
+        Some(ErrorCode::InvalidProducerEpoch),
+        "{error}"
+    );
     assert_eq!(client.list_offsets(LEDGER, 0).await.unwrap().latest, end);
     let next = client
         .init_transaction("ledger-zombie", Duration::from_secs(60))
