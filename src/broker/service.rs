@@ -173,6 +173,7 @@ impl BrokerService {
             parts.leases.clone(),
             parts.producing.clone(),
             parts.groups.clone(),
+            Arc::clone(&broker),
         );
         let data = broker.data_dir().to_path_buf();
         let transactions = Arc::new(

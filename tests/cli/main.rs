@@ -36,6 +36,7 @@ mod kafka_transactions_kill9;
 mod native_transactions_kill9;
 mod nemesis;
 mod newcomer_hints;
+mod power_loss;
 mod serve_args;
 mod tls;
 mod topic_cli;

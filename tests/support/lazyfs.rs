@@ -13,9 +13,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the shared tool lives: beside the project, at `../shared/tools/lazyfs`.
+/// Where the shared tool lives: beside the project, at `../shared/tools/lazyfs`, unless
+/// `FENCELOG_LAZYFS_TOOL` names it (a git worktree, say, whose parent holds no `shared`).
 pub fn tool_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/lazyfs")
+    match std::env::var_os("FENCELOG_LAZYFS_TOOL") {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/lazyfs"),
+    }
 }
 
 /// A LazyFS mount; unmounted (and its process stopped) when dropped. The backing directory
@@ -73,16 +77,17 @@ impl LazyFs {
     }
 
     /// Loses every write under the mount that was not fsync'd, now. Kill the process writing
-    /// there first (`kill -9`): a power cut stops it too, and a write after the cut would be a
-    /// write after the power came back.
+    /// there first (`kill -9`) and wait for it to exit: a power cut stops it too, a write after
+    /// the cut would be a write after the power came back, and the dirty pages of its memory
+    /// maps reach LazyFS as the maps are torn down at its exit.
     pub fn power_cut(&self) -> Result<(), String> {
-        let log = PathBuf::from(format!("{}.lazyfs.log", self.mount.display()));
-        let cleared = || {
-            std::fs::read_to_string(&log)
-                .map(|text| text.matches(CLEARED).count())
-                .unwrap_or(0)
-        };
-        let before = cleared();
+        // The tool hands the fault to LazyFS through a FIFO and returns at once, and LazyFS
+        // says nothing once it is done (it logs to its standard output, which FUSE sends to
+        // /dev/null when it goes to the background). So a canary tells: an unsynced write
+        // that the cut drops with everything else, in one step under LazyFS's cache lock.
+        let canary = self.mount.join(CANARY);
+        std::fs::write(&canary, CANARY_TEXT)
+            .map_err(|error| format!("cannot write the canary {}: {error}", canary.display()))?;
         let output = Command::new(tool_path())
             .arg("crash")
             .arg(&self.mount)
@@ -94,23 +99,23 @@ impl LazyFs {
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
-        // The tool hands the fault to LazyFS through a FIFO and returns at once: the cut has
-        // happened when LazyFS logs that its cache is cleared.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while cleared() <= before {
+        while std::fs::read(&canary).is_ok_and(|text| text == CANARY_TEXT) {
             if std::time::Instant::now() > deadline {
                 return Err(format!(
-                    "LazyFS did not log {CLEARED:?} within 30 s ({log:?})"
+                    "LazyFS still holds the unsynced {} 30 s after the cut",
+                    canary.display()
                 ));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Ok(())
+        std::fs::remove_file(&canary).map_err(|error| format!("remove the canary: {error}"))
     }
 }
 
-/// What LazyFS logs once a `clear-cache` fault has dropped every unsynced write.
-const CLEARED: &str = "cache is cleared";
+/// The file [`LazyFs::power_cut`] writes, unsynced, at the top of the mount, and watches vanish.
+const CANARY: &str = ".power-cut-canary";
+const CANARY_TEXT: &[u8] = b"written after the last sync";
 
 impl Drop for LazyFs {
     fn drop(&mut self) {

@@ -237,5 +237,12 @@ fn write_commit_markers(
             return Ok(Step::Decided(format!("{}: {error}", target.name())));
         }
     }
+    // Durable before the state completes (see `sync_marker`); until then it stays prepared,
+    // and the timeout task writes the markers again.
+    for target in &targets {
+        if let Err(error) = super::partitions::sync_marker(target) {
+            return Ok(Step::Decided(format!("{}: {error}", target.name())));
+        }
+    }
     Ok(Step::Written)
 }

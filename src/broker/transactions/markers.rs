@@ -6,9 +6,11 @@
 //! the segment writer like any append, with `WriteCredential::Epoch(F)` where `F` is the lease
 //! epoch the coordinator holds for `kafka-txn:T` on that partition. A coordinator that lost the
 //! lease (its epoch moved on) is then refused exactly like a zombie producer, and with
-//! `acks=all` a marker counts as written only once it is committed on every in-sync replica, so
-//! an acknowledged commit is never lost. The partition's producer state closes the producer's
-//! open transaction on the marker (and refuses a marker below the producer epoch it knows).
+//! `acks=all` a marker counts as written only once it is committed on every in-sync replica
+//! (standalone: once it is synced, whatever the partition's flush policy, see
+//! `partitions::sync_marker`), so an acknowledged commit is never lost. The partition's
+//! producer state closes the producer's open transaction on the marker (and refuses a marker
+//! below the producer epoch it knows).
 //!
 //! The caller (EndTxn, the abort-first `InitProducerId`, the timeout task) decides the state
 //! first (`Prepare*` written durably), then calls [`write_markers`], then completes the state:

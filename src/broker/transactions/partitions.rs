@@ -17,10 +17,10 @@ use crate::broker::group_service::{CommitBound, GroupService};
 use crate::broker::lease_service::LeaseService;
 use crate::broker::produce_path::{ProducePath, ProduceRequest};
 use crate::broker::producer_ids::ProducerIdSource;
-use crate::broker::{Broker, BrokerError, CommittedOffset};
+use crate::broker::{blocking, Broker, BrokerError, CommittedOffset};
 use crate::domain::Acks;
 use crate::lease::Grant;
-use crate::storage::WriteCredential;
+use crate::storage::{FlushPolicy, Partition, WriteCredential};
 
 /// The leases and markers of the partitions transactions write.
 pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
@@ -50,8 +50,9 @@ pub trait TransactionPartitions: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), BrokerError>>;
 
     /// Writes the control batch `marker` to `topic`/`partition` under the lease epoch
-    /// `lease_epoch`, with `acks=all`: `Ok` once it is committed. Through the fence in the
-    /// partition's segment writer like every append.
+    /// `lease_epoch`, with `acks=all`: `Ok` once it is committed, and standalone once it is
+    /// synced whatever the partition's flush policy (see [`sync_marker`]). Through the fence in
+    /// the partition's segment writer like every append.
     fn write_marker<'a>(
         &'a self,
         topic: &'a str,
@@ -95,23 +96,49 @@ pub struct TransactionParts {
 }
 
 /// A standalone broker's partitions: leased and written through the broker's own lease
-/// service and produce path, their groups' positions committed by its group service.
+/// service and produce path, their groups' positions committed by its group service; its
+/// markers synced in `broker`'s partitions.
 #[derive(Debug)]
 pub struct LocalPartitions {
     leases: LeaseService,
     producing: ProducePath,
     groups: GroupService,
+    broker: Arc<Broker>,
 }
 
 impl LocalPartitions {
-    /// The partitions `leases` leases and `producing` writes; positions committed in `groups`.
-    pub fn new(leases: LeaseService, producing: ProducePath, groups: GroupService) -> Self {
+    /// The partitions `leases` leases and `producing` writes (`broker`'s); positions
+    /// committed in `groups`.
+    pub fn new(
+        leases: LeaseService,
+        producing: ProducePath,
+        groups: GroupService,
+        broker: Arc<Broker>,
+    ) -> Self {
         Self {
             leases,
             producing,
             groups,
+            broker,
         }
     }
+}
+
+/// Makes `partition` durable through its log end, a marker just written included, unless its
+/// flush policy already synced the marker before acknowledging it (`always`). Blocking.
+///
+/// Why, under `interval` and `never`: the coordinator records the transaction `Complete*`
+/// durably once its markers are written, and then never writes them again. A power cut that
+/// kept the transaction's batches (synced by an interval, a seal or a graceful restart) but
+/// lost the marker after them would leave them an open transaction no marker ever closes:
+/// read_committed readers stopped at the first of them for good (`tests/cli/power_loss.rs`).
+/// The cost is one sync per such partition per transaction end.
+pub(super) fn sync_marker(partition: &Partition) -> Result<(), BrokerError> {
+    if partition.config().flush == FlushPolicy::Always {
+        return Ok(());
+    }
+    partition.sync()?;
+    Ok(())
 }
 
 impl TransactionPartitions for LocalPartitions {
@@ -158,6 +185,8 @@ impl TransactionPartitions for LocalPartitions {
         marker: Bytes,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
         // Submitted to the produce queue now, before the caller awaits any marker.
+        let broker = Arc::clone(&self.broker);
+        let topic_name = topic.to_string();
         let written = self.producing.produce(
             &self.producing.queue(),
             ProduceRequest {
@@ -169,7 +198,10 @@ impl TransactionPartitions for LocalPartitions {
             },
             Some(Acks::All),
         );
-        Box::pin(async move { written.await.map(|_| ()) })
+        Box::pin(async move {
+            written.await?;
+            blocking(move || sync_marker(&*broker.partition(&topic_name, partition)?)).await
+        })
     }
 
     fn leader_epoch(&self, _topic: &str, _partition: u32) -> Option<u32> {
