@@ -13,9 +13,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the shared tool lives: beside the project, at `../shared/tools/lazyfs`.
+/// Where the shared tool lives: beside the project, at `../shared/tools/lazyfs` (in CI and in
+/// the main checkout), or beside a folder further up (a git worktree kept in a subfolder of the
+/// one that holds `shared/`).
 pub fn tool_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/lazyfs")
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    project
+        .ancestors()
+        .skip(1)
+        .map(|folder| folder.join("shared/tools/lazyfs"))
+        .find(|tool| tool.exists())
+        .unwrap_or_else(|| project.join("../shared/tools/lazyfs"))
 }
 
 /// A LazyFS mount; unmounted (and its process stopped) when dropped. The backing directory
@@ -99,7 +107,9 @@ impl LazyFs {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while cleared() <= before {
             if std::time::Instant::now() > deadline {
-                return Err(format!("LazyFS did not log {CLEARED:?} within 30 s ({log:?})"));
+                return Err(format!(
+                    "LazyFS did not log {CLEARED:?} within 30 s ({log:?})"
+                ));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }

@@ -19,13 +19,13 @@ pub mod etcd;
 pub mod http;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod lazyfs;
 pub mod process;
 pub mod protocol_strategies;
 pub mod python;
 pub mod raw_protocol;
 pub mod rust_source;
 pub mod storage;
-pub mod lazyfs;
 pub mod tmpfs;
 #[cfg(feature = "cli")]
 pub mod webdriver;
