@@ -83,6 +83,11 @@ impl LazyFs {
     /// Loses every write under the mount that was not fsync'd, now. Kill the process writing
     /// there first (`kill -9`): a power cut stops it too, and a write after the cut would be a
     /// write after the power came back.
+    ///
+    /// How the cut is known to have happened: LazyFS logs "cache is cleared", but its log is a
+    /// buffered stdout redirected to a file and may not show the line for a long while, so a
+    /// probe file is written (not synced) under the mount first; once a fresh open reads it
+    /// short, LazyFS has dropped its cache (it clears under a lock that every operation takes).
     pub fn power_cut(&self) -> Result<(), String> {
         let log = PathBuf::from(format!("{}.lazyfs.log", self.mount.display()));
         let cleared = || {
@@ -90,6 +95,11 @@ impl LazyFs {
                 .map(|text| text.matches(CLEARED).count())
                 .unwrap_or(0)
         };
+        let probe = self.mount.join(PROBE_NAME);
+        std::fs::write(&probe, PROBE_BYTES)
+            .map_err(|error| format!("cannot write the probe {probe:?}: {error}"))?;
+        let probe_dropped =
+            || std::fs::read(&probe).map_or(false, |bytes| bytes.len() < PROBE_BYTES.len());
         let before = cleared();
         let output = Command::new(tool_path())
             .arg("crash")
@@ -102,13 +112,13 @@ impl LazyFs {
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
-        // The tool hands the fault to LazyFS through a FIFO and returns at once: the cut has
-        // happened when LazyFS logs that its cache is cleared.
+        // The tool hands the fault to LazyFS through a FIFO and returns at once.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while cleared() <= before {
+        while cleared() <= before && !probe_dropped() {
             if std::time::Instant::now() > deadline {
                 return Err(format!(
-                    "LazyFS did not log {CLEARED:?} within 30 s ({log:?})"
+                    "LazyFS neither logged {CLEARED:?} ({log:?}) nor dropped the probe {probe:?} \
+                     within 30 s"
                 ));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -116,6 +126,12 @@ impl LazyFs {
         Ok(())
     }
 }
+
+/// The file [`LazyFs::power_cut`] writes (unsynced) under the mount to see the cut happen.
+pub const PROBE_NAME: &str = ".lazyfs-power-probe";
+
+/// What the probe holds until the cut drops it.
+const PROBE_BYTES: &[u8] = b"written, never synced: a power cut drops this";
 
 /// What LazyFS logs once a `clear-cache` fault has dropped every unsynced write.
 const CLEARED: &str = "cache is cleared";
