@@ -99,7 +99,7 @@ impl LazyFs {
         std::fs::write(&probe, PROBE_BYTES)
             .map_err(|error| format!("cannot write the probe {probe:?}: {error}"))?;
         let probe_dropped =
-            || std::fs::read(&probe).map_or(false, |bytes| bytes.len() < PROBE_BYTES.len());
+            || std::fs::read(&probe).is_ok_and(|bytes| bytes.len() < PROBE_BYTES.len());
         let before = cleared();
         let output = Command::new(tool_path())
             .arg("crash")
