@@ -312,21 +312,27 @@ pub fn classify(error: &ClientError) -> Answer {
     }
 }
 
+/// How long a consumer's position may stay past the high watermark before it takes the log to
+/// have been cut (a power cut of every broker) and resets to the watermark.
+const RESET_AFTER: Duration = Duration::from_secs(5);
+
 /// A consumer of `topic`/`partition` from offset 0: records every record it reads and every
-/// high watermark that went back below one it saw earlier. Told that its position is out of
-/// range above the high watermark (a power cut of every broker lost a `flush never` tail, whose
-/// offsets are given out again), it records that as a regression and goes on from the high
-/// watermark, as a Kafka consumer resets its position.
+/// high watermark that went back below one it saw earlier. Told for [`RESET_AFTER`] that its
+/// position is out of range above the high watermark (a power cut of every broker lost a `flush
+/// never` tail, whose offsets are given out again), it records that as a regression and goes on
+/// from the high watermark, as a Kafka consumer resets its position.
 pub async fn consumer(shared: Arc<Shared>, client: Client, (topic, partition): PartitionKey) {
     let mut next = 0u64;
     let mut highest = 0u64;
     let mut highest_at = Duration::ZERO;
+    let mut out_of_range_since: Option<Instant> = None;
     while !shared.stopping() {
         match client
             .fetch(topic, partition, next, 1 << 20, Duration::from_millis(500))
             .await
         {
             Ok(fetched) => {
+                out_of_range_since = None;
                 let at = shared.now();
                 let high_watermark = fetched.high_watermark;
                 shared.record(|h| {
@@ -361,7 +367,18 @@ pub async fn consumer(shared: Arc<Shared>, client: Client, (topic, partition): P
                     next = last.offset + 1;
                 }
             }
+            // A new leader's high watermark lags until its followers fetch: wait that out, and
+            // reset only when the position stays past the watermark (the log was cut).
+            Err(ClientError::OffsetOutOfRange { latest, .. })
+                if latest < next
+                    && out_of_range_since.is_none_or(|t| t.elapsed() < RESET_AFTER) =>
+            {
+                out_of_range_since.get_or_insert_with(Instant::now);
+                shared.record(|h| h.fetch_errors += 1);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Err(ClientError::OffsetOutOfRange { latest, .. }) if latest < next => {
+                out_of_range_since = None;
                 let at = shared.now();
                 shared.record(|h| {
                     h.fetch_errors += 1;
