@@ -13,13 +13,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the shared tool lives: beside the project, at `../shared/tools/lazyfs`, unless
-/// `FENCELOG_LAZYFS_TOOL` names it (a git worktree, say, whose parent holds no `shared`).
+/// Where the shared tool lives: `FENCELOG_LAZYFS_TOOL` when set, else beside the project at
+/// `../shared/tools/lazyfs` (in CI and in the main checkout), or beside a folder further up (a
+/// git worktree kept in a subfolder of the one that holds `shared/`).
 pub fn tool_path() -> PathBuf {
-    match std::env::var_os("FENCELOG_LAZYFS_TOOL") {
-        Some(path) => PathBuf::from(path),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/lazyfs"),
+    if let Some(path) = std::env::var_os("FENCELOG_LAZYFS_TOOL") {
+        return PathBuf::from(path);
     }
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    project
+        .ancestors()
+        .skip(1)
+        .map(|folder| folder.join("shared/tools/lazyfs"))
+        .find(|tool| tool.exists())
+        .unwrap_or_else(|| project.join("../shared/tools/lazyfs"))
 }
 
 /// A LazyFS mount; unmounted (and its process stopped) when dropped. The backing directory

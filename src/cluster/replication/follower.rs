@@ -441,6 +441,84 @@ mod tests {
         fn advance_high_watermark(&self, _: u64) {}
     }
 
+    /// A follower's log after every broker lost power under `flush never`: 980 records of
+    /// epoch 17 that its own syncs kept, and a high watermark of 980 (synced, whatever the flush
+    /// policy), while the leader elected after the cut kept fewer.
+    struct SurvivorLog;
+
+    impl ReplicaLog for SurvivorLog {
+        fn log_end_offset(&self) -> u64 {
+            980
+        }
+        fn log_start_offset(&self) -> u64 {
+            0
+        }
+        fn high_watermark(&self) -> u64 {
+            980
+        }
+        fn durable_end_offset(&self) -> u64 {
+            980
+        }
+        fn leader_epoch_floor(&self) -> LeaderEpoch {
+            17
+        }
+        fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)> {
+            Some((17, 0))
+        }
+        fn end_offset_for_epoch(&self, _: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
+            Some((17, 980))
+        }
+        fn become_leader(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn become_follower(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
+            Ok(())
+        }
+        fn append_replicated(
+            &self,
+            _: &[u8],
+            _: LeaderEpoch,
+            _: LeaderEpoch,
+        ) -> Result<u64, ReplicaLogError> {
+            unreachable!()
+        }
+        fn truncate_to(&self, _: u64) -> Result<(), ReplicaLogError> {
+            Ok(())
+        }
+        fn start_over_at(&self, _: u64) -> Result<(), ReplicaLogError> {
+            unreachable!()
+        }
+        fn advance_high_watermark(&self, _: u64) {}
+    }
+
+    /// Issue 56, found by the nemesis's power cuts (`tools/nemesis --seed 20261207 --seconds
+    /// 300 --faults power-cut,power-cut-minority,power-cut-all,kill9`): when every broker loses
+    /// power under `flush never`, the leader elected after the cut may hold less than a
+    /// follower's (synced) high watermark: epoch 17 ended at 0 in its log. The follower must
+    /// then follow the leader's log, below its own high watermark too (Kafka truncates and
+    /// warns), or it keeps records the leader's log does not have at the same offsets, serves a
+    /// log that differs from the leader's, and never rejoins the ISR. Today the cut is clamped
+    /// to the high watermark (and storage refuses a truncation below it,
+    /// `StorageError::BelowHighWatermark`): the nemesis run ended with broker 2 holding
+    /// `t1p1-w0-2489` (epoch 17) at offset 0 where its leader serves `t1p1-w0-7787` (epoch 33),
+    /// and the partition's ISR stuck at two. Ignored until the follower and the storage's
+    /// truncation allow a cut below the high watermark when the leader's log is shorter.
+    #[test]
+    #[ignore = "issue 56: the follower's truncation is clamped to its high watermark (fix pending)"]
+    fn after_every_broker_lost_power_a_follower_truncates_below_its_high_watermark_to_the_leader() {
+        let log = SurvivorLog;
+        let (mut follower, _) = Follower::new(2, 9, 1, 33, &ReplicationConfig::default());
+        let FollowerAction::AskEpochEnd(asked) = follower.on_became_follower(&log, Ok(())) else {
+            panic!("expected the follower to ask where its latest epoch ended");
+        };
+        assert_eq!(asked.epoch, 17);
+        assert_eq!(
+            follower.on_epoch_end(&log, Ok(Some((17, 0)))),
+            FollowerAction::Truncate { offset: 0 },
+            "the follower must cut where the leader's log says epoch 17 ended"
+        );
+    }
+
     fn pipelining() -> ReplicationConfig {
         ReplicationConfig {
             pipelined_fetches: true,

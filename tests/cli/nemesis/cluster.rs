@@ -4,6 +4,14 @@
 //! can be filled, and each broker's lease clock follows a file (`--test-clock-skew-file`) so
 //! that it can be jumped forward. Clients reach the brokers directly: the faults are between the servers.
 //!
+//! A run with power cuts puts each broker's data directory on LazyFS instead, whose backing
+//! directory is on the broker's tmpfs (so a run's files stay in memory and bounded). Such a run
+//! has no `disk-full` faults: LazyFS (0.x) keeps writes in its own cache until an fsync and then
+//! ignores the backing's errors (`sync_pages` drops `pwritev`'s result, marks the blocks clean
+//! and answers success), so a full backing would not fail a single call of the broker; it would
+//! turn acknowledged, "synced" records into records lost at the next power cut, a fault of the
+//! rig and not of the broker. A full disk is tested in runs without power cuts.
+//!
 //! Kept apart from the faults and the workload so that what the cluster *is* reads in one place;
 //! the faults only call the handles here.
 
@@ -17,6 +25,7 @@ use tempfile::TempDir;
 
 use crate::cluster_processes::BrokerProcess;
 use crate::support::etcd::EtcdServer;
+use crate::support::lazyfs::LazyFs;
 use crate::support::tmpfs::Tmpfs;
 
 /// Size of each broker's tmpfs: room for a long run's log (a few hundred thousand small
@@ -38,10 +47,15 @@ pub struct NemesisCluster {
     /// The link `from` reaches `to` through, by `(from, to)`.
     pub peer_links: BTreeMap<(u32, u32), LinkProxy>,
     pub etcd: EtcdServer,
+    /// Each broker's LazyFS mount (its data directory), by node id, in a run with power cuts;
+    /// dropped (unmounted) after the brokers and before the tmpfs under them.
+    pub power: BTreeMap<u32, LazyFs>,
     /// Each broker's tmpfs, by node id; empty where mounting is not permitted.
     pub disks: BTreeMap<u32, Tmpfs>,
-    /// Why there are no disks, when there are none.
+    /// Why there are no disk-full faults, when there are none.
     pub no_disks: Option<String>,
+    /// Why there are no power cuts in a run that asked for them.
+    pub no_power: Option<String>,
     /// Broker `id`'s lease clock: the file its `--test-clock-skew-file` follows and the skew
     /// written there so far (milliseconds; it only grows).
     pub clocks: BTreeMap<u32, (std::path::PathBuf, u64)>,
@@ -49,9 +63,10 @@ pub struct NemesisCluster {
 }
 
 impl NemesisCluster {
-    /// Starts etcd, the links and the brokers, and waits until all three are registered.
-    /// `None` (with a note) where etcd is not installed and `CI` is not `true`.
-    pub async fn start(test: &str) -> Option<NemesisCluster> {
+    /// Starts etcd, the links and the brokers (on LazyFS when `power_cuts`), and waits until all
+    /// three are registered. `None` (with a note) where etcd is not installed and `CI` is not
+    /// `true`; a panic where LazyFS cannot mount and `CI` is `true`.
+    pub async fn start(test: &str, power_cuts: bool) -> Option<NemesisCluster> {
         let etcd = match EtcdServer::start_or_skip(test) {
             Some(etcd) => etcd,
             None if std::env::var("CI").as_deref() == Ok("true") => {
@@ -96,7 +111,12 @@ impl NemesisCluster {
         let mut disks = BTreeMap::new();
         let mut no_disks = None;
         for broker in &brokers {
-            match Tmpfs::mount(&broker.data_dir, DISK_BYTES) {
+            let path = if power_cuts {
+                root.path().join(format!("disk-{}", broker.id))
+            } else {
+                broker.data_dir.clone()
+            };
+            match Tmpfs::mount(&path, DISK_BYTES) {
                 Ok(disk) => {
                     disks.insert(broker.id, disk);
                 }
@@ -110,6 +130,40 @@ impl NemesisCluster {
             // All or none: a partly mounted cluster would fill only some disks.
             disks.clear();
         }
+        let mut power = BTreeMap::new();
+        let mut no_power = None;
+        if power_cuts {
+            for broker in &brokers {
+                let backing = match disks.get(&broker.id) {
+                    Some(disk) => disk.path().join("data"),
+                    None => root.path().join(format!("backing-{}", broker.id)),
+                };
+                match LazyFs::mount(&backing, &broker.data_dir) {
+                    Ok(lazyfs) => {
+                        power.insert(broker.id, lazyfs);
+                    }
+                    Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+                        panic!("{test}: LazyFS is required when CI=true: {why}")
+                    }
+                    Err(why) => {
+                        no_power = Some(why);
+                        break;
+                    }
+                }
+            }
+            if let Some(why) = &no_power {
+                // All or none; the tmpfs are not under the data directories then.
+                power.clear();
+                disks.clear();
+                no_disks = Some(format!("no LazyFS ({why})"));
+            } else {
+                no_disks = Some(
+                    "the data directories are on LazyFS, which ignores its backing's write \
+                     errors at fsync (see tests/cli/nemesis/cluster.rs)"
+                        .to_owned(),
+                );
+            }
+        }
         for broker in &mut brokers {
             tokio::task::block_in_place(|| broker.spawn());
         }
@@ -118,8 +172,10 @@ impl NemesisCluster {
             etcd_links,
             peer_links,
             etcd,
+            power,
             disks,
             no_disks,
+            no_power,
             clocks,
             _root: root,
         };

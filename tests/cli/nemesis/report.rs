@@ -1,20 +1,22 @@
 //! The figures of a run, printed at its end (and copied into docs/reliability.md for the long
-//! runs): faults by kind, produces by answer, the logs' lengths, and the longest windows in which
-//! a partition acknowledged nothing, each with the faults that overlapped it (what bounded it).
+//! runs): faults by kind, produces by answer, the logs' lengths, what power cuts of every broker
+//! took from the `flush never` topic, the stale writers' answers after power cuts, and the
+//! longest windows in which a partition acknowledged nothing, each with the faults that
+//! overlapped it (what bounded it).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::checker::Log;
-use super::faults::FaultLog;
-use super::workload::{Answer, History, PARTITIONS};
+use super::checker::{Log, Lost};
+use super::faults::{FaultLog, StaleAnswer};
+use super::workload::{all_partitions, Answer, History, PartitionKey};
 
 /// How many of the longest unavailability windows the report names.
 const WINDOWS_REPORTED: usize = 5;
 
 /// A stretch in which a partition acknowledged nothing.
 pub struct Window {
-    pub partition: u32,
+    pub partition: PartitionKey,
     pub from: Duration,
     pub to: Duration,
     /// The faults that overlapped it, as `kind@broker (leader) start..end`.
@@ -31,7 +33,10 @@ pub struct Figures {
     lease_failures: usize,
     reads: usize,
     fetch_errors: usize,
-    log_lengths: Vec<(u32, usize)>,
+    log_lengths: Vec<(PartitionKey, usize)>,
+    lost: Vec<Lost>,
+    stale: [usize; 3],
+    skipped_cuts: usize,
     windows: Vec<Window>,
     faults_for: Duration,
 }
@@ -42,7 +47,8 @@ impl Figures {
     pub fn of(
         history: &History,
         faults: &FaultLog,
-        logs: &BTreeMap<u32, Log>,
+        logs: &BTreeMap<PartitionKey, Log>,
+        lost: &[Lost],
         faults_from: Duration,
         faults_to: Duration,
         writes_end: Duration,
@@ -50,11 +56,13 @@ impl Figures {
         let count =
             |f: fn(&Answer) -> bool| history.attempts.iter().filter(|a| f(&a.answer)).count();
         let mut windows = Vec::new();
-        for partition in 0..PARTITIONS {
+        for partition in all_partitions() {
             let mut acks: Vec<Duration> = history
                 .attempts
                 .iter()
-                .filter(|a| a.partition == partition && matches!(a.answer, Answer::Acked { .. }))
+                .filter(|a| {
+                    (a.topic, a.partition) == partition && matches!(a.answer, Answer::Acked { .. })
+                })
                 .map(|a| a.returned)
                 .filter(|at| *at >= faults_from)
                 .collect();
@@ -80,7 +88,7 @@ impl Figures {
                         format!(
                             "{}@{}{} {:.1}s..{:.1}s",
                             f.kind,
-                            f.broker.map_or("etcd".to_owned(), |b| b.to_string()),
+                            f.target(),
                             if f.leader { " (leader)" } else { "" },
                             f.start.as_secs_f64(),
                             f.end.as_secs_f64()
@@ -104,6 +112,20 @@ impl Figures {
             reads: history.reads.len(),
             fetch_errors: history.fetch_errors,
             log_lengths: logs.iter().map(|(p, log)| (*p, log.len())).collect(),
+            lost: lost.to_vec(),
+            stale: [
+                StaleAnswer::Refused,
+                StaleAnswer::Accepted,
+                StaleAnswer::NoAnswer,
+            ]
+            .map(|answer| {
+                faults
+                    .stale_probes
+                    .iter()
+                    .filter(|p| p.answer == answer)
+                    .count()
+            }),
+            skipped_cuts: faults.skipped_cuts,
             windows,
             faults_for: faults_to.saturating_sub(faults_from),
         }
@@ -132,16 +154,34 @@ impl Figures {
              {} ({} fetch errors)\n",
             self.grants, self.lease_failures, self.reads, self.fetch_errors
         ));
-        for (partition, length) in &self.log_lengths {
+        for ((topic, partition), length) in &self.log_lengths {
             out.push_str(&format!(
-                "partition {partition}: {length} records in the final log\n"
+                "{topic}/{partition}: {length} records in the final log\n"
             ));
         }
+        for lost in &self.lost {
+            out.push_str(&format!(
+                "power cut of every broker at {:.1}s: {}/{} lost its unsynced tail from offset {} \
+                 ({} acknowledged records)\n",
+                lost.cut.as_secs_f64(),
+                lost.partition.0,
+                lost.partition.1,
+                lost.from_offset,
+                lost.acknowledged
+            ));
+        }
+        let [refused, accepted, no_answer] = self.stale;
+        out.push_str(&format!(
+            "stale writers after power cuts: {refused} refused, {accepted} accepted, {no_answer} \
+             without an answer; power cuts skipped (no full ISR in time): {}\n",
+            self.skipped_cuts
+        ));
         out.push_str("longest windows without an acknowledgement:\n");
         for window in &self.windows {
             out.push_str(&format!(
-                "  partition {} {:.1}s..{:.1}s ({:.1} s): {}\n",
-                window.partition,
+                "  {}/{} {:.1}s..{:.1}s ({:.1} s): {}\n",
+                window.partition.0,
+                window.partition.1,
                 window.from.as_secs_f64(),
                 window.to.as_secs_f64(),
                 (window.to - window.from).as_secs_f64(),
