@@ -90,14 +90,6 @@ pub fn replica_log_error(error: StorageError) -> ReplicaLogError {
             base_offset,
             log_end_offset,
         },
-        StorageError::BelowHighWatermark {
-            offset,
-            high_watermark,
-            ..
-        } => ReplicaLogError::BelowHighWatermark {
-            offset,
-            high_watermark,
-        },
         error @ (StorageError::InvalidBatch(_) | StorageError::BatchTooLarge { .. }) => {
             ReplicaLogError::Corrupt(error.to_string())
         }

@@ -46,15 +46,6 @@ pub enum ReplicaLogError {
         /// This replica's log end offset.
         log_end_offset: u64,
     },
-    /// `truncate_to` below the high watermark: it would cut committed records, which every ISR
-    /// member holds, so the caller's view of the leader is wrong. Nothing was cut.
-    #[error("refusing to truncate to {offset}: below the high watermark {high_watermark}")]
-    BelowHighWatermark {
-        /// Where the truncation was asked to cut.
-        offset: u64,
-        /// This replica's high watermark.
-        high_watermark: u64,
-    },
     /// The batches are corrupt (a CRC or length check failed).
     #[error("corrupt replicated batch: {0}")]
     Corrupt(String),

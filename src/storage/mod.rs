@@ -171,16 +171,6 @@ pub enum StorageError {
         /// What does not fit.
         reason: String,
     },
-    /// A truncation below the high watermark would cut committed records; nothing was cut.
-    #[error("refusing to truncate partition {partition} to offset {offset}: its high watermark is {high_watermark} and committed records are never cut; the caller's view of the leader is stale")]
-    BelowHighWatermark {
-        /// `topic/partition`.
-        partition: String,
-        /// Where the truncation was asked to cut.
-        offset: u64,
-        /// The partition's high watermark.
-        high_watermark: u64,
-    },
     /// A marker or transactional batch was offered to the spliced produce path
     /// (`Partition::append_spliced_pending`): its checks read its records, which are still on
     /// the socket. The caller reads the batch and takes the copy path; nothing was written.

@@ -26,10 +26,10 @@ use super::world::{Outcome, World};
 pub fn check(world: &World) -> Vec<String> {
     let mut failures: Vec<String> = world.observed.violations.clone();
     failures.extend(world.store.violations.iter().cloned());
-    let clamped = world.clamped_total();
+    let clamped = world.truncations_below_high_watermark_total();
     if clamped > 0 {
         failures.push(format!(
-            "{clamped} truncations stopped at a high watermark above the leader's answer"
+            "{clamped} truncations went below a high watermark: the leader lacked committed records"
         ));
     }
     failures.extend(super::lineage::check(

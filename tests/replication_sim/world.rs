@@ -285,7 +285,7 @@ pub struct World {
     config: ReplicationConfig,
     pub trace: Vec<String>,
     pub events: u64,
-    pub clamped_truncations: u64,
+    pub truncations_below_high_watermark: u64,
     pub acks_by_time: Vec<(u64, usize)>,
     /// What happened, counted (printed over many seeds to show what the runs exercise).
     pub stats: BTreeMap<&'static str, u64>,
@@ -368,7 +368,7 @@ impl World {
             config,
             trace: Vec::new(),
             events: 0,
-            clamped_truncations: 0,
+            truncations_below_high_watermark: 0,
             acks_by_time: Vec::new(),
             stats: BTreeMap::new(),
             healed: false,
@@ -550,10 +550,10 @@ impl World {
         let mut clamped = 0;
         let incarnation = broker.incarnation;
         for part in &mut broker.parts {
-            clamped += part.node.clamped_truncations();
+            clamped += part.node.truncations_below_high_watermark();
             *part = Part::new(node, incarnation, &self.config);
         }
-        self.clamped_truncations += clamped;
+        self.truncations_below_high_watermark += clamped;
         for log in &self.logs[node as usize] {
             log.crash();
         }
@@ -1825,7 +1825,7 @@ impl World {
     fn wipe(&mut self, node: NodeId, partition: usize, reason: &str) -> u64 {
         let broker = &mut self.brokers[node as usize];
         let old = &broker.parts[partition];
-        self.clamped_truncations += old.node.clamped_truncations();
+        self.truncations_below_high_watermark += old.node.truncations_below_high_watermark();
         let reopened = Part::reopened(old, node, broker.incarnation, &self.config);
         let waiters = std::mem::replace(&mut broker.parts[partition], reopened).waiters;
         broker.opened[partition] += 1;
@@ -2130,13 +2130,13 @@ impl World {
 
 impl World {
     /// Truncations stopped by a high watermark, over every follower that ever ran.
-    pub fn clamped_total(&self) -> u64 {
+    pub fn truncations_below_high_watermark_total(&self) -> u64 {
         let running: u64 = self
             .brokers
             .iter()
             .flat_map(|b| b.parts.iter())
-            .map(|part| part.node.clamped_truncations())
+            .map(|part| part.node.truncations_below_high_watermark())
             .sum();
-        self.clamped_truncations + running
+        self.truncations_below_high_watermark + running
     }
 }

@@ -468,9 +468,10 @@ fn truncation_rebuilds_producer_state_for_the_shorter_log() {
 }
 
 #[test]
-fn truncation_below_the_high_watermark_is_refused() {
-    // Proves: a truncation that would cut committed records is refused with the high
-    // watermark named and nothing cut; at the high watermark it cuts; only a follower cuts.
+fn truncation_below_the_high_watermark_lowers_it() {
+    // Proves: a truncation below the high watermark (the follower asks only when its leader's
+    // log is shorter, after a power cut lost committed records) cuts there and brings the high
+    // watermark down to the cut, also across a reopen; only a follower cuts.
     let leader_dir = tempfile::tempdir().unwrap();
     let follower_dir = tempfile::tempdir().unwrap();
     let leader = open(leader_dir.path(), small(FlushPolicy::Always));
@@ -483,17 +484,17 @@ fn truncation_below_the_high_watermark_is_refused() {
     }
     replicate(&leader, &follower, 1);
     follower.advance_high_watermark(6);
-    assert_eq!(
-        ReplicaLog::truncate_to(&follower, 4),
-        Err(ReplicaLogError::BelowHighWatermark {
-            offset: 4,
-            high_watermark: 6
-        })
-    );
-    assert_eq!(follower.log_end_offset(), 10);
-    follower.truncate_to(6).unwrap();
-    assert_eq!(follower.log_end_offset(), 6);
+    follower.truncate_to(8).unwrap();
+    assert_eq!(follower.log_end_offset(), 8);
     assert_eq!(follower.high_watermark(), 6);
+    ReplicaLog::truncate_to(&follower, 4).unwrap();
+    assert_eq!(follower.log_end_offset(), 4);
+    assert_eq!(follower.high_watermark(), 4);
+    drop(follower);
+    let follower = open(follower_dir.path(), small(FlushPolicy::Always));
+    follower.become_follower(1).unwrap();
+    assert_eq!(follower.log_end_offset(), 4);
+    assert_eq!(follower.high_watermark(), 4);
     assert!(matches!(
         leader.truncate_to(2),
         Err(StorageError::Replica(ReplicaError::NotFollower { .. }))
@@ -647,8 +648,8 @@ proptest::proptest! {
 
     /// Proves: whatever sequence of copies, truncations, high-watermark advances and restarts
     /// a follower goes through, its log is exactly a prefix of the leader's (byte for byte),
-    /// its high watermark is what the model says (never down, never past its log), a
-    /// truncation below it is refused with nothing cut, and its history and floor agree.
+    /// its high watermark is what the model says (down only to a cut, never past its log), a
+    /// truncation below it brings it down to the cut, and its history and floor agree.
     #[test]
     fn a_follower_matches_a_simple_model(steps in proptest::collection::vec(step(), 1..24)) {
         let leader_dir = tempfile::tempdir().unwrap();
@@ -679,14 +680,9 @@ proptest::proptest! {
                 }
                 Step::Truncate(index) => {
                     let index = index % (copied + 1);
-                    let result = follower.truncate_to(offset_of(index));
-                    if offset_of(index) < high_watermark {
-                        let refused = matches!(result, Err(StorageError::BelowHighWatermark { .. }));
-                        proptest::prop_assert!(refused);
-                    } else {
-                        result.unwrap();
-                        copied = index;
-                    }
+                    follower.truncate_to(offset_of(index)).unwrap();
+                    copied = index;
+                    high_watermark = high_watermark.min(offset_of(index));
                 }
                 Step::Advance(index) => {
                     let offset = offset_of(index % (copied + 1));

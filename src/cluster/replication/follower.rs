@@ -117,7 +117,7 @@ pub struct Follower {
     phase: Phase,
     rounds: u32,
     rounds_max: u32,
-    clamped_truncations: u64,
+    truncations_below_high_watermark: u64,
     pipelined: bool,
 }
 
@@ -138,7 +138,7 @@ impl Follower {
             phase: Phase::Becoming,
             rounds: 0,
             rounds_max: config.epoch_end_rounds_max,
-            clamped_truncations: 0,
+            truncations_below_high_watermark: 0,
             pipelined: config.pipelined_fetches,
         };
         (follower, FollowerAction::BecomeFollower { leader_epoch })
@@ -159,10 +159,11 @@ impl Follower {
         matches!(self.phase, Phase::Fetching { .. } | Phase::Appending { .. })
     }
 
-    /// How many truncations the follower's high watermark stopped short of the leader's answer.
-    /// Always zero unless an invariant broke (the simulation checks it).
-    pub fn clamped_truncations(&self) -> u64 {
-        self.clamped_truncations
+    /// How many truncations went below the follower's high watermark because the leader's log
+    /// was shorter. Zero unless committed records were lost (a power cut of every replica under
+    /// `flush never`); the simulation, which loses nothing synced, checks it stays zero.
+    pub fn truncations_below_high_watermark(&self) -> u64 {
+        self.truncations_below_high_watermark
     }
 
     /// The log installed the epoch (or refused it).
@@ -212,14 +213,24 @@ impl Follower {
                 (end.min(own_end), false)
             }
         };
-        let offset = if target < high_watermark {
-            self.clamped_truncations += 1;
-            high_watermark
-        } else {
-            target
-        };
+        if target < high_watermark {
+            // The leader's log is shorter than what this replica knew to be committed: only a
+            // power cut of the replicas that held it, under `flush never` or `interval`, loses
+            // committed records (docs/reliability.md). The leader's log is the log now; keeping
+            // records it does not have would make this replica differ from it at the same
+            // offsets for good. Kafka truncates and warns too. Counted: the simulation, which
+            // loses no synced data, holds any such cut to be a bug.
+            self.truncations_below_high_watermark += 1;
+            tracing::warn!(
+                leader = self.leader,
+                leader_epoch = self.leader_epoch,
+                offset = target,
+                high_watermark,
+                "the leader's log ends below this replica's high watermark (committed records lost to a power cut?): truncating below it"
+            );
+        }
         self.phase = Phase::Truncating { consistent };
-        FollowerAction::Truncate { offset }
+        FollowerAction::Truncate { offset: target }
     }
 
     /// The log was truncated as asked (or refused).
@@ -497,14 +508,11 @@ mod tests {
     /// follower's (synced) high watermark: epoch 17 ended at 0 in its log. The follower must
     /// then follow the leader's log, below its own high watermark too (Kafka truncates and
     /// warns), or it keeps records the leader's log does not have at the same offsets, serves a
-    /// log that differs from the leader's, and never rejoins the ISR. Today the cut is clamped
-    /// to the high watermark (and storage refuses a truncation below it,
-    /// `StorageError::BelowHighWatermark`): the nemesis run ended with broker 2 holding
+    /// log that differs from the leader's, and never rejoins the ISR. The cut was clamped to the
+    /// high watermark (and storage refused a truncation below it): the nemesis run ended with broker 2 holding
     /// `t1p1-w0-2489` (epoch 17) at offset 0 where its leader serves `t1p1-w0-7787` (epoch 33),
-    /// and the partition's ISR stuck at two. Ignored until the follower and the storage's
-    /// truncation allow a cut below the high watermark when the leader's log is shorter.
+    /// and the partition's ISR stuck at two. Now the follower cuts where the leader says.
     #[test]
-    #[ignore = "issue 56: the follower's truncation is clamped to its high watermark (fix pending)"]
     fn after_every_broker_lost_power_a_follower_truncates_below_its_high_watermark_to_the_leader() {
         let log = SurvivorLog;
         let (mut follower, _) = Follower::new(2, 9, 1, 33, &ReplicationConfig::default());

@@ -162,7 +162,6 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
-        | StorageError::BelowHighWatermark { .. }
         | StorageError::StartOverBelowLogEnd { .. }
         | StorageError::NotSpliceable => ResponseError::UnknownServerError,
         StorageError::Deleted { .. } => ResponseError::UnknownTopicOrPartition,

@@ -201,7 +201,6 @@ pub(super) fn storage_error(error: &StorageError, message: String) -> ErrorRespo
         StorageError::Replica(_)
         | StorageError::ReplicaOffsetMismatch { .. }
         | StorageError::ReplicaDiverged { .. }
-        | StorageError::BelowHighWatermark { .. }
         | StorageError::StartOverBelowLogEnd { .. }
         | StorageError::NotSpliceable => plain(ErrorCode::Internal),
         StorageError::Deleted { .. } => plain(ErrorCode::UnknownTopic),

@@ -6,8 +6,10 @@
 //! instead what the replication logic says is committed ([`Partition::advance_high_watermark`],
 //! the lowest log end over the ISR), capped at what this replica holds and has acknowledged:
 //! consumers then see only records every in-sync replica has. Both values only grow, except that
-//! a truncation lowers the acknowledged end to its cut, which is never below the published
-//! value (a truncation below it is refused), so the published value never goes down.
+//! a truncation lowers the acknowledged end to its cut. The cut is below the published value
+//! only when the leader's log is shorter than what this replica knew to be committed (a power
+//! cut of every replica under `flush never` or `interval` lost committed records); then the
+//! published value comes down to the cut as well, the one case where it goes down.
 //!
 //! The published value is kept in the partition's `watch` channel, whose lock also orders the
 //! publishers against a truncation's check ([`Shared::begin_truncation`]): once the check passed,
@@ -106,22 +108,38 @@ impl Shared {
         self.watermarks.replicated.store(true, Ordering::Release);
     }
 
-    /// The check of a truncation to `offset`, ordered with every publisher: refused (with the
-    /// high watermark) below the published value; otherwise the acknowledged end comes down to
-    /// `offset`, so nothing can publish past the cut from here on.
-    pub(super) fn begin_truncation(&self, offset: u64) -> Result<(), u64> {
-        let mut refused = None;
+    /// The start of a truncation to `offset`, ordered with every publisher: the acknowledged
+    /// end comes down to `offset`, so nothing can publish past the cut from here on. Below the
+    /// published value the high watermark comes down too, and the committed offset with it:
+    /// the follower cuts there only when its leader's log is shorter than what this replica
+    /// knew to be committed, which only a power cut of every replica that held those records
+    /// (under `flush never` or `interval`) can cause; the leader's log is then the log.
+    /// Returns the published value it lowered, if it lowered it.
+    pub(super) fn begin_truncation(&self, offset: u64) -> Option<u64> {
+        let mut lowered = None;
         self.high_watermark.send_if_modified(|current| {
+            self.watermarks
+                .acknowledged_end
+                .fetch_min(offset, Ordering::AcqRel);
             if offset < *current {
-                refused = Some(*current);
-            } else {
                 self.watermarks
-                    .acknowledged_end
+                    .committed
                     .fetch_min(offset, Ordering::AcqRel);
+                lowered = Some(*current);
+                *current = offset;
+                true
+            } else {
+                false
             }
-            false
         });
-        refused.map_or(Ok(()), Err)
+        if lowered.is_some() {
+            self.acknowledged.send_if_modified(|current| {
+                let lower = offset < *current;
+                *current = (*current).min(offset);
+                lower
+            });
+        }
+        lowered
     }
 }
 

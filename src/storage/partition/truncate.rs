@@ -74,9 +74,10 @@ struct Cut {
 impl Partition {
     /// Cuts the log so that `offset` is its end (no-op if it already ends at or below it).
     /// Only a follower truncates. An offset inside a batch cuts before that batch (batches are
-    /// never split), and the log then ends below `offset`. Refused below the high watermark
-    /// ([`StorageError::BelowHighWatermark`]): committed records are on every in-sync replica,
-    /// so a caller that wants them cut has a stale view of the leader. The leader-epoch history
+    /// never split), and the log then ends below `offset`. Below the high watermark only when
+    /// the leader's log is shorter than what this replica knew to be committed (a power cut of
+    /// every replica under `flush never` or `interval`): the high watermark comes down to the
+    /// cut, logged as a warning (see [`high_watermark`](super::high_watermark)). The leader-epoch history
     /// loses the entries starting at or after the cut; the fence floors stay. See the module
     /// documentation for why it is crash-safe; a failure half way stops the partition's writes
     /// until a restart recovers it.
@@ -104,13 +105,9 @@ impl Partition {
                     return self.cut_empty_epochs(writer, log_end);
                 }
                 let cut = find_cut(writer, offset, &self.name)?;
-                writer.shared.begin_truncation(cut.offset).map_err(|high_watermark| {
-                    StorageError::BelowHighWatermark {
-                        partition: self.name.clone(),
-                        offset: cut.offset,
-                        high_watermark,
-                    }
-                })?;
+                if let Some(high_watermark) = writer.shared.begin_truncation(cut.offset) {
+                    tracing::warn!(partition = %self.name, offset = cut.offset, high_watermark, "truncating below the high watermark: the leader's log is shorter (committed records lost to a power cut)");
+                }
                 writer.shared.truncations.fetch_add(1, Ordering::AcqRel);
                 self.commit.lower_to(cut.offset);
                 let result = self.cut_log(writer, &cut);

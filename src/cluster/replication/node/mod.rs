@@ -75,8 +75,8 @@ pub struct ReplicaNode {
     next_generation: u64,
     /// No follower starts before this (a restart pause).
     follow_after_ms: u64,
-    /// Truncations clamped by a high watermark, over every follower this node ran.
-    clamped_truncations: u64,
+    /// Truncations below a high watermark, over every follower this node ran.
+    truncations_below_high_watermark: u64,
 }
 
 impl ReplicaNode {
@@ -94,7 +94,7 @@ impl ReplicaNode {
             electing: false,
             next_generation: 0,
             follow_after_ms: 0,
-            clamped_truncations: 0,
+            truncations_below_high_watermark: 0,
         }
     }
 
@@ -144,13 +144,13 @@ impl ReplicaNode {
         self.electing || matches!(self.role, Role::Installing(_))
     }
 
-    /// Truncations a high watermark stopped short, over every follower this node ran (zero
-    /// unless an invariant broke).
-    pub fn clamped_truncations(&self) -> u64 {
-        let running = self
-            .follower()
-            .map_or(0, |(_, follower)| follower.clamped_truncations());
-        self.clamped_truncations + running
+    /// Truncations below a high watermark, over every follower this node ran (zero unless
+    /// committed records were lost, which only a power cut of every replica can do).
+    pub fn truncations_below_high_watermark(&self) -> u64 {
+        let running = self.follower().map_or(0, |(_, follower)| {
+            follower.truncations_below_high_watermark()
+        });
+        self.truncations_below_high_watermark + running
     }
 
     /// Takes `input` at `now_ms`; `log` is this replica's log, for queries only.
@@ -582,7 +582,7 @@ impl ReplicaNode {
             follower,
         } = &self.role
         {
-            self.clamped_truncations += follower.clamped_truncations();
+            self.truncations_below_high_watermark += follower.truncations_below_high_watermark();
             effects.push(Effect::StopFollowing {
                 generation: *generation,
                 reason,
