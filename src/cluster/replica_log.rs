@@ -80,9 +80,11 @@ pub trait ReplicaLog: Send + Sync {
     fn latest_epoch_entry(&self) -> Option<(LeaderEpoch, u64)>;
 
     /// Kafka's OffsetsForLeaderEpoch: the largest epoch `<= epoch` in the history and the offset
-    /// where it ended (the start of the next epoch, or the log end for the latest). `None` when
-    /// every entry is above `epoch` (the asker keeps what it knows is committed: its log up to
-    /// its high watermark).
+    /// where it ended (the start of the next epoch, or the log end for the latest). When every
+    /// entry is above `epoch`, `epoch` itself, ended where the first entry starts (the log holds
+    /// nothing of it: an asker holding records of `epoch` cuts there, as Kafka's leader answers).
+    /// `None` only for an empty history (the asker keeps what it knows is committed: its log up
+    /// to its high watermark).
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)>;
 
     /// Takes over as leader in `epoch`: durably records `(epoch, log_end_offset)` in the

@@ -14,7 +14,7 @@ use crate::domain::NodeId;
 /// The wire value of "no node" (no leader known): `0xffffffff`. Never a broker's node id.
 pub const NO_NODE: u32 = u32::MAX;
 
-/// The wire value of "no leader epoch" (`LeaderEpochEnd`: no epoch at or below the one asked):
+/// The wire value of "no leader epoch" (`LeaderEpochEnd`: the leader's history is empty):
 /// `0xffffffff`. Never a partition's leader epoch.
 pub const NO_LEADER_EPOCH: u32 = u32::MAX;
 

@@ -105,10 +105,18 @@ impl LeaderEpochs {
 
     /// Kafka's OffsetsForLeaderEpoch on a log ending at `log_end`: the largest epoch `<= epoch`
     /// in the history and the offset where it ended (the next entry's start, or `log_end` for
-    /// the latest). `None` when the history is empty or every entry is above `epoch`.
+    /// the latest). When every entry is above `epoch` (this log holds nothing of it: it started
+    /// over past it, or its old entries went), `epoch` itself, ended where the first entry
+    /// starts: an asker holding records of `epoch` cuts there, as Kafka's leader answers. `None`
+    /// only for an empty history.
     pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end: u64) -> Option<(LeaderEpoch, u64)> {
         let at = self.history.partition_point(|(entry, _)| *entry <= epoch);
-        let index = at.checked_sub(1)?;
+        let Some(index) = at.checked_sub(1) else {
+            return self
+                .history
+                .first()
+                .map(|(_, first_start)| (epoch, *first_start));
+        };
         let end = self
             .history
             .get(index + 1)
@@ -270,11 +278,13 @@ mod tests {
     }
 
     /// OffsetsForLeaderEpoch: the largest epoch at or below the one asked, ending where the
-    /// next starts (or at the log end); nothing when every epoch is above it.
+    /// next starts (or at the log end); an epoch older than the whole history ended where the
+    /// history starts; nothing only for an empty history.
     #[test]
     fn end_offset_for_epoch_follows_kafka() {
         let history = epochs(&[(2, 0), (4, 10), (7, 25)]);
-        assert_eq!(history.end_offset_for(1, 40), None);
+        assert_eq!(history.end_offset_for(1, 40), Some((1, 0)));
+        assert_eq!(epochs(&[(5, 12)]).end_offset_for(3, 40), Some((3, 12)));
         assert_eq!(history.end_offset_for(2, 40), Some((2, 10)));
         assert_eq!(history.end_offset_for(3, 40), Some((2, 10)));
         assert_eq!(history.end_offset_for(4, 40), Some((4, 25)));

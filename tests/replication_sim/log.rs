@@ -13,8 +13,9 @@
 //! a leader refuses to serve a fetch below it; a follower whose whole log lies below its
 //! leader's log start starts over there. The records below a log start stay in `records`, so
 //! that every replica's vector keeps indexing offsets from 0 for the checker: a follower that
-//! starts over is given the leader's deleted records as filler (`start_over_with`), which no
-//! one may read or serve as a record of its own again (they are below its log start).
+//! starts over is given all the leader's deleted records as filler (`start_over_with`), in
+//! place of every record it had (the partition's start-over deletes them all), which no one
+//! may read or serve as a record of its own again (they are below its log start).
 
 use std::sync::Mutex;
 
@@ -149,8 +150,8 @@ impl SimLog {
         Ok(state.log_start)
     }
 
-    /// `ReplicaLog::start_over_at(offset)` with `filler`, the leader's deleted records from this
-    /// log's end to `offset`, standing in for the offsets skipped (see the module docs). As the
+    /// `ReplicaLog::start_over_at(offset)` with `filler`, the leader's deleted records from 0 to
+    /// `offset`, standing in for every record below the new start (see the module docs). As the
     /// partition does: only a follower, only past the log end (a no-op at it); the history is
     /// emptied, the floor stays, the log start, high watermark and durable end become `offset`.
     pub fn start_over_with(&self, offset: u64, filler: &[Record]) -> Result<(), ReplicaLogError> {
@@ -171,15 +172,32 @@ impl SimLog {
         }
         assert_eq!(
             filler.len() as u64,
-            offset - log_end,
-            "the filler covers the offsets skipped"
+            offset,
+            "the filler covers every offset below the new start"
         );
-        state.records.extend_from_slice(filler);
+        state.records = filler.to_vec();
         state.history.clear();
         state.log_start = offset;
         state.high_watermark = state.high_watermark.max(offset);
         state.durable_end = offset;
         Ok(())
+    }
+
+    /// `Partition::follow_log_start` with `filler`, every record of the leader's below its log
+    /// start: this log's start moves up to the leader's, never past its own high watermark, and
+    /// the records below it become the leader's (see the module docs). Durable at once, as the
+    /// partition's `log-start` file is written durably.
+    pub fn follow_log_start_with(&self, filler: &[Record]) {
+        let mut state = self.lock();
+        let target = (filler.len() as u64)
+            .min(state.high_watermark)
+            .min(state.records.len() as u64);
+        if target <= state.log_start {
+            return;
+        }
+        let below = target as usize;
+        state.records[..below].copy_from_slice(&filler[..below]);
+        state.log_start = target;
     }
 
     /// The group-commit sync: everything written is durable.
@@ -258,7 +276,10 @@ impl ReplicaLog for SimLog {
 
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
         let state = self.lock();
-        let index = state.history.iter().rposition(|(e, _)| *e <= epoch)?;
+        let Some(index) = state.history.iter().rposition(|(e, _)| *e <= epoch) else {
+            // Older than every entry: it ended where the history starts (Kafka's answer).
+            return state.history.first().map(|(_, start)| (epoch, *start));
+        };
         let end = match state.history.get(index + 1) {
             Some((_, next_start)) => *next_start,
             None => state.records.len() as u64,

@@ -88,8 +88,10 @@ pub enum Msg {
         partition: usize,
         tag: u64,
         result: Result<(FetchResponse, Vec<u8>), FetchError>,
-        /// With `BelowLogStart`: the leader's deleted records from the fetch offset to its log
-        /// start, the filler of a start-over (`log.rs`); empty otherwise.
+        /// Every record of the leader's below its log start (their number is that log start)
+        /// when the follower's log starts below it: the filler of a start-over after
+        /// `BelowLogStart`, or of the follower adopting the leader's log start after an append
+        /// (`log.rs`); empty otherwise.
         deleted: Vec<super::log::Record>,
     },
     EpochEnd {

@@ -1119,6 +1119,11 @@ impl World {
                 };
                 if result.is_ok() {
                     log.advance_high_watermark(high_watermark);
+                    // As the driver: the leader's log start, up to this replica's high watermark.
+                    let filler = std::mem::take(&mut part.deleted);
+                    if !filler.is_empty() {
+                        log.follow_log_start_with(&filler);
+                    }
                 }
                 let appended = log.range(before, log.log_end_offset());
                 self.check_lineage(node, partition, "replicated", &appended);
@@ -1171,7 +1176,7 @@ impl World {
                     std::mem::take(&mut self.brokers[node as usize].parts[partition].deleted);
                 let log = &self.logs[node as usize][partition];
                 let before = log.log_end_offset();
-                let result = if before + filler.len() as u64 == offset {
+                let result = if filler.len() as u64 == offset {
                     log.start_over_with(offset, &filler)
                 } else {
                     let skipped = filler.len();
@@ -1251,7 +1256,9 @@ impl World {
                 let log_start = log.log_start_offset();
                 let result = match result {
                     Ok(serve) if !request.report_only && serve.from_offset < log_start => {
-                        deleted = log.range(serve.from_offset, log_start);
+                        // Every record below the log start: a follower that starts over keeps
+                        // none of its own (`SimLog::start_over_with`).
+                        deleted = log.range(0, log_start);
                         Err(FetchError::BelowLogStart {
                             fetch_offset: serve.from_offset,
                             log_start_offset: log_start,
@@ -1259,6 +1266,13 @@ impl World {
                     }
                     other => other,
                 };
+                // As the driver's answer carries the leader's log start, which the follower
+                // adopts after its append: the filler it needs for that.
+                let follower_log_start =
+                    self.logs[request.follower as usize][partition].log_start_offset();
+                if result.is_ok() && follower_log_start < log_start {
+                    deleted = log.range(0, log_start);
+                }
                 let result = result.map(|serve| {
                     let records = log.read(serve.from_offset, serve.to_offset, FETCH_RECORDS_MAX);
                     let response = FetchResponse {

@@ -7,9 +7,14 @@
 //! with an older epoch than the one asked (the follower holds an epoch the leader never saw), the
 //! follower cuts at the end of that older epoch in *both* logs and asks again, until the leader
 //! answers the epoch asked: after that the follower's log is a prefix of the leader's (KIP-279).
-//! A cut never goes below the follower's own high watermark (committed records are on every ISR
-//! member, so the leader holds them). Only then does the follower fetch, so every fetch offset
-//! the leader counts describes a log that agrees with its own.
+//! An epoch older than everything the leader holds ended where the leader's history starts. A
+//! fetch past the leader's log end cuts to that end and asks again. Only then does the follower
+//! fetch, so every fetch offset the leader counts describes a log that agrees with its own.
+//!
+//! A cut lands below the follower's high watermark only when the leader lost committed records
+//! (committed records are on every ISR member, so a leader elected from the ISR holds them
+//! unless a power cut of the replicas under `flush never` took them): the leader's log is the
+//! log then, and the follower warns and counts it.
 //!
 //! Fetches may be pipelined ([`ReplicationConfig::pipelined_fetches`], off by default): when an
 //! answer carries records, the follower asks for what follows them
@@ -195,24 +200,33 @@ impl Follower {
             Ok(answer) => answer,
             Err(_) => return self.stop(),
         };
-        let high_watermark = log.high_watermark();
         let (target, consistent) = match answer {
-            // The leader's history holds no epoch at or below the one asked (its log, or its
-            // history, starts past them: a leader that started its log over at its own leader's
-            // log start, or whose old entries were all deleted): keep only what is committed.
-            None => (high_watermark, true),
+            // The leader's history is empty (no leader has one: it records its own epoch before
+            // it serves): keep only what is committed, as Kafka's follower does.
+            None => (log.high_watermark(), true),
+            // The asked epoch ended at `end` in the leader's log; when the leader holds nothing
+            // that old (its log started over past it, or a power cut of every replica lost it),
+            // it answers the asked epoch itself, ended where its history starts.
             Some((epoch, end)) if epoch >= asked_epoch => (end.min(log.log_end_offset()), true),
             Some((epoch, end)) => {
                 // This log holds epochs the leader never had: cut at the end of `epoch` in both
                 // logs, then ask again about what is left. A log whose history holds nothing at
-                // or below `epoch` starts after it (a log started over at its leader's log
-                // start, or whose old entries were deleted): `epoch` ended at its log start.
+                // or below `epoch` holds none of its records: `epoch` ended where this history
+                // starts, and never below the log start.
                 let own_end = log
                     .end_offset_for_epoch(epoch)
-                    .map_or(log.log_start_offset(), |(_, own)| own);
+                    .map_or(log.log_start_offset(), |(_, own)| own)
+                    .max(log.log_start_offset());
                 (end.min(own_end), false)
             }
         };
+        self.truncate(target, consistent, log)
+    }
+
+    /// Cuts this log at `target`; with `consistent`, what is left is a prefix of the leader's
+    /// log and fetching follows, else the leader is asked again about what is left.
+    fn truncate(&mut self, target: u64, consistent: bool, log: &dyn ReplicaLog) -> FollowerAction {
+        let high_watermark = log.high_watermark();
         if target < high_watermark {
             // The leader's log is shorter than what this replica knew to be committed: only a
             // power cut of the replicas that held it, under `flush never` or `interval`, loses
@@ -274,6 +288,17 @@ impl Follower {
             return FollowerAction::Nothing;
         };
         match response {
+            // The leader's log ends below this one (it lost a tail this log kept: a power cut
+            // of every replica under `flush never`): cut to where the leader's log surely
+            // reaches (its high watermark; Kafka's follower cuts to the leader's log end), then
+            // ask where the epochs agree below it. Records cut that the leader has come back
+            // with the next fetches.
+            Err(FetchError::OffsetOutOfRange { high_watermark, .. })
+                if high_watermark < log.log_end_offset() =>
+            {
+                self.rounds = 0;
+                self.truncate(high_watermark, false, log)
+            }
             Err(FetchError::OffsetOutOfRange { .. }) => {
                 self.rounds = 0;
                 self.start_truncation(log)
@@ -524,6 +549,44 @@ mod tests {
             follower.on_epoch_end(&log, Ok(Some((17, 0)))),
             FollowerAction::Truncate { offset: 0 },
             "the follower must cut where the leader's log says epoch 17 ended"
+        );
+    }
+
+    /// The long power-cut run's second divergence (issue 56, same command): the leader elected
+    /// after a cut of every broker had started its log over at offset 0 in epoch 30 and held no
+    /// epoch as old as the follower's 3, so it answered "none", the follower kept its log up to
+    /// its synced high watermark (above the leader's log end), and every fetch from there was
+    /// out of range. The leader now answers the asked epoch ended where its history starts (a
+    /// test above); and a fetch past the leader's log end cuts to the leader's high watermark
+    /// and asks again.
+    #[test]
+    fn a_fetch_past_the_leader_log_end_cuts_to_its_high_watermark_and_asks_again() {
+        let log = SurvivorLog;
+        let (mut follower, _) = Follower::new(2, 9, 1, 33, &ReplicationConfig::default());
+        follower.on_became_follower(&log, Ok(()));
+        assert_eq!(
+            follower.on_epoch_end(&log, Ok(Some((17, 980)))),
+            FollowerAction::Truncate { offset: 980 }
+        );
+        let FollowerAction::Fetch(fetch) = follower.on_truncated(&log, Ok(())) else {
+            panic!("expected a fetch after a consistent truncation");
+        };
+        assert_eq!(fetch.fetch_offset, 980);
+        let out_of_range = Err(FetchError::OffsetOutOfRange {
+            fetch_offset: 980,
+            high_watermark: 400,
+        });
+        assert_eq!(
+            follower.on_fetch_response(&log, out_of_range),
+            FollowerAction::Truncate { offset: 400 }
+        );
+        assert_eq!(follower.truncations_below_high_watermark(), 1);
+        assert!(
+            matches!(
+                follower.on_truncated(&log, Ok(())),
+                FollowerAction::AskEpochEnd(EpochEndRequest { epoch: 17, .. })
+            ),
+            "after the cut the follower asks where its epochs agree below it"
         );
     }
 

@@ -393,7 +393,7 @@ impl Leader {
             return (
                 Err(FetchError::OffsetOutOfRange {
                     fetch_offset: request.fetch_offset,
-                    log_end_offset,
+                    high_watermark: self.high_watermark,
                 }),
                 output,
             );
@@ -735,7 +735,9 @@ mod tests {
             self.history.last().copied()
         }
         fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
-            let index = self.history.iter().rposition(|(e, _)| *e <= epoch)?;
+            let Some(index) = self.history.iter().rposition(|(e, _)| *e <= epoch) else {
+                return self.history.first().map(|(_, start)| (epoch, *start));
+            };
             let end = self
                 .history
                 .get(index + 1)

@@ -247,13 +247,14 @@ pub enum FetchError {
         /// The leader's log start offset.
         log_start_offset: u64,
     },
-    /// The fetch offset is past the leader's log end: the follower must truncate by leader epoch
-    /// again.
-    #[error("fetch offset {fetch_offset} is past the leader's log end {log_end_offset}; truncate by leader epoch and fetch again")]
+    /// The fetch offset is past the leader's log end: the follower cuts its log to the leader's
+    /// high watermark (its log reaches at least that far) and truncates by leader epoch again.
+    #[error("fetch offset {fetch_offset} is past the leader's log end (its high watermark is {high_watermark}); truncate by leader epoch and fetch again")]
     OffsetOutOfRange {
         /// The fetch offset.
         fetch_offset: u64,
-        /// The leader's log end offset.
-        log_end_offset: u64,
+        /// The leader's high watermark: its log reaches at least this far (sent on the wire,
+        /// where the log end is not).
+        high_watermark: u64,
     },
 }

@@ -6,7 +6,8 @@
 //! current_leader_epoch u32, epoch u32`. Response: `partition_count u32`, then per partition
 //! `topic string16, partition u32, error_code u16, epoch u32, end_offset u64`; `epoch` =
 //! `0xffffffff` ([`NO_LEADER_EPOCH`](crate::protocol::NO_LEADER_EPOCH)) and `end_offset` =
-//! `0xffffffffffffffff` when the leader's history has no epoch at or below the one asked.
+//! `0xffffffffffffffff` when the leader's history is empty. An epoch older than the whole
+//! history is answered with itself, ended at the history's first offset (Kafka's answer).
 
 use bytes::{BufMut, BytesMut};
 
@@ -15,7 +16,7 @@ use crate::protocol::node::{put_entry_count, read_entry_count, read_error_code, 
 use crate::protocol::wire::{put_str16, str16_len, Reader, WireError};
 use crate::protocol::{ErrorCode, ProtocolError, Request, Response};
 
-/// `end_offset` on the wire when there is no epoch at or below the one asked.
+/// `end_offset` on the wire when the leader's history is empty.
 const NO_END_OFFSET: u64 = u64::MAX;
 
 /// Smallest encoding of one request entry (empty topic name).
@@ -41,7 +42,8 @@ pub struct LeaderEpochQuery {
 /// Where an epoch ended in the leader's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochEnd {
-    /// The largest epoch `<=` the one asked in the leader's history.
+    /// The largest epoch `<=` the one asked in the leader's history (the one asked when every
+    /// entry is above it).
     pub epoch: LeaderEpoch,
     /// Where it ended: the start of the next epoch, or the leader's log end for its latest.
     pub end_offset: u64,
@@ -57,8 +59,8 @@ pub struct LeaderEpochEndPartition {
     /// `NONE`, or why the question was not answered (`NOT_LEADER`, `FENCED_LEADER_EPOCH`,
     /// `UNKNOWN_LEADER_EPOCH`, `UNKNOWN_TOPIC`, ...).
     pub error: ErrorCode,
-    /// The answer; `None` when every epoch of the leader's history is above the one asked (the
-    /// asker truncates to the leader's log start), and on error.
+    /// The answer; `None` when the leader's history is empty (the asker keeps its log up to its
+    /// high watermark), and on error.
     pub end: Option<EpochEnd>,
 }
 

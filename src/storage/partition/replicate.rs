@@ -77,9 +77,10 @@ impl Partition {
     }
 
     /// Kafka's OffsetsForLeaderEpoch: the largest epoch `<= epoch` in the history and the offset
-    /// where it ended (the start of the next epoch, or the log end for the latest). `None` when
-    /// every entry is above `epoch` or the history is empty (the asker keeps what it knows is
-    /// committed: its log up to its high watermark).
+    /// where it ended (the start of the next epoch, or the log end for the latest); for an epoch
+    /// older than every entry, that epoch, ended at the first entry's start
+    /// ([`LeaderEpochs::end_offset_for`]). `None` when the history is empty (the asker keeps
+    /// what it knows is committed: its log up to its high watermark).
     pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
         self.fence.with_log(|writer| {
             let log_end = writer.active.next_offset();

@@ -456,7 +456,7 @@ async fn on_fetch_answer(
         Some(entry) if entry.error == ErrorCode::OffsetOutOfRange => {
             Err(FetchError::OffsetOutOfRange {
                 fetch_offset: fetch.fetch_offset,
-                log_end_offset: entry.high_watermark,
+                high_watermark: entry.high_watermark,
             })
         }
         Some(entry) => Err(fetch_error(entry.error)),

@@ -20,6 +20,22 @@ use crate::protocol::{
     ReplicaFetchPartition, ReplicaFetchedPartition, Response,
 };
 
+/// Why a partition's fetch was refused: the wire code, and for a fetch past the leader's log end
+/// the leader's high watermark (every other refusal sends 0).
+struct FetchRefusal {
+    code: ErrorCode,
+    high_watermark: u64,
+}
+
+impl FetchRefusal {
+    fn code(code: ErrorCode) -> Self {
+        FetchRefusal {
+            code,
+            high_watermark: 0,
+        }
+    }
+}
+
 impl ClusterDriver {
     /// Answers a follower's `ReplicaFetch`, one partition after another.
     pub async fn serve_replica_fetch(self: &Arc<Self>, fetch: ReplicaFetch) -> Response {
@@ -47,17 +63,17 @@ impl ClusterDriver {
         max_bytes: usize,
         max_wait: Duration,
     ) -> ReplicaFetchedPartition {
-        let refused = |error: ErrorCode| ReplicaFetchedPartition {
+        let refused = |refusal: FetchRefusal| ReplicaFetchedPartition {
             topic: entry.topic.clone(),
             partition: entry.partition,
-            error,
-            high_watermark: 0,
+            error: refusal.code,
+            high_watermark: refusal.high_watermark,
             log_start_offset: 0,
             records_epoch: 0,
             batches: Vec::new(),
         };
         let Some(replica) = self.replica(&entry.topic, entry.partition) else {
-            return refused(ErrorCode::NotLeader);
+            return refused(FetchRefusal::code(ErrorCode::NotLeader));
         };
         let request = FetchRequest {
             follower: fetch.follower,
@@ -100,28 +116,36 @@ impl ClusterDriver {
     }
 
     /// Gives the fetch to the leader engine (it records the follower's progress and may move
-    /// the high watermark) and returns what to send, or the refusal's wire code.
+    /// the high watermark) and returns what to send, or the refusal.
     fn record_fetch(
         self: &Arc<Self>,
         replica: &Arc<Replica>,
         request: &FetchRequest,
-    ) -> Result<crate::cluster::replication::FetchServe, ErrorCode> {
+    ) -> Result<crate::cluster::replication::FetchServe, FetchRefusal> {
         let now = self.now_ms();
         let mut shell = replica.shell();
         if shell.node.leader().is_none() {
-            return Err(not_leading_code(replica, request.leader_epoch));
+            return Err(FetchRefusal::code(not_leading_code(
+                replica,
+                request.leader_epoch,
+            )));
         }
         let (result, effects) = shell
             .node
             .serve_fetch(now, replica.partition.as_ref(), request);
         self.apply(replica, &mut shell, effects);
         result.map_err(|error| match error {
-            FetchError::FencedLeaderEpoch { .. } => ErrorCode::FencedLeaderEpoch,
-            FetchError::NotLeader => ErrorCode::NotLeader,
-            FetchError::NotAReplica { .. } => ErrorCode::InvalidRequest,
-            FetchError::OffsetOutOfRange { .. } | FetchError::BelowLogStart { .. } => {
-                ErrorCode::OffsetOutOfRange
+            FetchError::FencedLeaderEpoch { .. } => {
+                FetchRefusal::code(ErrorCode::FencedLeaderEpoch)
             }
+            FetchError::NotLeader => FetchRefusal::code(ErrorCode::NotLeader),
+            FetchError::NotAReplica { .. } => FetchRefusal::code(ErrorCode::InvalidRequest),
+            // Past the leader's log end: the follower cuts a longer log to this high watermark.
+            FetchError::OffsetOutOfRange { high_watermark, .. } => FetchRefusal {
+                code: ErrorCode::OffsetOutOfRange,
+                high_watermark,
+            },
+            FetchError::BelowLogStart { .. } => FetchRefusal::code(ErrorCode::OffsetOutOfRange),
         })
     }
 
