@@ -51,6 +51,7 @@ mod open;
 mod read;
 mod replicate;
 mod retention;
+mod seal_due;
 mod start_over;
 mod sync;
 mod truncate;

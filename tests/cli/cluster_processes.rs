@@ -137,21 +137,45 @@ impl BrokerProcess {
         }
     }
 
-    /// Stops the broker gracefully (SIGTERM: it leaves the cluster, syncs and records its high
-    /// watermark) and waits for it to exit.
-    pub(crate) fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + CONVERGE;
-            while child.try_wait().ok().flatten().is_none() {
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                }
-                std::thread::sleep(Duration::from_millis(20));
+    /// `kill -9`, then waits at most `wait` for the process to exit: whether it did. A process
+    /// that did not is kept (its threads wait in the kernel, for a FUSE file system that stopped
+    /// answering: see `LazyFs::recover_wedged`); [`Self::kill9`] reaps it once they can go.
+    pub(crate) fn kill9_within(&mut self, wait: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        let _ = child.kill();
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                self.child = None;
+                return true;
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
+        false
+    }
+
+    /// Stops the broker gracefully (SIGTERM: it leaves the cluster, syncs and records its high
+    /// watermark) and waits for it to exit: whether it did. One that has not exited
+    /// [`CONVERGE`] after the signal is killed; one that has not exited 10 s after that waits on
+    /// a file system that stopped answering, and is kept (see [`Self::kill9_within`]).
+    pub(crate) fn stop(&mut self) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + CONVERGE;
+        while child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                return self.kill9_within(Duration::from_secs(10));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = None;
+        true
     }
 
     /// What this replica's log of `topic`/0 holds up to its high watermark, read from its files

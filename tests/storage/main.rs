@@ -10,6 +10,7 @@ mod support;
 
 mod data_dir_compat;
 mod delete_records;
+mod follower_seal;
 mod lazy_open;
 mod page_cache_loss;
 mod partitions_scale;

@@ -16,17 +16,17 @@ use fencelog::storage::{
 };
 use storage::*;
 
-fn open(directory: &Path, config: PartitionConfig) -> Partition {
+pub(crate) fn open(directory: &Path, config: PartitionConfig) -> Partition {
     Partition::open("t/0", directory, config, &seal_worker()).expect("open partition")
 }
 
-fn small(flush: FlushPolicy) -> PartitionConfig {
+pub(crate) fn small(flush: FlushPolicy) -> PartitionConfig {
     config(SMALL_SEGMENT_BYTES, flush)
 }
 
 /// Copies everything `leader` has beyond `follower`'s log end, one read (of one leader epoch)
 /// at a time, with `leader_epoch` as the fetch's epoch. Returns the follower's log end.
-fn replicate(leader: &Partition, follower: &Partition, leader_epoch: u32) -> u64 {
+pub(crate) fn replicate(leader: &Partition, follower: &Partition, leader_epoch: u32) -> u64 {
     loop {
         let from = follower.log_end_offset();
         let read = leader.read_for_replication(from, 1500).unwrap();
@@ -63,7 +63,7 @@ fn all_batches(partition: &Partition) -> Vec<Bytes> {
 }
 
 /// The `.log` files of a partition directory, by name, with their bytes.
-fn segment_files(directory: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn segment_files(directory: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(directory)
         .unwrap()
         .map(|entry| entry.unwrap())
@@ -80,7 +80,7 @@ fn segment_files(directory: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// A granted producer epoch on a leader of `leader_epoch`: the base plus one grant.
-fn grant(leader: &Partition, leader_epoch: u32) -> u64 {
+pub(crate) fn grant(leader: &Partition, leader_epoch: u32) -> u64 {
     let epoch = leader.current_epoch() + 1;
     assert!(epoch > producer_epoch_base(leader_epoch));
     leader.install_epoch(epoch).unwrap();

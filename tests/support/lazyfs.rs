@@ -32,6 +32,7 @@ pub fn tool_path() -> PathBuf {
 /// A LazyFS mount; unmounted (and its process stopped) when dropped. The backing directory
 /// keeps what LazyFS flushed to it.
 pub struct LazyFs {
+    backing: PathBuf,
     mount: PathBuf,
 }
 
@@ -59,6 +60,7 @@ impl LazyFs {
             ));
         }
         Ok(LazyFs {
+            backing: backing.to_owned(),
             mount: mount.to_owned(),
         })
     }
@@ -118,6 +120,70 @@ impl LazyFs {
         }
         std::fs::remove_file(&canary).map_err(|error| format!("remove the canary: {error}"))
     }
+}
+
+impl LazyFs {
+    /// Recovers a wedged mount, losing its unsynced writes as a power cut does: aborts the FUSE
+    /// connection (every request waiting on it fails, so processes stuck in it can exit), kills
+    /// LazyFS, unmounts and mounts the backing directory again. Only what LazyFS had flushed to
+    /// the backing directory (what was fsync'd) is there afterwards.
+    ///
+    /// Why it is needed: LazyFS can deadlock. Its `write` takes a file's cache-item lock and then,
+    /// in `getattr`, the cache's own lock, while an `fsync` of the same file, in its `getattr`,
+    /// holds the cache's lock and waits for the item's (seen in the long nemesis run of issue 56:
+    /// two LazyFS threads in `pthread_rwlock_wrlock`, one under `lfs_write`, one under
+    /// `lfs_fsync`). Every later request under the mount then hangs, and a broker killed with
+    /// `kill -9` never exits (its threads wait in the kernel for FUSE answers). LazyFS is a third
+    /// party's tool shared by the projects here, so the fix is on this side.
+    pub fn recover_wedged(&mut self) -> Result<(), String> {
+        abort_fuse_connection(&self.mount)?;
+        let pid_file = PathBuf::from(format!("{}.pid", self.mount.display()));
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+        let _ = Command::new(tool_path())
+            .arg("umount")
+            .arg(&self.mount)
+            .status();
+        let remounted = LazyFs::mount(&self.backing, &self.mount)?;
+        // The new mount is this one now; the old value must not unmount it when dropped.
+        std::mem::forget(remounted);
+        Ok(())
+    }
+}
+
+/// Aborts the FUSE connection serving `mount` (`/sys/fs/fuse/connections/N/abort`, where N is
+/// the mount's device number as `/proc/self/mountinfo` gives it: reading the mount itself would
+/// hang), mounting the FUSE control file system first when it is not.
+fn abort_fuse_connection(mount: &Path) -> Result<(), String> {
+    let mount = std::fs::canonicalize(mount)
+        .unwrap_or_else(|_| mount.to_owned())
+        .display()
+        .to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|error| format!("read /proc/self/mountinfo: {error}"))?;
+    // Fields: id, parent, major:minor, root, mount point, ...
+    let device = mountinfo
+        .lines()
+        .rev()
+        .map(|line| line.split(' ').collect::<Vec<_>>())
+        .filter(|fields| fields.len() > 4 && fields[4] == mount)
+        .filter_map(|fields| {
+            let (major, minor) = fields[2].split_once(':')?;
+            Some((major.parse::<u32>().ok()? << 20) | minor.parse::<u32>().ok()?)
+        })
+        .next()
+        .ok_or_else(|| format!("{mount} is not mounted"))?;
+    let connections = Path::new("/sys/fs/fuse/connections");
+    if !connections.join(device.to_string()).exists() {
+        let _ = Command::new("mount")
+            .args(["-t", "fusectl", "none"])
+            .arg(connections)
+            .status();
+    }
+    let abort = connections.join(device.to_string()).join("abort");
+    std::fs::write(&abort, b"1").map_err(|error| format!("write {}: {error}", abort.display()))
 }
 
 /// The file [`LazyFs::power_cut`] writes, unsynced, at the top of the mount, and watches vanish.

@@ -8,8 +8,9 @@
 //! follower cuts at the end of that older epoch in *both* logs and asks again, until the leader
 //! answers the epoch asked: after that the follower's log is a prefix of the leader's (KIP-279).
 //! An epoch older than everything the leader holds ended where the leader's history starts. A
-//! fetch past the leader's log end cuts to that end and asks again. Only then does the follower
-//! fetch, so every fetch offset the leader counts describes a log that agrees with its own.
+//! fetch past the leader's log end cuts to the leader's high watermark and asks again. Only then
+//! does the follower fetch, so every fetch offset the leader counts describes a log that agrees
+//! with its own.
 //!
 //! A cut lands below the follower's high watermark only when the leader lost committed records
 //! (committed records are on every ISR member, so a leader elected from the ISR holds them

@@ -141,6 +141,7 @@ impl Partition {
             shared: Arc::clone(&shared),
             publish_on_append: config.flush != FlushPolicy::Always,
             seal_delay: config.seal_delay,
+            last_seal_due: std::time::Instant::now(),
             durable_rolls: config.flush != FlushPolicy::Never,
             seal_worker: seal_worker.clone(),
             producers,

@@ -20,6 +20,7 @@ use tracing::info;
 use super::super::fence::{LeaseEvidence, RoleChange};
 use super::super::leader_epochs::LeaderEpochs;
 use super::super::{io_error, StorageError};
+use super::seal_due::SealDue;
 use super::{Partition, Role, Writer};
 use crate::batch::{self, BatchHeader, BatchSlices, ProducerStamp};
 use crate::domain::LeaderEpoch;
@@ -210,6 +211,7 @@ impl Partition {
                     let appended = writer.append(
                         BatchSlices::new(&batches[batch.range.clone()]),
                         &batch.header,
+                        SealDue::AfterNewestRecord,
                     )?;
                     if let Some(stamp) = &batch.stamp {
                         writer.producers.record_batch(

@@ -26,6 +26,7 @@ use super::super::seal::{DeferredRoll, SealJob, SealWorker};
 use super::super::segment::{self, ActiveSegment, SegmentOptions, SegmentReader};
 use super::super::splice::BatchFill;
 use super::super::{io_error, StorageError};
+use super::seal_due::{seal_due_at, wall_clock_ms, SealDue};
 use super::write_stop::device_failed;
 use super::{Appended, PendingAppend, Shared};
 use crate::batch::{BatchHeader, BatchSlices, ProducerStamp};
@@ -43,6 +44,8 @@ pub struct Writer {
     pub(super) publish_on_append: bool,
     /// How long a full segment waits before it is sealed (`PartitionConfig::seal_delay`).
     pub(super) seal_delay: std::time::Duration,
+    /// When the previous roll's seal comes due: the next never comes due before it.
+    pub(super) last_seal_due: std::time::Instant,
     /// Whether a roll makes its changes durable under the append lock: a reused segment file's
     /// cut tail (see `spare`), the new segment's directory entry and the sealed segment's index.
     /// Every flush policy but `never`; under `never` the seal does it, later and for many rolls
@@ -89,7 +92,7 @@ impl Writer {
                 self.producers.check_verified(stamp, verification)?;
             }
         }
-        let appended = self.append(batch, header)?;
+        let appended = self.append(batch, header, SealDue::AfterRoll)?;
         if let Some(stamp) = &stamp {
             self.producers
                 .record_batch(batch.head(), stamp, header, appended.base_offset);
@@ -206,10 +209,13 @@ impl Writer {
         })
     }
 
+    /// Appends one batch, rolling to a new segment when the active one is full; `seal_due` says
+    /// when the full segment's seal comes due (records copied from a leader: see `seal_due`).
     pub(super) fn append(
         &mut self,
         batch: BatchSlices<'_>,
         header: &BatchHeader,
+        seal_due: SealDue,
     ) -> Result<Appended, StorageError> {
         let base_offset = self.active.next_offset();
         let end = match self
@@ -219,7 +225,7 @@ impl Writer {
         {
             Some(end) => end,
             None => {
-                self.roll(batch.len() as u64)?;
+                self.roll(batch.len() as u64, seal_due)?;
                 self.active
                     .append(batch, header)
                     .map_err(|error| self.write_failed(error))?
@@ -296,7 +302,7 @@ impl Writer {
         {
             Some(landed) => landed,
             None => {
-                self.roll(batch_len as u64)?;
+                self.roll(batch_len as u64, SealDue::AfterRoll)?;
                 self.active
                     .append_filled(head, tail_len, max_batch_bytes, fill)
                     .map_err(|error| self.write_failed(error))?
@@ -328,7 +334,7 @@ impl Writer {
     /// The new segment has the current segment size, or `batch_bytes` if that is larger: a
     /// batch accepted before a live shrink of the segment size (or a follower's batch from a
     /// leader that applied a growth first) still fits in the segment rolled for it.
-    fn roll(&mut self, batch_bytes: u64) -> Result<(), StorageError> {
+    fn roll(&mut self, batch_bytes: u64, seal_due: SealDue) -> Result<(), StorageError> {
         let base_offset = self.active.next_offset();
         let mut options = self.options;
         options.segment_bytes = options.segment_bytes.max(batch_bytes);
@@ -386,6 +392,15 @@ impl Writer {
         // log): a restart then replays the active segment only.
         let snapshot = self.producer_snapshot_writer();
         let generation = self.shared.recovery_point.generation();
+        let now = std::time::Instant::now();
+        self.last_seal_due = seal_due_at(
+            seal_due,
+            self.seal_delay,
+            now,
+            wall_clock_ms(),
+            self.active.reader().max_timestamp(),
+            self.last_seal_due,
+        );
         let sealed = std::mem::replace(&mut self.active, next);
         self.shared
             .segments
@@ -407,7 +422,7 @@ impl Writer {
             next_base: base_offset,
             deferred,
             generation,
-            not_before: std::time::Instant::now() + self.seal_delay,
+            not_before: self.last_seal_due,
             on_failure: Box::new(move |file, error| {
                 shared
                     .write_stop

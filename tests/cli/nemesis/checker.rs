@@ -76,6 +76,9 @@ pub struct Lost {
     pub cut: Duration,
     pub from_offset: u64,
     pub acknowledged: usize,
+    /// How long before the cut the oldest of them was acknowledged: what `flush never` bounds
+    /// (about 30 s, `docs/reliability.md` §1), unless an earlier cut kept the log from syncing.
+    pub oldest_acknowledged: Option<Duration>,
 }
 
 /// What a partition may have lost to power cuts of every broker: the acknowledged values gone,
@@ -218,7 +221,8 @@ fn unsynced_tails<'h>(
             continue;
         };
         let mut acknowledged = HashSet::new();
-        for (_, offset, value, acked) in before.iter().filter(|k| k.1 >= from) {
+        let mut oldest_acknowledged: Option<Duration> = None;
+        for (at, offset, value, acked) in before.iter().filter(|k| k.1 >= from) {
             if let Some(at) = positions.get(value) {
                 out.add(
                     "lost more than the unsynced tail",
@@ -234,6 +238,9 @@ fn unsynced_tails<'h>(
             if *acked {
                 allowed.lost_values.insert(value);
                 acknowledged.insert(*value);
+                let age = cut.saturating_sub(*at);
+                oldest_acknowledged =
+                    Some(oldest_acknowledged.map_or(age, |oldest| oldest.max(age)));
             }
         }
         allowed.truncations.push((*cut, from));
@@ -242,6 +249,7 @@ fn unsynced_tails<'h>(
             cut: *cut,
             from_offset: from,
             acknowledged: acknowledged.len(),
+            oldest_acknowledged,
         });
     }
     allowed

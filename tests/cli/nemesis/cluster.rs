@@ -50,6 +50,8 @@ pub struct NemesisCluster {
     /// Each broker's LazyFS mount (its data directory), by node id, in a run with power cuts;
     /// dropped (unmounted) after the brokers and before the tmpfs under them.
     pub power: BTreeMap<u32, LazyFs>,
+    /// LazyFS mounts found wedged and recovered (`faults::kill9`), each a power cut of its broker.
+    pub wedged_mounts: usize,
     /// Each broker's tmpfs, by node id; empty where mounting is not permitted.
     pub disks: BTreeMap<u32, Tmpfs>,
     /// Why there are no disk-full faults, when there are none.
@@ -173,6 +175,7 @@ impl NemesisCluster {
             peer_links,
             etcd,
             power,
+            wedged_mounts: 0,
             disks,
             no_disks,
             no_power,

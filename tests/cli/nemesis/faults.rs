@@ -349,7 +349,7 @@ async fn inject(
 ) {
     match kind {
         FaultKind::Kill9 => {
-            cluster.broker(broker).kill9();
+            tokio::task::block_in_place(|| kill9(cluster, broker));
             tokio::time::sleep(hold).await;
             tokio::task::block_in_place(|| cluster.broker(broker).spawn());
         }
@@ -413,7 +413,7 @@ async fn power_cut(
     shared: &Shared,
 ) -> (Vec<u32>, Duration) {
     for id in brokers {
-        tokio::task::block_in_place(|| cluster.broker(*id).kill9());
+        tokio::task::block_in_place(|| kill9(cluster, *id));
     }
     for id in brokers {
         let lazyfs = &cluster.power[id];
@@ -425,6 +425,31 @@ async fn power_cut(
         tokio::task::block_in_place(|| cluster.broker(*id).spawn());
     }
     (brokers.to_vec(), at)
+}
+
+/// How long a killed broker may take to exit before its LazyFS mount counts as wedged.
+const EXIT_AFTER_KILL: Duration = Duration::from_secs(10);
+
+/// `kill -9` and reap broker `id`. A broker on a LazyFS mount that does not exit within
+/// [`EXIT_AFTER_KILL`] waits on a wedged mount (`LazyFs::recover_wedged`): the mount is recovered,
+/// which cuts that broker's power (its unsynced writes are lost), and the broker is reaped then.
+pub fn kill9(cluster: &mut NemesisCluster, id: u32) {
+    if !cluster.power.contains_key(&id) {
+        cluster.broker(id).kill9();
+        return;
+    }
+    if cluster.broker(id).kill9_within(EXIT_AFTER_KILL) {
+        return;
+    }
+    eprintln!(
+        "nemesis: broker {id} did not exit {EXIT_AFTER_KILL:?} after kill -9: its LazyFS mount is wedged; recovering it (a power cut of broker {id})"
+    );
+    let lazyfs = cluster.power.get_mut(&id).expect("a LazyFS mount");
+    lazyfs
+        .recover_wedged()
+        .unwrap_or_else(|why| panic!("recover broker {id}'s wedged LazyFS mount: {why}"));
+    cluster.broker(id).kill9();
+    cluster.wedged_mounts += 1;
 }
 
 /// Whether every partition has a leader and its full ISR, waiting up to [`CONVERGE`].

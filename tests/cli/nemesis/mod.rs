@@ -226,8 +226,17 @@ async fn run(test: &str, config: RunConfig) {
 
     // Every replica's files, read with the brokers stopped.
     let logs_of_brokers = cluster.log_tails(40);
-    for broker in &mut cluster.brokers {
-        tokio::task::block_in_place(|| broker.stop());
+    let ids: Vec<u32> = cluster.brokers.iter().map(|broker| broker.id).collect();
+    for id in ids {
+        if !tokio::task::block_in_place(|| cluster.broker(id).stop()) {
+            tokio::task::block_in_place(|| faults::kill9(&mut cluster, id));
+        }
+    }
+    if cluster.wedged_mounts > 0 {
+        println!(
+            "LazyFS mounts found wedged and recovered (each a power cut of its broker): {}",
+            cluster.wedged_mounts
+        );
     }
     for broker in &cluster.brokers {
         for (key, log) in &logs {

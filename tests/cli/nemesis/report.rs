@@ -160,9 +160,15 @@ impl Figures {
             ));
         }
         for lost in &self.lost {
+            let oldest = lost.oldest_acknowledged.map_or(String::new(), |age| {
+                format!(
+                    ", the oldest acknowledged {:.1} s before the cut",
+                    age.as_secs_f64()
+                )
+            });
             out.push_str(&format!(
                 "power cut of every broker at {:.1}s: {}/{} lost its unsynced tail from offset {} \
-                 ({} acknowledged records)\n",
+                 ({} acknowledged records{oldest})\n",
                 lost.cut.as_secs_f64(),
                 lost.partition.0,
                 lost.partition.1,
