@@ -12,7 +12,7 @@ use crate::protocol::FlushPolicy;
 use crate::storage::config::DEFAULT_MAX_BATCH_BYTES;
 
 use super::error::BenchError;
-use super::payload::{FAILOVER_PREFIX_BYTES, RECORD_OVERHEAD_BYTES};
+use super::payload::{PayloadKind, FAILOVER_PREFIX_BYTES, RECORD_OVERHEAD_BYTES};
 
 /// Default records per batch: 1 KiB records then make ~1 MiB produce requests, large enough
 /// that per-request costs (a syscall, a task wake-up, a CRC setup) are amortised, small enough
@@ -173,6 +173,8 @@ pub struct BenchConfig {
     pub partitions: u32,
     /// Bytes of each record's value.
     pub record_bytes: usize,
+    /// What the values hold.
+    pub payload: PayloadKind,
     /// Records per produce request.
     pub batch_records: u32,
     /// The topic's flush policy.
@@ -237,6 +239,7 @@ impl Default for BenchConfig {
             consumers: 1,
             partitions: 1,
             record_bytes: DEFAULT_RECORD_BYTES,
+            payload: PayloadKind::Filler,
             batch_records: DEFAULT_BATCH_RECORDS,
             flush: FlushPolicy::Never,
             stop: StopAfter::Duration(DEFAULT_DURATION),

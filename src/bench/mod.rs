@@ -63,4 +63,5 @@ pub mod timeline;
 pub use config::{BenchConfig, Mode, Protocol, StopAfter};
 pub use context::RunContext;
 pub use error::BenchError;
+pub use payload::PayloadKind;
 pub use runner::run;

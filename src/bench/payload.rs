@@ -36,6 +36,30 @@ pub const LATENCY_PREFIX_BYTES: usize = 8;
 /// Bytes of the stamp needed to check a failover run.
 pub const FAILOVER_PREFIX_BYTES: usize = 24;
 
+/// What the bench's record values hold (`--payload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadKind {
+    /// One filler value (bytes 0 to 250, cycling) in every record of a batch: the cheapest to
+    /// generate, and meaningless to compress.
+    #[default]
+    Filler,
+    /// JSON-like events (ids, users, event names, paths, timestamps, scores), every record of a
+    /// batch different, drawn from a fixed pool: about what a log of application events
+    /// compresses to (the run reports the pool's zstd ratio, `payload_zstd_ratio`).
+    Json,
+}
+
+impl PayloadKind {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            PayloadKind::Filler => "filler",
+            PayloadKind::Json => "json",
+        }
+    }
+}
+
 /// What a record's stamp says, as far as the value holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
@@ -86,6 +110,77 @@ impl Stamp {
     }
 }
 
+/// Distinct values a JSON payload cycles through: enough that a batch's records are not copies
+/// of each other (a codec would find them for free), few enough to build once per producer.
+pub const JSON_POOL_VALUES: usize = 64;
+
+/// Event names, paths and countries the JSON values draw from: the repeated vocabulary that
+/// makes application logs compress.
+const EVENTS: [&str; 8] = [
+    "page_view",
+    "add_to_cart",
+    "checkout",
+    "search",
+    "login",
+    "logout",
+    "click",
+    "purchase",
+];
+const PATHS: [&str; 8] = [
+    "/products",
+    "/cart",
+    "/search",
+    "/account",
+    "/orders",
+    "/help",
+    "/deals",
+    "/home",
+];
+const COUNTRIES: [&str; 6] = ["DE", "FR", "US", "JP", "BR", "IN"];
+
+/// [`JSON_POOL_VALUES`] JSON-like events of exactly `record_bytes` bytes each (events repeated
+/// to fill, cut at the end), from a fixed seed: the same pool, and so the same compression
+/// ratio, in every run.
+fn json_values(record_bytes: usize) -> Vec<Vec<u8>> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x6a73_6f6e);
+    (0..JSON_POOL_VALUES)
+        .map(|_| {
+            let mut value = Vec::with_capacity(record_bytes + 256);
+            while value.len() < record_bytes {
+                let event = format!(
+                    "{{\"event_id\":\"{:016x}\",\"user\":\"user-{:05}\",\"event\":\"{}\",\"path\":\"{}/{}\",\"country\":\"{}\",\"ts\":{},\"duration_ms\":{},\"score\":{:.4}}}\n",
+                    rng.gen::<u64>(),
+                    rng.gen_range(0..20_000),
+                    EVENTS[rng.gen_range(0..EVENTS.len())],
+                    PATHS[rng.gen_range(0..PATHS.len())],
+                    rng.gen_range(0..10_000),
+                    COUNTRIES[rng.gen_range(0..COUNTRIES.len())],
+                    1_765_000_000_000u64 + rng.gen_range(0..86_400_000),
+                    rng.gen_range(1..5_000),
+                    rng.gen::<f64>(),
+                );
+                value.extend_from_slice(event.as_bytes());
+            }
+            value.truncate(record_bytes);
+            value
+        })
+        .collect()
+}
+
+/// How many times smaller zstd (level 3, the Kafka clients' default) makes the values of a
+/// `kind` payload of `record_bytes`-byte records: its whole pool, one record after another, as
+/// a producer's batch of them would be. `None` for the filler (one repeated value: the ratio
+/// would say nothing).
+pub fn zstd_ratio(kind: PayloadKind, record_bytes: usize) -> Option<f64> {
+    if kind == PayloadKind::Filler || record_bytes == 0 {
+        return None;
+    }
+    let values: Vec<u8> = json_values(record_bytes).concat();
+    let compressed = zstd::bulk::compress(&values, 3).ok()?;
+    Some(values.len() as f64 / compressed.len().max(1) as f64)
+}
+
 /// The producer fields of a Kafka batch from an idempotent or transactional producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KafkaBatchProducer {
@@ -106,7 +201,11 @@ pub struct KafkaBatchProducer {
 /// about a tenth of the CPU time of a 1 KiB x 1000 produce run on a 2-core machine.
 #[derive(Debug)]
 pub struct Payload {
-    value: Vec<u8>,
+    /// The values records take in turn (one for the filler, [`JSON_POOL_VALUES`] for JSON),
+    /// all of the same length.
+    values: Vec<Vec<u8>>,
+    /// The value the next record takes.
+    next: usize,
     sent: Vec<Bytes>,
     /// Most sent batches kept for recycling: one per request the producer may have in flight,
     /// plus the one being built.
@@ -114,30 +213,52 @@ pub struct Payload {
 }
 
 impl Payload {
-    /// A value of `record_bytes` bytes, for a producer that keeps at most `in_flight_limit`
-    /// requests in flight (the bench passes its ceiling, `config::MAX_IN_FLIGHT`).
-    pub fn new(record_bytes: usize, in_flight_limit: usize) -> Self {
-        // A filler that is not all zeros, so nothing downstream can special-case it.
-        let value = (0..record_bytes).map(|index| (index % 251) as u8).collect();
+    /// Values of `record_bytes` bytes holding `kind`, for a producer that keeps at most
+    /// `in_flight_limit` requests in flight (the bench passes its ceiling,
+    /// `config::MAX_IN_FLIGHT`).
+    pub fn new(record_bytes: usize, in_flight_limit: usize, kind: PayloadKind) -> Self {
+        let values = match kind {
+            // A filler that is not all zeros, so nothing downstream can special-case it.
+            PayloadKind::Filler => {
+                vec![(0..record_bytes).map(|index| (index % 251) as u8).collect()]
+            }
+            PayloadKind::Json => json_values(record_bytes),
+        };
         Self {
-            value,
+            values,
+            next: 0,
             sent: Vec::new(),
             recycle_max: in_flight_limit + 1,
         }
     }
 
+    /// Stamps every value with `stamp` (truncated to the value's size); returns a value's length.
+    fn stamp(&mut self, stamp: Stamp) -> usize {
+        let prefix = stamp.bytes();
+        for value in &mut self.values {
+            let stamped = value.len().min(prefix.len());
+            value[..stamped].copy_from_slice(&prefix[..stamped]);
+        }
+        self.values[0].len()
+    }
+
+    /// The value of the next record.
+    fn next_value(&mut self) -> &[u8] {
+        let at = self.next;
+        self.next = (self.next + 1) % self.values.len();
+        &self.values[at]
+    }
+
     /// Builds a batch of `records` records under `epoch`, every value stamped with `stamp`
     /// (truncated to the value's size).
     pub fn batch(&mut self, epoch: u64, records: u32, stamp: Stamp) -> Bytes {
-        let prefix = stamp.bytes();
-        let stamped = self.value.len().min(prefix.len());
-        self.value[..stamped].copy_from_slice(&prefix[..stamped]);
-        let record_bytes = BatchBuilder::record_len(None, Some(&self.value), &[]);
+        self.stamp(stamp);
+        let record_bytes = BatchBuilder::record_len(None, Some(&self.values[0]), &[]);
         let mut builder =
             BatchBuilder::reusing(epoch, self.recycled(), records as usize * record_bytes);
         let timestamp = now_ms();
         for _ in 0..records {
-            builder.push(timestamp, None, Some(&self.value));
+            builder.push(timestamp, None, Some(self.next_value()));
         }
         let batch = builder.finish();
         if self.sent.len() < self.recycle_max {
@@ -157,13 +278,11 @@ impl Payload {
         stamp: Stamp,
         producer: Option<KafkaBatchProducer>,
     ) -> Bytes {
-        let prefix = stamp.bytes();
-        let stamped = self.value.len().min(prefix.len());
-        self.value[..stamped].copy_from_slice(&prefix[..stamped]);
-        let value_len = i32::try_from(self.value.len()).expect("values are at most 4 MiB");
+        let value_bytes = self.stamp(stamp);
+        let value_len = i32::try_from(value_bytes).expect("values are at most 4 MiB");
         let mut out = self.recycled();
         out.clear();
-        out.reserve(KAFKA_HEADER_BYTES + records as usize * (self.value.len() + 16));
+        out.reserve(KAFKA_HEADER_BYTES + records as usize * (value_bytes + 16));
         let timestamp = now_ms();
         let last_offset_delta = records.saturating_sub(1) as i32;
         out.put_i64(0); // baseOffset: the broker assigns offsets
@@ -197,14 +316,14 @@ impl Payload {
             // attributes, timestampDelta 0, offsetDelta, keyLength -1, valueLength, value,
             // headerCount 0.
             let length =
-                1 + 1 + varint_len(offset_delta) + 1 + varint_len(value_len) + self.value.len() + 1;
+                1 + 1 + varint_len(offset_delta) + 1 + varint_len(value_len) + value_bytes + 1;
             put_varint(&mut out, length as i32);
             out.put_u8(0);
             out.put_u8(0);
             put_varint(&mut out, offset_delta);
             put_varint(&mut out, -1);
             put_varint(&mut out, value_len);
-            out.put_slice(&self.value);
+            out.put_slice(self.next_value());
             out.put_u8(0);
         }
         let batch_length = (out.len() - 12) as u32;
@@ -237,7 +356,7 @@ mod tests {
 
     #[test]
     fn stamps_round_trip_through_a_batch_and_overhead_is_exact() {
-        let mut payload = Payload::new(100, 8);
+        let mut payload = Payload::new(100, 8, PayloadKind::Filler);
         let stamp = Stamp {
             intended_ns: 7,
             sent_ns: 9,
@@ -264,7 +383,7 @@ mod tests {
     #[test]
     fn kafka_batches_convert_to_the_same_records_as_native_ones() {
         use crate::server::kafka::batches::RecordLimits;
-        let mut payload = Payload::new(100, 8);
+        let mut payload = Payload::new(100, 8, PayloadKind::Filler);
         let stamp = Stamp {
             intended_ns: 7,
             sent_ns: 9,
@@ -289,9 +408,34 @@ mod tests {
         }
     }
 
+    /// A JSON payload's records differ within a batch, each of the size asked and stamped, and
+    /// compress as application events do (several times with zstd), where a filler's ratio is
+    /// not reported.
+    #[test]
+    fn json_values_differ_carry_the_stamp_and_compress() {
+        let mut payload = Payload::new(1024, 8, PayloadKind::Json);
+        let stamp = Stamp {
+            intended_ns: 7,
+            sent_ns: 9,
+            writer: 3,
+            sequence: 11,
+        };
+        let records = decode_batches(payload.batch(5, 10, stamp)).unwrap();
+        let values: Vec<Bytes> = records.into_iter().map(|r| r.value.unwrap()).collect();
+        assert_eq!(values.len(), 10);
+        for value in &values {
+            assert_eq!(value.len(), 1024);
+            assert_eq!(Stamp::read(value), Some(stamp));
+        }
+        assert_ne!(values[0], values[1], "records of a batch differ");
+        let ratio = zstd_ratio(PayloadKind::Json, 1024).unwrap();
+        assert!((2.0..10.0).contains(&ratio), "zstd ratio {ratio}");
+        assert_eq!(zstd_ratio(PayloadKind::Filler, 1024), None);
+    }
+
     #[test]
     fn short_values_hold_a_truncated_stamp() {
-        let mut payload = Payload::new(10, 8);
+        let mut payload = Payload::new(10, 8, PayloadKind::Filler);
         let batch = payload.batch(
             1,
             1,

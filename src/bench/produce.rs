@@ -28,7 +28,7 @@ use super::config::MAX_IN_FLIGHT;
 use super::error::BenchError;
 use super::kafka_transport::{KafkaConnection, KafkaError, KafkaProducerId};
 use super::pacer::Pacer;
-use super::payload::{KafkaBatchProducer, Payload, Stamp};
+use super::payload::{KafkaBatchProducer, Payload, PayloadKind, Stamp};
 use super::progress::Counters;
 use super::stats::{Clock, Recorder};
 use crate::client::{Client, ClientError, Lease, ProduceAck};
@@ -118,6 +118,8 @@ pub struct ProducerSpec {
     pub writer: u32,
     /// Bytes of each value.
     pub record_bytes: usize,
+    /// What the values hold.
+    pub payload: PayloadKind,
     /// Records per batch.
     pub batch_records: u32,
     /// Produce requests in flight at most.
@@ -207,7 +209,7 @@ async fn wait_until(pacer: Option<&Pacer>, at: Option<Instant>) {
 /// Runs a producer until the deadline, the budget or `stop`, then waits for its requests in
 /// flight.
 pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> {
-    let mut payload = Payload::new(spec.record_bytes, MAX_IN_FLIGHT);
+    let mut payload = Payload::new(spec.record_bytes, MAX_IN_FLIGHT, spec.payload);
     let mut outcome = ProducerOutcome {
         log_ends: spec.targets.iter().map(|t| (t.partition, 0)).collect(),
         recorder: spec.clock.recorder(),

@@ -239,6 +239,7 @@ fn spawn_producers(
                 targets: producer.targets.clone(),
                 writer: index as u32,
                 record_bytes: config.record_bytes,
+                payload: config.payload,
                 batch_records: config.batch_records,
                 in_flight: config.in_flight,
                 rate: config.rate_per_producer(),

@@ -336,6 +336,12 @@ pub struct RoleReport {
     pub partitions: u32,
     /// Bytes of each record's value.
     pub record_size: usize,
+    /// What the values hold (`--payload`): `filler` or `json`.
+    pub payload: &'static str,
+    /// How many times smaller zstd (level 3) makes the values (`json` only): what a
+    /// compressing producer would send of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_zstd_ratio: Option<f64>,
     /// Records per produce request.
     pub batch: u32,
     /// The topic's flush policy.
@@ -420,6 +426,9 @@ impl RoleReport {
             clients,
             partitions: config.topic_partitions(),
             record_size: config.record_bytes,
+            payload: config.payload.name(),
+            payload_zstd_ratio: super::payload::zstd_ratio(config.payload, config.record_bytes)
+                .map(round3),
             batch: config.batch_records,
             flush: config.flush.to_string(),
             rate: config.rate,
@@ -462,9 +471,13 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
     let rate = config
         .rate
         .map_or_else(|| "max".to_string(), |rate| format!("{rate} rec/s"));
+    let payload = match super::payload::zstd_ratio(config.payload, config.record_bytes) {
+        Some(ratio) => format!("{} (zstd {ratio:.2}x)", config.payload.name()),
+        None => config.payload.name().to_string(),
+    };
     let _ = writeln!(
         out,
-        "fencelog bench: mode {}, protocol {}, {} producer(s), {} consumer(s), {} partition(s), {} B records, \
+        "fencelog bench: mode {}, protocol {}, {} producer(s), {} consumer(s), {} partition(s), {} B {payload} records, \
          batch {}, flush {}, rate {rate}, {stop} after {} warm-up",
         config.mode.name(),
         config.protocol.name(),

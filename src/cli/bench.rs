@@ -79,6 +79,11 @@ pub struct BenchArgs {
     /// Bytes of each record's value.
     #[arg(long = "record-size", default_value_t = DEFAULT_RECORD_BYTES)]
     pub record_size: usize,
+    /// What the record values hold: `filler` (one value repeated, the default) or `json`
+    /// (JSON-like events, every record of a batch different, which compress about as
+    /// application logs do; the run reports their zstd ratio as `payload_zstd_ratio`).
+    #[arg(long, value_enum, default_value_t = crate::bench::PayloadKind::Filler)]
+    pub payload: crate::bench::PayloadKind,
     /// Records per produce request (batch).
     #[arg(long, default_value_t = DEFAULT_BATCH_RECORDS)]
     pub batch: u32,
@@ -200,6 +205,7 @@ impl BenchArgs {
             consumers: self.consumers,
             partitions: self.partitions,
             record_bytes: self.record_size,
+            payload: self.payload,
             batch_records: self.batch,
             flush: self.flush,
             stop,

@@ -484,3 +484,24 @@ fn kafka_protocol_runs_against_a_server_given_by_both_addresses() {
     assert_eq!(lines[0]["protocol"], "kafka");
     drop(server);
 }
+
+/// `--payload json` (issue 54's compressible payload): both roles name it, producers report its
+/// zstd ratio, and the consumers read every record back through the same checks (stamps in
+/// every value).
+#[test]
+fn a_json_payload_is_reported_with_its_compression_ratio() {
+    let mut args = vec!["--mode", "both", "--payload", "json"];
+    args.extend_from_slice(&SHORT);
+    let lines = bench_json(&args);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["payload"], "json", "{line}");
+        let ratio = line["payload_zstd_ratio"].as_f64().unwrap();
+        assert!((2.0..10.0).contains(&ratio), "{line}");
+    }
+    check_role(&lines[0], "produce");
+    check_role(&lines[1], "consume");
+    let filler = bench_json(&SHORT);
+    assert_eq!(filler[0]["payload"], "filler");
+    assert!(filler[0].get("payload_zstd_ratio").is_none());
+}
