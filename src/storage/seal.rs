@@ -204,7 +204,8 @@ pub(crate) struct SealJob {
     pub(crate) deferred: Option<DeferredRoll>,
     /// The recovery point's truncation generation when the segment was rolled.
     pub(crate) generation: u64,
-    /// Not sealed before this (the partition's `seal_delay` after the roll).
+    /// Not sealed before this (the partition's `seal_delay` after the roll, or for records
+    /// copied from a leader after their newest timestamp; never before the previous roll's).
     pub(crate) not_before: Instant,
     /// Called with the file and the error if a sync fails (the segment's, or under flush
     /// `never` the partition directory's): the partition stops accepting writes.
@@ -331,8 +332,9 @@ impl Ord for Deferred {
 
 /// The seal thread: runs each job once its time has come, one at a time.
 ///
-/// A partition's jobs share its seal delay and arrive in roll order, so their `not_before`s
-/// never decrease: ordered by (`not_before`, arrival), they run in roll order, and a partition's
+/// A partition's jobs arrive in roll order and their `not_before`s never decrease (the writer
+/// never gives a roll an earlier due time than the one before: `partition::seal_due`): ordered
+/// by (`not_before`, arrival), they run in roll order, and a partition's
 /// recovery point only ever advances over segments that are all synced. Partitions with no delay
 /// are not held up behind another partition's deferred jobs.
 fn serve(receiver: &Receiver<SealJob>) {
