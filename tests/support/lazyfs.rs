@@ -136,7 +136,15 @@ impl LazyFs {
     /// `kill -9` never exits (its threads wait in the kernel for FUSE answers). LazyFS is a third
     /// party's tool shared by the projects here, so the fix is on this side.
     pub fn recover_wedged(&mut self) -> Result<(), String> {
-        abort_fuse_connection(&self.mount)?;
+        // Killing LazyFS closes its /dev/fuse, which aborts the connection too; the explicit
+        // abort first is for a LazyFS that does not die at once. Where the FUSE control file
+        // system cannot be mounted, the kill alone does it.
+        if let Err(why) = abort_fuse_connection(&self.mount) {
+            eprintln!(
+                "lazyfs: could not abort the FUSE connection of {} ({why}); killing LazyFS alone",
+                self.mount.display()
+            );
+        }
         let pid_file = PathBuf::from(format!("{}.pid", self.mount.display()));
         if let Ok(pid) = std::fs::read_to_string(&pid_file) {
             let _ = Command::new("kill").args(["-9", pid.trim()]).status();
