@@ -53,6 +53,26 @@ pub struct LeaderEpochs {
     pub history: Vec<(LeaderEpoch, u64)>,
 }
 
+/// [`LeaderEpochs::end_offset_for`] on any history (`(leader epoch, first offset)`, oldest
+/// first), for the replica logs of tests and the simulation, which keep theirs in memory: one
+/// rule, wherever the history lives.
+pub fn end_offset_for(
+    history: &[(LeaderEpoch, u64)],
+    epoch: LeaderEpoch,
+    log_end: u64,
+) -> Option<(LeaderEpoch, u64)> {
+    let at = history.partition_point(|(entry, _)| *entry <= epoch);
+    let Some(index) = at.checked_sub(1) else {
+        return history
+            .first()
+            .map(|(_, first_start)| (epoch, *first_start));
+    };
+    let end = history
+        .get(index + 1)
+        .map_or(log_end, |(_, next_start)| *next_start);
+    Some((history[index].0, end))
+}
+
 impl LeaderEpochs {
     /// The newest entry.
     pub fn latest(&self) -> Option<(LeaderEpoch, u64)> {
@@ -110,18 +130,7 @@ impl LeaderEpochs {
     /// starts: an asker holding records of `epoch` cuts there, as Kafka's leader answers. `None`
     /// only for an empty history.
     pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end: u64) -> Option<(LeaderEpoch, u64)> {
-        let at = self.history.partition_point(|(entry, _)| *entry <= epoch);
-        let Some(index) = at.checked_sub(1) else {
-            return self
-                .history
-                .first()
-                .map(|(_, first_start)| (epoch, *first_start));
-        };
-        let end = self
-            .history
-            .get(index + 1)
-            .map_or(log_end, |(_, next_start)| *next_start);
-        Some((self.history[index].0, end))
+        end_offset_for(&self.history, epoch, log_end)
     }
 
     /// The leader epoch that wrote `offset` and where the next epoch starts (`None` for the

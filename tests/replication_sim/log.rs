@@ -21,6 +21,7 @@ use std::sync::Mutex;
 
 use fencelog::cluster::replica_log::{ReplicaLog, ReplicaLogError};
 use fencelog::cluster::LeaderEpoch;
+use fencelog::storage::leader_epochs;
 
 /// One stored record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,15 +277,7 @@ impl ReplicaLog for SimLog {
 
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
         let state = self.lock();
-        let Some(index) = state.history.iter().rposition(|(e, _)| *e <= epoch) else {
-            // Older than every entry: it ended where the history starts (Kafka's answer).
-            return state.history.first().map(|(_, start)| (epoch, *start));
-        };
-        let end = match state.history.get(index + 1) {
-            Some((_, next_start)) => *next_start,
-            None => state.records.len() as u64,
-        };
-        Some((state.history[index].0, end))
+        leader_epochs::end_offset_for(&state.history, epoch, state.records.len() as u64)
     }
 
     fn become_leader(&self, epoch: LeaderEpoch) -> Result<(), ReplicaLogError> {

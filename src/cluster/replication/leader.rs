@@ -735,14 +735,7 @@ mod tests {
             self.history.last().copied()
         }
         fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
-            let Some(index) = self.history.iter().rposition(|(e, _)| *e <= epoch) else {
-                return self.history.first().map(|(_, start)| (epoch, *start));
-            };
-            let end = self
-                .history
-                .get(index + 1)
-                .map_or(self.end, |(_, start)| *start);
-            Some((self.history[index].0, end))
+            crate::storage::leader_epochs::end_offset_for(&self.history, epoch, self.end)
         }
         fn become_leader(&self, _: LeaderEpoch) -> Result<(), ReplicaLogError> {
             unreachable!()
