@@ -133,14 +133,23 @@ impl Client {
 /// Sends `request` on a live connection of `endpoint` (reconnecting if needed) and waits for its
 /// response, all within `timeout`. A request refused unsent (by a dead connection, or one whose
 /// server did not answer its first exchange: `Connection::enqueue`) is sent on the next; one
-/// that failed with its connection is sent again only if its API is safe to repeat.
+/// that failed with its connection is sent again only if its API is safe to repeat. A read that
+/// runs out of time after a failed attempt fails with that attempt's error, not a timeout.
 pub(crate) async fn call_on(
     endpoint: &Endpoint,
     request: Request,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
     let deadline = Instant::now() + timeout;
-    let timed_out = || ClientError::Timeout { after: timeout };
+    let only_reads = retry::only_reads(request.api_key());
+    // A read that runs out of time mid-attempt after an earlier attempt failed reports that
+    // failure: it says why (the server at its connection limit, shutting down), and a read has
+    // no outcome to be unknown. Anything else reports the timeout: its outcome is unknown.
+    let mut last_failure: Option<ClientError> = None;
+    let timed_out = |last_failure: Option<ClientError>| match last_failure {
+        Some(failure) if only_reads => failure,
+        _ => ClientError::Timeout { after: timeout },
+    };
     let repeatable = retry::safe_to_retry(request.api_key());
     let mut delay = RetryDelay::new(endpoint.config());
     let mut request = Some(request);
@@ -157,7 +166,7 @@ pub(crate) async fn call_on(
             unsent
         };
         let slot = match tokio::time::timeout_at(deadline, connection.enqueue(outgoing)).await {
-            Err(_) => return Err(timed_out()),
+            Err(_) => return Err(timed_out(last_failure)),
             Ok(Ok(slot)) => slot,
             // Unsent (a dead connection, or a server that did not answer its first exchange):
             // any API may go on the next connection, which the reconnect opens to the next
@@ -167,11 +176,12 @@ pub(crate) async fn call_on(
                 if !not_sent.retriable || !delay.wait(deadline).await {
                     return Err(not_sent.error);
                 }
+                last_failure = Some(not_sent.error);
                 continue;
             }
         };
         let error = match tokio::time::timeout_at(deadline, connection.response(slot)).await {
-            Err(_) => return Err(timed_out()),
+            Err(_) => return Err(timed_out(last_failure)),
             Ok(Ok(response)) => return Ok(response),
             Ok(Err(error)) => error,
         };
@@ -182,5 +192,6 @@ pub(crate) async fn call_on(
         if !delay.wait(deadline).await {
             return Err(error);
         }
+        last_failure = Some(error);
     }
 }

@@ -69,6 +69,21 @@ pub(crate) fn safe_to_retry(api: ApiKey) -> bool {
     }
 }
 
+/// Whether a request of `api` only reads: it has no outcome that could be unknown, so when one
+/// runs out of time after an earlier attempt failed, that failure (the server at its connection
+/// limit, say) tells the caller more than "timed out" does ([`super::calls::call_on`]).
+pub(crate) fn only_reads(api: ApiKey) -> bool {
+    matches!(
+        api,
+        ApiKey::ApiVersions
+            | ApiKey::Metadata
+            | ApiKey::Fetch
+            | ApiKey::ListOffsets
+            | ApiKey::OffsetFetch
+            | ApiKey::LeaderEpochEnd
+    )
+}
+
 /// Whether sending `request` twice has the effect of sending it once: the APIs of
 /// [`safe_to_retry`], and the produce of an idempotent producer (a magic-3 batch: the partition
 /// recognises a batch it already has by its producer id and sequence, and answers it with its
