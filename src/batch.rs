@@ -128,8 +128,20 @@ pub const ATTRIBUTE_TRANSACTIONAL: u8 = 0x10;
 /// The batch is a transaction marker (a control batch): set only with
 /// [`ATTRIBUTE_TRANSACTIONAL`], on a batch of exactly one control record.
 pub const ATTRIBUTE_CONTROL: u8 = 0x20;
+/// The attribute bits that hold the records' compression codec, Kafka's bits 0-2 (see
+/// [`crate::compression::Codec`]): valid only on magic-2 batches, where they repeat the Kafka
+/// batch's own; a reader that knows no codec refuses a batch with them set.
+pub const ATTRIBUTE_CODEC_MASK: u8 = crate::compression::CODEC_MASK;
 /// The attribute bits a batch may carry; any other bit is refused.
 const KNOWN_ATTRIBUTES: u8 = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+/// How [`BatchHeader::attributes`] shows a non-zero reserved field (bytes 18..20): a bit no
+/// format defines, so validation refuses it with the unknown attribute bits.
+const RESERVED_SEEN: u8 = 0x80;
+/// The most bytes a compressed batch's records may inflate to, on every reader (the partition's
+/// validation, the client, the tools): a decompression bomb stops here with
+/// [`BatchError::Compression`]. Eight times the default largest batch: JSON-like values
+/// compress four to ten times.
+pub const MAX_INFLATED_RECORDS_BYTES: usize = 64 * 1024 * 1024;
 
 pub use crate::domain::Record;
 

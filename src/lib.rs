@@ -24,6 +24,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod cluster;
+pub mod compression;
 pub mod domain;
 pub mod lease;
 pub mod metrics;

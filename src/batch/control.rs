@@ -130,7 +130,7 @@ pub fn control_record(bytes: &[u8]) -> Option<ControlRecord> {
         return None;
     }
     let mut control = None;
-    validate_content(&header, batch, |_, raw| {
+    validate_content(&header, batch, None, |_, raw| {
         control = ControlRecord::parse(raw.key, raw.value).ok();
     })
     .ok()?;

@@ -8,8 +8,8 @@ use bytes::Bytes;
 
 use super::validation::{check_frame, validate_content};
 use super::{
-    validate, BatchError, BatchHeader, BatchSlices, Record, HEADER_BYTES, MAX_RECORDS_PER_BATCH,
-    MIN_RECORD_BYTES,
+    stored_kafka, validate, BatchError, BatchHeader, BatchSlices, Record, HEADER_BYTES,
+    MAX_RECORDS_PER_BATCH, MIN_RECORD_BYTES,
 };
 
 /// Splits a buffer of concatenated stored batches (a fetch result) into records, checking each
@@ -66,16 +66,22 @@ pub fn decode_batch_into(batch: &Bytes, records: &mut Vec<Record>) -> Result<(),
             record_count: header.record_count,
         });
     }
+    // A compressed batch's records are read from their inflated bytes, which the records
+    // decoded from them share (as an uncompressed batch's share the batch).
+    let mut inflated = Vec::new();
+    let inflated =
+        stored_kafka::inflate(&header, slices, &mut inflated)?.then(|| Bytes::from(inflated));
+    let source = inflated.as_ref().unwrap_or(batch);
     let before = records.len();
     // `record_count` is not checked yet: reserve no more than the bytes can hold and than a
     // batch may have.
     let plausible = (header.record_count as usize)
         .min(MAX_RECORDS_PER_BATCH as usize)
-        .min(batch.len().saturating_sub(HEADER_BYTES) / MIN_RECORD_BYTES);
+        .min(source.len() / MIN_RECORD_BYTES + 1);
     records.reserve(plausible);
-    let walked = validate_content(&header, slices, |index, raw| {
+    let walked = validate_content(&header, slices, inflated.as_deref(), |index, raw| {
         records.push(raw.into_record(
-            batch,
+            source,
             header.base_offset + u64::from(index),
             header.epoch,
             header.first_timestamp,

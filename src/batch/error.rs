@@ -86,6 +86,14 @@ pub enum BatchError {
     /// or non-zero reserved bytes), or too short to hold them.
     #[error("invalid producer fields in batch header: {0}")]
     BadProducerFields(&'static str),
+    /// A compressed batch's records could not be decompressed (a corrupt body, a bomb past
+    /// [`MAX_INFLATED_RECORDS_BYTES`](super::MAX_INFLATED_RECORDS_BYTES), a build without
+    /// codecs).
+    #[error("compressed records: {0}")]
+    Compression(#[from] crate::compression::CompressionError),
+    /// The attributes name a compression codec that does not exist (5-7).
+    #[error("unknown compression codec {0} in the batch attributes (0-4 exist)")]
+    UnknownCodec(u8),
     /// The batch header carries another epoch than the request it came with: the epoch checked
     /// by the fence must be the one stored with the records.
     #[error("batch header epoch {header} differs from the request's epoch {request}")]

@@ -11,7 +11,7 @@ use super::{
     BASE_SEQUENCE_AT, COUNT_AT, CRC_AT, CRC_START, EPOCH_AT, FIRST_TIMESTAMP_AT, HEADER_BYTES,
     INNER_BASE_OFFSET_AT, KAFKA_ENVELOPE_BYTES, LENGTH_AT, MAGIC, MAGIC_AT, MAGIC_KAFKA,
     MAGIC_WITH_PRODUCER, MAX_SEQUENCE, MAX_TIMESTAMP_AT, PRODUCER_EPOCH_AT, PRODUCER_HEADER_BYTES,
-    PRODUCER_ID_AT, RESERVED_AT,
+    PRODUCER_ID_AT, RESERVED_AT, RESERVED_SEEN,
 };
 
 pub(super) fn be_u16(bytes: &[u8], at: usize) -> u16 {
@@ -35,8 +35,10 @@ pub struct BatchHeader {
     pub crc: u32,
     /// Format version.
     pub magic: u8,
-    /// Attribute bits ([`ATTRIBUTE_TRANSACTIONAL`], [`ATTRIBUTE_CONTROL`]); a non-zero reserved
-    /// field (bytes 18..20) shows here as bit 0x01, so validation refuses both at once.
+    /// Attribute bits ([`ATTRIBUTE_TRANSACTIONAL`], [`ATTRIBUTE_CONTROL`], the codec in
+    /// [`ATTRIBUTE_CODEC_MASK`](super::ATTRIBUTE_CODEC_MASK)); a non-zero reserved field (bytes
+    /// 18..20) shows here as bit [`RESERVED_SEEN`](super::RESERVED_SEEN), so validation refuses
+    /// both at once.
     pub attributes: u8,
     /// The fencing token the producer wrote this batch under.
     pub epoch: u64,
@@ -59,7 +61,12 @@ impl BatchHeader {
             batch_length: be_u32(bytes, LENGTH_AT),
             crc: be_u32(bytes, CRC_AT),
             magic: bytes[MAGIC_AT],
-            attributes: bytes[ATTRIBUTES_AT] | (be_u16(bytes, RESERVED_AT) != 0) as u8,
+            attributes: bytes[ATTRIBUTES_AT]
+                | if be_u16(bytes, RESERVED_AT) != 0 {
+                    RESERVED_SEEN
+                } else {
+                    0
+                },
             epoch: be_u64(bytes, EPOCH_AT),
             record_count: be_u32(bytes, COUNT_AT),
             first_timestamp: be_u64(bytes, FIRST_TIMESTAMP_AT) as i64,
@@ -81,6 +88,11 @@ impl BatchHeader {
     /// The batch is a transaction marker, not data: never shown to a reader as a record.
     pub fn is_control(&self) -> bool {
         self.attributes & ATTRIBUTE_CONTROL != 0
+    }
+
+    /// The codec number in the attributes (0: uncompressed); see [`crate::compression::Codec`].
+    pub fn codec_bits(&self) -> u8 {
+        self.attributes & super::ATTRIBUTE_CODEC_MASK
     }
 
     /// Offset of the last record in the batch.

@@ -15,7 +15,9 @@ pub const NULL_HEADER_VALUE: u32 = u32::MAX;
 
 /// Borrowed view of one record while walking a batch.
 pub(super) struct RawRecord<'a> {
-    pub(super) timestamp_delta: u32,
+    /// Milliseconds from the batch's `first_timestamp`: never negative in a native batch, and
+    /// negative in a stored Kafka batch whose records are out of order.
+    pub(super) timestamp_delta: i64,
     pub(super) key: Option<&'a [u8]>,
     pub(super) value: Option<&'a [u8]>,
     pub(super) headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
@@ -36,7 +38,7 @@ impl RawRecord<'_> {
         Record {
             offset,
             epoch,
-            timestamp: first_timestamp.saturating_add(i64::from(self.timestamp_delta)),
+            timestamp: first_timestamp.saturating_add(self.timestamp_delta),
             key: self.key.map(to_bytes),
             value: self.value.map(to_bytes),
             headers: self
@@ -108,7 +110,7 @@ impl<'a> Cursor<'a> {
             return Err("record length does not match its fields");
         }
         Ok(RawRecord {
-            timestamp_delta,
+            timestamp_delta: i64::from(timestamp_delta),
             key,
             value,
             headers,

@@ -13,10 +13,20 @@
 //! the Kafka header says, and [`validate_kafka`] refuses a batch where the two disagree, so a
 //! Kafka consumer and a native one always see the same records.
 //!
-//! Only batches that need nothing rewritten are kept as they arrived: uncompressed, CreateTime,
-//! not control, offset deltas 0, 1, 2, …, every record at or after `baseTimestamp` by at most
-//! `u32::MAX` ms with `maxTimestamp` the largest, record attributes 0, header keys UTF-8. The
-//! rest are converted to magic 1 or 3 as before (`server::kafka::batches::to_native`).
+//! Only batches that need nothing rewritten are kept as they arrived: CreateTime, not control,
+//! offset deltas 0, 1, 2, …, `maxTimestamp` the largest record timestamp (no record later),
+//! record attributes 0, header keys UTF-8. The rest are converted to magic 1 or 3 as before
+//! (`server::kafka::batches::to_native`).
+//!
+//! Compressed batches (gzip, snappy, lz4, zstd) are kept as they arrived too, compressed: the
+//! native header's attributes repeat the codec (bits 0-2, as Kafka's), so a reader knows from the
+//! header alone that the records must be inflated, and a reader of this project that predates
+//! compression refuses the batch cleanly (unknown attribute bits). Their records are walked after
+//! a bounded decompression ([`inflate`], at most
+//! [`MAX_INFLATED_RECORDS_BYTES`](super::MAX_INFLATED_RECORDS_BYTES)) wherever a batch is
+//! validated: once on the way in (the partition's validation, outside its lock), and by every
+//! reader that decodes records. Nothing on the way out inflates them: a Kafka fetch serves the
+//! stored bytes, and a follower copies them.
 //!
 //! Checksums: the native `crc` (bytes 12..16) is a CRC32C of the native header's own fields
 //! (bytes 16..64) followed by the Kafka batch's CRC field (so it changes with the records, as a
@@ -32,9 +42,10 @@ use super::crc32c::crc32c;
 use super::varint::Reader;
 use super::{
     be_u16, be_u32, be_u64, BatchError, BatchHeader, BatchSlices, NewHeader, ProducerStamp,
-    RawRecord, ATTRIBUTE_TRANSACTIONAL, CRC_AT, CRC_START, MAX_RECORDS_PER_BATCH,
-    PRODUCER_HEADER_BYTES,
+    RawRecord, ATTRIBUTE_CODEC_MASK, ATTRIBUTE_TRANSACTIONAL, CRC_AT, CRC_START,
+    MAX_INFLATED_RECORDS_BYTES, MAX_RECORDS_PER_BATCH, PRODUCER_HEADER_BYTES,
 };
+use crate::compression::Codec;
 
 /// The batch format that holds a Kafka record batch v2 as it arrived (the same number as the
 /// Kafka magic it holds).
@@ -110,6 +121,8 @@ pub struct WrappedKafka {
     pub first_timestamp: i64,
     /// Kafka's `maxTimestamp`.
     pub max_timestamp: i64,
+    /// The records' codec: kept compressed as they arrived when not [`Codec::None`].
+    pub codec: Codec,
 }
 
 /// Appends the magic-2 batch of `kafka` (exactly one Kafka record batch v2, as a producer sent
@@ -123,7 +136,9 @@ pub struct WrappedKafka {
 ///
 /// The Kafka CRC32C is *not* checked here: the partition checks it when it appends the batch,
 /// so each byte is read once on its way in. What is checked here is the structure (a record
-/// walk that reads each record's lengths and skips its bytes).
+/// walk that reads each record's lengths and skips its bytes) of an uncompressed batch; a
+/// compressed one is inflated and walked by the partition's validation alone, so it is
+/// decompressed once.
 pub fn wrap_kafka_batch(
     kafka: &[u8],
     epoch: u64,
@@ -142,10 +157,12 @@ pub fn wrap_kafka_batch(
         return None;
     }
     let attributes = be_i16(kafka, kafka::ATTRIBUTES_AT);
-    if attributes & !kafka::TRANSACTIONAL_BIT != 0 {
-        return None; // compressed, LogAppendTime, control or unknown bits
+    if attributes & !(kafka::TRANSACTIONAL_BIT | kafka::COMPRESSION_MASK) != 0 {
+        return None; // LogAppendTime, control or unknown bits
     }
-    let transactional = attributes != 0;
+    let transactional = attributes & kafka::TRANSACTIONAL_BIT != 0;
+    let codec = Codec::from_attribute((attributes & kafka::COMPRESSION_MASK) as u8)
+        .filter(|codec| codec.is_built())?;
     let count = be_i32(kafka, kafka::COUNT_AT);
     if count <= 0 || count as u32 > max_records.min(MAX_RECORDS_PER_BATCH) {
         return None;
@@ -160,15 +177,17 @@ pub fn wrap_kafka_batch(
     }
     let first_timestamp = be_i64(kafka, kafka::BASE_TIMESTAMP_AT);
     let max_timestamp = be_i64(kafka, kafka::MAX_TIMESTAMP_AT);
-    let seen_max = walk_records(
-        &kafka[kafka::RECORDS_AT..],
-        count,
-        first_timestamp,
-        |_, _| {},
-    )
-    .ok()?;
-    if seen_max != max_timestamp {
-        return None;
+    if codec == Codec::None {
+        let seen_max = walk_records(
+            &kafka[kafka::RECORDS_AT..],
+            count,
+            first_timestamp,
+            |_, _| {},
+        )
+        .ok()?;
+        if seen_max != max_timestamp {
+            return None;
+        }
     }
 
     // Stored as they arrived when the two fields the store fixes already hold its values
@@ -196,11 +215,12 @@ pub fn wrap_kafka_batch(
         first_timestamp,
         max_timestamp,
         producer,
-        attributes: if transactional {
-            ATTRIBUTE_TRANSACTIONAL
-        } else {
-            0
-        },
+        attributes: codec.attribute()
+            | if transactional {
+                ATTRIBUTE_TRANSACTIONAL
+            } else {
+                0
+            },
     }
     .put_fields(MAGIC_KAFKA, stored_len, envelope);
     // The CRC field is the same in the copy (the rewritten fields are outside the Kafka CRC).
@@ -213,14 +233,42 @@ pub fn wrap_kafka_batch(
         transactional,
         first_timestamp,
         max_timestamp,
+        codec,
     })
 }
 
+/// The records of a compressed magic-2 batch (one whose `header` names a codec), inflated onto
+/// `out` within [`MAX_INFLATED_RECORDS_BYTES`]; `Ok(false)` and nothing written for any other
+/// batch. What a record walk of the batch then reads instead of its own bytes.
+pub(super) fn inflate(
+    header: &BatchHeader,
+    batch: BatchSlices<'_>,
+    out: &mut Vec<u8>,
+) -> Result<bool, BatchError> {
+    if header.magic != MAGIC_KAFKA || header.codec_bits() == 0 {
+        return Ok(false);
+    }
+    let codec = codec_of(header.codec_bits())?;
+    let (_, kafka) = envelope_and_kafka(batch)?;
+    crate::compression::decompress(
+        codec,
+        &kafka[kafka::RECORDS_AT..],
+        MAX_INFLATED_RECORDS_BYTES,
+        out,
+    )?;
+    Ok(true)
+}
+
+/// The codec numbered `bits`, or the error for a number no codec has.
+fn codec_of(bits: u8) -> Result<Codec, BatchError> {
+    Codec::from_attribute(bits).ok_or(BatchError::UnknownCodec(bits))
+}
+
 /// Decodes Kafka record batches v2 as fencelog serves them to a Kafka consumer (several back to
-/// back, as a Fetch answer's `records` holds them: uncompressed, each record at or after its
-/// batch's `baseTimestamp`), checking each batch's length and CRC-32C, and appends their records
-/// to `records`; control batches (transaction markers) are checked and yield nothing. For a
-/// lean Kafka reader (the bench's), not a general Kafka decoder: a compressed batch is an error.
+/// back, as a Fetch answer's `records` holds them, compressed or not), checking each batch's
+/// length and CRC-32C, and appends their records to `records`; control batches (transaction
+/// markers) are checked and yield nothing. For a lean Kafka reader (the bench's), not a general
+/// Kafka decoder: LogAppendTime and record attributes are errors.
 pub fn decode_kafka_batches_into(
     mut buffer: bytes::Bytes,
     records: &mut Vec<super::Record>,
@@ -244,9 +292,11 @@ pub fn decode_kafka_batches_into(
         }
         check_kafka_crc(&batch)?;
         let attributes = be_i16(&batch, kafka::ATTRIBUTES_AT);
-        if attributes & !(kafka::TRANSACTIONAL_BIT | kafka::CONTROL_BIT) != 0 {
+        let known = kafka::TRANSACTIONAL_BIT | kafka::CONTROL_BIT | kafka::COMPRESSION_MASK;
+        if attributes & !known != 0 {
             return Err(BatchError::ReservedBitsSet);
         }
+        let codec = codec_of((attributes & kafka::COMPRESSION_MASK) as u8)?;
         if attributes & kafka::CONTROL_BIT != 0 {
             continue;
         }
@@ -264,21 +314,28 @@ pub fn decode_kafka_batches_into(
                 record_count: count,
             });
         }
+        let source = if codec == Codec::None {
+            batch.slice(kafka::RECORDS_AT..)
+        } else {
+            let mut inflated = Vec::new();
+            crate::compression::decompress(
+                codec,
+                &batch[kafka::RECORDS_AT..],
+                MAX_INFLATED_RECORDS_BYTES,
+                &mut inflated,
+            )?;
+            bytes::Bytes::from(inflated)
+        };
         let before = records.len();
-        let walked = walk_records(
-            &batch[kafka::RECORDS_AT..],
-            count,
-            base_timestamp,
-            |index, raw| {
-                // A Kafka batch carries no fencing epoch: 0, as for an unleased write.
-                records.push(raw.into_record(
-                    &batch,
-                    base_offset + u64::from(index),
-                    0,
-                    base_timestamp,
-                ));
-            },
-        );
+        let walked = walk_records(&source, count, base_timestamp, |index, raw| {
+            // A Kafka batch carries no fencing epoch: 0, as for an unleased write.
+            records.push(raw.into_record(
+                &source,
+                base_offset + u64::from(index),
+                0,
+                base_timestamp,
+            ));
+        });
         if let Err(error) = walked {
             records.truncate(before);
             return Err(error);
@@ -335,18 +392,31 @@ fn check_kafka_crc(kafka: &[u8]) -> Result<(), BatchError> {
 }
 
 /// The structural checks of a magic-2 batch whose CRCs matched: the Kafka header agrees with
-/// the native one, the producer fields are in range, and the records fill the batch, each
-/// handed to `on_record`.
+/// the native one, the producer fields are in range, and the records fill the batch (or, when
+/// compressed, `inflated`: its records as [`inflate`] wrote them), each handed to `on_record`.
 pub(super) fn validate_kafka<'a>(
     header: &BatchHeader,
     batch: BatchSlices<'a>,
+    inflated: Option<&'a [u8]>,
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
     let (envelope, kafka) = envelope_and_kafka(batch)?;
     let mismatch = |field| BatchError::KafkaHeaderMismatch(field);
-    if header.attributes & !ATTRIBUTE_TRANSACTIONAL != 0 {
+    if header.attributes & !(ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CODEC_MASK) != 0 {
         return Err(BatchError::ReservedBitsSet);
     }
+    let codec = codec_of(header.codec_bits())?;
+    let records = match (codec, inflated) {
+        (Codec::None, _) => &kafka[kafka::RECORDS_AT..],
+        (_, Some(inflated)) => inflated,
+        (_, None) => {
+            debug_assert!(false, "a compressed batch walked without inflating it");
+            return Err(BatchError::MalformedRecord {
+                index: 0,
+                reason: "compressed records were not inflated",
+            });
+        }
+    };
     if be_u16(envelope, 62) != 0 {
         return Err(BatchError::ReservedBitsSet);
     }
@@ -374,7 +444,7 @@ pub(super) fn validate_kafka<'a>(
     } else {
         0
     };
-    if be_i16(kafka, kafka::ATTRIBUTES_AT) != transactional {
+    if be_i16(kafka, kafka::ATTRIBUTES_AT) != transactional | i16::from(codec.attribute()) {
         return Err(mismatch("attributes"));
     }
     if header.record_count == 0 || header.record_count > MAX_RECORDS_PER_BATCH {
@@ -396,7 +466,7 @@ pub(super) fn validate_kafka<'a>(
         return Err(mismatch("producerId, producerEpoch or baseSequence"));
     }
     let seen_max = walk_records(
-        &kafka[kafka::RECORDS_AT..],
+        records,
         header.record_count,
         header.first_timestamp,
         &mut on_record,
@@ -454,8 +524,8 @@ fn producer_fields_at(
 }
 
 /// Walks `count` Kafka records that must fill `records` exactly, handing each to `on_record`
-/// with its timestamp as a non-negative `u32` delta from `base_timestamp`. Returns the largest
-/// record timestamp.
+/// with its timestamp as a delta from `base_timestamp` (negative for a record earlier than the
+/// first). Returns the largest record timestamp.
 fn walk_records<'a>(
     records: &'a [u8],
     count: u32,
@@ -468,7 +538,7 @@ fn walk_records<'a>(
         let malformed = |reason| BatchError::MalformedRecord { index, reason };
         let record = kafka_record(&mut reader, index).map_err(malformed)?;
         let timestamp = base_timestamp
-            .checked_add(i64::from(record.timestamp_delta))
+            .checked_add(record.timestamp_delta)
             .ok_or(BatchError::BadTimestamps("a record timestamp overflows"))?;
         max = max.max(timestamp);
         on_record(index, record);
@@ -490,8 +560,7 @@ fn kafka_record<'a>(reader: &mut Reader<'a>, index: u32) -> Result<RawRecord<'a>
     if record.u8()? != 0 {
         return Err("record attributes must be 0");
     }
-    let timestamp_delta =
-        u32::try_from(record.varlong()?).map_err(|_| "timestamp delta outside 0..=u32::MAX ms")?;
+    let timestamp_delta = record.varlong()?;
     if u32::try_from(record.varint()?) != Ok(index) {
         return Err("offset delta differs from the record's index");
     }
@@ -685,6 +754,7 @@ mod tests {
                 transactional: true,
                 first_timestamp: 1_000,
                 max_timestamp: 1_005,
+                codec: Codec::None,
             }
         );
         let mut stored = out.to_vec();
@@ -717,6 +787,100 @@ mod tests {
         assert_eq!(records[2].value, None);
         assert_eq!(records[1].headers.len(), 2);
         assert_eq!(records[1].headers[1].1, None);
+    }
+
+    /// `kafka` with its records section compressed by `codec` (attributes and CRC updated).
+    fn compressed(kafka: &[u8], codec: Codec) -> Vec<u8> {
+        let mut body = Vec::new();
+        crate::compression::compress(codec, &kafka[kafka::RECORDS_AT..], &mut body).unwrap();
+        let mut batch = kafka[..kafka::RECORDS_AT].to_vec();
+        batch.extend_from_slice(&body);
+        let attributes = be_i16(&batch, kafka::ATTRIBUTES_AT) | i16::from(codec.attribute());
+        batch[kafka::ATTRIBUTES_AT..kafka::ATTRIBUTES_AT + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        let length = (batch.len() - kafka::LENGTH_FIELD_END) as i32;
+        batch[kafka::LENGTH_AT..kafka::LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+        let crc = crc32c(&batch[kafka::ATTRIBUTES_AT..]);
+        batch[kafka::CRC_AT..kafka::CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    /// Proves: a compressed Kafka batch of every codec is kept as it arrived, compressed (the
+    /// producer's bytes behind the header, whose attributes repeat the codec); it validates,
+    /// decodes to the records of the same batch uncompressed, and the lean Kafka reader reads
+    /// it too. A body that does not decompress, or a header that names another codec than the
+    /// Kafka batch, is refused.
+    #[test]
+    fn compressed_batches_are_kept_compressed_and_read_back() {
+        let plain = kafka_batch_of(&three_records(), 1_000, 0x10, (7, 2, 40), -1);
+        let mut expected = wrap(&plain, 5).unwrap().to_vec();
+        stamp_base_offset(&mut expected, 20);
+        let expected = decode_batch(&Bytes::from(expected)).unwrap();
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let kafka = compressed(&plain, codec);
+            let mut out = BytesMut::new();
+            let kept = wrap_kafka_batch(&kafka, 5, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out)
+                .expect("kept");
+            assert_eq!(kept.codec, codec);
+            assert!(!kept.kafka_copied);
+            out.extend_from_slice(&kafka);
+            let mut stored = out.to_vec();
+            stamp_base_offset(&mut stored, 20);
+            let header = validate(&stored, usize::MAX).expect("valid");
+            assert_eq!(header.codec_bits(), codec.attribute());
+            assert!(header.is_transactional());
+            assert_eq!(
+                &stored[KAFKA_ENVELOPE_BYTES + 16..],
+                &kafka[16..],
+                "{codec}"
+            );
+            let stored = Bytes::from(stored);
+            assert_eq!(decode_batch(&stored).unwrap(), expected, "{codec}");
+            let mut lean = Vec::new();
+            decode_kafka_batches_into(stored.slice(KAFKA_ENVELOPE_BYTES..), &mut lean).unwrap();
+            assert_eq!(lean.len(), 3);
+            assert_eq!(lean[1].value, expected[1].value);
+
+            // A damaged body with its CRCs recomputed: refused by the codec.
+            let mut damaged = kafka.clone();
+            for byte in &mut damaged[kafka::RECORDS_AT..] {
+                *byte ^= 0x5a;
+            }
+            let crc = crc32c(&damaged[kafka::ATTRIBUTES_AT..]);
+            damaged[kafka::CRC_AT..kafka::CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+            let mut out = BytesMut::new();
+            wrap_kafka_batch(&damaged, 5, usize::MAX, MAX_RECORDS_PER_BATCH, &mut out).unwrap();
+            out.extend_from_slice(&damaged);
+            assert!(
+                matches!(
+                    validate(&out, usize::MAX),
+                    Err(BatchError::Compression(_) | BatchError::MalformedRecord { .. })
+                ),
+                "{codec}: {:?}",
+                validate(&out, usize::MAX)
+            );
+        }
+        // The native header names zstd, the Kafka batch gzip (the native CRC recomputed).
+        let kafka = compressed(&plain, Codec::Gzip);
+        let mut stored = wrap(&kafka, 5).unwrap().to_vec();
+        stored[17] = (stored[17] & !ATTRIBUTE_CODEC_MASK) | Codec::Zstd.attribute();
+        let crc = header_crc(
+            &stored[..KAFKA_ENVELOPE_BYTES],
+            &stored[KAFKA_ENVELOPE_BYTES..],
+        );
+        stored[12..16].copy_from_slice(&crc.to_be_bytes());
+        assert!(validate(&stored, usize::MAX).is_err());
+        // A codec number no codec has.
+        stored[17] |= 0x07;
+        let crc = header_crc(
+            &stored[..KAFKA_ENVELOPE_BYTES],
+            &stored[KAFKA_ENVELOPE_BYTES..],
+        );
+        stored[12..16].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            validate(&stored, usize::MAX),
+            Err(BatchError::UnknownCodec(7))
+        );
     }
 
     /// Proves: the native `crc` of a kept batch changes with its records, even when every
@@ -766,12 +930,19 @@ mod tests {
     fn batches_that_need_rewriting_are_not_kept() {
         let records = three_records();
         let none = (-1, -1, -1);
-        for (attributes, why) in [(1, "gzip"), (1 << 3, "LogAppendTime"), (0x30, "control")] {
+        for (attributes, why) in [(1 << 3, "LogAppendTime"), (0x30, "control"), (5, "codec 5")] {
             let kafka = kafka_batch_of(&records, 1_000, attributes, (3, 0, 0), -1);
             assert!(wrap(&kafka, 1).is_none(), "{why}");
         }
+        // Out of order records keep their deltas, negative ones too.
         let before_base = vec![(0, None, Some(&b"a"[..]), vec![]), (-1, None, None, vec![])];
-        assert!(wrap(&kafka_batch_of(&before_base, 1_000, 0, none, -1), 1).is_none());
+        let kept = wrap(&kafka_batch_of(&before_base, 1_000, 0, none, -1), 1).unwrap();
+        let timestamps: Vec<i64> = decode_batch(&kept)
+            .unwrap()
+            .iter()
+            .map(|record| record.timestamp)
+            .collect();
+        assert_eq!(timestamps, [1_000, 999]);
         let transactional_without_producer = kafka_batch_of(&records, 1_000, 0x10, none, -1);
         assert!(wrap(&transactional_without_producer, 1).is_none());
         let mut wrong_max = kafka_batch_of(&records, 1_000, 0, none, -1);

@@ -24,9 +24,30 @@ pub fn validate_slices(
     max_batch_bytes: usize,
 ) -> Result<BatchHeader, BatchError> {
     let header = check_frame(batch, max_batch_bytes)?;
-    validate_content(&header, batch, |_, _| {})?;
+    INFLATED.with(|cell| {
+        let mut inflated = cell.take();
+        inflated.clear();
+        let result = stored_kafka::inflate(&header, batch, &mut inflated).and_then(|compressed| {
+            let inflated = compressed.then_some(inflated.as_slice());
+            validate_content(&header, batch, inflated, |_, _| {})
+        });
+        // Kept for the next batch on this thread, unless a rare large one grew it.
+        if inflated.capacity() <= KEPT_INFLATED_CAPACITY {
+            cell.set(inflated);
+        }
+        result
+    })?;
     Ok(header)
 }
+
+thread_local! {
+    /// Where a validation inflates a compressed batch's records: one buffer per thread, so the
+    /// produce path does not allocate the inflated size for every batch.
+    static INFLATED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest inflation buffer a thread keeps between batches: the default largest batch.
+const KEPT_INFLATED_CAPACITY: usize = 8 * 1024 * 1024;
 
 /// The checks of a batch as a whole: a header, a size within `max_batch_bytes`, a length field
 /// that matches, a matching CRC.
@@ -70,14 +91,17 @@ pub(super) fn check_frame(
 /// Structural checks of a batch whose CRC already matched: the header fields make sense and the
 /// records fill the batch exactly. A CRC only proves the bytes are what the producer sent; this
 /// proves a consumer can parse them. Each record is handed to `on_record` as it is checked, so a
-/// decoder walks the records once, not once to check and again to decode.
+/// decoder walks the records once, not once to check and again to decode. A compressed batch's
+/// records are read from `inflated` (`stored_kafka::inflate` wrote them), which borrows as long
+/// as the batch does.
 pub(super) fn validate_content<'a>(
     header: &BatchHeader,
     batch: BatchSlices<'a>,
+    inflated: Option<&'a [u8]>,
     mut on_record: impl FnMut(u32, RawRecord<'a>),
 ) -> Result<(), BatchError> {
     if header.magic == MAGIC_KAFKA {
-        return stored_kafka::validate_kafka(header, batch, on_record);
+        return stored_kafka::validate_kafka(header, batch, inflated, on_record);
     }
     let bytes = batch.head();
     let records_start =
@@ -121,7 +145,7 @@ pub(super) fn validate_content<'a>(
             .map_err(|reason| BatchError::MalformedRecord { index, reason })?;
         let timestamp = header
             .first_timestamp
-            .checked_add(record.timestamp_delta.into())
+            .checked_add(record.timestamp_delta)
             .ok_or(BatchError::BadTimestamps("a record timestamp overflows"))?;
         if timestamp > header.max_timestamp {
             return Err(BatchError::BadTimestamps(

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use fencelog::batch::{
     decode_batches, stamp_base_offset, validate, BatchBuilder, BatchError, ControlMarker,
-    ProducerStamp, Record as NativeRecord,
+    ProducerStamp, Record as NativeRecord, KAFKA_ENVELOPE_BYTES, MAX_INFLATED_RECORDS_BYTES,
 };
+use fencelog::compression::CompressionError;
 use fencelog::server::kafka::batches::{
     to_kafka_batches, to_native_batches, KafkaCompression, RecordLimits, RecordsError,
 };
@@ -407,13 +408,12 @@ fn kafka_batches_of_every_compression_round_trip() {
                 header.epoch, 7,
                 "the native header carries the listener's epoch"
             );
-            // Uncompressed: kept as it arrived (magic 2); compressed: converted.
-            let magic = match (compression, producer) {
-                (Compression::None, _) => 2,
-                (_, Some(_)) => 3,
-                (_, None) => 1,
-            };
-            assert_eq!(header.magic, magic);
+            // Kept as it arrived (magic 2), compressed or not: the producer's bytes from the
+            // magic on, behind the native header, whose attributes repeat the codec.
+            assert_eq!(header.magic, 2);
+            assert_eq!(header.codec_bits(), compression as u8);
+            let stored = batch.bytes.to_bytes();
+            assert_eq!(&stored[KAFKA_ENVELOPE_BYTES + 16..], &kafka[16..]);
             assert_eq!(
                 ProducerStamp::parse(&batch.bytes.to_bytes()),
                 batch.producer
@@ -688,8 +688,9 @@ fn unsupported_batches_are_refused_with_typed_errors() {
 }
 
 /// A flipped bit anywhere in the CRC-covered range is a CRC mismatch: found by the conversion
-/// (a compressed batch), or, for a batch kept as it arrived (whose CRC the partition checks
-/// when it appends it, so each byte is read once), by the batch validation every append runs.
+/// (a batch the flip made one that needs rewriting), or, for a batch kept as it arrived (whose
+/// CRC the partition checks when it appends it, so each byte is read once), by the batch
+/// validation every append runs.
 #[test]
 fn any_flipped_bit_after_the_crc_is_a_crc_mismatch() {
     for compression in [Compression::None, Compression::Gzip] {
@@ -710,7 +711,6 @@ fn any_flipped_bit_after_the_crc_is_a_crc_mismatch() {
                     assert_eq!(error.kafka_error_code(), 2);
                 }
                 Ok(kept) => {
-                    assert_eq!(compression, Compression::None, "flip at {position}");
                     assert!(
                         matches!(
                             validate(&kept[0].bytes.to_bytes(), usize::MAX),
@@ -870,8 +870,22 @@ fn every_truncation_is_refused() {
     assert_eq!(convert(&field).unwrap().len(), 2);
 }
 
+/// Kafka's LogAppendTime bit: a batch that carries it is converted, not kept.
+const LOG_APPEND_TIME: i16 = 1 << 3;
+
+/// `kafka` with the LogAppendTime bit set (its CRC fixed): a batch the listener converts.
+fn converted_kind(kafka: &[u8]) -> Vec<u8> {
+    let mut batch = kafka.to_vec();
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | LOG_APPEND_TIME;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    fix_length_and_crc(&mut batch);
+    batch
+}
+
 /// A decompression bomb of every codec stops at the limit with an error, and memory stays
-/// within a small multiple of the limit, not the bomb's size.
+/// within a small multiple of the limit, not the bomb's size: in a conversion (a LogAppendTime
+/// batch) at the listener's limit, and in a batch kept compressed at the validation every
+/// append runs.
 #[test]
 fn decompression_bombs_stop_at_the_limit() {
     let limits = RecordLimits {
@@ -887,7 +901,7 @@ fn decompression_bombs_stop_at_the_limit() {
         Compression::Zstd,
     ] {
         let header = RawHeader {
-            attributes: compression as i16,
+            attributes: compression as i16 | LOG_APPEND_TIME,
             ..RawHeader::plain(1)
         };
         let bomb = raw_batch(&header, &compress(compression, &zeros));
@@ -909,6 +923,37 @@ fn decompression_bombs_stop_at_the_limit() {
             "{compression:?}"
         );
     }
+
+    // Kept compressed: the listener takes the batch as it is, and the validation inflates it
+    // within the library's bound.
+    let zeros = vec![0u8; MAX_INFLATED_RECORDS_BYTES + (1 << 20)];
+    for compression in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let header = RawHeader {
+            attributes: compression as i16,
+            ..RawHeader::plain(1)
+        };
+        let bomb = raw_batch(&header, &compress(compression, &zeros));
+        let kept = convert(&bomb).expect("kept as sent");
+        let stored = kept[0].bytes.to_bytes();
+        let (result, largest) = largest_allocation(|| validate(&stored, usize::MAX));
+        assert_eq!(
+            result.unwrap_err(),
+            BatchError::Compression(CompressionError::TooLarge {
+                limit: MAX_INFLATED_RECORDS_BYTES
+            }),
+            "{compression:?}"
+        );
+        assert!(
+            largest <= 2 * MAX_INFLATED_RECORDS_BYTES + (1 << 20),
+            "{compression:?}: a {}-byte bomb allocated {largest} bytes",
+            bomb.len()
+        );
+    }
 }
 
 /// A raw snappy block that declares 4 GiB is refused before anything is allocated for it.
@@ -923,14 +968,29 @@ fn snappy_declared_length_is_checked_before_allocating() {
     }
     block.push(length as u8);
     block.extend_from_slice(&[0; 16]);
-    let header = RawHeader {
-        attributes: Compression::Snappy as i16,
+    let converted = RawHeader {
+        attributes: Compression::Snappy as i16 | LOG_APPEND_TIME,
         ..RawHeader::plain(1)
     };
-    let (result, largest) = largest_allocation(|| convert(&raw_batch(&header, &block)));
+    let (result, largest) = largest_allocation(|| convert(&raw_batch(&converted, &block)));
     assert!(matches!(
         result.unwrap_err(),
         RecordsError::DecompressedTooLarge { .. } | RecordsError::Decompression { .. }
+    ));
+    assert!(largest < 64 * 1024, "allocated {largest}");
+    let kept = RawHeader {
+        attributes: Compression::Snappy as i16,
+        ..RawHeader::plain(1)
+    };
+    let stored = convert(&raw_batch(&kept, &block)).unwrap()[0]
+        .bytes
+        .to_bytes();
+    let (result, largest) = largest_allocation(|| validate(&stored, usize::MAX));
+    assert!(matches!(
+        result.unwrap_err(),
+        BatchError::Compression(
+            CompressionError::TooLarge { .. } | CompressionError::Failed { .. }
+        )
     ));
     assert!(largest < 64 * 1024, "allocated {largest}");
 }
@@ -943,19 +1003,19 @@ fn decompression_budget_is_shared_by_a_fields_batches() {
         max_decompressed_bytes: 3000,
         ..RecordLimits::default()
     };
-    let batch = kafka_batch(
+    let batch = converted_kind(&kafka_batch(
         &[sample(1, None, Some(&[7u8; 1000]))],
         Compression::Gzip,
         None,
-    );
-    let two: Vec<u8> = [batch.as_ref(), batch.as_ref()].concat();
+    ));
+    let two: Vec<u8> = [batch.as_slice(), batch.as_slice()].concat();
     assert_eq!(
         to_native_batches(&Bytes::copy_from_slice(&two), 1, &limits)
             .unwrap()
             .len(),
         2
     );
-    let four: Vec<u8> = [batch.as_ref(); 4].concat();
+    let four: Vec<u8> = [batch.as_slice(); 4].concat();
     assert!(matches!(
         to_native_batches(&Bytes::copy_from_slice(&four), 1, &limits).unwrap_err(),
         RecordsError::DecompressedTooLarge { .. }
@@ -972,7 +1032,7 @@ fn converted_batches_respect_the_maximum_batch_size() {
     let samples: Vec<Sample> = (0..10)
         .map(|index| sample(index, None, Some(&[1u8; 1000])))
         .collect();
-    let kafka = kafka_batch(&samples, Compression::Lz4, None);
+    let kafka = converted_kind(&kafka_batch(&samples, Compression::Lz4, None));
     let error =
         to_native_batches(&Bytes::copy_from_slice(&kafka), 1, &limits).map(|batches| batches.len());
     let error = error.unwrap_err();

@@ -12,7 +12,6 @@
 //! decompression stops at a byte limit, record counts are capped, and no buffer is sized by a
 //! count read from the wire. Errors are [`RecordsError`], each with one Kafka error code.
 
-mod compression;
 pub mod records;
 mod to_kafka;
 mod to_native;

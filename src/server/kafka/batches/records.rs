@@ -88,46 +88,8 @@ impl Default for RecordLimits {
     }
 }
 
-/// A Kafka batch's compression codec (attributes bits 0-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KafkaCompression {
-    /// Uncompressed (0).
-    None,
-    /// gzip (1).
-    Gzip,
-    /// snappy, xerial-framed or raw (2).
-    Snappy,
-    /// LZ4 frame (3).
-    Lz4,
-    /// zstd (4).
-    Zstd,
-}
-
-impl KafkaCompression {
-    /// The codec numbered `codec` in a batch's attributes, or `None` for 5-7.
-    pub fn from_attribute(codec: u8) -> Option<Self> {
-        match codec {
-            0 => Some(Self::None),
-            1 => Some(Self::Gzip),
-            2 => Some(Self::Snappy),
-            3 => Some(Self::Lz4),
-            4 => Some(Self::Zstd),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for KafkaCompression {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(match self {
-            Self::None => "none",
-            Self::Gzip => "gzip",
-            Self::Snappy => "snappy",
-            Self::Lz4 => "lz4",
-            Self::Zstd => "zstd",
-        })
-    }
-}
+/// A Kafka batch's compression codec (attributes bits 0-2): the library's one codec type.
+pub use crate::compression::Codec as KafkaCompression;
 
 /// One Kafka batch converted into one native batch, ready for the partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,6 +240,12 @@ pub enum RecordsError {
         /// The codec's complaint.
         reason: String,
     },
+    /// This build has no codecs (the `compression` feature is off).
+    #[error("{codec} batches need the `compression` feature, which this build lacks")]
+    CompressionNotBuilt {
+        /// The batch's codec.
+        codec: KafkaCompression,
+    },
     /// Decompression would produce more than [`RecordLimits::max_decompressed_bytes`] (summed
     /// over the `records` field).
     #[error("decompressed records exceed the limit of {limit} bytes for one produce partition")]
@@ -355,7 +323,9 @@ impl RecordsError {
             Self::LegacyMessageFormat { .. } | Self::UnsupportedMagic { .. } => {
                 ResponseError::UnsupportedForMessageFormat
             }
-            Self::UnknownCompression { .. } => ResponseError::UnsupportedCompressionType,
+            Self::UnknownCompression { .. } | Self::CompressionNotBuilt { .. } => {
+                ResponseError::UnsupportedCompressionType
+            }
             Self::UnsupportedAttributes { .. }
             | Self::Transactional
             | Self::ControlBatch
@@ -367,6 +337,17 @@ impl RecordsError {
             | Self::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
         };
         error.code()
+    }
+}
+
+impl From<crate::compression::CompressionError> for RecordsError {
+    fn from(error: crate::compression::CompressionError) -> Self {
+        use crate::compression::CompressionError;
+        match error {
+            CompressionError::Failed { codec, reason } => Self::Decompression { codec, reason },
+            CompressionError::TooLarge { limit } => Self::DecompressedTooLarge { limit },
+            CompressionError::NotBuilt { codec } => Self::CompressionNotBuilt { codec },
+        }
     }
 }
 

@@ -9,7 +9,6 @@ use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::compression::decompress;
 use super::records::layout::*;
 use super::records::{
     be_i16, be_i32, be_i64, ConvertedBatch, KafkaCompression, RecordLimits, RecordsError,
@@ -21,6 +20,7 @@ use crate::batch::{
     BatchParts, NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
     PRODUCER_HEADER_BYTES,
 };
+use crate::compression::decompress;
 
 /// Native bytes a record takes beyond its key, value and header bytes (length, timestamp delta,
 /// key and value lengths, header count), minus the least a Kafka record spends on the same: used
@@ -162,7 +162,7 @@ impl Converter<'_> {
             transactional: kept.transactional,
             first_timestamp: kept.first_timestamp,
             max_timestamp: kept.max_timestamp,
-            compression: KafkaCompression::None,
+            compression: kept.codec,
             kafka_bytes: kafka.len(),
         })
     }
@@ -173,6 +173,7 @@ impl Converter<'_> {
         let records: &[u8] = if header.compression == KafkaCompression::None {
             &kafka[RECORDS_AT..]
         } else {
+            self.decompressed.clear();
             decompress(
                 header.compression,
                 &kafka[RECORDS_AT..],
