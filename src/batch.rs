@@ -53,6 +53,7 @@ pub mod crc32c;
 mod decode;
 mod error;
 mod header;
+mod kafka_encode;
 mod raw_record;
 mod slices;
 mod stored_kafka;
@@ -72,12 +73,12 @@ pub use header::{
     add_sequence, header_len, inner_base_offset_at, stamp_base_offset, BatchHeader, ProducerStamp,
 };
 use header::{be_u16, be_u32, be_u64};
+pub use kafka_encode::{compress_kafka_records, compress_native, native_to_kafka};
 use raw_record::RawRecord;
 pub use raw_record::NULL_HEADER_VALUE;
 pub use slices::{BatchParts, BatchSlices};
 pub use validation::{validate, validate_slices};
 
-#[cfg(feature = "kafka")]
 pub(crate) use stored_kafka::kafka_layout;
 pub use stored_kafka::{
     decode_kafka_batches_into, kafka_batch, wrap_kafka_batch, WrappedKafka, INNER_BASE_OFFSET_AT,

@@ -9,6 +9,7 @@ use super::{
     NewHeader, ProducerStamp, ATTRIBUTE_TRANSACTIONAL, HEADER_BYTES, NULL_HEADER_VALUE,
     PRODUCER_HEADER_BYTES,
 };
+use crate::compression::{Codec, CompressionError};
 
 /// Builds a batch for producers. The first record's timestamp becomes `first_timestamp`; later
 /// records are stored as non-negative `u32` deltas from it.
@@ -29,6 +30,9 @@ pub struct BatchBuilder {
     count: u32,
     /// Room for the header (filled in by [`NewHeader::write`]), then the records.
     buf: BytesMut,
+    /// The codec [`finish`](Self::finish) compresses with: anything but [`Codec::None`] makes
+    /// the batch a magic-2 one (see [`compression`](Self::compression)).
+    codec: Codec,
 }
 
 impl BatchBuilder {
@@ -88,7 +92,22 @@ impl BatchBuilder {
             max_timestamp: i64::MIN,
             count: 0,
             buf,
+            codec: Codec::None,
         }
+    }
+
+    /// Compresses the batch with `codec` when it is finished: the records are written as a Kafka
+    /// record batch v2 compressed with `codec`, behind the native header (magic 2, see
+    /// [`compress_native`](super::compress_native)), the one compressed format the log stores and
+    /// serves to native and Kafka consumers alike. The same records, epoch, timestamps, producer
+    /// and transactional bit as uncompressed. Fails for a codec this build lacks (the
+    /// `compression` feature).
+    pub fn compression(mut self, codec: Codec) -> Result<Self, CompressionError> {
+        if !codec.is_built() {
+            return Err(CompressionError::NotBuilt { codec });
+        }
+        self.codec = codec;
+        Ok(self)
     }
 
     /// Marks the batch transactional: part of its producer's open transaction, held back from
@@ -261,6 +280,15 @@ impl BatchBuilder {
             attributes: self.attributes,
         }
         .write(&mut out);
-        out.freeze()
+        let native = out.freeze();
+        if self.codec == Codec::None || self.count == 0 {
+            return native;
+        }
+        // Compressing in memory fails only for a codec this build lacks, which `compression`
+        // refused: the batch goes uncompressed rather than not at all.
+        super::compress_native(&native, self.codec).unwrap_or_else(|error| {
+            debug_assert!(false, "compressing a built batch failed: {error}");
+            native
+        })
     }
 }

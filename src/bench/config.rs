@@ -175,6 +175,8 @@ pub struct BenchConfig {
     pub record_bytes: usize,
     /// What the values hold.
     pub payload: PayloadKind,
+    /// How the producers compress their batches (`--compression`, none by default).
+    pub compression: crate::compression::Codec,
     /// Records per produce request.
     pub batch_records: u32,
     /// The topic's flush policy.
@@ -240,6 +242,7 @@ impl Default for BenchConfig {
             partitions: 1,
             record_bytes: DEFAULT_RECORD_BYTES,
             payload: PayloadKind::Filler,
+            compression: crate::compression::Codec::None,
             batch_records: DEFAULT_BATCH_RECORDS,
             flush: FlushPolicy::Never,
             stop: StopAfter::Duration(DEFAULT_DURATION),
@@ -310,6 +313,12 @@ impl BenchConfig {
 
     /// Checks every limit; the error names the flag and what is allowed.
     pub fn validate(&self) -> Result<(), BenchError> {
+        if !self.compression.is_built() {
+            return Err(invalid(format!(
+                "--compression {}: this build lacks the `compression` feature",
+                self.compression
+            )));
+        }
         if !(1..=MAX_CLIENTS).contains(&self.producers) {
             return Err(invalid(format!(
                 "--producers {} is outside 1..={MAX_CLIENTS}",

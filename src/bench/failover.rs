@@ -126,6 +126,7 @@ fn start_writer(
         writer,
         record_bytes: config.record_bytes,
         payload: config.payload,
+        compression: config.compression,
         batch_records: config.batch_records,
         in_flight: config.in_flight,
         // One live producer per partition shares the total rate.

@@ -120,6 +120,8 @@ pub struct ProducerSpec {
     pub record_bytes: usize,
     /// What the values hold.
     pub payload: PayloadKind,
+    /// How batches are compressed.
+    pub compression: crate::compression::Codec,
     /// Records per batch.
     pub batch_records: u32,
     /// Produce requests in flight at most.
@@ -209,7 +211,8 @@ async fn wait_until(pacer: Option<&Pacer>, at: Option<Instant>) {
 /// Runs a producer until the deadline, the budget or `stop`, then waits for its requests in
 /// flight.
 pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> {
-    let mut payload = Payload::new(spec.record_bytes, MAX_IN_FLIGHT, spec.payload);
+    let mut payload =
+        Payload::new(spec.record_bytes, MAX_IN_FLIGHT, spec.payload).compressed(spec.compression);
     let mut outcome = ProducerOutcome {
         log_ends: spec.targets.iter().map(|t| (t.partition, 0)).collect(),
         recorder: spec.clock.recorder(),
@@ -309,6 +312,8 @@ pub async fn run(mut spec: ProducerSpec) -> Result<ProducerOutcome, BenchError> 
                     payload.kafka_batch(records, stamp, producer)
                 }
             };
+            spec.counters
+                .add_sent(batch.len(), u64::from(records) * spec.record_bytes as u64);
             let (connection, topic, acks, producer) = (
                 spec.connection.clone(),
                 Arc::clone(&spec.topic),

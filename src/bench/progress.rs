@@ -15,12 +15,31 @@ pub struct Counters {
     pub produced: AtomicU64,
     /// Records received by consumers.
     pub consumed: AtomicU64,
+    /// Bytes of the batches producers sent (as they went on the wire, compressed or not),
+    /// warm-up included.
+    pub sent_batch_bytes: AtomicU64,
+    /// Bytes of the values in those batches.
+    pub sent_value_bytes: AtomicU64,
 }
 
 impl Counters {
     /// Adds acknowledged records.
     pub fn add_produced(&self, records: u64) {
         self.produced.fetch_add(records, Ordering::Relaxed);
+    }
+
+    /// Adds a sent batch of `batch_bytes` bytes holding `value_bytes` bytes of values.
+    pub fn add_sent(&self, batch_bytes: usize, value_bytes: u64) {
+        self.sent_batch_bytes
+            .fetch_add(batch_bytes as u64, Ordering::Relaxed);
+        self.sent_value_bytes
+            .fetch_add(value_bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes on the wire per value byte of the batches sent so far (`None` before any).
+    pub fn wire_bytes_per_value_byte(&self) -> Option<f64> {
+        let values = self.sent_value_bytes.load(Ordering::Relaxed);
+        (values > 0).then(|| self.sent_batch_bytes.load(Ordering::Relaxed) as f64 / values as f64)
     }
 
     /// Adds received records.

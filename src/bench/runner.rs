@@ -240,6 +240,7 @@ fn spawn_producers(
                 writer: index as u32,
                 record_bytes: config.record_bytes,
                 payload: config.payload,
+                compression: config.compression,
                 batch_records: config.batch_records,
                 in_flight: config.in_flight,
                 rate: config.rate_per_producer(),
@@ -506,8 +507,18 @@ pub async fn run(config: BenchConfig, show_progress: bool) -> Result<Vec<RoleRep
         source,
     })?;
     let mut progress = Progress::new(!show_progress);
-    let reports = run_mode(&context, &admin, &mut progress).await;
+    let mut reports = run_mode(&context, &admin, &mut progress).await;
     progress.finish();
+    if let Ok(reports) = &mut reports {
+        let disk = server
+            .as_ref()
+            .and_then(|server| disk_bytes_per_value_byte(server.server(), &context));
+        let wire = context.counters.wire_bytes_per_value_byte();
+        for report in reports.iter_mut().filter(|report| report.role == "produce") {
+            report.wire_bytes_per_value_byte = wire.map(round3);
+            report.disk_bytes_per_value_byte = disk.map(round3);
+        }
+    }
     if !context.config.keep_topic {
         delete_bench_topic(&admin, &topic).await;
     }
@@ -527,6 +538,26 @@ async fn run_mode(
         Mode::Failover => vec![run_failover(context, progress).await?],
         Mode::Loopback => unreachable!("a loopback run starts no server (see run)"),
     })
+}
+
+/// Bytes the bench topic's partitions hold on disk (their segments' data, not preallocated
+/// space) per byte of the values of the records they hold (`None` when they hold none or a
+/// partition is not open here).
+fn disk_bytes_per_value_byte(server: &TestServer, context: &RunContext) -> Option<f64> {
+    let (mut disk, mut records) = (0u64, 0u64);
+    for index in 0..context.config.topic_partitions() {
+        let partition = server.broker().partition(&context.topic, index).ok()?;
+        disk += partition.size_bytes();
+        records += partition
+            .log_end_offset()
+            .saturating_sub(partition.log_start_offset());
+    }
+    let values = records * context.config.record_bytes as u64;
+    (values > 0).then(|| disk as f64 / values as f64)
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
 }
 
 /// Deletes the topic the run created, with its data, whether the run succeeded or not: a run

@@ -342,6 +342,16 @@ pub struct RoleReport {
     /// compressing producer would send of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_zstd_ratio: Option<f64>,
+    /// How the producers compressed their batches (`none`, `gzip`, `snappy`, `lz4`, `zstd`).
+    pub compression: &'static str,
+    /// Bytes of the batches the producers sent per byte of their values (compression below
+    /// 1, record framing above it), over the whole run (producers' lines).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire_bytes_per_value_byte: Option<f64>,
+    /// Bytes the topic's log holds on disk per byte of the values in it, at the end of the run
+    /// (producers' lines, with the bench's own server only: it reads the partitions' sizes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes_per_value_byte: Option<f64>,
     /// Records per produce request.
     pub batch: u32,
     /// The topic's flush policy.
@@ -427,6 +437,9 @@ impl RoleReport {
             partitions: config.topic_partitions(),
             record_size: config.record_bytes,
             payload: config.payload.name(),
+            compression: config.compression.name(),
+            wire_bytes_per_value_byte: None,
+            disk_bytes_per_value_byte: None,
             payload_zstd_ratio: super::payload::zstd_ratio(config.payload, config.record_bytes)
                 .map(round3),
             batch: config.batch_records,
@@ -471,10 +484,13 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
     let rate = config
         .rate
         .map_or_else(|| "max".to_string(), |rate| format!("{rate} rec/s"));
-    let payload = match super::payload::zstd_ratio(config.payload, config.record_bytes) {
+    let mut payload = match super::payload::zstd_ratio(config.payload, config.record_bytes) {
         Some(ratio) => format!("{} (zstd {ratio:.2}x)", config.payload.name()),
         None => config.payload.name().to_string(),
     };
+    if config.compression != crate::compression::Codec::None {
+        payload = format!("{payload} {}-compressed", config.compression);
+    }
     let _ = writeln!(
         out,
         "fencelog bench: mode {}, protocol {}, {} producer(s), {} consumer(s), {} partition(s), {} B {payload} records, \
@@ -544,6 +560,16 @@ pub fn table(config: &BenchConfig, reports: &[RoleReport]) -> String {
                 out,
                 "{} cpu: {server}, bench{client} ({:.2} s)",
                 report.role, cpu.client_cpu_seconds
+            );
+        }
+        if report.wire_bytes_per_value_byte.is_some() || report.disk_bytes_per_value_byte.is_some()
+        {
+            let figure = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
+            let _ = writeln!(
+                out,
+                "bytes per value byte: on the wire {}, on disk {}",
+                figure(report.wire_bytes_per_value_byte),
+                figure(report.disk_bytes_per_value_byte)
             );
         }
         if let (Some(committed), Some(commit)) =

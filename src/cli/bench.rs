@@ -84,6 +84,11 @@ pub struct BenchArgs {
     /// application logs do; the run reports their zstd ratio as `payload_zstd_ratio`).
     #[arg(long, value_enum, default_value_t = crate::bench::PayloadKind::Filler)]
     pub payload: crate::bench::PayloadKind,
+    /// How the producers compress their batches: none (the default), gzip, snappy, lz4 or
+    /// zstd. Natively a compressed batch is a Kafka record batch behind the native header
+    /// (magic 2); with `--protocol kafka` a compressed Kafka batch; both are stored as sent.
+    #[arg(long, default_value = "none")]
+    pub compression: crate::compression::Codec,
     /// Records per produce request (batch).
     #[arg(long, default_value_t = DEFAULT_BATCH_RECORDS)]
     pub batch: u32,
@@ -206,6 +211,7 @@ impl BenchArgs {
             partitions: self.partitions,
             record_bytes: self.record_size,
             payload: self.payload,
+            compression: self.compression,
             batch_records: self.batch,
             flush: self.flush,
             stop,

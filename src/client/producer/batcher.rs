@@ -159,8 +159,12 @@ impl Batcher {
             .session
             .as_ref()
             .map(|session| (session.id.producer_id, session.id.producer_epoch));
+        let codec = self.config.compression;
         let open = self.open.get_or_insert_with(|| OpenBatch {
-            builder: BatchBuilder::reusing_with_producer(epoch, producer, Default::default(), 0),
+            builder: BatchBuilder::reusing_with_producer(epoch, producer, Default::default(), 0)
+                .compression(codec)
+                // `ProducerConfig::validate` refused a codec this build lacks.
+                .expect("a built codec"),
             replies: Vec::new(),
             deadline: Instant::now() + linger,
         });

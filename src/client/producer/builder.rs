@@ -109,6 +109,12 @@ impl ProducerBuilder {
         self
     }
 
+    /// How batches are compressed (see [`ProducerConfig::compression`]).
+    pub fn compression(mut self, codec: crate::compression::Codec) -> Self {
+        self.config.compression = codec;
+        self
+    }
+
     /// See [`ProducerConfig::acks`].
     pub fn acks(mut self, acks: crate::protocol::Acks) -> Self {
         self.config.acks = Some(acks);

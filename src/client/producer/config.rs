@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use crate::batch::MAX_RECORDS_PER_BATCH;
+use crate::compression::Codec;
 use crate::domain::{ConfigError, Quantity, PRODUCER_BATCH_WINDOW};
 
 /// Default time a record may take from `send` to its acknowledgement, retries included.
@@ -52,6 +53,10 @@ pub struct ProducerConfig {
     /// When a batch counts as acknowledged; `None` (the default): `all` on a partition the
     /// client knows is replicated, else the broker's default (the same rule).
     pub acks: Option<crate::protocol::Acks>,
+    /// How batches are compressed ([`Codec::None`], the default, sends them plain): a
+    /// compressed batch is a Kafka record batch behind the native header (magic 2), stored and
+    /// served as it was sent ([`BatchBuilder::compression`](crate::batch::BatchBuilder::compression)).
+    pub compression: Codec,
 }
 
 impl Default for ProducerConfig {
@@ -65,6 +70,7 @@ impl Default for ProducerConfig {
             idempotent: true,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
             acks: None,
+            compression: Codec::None,
         }
     }
 }
@@ -96,6 +102,13 @@ impl ProducerConfig {
                 Quantity::Count(1),
                 Quantity::count(max),
             )?;
+        }
+        if !self.compression.is_built() {
+            return Err(ConfigError::NotAllowed {
+                field: "compression",
+                value: Quantity::count(usize::from(self.compression.attribute())),
+                reason: "this build lacks the `compression` feature",
+            });
         }
         Ok(())
     }
