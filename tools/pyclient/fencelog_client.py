@@ -7,7 +7,12 @@ Layers:
   * encoding helpers (``Writer`` / ``Reader``) for the primitive types of
     protocol.md section 1;
   * record batches (storage-format.md "Record batch"): ``build_batch``,
-    ``parse_batches``;
+    ``build_kafka_batch`` (magic 2, compressed), ``parse_batches`` (every magic,
+    every codec);
+  * compression (storage-format.md "Compressed records"): ``compress``,
+    ``decompress`` (bounded), gzip from the standard library, snappy, lz4 and
+    zstd from the PyPI modules ``python-snappy`` (or ``cramjam``), ``lz4`` and
+    ``zstandard`` when they are installed (``codec_available``);
   * request bodies (``encode_*``) and response bodies (``decode_*``) for every
     API of protocol.md section 5, plus ``TopicConfig`` (section 6) and the
     error body (section 4);
@@ -18,6 +23,7 @@ Layers:
 
 from __future__ import annotations
 
+import io
 import socket
 import struct
 import time
@@ -95,11 +101,31 @@ BATCH_MAGIC = 1
 # base_sequence i32 and two reserved bytes (docs/protocol.md, Produce). This client reads it.
 BATCH_MAGIC_WITH_PRODUCER = 3
 PRODUCER_FIELDS = struct.Struct(">qhiH")  # 16 bytes, at batch offset 48
-# A Kafka producer's batch kept as it arrived (storage-format.md, "Header, magic 2"): the 64-byte
+# A Kafka record batch v2 kept as it was sent (storage-format.md, "Header, magic 2"): the 64-byte
 # header of magic 3 (CRC-32C of bytes 16..64 and 81..85; producer fields -1 without a producer), then a
-# Kafka record batch v2 with its own CRC-32C. This client reads it (it never sends one).
+# Kafka record batch v2 with its own CRC-32C. This client reads it, and sends it to compress
+# (protocol.md 5.6, ``build_kafka_batch``).
 BATCH_MAGIC_KAFKA = 2
 KAFKA_HEADER = struct.Struct(">qiiBIhiqqqhii")  # 61 bytes, at batch offset 64
+NATIVE_KAFKA_HEADER = struct.Struct(">QIIBBHQIqqqhiH")  # the 64-byte header of magic 2
+assert NATIVE_KAFKA_HEADER.size == 64 and KAFKA_HEADER.size == 61
+ATTRIBUTE_TRANSACTIONAL = 0x10
+ATTRIBUTE_CODEC_MASK = 0x07
+# Compression codecs: bits 0-2 of a magic-2 batch's attributes (Kafka's numbers).
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_SNAPPY = 2
+CODEC_LZ4 = 3
+CODEC_ZSTD = 4
+CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy",
+               CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
+# The most bytes one batch's compressed records may inflate to (storage-format.md).
+MAX_INFLATED_RECORDS_BYTES = 64 * 1024 * 1024
+# xerial's snappy stream header: magic, version 1, compatible version 1.
+XERIAL_SNAPPY_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+XERIAL_SNAPPY_BLOCK_BYTES = 32 * 1024
+# The largest zstd window accepted (storage-format.md: 16 MiB).
+ZSTD_MAX_WINDOW_BYTES = 1 << 24
 BATCH_HEADER = struct.Struct(">QIIBBHQIqq")  # 48 bytes
 assert BATCH_HEADER.size == 48
 MAX_RECORDS_PER_BATCH = 1 << 20
@@ -307,6 +333,11 @@ class Batch:
     def last_offset(self) -> int:
         return self.base_offset + self.record_count - 1
 
+    @property
+    def codec(self) -> int:
+        """The records' compression codec (only magic 2 compresses)."""
+        return self.attributes & ATTRIBUTE_CODEC_MASK if self.magic == BATCH_MAGIC_KAFKA else 0
+
 
 def _encode_record(rec: Record, first_ts: int) -> bytes:
     body = Writer()
@@ -416,6 +447,271 @@ def crc32c(data) -> int:
     return c ^ 0xFFFFFFFF
 
 
+# --------------------------------------------------------------------------
+# Compression (storage-format.md, "Compressed records")
+
+
+class CodecUnavailable(Exception):
+    """The codec's Python module is not installed."""
+
+
+def _import_snappy():
+    """(compress_raw, decompress_raw) from python-snappy or cramjam."""
+    try:
+        import snappy  # python-snappy
+        return snappy.compress, snappy.decompress
+    except ImportError:
+        pass
+    try:
+        import cramjam
+        return (lambda b: bytes(cramjam.snappy.compress_raw(b)),
+                lambda b: bytes(cramjam.snappy.decompress_raw(b)))
+    except ImportError:
+        raise CodecUnavailable("snappy needs the python-snappy or cramjam module") from None
+
+
+def _import_lz4():
+    try:
+        import lz4.frame
+        return lz4.frame
+    except ImportError:
+        raise CodecUnavailable("lz4 needs the lz4 module") from None
+
+
+def _import_zstd():
+    try:
+        import zstandard
+        return zstandard
+    except ImportError:
+        raise CodecUnavailable("zstd needs the zstandard module") from None
+
+
+def codec_available(codec: int) -> bool:
+    """Whether this Python can compress and decompress ``codec``."""
+    try:
+        {CODEC_NONE: lambda: None, CODEC_GZIP: lambda: None, CODEC_SNAPPY: _import_snappy,
+         CODEC_LZ4: _import_lz4, CODEC_ZSTD: _import_zstd}[codec]()
+        return True
+    except (CodecUnavailable, KeyError):
+        return False
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """The records section of a magic-2 batch, compressed as the storage format says (and as
+    Kafka's Java producer writes it, so Kafka consumers read it too)."""
+    data = bytes(data)
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        encoder = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+        return encoder.compress(data) + encoder.flush()
+    if codec == CODEC_SNAPPY:
+        compress_raw, _ = _import_snappy()
+        out = [XERIAL_SNAPPY_HEADER]
+        for at in range(0, len(data), XERIAL_SNAPPY_BLOCK_BYTES):
+            block = compress_raw(data[at:at + XERIAL_SNAPPY_BLOCK_BYTES])
+            out.append(struct.pack(">I", len(block)) + block)
+        return b"".join(out)
+    if codec == CODEC_LZ4:
+        frame = _import_lz4()
+        return frame.compress(data, block_size=frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                              content_checksum=False, store_size=False)
+    if codec == CODEC_ZSTD:
+        return _import_zstd().ZstdCompressor(level=3).compress(data)
+    raise ValueError(f"unknown codec {codec}")
+
+
+def _too_large(limit: int) -> CorruptBatch:
+    return CorruptBatch(f"compressed records inflate past {limit} bytes")
+
+
+def _snappy_raw_length(block: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its leading varint)."""
+    length = 0
+    for i in range(5):
+        if i >= len(block):
+            break
+        length |= (block[i] & 0x7F) << (7 * i)
+        if not block[i] & 0x80:
+            return length
+    raise CorruptBatch("snappy block with a bad length varint")
+
+
+def decompress(codec: int, data, limit: int = MAX_INFLATED_RECORDS_BYTES) -> bytes:
+    """Inflates a magic-2 batch's compressed records, stopping with ``CorruptBatch`` once the
+    output would pass ``limit`` bytes (never inflating a bomb to its end). A corrupt body is a
+    ``CorruptBatch`` too; a missing module is ``CodecUnavailable``."""
+    data = bytes(data)
+    if codec == CODEC_NONE:
+        if len(data) > limit:
+            raise _too_large(limit)
+        return data
+    try:
+        if codec == CODEC_GZIP:
+            return _gunzip(data, limit)
+        if codec == CODEC_SNAPPY:
+            return _unsnappy(data, limit)
+        if codec == CODEC_LZ4:
+            decoder = _import_lz4().LZ4FrameDecompressor()
+            out = decoder.decompress(data, max_length=limit + 1)
+            if len(out) > limit:
+                raise _too_large(limit)
+            if not decoder.eof:
+                raise CorruptBatch("lz4 frame cut short")
+            return out
+        if codec == CODEC_ZSTD:
+            zstandard = _import_zstd()
+            context = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW_BYTES)
+            reader = context.stream_reader(io.BytesIO(data), read_across_frames=True)
+            out = bytearray()
+            while True:
+                chunk = reader.read(limit + 1 - len(out))
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise _too_large(limit)
+            # The reader ends quietly where the input does: check that every frame is whole
+            # (decoding again is within the limit now that the output is known to be).
+            rest = data
+            while rest:
+                frame = context.decompressobj()
+                frame.decompress(rest)
+                if not frame.eof:
+                    raise CorruptBatch("zstd frame cut short")
+                rest = frame.unused_data
+            return bytes(out)
+    except (CorruptBatch, CodecUnavailable):
+        raise
+    except Exception as e:  # each module's own error type
+        raise CorruptBatch(f"{CODEC_NAMES[codec]} decompression failed: {e}") from None
+    raise CorruptBatch(f"unknown compression codec {codec}")
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """gzip members back to back, within ``limit``."""
+    out = bytearray()
+    while True:
+        decoder = zlib.decompressobj(31)
+        pending = data
+        while True:
+            # At most one byte past the limit: stop there, whatever the stream says.
+            out += decoder.decompress(pending, limit + 1 - len(out))
+            if len(out) > limit:
+                raise _too_large(limit)
+            pending = decoder.unconsumed_tail
+            if decoder.eof or not pending:
+                break
+        if not decoder.eof:
+            raise CorruptBatch("gzip stream cut short")
+        data = decoder.unused_data
+        if not data:
+            return bytes(out)
+
+
+def _unsnappy(data: bytes, limit: int) -> bytes:
+    """xerial-framed snappy blocks, or one raw block without the xerial header."""
+    _, decompress_raw = _import_snappy()
+    if not data.startswith(XERIAL_SNAPPY_HEADER):
+        blocks = [data]
+    else:
+        blocks, at = [], len(XERIAL_SNAPPY_HEADER)
+        while at < len(data):
+            if len(data) - at < 4:
+                raise CorruptBatch("snappy block length cut short")
+            (length,) = struct.unpack_from(">I", data, at)
+            if at + 4 + length > len(data):
+                raise CorruptBatch("snappy block runs past the batch")
+            blocks.append(data[at + 4:at + 4 + length])
+            at += 4 + length
+    out = bytearray()
+    for block in blocks:
+        # The declared length is checked before anything is allocated for it.
+        declared = _snappy_raw_length(block)
+        if declared > limit - len(out):
+            raise _too_large(limit)
+        inflated = decompress_raw(block)
+        if len(inflated) != declared:
+            raise CorruptBatch("snappy block inflates to another length than it declares")
+        out += inflated
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------
+# Magic 2 (storage-format.md "Header, magic 2"; protocol.md 5.6, "Magic 2: a compressed batch")
+
+
+def _put_varint(value: int) -> bytes:
+    """Kafka's zigzag base-128 varint (and varlong)."""
+    raw = (value << 1) ^ (value >> 63)
+    raw &= (1 << 64) - 1
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _put_nullable(part: Optional[bytes]) -> bytes:
+    return _put_varint(-1) if part is None else _put_varint(len(part)) + bytes(part)
+
+
+def encode_kafka_records(records: Sequence[Record], base_timestamp: int) -> bytes:
+    """Kafka records back to back: what a magic-2 batch compresses."""
+    out = []
+    for index, rec in enumerate(records):
+        body = [b"\0", _put_varint(rec.timestamp - base_timestamp), _put_varint(index),
+                _put_nullable(rec.key), _put_nullable(rec.value), _put_varint(len(rec.headers))]
+        for name, value in rec.headers:
+            body.append(_put_nullable(name.encode("utf-8")))
+            body.append(_put_nullable(value))
+        body_bytes = b"".join(body)
+        out.append(_put_varint(len(body_bytes)) + body_bytes)
+    return b"".join(out)
+
+
+def build_kafka_batch(epoch: int, records: Sequence[Record], codec: int = CODEC_GZIP,
+                      producer: Optional[Tuple[int, int, int]] = None,
+                      transactional: bool = False) -> bytes:
+    """Builds a magic-2 batch as a native producer sends it to compress (protocol.md 5.6):
+    Kafka records compressed with ``codec`` behind the 64-byte native header, whose ``epoch`` is
+    the fencing token. ``producer`` is ``(producer_id, producer_epoch, base_sequence)`` of an
+    idempotent producer, else all three are -1. Timestamps may go back in time (negative
+    deltas from the first record's)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    if len(records) > MAX_RECORDS_PER_BATCH:
+        raise ValueError("too many records for one batch")
+    if codec not in CODEC_NAMES:
+        raise ValueError(f"unknown codec {codec}")
+    now = int(time.time() * 1000)
+    stamped = [r if r.timestamp is not None else
+               Record(r.value, r.key, now, list(r.headers)) for r in records]
+    base_ts = stamped[0].timestamp
+    max_ts = max(r.timestamp for r in stamped)
+    plain = encode_kafka_records(stamped, base_ts)
+    if len(plain) > MAX_INFLATED_RECORDS_BYTES:
+        raise ValueError("records larger than a batch may inflate to")
+    body = compress(codec, plain)
+    producer_id, producer_epoch, base_sequence = producer or (-1, -1, -1)
+    if transactional and producer is None:
+        raise ValueError("a transactional batch needs a producer")
+    attributes = codec | (ATTRIBUTE_TRANSACTIONAL if transactional else 0)
+    count = len(stamped)
+    # Kafka bytes 21..61 (attributes to recordsCount) and the records: what its CRC-32C covers.
+    covered = struct.pack(">hiqqqhii", attributes, count - 1, base_ts, max_ts, producer_id,
+                          producer_epoch, base_sequence, count) + body
+    kafka_crc = crc32c(covered)
+    kafka = struct.pack(">qiiBI", 0, 49 + len(body), -1, 2, kafka_crc) + covered
+    # The native header; its CRC-32C covers bytes 16..64 and then the Kafka CRC field.
+    native = bytearray(NATIVE_KAFKA_HEADER.pack(
+        0, 64 + len(kafka), 0, BATCH_MAGIC_KAFKA, attributes, 0, epoch, count, base_ts, max_ts,
+        producer_id, producer_epoch, base_sequence, 0))
+    struct.pack_into(">I", native, 12, crc32c(bytes(native[16:64]) + kafka[17:21]))
+    return bytes(native) + kafka
+
+
 def _kafka_varint(r: Reader, max_bytes: int) -> int:
     raw = 0
     for i in range(max_bytes):
@@ -434,10 +730,11 @@ def _kafka_nullable(r: Reader) -> Optional[bytes]:
 
 
 def _parse_kafka_batch(mv: memoryview, pos: int, end: int, base_offset: int, epoch: int,
-                       first_ts: int, max_ts: int, count: int,
+                       first_ts: int, max_ts: int, count: int, attributes: int,
                        verify_crc: bool) -> List[Record]:
     """The records of a magic-2 batch: the Kafka batch at pos + 64, checked against the
-    native header (storage-format.md, "Header, magic 2")."""
+    native header (storage-format.md, "Header, magic 2"), its records inflated when
+    compressed."""
     at = pos + 64
     if end - at < KAFKA_HEADER.size:
         raise CorruptBatch(f"magic-2 batch too short at byte {pos}")
@@ -447,9 +744,9 @@ def _parse_kafka_batch(mv: memoryview, pos: int, end: int, base_offset: int, epo
         raise CorruptBatch(f"Kafka CRC-32C mismatch at byte {pos}")
     if (k_base != base_offset or k_length != end - at - 12 or k_magic != 2
             or k_leader_epoch != -1 or k_last_delta != count - 1 or k_base_ts != first_ts
-            or k_max_ts != max_ts or k_count != count or k_attributes & ~0x10):
+            or k_max_ts != max_ts or k_count != count or k_attributes != attributes):
         raise CorruptBatch(f"Kafka header disagrees with the native one at byte {pos}")
-    r = Reader(bytes(mv[at + KAFKA_HEADER.size:end]))
+    r = Reader(decompress(attributes & ATTRIBUTE_CODEC_MASK, mv[at + KAFKA_HEADER.size:end]))
     records: List[Record] = []
     for index in range(count):
         length = _kafka_varint(r, 5)
@@ -470,8 +767,8 @@ def _parse_kafka_batch(mv: memoryview, pos: int, end: int, base_offset: int, epo
             headers.append((name.decode("utf-8"), _kafka_nullable(r)))
         if r.pos != record_end:
             raise CorruptBatch(f"record {index}: fields do not fill its length")
-        ts = first_ts + delta
-        if delta < 0 or ts > max_ts:
+        ts = first_ts + delta  # the delta may be negative (storage-format.md)
+        if ts > max_ts or not -(1 << 63) <= ts < (1 << 63):
             raise CorruptBatch(f"record {index}: timestamp outside the batch's")
         records.append(Record(value=value, key=key, timestamp=ts, headers=headers,
                               offset=base_offset + index, epoch=epoch))
@@ -500,10 +797,12 @@ def parse_batches(data: bytes, verify_crc: bool = True) -> List[Batch]:
             covered = bytes(mv[pos + 16:pos + 64]) + bytes(mv[pos + 81:pos + 85])
             if verify_crc and crc32c(covered) != crc:
                 raise CorruptBatch(f"CRC-32C mismatch of the header at byte {pos}")
-            if attributes & ~0x10 or reserved != 0 or not 1 <= count <= MAX_RECORDS_PER_BATCH:
+            if (attributes & ~(ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CODEC_MASK)
+                    or attributes & ATTRIBUTE_CODEC_MASK not in CODEC_NAMES
+                    or reserved != 0 or not 1 <= count <= MAX_RECORDS_PER_BATCH):
                 raise CorruptBatch(f"bad magic-2 header at byte {pos}")
             records = _parse_kafka_batch(mv, pos, end, base_offset, epoch, first_ts, max_ts,
-                                         count, verify_crc)
+                                         count, attributes, verify_crc)
             out.append(Batch(base_offset, length, crc, magic, attributes, epoch, count,
                              first_ts, max_ts, records))
             pos = end
