@@ -125,6 +125,10 @@ pub struct ProduceArgs {
     /// A standalone server treats both alike.
     #[arg(long)]
     pub acks: Option<Acks>,
+    /// How batches are compressed: none (the default), gzip, snappy, lz4 or zstd. A compressed
+    /// batch is stored and served as it was sent; Kafka consumers read it too.
+    #[arg(long, default_value = "none", conflicts_with = "transaction")]
+    pub compression: crate::compression::Codec,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
@@ -196,6 +200,7 @@ async fn produce(args: ProduceArgs) -> Result<(), Failure> {
         .max_in_flight(args.max_in_flight)
         .max_pending_records(max_pending)
         .delivery_timeout(args.delivery_timeout)
+        .compression(args.compression)
         .build()
         .await?;
     let key = args.key.map(Bytes::from);

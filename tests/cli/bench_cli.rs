@@ -505,3 +505,33 @@ fn a_json_payload_is_reported_with_its_compression_ratio() {
     assert_eq!(filler[0]["payload"], "filler");
     assert!(filler[0].get("payload_zstd_ratio").is_none());
 }
+
+/// Compressed producers (natively a magic-2 batch, over Kafka a compressed Kafka batch) report
+/// the bytes they put on the wire and the bytes the log holds per value byte: the JSON payload's
+/// zstd ratio on both, stored as sent.
+#[test]
+fn a_compressed_bench_reports_its_bytes_on_the_wire_and_on_disk() {
+    for protocol in ["native", "kafka"] {
+        let mut args = vec![
+            "--payload",
+            "json",
+            "--compression",
+            "zstd",
+            "--protocol",
+            protocol,
+        ];
+        args.extend_from_slice(&SHORT);
+        let lines = bench_json(&args);
+        let line = &lines[0];
+        check_role(line, "produce");
+        assert_eq!(line["compression"], "zstd", "{line}");
+        let wire = line["wire_bytes_per_value_byte"].as_f64().unwrap();
+        let disk = line["disk_bytes_per_value_byte"].as_f64().unwrap();
+        let ratio = line["payload_zstd_ratio"].as_f64().unwrap();
+        assert!(wire < 1.5 / ratio, "{line}");
+        assert!((disk - wire).abs() <= 0.05 * wire, "{line}");
+    }
+    let plain = bench_json(&SHORT);
+    assert_eq!(plain[0]["compression"], "none");
+    assert!(plain[0]["wire_bytes_per_value_byte"].as_f64().unwrap() >= 1.0);
+}

@@ -13,6 +13,7 @@ mod kafka_acls;
 mod kafka_api_versions;
 mod kafka_client_scenarios;
 mod kafka_clients;
+mod kafka_compression;
 mod kafka_configs;
 mod kafka_delete_records;
 mod kafka_delete_topics;
