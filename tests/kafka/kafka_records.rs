@@ -1143,10 +1143,18 @@ proptest! {
                 }
             }
         }
-        // The same damage with a fixed CRC reaches the record parser.
+        // The same damage with a fixed CRC reaches the record parser: the conversion's, or for
+        // a batch kept as it arrived (compressed ones included) the validation's, which
+        // decompresses it, and the reader's.
         if kafka.len() > 21 {
             fix_length_and_crc(&mut kafka);
-            let _either = convert(&kafka);
+            if let Ok(batches) = convert(&kafka) {
+                for batch in batches {
+                    let stored = batch.bytes.to_bytes();
+                    let _either = validate(&stored, usize::MAX);
+                    let _either = decode_batches(stored);
+                }
+            }
         }
         let end = cut.index(kafka.len());
         let _either = convert(&kafka[..end]);
