@@ -66,6 +66,29 @@ async fn read_natively(client: &Client, topic: &str) -> Vec<String> {
     values
 }
 
+/// The topic's one partition holds less than a third of `expected`'s bytes on disk (the
+/// compressed batches, not the values), and every reader gets `expected` back: the native
+/// client, confluent-kafka, and kafka-python where it and its zstd module are installed.
+async fn stored_compressed_and_read_back(
+    server: &fencelog::testing::TestServer,
+    topic: &str,
+    expected: &[String],
+) {
+    let value_bytes: usize = expected.iter().map(String::len).sum();
+    let disk = server.broker().partition(topic, 0).unwrap().size_bytes() as usize;
+    assert!(
+        disk * 3 < value_bytes,
+        "{disk} bytes on disk for {value_bytes} bytes of values"
+    );
+    let native = Client::connect(server.addr()).await.expect("connect");
+    assert_eq!(read_natively(&native, topic).await, expected);
+    let bootstrap = server.kafka_addr().to_string();
+    assert_eq!(read_with("confluent", &bootstrap, topic).await, expected);
+    if !python_module_missing("kafka") && !python_module_missing("zstandard") {
+        assert_eq!(read_with("kafka-python", &bootstrap, topic).await, expected);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zstd_kafka_producers_topic_is_stored_compressed_and_reads_back_everywhere() {
     if python_module_missing("confluent_kafka") {
@@ -82,30 +105,10 @@ async fn a_zstd_kafka_producers_topic_is_stored_compressed_and_reads_back_everyw
         &RECORDS.to_string(),
     ])
     .await;
-    let expected: Vec<String> = (0..RECORDS).map(json_value).collect();
-    let value_bytes: usize = expected.iter().map(String::len).sum();
-
     // On disk: the producer's compressed batches (behind a 64-byte header each), not the
     // records' uncompressed size.
-    let partition = server.broker().partition("zstd-events", 0).unwrap();
-    let disk = partition.size_bytes() as usize;
-    assert!(
-        disk * 3 < value_bytes,
-        "{disk} bytes on disk for {value_bytes} bytes of values"
-    );
-
-    let native = Client::connect(server.addr()).await.expect("connect");
-    assert_eq!(read_natively(&native, "zstd-events").await, expected);
-    assert_eq!(
-        read_with("confluent", &bootstrap, "zstd-events").await,
-        expected
-    );
-    if !python_module_missing("kafka") && !python_module_missing("zstandard") {
-        assert_eq!(
-            read_with("kafka-python", &bootstrap, "zstd-events").await,
-            expected
-        );
-    }
+    let expected: Vec<String> = (0..RECORDS).map(json_value).collect();
+    stored_compressed_and_read_back(&server, "zstd-events", &expected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +117,6 @@ async fn a_native_zstd_producer_writes_batches_kafka_consumers_decode() {
         return;
     }
     let server = kafka_server_with_quick_groups().await;
-    let bootstrap = server.kafka_addr().to_string();
     create_topic(&server, "native-zstd", 1).await;
     let client = Client::connect(server.addr()).await.expect("connect");
     let producer = Producer::builder(client.clone(), "native-zstd", 0)
@@ -124,7 +126,6 @@ async fn a_native_zstd_producer_writes_batches_kafka_consumers_decode() {
         .await
         .expect("producer");
     let expected: Vec<String> = (0..RECORDS).map(json_value).collect();
-    let value_bytes: usize = expected.iter().map(String::len).sum();
     let sends: Vec<_> = expected
         .iter()
         .map(|value| producer.send(None, value.clone()))
@@ -132,24 +133,5 @@ async fn a_native_zstd_producer_writes_batches_kafka_consumers_decode() {
     let offsets = futures::future::try_join_all(sends).await.expect("sent");
     assert_eq!(offsets, (0..RECORDS as u64).collect::<Vec<_>>());
     producer.close().await.expect("close");
-    let disk = server
-        .broker()
-        .partition("native-zstd", 0)
-        .unwrap()
-        .size_bytes() as usize;
-    assert!(
-        disk * 3 < value_bytes,
-        "{disk} bytes on disk for {value_bytes} bytes of values"
-    );
-    assert_eq!(read_natively(&client, "native-zstd").await, expected);
-    assert_eq!(
-        read_with("confluent", &bootstrap, "native-zstd").await,
-        expected
-    );
-    if !python_module_missing("kafka") && !python_module_missing("zstandard") {
-        assert_eq!(
-            read_with("kafka-python", &bootstrap, "native-zstd").await,
-            expected
-        );
-    }
+    stored_compressed_and_read_back(&server, "native-zstd", &expected).await;
 }
