@@ -870,6 +870,14 @@ fn every_truncation_is_refused() {
     assert_eq!(convert(&field).unwrap().len(), 2);
 }
 
+/// Every codec but none.
+const COMPRESSED: [Compression; 4] = [
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+
 /// Kafka's LogAppendTime bit: a batch that carries it is converted, not kept.
 const LOG_APPEND_TIME: i16 = 1 << 3;
 
@@ -894,12 +902,7 @@ fn decompression_bombs_stop_at_the_limit() {
     };
     // 4 MiB of zeros: compresses to a few KiB with every codec.
     let zeros = vec![0u8; 4 << 20];
-    for compression in [
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ] {
+    for compression in COMPRESSED {
         let header = RawHeader {
             attributes: compression as i16 | LOG_APPEND_TIME,
             ..RawHeader::plain(1)
@@ -927,12 +930,7 @@ fn decompression_bombs_stop_at_the_limit() {
     // Kept compressed: the listener takes the batch as it is, and the validation inflates it
     // within the library's bound.
     let zeros = vec![0u8; MAX_INFLATED_RECORDS_BYTES + (1 << 20)];
-    for compression in [
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ] {
+    for compression in COMPRESSED {
         let header = RawHeader {
             attributes: compression as i16,
             ..RawHeader::plain(1)
