@@ -320,14 +320,15 @@ mod codecs {
                     *slot = Some(zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(failed)?);
                 }
                 let encoder = slot.as_mut().expect("just set");
-                if out.is_empty() {
-                    // Straight into `out`'s capacity (zstd writes a `Vec` from its start).
-                    out.reserve(zstd::zstd_safe::compress_bound(input.len()));
-                    encoder.compress_to_buffer(input, out).map_err(failed)?;
-                } else {
-                    out.extend_from_slice(&encoder.compress(input).map_err(failed)?);
-                }
-                Ok(())
+                // Straight into `out`'s spare capacity, after what it holds (a batch's header):
+                // no second buffer, no copy.
+                let start = out.len();
+                out.reserve(zstd::zstd_safe::compress_bound(input.len()));
+                let mut cursor = std::io::Cursor::new(std::mem::take(out));
+                cursor.set_position(start as u64);
+                let compressed = encoder.compress_to_buffer(input, &mut cursor);
+                *out = cursor.into_inner();
+                compressed.map(|_| ()).map_err(failed)
             }),
             Codec::Snappy => {
                 out.extend_from_slice(XERIAL_SNAPPY_HEADER);

@@ -18,8 +18,8 @@ use super::kafka_layout::*;
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len, Reader};
 use super::{
     header_len, wrap_kafka_batch, BatchError, BatchHeader, ProducerStamp, ATTRIBUTE_CONTROL,
-    ATTRIBUTE_TRANSACTIONAL, KAFKA_HEADER_BYTES, MAGIC_KAFKA, MAX_RECORDS_PER_BATCH,
-    NULL_HEADER_VALUE,
+    ATTRIBUTE_TRANSACTIONAL, KAFKA_ENVELOPE_BYTES, KAFKA_HEADER_BYTES, MAGIC_KAFKA,
+    MAX_RECORDS_PER_BATCH, NULL_HEADER_VALUE,
 };
 use crate::compression::{Codec, CompressionError};
 
@@ -37,7 +37,7 @@ pub fn compress_native(native: &[u8], codec: Codec) -> Result<Bytes, BatchError>
     native_to_kafka(native, &mut kafka)
         .map_err(|reason| BatchError::MalformedRecord { index: 0, reason })?;
     let compressed = compress_kafka_records(&kafka, codec)?;
-    let mut out = BytesMut::new();
+    let mut out = BytesMut::with_capacity(KAFKA_ENVELOPE_BYTES + compressed.len());
     let wrapped = wrap_kafka_batch(
         &compressed,
         header.epoch,
